@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Set up .venv on first use (or when pyproject.toml changes), then run codexr or the test suite.
+
+    python3 bootstrap.py demo          # the main job: codexr's built-in offline demo
+    python3 bootstrap.py test          # every test, plus ruff and mypy --strict
+    python3 bootstrap.py codexr ARGS   # any codexr command inside the managed venv
+
+Only the Python standard library is used here, so this works on a machine that has
+nothing but Python 3.11+.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = Path(os.environ.get("CODEXR_VENV", ROOT / ".venv"))
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+STAMP = VENV / ".codexr-installed"
+
+
+def _fingerprint() -> str:
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+
+
+def ensure_venv() -> None:
+    """Create the venv and install the project (editable, with test extras) when needed."""
+    if sys.version_info < (3, 11):
+        sys.exit(f"codex-rewind needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    if STAMP.exists() and STAMP.read_text() == _fingerprint():
+        return
+    if not (BIN / "python").exists():
+        print(f"bootstrap: creating {VENV}", file=sys.stderr)
+        venv.EnvBuilder(with_pip=True, clear=False).create(VENV)
+    print("bootstrap: installing codex-rewind and its dependencies (first run only)", file=sys.stderr)
+    pip = [str(BIN / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "-e", f"{ROOT}[test]"], check=True)
+    STAMP.write_text(_fingerprint())
+
+
+def run_tests(extra: list[str]) -> int:
+    """Lint, type-check and run pytest; the first failure decides the exit code."""
+    py = str(BIN / "python")
+    steps = [
+        [py, "-m", "ruff", "check", "snapshot_store", "app", "config", "tests", "bench", "bootstrap.py"],
+        [py, "-m", "mypy", "--strict", "snapshot_store", "app", "config"],
+        [py, "-m", "pytest", *extra],
+    ]
+    for step in steps:
+        print("bootstrap: $", *step[2:], file=sys.stderr, flush=True)
+        rc = subprocess.run(step, cwd=ROOT).returncode
+        if rc != 0:
+            return rc
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in {"-h", "--help"}:
+        print(__doc__)
+        return 0 if argv else 2
+    cmd, rest = argv[0], argv[1:]
+    ensure_venv()
+    if cmd == "test":
+        return run_tests(rest)
+    if cmd == "demo":
+        return subprocess.run([str(BIN / "codexr"), "demo", *rest]).returncode
+    if cmd == "codexr":
+        return subprocess.run([str(BIN / "codexr"), *rest]).returncode
+    print(f"bootstrap: unknown command {cmd!r} (use demo, test or codexr)", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,197 @@
+"""codexr's settings models: the `[features]` flag and the `[file_snapshots]` table of `config.toml`."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import date, datetime, time
+from pathlib import Path
+from typing import Annotated, Any
+
+from annotated_types import Ge, Gt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic.fields import FieldInfo
+
+from snapshot_store.settings import DEFAULT_CHURN_DIRS, GIB, MIB, RetentionPolicy, ScopeSettings
+
+from .sizes import format_size, parse_size
+
+#: The feature name used by `[features] file_snapshots` and `codexr --enable/--disable file_snapshots`.
+FEATURE_FILE_SNAPSHOTS = "file_snapshots"
+
+_SIZE_EXPECTS = 'a byte count >= 0 or a size such as "500MB" or "10GiB"'
+
+#: Shared model configuration: strict TOML types, typos rejected, field docstrings become descriptions.
+_MODEL_CONFIG = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
+
+
+def _coerce_size(value: Any) -> Any:
+    """Accept size strings for byte-count settings; other values fall through to the strict int check."""
+    if isinstance(value, str):
+        try:
+            return parse_size(value)
+        except ValueError:
+            raise ValueError(f"must be {_SIZE_EXPECTS} (got {toml_text(value)})") from None
+    return value
+
+
+#: A byte count written either as an integer or as a size string such as "500MB".
+ByteCount = Annotated[
+    int,
+    BeforeValidator(_coerce_size),
+    Field(ge=0, json_schema_extra={"expects": _SIZE_EXPECTS, "size": True}),
+]
+
+
+class FeaturesSettings(BaseModel):
+    """The one `[features]` flag codexr owns; every other feature flag belongs to Codex."""
+
+    model_config = _MODEL_CONFIG
+
+    file_snapshots: bool = True
+    """Snapshot workspace files so a rewind restores them too; on by default since that is codexr's point."""
+
+
+class FileSnapshotsSettings(BaseModel):
+    """The `[file_snapshots]` table: what captures look at and how long snapshots are kept."""
+
+    model_config = _MODEL_CONFIG
+
+    churn_dirs: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_CHURN_DIRS),
+        json_schema_extra={"expects": "a list of plain directory names"},
+    )
+    """Directory names the recent-file walk never enters, so build output and dependencies stay out."""
+    residue_max_files: int = Field(default=100, ge=0)
+    """Cap on recent files outside Git's view captured per snapshot, so stray output stays cheap."""
+    residue_max_file_bytes: ByteCount = 16 * MIB
+    """Recent untracked files above this size (e.g. "64MB") are reported, not captured, to keep it small."""
+    include_hidden: bool = False
+    """Also capture untracked dot-files found by the walk (tracked dot-files are always captured)."""
+    retention_days: float = Field(default=30.0, ge=0, allow_inf_nan=False)
+    """Garbage collection drops workspace snapshots older than this many days (0 disables the age rule)."""
+    retention_max_snapshots: int = Field(default=1000, ge=0)
+    """Keep only this many newest snapshots per workspace so long sessions stay bounded (0 disables)."""
+    max_store_bytes: ByteCount = 10 * GIB
+    """GC drops the oldest snapshots until the store fits this size, e.g. "500MB" (0 disables)."""
+    gc_grace_seconds: float = Field(default=3600.0, ge=0, allow_inf_nan=False)
+    """Unreferenced objects younger than this survive garbage collection, protecting captures in progress."""
+    auto_gc: bool = True
+    """Run garbage collection automatically, so the store does not grow without bound."""
+    approval_timeout_seconds: float = Field(default=300.0, gt=0, allow_inf_nan=False)
+    """Seconds the UI may take to answer a Codex approval request before it is declined, so none stalls."""
+
+    @field_validator("churn_dirs")
+    @classmethod
+    def _plain_dir_names(cls, names: list[str]) -> list[str]:
+        """Reject paths and special names: churn dirs are matched by single directory name."""
+        for name in names:
+            if not name or name in (".", "..") or "/" in name or "\\" in name:
+                raise ValueError(f"must contain plain directory names, not paths (got {toml_text(name)})")
+        return names
+
+
+class CodexrSettings(BaseModel):
+    """Everything codexr reads from `$CODEX_HOME/config.toml` and the command line."""
+
+    model_config = _MODEL_CONFIG
+
+    features: FeaturesSettings = Field(default_factory=FeaturesSettings)
+    """The `[features]` flags codexr honours."""
+    file_snapshots: FileSnapshotsSettings = Field(default_factory=FileSnapshotsSettings)
+    """The `[file_snapshots]` table."""
+    codex_home: Path = Field(strict=False)
+    """The Codex home directory whose `config.toml` these settings came from."""
+
+    def scope(self) -> ScopeSettings:
+        """Build the snapshot store's capture-scope settings from the `[file_snapshots]` table."""
+        fs = self.file_snapshots
+        return ScopeSettings(
+            churn_dirs=tuple(fs.churn_dirs),
+            residue_max_files=fs.residue_max_files,
+            residue_max_file_bytes=fs.residue_max_file_bytes,
+            include_hidden=fs.include_hidden,
+        )
+
+    def retention(self) -> RetentionPolicy:
+        """Build the snapshot store's garbage-collection policy from the `[file_snapshots]` table."""
+        fs = self.file_snapshots
+        return RetentionPolicy(
+            max_age_days=fs.retention_days,
+            max_snapshots_per_workspace=fs.retention_max_snapshots,
+            max_store_bytes=fs.max_store_bytes,
+            grace_seconds=fs.gc_grace_seconds,
+        )
+
+
+#: The config tables codexr reads, in documentation order, with the model that validates each.
+SECTIONS: dict[str, type[BaseModel]] = {"features": FeaturesSettings, "file_snapshots": FileSnapshotsSettings}
+
+
+def field_extra(field: FieldInfo) -> dict[str, Any]:
+    """The `json_schema_extra` dict of a field (empty when absent) where codexr keeps its own hints."""
+    extra = field.json_schema_extra
+    return dict(extra) if isinstance(extra, dict) else {}
+
+
+def expected_value(field: FieldInfo) -> str:
+    """Describe what a field accepts, e.g. "an integer >= 0", for one-line error messages."""
+    expects = field_extra(field).get("expects")
+    if isinstance(expects, str):
+        return expects
+    kinds = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    text = kinds.get(field.annotation, "a valid value") if isinstance(field.annotation, type) else "a value"
+    for item in field.metadata:
+        if isinstance(item, Ge):
+            text += f" >= {item.ge}"
+        elif isinstance(item, Gt):
+            text += f" > {item.gt}"
+    return text
+
+
+def toml_text(value: Any) -> str:
+    """Render a value as TOML source text, for defaults in docs and the offending value in errors."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_text(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{key} = {toml_text(item)}" for key, item in value.items()) + " }"
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    return repr(value)
+
+
+def settings_reference() -> list[tuple[str, str, str]]:
+    """List (dotted key, default as TOML text, description) for every setting, so docs can be checked."""
+    rows: list[tuple[str, str, str]] = []
+    for section, model in SECTIONS.items():
+        for name, field in model.model_fields.items():
+            default = field.get_default(call_default_factory=True)
+            if field_extra(field).get("size") and isinstance(default, int):
+                default_text = toml_text(format_size(default))
+            else:
+                default_text = toml_text(default)
+            if not field.description:
+                raise RuntimeError(f"setting {section}.{name} has no docstring")
+            rows.append((f"{section}.{name}", default_text, field.description))
+    return rows
+
+
+def settings_reference_markdown() -> str:
+    """Render settings_reference() as the Markdown table embedded in README.md."""
+    lines = ["| Key | Default | Meaning |", "| --- | --- | --- |"]
+    for key, default, description in settings_reference():
+        cell = description.replace("|", "\\|")
+        lines.append(f"| `{key}` | `{default}` | {cell} |")
+    return "\n".join(lines) + "\n"

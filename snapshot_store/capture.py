@@ -1,0 +1,126 @@
+"""Reading the selected paths into the store, trusting the stat cache where it is safe to."""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from typing import BinaryIO, Protocol
+
+import blake3
+
+from .manifest import Entry, FileMap
+from .packs import CHUNK, STREAM_THRESHOLD
+from .statcache import Key, StatCache, stat_key
+
+READ_ATTEMPTS = 3
+
+
+class BlobSink(Protocol):
+    """Where captured content goes: the pack writer, or a hash-only sink for dry runs."""
+
+    bytes_stored: int
+
+    def has(self, blob: bytes) -> bool: ...
+
+    def add(self, data: bytes) -> bytes: ...
+
+    def add_stream(self, src: BinaryIO) -> tuple[bytes, int]: ...
+
+
+class HashOnly:
+    """A sink that hashes and keeps nothing: previews must not change the store."""
+
+    bytes_stored = 0
+
+    def has(self, blob: bytes) -> bool:
+        return True
+
+    def add(self, data: bytes) -> bytes:
+        return blake3.blake3(data).digest()
+
+    def add_stream(self, src: BinaryIO) -> tuple[bytes, int]:
+        hasher = blake3.blake3()
+        total = 0
+        while chunk := src.read(CHUNK):
+            hasher.update(chunk)
+            total += len(chunk)
+        return hasher.digest(), total
+
+
+@dataclass
+class Captured:
+    """Entries read from disk plus what the stat cache and the restorer need."""
+
+    entries: FileMap = field(default_factory=dict)
+    stats: dict[str, Key] = field(default_factory=dict)
+    fresh: dict[str, tuple[Key, str]] = field(default_factory=dict)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    bytes_hashed: int = 0
+
+
+def _same(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_size, a.st_mtime_ns, a.st_ctime_ns, a.st_ino) == (b.st_size, b.st_mtime_ns, b.st_ctime_ns, b.st_ino)
+
+
+def read_paths(root: str, to_capture: dict[str, os.stat_result], sink: BlobSink, cache: StatCache) -> Captured:
+    """Capture every path: symlinks as links, files by content, never following a link."""
+    out = Captured()
+    for rel in sorted(to_capture):
+        st = to_capture[rel]
+        path = os.path.join(root, rel)
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                target = os.readlink(path)
+            except OSError as exc:
+                out.entries[rel] = ("x", f"unreadable: {exc.strerror}")
+                out.skipped.append((rel, f"unreadable symlink: {exc.strerror}"))
+                continue
+            out.entries[rel] = ("l", target)
+            out.stats[rel] = stat_key(st)
+            continue
+        cached = cache.lookup(rel, st)
+        if cached is not None and sink.has(bytes.fromhex(cached)):
+            out.entries[rel] = ("f", stat.S_IMODE(st.st_mode), st.st_size, cached)
+            key = stat_key(st)
+            out.stats[rel] = key
+            out.fresh[rel] = (key, cached)
+            continue
+        _read_file(rel, path, st, sink, out)
+    return out
+
+
+def _read_file(rel: str, path: str, st: os.stat_result, sink: BlobSink, out: Captured) -> None:
+    """Read one file, retrying while it changes under us; never store a torn read as valid."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        out.entries[rel] = ("-",)
+        return
+    except OSError as exc:
+        out.entries[rel] = ("x", f"unreadable: {exc.strerror}")
+        out.skipped.append((rel, f"unreadable: {exc.strerror}"))
+        return
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        for _attempt in range(READ_ATTEMPTS):
+            before = os.fstat(fd)
+            if not stat.S_ISREG(before.st_mode):
+                out.entries[rel] = ("x", "not a regular file")
+                return
+            f.seek(0)
+            if before.st_size <= STREAM_THRESHOLD:
+                data = f.read()
+                blob = sink.add(data)
+                size = len(data)
+            else:
+                blob, size = sink.add_stream(f)  # type: ignore[arg-type]
+            after = os.fstat(fd)
+            out.bytes_hashed += size
+            if _same(before, after) and size == after.st_size:
+                key = stat_key(after)
+                out.entries[rel] = ("f", stat.S_IMODE(after.st_mode), size, blob.hex())
+                out.stats[rel] = key
+                out.fresh[rel] = (key, blob.hex())
+                return
+        out.entries[rel] = ("x", "kept changing during capture")
+        out.skipped.append((rel, "kept changing during capture; not captured"))

@@ -1,0 +1,43 @@
+"""Every failure the store reports is a StoreError with a one-line, user-facing message."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class: callers show str(error) as one line and exit without a traceback."""
+
+
+class UnknownSnapshot(StoreError):
+    """The id (or prefix) names no snapshot in this store."""
+
+
+class AmbiguousSnapshot(StoreError):
+    """The prefix matches more than one snapshot."""
+
+
+class CorruptStore(StoreError):
+    """An object on disk does not match its name or cannot be parsed."""
+
+
+class MissingBlob(CorruptStore):
+    """A snapshot refers to content the store does not hold."""
+
+
+class WorkspaceError(StoreError):
+    """The workspace root is missing, not a directory, or otherwise unusable."""
+
+
+class IgnoreFileError(StoreError):
+    """`.codexsnapignore` cannot be read or has an invalid pattern."""
+
+
+class StoreBusy(StoreError):
+    """Another process holds a lock this operation needs."""
+
+
+class StoreFull(StoreError):
+    """The disk filled up; nothing was committed."""
+
+
+class UnsupportedFormat(StoreError):
+    """The store was written by a newer, unknown format version."""

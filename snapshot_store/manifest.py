@@ -1,0 +1,152 @@
+"""Snapshot manifests: a map path -> entry, stored as a delta against a parent snapshot.
+
+Entry kinds (tuples, compared by value):
+  ("f", mode, size, blob_hex)  regular file captured
+  ("l", target)                symlink captured (as a link, never followed)
+  ("d",)                       directory whose complete listing was seen: every child is in the map
+  ("D", reason)                directory seen but not descended (churn, hidden, ignored, unreadable)
+  ("x", reason)                path seen present but not captured (budget, size, ignored, hidden...)
+  ("-",)                       path looked at directly and found absent (tombstone)
+The root directory is the key "".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import zstandard
+
+from .errors import CorruptStore
+
+FORMAT_VERSION = 1
+REBASE_DEPTH = 64
+
+Entry = tuple[Any, ...]
+FileMap = dict[str, Entry]
+
+ABSENT: Entry = ("-",)
+WALKED: Entry = ("d",)
+CAPTURED_KINDS = frozenset({"f", "l"})
+
+
+def is_captured(entry: Entry | None) -> bool:
+    """A file or symlink whose content the snapshot holds."""
+    return entry is not None and entry[0] in CAPTURED_KINDS
+
+
+def parent_of(path: str) -> str:
+    """The parent key of a relative path ('' is the root)."""
+    cut = path.rfind("/")
+    return path[:cut] if cut >= 0 else ""
+
+
+def witnessed_absent(files: Mapping[str, Entry], path: str) -> bool:
+    """True only if the snapshot looked at exactly this location and found nothing there.
+
+    Either a tombstone names the path, or the nearest ancestor the snapshot knows about was
+    fully listed without this child, or was a file, symlink or tombstone itself.
+    """
+    entry = files.get(path)
+    if entry is not None:
+        return entry[0] == "-"
+    current = path
+    while current:
+        ancestor = parent_of(current)
+        anc = files.get(ancestor)
+        if anc is not None:
+            return anc[0] in ("d", "f", "l", "-")
+        current = ancestor
+    return False
+
+
+@dataclass
+class SnapshotRecord:
+    """One snapshot file's content: metadata plus a delta against `parent` (or a full map)."""
+
+    root: str
+    created: float
+    kind: str
+    label: str | None
+    parent: str | None
+    depth: int
+    changes: dict[str, Entry | None]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        """Canonical bytes: sorted keys so equal content gets an equal id."""
+        doc = {
+            "format": FORMAT_VERSION,
+            "root": self.root,
+            "created": self.created,
+            "kind": self.kind,
+            "label": self.label,
+            "parent": self.parent,
+            "depth": self.depth,
+            "changes": {k: (list(v) if v is not None else None) for k, v in sorted(self.changes.items())},
+            "meta": self.meta,
+        }
+        raw = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("ascii")
+        return zstandard.ZstdCompressor(level=9).compress(raw)
+
+    @classmethod
+    def decode(cls, snap_id: str, data: bytes) -> SnapshotRecord:
+        """Parse a snapshot file, raising CorruptStore with its id on any problem."""
+        try:
+            raw = zstandard.ZstdDecompressor().decompress(data, max_output_size=1 << 31)
+            doc = json.loads(raw)
+            if doc.get("format") != FORMAT_VERSION:
+                raise CorruptStore(f"snapshot {snap_id} has unknown format {doc.get('format')!r}")
+            changes: dict[str, Entry | None] = {}
+            for k, v in doc["changes"].items():
+                changes[k] = _entry(v) if v is not None else None
+            return cls(
+                root=str(doc["root"]),
+                created=float(doc["created"]),
+                kind=str(doc["kind"]),
+                label=doc["label"],
+                parent=doc["parent"],
+                depth=int(doc["depth"]),
+                changes=changes,
+                meta=dict(doc.get("meta") or {}),
+            )
+        except CorruptStore:
+            raise
+        except (zstandard.ZstdError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CorruptStore(f"snapshot {snap_id} cannot be parsed: {exc}") from exc
+
+
+_ARITY = {"f": 4, "l": 2, "d": 1, "D": 2, "x": 2, "-": 1}
+
+
+def _entry(value: Any) -> Entry:
+    if not isinstance(value, list) or not value or _ARITY.get(value[0]) != len(value):
+        raise ValueError(f"bad entry {value!r}")
+    return tuple(value)
+
+
+def delta(old: Mapping[str, Entry], new: Mapping[str, Entry]) -> dict[str, Entry | None]:
+    """Changes turning `old` into `new` (None removes a key)."""
+    changes: dict[str, Entry | None] = {k: v for k, v in new.items() if old.get(k) != v}
+    for k in old.keys() - new.keys():
+        changes[k] = None
+    return changes
+
+
+def apply_delta(base: FileMap, changes: Mapping[str, Entry | None]) -> None:
+    """Apply `changes` to `base` in place."""
+    for k, v in changes.items():
+        if v is None:
+            base.pop(k, None)
+        else:
+            base[k] = v
+
+
+def captured_items(files: Mapping[str, Entry]) -> Iterator[tuple[str, Entry]]:
+    """Files and symlinks, sorted by path."""
+    for path in sorted(files):
+        entry = files[path]
+        if entry[0] in CAPTURED_KINDS:
+            yield path, entry

@@ -1,0 +1,424 @@
+"""Restore = safety capture, plan, preview, journaled apply. Deletes only witnessed absences."""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import blake3
+
+from .errors import CorruptStore, StoreError
+from .fsutil import atomic_write, fsync_dir, syncfs, translate_os_errors
+from .ids import is_snapshot_id, workspace_key
+from .manifest import Entry, FileMap, is_captured, parent_of, witnessed_absent
+from .safefs import SafeRoot, UnsafePath
+from .scope import Ignore, forbidden
+from .settings import ScopeSettings
+from .statcache import Key, stat_key
+
+if TYPE_CHECKING:
+    from .store import Store
+
+WRITE, DELETE, RMDIR, LEAVE = "write", "delete", "rmdir", "leave"
+
+
+@dataclass
+class Action:
+    """One step of a restore plan (or a path it leaves alone, with the reason)."""
+
+    op: str
+    path: str
+    reason: str
+    target: Entry | None = None
+    current: Entry | None = None
+    before: Key | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """Stable JSON shape for `--json` and the journal."""
+        return {"op": self.op, "path": self.path, "reason": self.reason}
+
+
+@dataclass
+class RestorePlan:
+    """What a restore will do, computed against a safety capture of the current state."""
+
+    root: str
+    target_id: str
+    actions: list[Action]
+
+    @property
+    def writes(self) -> list[Action]:
+        return [a for a in self.actions if a.op == WRITE]
+
+    @property
+    def deletes(self) -> list[Action]:
+        return [a for a in self.actions if a.op == DELETE]
+
+    @property
+    def left(self) -> list[Action]:
+        return [a for a in self.actions if a.op == LEAVE]
+
+    def touched_paths(self) -> list[str]:
+        """Every path the apply step may write or delete."""
+        return [a.path for a in self.actions if a.op in (WRITE, DELETE)]
+
+
+@dataclass
+class RestoreResult:
+    """The outcome of a restore; `safety_id` restores the pre-restore state exactly."""
+
+    plan: RestorePlan
+    safety_id: str | None
+    written: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    left: list[Action] = field(default_factory=list)
+    dry_run: bool = False
+    seconds: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        """Stable JSON shape the CLI prints."""
+        return {
+            "root": self.plan.root,
+            "target": self.plan.target_id,
+            "safety_id": self.safety_id,
+            "dry_run": self.dry_run,
+            "written": self.written,
+            "deleted": self.deleted,
+            "left": [a.as_json() for a in self.left],
+            "plan": [a.as_json() for a in self.plan.actions],
+            "seconds": round(self.seconds, 6),
+        }
+
+
+def _subtree(files: FileMap, path: str) -> list[str]:
+    prefix = path + "/"
+    return [p for p in files if p.startswith(prefix)]
+
+
+def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, target_id: str) -> RestorePlan:
+    """Decide per path: write what the target holds, delete what it witnessed absent, else leave."""
+    actions: list[Action] = []
+    deletes: dict[str, Action] = {}
+    paths = {p for p, e in target.items() if is_captured(e)} | {p for p, e in current.items() if is_captured(e)}
+    for path in sorted(paths):
+        t, s = target.get(path), current.get(path)
+        if forbidden(path):
+            continue
+        if ignore.file(path):
+            if t != s:
+                actions.append(Action(LEAVE, path, "ignored by .codexsnapignore", t, s))
+            continue
+        if is_captured(t):
+            if t == s:
+                continue
+            blocker = _blocking_ancestor(path, current, target)
+            if blocker is not None:
+                actions.append(Action(LEAVE, path, blocker, t, s))
+                continue
+            if s is None or s[0] == "-" or is_captured(s):
+                reason = "missing now" if s is None or s[0] == "-" else _why_differs(t, s)
+                actions.append(Action(WRITE, path, reason, t, s))
+            elif s[0] in ("d", "D"):
+                ok, why = _removable_dir(path, current)
+                if not ok:
+                    actions.append(Action(LEAVE, path, why, t, s))
+                    continue
+                for sub in _subtree(current, path):
+                    if is_captured(current[sub]):
+                        deletes[sub] = Action(DELETE, sub, f"a directory stands where {path} was a file",
+                                              None, current[sub])
+                actions.append(Action(WRITE, path, "replaces a directory", t, s))
+            else:
+                actions.append(Action(LEAVE, path, f"present but not capturable now ({s[1]})", t, s))
+        elif is_captured(s):
+            if witnessed_absent(target, path):
+                deletes.setdefault(path, Action(DELETE, path, "absent in the target snapshot (witnessed)", t, s))
+            elif t is not None and t[0] == "x":
+                actions.append(Action(LEAVE, path, f"the target snapshot did not capture it ({t[1]})", t, s))
+            elif t is not None and t[0] in ("d", "D"):
+                if not any(a.path.startswith(path + "/") for a in actions if a.op == WRITE):
+                    actions.append(Action(LEAVE, path, "was a directory in the target snapshot", t, s))
+            else:
+                actions.append(Action(LEAVE, path, "the target snapshot never looked here", t, s))
+    # A file standing where the target needs a directory is deleted first (the safety capture holds it).
+    for a in list(actions):
+        if a.op == WRITE:
+            anc = parent_of(a.path)
+            while anc:
+                if is_captured(current.get(anc)) and anc not in deletes:
+                    deletes[anc] = Action(DELETE, anc, f"a file stands where {a.path} needs a directory",
+                                          None, current[anc])
+                anc = parent_of(anc)
+    ordered = sorted(deletes.values(), key=lambda a: a.path.count("/"), reverse=True)
+    rmdirs = _empty_dirs_after(ordered, target, current)
+    writes = [a for a in actions if a.op == WRITE]
+    leaves = [a for a in actions if a.op == LEAVE]
+    return RestorePlan(root, target_id, [*ordered, *rmdirs, *writes, *leaves])
+
+
+def _why_differs(t: Entry, s: Entry) -> str:
+    if t[0] != s[0]:
+        return "type differs"
+    if t[0] == "f" and t[3] == s[3]:
+        return "mode differs"
+    return "content differs"
+
+
+def _blocking_ancestor(path: str, current: FileMap, target: FileMap) -> str | None:
+    """Why a write cannot happen: an uncaptured file or unknown thing stands at an ancestor."""
+    anc = parent_of(path)
+    while anc:
+        e = current.get(anc)
+        if e is not None and e[0] == "x":
+            return f"{anc} is a file the safety capture could not hold ({e[1]})"
+        if e is not None and e[0] == "D" and e[1] not in ("churn directory", "hidden", "ignored", "directory"):
+            return f"{anc} cannot be entered ({e[1]})"
+        anc = parent_of(anc)
+    return None
+
+
+def _removable_dir(path: str, current: FileMap) -> tuple[bool, str]:
+    """A directory in the way may go only if the safety capture holds everything inside it."""
+    if current.get(path) != ("d",):
+        return False, "a directory stands here whose content was not fully seen"
+    for sub in _subtree(current, path):
+        e = current[sub]
+        if not (is_captured(e) or e == ("d",)):
+            return False, f"a directory stands here holding {sub}, which the safety capture does not hold"
+    return True, ""
+
+
+def _empty_dirs_after(deletes: list[Action], target: FileMap, current: FileMap) -> list[Action]:
+    """Directories emptied by deletes that the target witnessed absent; removed only if empty."""
+    out: dict[str, Action] = {}
+    for a in deletes:
+        anc = parent_of(a.path)
+        while anc and anc not in out and witnessed_absent(target, anc):
+            out[anc] = Action(RMDIR, anc, "directory absent in the target snapshot (removed if empty)")
+            anc = parent_of(anc)
+    return sorted(out.values(), key=lambda a: a.path.count("/"), reverse=True)
+
+
+# ----------------------------------------------------------------------- apply
+
+
+def _journal_path(store: Store, root: Path) -> Path:
+    return store.path / "journal" / f"{workspace_key(str(root))}.json"
+
+
+def restore(
+    store: Store,
+    snap_id: str,
+    root: str | os.PathLike[str] | None = None,
+    *,
+    dry_run: bool = False,
+    known_paths: Iterable[str] = (),
+    scope: ScopeSettings | None = None,
+    confirm: Callable[[RestorePlan], bool] | None = None,
+) -> RestoreResult:
+    """Safety capture, plan, (confirm), journaled apply. The safety id undoes it exactly."""
+    from .store import resolve_root
+
+    started = time.perf_counter()
+    target_rec = store.record(snap_id)
+    ws = resolve_root(root if root is not None else target_rec.root)
+    target = store.files(snap_id)
+    targets = [p for p, e in target.items() if is_captured(e)]
+    known = [*known_paths, *targets]
+    with store.workspace_lock(ws), translate_os_errors(f"restore into {ws}"):
+        if not dry_run:
+            recover(store, ws)
+        ignore = Ignore.load(ws)
+        # Dry runs hash in memory only; real runs commit the safety snapshot before touching anything.
+        safety = store.capture(ws, known_paths=known, scope=scope, kind="safety", dry_run=dry_run,
+                               label=f"before restoring {snap_id[:12]}")
+        plan = plan_restore(target, safety.files, ignore, str(ws), snap_id)
+        for a in plan.actions:
+            if a.op in (WRITE, DELETE):
+                a.before = safety.stats.get(a.path)
+        result = RestoreResult(plan, None if dry_run else safety.id, dry_run=dry_run)
+        if dry_run:
+            result.left = plan.left
+            result.seconds = time.perf_counter() - started
+            return result
+        if confirm is not None and not confirm(plan):
+            result.left = plan.left
+            result.seconds = time.perf_counter() - started
+            return result
+        with store.shared_lock():
+            _apply(store, ws, plan, safety.id, result)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: RestoreResult) -> None:
+    journal = _journal_path(store, ws)
+    doc = {
+        "root": str(ws),
+        "target": plan.target_id,
+        "safety": safety_id,
+        "started": time.time(),
+        "actions": [[a.op, a.path, list(a.target) if a.target else None, list(a.before) if a.before else None]
+                    for a in plan.actions if a.op in (WRITE, DELETE, RMDIR)],
+    }
+    atomic_write(journal, json.dumps(doc).encode())
+    cache = store._stat_cache(ws)
+    with SafeRoot(str(ws)) as fs:
+        for a in plan.actions:
+            if a.op == LEAVE:
+                result.left.append(a)
+                continue
+            try:
+                done = _do(store, fs, a)
+            except UnsafePath as exc:
+                result.left.append(Action(LEAVE, a.path, str(exc), a.target, a.current))
+                continue
+            if done is None:
+                continue
+            if done:
+                (result.written if a.op == WRITE else result.deleted).append(a.path)
+            else:
+                result.left.append(Action(LEAVE, a.path, "changed after the safety capture; left as it is",
+                                          a.target, a.current))
+        cache.forget(result.written + result.deleted)
+        syncfs(ws)
+    journal.unlink()
+    fsync_dir(journal.parent)
+
+
+def _do(store: Store, fs: SafeRoot, a: Action) -> bool | None:
+    """Carry out one action if the path is still as the safety capture saw it."""
+    st = fs.lstat(a.path)
+    if a.op == RMDIR:
+        with contextlib.suppress(OSError):
+            fs.rmdir(a.path)
+        return None
+    if a.before is not None:
+        if st is None or stat_key(st) != a.before:
+            return False
+    elif st is not None and a.op == WRITE and not (a.current is not None and a.current[0] in ("d", "D")):
+        return False
+    if a.op == DELETE:
+        if st is not None:
+            fs.unlink(a.path)
+        return True
+    t = a.target
+    assert t is not None
+    if st is not None and a.current is not None and a.current[0] in ("d", "D"):
+        with contextlib.suppress(OSError):
+            fs.rmdir(a.path)
+    if t[0] == "f":
+        fs.write_file(a.path, store.blob_chunks(t[3]), t[1])
+    else:
+        fs.write_link(a.path, t[1])
+    return True
+
+
+# ----------------------------------------------------------------------- recovery
+
+
+@dataclass
+class Recovery:
+    """What finishing an interrupted restore did."""
+
+    root: str
+    finished: list[str] = field(default_factory=list)
+    left: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _matches(fs: SafeRoot, path: str, entry: Entry | None) -> bool:
+    """Does the path currently hold exactly this entry (content compared by hash)?"""
+    st = fs.lstat(path)
+    if entry is None or entry[0] == "-":
+        return st is None
+    if st is None:
+        return False
+    try:
+        if entry[0] == "l":
+            pfd = fs.dir_fd(parent_of(path), False)
+            return pfd is not None and os.readlink(path.rpartition("/")[2], dir_fd=pfd) == entry[1]
+        return st.st_size == entry[2] and blake3.blake3(fs.read(path)).hexdigest() == entry[3]
+    except (OSError, UnsafePath):
+        return False
+
+
+def recover(store: Store, root: Path) -> Recovery | None:
+    """Finish an interrupted restore: redo each step whose path still holds its pre-restore state."""
+    journal = _journal_path(store, root)
+    if not journal.exists():
+        return None
+    try:
+        doc = json.loads(journal.read_bytes())
+        safety_id = doc["safety"]
+        if not is_snapshot_id(safety_id):
+            raise ValueError("bad safety id")
+        actions = doc["actions"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CorruptStore(f"restore journal {journal.name} is damaged; move it away to continue") from exc
+    before_map = store.files(safety_id)
+    report = Recovery(str(root))
+    with SafeRoot(str(root)) as fs:
+        for op, path, target, _before in actions:
+            if not isinstance(path, str) or forbidden(path):
+                continue
+            t = tuple(target) if target else None
+            try:
+                if op == RMDIR:
+                    with contextlib.suppress(OSError):
+                        fs.rmdir(path)
+                    continue
+                want: Entry | None = None if op == DELETE else t
+                if _matches(fs, path, want):
+                    report.finished.append(path)
+                    continue
+                if not _matches(fs, path, before_map.get(path)):
+                    report.left.append((path, "changed since the interrupted restore; left as it is"))
+                    continue
+                if op == DELETE:
+                    fs.unlink(path)
+                elif t is not None and t[0] == "f":
+                    fs.write_file(path, store.blob_chunks(t[3]), t[1])
+                elif t is not None:
+                    fs.write_link(path, t[1])
+                report.finished.append(path)
+            except (OSError, UnsafePath, StoreError) as exc:
+                report.left.append((path, str(exc)))
+        for d in {parent_of(a[1]) for a in actions if isinstance(a[1], str)}:
+            with contextlib.suppress(OSError, UnsafePath):
+                fs.clean_temps(d)
+        syncfs(root)
+    store._stat_cache(root).forget([a[1] for a in actions if isinstance(a[1], str)])
+    journal.unlink()
+    fsync_dir(journal.parent)
+    return report
+
+
+def unified_diff(store: Store, action: Action, context: int = 3, limit: int = 400) -> str:
+    """A text diff from the current content to the target content, for previews."""
+    def text(entry: Entry | None) -> list[str] | None:
+        if entry is None or entry[0] not in ("f", "l"):
+            return []
+        if entry[0] == "l":
+            return [f"symlink -> {entry[1]}\n"]
+        if entry[2] > 2 * 1024 * 1024:
+            return None
+        data = b"".join(store.blob_chunks(entry[3]))
+        if b"\0" in data[:8192]:
+            return None
+        return data.decode("utf-8", "replace").splitlines(keepends=True)
+
+    old = text(action.current if action.current and action.current[0] in ("f", "l") else None)
+    new = text(action.target if action.op == WRITE else None)
+    if old is None or new is None:
+        return f"Binary or large file {action.path} differs\n"
+    lines = list(difflib.unified_diff(old, new, f"a/{action.path}", f"b/{action.path}", n=context))
+    if len(lines) > limit:
+        lines = [*lines[:limit], f"... ({len(lines) - limit} more diff lines)\n"]
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)

@@ -1,0 +1,285 @@
+"""Which paths a capture looks at: Git-tracked ∪ known ∪ recent residue, minus ignored paths."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pathspec
+import pygit2
+
+from .errors import IgnoreFileError
+from .manifest import ABSENT, WALKED, Entry, FileMap
+from .settings import ScopeSettings
+
+IGNORE_FILE = ".codexsnapignore"
+GITLINK_MODE = 0o160000
+
+
+class Ignore:
+    """`.codexsnapignore` rules (gitignore syntax); the current file governs capture and restore."""
+
+    def __init__(self, spec: pathspec.PathSpec | None) -> None:
+        self.spec = spec
+
+    @classmethod
+    def load(cls, root: Path) -> Ignore:
+        """Read the workspace's ignore file; a bad file is an error, never silently ignored."""
+        path = root / IGNORE_FILE
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            return cls(None)
+        except UnicodeDecodeError as exc:
+            raise IgnoreFileError(f"{path}: not valid UTF-8 (byte {exc.start})") from exc
+        except OSError as exc:
+            raise IgnoreFileError(f"{path}: cannot be read: {exc.strerror}") from exc
+        lines = text.splitlines()
+        try:
+            spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        except (ValueError, TypeError) as exc:
+            raise IgnoreFileError(f"{path}: {exc}") from exc
+        return cls(spec if len(spec) else None)
+
+    def file(self, rel: str) -> bool:
+        """Is this file path (or one of its parents) ignored?"""
+        return self.spec is not None and self.spec.match_file(rel)
+
+    def directory(self, rel: str) -> bool:
+        """Is this directory ignored?"""
+        return self.spec is not None and self.spec.match_file(rel + "/")
+
+
+def forbidden(rel: str) -> bool:
+    """Paths the store never reads or writes: anything inside a `.git` and malformed names."""
+    parts = rel.split("/")
+    return any(p in ("", ".", "..", ".git") for p in parts)
+
+
+@dataclass
+class GitTracked:
+    """Git-indexed paths under the workspace root, and the index signature they came from."""
+
+    paths: list[str]
+    signature: tuple[int, ...] | None
+
+
+def git_tracked(root: Path, cached: GitTracked | None = None) -> GitTracked:
+    """Read the Git index with pygit2; the workspace may be a subdirectory of the work tree."""
+    found = pygit2.discover_repository(str(root))
+    if found is None:
+        return GitTracked([], None)
+    try:
+        repo = pygit2.Repository(found)
+    except pygit2.GitError:
+        return GitTracked([], None)
+    workdir = repo.workdir
+    if not workdir:
+        return GitTracked([], None)
+    index_path = Path(repo.path) / "index"
+    try:
+        st = index_path.stat()
+        signature: tuple[int, ...] | None = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+    except FileNotFoundError:
+        return GitTracked([], None)
+    if cached is not None and cached.signature == signature:
+        return cached
+    prefix = os.path.relpath(os.path.realpath(root), os.path.realpath(workdir)).replace(os.sep, "/")
+    if prefix == ".." or prefix.startswith("../"):
+        return GitTracked([], signature)
+    prefix = "" if prefix == "." else prefix + "/"
+    cut = len(prefix)
+    paths: list[str] = []
+    try:
+        index = repo.index
+    except pygit2.GitError:
+        return GitTracked([], signature)
+    for entry in index:
+        p = entry.path
+        if entry.mode == GITLINK_MODE or not p.startswith(prefix):
+            continue
+        paths.append(p[cut:])
+    return GitTracked(paths, signature)
+
+
+@dataclass
+class Scope:
+    """The result of looking at the workspace: entries that hold no content, and paths to read."""
+
+    entries: FileMap = field(default_factory=dict)
+    to_capture: dict[str, os.stat_result] = field(default_factory=dict)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _is_residue_kind(mode: int) -> bool:
+    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
+
+
+def select(
+    root: Path,
+    settings: ScopeSettings,
+    ignore: Ignore,
+    git_paths: Iterable[str],
+    known_paths: Iterable[str],
+    protected: Iterable[str] = (),
+) -> Scope:
+    """Walk the workspace once and decide, for every path seen, whether to capture it.
+
+    Git-tracked and `known_paths` (agent-touched, tracked before, a restore's targets) are
+    captured whatever their size or name; `protected` are root-relative directories never read.
+    """
+    scope = Scope()
+    entries = scope.entries
+    churn = set(settings.churn_dirs)
+    hidden_ok = settings.include_hidden
+    protected_rel = tuple(protected)
+    root_s = str(root)
+    walk_stats: dict[str, os.stat_result] = {}
+    residue_candidates: list[tuple[int, str]] = []
+    hidden_seen: list[str] = []
+
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        abs_dir = os.path.join(root_s, rel_dir) if rel_dir else root_s
+        try:
+            it = os.scandir(abs_dir)
+        except OSError as exc:
+            entries[rel_dir] = ("D", f"unreadable: {exc.strerror}")
+            if rel_dir:
+                scope.skipped.append((rel_dir, f"directory unreadable: {exc.strerror}"))
+            continue
+        entries[rel_dir] = WALKED
+        prefix = rel_dir + "/" if rel_dir else ""
+        with it:
+            for de in it:
+                name = de.name
+                rel = prefix + name
+                if name == ".git":
+                    entries[rel] = ("D", "git")
+                    continue
+                try:
+                    is_dir = de.is_dir(follow_symlinks=False)
+                except OSError:
+                    is_dir = False
+                if is_dir:
+                    if rel in protected_rel:
+                        entries[rel] = ("D", "codexr data")
+                    elif name in churn:
+                        entries[rel] = ("D", "churn directory")
+                    elif name.startswith(".") and not hidden_ok:
+                        entries[rel] = ("D", "hidden")
+                    elif ignore.directory(rel):
+                        entries[rel] = ("D", "ignored")
+                    else:
+                        stack.append(rel)
+                    continue
+                try:
+                    st = de.stat(follow_symlinks=False)
+                except OSError as exc:
+                    entries[rel] = ("x", f"unreadable: {exc.strerror}")
+                    continue
+                walk_stats[rel] = st
+                if not _is_residue_kind(st.st_mode):
+                    entries[rel] = ("x", "not a regular file")
+                elif ignore.file(rel):
+                    entries[rel] = ("x", "ignored")
+                elif name.startswith(".") and not hidden_ok:
+                    hidden_seen.append(rel)
+                else:
+                    residue_candidates.append((st.st_mtime_ns, rel))
+
+    covered: set[str] = set()
+    ancestor_ok: dict[str, bool] = {"": True}
+
+    def ancestors_are_dirs(rel: str) -> bool | None:
+        """True if every ancestor is a real directory, False if one is a symlink, None if missing."""
+        parent = rel.rpartition("/")[0]
+        known = ancestor_ok.get(parent)
+        if known is not None:
+            return known
+        if entries.get(parent) == WALKED:
+            ancestor_ok[parent] = True
+            return True
+        up = ancestors_are_dirs(parent)
+        if up is not True:
+            return up
+        try:
+            st = os.lstat(os.path.join(root_s, parent))
+        except FileNotFoundError:
+            return None
+        except NotADirectoryError:
+            return None
+        ok = stat.S_ISDIR(st.st_mode)
+        if not ok and not stat.S_ISLNK(st.st_mode):
+            return None
+        ancestor_ok[parent] = ok
+        return ok
+
+    def cover(rel: str) -> None:
+        if rel in covered or forbidden(rel) or _under(rel, protected_rel):
+            return
+        covered.add(rel)
+        if ignore.file(rel):
+            entries[rel] = ("x", "ignored")
+            return
+        st = walk_stats.get(rel)
+        if st is None:
+            state = ancestors_are_dirs(rel)
+            if state is False:
+                entries[rel] = ("x", "behind a symlink")
+                scope.skipped.append((rel, "behind a symlinked directory"))
+                return
+            if state is None:
+                if rel not in entries:
+                    entries[rel] = ABSENT
+                return
+            try:
+                st = os.lstat(os.path.join(root_s, rel))
+            except (FileNotFoundError, NotADirectoryError):
+                entries[rel] = ABSENT
+                return
+            except OSError as exc:
+                entries[rel] = ("x", f"unreadable: {exc.strerror}")
+                scope.skipped.append((rel, f"unreadable: {exc.strerror}"))
+                return
+        if stat.S_ISDIR(st.st_mode):
+            entries.setdefault(rel, ("D", "directory"))
+            return
+        if not _is_residue_kind(st.st_mode):
+            entries[rel] = ("x", "not a regular file")
+            return
+        scope.to_capture[rel] = st
+
+    for rel in git_paths:
+        cover(rel)
+    for rel in known_paths:
+        cover(rel)
+
+    for rel in hidden_seen:
+        if rel not in covered:
+            entries[rel] = ("x", "hidden")
+
+    limit = settings.residue_max_files
+    max_bytes = settings.residue_max_file_bytes
+    residue_candidates.sort(reverse=True)
+    taken = 0
+    for _mtime, rel in residue_candidates:
+        if rel in covered:
+            continue
+        st = walk_stats[rel]
+        if stat.S_ISREG(st.st_mode) and st.st_size > max_bytes:
+            entries[rel] = ("x", "larger than the residue size limit")
+        elif taken >= limit:
+            entries[rel] = ("x", "beyond the recent-file limit")
+        else:
+            taken += 1
+            scope.to_capture[rel] = st
+    return scope
+
+
+def _under(rel: str, dirs: tuple[str, ...]) -> bool:
+    return any(rel == d or rel.startswith(d + "/") for d in dirs)

@@ -1,0 +1,81 @@
+"""Stat cache: lets an unchanged tree be captured without reading file contents.
+
+Racy-timestamp safe: an entry is only remembered if the file's mtime and ctime are older than
+the capture's start by more than the file system's timestamp granularity, so a file modified in
+the same clock tick as a capture is re-hashed next time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import zstandard
+
+from .fsutil import atomic_write
+
+SECOND_NS = 1_000_000_000
+FINE_WINDOW_NS = 100_000_000  # 100 ms: far above ext4/xfs/btrfs timestamp ticks
+COARSE_WINDOW_NS = 2 * SECOND_NS  # file systems with whole-second (or FAT's 2 s) stamps
+
+Key = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, ino, mode
+
+
+def stat_key(st: os.stat_result) -> Key:
+    """What must stay equal for a cached hash to remain valid."""
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
+
+
+def is_racy(key: Key, started_ns: int) -> bool:
+    """Modified too close to (or after) the capture start to trust the timestamp."""
+    newest = max(key[1], key[2])
+    window = COARSE_WINDOW_NS if key[1] % SECOND_NS == 0 else FINE_WINDOW_NS
+    return newest >= started_ns - window
+
+
+class StatCache:
+    """path -> (stat key, blob hex) for one workspace; a damaged cache file is simply rebuilt."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entries: dict[str, tuple[Key, str]] = {}
+        self.dirty = False
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            raw = zstandard.ZstdDecompressor().decompress(self.path.read_bytes(), max_output_size=1 << 30)
+            doc = json.loads(raw)
+            self.entries = {p: (tuple(v[0]), v[1]) for p, v in doc.items()}  # type: ignore[misc]
+        except (OSError, ValueError, zstandard.ZstdError, TypeError, IndexError, AttributeError):
+            self.entries = {}
+
+    def lookup(self, rel: str, st: os.stat_result) -> str | None:
+        """The cached blob for this exact stat, if any."""
+        hit = self.entries.get(rel)
+        if hit is not None and hit[0] == stat_key(st):
+            return hit[1]
+        return None
+
+    def update(self, fresh: dict[str, tuple[Key, str]], started_ns: int) -> None:
+        """Replace the cache with this capture's results, dropping racy entries."""
+        kept = {p: v for p, v in fresh.items() if not is_racy(v[0], started_ns)}
+        if kept != self.entries:
+            self.entries = kept
+            self.dirty = True
+
+    def forget(self, paths: list[str]) -> None:
+        """Invalidate paths a restore just rewrote."""
+        for p in paths:
+            if self.entries.pop(p, None) is not None:
+                self.dirty = True
+
+    def save(self) -> None:
+        """Persist without fsync: losing the cache only costs re-hashing."""
+        if not self.dirty:
+            return
+        doc = {p: [list(k), b] for p, (k, b) in self.entries.items()}
+        data = zstandard.ZstdCompressor(level=1).compress(json.dumps(doc, separators=(",", ":")).encode())
+        atomic_write(self.path, data, sync=False)
+        self.dirty = False

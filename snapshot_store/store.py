@@ -1,0 +1,468 @@
+"""The Store: one directory holding packs, snapshots, refs, caches and journals (see FORMAT.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import scope as scope_mod
+from .capture import HashOnly, read_paths
+from .errors import (
+    AmbiguousSnapshot,
+    CorruptStore,
+    StoreError,
+    UnknownSnapshot,
+    UnsupportedFormat,
+    WorkspaceError,
+)
+from .fsutil import append_line, atomic_write, translate_os_errors
+from .ids import digest_hex, is_snapshot_id, is_snapshot_prefix, workspace_key
+from .locks import flocked
+from .manifest import (
+    REBASE_DEPTH,
+    FileMap,
+    SnapshotRecord,
+    apply_delta,
+    captured_items,
+    delta,
+    is_captured,
+)
+from .packs import BlobIndex, PackWriter
+from .settings import ScopeSettings
+from .statcache import Key, StatCache
+
+STORE_FORMAT = "codex-rewind-snapshots"
+STORE_VERSION = 1
+SUBDIRS = ("packs", "snapshots", "refs", "refs/workspaces", "cache", "journal", "locks")
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """What a listing shows about one snapshot."""
+
+    id: str
+    root: str
+    created: float
+    kind: str
+    label: str | None
+    file_count: int
+
+
+@dataclass
+class CaptureResult:
+    """The outcome of one capture."""
+
+    id: str
+    root: str
+    file_count: int
+    bytes_hashed: int
+    bytes_stored: int
+    seconds: float
+    unchanged: bool
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    files: FileMap = field(default_factory=dict, repr=False)
+    stats: dict[str, Key] = field(default_factory=dict, repr=False)
+
+    def as_json(self) -> dict[str, Any]:
+        """The stable JSON shape the CLI prints."""
+        return {
+            "id": self.id,
+            "root": self.root,
+            "file_count": self.file_count,
+            "bytes_hashed": self.bytes_hashed,
+            "bytes_stored": self.bytes_stored,
+            "seconds": round(self.seconds, 6),
+            "unchanged": self.unchanged,
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+        }
+
+
+@dataclass(frozen=True)
+class Change:
+    """One path's difference between two states."""
+
+    path: str
+    change: str  # added | modified | deleted | mode | type
+
+
+def resolve_root(root: str | os.PathLike[str]) -> Path:
+    """The workspace's real absolute path; a missing workspace is a clear error."""
+    path = Path(os.path.realpath(os.path.abspath(root)))
+    if not path.exists():
+        raise WorkspaceError(f"workspace {root} does not exist")
+    if not path.is_dir():
+        raise WorkspaceError(f"workspace {root} is not a directory")
+    return path
+
+
+class Store:
+    """A snapshot store at `path` (normally $CODEX_HOME/file_snapshots)."""
+
+    def __init__(self, path: Path, protected: tuple[Path, ...]) -> None:
+        self.path = path
+        self.protected = protected
+        self.blobs = BlobIndex(path / "packs")
+        self._maps: OrderedDict[str, FileMap] = OrderedDict()
+        self._records: dict[str, SnapshotRecord] = {}
+        self._git: dict[str, scope_mod.GitTracked] = {}
+        self._caches: dict[str, StatCache] = {}
+
+    # ----------------------------------------------------------------- opening
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, create: bool = True,
+             protected: Iterable[str | os.PathLike[str]] = ()) -> Store:
+        """Open (and by default create) a store; refuse an unknown format version."""
+        root = Path(os.path.abspath(path))
+        fmt = root / "format"
+        with translate_os_errors(f"snapshot store {root}"):
+            if not fmt.exists():
+                if not create:
+                    raise StoreError(f"no snapshot store at {root}")
+                if root.exists() and not root.is_dir():
+                    raise StoreError(f"snapshot store {root} is not a directory")
+                root.mkdir(parents=True, exist_ok=True)
+                for sub in SUBDIRS:
+                    (root / sub).mkdir(exist_ok=True)
+                doc = {"format": STORE_FORMAT, "version": STORE_VERSION}
+                atomic_write(fmt, json.dumps(doc).encode() + b"\n")
+            else:
+                try:
+                    doc = json.loads(fmt.read_bytes())
+                except ValueError as exc:
+                    raise CorruptStore(f"snapshot store {root}: format file is damaged") from exc
+                if not isinstance(doc, dict) or doc.get("format") != STORE_FORMAT:
+                    raise CorruptStore(f"{root} is not a codex-rewind snapshot store")
+                if doc.get("version") != STORE_VERSION:
+                    raise UnsupportedFormat(
+                        f"snapshot store {root} has format version {doc.get('version')}; "
+                        f"this codexr reads version {STORE_VERSION}"
+                    )
+                for sub in SUBDIRS:
+                    (root / sub).mkdir(exist_ok=True)
+        prot = (root, *(Path(os.path.realpath(p)) for p in protected))
+        return cls(root, prot)
+
+    def close(self) -> None:
+        """Save caches and release file descriptors."""
+        for cache in self._caches.values():
+            with contextlib.suppress(OSError):
+                cache.save()
+        self.blobs.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- locks
+    def shared_lock(self) -> contextlib.AbstractContextManager[None]:
+        """Held by captures and restores so gc cannot sweep what they are about to reference."""
+        return flocked(self.path / "locks" / "store.lock", exclusive=False)
+
+    def exclusive_lock(self, wait: bool = True) -> contextlib.AbstractContextManager[None]:
+        """Held by gc."""
+        return flocked(self.path / "locks" / "store.lock", exclusive=True, wait=wait)
+
+    def workspace_lock(self, root: Path, wait: bool = True) -> contextlib.AbstractContextManager[None]:
+        """Serialises restores (and journal recovery) within one workspace."""
+        return flocked(self.path / "locks" / f"{workspace_key(str(root))}.lock", exclusive=True,
+                       wait=wait, what=f"workspace {root}")
+
+    # ----------------------------------------------------------------- snapshots
+    def _snapshot_path(self, snap_id: str) -> Path:
+        if not is_snapshot_id(snap_id):
+            raise UnknownSnapshot(f"{snap_id!r} is not a snapshot id")
+        return self.path / "snapshots" / snap_id[:2] / snap_id
+
+    def record(self, snap_id: str) -> SnapshotRecord:
+        """Read one snapshot file, verifying its name is the hash of its bytes."""
+        rec = self._records.get(snap_id)
+        if rec is not None:
+            return rec
+        path = self._snapshot_path(snap_id)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError as exc:
+            raise UnknownSnapshot(f"no snapshot {snap_id}") from exc
+        except OSError as exc:
+            raise CorruptStore(f"snapshot {snap_id} cannot be read: {exc.strerror}") from exc
+        if digest_hex(data) != snap_id:
+            raise CorruptStore(f"snapshot {snap_id} does not match its hash (damaged file)")
+        rec = SnapshotRecord.decode(snap_id, data)
+        self._records[snap_id] = rec
+        return rec
+
+    def files(self, snap_id: str) -> FileMap:
+        """The full path map of a snapshot, replaying its delta chain (cached; do not mutate)."""
+        cached = self._maps.get(snap_id)
+        if cached is not None:
+            self._maps.move_to_end(snap_id)
+            return cached
+        chain: list[SnapshotRecord] = []
+        current: str | None = snap_id
+        base: FileMap | None = None
+        seen: set[str] = set()
+        while current is not None:
+            if current in seen:
+                raise CorruptStore(f"snapshot {snap_id} has a cycle in its parent chain")
+            seen.add(current)
+            hit = self._maps.get(current)
+            if hit is not None and current != snap_id:
+                base = dict(hit)
+                break
+            rec = self.record(current)
+            chain.append(rec)
+            current = rec.parent
+        files: FileMap = base if base is not None else {}
+        for rec in reversed(chain):
+            apply_delta(files, rec.changes)
+        self._remember(snap_id, files)
+        return files
+
+    def _remember(self, snap_id: str, files: FileMap) -> None:
+        self._maps[snap_id] = files
+        self._maps.move_to_end(snap_id)
+        while len(self._maps) > 8:
+            self._maps.popitem(last=False)
+
+    def resolve(self, ref: str) -> str:
+        """A full snapshot id from an id or a unique prefix of at least 4 hex digits."""
+        ref = ref.strip().lower()
+        if is_snapshot_id(ref):
+            if not self._snapshot_path(ref).exists():
+                raise UnknownSnapshot(f"no snapshot {ref}")
+            return ref
+        if not is_snapshot_prefix(ref):
+            raise UnknownSnapshot(f"{ref!r} is not a snapshot id (expected at least 4 hex digits)")
+        bucket = self.path / "snapshots" / ref[:2]
+        matches = sorted(p.name for p in bucket.glob(f"{ref}*")) if bucket.is_dir() else []
+        matches = [m for m in matches if is_snapshot_id(m)]
+        if not matches:
+            raise UnknownSnapshot(f"no snapshot matches {ref}")
+        if len(matches) > 1:
+            raise AmbiguousSnapshot(f"{ref} matches {len(matches)} snapshots; type more digits")
+        return matches[0]
+
+    def info(self, snap_id: str) -> SnapshotInfo:
+        """Metadata of one snapshot."""
+        rec = self.record(snap_id)
+        return SnapshotInfo(snap_id, rec.root, rec.created, rec.kind, rec.label,
+                            int(rec.meta.get("file_count", 0)))
+
+    # ----------------------------------------------------------------- refs
+    def _ref_path(self, root: str) -> Path:
+        return self.path / "refs" / "workspaces" / f"{workspace_key(root)}.jsonl"
+
+    def _append_ref(self, info: SnapshotInfo) -> None:
+        line = {"id": info.id, "root": info.root, "created": info.created, "kind": info.kind,
+                "label": info.label, "file_count": info.file_count}
+        append_line(self._ref_path(info.root), json.dumps(line, separators=(",", ":")).encode() + b"\n")
+
+    def list_snapshots(self, root: str | os.PathLike[str] | None = None) -> list[SnapshotInfo]:
+        """Snapshots of one workspace (or all), oldest first."""
+        if root is not None:
+            paths = [self._ref_path(str(Path(os.path.realpath(os.path.abspath(root)))))]
+        else:
+            paths = sorted((self.path / "refs" / "workspaces").glob("*.jsonl"))
+        out: list[SnapshotInfo] = []
+        for path in paths:
+            out.extend(read_ref_file(path))
+        out.sort(key=lambda i: i.created)
+        return out
+
+    def latest(self, root: Path) -> str | None:
+        """The newest snapshot of a workspace that can still be read."""
+        for info in reversed(self.list_snapshots(root)):
+            if self._snapshot_path(info.id).exists():
+                return info.id
+        return None
+
+    # ----------------------------------------------------------------- capture
+    def _stat_cache(self, root: Path) -> StatCache:
+        key = workspace_key(str(root))
+        cache = self._caches.get(key)
+        if cache is None:
+            cache = StatCache(self.path / "cache" / f"{key}.stat")
+            self._caches[key] = cache
+        return cache
+
+    def _protected_rel(self, root: Path) -> tuple[str, ...]:
+        out = []
+        for p in self.protected:
+            with contextlib.suppress(ValueError):
+                rel = Path(os.path.realpath(p)).relative_to(root).as_posix()
+                if rel != ".":
+                    out.append(rel)
+        return tuple(out)
+
+    def capture(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        label: str | None = None,
+        known_paths: Iterable[str] = (),
+        scope: ScopeSettings | None = None,
+        kind: str = "capture",
+        grow: bool = True,
+        dry_run: bool = False,
+    ) -> CaptureResult:
+        """Capture the workspace's tracked set; commit blobs, then the snapshot, then its ref.
+
+        `known_paths` are captured whatever their size (agent-touched, earlier-tracked, restore
+        targets). With `grow`, everything the workspace's latest snapshot captured stays tracked.
+        `dry_run` hashes without writing anything (used by restore previews).
+        """
+        started = time.perf_counter()
+        started_ns = time.time_ns()
+        ws = resolve_root(root)
+        settings = scope or ScopeSettings()
+        with self.shared_lock(), translate_os_errors(f"capture of {ws}"):
+            if not dry_run:
+                self.recover(ws)
+            ignore = scope_mod.Ignore.load(ws)
+            key = str(ws)
+            git = scope_mod.git_tracked(ws, self._git.get(key))
+            self._git[key] = git
+            parent = self.latest(ws)
+            parent_files: FileMap | None = None
+            if parent is not None:
+                try:
+                    parent_files = self.files(parent)
+                except StoreError:
+                    parent, parent_files = None, None
+            known = list(known_paths)
+            if grow and parent_files is not None:
+                known.extend(p for p, _e in captured_items(parent_files))
+            selected = scope_mod.select(ws, settings, ignore, git.paths, known,
+                                        protected=self._protected_rel(ws))
+            cache = self._stat_cache(ws)
+            sink = HashOnly() if dry_run else PackWriter(self.blobs)
+            try:
+                captured = read_paths(str(ws), selected.to_capture, sink, cache)
+                files: FileMap = selected.entries
+                files.update(captured.entries)
+                result = CaptureResult(
+                    id="", root=key, file_count=sum(1 for e in files.values() if is_captured(e)),
+                    bytes_hashed=captured.bytes_hashed, bytes_stored=0, seconds=0.0, unchanged=False,
+                    skipped=selected.skipped + captured.skipped, files=files, stats=captured.stats,
+                )
+                if dry_run:
+                    result.seconds = time.perf_counter() - started
+                    return result
+                assert isinstance(sink, PackWriter)
+                sink.commit()
+            except BaseException:
+                if isinstance(sink, PackWriter):
+                    sink.abort()
+                raise
+            result.bytes_stored = sink.bytes_stored
+            result.unchanged = parent_files is not None and parent_files == files
+            result.id = self._write_snapshot(ws, files, parent, parent_files, kind, label,
+                                             result.file_count)
+            cache.update(captured.fresh, started_ns)
+            cache.save()
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def _write_snapshot(self, ws: Path, files: FileMap, parent: str | None, parent_files: FileMap | None,
+                        kind: str, label: str | None, file_count: int) -> str:
+        changes: dict[str, Any]
+        depth = 0
+        if parent is not None and parent_files is not None:
+            changes = delta(parent_files, files)
+            depth = self.record(parent).depth + 1
+            if depth >= REBASE_DEPTH or len(changes) * 2 > len(files):
+                parent, changes, depth = None, dict(files), 0
+        else:
+            parent, changes = None, dict(files)
+        rec = SnapshotRecord(root=str(ws), created=time.time(), kind=kind, label=label, parent=parent,
+                             depth=depth, changes=changes, meta={"file_count": file_count})
+        data = rec.encode()
+        snap_id = digest_hex(data)
+        path = self._snapshot_path(snap_id)
+        path.parent.mkdir(exist_ok=True)
+        if not path.exists():
+            atomic_write(path, data)
+        self._records[snap_id] = rec
+        self._remember(snap_id, files)
+        self._append_ref(SnapshotInfo(snap_id, str(ws), rec.created, kind, label, file_count))
+        return snap_id
+
+    # ----------------------------------------------------------------- diff
+    def diff(self, a: str, b: str | None = None, root: str | os.PathLike[str] | None = None,
+             scope: ScopeSettings | None = None) -> list[Change]:
+        """Per-path changes from snapshot `a` to snapshot `b` (or to the workspace now)."""
+        old = self.files(a)
+        if b is not None:
+            new = self.files(b)
+        else:
+            ws = root if root is not None else self.record(a).root
+            known = [p for p, _e in captured_items(old)]
+            new = self.capture(ws, known_paths=known, scope=scope, dry_run=True, grow=False).files
+        return diff_maps(old, new)
+
+    # ----------------------------------------------------------------- restore, gc, verify
+    def restore(self, snap_id: str, root: str | os.PathLike[str] | None = None, **kwargs: Any) -> Any:
+        """See restore.restore()."""
+        from .restore import restore
+
+        return restore(self, snap_id, root, **kwargs)
+
+    def recover(self, root: Path) -> Any:
+        """Finish a restore that was interrupted in this workspace (no-op when none)."""
+        from .restore import recover
+
+        return recover(self, root)
+
+    def blob_chunks(self, blob_hex: str) -> Iterator[bytes]:
+        """A blob's verified content, in chunks."""
+        return self.blobs.stream(bytes.fromhex(blob_hex))
+
+
+def diff_maps(old: FileMap, new: FileMap) -> list[Change]:
+    """added / deleted / modified / mode / type, for captured paths only, sorted."""
+    out: list[Change] = []
+    for path in sorted({p for p, e in old.items() if is_captured(e)} | {p for p, e in new.items() if is_captured(e)}):
+        o, n = old.get(path), new.get(path)
+        oc, nc = is_captured(o), is_captured(n)
+        if oc and not nc:
+            out.append(Change(path, "deleted"))
+        elif nc and not oc:
+            out.append(Change(path, "added"))
+        elif o != n and o is not None and n is not None:
+            if o[0] != n[0]:
+                out.append(Change(path, "type"))
+            elif o[0] == "f" and o[3] == n[3]:
+                out.append(Change(path, "mode"))
+            else:
+                out.append(Change(path, "modified"))
+    return out
+
+
+def read_ref_file(path: Path) -> list[SnapshotInfo]:
+    """Parse a workspace ref log; a torn final line (crash mid-append) is skipped."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        return []
+    out: list[SnapshotInfo] = []
+    for n, line in enumerate(lines):
+        try:
+            d = json.loads(line)
+            if not is_snapshot_id(d["id"]):
+                raise ValueError("bad id")
+            out.append(SnapshotInfo(d["id"], d["root"], float(d["created"]), d["kind"], d.get("label"),
+                                    int(d.get("file_count", 0))))
+        except (ValueError, KeyError, TypeError) as exc:
+            if n == len(lines) - 1:
+                continue
+            raise CorruptStore(f"ref file {path.name} line {n + 1} is damaged") from exc
+    return out

@@ -1,0 +1,515 @@
+"""Tests for the `config` package: reading codexr's keys from Codex's shared config.toml."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from config import (
+    FEATURE_FILE_SNAPSHOTS,
+    CodexrSettings,
+    ConfigError,
+    FeaturesSettings,
+    FileSnapshotsSettings,
+    codex_home,
+    format_size,
+    load_settings,
+    parse_size,
+    settings_reference,
+    settings_reference_markdown,
+)
+from snapshot_store.settings import DEFAULT_CHURN_DIRS, GIB, MIB, RetentionPolicy, ScopeSettings
+
+README = Path(__file__).parents[1] / "README.md"
+
+
+def write_config(home: Path, text: str) -> Path:
+    """Write `home/config.toml` and return its path."""
+    path = home / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def config_error(home: Path, **kwargs: list[str]) -> str:
+    """Load settings expecting failure and return the error line, checking it is a single line."""
+    with pytest.raises(ConfigError) as info:
+        load_settings(home, **kwargs)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+# --- defaults and the file ------------------------------------------------------------------------
+
+
+def test_missing_file_gives_defaults(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path)
+    assert settings.codex_home == tmp_path
+    assert settings.features.file_snapshots is True
+    fs = settings.file_snapshots
+    assert fs.churn_dirs == list(DEFAULT_CHURN_DIRS)
+    assert fs.residue_max_files == 100
+    assert fs.residue_max_file_bytes == 16 * MIB
+    assert fs.include_hidden is False
+    assert fs.retention_days == 30
+    assert fs.retention_max_snapshots == 1000
+    assert fs.max_store_bytes == 10 * GIB
+    assert fs.gc_grace_seconds == 3600
+    assert fs.auto_gc is True
+    assert fs.approval_timeout_seconds == 300
+
+
+def test_missing_codex_home_directory_gives_defaults(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path / "does-not-exist")
+    assert settings.file_snapshots.residue_max_files == 100
+
+
+def test_file_values_are_read(tmp_path: Path) -> None:
+    write_config(
+        tmp_path,
+        """
+[features]
+file_snapshots = false
+
+[file_snapshots]
+churn_dirs = ["node_modules", "my-build"]
+residue_max_files = 7
+residue_max_file_bytes = 2048
+include_hidden = true
+retention_days = 2.5
+retention_max_snapshots = 0
+max_store_bytes = 123456
+gc_grace_seconds = 60
+auto_gc = false
+approval_timeout_seconds = 12.5
+""",
+    )
+    settings = load_settings(tmp_path)
+    assert settings.features.file_snapshots is False
+    fs = settings.file_snapshots
+    assert fs.churn_dirs == ["node_modules", "my-build"]
+    assert fs.residue_max_files == 7
+    assert fs.residue_max_file_bytes == 2048
+    assert fs.include_hidden is True
+    assert fs.retention_days == 2.5
+    assert fs.retention_max_snapshots == 0
+    assert fs.max_store_bytes == 123456
+    assert fs.gc_grace_seconds == 60.0
+    assert fs.auto_gc is False
+    assert fs.approval_timeout_seconds == 12.5
+
+
+def test_codex_keys_and_tables_are_ignored(tmp_path: Path) -> None:
+    write_config(
+        tmp_path,
+        """
+model = "gpt-5-codex"
+approval_policy = "on-request"
+sandbox_mode = "workspace-write"
+
+[model_providers.local]
+name = "Local"
+base_url = "http://localhost:8080/v1"
+
+[mcp_servers.docs]
+command = "docs-server"
+
+[profiles.fast.features]
+file_snapshots = "not ours to check"
+
+[features]
+web_search_request = true
+unified_exec = false
+some_future_flag = { nested = 1 }
+
+[file_snapshots]
+residue_max_files = 5
+""",
+    )
+    settings = load_settings(tmp_path)
+    assert settings.features.file_snapshots is True
+    assert settings.file_snapshots.residue_max_files == 5
+
+
+def test_features_that_is_not_a_table_is_left_to_codex(tmp_path: Path) -> None:
+    write_config(tmp_path, "features = 3\n")
+    assert load_settings(tmp_path).features.file_snapshots is True
+
+
+# --- errors ---------------------------------------------------------------------------------------
+
+
+def test_unknown_file_snapshots_key_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "[file_snapshots]\nresidue_max_file = 5\n")
+    message = config_error(tmp_path)
+    assert message == f"{path}: unknown setting [file_snapshots] residue_max_file"
+
+
+def test_wrong_type_is_a_one_line_error_naming_file_key_and_value(tmp_path: Path) -> None:
+    path = write_config(tmp_path, '[file_snapshots]\nresidue_max_files = "lots"\n')
+    assert config_error(tmp_path) == (
+        f'{path}: [file_snapshots] residue_max_files must be an integer >= 0 (got "lots")'
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("residue_max_files = -1", "[file_snapshots] residue_max_files must be an integer >= 0 (got -1)"),
+        ("residue_max_files = 1.5", "[file_snapshots] residue_max_files must be an integer >= 0 (got 1.5)"),
+        ("residue_max_files = true", "[file_snapshots] residue_max_files must be an integer >= 0 (got true)"),
+        ("retention_days = -0.5", "[file_snapshots] retention_days must be a number >= 0 (got -0.5)"),
+        ("retention_days = inf", "[file_snapshots] retention_days must be a number >= 0 (got inf)"),
+        ("gc_grace_seconds = nan", "[file_snapshots] gc_grace_seconds must be a number >= 0 (got nan)"),
+        ("retention_max_snapshots = -3", "[file_snapshots] retention_max_snapshots must be an integer >= 0"),
+        (
+            "approval_timeout_seconds = 0",
+            "[file_snapshots] approval_timeout_seconds must be a number > 0 (got 0)",
+        ),
+        ('include_hidden = "yes"', '[file_snapshots] include_hidden must be true or false (got "yes")'),
+        ("auto_gc = 1", "[file_snapshots] auto_gc must be true or false (got 1)"),
+        (
+            'churn_dirs = "build"',
+            '[file_snapshots] churn_dirs must be a list of plain directory names (got "build")',
+        ),
+        (
+            'churn_dirs = ["ok", 3]',
+            '[file_snapshots] churn_dirs must be a list of plain directory names (got ["ok", 3])',
+        ),
+        ("max_store_bytes = -1", "[file_snapshots] max_store_bytes must be a byte count >= 0"),
+        (
+            'max_store_bytes = "lots"',
+            "[file_snapshots] max_store_bytes must be a byte count >= 0 or a size such as",
+        ),
+        (
+            'residue_max_file_bytes = "-5MB"',
+            "[file_snapshots] residue_max_file_bytes must be a byte count >= 0",
+        ),
+    ],
+)
+def test_invalid_values_are_one_line_errors(tmp_path: Path, line: str, expected: str) -> None:
+    path = write_config(tmp_path, f"[file_snapshots]\n{line}\n")
+    message = config_error(tmp_path)
+    assert message.startswith(f"{path}: {expected}")
+
+
+@pytest.mark.parametrize("name", ["a/b", "", ".", "..", "/abs", "x\\\\y"])
+def test_churn_dirs_must_be_plain_names(tmp_path: Path, name: str) -> None:
+    write_config(tmp_path, f'[file_snapshots]\nchurn_dirs = ["ok", "{name}"]\n')
+    message = config_error(tmp_path)
+    assert "[file_snapshots] churn_dirs must contain plain directory names" in message
+
+
+def test_feature_flag_must_be_boolean(tmp_path: Path) -> None:
+    path = write_config(tmp_path, '[features]\nfile_snapshots = "off"\n')
+    assert config_error(tmp_path) == f'{path}: [features] file_snapshots must be true or false (got "off")'
+
+
+def test_file_snapshots_must_be_a_table(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "file_snapshots = true\n")
+    assert config_error(tmp_path) == f"{path}: file_snapshots must be a table (got true)"
+
+
+def test_several_problems_stay_on_one_line(tmp_path: Path) -> None:
+    write_config(tmp_path, "[file_snapshots]\nresidue_max_files = -1\nauto_gc = 0\ntypo = 1\n")
+    message = config_error(tmp_path)
+    assert "residue_max_files" in message
+    assert "auto_gc" in message
+    assert "unknown setting [file_snapshots] typo" in message
+
+
+def test_malformed_toml_is_one_line_error_with_path_and_line(tmp_path: Path) -> None:
+    path = write_config(tmp_path, 'model = "o3"\n\n[file_snapshots\nauto_gc = true\n')
+    message = config_error(tmp_path)
+    assert message.startswith(f"{path}: invalid TOML at line 3")
+
+
+def test_duplicate_key_is_invalid_toml(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "[file_snapshots]\nauto_gc = true\nauto_gc = false\n")
+    assert config_error(tmp_path).startswith(f"{path}: invalid TOML at line 3")
+
+
+def test_non_utf8_file_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_bytes(b'model = "\xff"\n')
+    assert config_error(tmp_path).startswith(f"{path}: invalid TOML")
+
+
+def test_config_path_that_is_a_directory_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").mkdir()
+    message = config_error(tmp_path)
+    assert message.startswith(f"{tmp_path / 'config.toml'}: cannot read file")
+
+
+def test_error_shows_home_as_tilde(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    home = tmp_path / ".codex"
+    home.mkdir()
+    write_config(home, "[file_snapshots]\nauto_gc = 3\n")
+    assert (
+        config_error(home) == "~/.codex/config.toml: [file_snapshots] auto_gc must be true or false (got 3)"
+    )
+
+
+# --- -c overrides ---------------------------------------------------------------------------------
+
+
+def test_override_int_and_list(tmp_path: Path) -> None:
+    settings = load_settings(
+        tmp_path,
+        overrides=["file_snapshots.residue_max_files=50", 'file_snapshots.churn_dirs=["a", "b"]'],
+    )
+    assert settings.file_snapshots.residue_max_files == 50
+    assert settings.file_snapshots.churn_dirs == ["a", "b"]
+
+
+def test_override_beats_file_and_keeps_other_file_values(tmp_path: Path) -> None:
+    write_config(tmp_path, "[file_snapshots]\nresidue_max_files = 7\nretention_days = 3\n")
+    settings = load_settings(tmp_path, overrides=["file_snapshots.residue_max_files = 9"])
+    assert settings.file_snapshots.residue_max_files == 9
+    assert settings.file_snapshots.retention_days == 3
+
+
+def test_later_override_wins(tmp_path: Path) -> None:
+    settings = load_settings(
+        tmp_path, overrides=["file_snapshots.residue_max_files=1", "file_snapshots.residue_max_files=2"]
+    )
+    assert settings.file_snapshots.residue_max_files == 2
+
+
+def test_override_whole_table_replaces_file_table(tmp_path: Path) -> None:
+    write_config(tmp_path, "[file_snapshots]\nresidue_max_files = 7\nauto_gc = false\n")
+    settings = load_settings(tmp_path, overrides=["file_snapshots={ auto_gc = true }"])
+    assert settings.file_snapshots.auto_gc is True
+    assert settings.file_snapshots.residue_max_files == 100
+
+
+def test_override_value_that_is_not_toml_is_a_plain_string(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path, overrides=["file_snapshots.max_store_bytes=500MB"])
+    assert settings.file_snapshots.max_store_bytes == 500 * MIB
+    message = config_error(tmp_path, overrides=["file_snapshots.churn_dirs=[unquoted]"])
+    assert '(got "[unquoted]")' in message
+
+
+def test_override_plain_string_for_non_string_setting_names_the_argument(tmp_path: Path) -> None:
+    message = config_error(tmp_path, overrides=["file_snapshots.residue_max_files=lots"])
+    assert message == (
+        "-c file_snapshots.residue_max_files=lots: "
+        'file_snapshots.residue_max_files must be an integer >= 0 (got "lots")'
+    )
+
+
+def test_unknown_override_key_is_an_error(tmp_path: Path) -> None:
+    message = config_error(tmp_path, overrides=["file_snapshots.foo=1"])
+    assert message == "-c file_snapshots.foo=1: unknown setting file_snapshots.foo"
+
+
+def test_bad_file_value_fixed_by_override_is_accepted(tmp_path: Path) -> None:
+    write_config(tmp_path, '[file_snapshots]\nresidue_max_files = "lots"\n')
+    settings = load_settings(tmp_path, overrides=["file_snapshots.residue_max_files=3"])
+    assert settings.file_snapshots.residue_max_files == 3
+
+
+def test_error_is_blamed_on_the_latest_override_that_touched_the_key(tmp_path: Path) -> None:
+    message = config_error(
+        tmp_path, overrides=["file_snapshots={ auto_gc = true }", "file_snapshots.churn_dirs.x=1"]
+    )
+    assert message.startswith("-c file_snapshots.churn_dirs.x=1: file_snapshots.churn_dirs must be")
+
+
+def test_overrides_for_codex_keys_are_ignored(tmp_path: Path) -> None:
+    settings = load_settings(
+        tmp_path,
+        overrides=[
+            "model=o3",
+            "sandbox_workspace_write.network_access=true",
+            "features.web_search_request=true",
+        ],
+    )
+    assert settings == load_settings(tmp_path)
+
+
+def test_override_feature_flag(tmp_path: Path) -> None:
+    assert (
+        load_settings(tmp_path, overrides=["features.file_snapshots=false"]).features.file_snapshots is False
+    )
+
+
+@pytest.mark.parametrize("raw", ["file_snapshots.auto_gc", "=1", "file_snapshots..auto_gc=true"])
+def test_malformed_override_is_an_error(tmp_path: Path, raw: str) -> None:
+    assert config_error(tmp_path, overrides=[raw]).startswith(f"-c {raw}: ")
+
+
+# --- --enable / --disable -------------------------------------------------------------------------
+
+
+def test_disable_turns_off_snapshots(tmp_path: Path) -> None:
+    assert load_settings(tmp_path, disable=[FEATURE_FILE_SNAPSHOTS]).features.file_snapshots is False
+
+
+def test_enable_beats_file_and_override(tmp_path: Path) -> None:
+    write_config(tmp_path, "[features]\nfile_snapshots = false\n")
+    assert load_settings(tmp_path).features.file_snapshots is False
+    settings = load_settings(tmp_path, overrides=["features.file_snapshots=false"], enable=["file_snapshots"])
+    assert settings.features.file_snapshots is True
+
+
+def test_enable_repairs_an_invalid_flag_value(tmp_path: Path) -> None:
+    write_config(tmp_path, '[features]\nfile_snapshots = "nope"\n')
+    assert load_settings(tmp_path, enable=["file_snapshots"]).features.file_snapshots is True
+
+
+def test_disable_wins_over_enable(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path, enable=["file_snapshots"], disable=["file_snapshots"])
+    assert settings.features.file_snapshots is False
+
+
+def test_other_feature_names_are_ignored(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path, enable=["web_search_request"], disable=["unified_exec"])
+    assert settings.features.file_snapshots is True
+
+
+# --- sizes ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("4096", 4096),
+        ("100B", 100),
+        ("1K", 1024),
+        ("1kb", 1024),
+        ("3KiB", 3 * 1024),
+        ("500MB", 500 * MIB),
+        ("16MiB", 16 * MIB),
+        ("2G", 2 * GIB),
+        ("10GiB", 10 * GIB),
+        ("1 TB", 1024 * GIB),
+        ("1.5G", 3 * GIB // 2),
+        (" 0 ", 0),
+    ],
+)
+def test_parse_size(text: str, size: int) -> None:
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "lots", "-5MB", "5 XB", "5iB", "1e3", "MB", "5 M B"])
+def test_parse_size_rejects_garbage(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_size(text)
+
+
+def test_size_strings_in_file(tmp_path: Path) -> None:
+    write_config(tmp_path, '[file_snapshots]\nmax_store_bytes = "2G"\nresidue_max_file_bytes = "64MB"\n')
+    fs = load_settings(tmp_path).file_snapshots
+    assert fs.max_store_bytes == 2 * GIB
+    assert fs.residue_max_file_bytes == 64 * MIB
+
+
+def test_format_size_round_trips() -> None:
+    for size in (0, 1, 1000, 1024, 16 * MIB, 10 * GIB, 3 * 1024**4):
+        assert parse_size(format_size(size)) == size
+    assert format_size(10 * GIB) == "10GiB"
+    assert format_size(1000) == "1000"
+
+
+# --- CODEX_HOME -----------------------------------------------------------------------------------
+
+
+def test_codex_home_from_env(tmp_path: Path) -> None:
+    assert codex_home({"CODEX_HOME": str(tmp_path)}) == tmp_path
+
+
+@pytest.mark.parametrize("env", [{}, {"CODEX_HOME": ""}])
+def test_codex_home_defaults_to_dot_codex(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert codex_home(env) == tmp_path / ".codex"
+
+
+def test_codex_home_reads_process_environment_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "custom"))
+    assert codex_home() == tmp_path / "custom"
+    monkeypatch.delenv("CODEX_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert codex_home() == tmp_path / ".codex"
+
+
+# --- mapping onto snapshot_store ------------------------------------------------------------------
+
+
+def test_scope_and_retention_mapping(tmp_path: Path) -> None:
+    settings = load_settings(
+        tmp_path,
+        overrides=[
+            'file_snapshots={ churn_dirs = ["x"], residue_max_files = 3, residue_max_file_bytes = "1K",'
+            " include_hidden = true, retention_days = 1.5, retention_max_snapshots = 9,"
+            ' max_store_bytes = "1M", gc_grace_seconds = 5 }'
+        ],
+    )
+    scope = settings.scope()
+    assert scope == ScopeSettings(
+        churn_dirs=("x",), residue_max_files=3, residue_max_file_bytes=1024, include_hidden=True
+    )
+    assert settings.retention() == RetentionPolicy(
+        max_age_days=1.5,
+        max_snapshots_per_workspace=9,
+        max_store_bytes=MIB,
+        grace_seconds=5.0,
+        keep_latest=RetentionPolicy().keep_latest,
+    )
+
+
+def test_default_settings_match_snapshot_store_defaults(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path)
+    assert settings.scope() == ScopeSettings()
+    assert settings.retention() == RetentionPolicy()
+
+
+def test_settings_are_immutable(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path)
+    with pytest.raises(ValueError):
+        settings.file_snapshots.auto_gc = False
+
+
+def test_models_forbid_unknown_fields() -> None:
+    with pytest.raises(ValueError):
+        FileSnapshotsSettings.model_validate({"nope": 1})
+    with pytest.raises(ValueError):
+        CodexrSettings.model_validate({"codex_home": "/x", "model": "o3"})
+
+
+# --- reference and README -------------------------------------------------------------------------
+
+
+def test_settings_reference_covers_every_field_with_a_description() -> None:
+    reference = settings_reference()
+    keys = [key for key, _, _ in reference]
+    expected = [f"features.{name}" for name in FeaturesSettings.model_fields]
+    expected += [f"file_snapshots.{name}" for name in FileSnapshotsSettings.model_fields]
+    assert keys == expected
+    for key, _default, description in reference:
+        assert description.strip(), key
+        assert "\n" not in description, key
+
+
+def test_settings_reference_defaults_are_toml_that_loads_to_the_default(tmp_path: Path) -> None:
+    defaults = load_settings(tmp_path)
+    for key, default, _ in settings_reference():
+        loaded = load_settings(tmp_path, overrides=[f"{key}={default}"])
+        assert loaded == defaults, key
+
+
+def test_readme_documents_every_setting() -> None:
+    text = README.read_text(encoding="utf-8")
+    match = re.search(r"<!-- config:start -->(.*?)<!-- config:end -->", text, re.DOTALL)
+    assert match is not None, "README.md lacks the config markers"
+    section = match.group(1)
+    for key, _, _ in settings_reference():
+        assert f"`{key}`" in section, f"README config section does not document {key}"
+    assert settings_reference_markdown() in section, "README settings table is stale; regenerate it"
