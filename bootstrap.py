@@ -30,7 +30,7 @@ def _fingerprint() -> str:
 
 def ensure_venv() -> None:
     """Create the venv and install the project (editable, with test extras) when needed."""
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - this script is what tells old Pythons so
         sys.exit(f"codex-rewind needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     if STAMP.exists() and STAMP.read_text() == _fingerprint():
         return

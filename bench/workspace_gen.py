@@ -152,13 +152,17 @@ def _ext_for(top: str, rng: random.Random) -> str:
     return rng.choice(_CODE_EXTS)
 
 
-def _lognormal_sizes(rng: random.Random, n: int, total: int, sigma: float = 1.25, cap: int = 256 * 1024) -> list[int]:
+def _lognormal_sizes(
+    rng: random.Random, n: int, total: int, sigma: float = 1.25, cap: int = 256 * 1024
+) -> list[int]:
     raw = [min(rng.lognormvariate(0.0, sigma), 60.0) for _ in range(n)]
     scale = total / max(sum(raw), 1e-9)
     return [max(0, min(cap, int(r * scale))) for r in raw]
 
 
-def git(args: list[str], cwd: Path, *, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+def git(
+    args: list[str], cwd: Path, *, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
     cmd = [
         "git",
         "-c", "user.name=bench", "-c", "user.email=bench@example.invalid",
@@ -168,9 +172,7 @@ def git(args: list[str], cwd: Path, *, env: dict[str, str] | None = None) -> sub
     return subprocess.run(cmd, cwd=cwd, env=env, check=True, capture_output=True)
 
 
-def generate(
-    root: Path, spec: WorkspaceSpec, log: Callable[[str], None] = lambda s: None
-) -> Workspace:
+def generate(root: Path, spec: WorkspaceSpec, log: Callable[[str], None] = lambda s: None) -> Workspace:
     """Create the workspace under ``root`` (must not exist or be empty) and commit the tracked part."""
     t0 = time.perf_counter()
     root.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ from typing import BinaryIO, Protocol
 
 import blake3
 
-from .manifest import Entry, FileMap
+from .manifest import FileMap
 from .packs import CHUNK, STREAM_THRESHOLD
 from .statcache import Key, StatCache, stat_key
 
@@ -113,7 +113,7 @@ def _read_file(rel: str, path: str, st: os.stat_result, sink: BlobSink, out: Cap
                 blob = sink.add(data)
                 size = len(data)
             else:
-                blob, size = sink.add_stream(f)  # type: ignore[arg-type]
+                blob, size = sink.add_stream(f)
             after = os.fstat(fd)
             out.bytes_hashed += size
             if _same(before, after) and size == after.st_size:

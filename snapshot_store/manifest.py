@@ -51,13 +51,13 @@ def witnessed_absent(files: Mapping[str, Entry], path: str) -> bool:
     """
     entry = files.get(path)
     if entry is not None:
-        return entry[0] == "-"
+        return bool(entry[0] == "-")
     current = path
     while current:
         ancestor = parent_of(current)
         anc = files.get(ancestor)
         if anc is not None:
-            return anc[0] in ("d", "f", "l", "-")
+            return bool(anc[0] in ("d", "f", "l", "-"))
         current = ancestor
     return False
 

@@ -191,13 +191,14 @@ class BlobIndex:
         if total != loc.raw_len or hasher.digest() != blob:
             raise CorruptStore(f"blob {blob.hex()} in pack {loc.pack} does not match its hash")
 
-    def forget(self, pack_id: str) -> None:
-        """Drop a pack (after gc removed it) from memory."""
-        fd = self._fds.pop(pack_id, None)
-        if fd is not None:
-            os.close(fd)
-        self.loaded.pop(pack_id, None)
-        self.locations = {b: loc for b, loc in self.locations.items() if loc.pack != pack_id}
+    def forget(self, pack_ids: set[str]) -> None:
+        """Drop packs (after gc removed them) from memory."""
+        for pack_id in pack_ids:
+            fd = self._fds.pop(pack_id, None)
+            if fd is not None:
+                os.close(fd)
+            self.loaded.pop(pack_id, None)
+        self.locations = {b: loc for b, loc in self.locations.items() if loc.pack not in pack_ids}
 
     def close(self) -> None:
         """Release open pack file descriptors."""
@@ -231,10 +232,10 @@ class PackWriter:
         """True when the blob is stored or already pending in this writer."""
         return blob in self._pending or blob in self.index
 
-    def add(self, data: bytes) -> bytes:
-        """Store `data` unless it is already present; return its blob id."""
+    def add(self, data: bytes, *, force: bool = False) -> bytes:
+        """Store `data` unless it is already present (or `force`, for repacking); return its id."""
         blob = blake3.blake3(data).digest()
-        if self.has(blob):
+        if blob in self._pending or (not force and blob in self.index):
             return blob
         codec, stored = CODEC_RAW, data
         if len(data) >= 128:
@@ -311,7 +312,7 @@ class PackWriter:
                 tmp.unlink()
             raise
         for blob, loc in entries:
-            self.index.locations.setdefault(blob, loc)
+            self.index.locations[blob] = loc
         self.index.loaded[self._pack_id] = size
         self._pending.clear()
 

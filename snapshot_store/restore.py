@@ -123,7 +123,7 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
                 actions.append(Action(LEAVE, path, blocker, t, s))
                 continue
             if s is None or s[0] == "-" or is_captured(s):
-                reason = "missing now" if s is None or s[0] == "-" else _why_differs(t, s)
+                reason = "missing now" if s is None or s[0] == "-" else _why_differs(t, s)  # type: ignore[arg-type]
                 actions.append(Action(WRITE, path, reason, t, s))
             elif s[0] in ("d", "D"):
                 ok, why = _removable_dir(path, current)
@@ -344,7 +344,7 @@ def _matches(fs: SafeRoot, path: str, entry: Entry | None) -> bool:
         if entry[0] == "l":
             pfd = fs.dir_fd(parent_of(path), False)
             return pfd is not None and os.readlink(path.rpartition("/")[2], dir_fd=pfd) == entry[1]
-        return st.st_size == entry[2] and blake3.blake3(fs.read(path)).hexdigest() == entry[3]
+        return bool(st.st_size == entry[2] and blake3.blake3(fs.read(path)).hexdigest() == entry[3])
     except (OSError, UnsafePath):
         return False
 

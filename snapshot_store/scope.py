@@ -1,4 +1,4 @@
-"""Which paths a capture looks at: Git-tracked ∪ known ∪ recent residue, minus ignored paths."""
+"""Which paths a capture looks at: Git-tracked, known and recent residue files, minus ignored paths."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pathspec
 import pygit2
 
 from .errors import IgnoreFileError
-from .manifest import ABSENT, WALKED, Entry, FileMap
+from .manifest import ABSENT, WALKED, FileMap
 from .settings import ScopeSettings
 
 IGNORE_FILE = ".codexsnapignore"
@@ -22,7 +22,7 @@ GITLINK_MODE = 0o160000
 class Ignore:
     """`.codexsnapignore` rules (gitignore syntax); the current file governs capture and restore."""
 
-    def __init__(self, spec: pathspec.PathSpec | None) -> None:
+    def __init__(self, spec: pathspec.GitIgnoreSpec | None) -> None:
         self.spec = spec
 
     @classmethod

@@ -47,7 +47,7 @@ class StatCache:
         try:
             raw = zstandard.ZstdDecompressor().decompress(self.path.read_bytes(), max_output_size=1 << 30)
             doc = json.loads(raw)
-            self.entries = {p: (tuple(v[0]), v[1]) for p, v in doc.items()}  # type: ignore[misc]
+            self.entries = {p: (tuple(v[0]), v[1]) for p, v in doc.items()}
         except (OSError, ValueError, zstandard.ZstdError, TypeError, IndexError, AttributeError):
             self.entries = {}
 

@@ -1,0 +1,1 @@
+"""codexr: the session core and its thin front ends."""

@@ -1,0 +1,58 @@
+"""What every command needs: CODEX_HOME, settings, the store, and output helpers."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from config import CodexrSettings
+from snapshot_store import Store
+
+
+class UsageError(Exception):
+    """A mistake in how a command was called; shown as one line, exit 2."""
+
+
+@dataclass
+class Context:
+    """Per-invocation state shared by command handlers."""
+
+    home: Path
+    settings: CodexrSettings
+    json: bool = False
+    _store: Store | None = field(default=None, repr=False)
+
+    @property
+    def store_dir(self) -> Path:
+        """Our data lives beside, never inside, Codex's own files."""
+        return self.home / "file_snapshots"
+
+    def store(self) -> Store:
+        """Open the store once per command; Codex's home is protected from capture and restore."""
+        if self._store is None:
+            self._store = Store.open(self.store_dir, protected=[self.home])
+        return self._store
+
+    def close(self) -> None:
+        """Flush caches."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def emit(self, doc: Any) -> None:
+        """Print one JSON document to stdout."""
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+
+    def info(self, text: str) -> None:
+        """Human output (suppressed in --json mode, where stdout carries JSON only)."""
+        if not self.json:
+            print(text)
+
+    def progress(self, text: str) -> None:
+        """Progress lines go to stderr, and only to a terminal."""
+        if sys.stderr.isatty():
+            print(text, file=sys.stderr, flush=True)

@@ -1,0 +1,253 @@
+"""`codexr snapshots …`: drive and inspect the snapshot store directly."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+from typing import Any
+
+from snapshot_store import RestorePlan, Store
+from snapshot_store.gc import gc, maybe_auto_gc
+from snapshot_store.restore import unified_diff
+from snapshot_store.verify import verify
+
+from .context import Context, UsageError
+
+
+def show_path(path: str) -> str:
+    """Printable form of a path that may hold undecodable bytes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def when(ts: float) -> str:
+    """Local time, to the second."""
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add the `snapshots` command group."""
+    snap = sub.add_parser("snapshots", help="capture, inspect and restore workspace snapshots")
+    snap.set_defaults(handler=lambda ctx, args: _group_help(snap))
+    ssub = snap.add_subparsers(dest="snap_command")
+
+    def cmd(name: str, help_text: str, fn: Any, workspace: bool = True) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = ssub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--json", action="store_true", help="print JSON instead of text")
+        if workspace:
+            p.add_argument("-C", "--cd", dest="cd", default=".", metavar="DIR", help="workspace directory")
+        p.set_defaults(handler=fn)
+        return p
+
+    p = cmd("capture", "capture the workspace now and print the snapshot id", _capture)
+    p.add_argument("--label", help="a note stored with the snapshot")
+    p = cmd("list", "list the workspace's snapshots, oldest first", _list)
+    p.add_argument("--all", action="store_true", help="every workspace")
+    p = cmd("show", "show one snapshot's files", _show, workspace=False)
+    p.add_argument("id")
+    p = cmd("diff", "per-path changes from ID to ID2, or to the workspace now", _diff)
+    p.add_argument("id")
+    p.add_argument("id2", nargs="?")
+    p = cmd("restore", "restore the workspace to a snapshot (a safety snapshot is taken first)", _restore)
+    p.add_argument("id")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    p.add_argument("--diff", action="store_true", help="with the plan, show a diff for each file written")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    p = cmd("verify", "check the store; non-zero exit when anything is damaged", _verify, workspace=False)
+    p.add_argument("--full", action="store_true", help="also re-read and re-hash every blob")
+    p = cmd("gc", "drop old snapshots per retention and free unreferenced space", _gc, workspace=False)
+    p.add_argument("--dry-run", action="store_true", help="print what would be removed")
+
+
+def _group_help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _capture(ctx: Context, args: argparse.Namespace) -> int:
+    store = ctx.store()
+    res = store.capture(args.cd, label=args.label, scope=ctx.settings.scope())
+    if ctx.json:
+        ctx.emit(res.as_json())
+    else:
+        state = " (no changes since the last snapshot)" if res.unchanged else ""
+        print(res.id)
+        print(f"{res.file_count} files, {human_bytes(res.bytes_hashed)} hashed, "
+              f"{human_bytes(res.bytes_stored)} stored, {res.seconds:.2f} s{state}", file=sys.stderr)
+        for path, reason in res.skipped:
+            print(f"  skipped {show_path(path)}: {reason}", file=sys.stderr)
+    if ctx.settings.file_snapshots.auto_gc:
+        maybe_auto_gc(store, ctx.settings.retention())
+    return 0
+
+
+def _list(ctx: Context, args: argparse.Namespace) -> int:
+    store = ctx.store()
+    infos = store.list_snapshots(None if args.all else _workspace(args.cd))
+    if ctx.json:
+        ctx.emit([{"id": i.id, "root": i.root, "created": i.created, "kind": i.kind, "label": i.label,
+                   "file_count": i.file_count} for i in infos])
+        return 0
+    if not infos:
+        print("no snapshots" + ("" if args.all else f" for {_workspace(args.cd)}"))
+        return 0
+    for i in infos:
+        where = f"  {i.root}" if args.all else ""
+        label = f"  {i.label}" if i.label else ""
+        print(f"{i.id[:12]}  {when(i.created)}  {i.kind:<8} {i.file_count:>6} files{label}{where}")
+    return 0
+
+
+def _workspace(path: str) -> str:
+    from snapshot_store.store import resolve_root
+
+    return str(resolve_root(path))
+
+
+def _show(ctx: Context, args: argparse.Namespace) -> int:
+    store = ctx.store()
+    snap = store.resolve(args.id)
+    info = store.info(snap)
+    files = store.files(snap)
+    if ctx.json:
+        ctx.emit({"id": snap, "root": info.root, "created": info.created, "kind": info.kind, "label": info.label,
+                  "entries": [{"path": p, "kind": e[0], **_entry_json(e)} for p, e in sorted(files.items()) if p]})
+        return 0
+    print(f"snapshot {snap}\nworkspace {info.root}\ncreated {when(info.created)}  kind {info.kind}"
+          + (f"  label {info.label}" if info.label else ""))
+    for p, e in sorted(files.items()):
+        if e[0] == "f":
+            print(f"  {e[1]:04o} {e[2]:>10}  {e[3][:12]}  {show_path(p)}")
+        elif e[0] == "l":
+            print(f"  link {'':>10}  {'':12}  {show_path(p)} -> {show_path(e[1])}")
+    seen = sum(1 for e in files.values() if e[0] == "x")
+    if seen:
+        print(f"  ({seen} more paths seen but not captured; --json lists them with reasons)")
+    return 0
+
+
+def _entry_json(e: tuple[Any, ...]) -> dict[str, Any]:
+    if e[0] == "f":
+        return {"mode": e[1], "size": e[2], "blob": e[3]}
+    if e[0] == "l":
+        return {"target": e[1]}
+    if e[0] in ("x", "D"):
+        return {"reason": e[1]}
+    return {}
+
+
+def _diff(ctx: Context, args: argparse.Namespace) -> int:
+    store = ctx.store()
+    a = store.resolve(args.id)
+    b = store.resolve(args.id2) if args.id2 else None
+    changes = store.diff(a, b, root=None if b else _workspace(args.cd), scope=ctx.settings.scope())
+    if ctx.json:
+        ctx.emit({"from": a, "to": b or "workspace", "changes": [{"path": c.path, "change": c.change}
+                                                                 for c in changes]})
+        return 0
+    if not changes:
+        print("no differences")
+    for c in changes:
+        print(f"{c.change:<9} {show_path(c.path)}")
+    return 0
+
+
+def print_plan(store: Store, plan: RestorePlan, with_diff: bool) -> None:
+    """The preview: what will be written, deleted, left alone, and why."""
+    labels = {"write": "write ", "delete": "delete", "rmdir": "rmdir ", "leave": "leave "}
+    shown = [a for a in plan.actions if a.op != "rmdir"]
+    if not shown:
+        print("nothing to do: the workspace already matches the snapshot")
+    for a in shown:
+        print(f"{labels[a.op]} {show_path(a.path)}  ({a.reason})")
+        if with_diff and a.op in ("write", "delete"):
+            sys.stdout.write(unified_diff(store, a))
+    w, d, left = len(plan.writes), len(plan.deletes), len(plan.left)
+    print(f"{w} to write, {d} to delete, {left} left alone")
+
+
+def _restore(ctx: Context, args: argparse.Namespace) -> int:
+    store = ctx.store()
+    snap = store.resolve(args.id)
+    root = _workspace(args.cd)
+    scope = ctx.settings.scope()
+    if args.dry_run:
+        res = store.restore(snap, root, dry_run=True, scope=scope)
+        if ctx.json:
+            ctx.emit(res.as_json())
+        else:
+            print_plan(store, res.plan, args.diff)
+        return 0
+    if not args.yes and not sys.stdin.isatty():
+        raise UsageError("restore changes files: pass --yes to confirm when not on a terminal "
+                         "(or --dry-run to preview)")
+
+    declined = False
+
+    def confirm(plan: RestorePlan) -> bool:
+        nonlocal declined
+        if args.yes:
+            return True
+        print_plan(store, plan, args.diff)
+        if not plan.writes and not plan.deletes:
+            return False
+        answer = input("Apply this restore? A safety snapshot has been taken. [y/N] ")
+        declined = answer.strip().lower() not in ("y", "yes")
+        return not declined
+
+    res = store.restore(snap, root, scope=scope, confirm=confirm)
+    if ctx.json:
+        ctx.emit(res.as_json())
+        return 1 if declined else 0
+    if declined:
+        print("restore cancelled; nothing changed")
+        return 1
+    for path in res.written:
+        print(f"wrote   {show_path(path)}")
+    for path in res.deleted:
+        print(f"deleted {show_path(path)}")
+    for a in res.left:
+        print(f"left    {show_path(a.path)}  ({a.reason})")
+    if res.safety_id:
+        print(f"safety snapshot {res.safety_id}  (undo: codexr snapshots restore {res.safety_id[:12]} --yes)")
+    return 0
+
+
+def _verify(ctx: Context, args: argparse.Namespace) -> int:
+    store = ctx.store()
+    report = verify(store, full=args.full, progress=lambda n, t: ctx.progress(f"verified {n}/{t} blobs"))
+    if ctx.json:
+        ctx.emit(report.as_json())
+    else:
+        for w in report.warnings:
+            print(f"warning: {w}")
+        for p in report.problems:
+            print(f"damaged: {p}")
+        print(f"{'ok' if report.ok else 'DAMAGED'}: {report.packs} packs, {report.blobs} blobs, "
+              f"{report.snapshots} snapshots, {report.refs} refs checked"
+              + (", every blob re-hashed" if args.full else ""))
+    return 0 if report.ok else 1
+
+
+def _gc(ctx: Context, args: argparse.Namespace) -> int:
+    store = ctx.store()
+    plan = gc(store, ctx.settings.retention(), dry_run=args.dry_run)
+    if ctx.json:
+        ctx.emit(plan.as_json())
+        return 0
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"{verb} {len(plan.dropped)} snapshots by retention, {len(plan.delete_snapshots)} snapshot files, "
+          f"{len(plan.delete_packs)} packs; repacked {len(plan.repack)}; "
+          f"{human_bytes(plan.bytes_before)} -> {human_bytes(plan.bytes_after)}")
+    return 0
+
