@@ -19,7 +19,7 @@ from .fsutil import atomic_write, fsync_dir, syncfs, translate_os_errors
 from .ids import is_snapshot_id, workspace_key
 from .manifest import Entry, FileMap, is_captured, parent_of, witnessed_absent
 from .safefs import SafeRoot, UnsafePath
-from .scope import Ignore, forbidden
+from .scope import HIDDEN, Ignore, forbidden
 from .settings import ScopeSettings
 from .statcache import Key, stat_key
 
@@ -178,7 +178,7 @@ def _blocking_ancestor(path: str, current: FileMap, target: FileMap) -> str | No
         e = current.get(anc)
         if e is not None and e[0] == "x":
             return f"{anc} is a file the safety capture could not hold ({e[1]})"
-        if e is not None and e[0] == "D" and e[1] not in ("churn directory", "hidden", "ignored", "directory"):
+        if e is not None and e[0] == "D" and e[1] not in ("churn directory", HIDDEN, "ignored", "directory"):
             return f"{anc} cannot be entered ({e[1]})"
         anc = parent_of(anc)
     return None
@@ -259,6 +259,10 @@ def restore(
 
 
 def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: RestoreResult) -> None:
+    # Pre-flight: every blob to be written must exist and verify, so a damaged store changes nothing.
+    for blob in {a.target[3] for a in plan.actions if a.op == WRITE and a.target and a.target[0] == "f"}:
+        for _chunk in store.blob_chunks(blob):
+            pass
     journal = _journal_path(store, ws)
     doc = {
         "root": str(ws),

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +17,9 @@ from .manifest import ABSENT, WALKED, FileMap
 from .settings import ScopeSettings
 
 IGNORE_FILE = ".codexsnapignore"
+TOO_LARGE = "larger than the residue size limit"
+OVER_LIMIT = "beyond the recent-file limit"
+HIDDEN = "hidden"
 GITLINK_MODE = 0o160000
 
 
@@ -53,10 +57,12 @@ class Ignore:
         return self.spec is not None and self.spec.match_file(rel + "/")
 
 
+_FORBIDDEN = re.compile(r"(?:^|/)(?:\.{1,2}|\.git)?(?:/|$)")
+
+
 def forbidden(rel: str) -> bool:
-    """Paths the store never reads or writes: anything inside a `.git` and malformed names."""
-    parts = rel.split("/")
-    return any(p in ("", ".", "..", ".git") for p in parts)
+    """Paths the store never reads or writes: anything inside a `.git`, and malformed names."""
+    return _FORBIDDEN.search(rel) is not None
 
 
 @dataclass
@@ -112,6 +118,7 @@ class Scope:
     entries: FileMap = field(default_factory=dict)
     to_capture: dict[str, os.stat_result] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    covered: set[str] = field(default_factory=set)
 
 
 def _is_residue_kind(mode: int) -> bool:
@@ -125,11 +132,13 @@ def select(
     git_paths: Iterable[str],
     known_paths: Iterable[str],
     protected: Iterable[str] = (),
+    on_dir: Callable[[str], None] | None = None,
 ) -> Scope:
     """Walk the workspace once and decide, for every path seen, whether to capture it.
 
     Git-tracked and `known_paths` (agent-touched, tracked before, a restore's targets) are
     captured whatever their size or name; `protected` are root-relative directories never read.
+    `on_dir` is called for each directory just before it is listed (the change journal's hook).
     """
     scope = Scope()
     entries = scope.entries
@@ -145,6 +154,8 @@ def select(
     while stack:
         rel_dir = stack.pop()
         abs_dir = os.path.join(root_s, rel_dir) if rel_dir else root_s
+        if on_dir is not None:
+            on_dir(rel_dir)
         try:
             it = os.scandir(abs_dir)
         except OSError as exc:
@@ -171,7 +182,7 @@ def select(
                     elif name in churn:
                         entries[rel] = ("D", "churn directory")
                     elif name.startswith(".") and not hidden_ok:
-                        entries[rel] = ("D", "hidden")
+                        entries[rel] = ("D", HIDDEN)
                     elif ignore.directory(rel):
                         entries[rel] = ("D", "ignored")
                     else:
@@ -192,7 +203,7 @@ def select(
                 else:
                     residue_candidates.append((st.st_mtime_ns, rel))
 
-    covered: set[str] = set()
+    covered = scope.covered
     ancestor_ok: dict[str, bool] = {"": True}
 
     def ancestors_are_dirs(rel: str) -> bool | None:
@@ -220,9 +231,11 @@ def select(
         return ok
 
     def cover(rel: str) -> None:
-        if rel in covered or forbidden(rel) or _under(rel, protected_rel):
+        if rel in covered:
             return
         covered.add(rel)
+        if forbidden(rel) or (protected_rel and _under(rel, protected_rel)):
+            return
         if ignore.file(rel):
             entries[rel] = ("x", "ignored")
             return
@@ -261,7 +274,7 @@ def select(
 
     for rel in hidden_seen:
         if rel not in covered:
-            entries[rel] = ("x", "hidden")
+            entries[rel] = ("x", HIDDEN)
 
     limit = settings.residue_max_files
     max_bytes = settings.residue_max_file_bytes
@@ -272,9 +285,9 @@ def select(
             continue
         st = walk_stats[rel]
         if stat.S_ISREG(st.st_mode) and st.st_size > max_bytes:
-            entries[rel] = ("x", "larger than the residue size limit")
+            entries[rel] = ("x", TOO_LARGE)
         elif taken >= limit:
-            entries[rel] = ("x", "beyond the recent-file limit")
+            entries[rel] = ("x", OVER_LIMIT)
         else:
             taken += 1
             scope.to_capture[rel] = st

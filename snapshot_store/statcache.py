@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import zstandard
@@ -41,6 +43,7 @@ class StatCache:
         self.path = path
         self.entries: dict[str, tuple[Key, str]] = {}
         self.dirty = False
+        self.saved_at = 0.0
         self._load()
 
     def _load(self) -> None:
@@ -60,9 +63,25 @@ class StatCache:
 
     def update(self, fresh: dict[str, tuple[Key, str]], started_ns: int) -> None:
         """Replace the cache with this capture's results, dropping racy entries."""
-        kept = {p: v for p, v in fresh.items() if not is_racy(v[0], started_ns)}
+        fine, coarse = started_ns - FINE_WINDOW_NS, started_ns - COARSE_WINDOW_NS
+        kept = {
+            p: v
+            for p, v in fresh.items()
+            if max(v[0][1], v[0][2]) < (coarse if v[0][1] % SECOND_NS == 0 else fine)
+        }
         if kept != self.entries:
             self.entries = kept
+            self.dirty = True
+
+    def update_some(self, entries: Mapping[str, tuple[object, ...]], fresh: dict[str, tuple[Key, str]],
+                    started_ns: int) -> None:
+        """Update only the paths a journal-driven capture re-read."""
+        for p in entries:
+            v = fresh.get(p)
+            if v is not None and not is_racy(v[0], started_ns):
+                self.entries[p] = v
+            else:
+                self.entries.pop(p, None)
             self.dirty = True
 
     def forget(self, paths: list[str]) -> None:
@@ -79,3 +98,4 @@ class StatCache:
         data = zstandard.ZstdCompressor(level=1).compress(json.dumps(doc, separators=(",", ":")).encode())
         atomic_write(self.path, data, sync=False)
         self.dirty = False
+        self.saved_at = time.monotonic()

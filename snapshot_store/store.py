@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -27,19 +28,23 @@ from .ids import digest_hex, is_snapshot_id, is_snapshot_prefix, workspace_key
 from .locks import flocked
 from .manifest import (
     REBASE_DEPTH,
+    WALKED,
     FileMap,
     SnapshotRecord,
     apply_delta,
     captured_items,
     delta,
     is_captured,
+    parent_of,
 )
 from .packs import BlobIndex, PackWriter
 from .settings import ScopeSettings
-from .statcache import Key, StatCache
+from .statcache import Key, StatCache, stat_key
+from .watch import ChangeJournal
 
 STORE_FORMAT = "codex-rewind-snapshots"
 STORE_VERSION = 1
+CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
 SUBDIRS = ("packs", "snapshots", "refs", "refs/workspaces", "cache", "journal", "locks")
 
 
@@ -92,6 +97,25 @@ class Change:
     change: str  # added | modified | deleted | mode | type
 
 
+@dataclass
+class _LastCapture:
+    """What the change journal's fast path reuses from the previous capture of a workspace."""
+
+    files: FileMap
+    fresh: dict[str, tuple[Key, str]]
+    stats: dict[str, Key]
+    covered: frozenset[str]
+    unwatched: dict[str, Key | None]
+    git_signature: tuple[int, ...] | None
+    settings: ScopeSettings
+
+
+@dataclass
+class _Watched:
+    journal: ChangeJournal
+    last: _LastCapture | None = None
+
+
 def resolve_root(root: str | os.PathLike[str]) -> Path:
     """The workspace's real absolute path; a missing workspace is a clear error."""
     path = Path(os.path.realpath(os.path.abspath(root)))
@@ -113,6 +137,7 @@ class Store:
         self._records: dict[str, SnapshotRecord] = {}
         self._git: dict[str, scope_mod.GitTracked] = {}
         self._caches: dict[str, StatCache] = {}
+        self._watched: dict[str, _Watched] = {}
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -154,6 +179,9 @@ class Store:
         for cache in self._caches.values():
             with contextlib.suppress(OSError):
                 cache.save()
+        for w in self._watched.values():
+            w.journal.close()
+        self._watched.clear()
         self.blobs.close()
 
     def __enter__(self) -> Store:
@@ -303,6 +331,86 @@ class Store:
                     out.append(rel)
         return tuple(out)
 
+    # ----------------------------------------------------------------- change journal
+    def watch(self, root: str | os.PathLike[str]) -> bool:
+        """Keep an inotify change journal for this workspace so later captures can skip the walk.
+
+        Meant for long-running processes (the session); returns False where inotify is missing.
+        """
+        ws = resolve_root(root)
+        if str(ws) in self._watched:
+            return True
+        if not ChangeJournal.available():
+            return False
+        try:
+            self._watched[str(ws)] = _Watched(ChangeJournal(str(ws)))
+        except OSError:
+            return False
+        return True
+
+    def unwatch(self, root: str | os.PathLike[str]) -> None:
+        """Stop the change journal of a workspace."""
+        w = self._watched.pop(str(resolve_root(root)), None)
+        if w is not None:
+            w.journal.close()
+
+    def _fast_select(self, ws: Path, w: _Watched, known: list[str], git: scope_mod.GitTracked,
+                     settings: ScopeSettings, ignore: scope_mod.Ignore
+                     ) -> tuple[FileMap, dict[str, os.stat_result], frozenset[str]] | None:
+        """Use the change journal: the previous map plus the files known to have changed, or None.
+
+        Returns (previous map, paths to re-read with their lstat, the new covered set).
+        """
+        changes = w.journal.drain()
+        last = w.last
+        if last is None or changes.structural or git.signature != last.git_signature or settings != last.settings:
+            return None
+        files = last.files
+        dirty: set[str] = set()
+        extra = [p for p in known if p not in last.covered]
+        for p in extra:
+            # A newly known path (e.g. a restore target): settle it from the map where the walk saw it.
+            if scope_mod.forbidden(p) or ignore.file(p):
+                continue
+            e = files.get(p)
+            if e is None:
+                if files.get(parent_of(p)) != WALKED:
+                    return None
+            elif e[0] == "x":
+                if e[1] not in (scope_mod.TOO_LARGE, scope_mod.OVER_LIMIT, scope_mod.HIDDEN):
+                    return None
+                dirty.add(p)
+        covered = last.covered.union(extra) if extra else last.covered
+        for p in changes.files:
+            e = files.get(p)
+            if p == scope_mod.IGNORE_FILE or e is None or e[0] == "-":
+                return None
+            if is_captured(e):
+                dirty.add(p)
+            elif e[0] == "x" and e[1] in (scope_mod.TOO_LARGE, scope_mod.OVER_LIMIT):
+                return None  # a residue candidate changed: the newest-100 choice may change
+        for p, key in last.unwatched.items():
+            try:
+                now: Key | None = stat_key(os.lstat(os.path.join(ws, p)))
+            except OSError:
+                now = None
+            if now != key:
+                if key is None or now is None:
+                    return None
+                dirty.add(p)
+        to_read: dict[str, os.stat_result] = {}
+        for p in dirty:
+            try:
+                st = os.lstat(os.path.join(ws, p))
+            except OSError:
+                return None
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+                return None
+            if p not in covered and st.st_size > settings.residue_max_file_bytes:
+                return None
+            to_read[p] = st
+        return files, to_read, covered
+
     def capture(
         self,
         root: str | os.PathLike[str],
@@ -341,18 +449,50 @@ class Store:
             known = list(known_paths)
             if grow and parent_files is not None:
                 known.extend(p for p, _e in captured_items(parent_files))
-            selected = scope_mod.select(ws, settings, ignore, git.paths, known,
-                                        protected=self._protected_rel(ws))
             cache = self._stat_cache(ws)
             sink = HashOnly() if dry_run else PackWriter(self.blobs)
+            w = self._watched.get(key) if not dry_run else None
+            fast = self._fast_select(ws, w, known, git, settings, ignore) if w is not None else None
             try:
-                captured = read_paths(str(ws), selected.to_capture, sink, cache)
-                files: FileMap = selected.entries
-                files.update(captured.entries)
+                if fast is not None and w is not None and w.last is not None:
+                    last = w.last
+                    captured = read_paths(str(ws), fast[1], sink, cache)
+                    files = fast[0]
+                    fresh = last.fresh
+                    stats = last.stats
+                    if captured.entries:
+                        stats = {**last.stats, **captured.stats}
+                        files = dict(files)
+                        files.update(captured.entries)
+                        fresh = {**last.fresh, **captured.fresh}
+                        for p, e in captured.entries.items():
+                            if e[0] != "f":
+                                fresh.pop(p, None)
+                    skipped = captured.skipped
+                    covered, unwatched = fast[2], last.unwatched
+                else:
+                    if w is not None:
+                        w.journal.reset()
+                    selected = scope_mod.select(ws, settings, ignore, git.paths, known,
+                                                protected=self._protected_rel(ws),
+                                                on_dir=w.journal.watch_dir if w is not None else None)
+                    captured = read_paths(str(ws), selected.to_capture, sink, cache)
+                    files = selected.entries
+                    files.update(captured.entries)
+                    fresh = captured.fresh
+                    stats = captured.stats
+                    skipped = selected.skipped + captured.skipped
+                    covered = frozenset(selected.covered)
+                    unwatched = {}
+                    if w is not None:
+                        for p in covered:
+                            if files.get(parent_of(p)) != WALKED:
+                                st = selected.to_capture.get(p)
+                                unwatched[p] = stat_key(st) if st is not None else None
                 result = CaptureResult(
                     id="", root=key, file_count=sum(1 for e in files.values() if is_captured(e)),
                     bytes_hashed=captured.bytes_hashed, bytes_stored=0, seconds=0.0, unchanged=False,
-                    skipped=selected.skipped + captured.skipped, files=files, stats=captured.stats,
+                    skipped=skipped, files=files, stats=stats,
                 )
                 if dry_run:
                     result.seconds = time.perf_counter() - started
@@ -364,20 +504,28 @@ class Store:
                     sink.abort()
                 raise
             result.bytes_stored = sink.bytes_stored
-            result.unchanged = parent_files is not None and parent_files == files
-            result.id = self._write_snapshot(ws, files, parent, parent_files, kind, label,
-                                             result.file_count)
-            cache.update(captured.fresh, started_ns)
-            cache.save()
+            result.id, result.unchanged = self._write_snapshot(ws, files, parent, parent_files, kind, label,
+                                                               result.file_count)
+            if w is not None:
+                w.last = _LastCapture(files, fresh, stats, covered, unwatched, git.signature, settings)
+            if fast is None:
+                cache.update(fresh, started_ns)
+            else:
+                cache.update_some(captured.entries, captured.fresh, started_ns)
+            if w is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL:
+                cache.save()
         result.seconds = time.perf_counter() - started
         return result
 
     def _write_snapshot(self, ws: Path, files: FileMap, parent: str | None, parent_files: FileMap | None,
-                        kind: str, label: str | None, file_count: int) -> str:
+                        kind: str, label: str | None, file_count: int) -> tuple[str, bool]:
+        """Write the snapshot as a delta against `parent` (or whole); return (id, unchanged)."""
         changes: dict[str, Any]
         depth = 0
+        unchanged = False
         if parent is not None and parent_files is not None:
             changes = delta(parent_files, files)
+            unchanged = not changes
             depth = self.record(parent).depth + 1
             if depth >= REBASE_DEPTH or len(changes) * 2 > len(files):
                 parent, changes, depth = None, dict(files), 0
@@ -394,7 +542,7 @@ class Store:
         self._records[snap_id] = rec
         self._remember(snap_id, files)
         self._append_ref(SnapshotInfo(snap_id, str(ws), rec.created, kind, label, file_count))
-        return snap_id
+        return snap_id, unchanged
 
     # ----------------------------------------------------------------- diff
     def diff(self, a: str, b: str | None = None, root: str | os.PathLike[str] | None = None,
