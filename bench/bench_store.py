@@ -3,6 +3,10 @@
 
 Run from the repository root:  .venv/bin/python bench/bench_store.py [--quick] [--json out.json]
 
+The warm snapshot_store captures are measured twice: "session" rows use a store that called
+``watch(ws)`` (inotify change journal, as the long-running session does) and "walk" rows use a second
+store without it, so every capture walks the tree (a fresh process, or a system without inotify).
+
 Everything runs in interleaved rounds: each round runs every measured operation once (the plain and the
 churn workspace back to back, the order of the blocks rotated per round), and the report gives medians
 over the rounds, min-max, and medians of per-round ratios against the baseline measured in that round.
@@ -236,6 +240,8 @@ class Variant:
     abs_tracked: list[str] = field(default_factory=list)
     store: Any = None
     store_last_id: Any = None
+    watch_on: bool | None = None  # what store.watch(ws) returned for the session store (None: not called)
+    walk_store: Any = None  # a second warm store, opened without watch(): every capture walks
     git_warm: GitShadow | None = None
     git_last_tree: str = ""
     cli_home: Path | None = None
@@ -328,6 +334,7 @@ def ours_warm(v: Variant, rnd: int, api: StoreApi) -> None:
         v.record("ours.growth_blocks", rnd, after[1] - before[1])
         v.note("ours.unchanged", result_info(res))
         v.store_last_id = res.id
+        check_unchanged(v, rnd, "ours.unchanged", res)
 
     v.attempt("ours.unchanged", unchanged)
 
@@ -365,6 +372,75 @@ def ours_warm(v: Variant, rnd: int, api: StoreApi) -> None:
 
 def store_dir(v: Variant) -> Path:
     return v.stores / "ours-warm"
+
+
+def walk_store_dir(v: Variant) -> Path:
+    return v.stores / "ours-walk"
+
+
+def check_unchanged(v: Variant, rnd: int, op: str, res: Any) -> None:
+    """An "unchanged" capture that found changes means the sync capture before it missed something."""
+    if getattr(res, "unchanged", True) is False:
+        v.problems.append(
+            f"round {rnd}: {op} was not unchanged (hashed {getattr(res, 'bytes_hashed', '?')} bytes):"
+            " the sync capture before it missed a change"
+        )
+
+
+def captured_map(res: Any) -> dict[str, Any]:
+    files = getattr(res, "files", None) or {}
+    return {p: e for p, e in files.items() if e and e[0] in ("f", "l")}
+
+
+def ours_walk(v: Variant, rnd: int, api: StoreApi) -> None:
+    """The same warm captures with a store that never called watch(): every capture walks the tree."""
+    if not api.ok or v.walk_store is None:
+        return
+    store = v.walk_store
+    root = v.ws.root
+    walked: dict[str, Any] = {}
+
+    def sync() -> None:
+        walked.update(captured_map(store.capture(root)))
+
+    if not v.attempt("walk.sync", sync):
+        return
+
+    def cross_check() -> None:
+        # Untimed: the session store (journal on) must see exactly what this full walk just saw.
+        if v.store is None or not walked:
+            return
+        session = captured_map(v.store.capture(root))
+        diff = sorted(p for p in walked.keys() | session.keys() if walked.get(p) != session.get(p))
+        v.note("walk.cross_check", {"paths": len(walked), "differing": len(diff)})
+        if diff:
+            v.problems.append(
+                f"round {rnd}: session capture (change journal) differs from a full walk in {len(diff)}"
+                f" captured paths, e.g. {diff[:3]}"
+            )
+
+    v.attempt("walk.cross_check", cross_check)
+
+    def unchanged() -> None:
+        t = time.perf_counter()
+        res = store.capture(root)
+        v.record("walk.unchanged", rnd, time.perf_counter() - t)
+        v.note("walk.unchanged", result_info(res))
+        check_unchanged(v, rnd, "walk.unchanged", res)
+
+    v.attempt("walk.unchanged", unchanged)
+
+    for n in (1, 100):
+        op_name = f"walk.mod{n}"
+
+        def modified(n: int = n, op_name: str = op_name) -> None:
+            v.modifier.rewrite(v.modifier.take(n))
+            t = time.perf_counter()
+            res = store.capture(root)
+            v.record(op_name, rnd, time.perf_counter() - t)
+            v.note(op_name, result_info(res))
+
+        v.attempt(op_name, modified)
 
 
 def git_cold(v: Variant, rnd: int) -> None:
@@ -551,6 +627,10 @@ def setup_variant(v: Variant, api: StoreApi, cli_ok: bool) -> None:
     if api.ok:
         try:
             v.store = api.open(store_dir(v))
+            # As the session does: watch right after opening, before the first capture.
+            v.watch_on = bool(v.store.watch(v.ws.root))
+            v.note("ours.watch", v.watch_on)
+            log(f"{v.name}: session store watch() returned {v.watch_on}")
             v.store_last_id = v.store.capture(v.ws.root).id
         except Exception as exc:
             v.fail("ours.setup", exc)
@@ -558,6 +638,15 @@ def setup_variant(v: Variant, api: StoreApi, cli_ok: bool) -> None:
                 with contextlib.suppress(Exception):
                     v.store.close()
             v.store = None
+        try:
+            v.walk_store = api.open(walk_store_dir(v))  # no watch(): every capture walks
+            v.walk_store.capture(v.ws.root)
+        except Exception as exc:
+            v.fail("walk.setup", exc)
+            if v.walk_store is not None:
+                with contextlib.suppress(Exception):
+                    v.walk_store.close()
+            v.walk_store = None
     if cli_ok:
         home = v.stores / "cli-warm"
         home.mkdir(parents=True, exist_ok=True)
@@ -591,9 +680,12 @@ def ratio(a: dict[int, float] | None, b: dict[int, float] | None) -> dict[str, A
 # (row label, op key, unit, [(ratio name, numerator op, denominator variant or None, denominator op)])
 Row = tuple[str, str, str, list[tuple[str, str | None, str]]]
 
+SESSION_TITLE = "{session}"  # replaced per variant: says whether watch() turned the change journal on
+WALK_TITLE = "snapshot_store, in-process, no change journal (every capture walks)"
+
 SECTIONS: list[tuple[str, list[Row]]] = [
     (
-        "snapshot_store, in-process (Store kept open across warm captures)",
+        SESSION_TITLE,
         [
             ("cold capture (fresh store)", "ours.cold", "ms", [("git cold", None, "git.cold")]),
             ("capture unchanged", "ours.unchanged", "ms", [("git", None, "git.unchanged")]),
@@ -613,6 +705,14 @@ SECTIONS: list[tuple[str, list[Row]]] = [
             ),
             ("growth/unchanged capture, apparent", "ours.growth_apparent", "B", []),
             ("growth/unchanged capture, allocated", "ours.growth_blocks", "B", []),
+        ],
+    ),
+    (
+        WALK_TITLE,
+        [
+            ("capture unchanged", "walk.unchanged", "ms", [("git", None, "git.unchanged")]),
+            ("capture, 1 file modified", "walk.mod1", "ms", [("git", None, "git.mod1")]),
+            ("capture, 100 files modified", "walk.mod100", "ms", [("git", None, "git.mod100")]),
         ],
     ),
     (
@@ -658,7 +758,27 @@ CHURN_COMPARE = (
     "ours.mod100",
     "ours.restore1",
     "ours.restore100",
+    "walk.unchanged",
+    "walk.mod1",
+    "walk.mod100",
 )
+
+# Rows without targets: reported as ratios only.
+INFORMATIONAL = (
+    ("capture unchanged / git, no change journal", "walk.unchanged/git.unchanged"),
+    ("capture 1 modified / git, no change journal", "walk.mod1/git.mod1"),
+    ("capture 100 modified / git, no change journal", "walk.mod100/git.mod100"),
+)
+
+
+def session_title(watch_on: bool | None) -> str:
+    if watch_on:
+        state = "change journal on"
+    elif watch_on is None:
+        state = "change journal not set up"
+    else:
+        state = "change journal OFF: watch() returned False, captures walk"
+    return f"snapshot_store, in-process, {state} (session: Store kept open, watch() before the first capture)"
 
 
 def fmt_value(x: float, unit: str) -> str:
@@ -691,6 +811,7 @@ def build_report(variants: dict[str, Variant]) -> dict[str, Any]:
                 if rv is not None:
                     ratios[f"{op}/plain"] = rv
         out[name] = {
+            "change_journal": v.watch_on,
             "workspace": {
                 "root": str(v.ws.root),
                 "tracked_files": len(v.ws.tracked),
@@ -716,7 +837,7 @@ def print_variant(v: Variant, rep: dict[str, Any]) -> None:
     print(f"{head}; {v.rounds} rounds ==")
     print(f"  {'operation':<40} {'median':>9} {'min-max':>17}  ratio (median of per-round ratios)")
     for title, rows in SECTIONS:
-        print(f" {title}")
+        print(f" {session_title(v.watch_on) if title == SESSION_TITLE else title}")
         for label, op, unit, cmps in rows:
             s = rep["ops"].get(op)
             if not s or "median" not in s:
@@ -745,7 +866,7 @@ def print_variant(v: Variant, rep: dict[str, Any]) -> None:
         if usage_g:
             parts.append(f"git {usage_g[0][0] / 1e6:.1f} MB ({usage_g[0][1] / 1e6:.1f} MB allocated)")
         print(f"  store size after one cold capture: {'; '.join(parts)}")
-    for op in ("ours.cold", "ours.unchanged", "ours.mod1", "ours.mod100"):
+    for op in ("ours.cold", "ours.unchanged", "ours.mod1", "ours.mod100", "walk.unchanged", "walk.mod1", "walk.mod100"):
         infos = v.info.get(op)
         if infos:
             hashed = [i.get("bytes_hashed") for i in infos if isinstance(i.get("bytes_hashed"), int)]
@@ -797,8 +918,36 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def informational(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Ratios reported without a target (the no-change-journal rows)."""
+    out: list[dict[str, Any]] = []
+    for vname, rep in report.items():
+        for label, key in INFORMATIONAL:
+            r = rep["ratios"].get(key)
+            out.append({"row": f"{vname}: {label}", "value": None if r is None else float(r["median"]), "unit": "x"})
+        if vname == "churn":
+            for op in ("walk.unchanged", "walk.mod1", "walk.mod100"):
+                r = rep["ratios"].get(f"{op}/plain")
+                out.append(
+                    {
+                        "row": f"churn: {op.split('.')[1]} capture / plain, no change journal",
+                        "value": None if r is None else float(r["median"]),
+                        "unit": "x",
+                    }
+                )
+    return out
+
+
+def print_informational(rows: list[dict[str, Any]]) -> None:
+    print("== informational (no targets): captures without the change journal ==")
+    for t in rows:
+        val = "-" if t["value"] is None else f"{t['value']:.2f}x"
+        print(f"  {t['row']:<52} {val:>10}  (info)")
+    print()
+
+
 def print_targets(rows: list[dict[str, Any]]) -> None:
-    print("== targets ==")
+    print("== targets (session rows: change journal on) ==")
     for t in rows:
         if t["value"] is None:
             val = "-"
@@ -885,6 +1034,7 @@ def main(argv: list[str] | None = None) -> int:
             ("snapshot_store cold", lambda v, r: ours_cold(v, r, api)),
             ("git cold", git_cold),
             ("snapshot_store warm", lambda v, r: ours_warm(v, r, api)),
+            ("snapshot_store walk", lambda v, r: ours_walk(v, r, api)),
             ("git warm", git_warm),
             ("CLI cold", lambda v, r: cli_cold(v, r, cli_ok)),
             ("CLI warm", cli_warm),
@@ -904,6 +1054,7 @@ def main(argv: list[str] | None = None) -> int:
 
         report = build_report(variants)
         target_rows = targets(report)
+        info_rows = informational(report)
         print()
         print(
             f"bench_store: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()},"
@@ -912,6 +1063,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         if api.error:
             print(f"snapshot_store NOT measured: {api.error}")
+        else:
+            journal = ", ".join(f"{n}: {v.watch_on}" for n, v in variants.items())
+            print(f"session store watch() returned: {journal}")
         if cli_error:
             print(f"CLI NOT measured: {cli_error}")
         print()
@@ -926,6 +1080,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
         print()
         print_targets(target_rows)
+        print_informational(info_rows)
         if args.json:
             payload = {
                 "meta": {
@@ -940,11 +1095,13 @@ def main(argv: list[str] | None = None) -> int:
                     "churn_build_mib": args.churn_build_mib,
                     "store_error": api.error,
                     "cli_error": cli_error,
+                    "change_journal": {n: v.watch_on for n, v in variants.items()},
                     "loadavg_end": os.getloadavg(),
                 },
                 "variants": report,
                 "startup": st,
                 "targets": target_rows,
+                "informational": info_rows,
             }
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(payload, indent=2, default=str) + "\n")
@@ -952,11 +1109,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         for v in variants.values():
-            if v.store is not None:
-                try:
-                    v.store.close()
-                except Exception as exc:
-                    log(f"closing store failed: {exc}")
+            for st in (v.store, v.walk_store):
+                if st is not None:
+                    try:
+                        st.close()
+                    except Exception as exc:
+                        log(f"closing store failed: {exc}")
         if args.keep:
             log(f"kept {base}")
         else:

@@ -82,12 +82,12 @@ def _workspace_refs(store: Store) -> dict[Path, list[SnapshotInfo]]:
     return {p: read_ref_file(p) for p in sorted((store.path / "refs" / "workspaces").glob("*.jsonl"))}
 
 
-def _retain(infos: list[SnapshotInfo], policy: RetentionPolicy, now: float) -> list[SnapshotInfo]:
-    """Newest-first rules: age, count; the newest `keep_latest` always survive."""
+def _retain(infos: list[SnapshotInfo], policy: RetentionPolicy, now: float, pinned: set[str]) -> list[SnapshotInfo]:
+    """Newest-first rules: age, count; the newest `keep_latest` and pinned ones always survive."""
     ordered = sorted(infos, key=lambda i: i.created, reverse=True)
     kept = []
     for n, info in enumerate(ordered):
-        if n < policy.keep_latest:
+        if n < policy.keep_latest or info.id in pinned:
             kept.append(info)
             continue
         if policy.max_age_days and now - info.created > policy.max_age_days * 86400:
@@ -138,7 +138,7 @@ def plan_gc(store: Store, policy: RetentionPolicy, now: float | None = None) -> 
     plan = GcPlan()
     pinned = pinned_ids(store)
     refs = _workspace_refs(store)
-    kept = {p: _retain(infos, policy, now) for p, infos in refs.items()}
+    kept = {p: _retain(infos, policy, now, pinned) for p, infos in refs.items()}
 
     def roots() -> set[str]:
         return pinned | {i.id for infos in kept.values() for i in infos}
@@ -151,20 +151,29 @@ def plan_gc(store: Store, policy: RetentionPolicy, now: float | None = None) -> 
         return sum(store.blobs.locations[b].stored_len for b in blobs if b in store.blobs.locations)
 
     if policy.max_store_bytes and live_bytes(blobs) > policy.max_store_bytes:
-        # Drop oldest droppable snapshots across workspaces, doubling the batch until under the cap.
-        batch = 1
-        while live_bytes(blobs) > policy.max_store_bytes:
-            droppable = sorted(
-                (i for p, infos in kept.items() for i in infos[: max(0, len(infos) - policy.keep_latest)]
-                 if i.id not in pinned),
-                key=lambda i: i.created,
-            )
-            if not droppable:
-                break
-            gone = {i.id for i in droppable[:batch]}
-            kept = {p: [i for i in infos if i.id not in gone] for p, infos in kept.items()}
-            live, blobs = _mark(store, roots())
-            batch *= 2
+        # Drop the fewest oldest snapshots that bring the store under the cap (binary search on
+        # how many); the newest `keep_latest` per workspace and pinned ones are never candidates.
+        droppable = sorted(
+            (i for infos in kept.values() for i in infos[: max(0, len(infos) - policy.keep_latest)]
+             if i.id not in pinned),
+            key=lambda i: i.created,
+        )
+        base = kept
+
+        def drop(k: int) -> dict[Path, list[SnapshotInfo]]:
+            gone = {i.id for i in droppable[:k]}
+            return {p: [i for i in infos if i.id not in gone] for p, infos in base.items()}
+
+        lo, hi = 1, len(droppable)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            kept = drop(mid)
+            if live_bytes(_mark(store, roots())[1]) <= policy.max_store_bytes:
+                hi = mid
+            else:
+                lo = mid + 1
+        kept = drop(lo)
+        live, blobs = _mark(store, roots())
     for p, infos in refs.items():
         kept_ids = {i.id for i in kept[p]}
         plan.dropped.extend(i for i in infos if i.id not in kept_ids)

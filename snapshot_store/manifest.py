@@ -101,7 +101,7 @@ class SnapshotRecord:
                 raise CorruptStore(f"snapshot {snap_id} has unknown format {doc.get('format')!r}")
             changes: dict[str, Entry | None] = {}
             for k, v in doc["changes"].items():
-                changes[k] = _entry(v) if v is not None else None
+                changes[k] = parse_entry(v) if v is not None else None
             return cls(
                 root=str(doc["root"]),
                 created=float(doc["created"]),
@@ -121,8 +121,15 @@ class SnapshotRecord:
 _ARITY = {"f": 4, "l": 2, "d": 1, "D": 2, "x": 2, "-": 1}
 
 
-def _entry(value: Any) -> Entry:
+_TYPES: dict[str, tuple[type, ...]] = {"f": (str, int, int, str), "l": (str, str), "D": (str, str), "x": (str, str)}
+
+
+def parse_entry(value: Any) -> Entry:
+    """Check one serialized entry's shape and types; raise ValueError when it is malformed."""
     if not isinstance(value, list) or not value or _ARITY.get(value[0]) != len(value):
+        raise ValueError(f"bad entry {value!r}")
+    types = _TYPES.get(value[0])
+    if types is not None and not all(type(v) is t for v, t in zip(value, types, strict=True)):
         raise ValueError(f"bad entry {value!r}")
     return tuple(value)
 

@@ -6,6 +6,7 @@ import contextlib
 import difflib
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -17,11 +18,11 @@ import blake3
 from .errors import CorruptStore, StoreError
 from .fsutil import atomic_write, fsync_dir, syncfs, translate_os_errors
 from .ids import is_snapshot_id, workspace_key
-from .manifest import Entry, FileMap, is_captured, parent_of, witnessed_absent
+from .manifest import Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
 from .safefs import SafeRoot, UnsafePath
 from .scope import HIDDEN, Ignore, forbidden
 from .settings import ScopeSettings
-from .statcache import Key, stat_key
+from .statcache import Key, is_racy, stat_key
 
 if TYPE_CHECKING:
     from .store import Store
@@ -232,11 +233,13 @@ def restore(
     target = store.files(snap_id)
     targets = [p for p, e in target.items() if is_captured(e)]
     known = [*known_paths, *targets]
-    with store.workspace_lock(ws), translate_os_errors(f"restore into {ws}"):
+    # The shared store lock spans capture, confirmation and apply: gc cannot drop the target meanwhile.
+    with store.workspace_lock(ws), store.shared_lock(), translate_os_errors(f"restore into {ws}"):
         if not dry_run:
             recover(store, ws)
         ignore = Ignore.load(ws)
         # Dry runs hash in memory only; real runs commit the safety snapshot before touching anything.
+        safety_started_ns = time.time_ns()
         safety = store.capture(ws, known_paths=known, scope=scope, kind="safety", dry_run=dry_run,
                                label=f"before restoring {snap_id[:12]}")
         plan = plan_restore(target, safety.files, ignore, str(ws), snap_id)
@@ -252,13 +255,13 @@ def restore(
             result.left = plan.left
             result.seconds = time.perf_counter() - started
             return result
-        with store.shared_lock():
-            _apply(store, ws, plan, safety.id, result)
+        _apply(store, ws, plan, safety.id, result, safety_started_ns)
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: RestoreResult) -> None:
+def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: RestoreResult,
+           safety_started_ns: int) -> None:
     # Pre-flight: every blob to be written must exist and verify, so a damaged store changes nothing.
     for blob in {a.target[3] for a in plan.actions if a.op == WRITE and a.target and a.target[0] == "f"}:
         for _chunk in store.blob_chunks(blob):
@@ -280,7 +283,7 @@ def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: Re
                 result.left.append(a)
                 continue
             try:
-                done = _do(store, fs, a)
+                done = _do(store, fs, a, safety_started_ns)
             except UnsafePath as exc:
                 result.left.append(Action(LEAVE, a.path, str(exc), a.target, a.current))
                 continue
@@ -292,12 +295,14 @@ def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: Re
                 result.left.append(Action(LEAVE, a.path, "changed after the safety capture; left as it is",
                                           a.target, a.current))
         cache.forget(result.written + result.deleted)
+        written = {a.path: a.target for a in plan.actions if a.op == WRITE and a.target is not None}
+        store._absorb_own_changes(ws, {p: written[p] for p in result.written}, result.deleted, fs.dirs_changed)
         syncfs(ws)
     journal.unlink()
     fsync_dir(journal.parent)
 
 
-def _do(store: Store, fs: SafeRoot, a: Action) -> bool | None:
+def _do(store: Store, fs: SafeRoot, a: Action, safety_started_ns: int) -> bool | None:
     """Carry out one action if the path is still as the safety capture saw it."""
     st = fs.lstat(a.path)
     if a.op == RMDIR:
@@ -306,6 +311,9 @@ def _do(store: Store, fs: SafeRoot, a: Action) -> bool | None:
         return None
     if a.before is not None:
         if st is None or stat_key(st) != a.before:
+            return False
+        # Timestamps this fresh cannot prove the content is unchanged: compare the content itself.
+        if is_racy(a.before, safety_started_ns) and not _matches(fs, a.path, a.current):
             return False
     elif st is not None and a.op == WRITE and not (a.current is not None and a.current[0] in ("d", "D")):
         return False
@@ -345,12 +353,43 @@ def _matches(fs: SafeRoot, path: str, entry: Entry | None) -> bool:
     if st is None:
         return False
     try:
+        if entry[0] in ("d", "D"):
+            return stat.S_ISDIR(st.st_mode)
         if entry[0] == "l":
             pfd = fs.dir_fd(parent_of(path), False)
             return pfd is not None and os.readlink(path.rpartition("/")[2], dir_fd=pfd) == entry[1]
-        return bool(st.st_size == entry[2] and blake3.blake3(fs.read(path)).hexdigest() == entry[3])
+        if entry[0] == "f":
+            return bool(st.st_size == entry[2] and blake3.blake3(fs.read(path)).hexdigest() == entry[3])
     except (OSError, UnsafePath):
         return False
+    return False
+
+
+_OPS = (WRITE, DELETE, RMDIR)
+
+
+def _parse_journal(journal: Path) -> tuple[str, list[tuple[str, str, Entry | None]]]:
+    """Validate the whole journal before anything is touched; damage is a clear error."""
+    damaged = f"restore journal {journal} is damaged; move it away to continue"
+    try:
+        doc = json.loads(journal.read_bytes())
+        safety_id = doc["safety"]
+        if not isinstance(safety_id, str) or not is_snapshot_id(safety_id):
+            raise ValueError("bad safety id")
+        actions: list[tuple[str, str, Entry | None]] = []
+        for item in doc["actions"]:
+            op, path, target, _before = item
+            if op not in _OPS or not isinstance(path, str) or forbidden(path):
+                raise ValueError(f"bad action {item!r}")
+            entry = parse_entry(target) if target is not None else None
+            if op == WRITE and (entry is None or entry[0] not in ("f", "l")):
+                raise ValueError(f"bad write action {item!r}")
+            if entry is not None and entry[0] == "f" and not is_snapshot_id(str(entry[3])):
+                raise ValueError(f"bad blob id in {item!r}")
+            actions.append((op, path, entry))
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise CorruptStore(damaged) from exc
+    return safety_id, actions
 
 
 def recover(store: Store, root: Path) -> Recovery | None:
@@ -358,47 +397,44 @@ def recover(store: Store, root: Path) -> Recovery | None:
     journal = _journal_path(store, root)
     if not journal.exists():
         return None
-    try:
-        doc = json.loads(journal.read_bytes())
-        safety_id = doc["safety"]
-        if not is_snapshot_id(safety_id):
-            raise ValueError("bad safety id")
-        actions = doc["actions"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CorruptStore(f"restore journal {journal.name} is damaged; move it away to continue") from exc
+    safety_id, actions = _parse_journal(journal)
     before_map = store.files(safety_id)
     report = Recovery(str(root))
     with SafeRoot(str(root)) as fs:
-        for op, path, target, _before in actions:
-            if not isinstance(path, str) or forbidden(path):
-                continue
-            t = tuple(target) if target else None
+        for op, path, t in actions:
             try:
                 if op == RMDIR:
                     with contextlib.suppress(OSError):
                         fs.rmdir(path)
                     continue
-                want: Entry | None = None if op == DELETE else t
-                if _matches(fs, path, want):
+                if _matches(fs, path, t if op == WRITE else None):
                     report.finished.append(path)
                     continue
-                if not _matches(fs, path, before_map.get(path)):
+                before = before_map.get(path)
+                was_dir = before is not None and before[0] in ("d", "D")
+                # A directory the restore was replacing may already be emptied or gone.
+                if not (_matches(fs, path, before) or (was_dir and fs.lstat(path) is None)):
                     report.left.append((path, "changed since the interrupted restore; left as it is"))
                     continue
                 if op == DELETE:
                     fs.unlink(path)
-                elif t is not None and t[0] == "f":
-                    fs.write_file(path, store.blob_chunks(t[3]), t[1])
-                elif t is not None:
-                    fs.write_link(path, t[1])
+                else:
+                    assert t is not None
+                    st = fs.lstat(path)
+                    if st is not None and stat.S_ISDIR(st.st_mode):
+                        fs.rmdir(path)
+                    if t[0] == "f":
+                        fs.write_file(path, store.blob_chunks(t[3]), t[1])
+                    else:
+                        fs.write_link(path, t[1])
                 report.finished.append(path)
             except (OSError, UnsafePath, StoreError) as exc:
-                report.left.append((path, str(exc)))
-        for d in {parent_of(a[1]) for a in actions if isinstance(a[1], str)}:
+                report.left.append((path, f"could not finish: {exc}"))
+        for d in {parent_of(path) for _op, path, _t in actions}:
             with contextlib.suppress(OSError, UnsafePath):
                 fs.clean_temps(d)
         syncfs(root)
-    store._stat_cache(root).forget([a[1] for a in actions if isinstance(a[1], str)])
+    store._stat_cache(root).forget([path for _op, path, _t in actions])
     journal.unlink()
     fsync_dir(journal.parent)
     return report

@@ -28,6 +28,7 @@ class SafeRoot:
     def __init__(self, root: str) -> None:
         self.root = root
         self._fds: dict[str, int] = {"": os.open(root, _DIR_FLAGS)}
+        self.dirs_changed = False  # a directory was created or removed (the change journal must re-walk)
 
     def close(self) -> None:
         """Close every directory fd."""
@@ -57,6 +58,7 @@ class SafeRoot:
             if not create:
                 return None
             os.mkdir(name, 0o777, dir_fd=pfd)
+            self.dirs_changed = True
             fd = os.open(name, _DIR_FLAGS, dir_fd=pfd)
         except (NotADirectoryError, OSError) as exc:
             if isinstance(exc, NotADirectoryError) or exc.errno == errno.ELOOP:
@@ -143,6 +145,7 @@ class SafeRoot:
         if fd is not None:
             os.close(fd)
         os.rmdir(name, dir_fd=pfd)
+        self.dirs_changed = True
 
     def clean_temps(self, rel_dir: str) -> None:
         """Remove temp files a crashed restore left in one directory."""

@@ -7,16 +7,15 @@ the same clock tick as a capture is re-hashed next time.
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
-import zstandard
-
 from .fsutil import atomic_write
 
+MAGIC = b"CRSTAT1\n"  # then marshal of {path: (size, mtime_ns, ctime_ns, ino, mode, blob hex)}
 SECOND_NS = 1_000_000_000
 FINE_WINDOW_NS = 100_000_000  # 100 ms: far above ext4/xfs/btrfs timestamp ticks
 COARSE_WINDOW_NS = 2 * SECOND_NS  # file systems with whole-second (or FAT's 2 s) stamps
@@ -48,10 +47,15 @@ class StatCache:
 
     def _load(self) -> None:
         try:
-            raw = zstandard.ZstdDecompressor().decompress(self.path.read_bytes(), max_output_size=1 << 30)
-            doc = json.loads(raw)
-            self.entries = {p: (tuple(v[0]), v[1]) for p, v in doc.items()}
-        except (OSError, ValueError, zstandard.ZstdError, TypeError, IndexError, AttributeError):
+            data = self.path.read_bytes()
+            if not data.startswith(MAGIC):
+                raise ValueError("not a stat cache")
+            doc = marshal.loads(data[len(MAGIC):])
+            entries: dict[str, tuple[Key, str]] = {}
+            for p, (size, mtime, ctime, ino, mode, blob) in doc.items():
+                entries[p] = ((size, mtime, ctime, ino, mode), blob)
+            self.entries = entries
+        except (OSError, ValueError, EOFError, TypeError, AttributeError):
             self.entries = {}
 
     def lookup(self, rel: str, st: os.stat_result) -> str | None:
@@ -94,8 +98,7 @@ class StatCache:
         """Persist without fsync: losing the cache only costs re-hashing."""
         if not self.dirty:
             return
-        doc = {p: [list(k), b] for p, (k, b) in self.entries.items()}
-        data = zstandard.ZstdCompressor(level=1).compress(json.dumps(doc, separators=(",", ":")).encode())
-        atomic_write(self.path, data, sync=False)
+        doc = {p: (*k, b) for p, (k, b) in self.entries.items()}
+        atomic_write(self.path, MAGIC + marshal.dumps(doc), sync=False)
         self.dirty = False
         self.saved_at = time.monotonic()

@@ -27,8 +27,10 @@ from .fsutil import append_line, atomic_write, translate_os_errors
 from .ids import digest_hex, is_snapshot_id, is_snapshot_prefix, workspace_key
 from .locks import flocked
 from .manifest import (
+    ABSENT,
     REBASE_DEPTH,
     WALKED,
+    Entry,
     FileMap,
     SnapshotRecord,
     apply_delta,
@@ -38,6 +40,7 @@ from .manifest import (
     parent_of,
 )
 from .packs import BlobIndex, PackWriter
+from .safefs import TMP_PREFIX as OWN_TMP
 from .settings import ScopeSettings
 from .statcache import Key, StatCache, stat_key
 from .watch import ChangeJournal
@@ -114,6 +117,7 @@ class _LastCapture:
 class _Watched:
     journal: ChangeJournal
     last: _LastCapture | None = None
+    pending: set[str] = field(default_factory=set)  # paths a restore wrote: re-read at the next capture
 
 
 def resolve_root(root: str | os.PathLike[str]) -> Path:
@@ -354,6 +358,41 @@ class Store:
         if w is not None:
             w.journal.close()
 
+    def _absorb_own_changes(self, ws: Path, written: dict[str, Entry], deleted: list[str],
+                            dirs_changed: bool) -> None:
+        """After a restore, fold its own writes into the journal state instead of re-walking.
+
+        Only when every pending event names a path the restore wrote or deleted (or its temp
+        files); written paths are re-read by the next capture, so nothing is taken on trust.
+        """
+        w = self._watched.get(str(ws))
+        if w is None or w.last is None:
+            return
+        changes = w.journal.drain()
+        last = w.last
+        ours = set(written) | set(deleted)
+        foreign = [p for p in changes.paths if p not in ours and not p.rpartition("/")[2].startswith(OWN_TMP)]
+        if (dirs_changed or changes.lost or foreign or scope_mod.IGNORE_FILE in ours
+                or any(p in last.unwatched for p in ours)):
+            w.last = None
+            return
+        files = dict(last.files)
+        fresh, stats = dict(last.fresh), dict(last.stats)
+        for p in deleted:
+            if files.get(parent_of(p)) == WALKED:
+                files.pop(p, None)
+            else:
+                files[p] = ABSENT
+            fresh.pop(p, None)
+            stats.pop(p, None)
+        for p, entry in written.items():
+            files[p] = entry
+            fresh.pop(p, None)
+            stats.pop(p, None)
+        w.pending.update(written)
+        w.last = _LastCapture(files, fresh, stats, last.covered.union(written), last.unwatched,
+                              last.git_signature, last.settings)
+
     def _fast_select(self, ws: Path, w: _Watched, known: list[str], git: scope_mod.GitTracked,
                      settings: ScopeSettings, ignore: scope_mod.Ignore
                      ) -> tuple[FileMap, dict[str, os.stat_result], frozenset[str]] | None:
@@ -366,7 +405,7 @@ class Store:
         if last is None or changes.structural or git.signature != last.git_signature or settings != last.settings:
             return None
         files = last.files
-        dirty: set[str] = set()
+        dirty: set[str] = set(w.pending)
         extra = [p for p in known if p not in last.covered]
         for p in extra:
             # A newly known path (e.g. a restore target): settle it from the map where the walk saw it.
@@ -433,8 +472,7 @@ class Store:
         ws = resolve_root(root)
         settings = scope or ScopeSettings()
         with self.shared_lock(), translate_os_errors(f"capture of {ws}"):
-            if not dry_run:
-                self.recover(ws)
+            recovered = None if dry_run else self.recover(ws)
             ignore = scope_mod.Ignore.load(ws)
             key = str(ws)
             git = scope_mod.git_tracked(ws, self._git.get(key))
@@ -494,6 +532,8 @@ class Store:
                     bytes_hashed=captured.bytes_hashed, bytes_stored=0, seconds=0.0, unchanged=False,
                     skipped=skipped, files=files, stats=stats,
                 )
+                if recovered is not None:
+                    result.skipped[:0] = [(p, f"interrupted restore: {why}") for p, why in recovered.left]
                 if dry_run:
                     result.seconds = time.perf_counter() - started
                     return result
@@ -508,6 +548,7 @@ class Store:
                                                                result.file_count)
             if w is not None:
                 w.last = _LastCapture(files, fresh, stats, covered, unwatched, git.signature, settings)
+                w.pending.clear()
             if fast is None:
                 cache.update(fresh, started_ns)
             else:
@@ -564,11 +605,11 @@ class Store:
 
         return restore(self, snap_id, root, **kwargs)
 
-    def recover(self, root: Path) -> Any:
-        """Finish a restore that was interrupted in this workspace (no-op when none)."""
+    def recover(self, root: str | os.PathLike[str]) -> Any:
+        """Finish a restore that was interrupted in this workspace (None when there was none)."""
         from .restore import recover
 
-        return recover(self, root)
+        return recover(self, resolve_root(root))
 
     def blob_chunks(self, blob_hex: str) -> Iterator[bytes]:
         """A blob's verified content, in chunks."""

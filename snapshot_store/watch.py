@@ -4,7 +4,8 @@ Every directory the capture walks gets a watch *before* it is listed, so no chan
 listing is missed. A capture that sees no events reuses the previous result; one that sees
 only modifications of captured files re-reads just those. Anything else (a create, delete or
 rename, a queue overflow, a watch that could not be added) falls back to the full walk.
-Safety captures before a restore never use the journal.
+A restore's own writes are absorbed (see Store._absorb_own_changes); its safety capture may use
+the journal because every write is re-checked against the file's lstat before it happens.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class Changes:
 
     files: set[str] = field(default_factory=set)
     structural: bool = False
+    paths: set[str] = field(default_factory=set)  # every path named by any event, structural or not
+    lost: bool = False  # events may be missing (overflow, a dropped watch): only a walk can tell
 
 
 class ChangeJournal:
@@ -65,30 +68,35 @@ class ChangeJournal:
 
     def drain(self) -> Changes:
         """Read every pending event without blocking."""
-        out = Changes(structural=self.broken)
+        out = Changes(structural=self.broken, lost=self.broken)
         while True:
             try:
                 events = self._ino.read(timeout=0)
             except OSError:
-                out.structural = True
+                out.structural = out.lost = True
                 break
             if not events:
                 break
             for ev in events:
                 if ev.mask & _F.Q_OVERFLOW:
-                    out.structural = True
+                    out.structural = out.lost = True
                     continue
                 rel_dir = self._wd_dir.get(ev.wd)
                 if ev.mask & _F.IGNORED:
                     if rel_dir is not None:
                         self._wd_dir.pop(ev.wd, None)
                         self._dir_wd.pop(rel_dir, None)
+                    out.structural = out.lost = True
+                    continue
+                if rel_dir is None:
+                    out.structural = out.lost = True
+                    continue
+                path = f"{rel_dir}/{ev.name}" if rel_dir and ev.name else (ev.name or rel_dir)
+                out.paths.add(path)
+                if ev.mask & (_STRUCTURE | _F.ISDIR) or not ev.name:
                     out.structural = True
                     continue
-                if rel_dir is None or ev.mask & (_STRUCTURE | _F.ISDIR):
-                    out.structural = True
-                    continue
-                out.files.add(f"{rel_dir}/{ev.name}" if rel_dir else ev.name)
+                out.files.add(path)
         return out
 
     def reset(self) -> None:

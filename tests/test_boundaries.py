@@ -1,0 +1,79 @@
+"""Package boundaries: `snapshot_store` is a standalone library; `config` never reaches into `app`."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parents[1]
+STORE_MODULES = ["snapshot_store", *(f"snapshot_store.{m}" for m in
+                                     ("store", "restore", "gc", "verify", "scope", "capture", "packs"))]
+FORBIDDEN = ["app", "textual", "prompt_toolkit", "openai_codex", "config"]
+
+
+def loaded_after_import(modules: list[str]) -> set[str]:
+    """Import `modules` in a fresh interpreter (repo root first on the path); return sys.modules' keys."""
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    return set(json.loads(out.stdout))
+
+
+def top_level(names: set[str]) -> set[str]:
+    return {n.split(".")[0] for n in names}
+
+
+def test_snapshot_store_imports_no_app_ui_sdk_or_config() -> None:
+    loaded = loaded_after_import(STORE_MODULES)
+    assert set(STORE_MODULES) <= loaded  # the imports really happened
+    leaked = top_level(loaded) & set(FORBIDDEN)
+    assert not leaked, f"importing snapshot_store pulled in {sorted(leaked)}"
+
+
+def test_config_does_not_import_app() -> None:
+    loaded = loaded_after_import(["config", "config.loader", "config.settings", "config.sizes"])
+    assert "config" in loaded
+    assert "app" not in top_level(loaded)
+
+
+def imported_modules(path: Path) -> list[tuple[int, str, int]]:
+    """(line, module, relative level) for every import statement in a source file."""
+    tree = ast.parse(path.read_text("utf-8"), str(path))
+    out: list[tuple[int, str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, alias.name, 0) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            out.append((node.lineno, node.module or "", node.level))
+    return out
+
+
+@pytest.mark.parametrize(("package", "banned"), [
+    ("snapshot_store", {"app", "config", "textual", "prompt_toolkit", "openai_codex"}),
+    ("config", {"app", "textual", "prompt_toolkit", "openai_codex"}),
+])
+def test_sources_contain_no_forbidden_import(package: str, banned: set[str]) -> None:
+    files = sorted((REPO / package).rglob("*.py"))
+    assert files
+    bad = []
+    for f in files:
+        for line, module, level in imported_modules(f):
+            # A relative import climbing out of the package (from .. import app) counts as well.
+            head = module.split(".")[0]
+            if (level == 0 and head in banned) or (level > 1 and (head in banned or not module)):
+                bad.append(f"{f.relative_to(REPO)}:{line}: {'.' * level}{module}")
+    assert not bad, "forbidden imports:\n" + "\n".join(bad)
+
