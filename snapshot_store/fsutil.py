@@ -40,7 +40,8 @@ def translate_os_errors(what: str) -> Iterator[None]:
             raise StoreFull(f"{what}: the disk is full; nothing was committed") from exc
         if isinstance(exc, StoreError):
             raise
-        raise StoreError(f"{what}: {exc.strerror or exc} ({exc.filename or ''})".rstrip(" ()")) from exc
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise StoreError(f"{what}: {exc.strerror or exc}{where}") from exc
 
 
 def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import json
 import os
 import stat
@@ -20,7 +21,7 @@ from .fsutil import atomic_write, fsync_dir, syncfs, translate_os_errors
 from .ids import is_snapshot_id, workspace_key
 from .manifest import Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
 from .safefs import SafeRoot, UnsafePath
-from .scope import HIDDEN, Ignore, forbidden
+from .scope import HIDDEN, IGNORE_FILE, Ignore, forbidden
 from .settings import ScopeSettings
 from .statcache import Key, is_racy, stat_key
 
@@ -107,6 +108,7 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
     """Decide per path: write what the target holds, delete what it witnessed absent, else leave."""
     actions: list[Action] = []
     deletes: dict[str, Action] = {}
+    emptied: list[str] = []  # directories a write replaces: removed (deepest first) once emptied
     paths = {p for p, e in target.items() if is_captured(e)} | {p for p, e in current.items() if is_captured(e)}
     for path in sorted(paths):
         t, s = target.get(path), current.get(path)
@@ -116,15 +118,21 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
             if t != s:
                 actions.append(Action(LEAVE, path, "ignored by .codexsnapignore", t, s))
             continue
-        if is_captured(t):
+        if t is not None and is_captured(t):
             if t == s:
                 continue
             blocker = _blocking_ancestor(path, current, target)
             if blocker is not None:
                 actions.append(Action(LEAVE, path, blocker, t, s))
                 continue
-            if s is None or s[0] == "-" or is_captured(s):
-                reason = "missing now" if s is None or s[0] == "-" else _why_differs(t, s)  # type: ignore[arg-type]
+            behind_link = s is not None and s[0] == "x" and _link_ancestor(path, current)
+            if s is None or s[0] == "-" or is_captured(s) or behind_link:
+                if behind_link:
+                    reason = "a symlink stands where the target has a directory"
+                elif s is None or s[0] == "-":
+                    reason = "missing now"
+                else:
+                    reason = _why_differs(t, s)
                 actions.append(Action(WRITE, path, reason, t, s))
             elif s[0] in ("d", "D"):
                 ok, why = _removable_dir(path, current)
@@ -135,6 +143,9 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
                     if is_captured(current[sub]):
                         deletes[sub] = Action(DELETE, sub, f"a directory stands where {path} was a file",
                                               None, current[sub])
+                    else:
+                        emptied.append(sub)
+                emptied.append(path)
                 actions.append(Action(WRITE, path, "replaces a directory", t, s))
             else:
                 actions.append(Action(LEAVE, path, f"present but not capturable now ({s[1]})", t, s))
@@ -148,6 +159,20 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
                     actions.append(Action(LEAVE, path, "was a directory in the target snapshot", t, s))
             else:
                 actions.append(Action(LEAVE, path, "the target snapshot never looked here", t, s))
+    for path, s in current.items():
+        if not path or path == IGNORE_FILE or forbidden(path) or ignore.file(path):
+            continue
+        if not witnessed_absent(target, path):
+            continue
+        if s == ("x", HIDDEN):
+            actions.append(Action(LEAVE, path, "absent in the target; hidden files are only captured when tracked, "
+                                               "touched by the agent or enabled (include_hidden)", None, s))
+        elif s[0] == "x":
+            actions.append(Action(LEAVE, path, f"absent in the target, but the safety capture could not hold it "
+                                               f"({s[1]})", target.get(path), s))
+        elif s[0] == "D" and s[1] not in ("git", "codexr data"):
+            actions.append(Action(LEAVE, path, f"directory absent in the target, not looked into ({s[1]})",
+                                  target.get(path), s))
     # A file standing where the target needs a directory is deleted first (the safety capture holds it).
     for a in list(actions):
         if a.op == WRITE:
@@ -159,9 +184,21 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
                 anc = parent_of(anc)
     ordered = sorted(deletes.values(), key=lambda a: a.path.count("/"), reverse=True)
     rmdirs = _empty_dirs_after(ordered, target, current)
+    rmdirs += [Action(RMDIR, d, "directory replaced by a file") for d in sorted(set(emptied), key=len, reverse=True)]
     writes = [a for a in actions if a.op == WRITE]
     leaves = [a for a in actions if a.op == LEAVE]
     return RestorePlan(root, target_id, [*ordered, *rmdirs, *writes, *leaves])
+
+
+def _link_ancestor(path: str, current: FileMap) -> bool:
+    """Is some ancestor a symlink the safety capture holds (so the restore may replace it)?"""
+    anc = parent_of(path)
+    while anc:
+        e = current.get(anc)
+        if e is not None and e[0] == "l":
+            return True
+        anc = parent_of(anc)
+    return False
 
 
 def _why_differs(t: Entry, s: Entry) -> str:
@@ -231,7 +268,9 @@ def restore(
     target_rec = store.record(snap_id)
     ws = resolve_root(root if root is not None else target_rec.root)
     target = store.files(snap_id)
-    targets = [p for p, e in target.items() if is_captured(e)]
+    # The safety capture must hold everything the restore may write or delete, without size cap:
+    # every path the target holds or tombstoned, and any file the target witnessed absent.
+    targets = [p for p, e in target.items() if is_captured(e) or e[0] == "-"]
     known = [*known_paths, *targets]
     # The shared store lock spans capture, confirmation and apply: gc cannot drop the target meanwhile.
     with store.workspace_lock(ws), store.shared_lock(), translate_os_errors(f"restore into {ws}"):
@@ -241,7 +280,8 @@ def restore(
         # Dry runs hash in memory only; real runs commit the safety snapshot before touching anything.
         safety_started_ns = time.time_ns()
         safety = store.capture(ws, known_paths=known, scope=scope, kind="safety", dry_run=dry_run,
-                               label=f"before restoring {snap_id[:12]}")
+                               label=f"before restoring {snap_id[:12]}",
+                               force=lambda p: witnessed_absent(target, p))
         plan = plan_restore(target, safety.files, ignore, str(ws), snap_id)
         for a in plan.actions:
             if a.op in (WRITE, DELETE):
@@ -286,6 +326,13 @@ def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: Re
                 done = _do(store, fs, a, safety_started_ns)
             except UnsafePath as exc:
                 result.left.append(Action(LEAVE, a.path, str(exc), a.target, a.current))
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                # One path that cannot be changed (a directory in the way, permissions) is reported,
+                # not allowed to abort the rest half-way.
+                result.left.append(Action(LEAVE, a.path, f"could not {a.op}: {exc.strerror}", a.target, a.current))
                 continue
             if done is None:
                 continue

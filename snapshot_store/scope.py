@@ -133,12 +133,15 @@ def select(
     known_paths: Iterable[str],
     protected: Iterable[str] = (),
     on_dir: Callable[[str], None] | None = None,
+    force: Callable[[str], bool] | None = None,
 ) -> Scope:
     """Walk the workspace once and decide, for every path seen, whether to capture it.
 
     Git-tracked and `known_paths` (agent-touched, tracked before, a restore's targets) are
     captured whatever their size or name; `protected` are root-relative directories never read.
     `on_dir` is called for each directory just before it is listed (the change journal's hook).
+    Non-hidden files found by the walk for which `force` is true are captured whatever the residue
+    limits say (a restore's safety capture: it must hold everything it may delete).
     """
     scope = Scope()
     entries = scope.entries
@@ -284,7 +287,9 @@ def select(
         if rel in covered:
             continue
         st = walk_stats[rel]
-        if stat.S_ISREG(st.st_mode) and st.st_size > max_bytes:
+        if force is not None and force(rel):
+            scope.to_capture[rel] = st
+        elif stat.S_ISREG(st.st_mode) and st.st_size > max_bytes:
             entries[rel] = ("x", TOO_LARGE)
         elif taken >= limit:
             entries[rel] = ("x", OVER_LIMIT)

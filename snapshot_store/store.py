@@ -8,7 +8,7 @@ import os
 import stat
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -394,7 +394,7 @@ class Store:
                               last.git_signature, last.settings)
 
     def _fast_select(self, ws: Path, w: _Watched, known: list[str], git: scope_mod.GitTracked,
-                     settings: ScopeSettings, ignore: scope_mod.Ignore
+                     settings: ScopeSettings, ignore: scope_mod.Ignore, force: Callable[[str], bool] | None
                      ) -> tuple[FileMap, dict[str, os.stat_result], frozenset[str]] | None:
         """Use the change journal: the previous map plus the files known to have changed, or None.
 
@@ -420,6 +420,9 @@ class Store:
                     return None
                 dirty.add(p)
         covered = last.covered.union(extra) if extra else last.covered
+        if force is not None:
+            held_back = (scope_mod.TOO_LARGE, scope_mod.OVER_LIMIT)
+            dirty.update(p for p, e in files.items() if e[0] == "x" and e[1] in held_back and force(p))
         for p in changes.files:
             e = files.get(p)
             if p == scope_mod.IGNORE_FILE or e is None or e[0] == "-":
@@ -445,7 +448,9 @@ class Store:
                 return None
             if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
                 return None
-            if p not in covered and st.st_size > settings.residue_max_file_bytes:
+            if st.st_nlink > 1 and stat.S_ISREG(st.st_mode) and p not in last.unwatched:
+                return None  # newly hard-linked: writes through another name raise no event here
+            if p not in covered and st.st_size > settings.residue_max_file_bytes and not (force and force(p)):
                 return None
             to_read[p] = st
         return files, to_read, covered
@@ -460,12 +465,14 @@ class Store:
         kind: str = "capture",
         grow: bool = True,
         dry_run: bool = False,
+        force: Callable[[str], bool] | None = None,
     ) -> CaptureResult:
         """Capture the workspace's tracked set; commit blobs, then the snapshot, then its ref.
 
         `known_paths` are captured whatever their size (agent-touched, earlier-tracked, restore
         targets). With `grow`, everything the workspace's latest snapshot captured stays tracked.
-        `dry_run` hashes without writing anything (used by restore previews).
+        `dry_run` hashes without writing anything (used by restore previews). Files for which
+        `force` is true are captured whatever the residue limits say (restore safety captures).
         """
         started = time.perf_counter()
         started_ns = time.time_ns()
@@ -490,7 +497,7 @@ class Store:
             cache = self._stat_cache(ws)
             sink = HashOnly() if dry_run else PackWriter(self.blobs)
             w = self._watched.get(key) if not dry_run else None
-            fast = self._fast_select(ws, w, known, git, settings, ignore) if w is not None else None
+            fast = self._fast_select(ws, w, known, git, settings, ignore, force) if w is not None else None
             try:
                 if fast is not None and w is not None and w.last is not None:
                     last = w.last
@@ -508,12 +515,15 @@ class Store:
                                 fresh.pop(p, None)
                     skipped = captured.skipped
                     covered, unwatched = fast[2], last.unwatched
+                    if any(p in unwatched for p in captured.stats):
+                        unwatched = {**unwatched, **{p: k for p, k in captured.stats.items() if p in unwatched}}
                 else:
                     if w is not None:
                         w.journal.reset()
                     selected = scope_mod.select(ws, settings, ignore, git.paths, known,
                                                 protected=self._protected_rel(ws),
-                                                on_dir=w.journal.watch_dir if w is not None else None)
+                                                on_dir=w.journal.watch_dir if w is not None else None,
+                                                force=force)
                     captured = read_paths(str(ws), selected.to_capture, sink, cache)
                     files = selected.entries
                     files.update(captured.entries)
@@ -527,6 +537,10 @@ class Store:
                             if files.get(parent_of(p)) != WALKED:
                                 st = selected.to_capture.get(p)
                                 unwatched[p] = stat_key(st) if st is not None else None
+                        # A hard-linked file can be rewritten through a name outside any watched directory.
+                        for p, st in selected.to_capture.items():
+                            if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
+                                unwatched[p] = stat_key(st)
                 result = CaptureResult(
                     id="", root=key, file_count=sum(1 for e in files.values() if is_captured(e)),
                     bytes_hashed=captured.bytes_hashed, bytes_stored=0, seconds=0.0, unchanged=False,

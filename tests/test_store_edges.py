@@ -1,0 +1,1101 @@
+"""Named edge cases of the snapshot store: scope, ignore symmetry, witnessed deletion, safe apply."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+import threading
+import time
+from pathlib import Path
+
+import blake3
+import pytest
+from store_helpers import (
+    WIDE,
+    age_tree,
+    exact_tree,
+    git,
+    make_repo,
+    store_files,
+    tree,
+    write,
+)
+
+import snapshot_store.statcache as statcache_mod
+from snapshot_store import (
+    CorruptStore,
+    IgnoreFileError,
+    ScopeSettings,
+    Store,
+    UnknownSnapshot,
+    WorkspaceError,
+)
+from snapshot_store.manifest import witnessed_absent
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = Store.open(tmp_path / "store")
+    yield s
+    s.close()
+
+
+def content(store: Store, entry: tuple) -> bytes:
+    assert entry[0] == "f", entry
+    return b"".join(store.blob_chunks(entry[3]))
+
+
+def left_paths(result) -> dict[str, str]:
+    return {a.path: a.reason for a in result.left}
+
+
+# --------------------------------------------------------------------------- tracked set
+
+
+def test_repo_subdirectory_as_workspace(tmp_path: Path, store: Store) -> None:
+    repo = make_repo(tmp_path / "repo", {
+        "top.txt": "top", "app/x.py": "x", "app/sub/y.py": "y", "app-extra/z.py": "z",
+        "other/app/w.py": "w",
+    })
+    ws = repo / "app"
+    write(ws, "new.txt", "untracked")
+    res = store.capture(ws)
+    captured = {p for p, e in res.files.items() if e[0] in ("f", "l")}
+    assert captured == {"x.py", "sub/y.py", "new.txt"}
+    # Nothing outside the workspace is mentioned, under any spelling.
+    assert not any("extra" in p or "top" in p or p.startswith("..") or "w.py" in p for p in res.files)
+    assert content(store, res.files["x.py"]) == b"x"
+
+    (ws / "x.py").write_text("changed")
+    r = store.restore(res.id)
+    assert (ws / "x.py").read_text() == "x"
+    assert r.written == ["x.py"]
+    assert (repo / "app-extra" / "z.py").read_text() == "z"
+    assert (repo / "top.txt").read_text() == "top"
+
+
+def test_app_does_not_match_app_extra(tmp_path: Path, store: Store) -> None:
+    # Only app-extra/ (and a file "apple") hold tracked paths that start with the string "app".
+    repo = make_repo(tmp_path / "repo", {"app-extra/a.py": "a", "app-extra/sub/b.py": "b", "apple": "p",
+                                         "app/own.py": "own"})
+    ws = repo / "app"
+    res = store.capture(ws, scope=ScopeSettings(residue_max_files=0))
+    assert {p for p, e in res.files.items() if e[0] != "d"} == {"own.py"}
+    assert res.file_count == 1
+    # ... and a restore into `app` never reaches app-extra.
+    outside_before = tree(repo, skip=(".git", "app"))
+    write(ws, "later.txt", "x")
+    (repo / "app-extra" / "a.py").write_text("edited outside the workspace")
+    outside_edited = tree(repo, skip=(".git", "app"))
+    r = store.restore(res.id)
+    assert r.deleted == ["later.txt"]
+    assert tree(repo, skip=(".git", "app")) == outside_edited != outside_before
+
+
+def test_gitlink_is_skipped_and_nested_git_never_read(tmp_path: Path, store: Store) -> None:
+    repo = make_repo(tmp_path / "repo", {"main.txt": "m"})
+    lib = make_repo(repo / "lib", {"lib.txt": "l"})
+    git(repo, "add", "lib")
+    git(repo, "commit", "-qm", "add gitlink")
+    assert "160000" in git(repo, "ls-files", "-s", "lib")
+    res = store.capture(repo)
+    assert res.files["lib"] == ("d",)
+    assert res.files["lib/.git"][0] == "D"
+    assert not any(p.startswith("lib/.git/") for p in res.files)
+    assert res.files["lib/lib.txt"][0] == "f"  # residue, as an ordinary untracked file
+    assert lib.is_dir()
+
+
+def test_indexed_but_missing_file_is_a_tombstone_and_restore_deletes_it(tmp_path: Path, store: Store) -> None:
+    repo = make_repo(tmp_path / "repo", {"keep.txt": "k", "gone.txt": "g", "d/gone2.txt": "g2"})
+    os.unlink(repo / "gone.txt")
+    shutil.rmtree(repo / "d")
+    c = store.capture(repo)
+    assert c.files["gone.txt"] == ("-",)
+    assert c.files["d/gone2.txt"] == ("-",)
+    # Shell commands re-create both later.
+    write(repo, "gone.txt", "recreated")
+    write(repo, "d/gone2.txt", "recreated 2")
+    before = tree(repo)
+    r = store.restore(c.id)
+    assert sorted(r.deleted) == ["d/gone2.txt", "gone.txt"]
+    assert not (repo / "gone.txt").exists()
+    assert not (repo / "d").exists()  # the emptied directory the target never had goes too
+    assert (repo / "keep.txt").read_text() == "k"
+    # The safety capture brings both back.
+    store.restore(r.safety_id)
+    assert tree(repo) == before
+
+
+def test_not_a_repository(tmp_path: Path, store: Store) -> None:
+    ws = tmp_path / "plain"
+    write(ws, "a.txt", "a")
+    write(ws, "sub/b.txt", "b")
+    c = store.capture(ws)
+    assert {p for p, e in c.files.items() if e[0] == "f"} == {"a.txt", "sub/b.txt"}
+    (ws / "a.txt").write_text("changed")
+    write(ws, "sub/c.txt", "new")
+    r = store.restore(c.id)
+    assert (ws / "a.txt").read_text() == "a"
+    assert not (ws / "sub" / "c.txt").exists()
+    assert r.deleted == ["sub/c.txt"]
+
+
+def test_hidden_files_skipped_unless_tracked_known_or_enabled(tmp_path: Path, store: Store) -> None:
+    repo = make_repo(tmp_path / "repo", {".editorconfig": "tracked hidden", "a.txt": "a"})
+    write(repo, ".env_local", "untracked hidden")
+    write(repo, ".known", "agent touched")
+    write(repo, ".hdir/inside.txt", "in hidden dir")
+    c = store.capture(repo, known_paths=[".known"])
+    assert c.files[".editorconfig"][0] == "f"
+    assert c.files[".known"][0] == "f"
+    assert c.files[".env_local"] == ("x", "hidden")
+    assert c.files[".hdir"][0] == "D"
+    assert ".hdir/inside.txt" not in c.files
+
+    wide = store.capture(repo, scope=ScopeSettings(include_hidden=True))
+    assert wide.files[".env_local"][0] == "f"
+    assert wide.files[".hdir/inside.txt"][0] == "f"
+
+
+def test_hidden_untracked_file_is_never_deleted(tmp_path: Path, store: Store) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "a")
+    c = store.capture(ws)
+    write(ws, ".secret", "created later, hidden")
+    write(ws, "b.txt", "created later")
+    r = store.restore(c.id)
+    assert r.deleted == ["b.txt"]
+    assert (ws / ".secret").read_text() == "created later, hidden"
+
+
+def test_empty_files(tmp_path: Path, store: Store) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "empty.txt", b"")
+    write(ws, "sub/empty2", b"", mode=0o755)
+    c = store.capture(ws)
+    e = c.files["empty.txt"]
+    assert e[0] == "f" and e[2] == 0 and e[3] == blake3.blake3(b"").hexdigest()
+    assert content(store, e) == b""
+    (ws / "empty.txt").write_text("now not empty")
+    os.unlink(ws / "sub" / "empty2")
+    store.restore(c.id)
+    assert (ws / "empty.txt").read_bytes() == b""
+    assert (ws / "sub" / "empty2").read_bytes() == b""
+    assert stat.S_IMODE(os.lstat(ws / "sub" / "empty2").st_mode) == 0o755
+
+
+def test_non_utf8_file_names(tmp_path: Path, store: Store) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a"})
+    write(repo, b"caf\xe9-tracked.txt", b"tracked latin-1 name")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "latin1")
+    write(repo, b"caf\xe9.txt", b"untracked latin-1 name")
+    write(repo, b"d\xff\xfe/inner.txt", b"under a non-utf8 dir")
+    tracked = os.fsdecode(b"caf\xe9-tracked.txt")
+    untracked = os.fsdecode(b"caf\xe9.txt")
+    nested = os.fsdecode(b"d\xff\xfe/inner.txt")
+    c = store.capture(repo)
+    for name, data in ((tracked, b"tracked latin-1 name"), (untracked, b"untracked latin-1 name"),
+                       (nested, b"under a non-utf8 dir")):
+        assert content(store, c.files[name]) == data
+    # Read back from disk through a fresh store (manifest encoding round-trips the names).
+    again = Store.open(store.path)
+    assert again.files(c.id) == c.files
+    again.close()
+
+    before = tree(repo)
+    write(repo, b"caf\xe9-tracked.txt", b"changed")
+    os.unlink(os.path.join(os.fsencode(repo), b"caf\xe9.txt"))
+    write(repo, b"na\xefve-new.txt", b"created later")
+    r = store.restore(c.id)
+    assert tree(repo) == before
+    assert r.deleted == [os.fsdecode(b"na\xefve-new.txt")]
+    store.restore(r.safety_id)
+    assert Path(os.fsdecode(os.path.join(os.fsencode(repo), b"na\xefve-new.txt"))).read_bytes() == b"created later"
+
+
+# --------------------------------------------------------------------------- unreadable / changing files
+
+
+def _deny(monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
+    """Make opening one file fail with EACCES (root can read chmod 000 files, so simulate it)."""
+    real_open = os.open
+
+    def fake_open(path, flags, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if isinstance(path, (str, bytes, os.PathLike)) and os.fsdecode(path).endswith("/" + suffix):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fsdecode(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", fake_open)
+
+
+def test_permission_denied_file_is_reported_not_fatal(tmp_path: Path, store: Store,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = make_repo(tmp_path / "repo", {"locked.bin": "secret", "ok.txt": "ok"})
+    write(repo, "locked_untracked.bin", "u")
+    _deny(monkeypatch, "locked.bin")
+    _deny(monkeypatch, "locked_untracked.bin")
+    c = store.capture(repo)
+    assert c.files["locked.bin"][0] == "x" and "Permission denied" in c.files["locked.bin"][1]
+    assert c.files["locked_untracked.bin"][0] == "x"
+    skipped = dict(c.skipped)
+    assert "locked.bin" in skipped and "locked_untracked.bin" in skipped
+    assert c.files["ok.txt"][0] == "f"
+
+
+def test_restore_never_overwrites_a_file_the_safety_capture_cannot_read(
+        tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = make_repo(tmp_path / "repo", {"locked.bin": "version A", "ok.txt": "ok"})
+    c = store.capture(repo)
+    (repo / "locked.bin").write_text("version B, unsaved")
+    (repo / "ok.txt").write_text("changed")
+    _deny(monkeypatch, "locked.bin")
+    r = store.restore(c.id)
+    monkeypatch.undo()
+    assert (repo / "locked.bin").read_text() == "version B, unsaved"
+    assert "locked.bin" in left_paths(r)
+    assert (repo / "ok.txt").read_text() == "ok"
+
+
+def test_fifo_is_not_captured_and_does_not_hang(tmp_path: Path, store: Store) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "a")
+    os.mkfifo(ws / "pipe")
+    c = store.capture(ws, known_paths=["pipe"])
+    assert c.files["pipe"] == ("x", "not a regular file")
+    r = store.restore(c.id)
+    assert stat.S_ISFIFO(os.lstat(ws / "pipe").st_mode)
+    assert r.deleted == []
+
+
+def _append_on_fstat(monkeypatch: pytest.MonkeyPatch, path: Path, times: int) -> list[int]:
+    """Simulate a writer: append a byte to `path` right before each of the first `times` fstats of it."""
+    real_fstat = os.fstat
+    ino = os.lstat(path).st_ino
+    calls = [0]
+
+    def fake_fstat(fd):  # type: ignore[no-untyped-def]
+        st = real_fstat(fd)
+        if st.st_ino == ino and calls[0] < times:
+            calls[0] += 1
+            with open(path, "ab") as f:
+                f.write(b"+")
+            st = real_fstat(fd)
+        return st
+
+    monkeypatch.setattr(os, "fstat", fake_fstat)
+    return calls
+
+
+def test_file_that_keeps_changing_is_reported_not_torn(tmp_path: Path, store: Store,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "stable.txt", "s")
+    hot = write(ws, "hot.log", b"start\n")
+    _append_on_fstat(monkeypatch, hot, times=1000)
+    c = store.capture(ws)
+    monkeypatch.undo()
+    assert c.files["hot.log"][0] == "x" and "kept changing" in c.files["hot.log"][1]
+    assert any(p == "hot.log" and "kept changing" in why for p, why in c.skipped)
+    assert c.files["stable.txt"][0] == "f"
+
+
+def test_file_that_changes_once_during_capture_gets_a_consistent_version(
+        tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = tmp_path / "ws"
+    hot = write(ws, "hot.log", b"start\n")
+    _append_on_fstat(monkeypatch, hot, times=2)  # changes between the first read's two fstats
+    c = store.capture(ws)
+    monkeypatch.undo()
+    e = c.files["hot.log"]
+    assert e[0] == "f"
+    assert content(store, e) == hot.read_bytes()
+    assert e[2] == len(hot.read_bytes())
+
+
+@pytest.mark.parametrize("pause", [0.0, 0.002], ids=["busy", "bursty"])
+def test_concurrent_rewriter_never_yields_a_torn_capture(tmp_path: Path, store: Store, pause: float) -> None:
+    """A thread rewrites a 2 MiB file front to back, generation after generation (bursty: with short
+    pauses, so some captures succeed). Every capture is 'kept changing' or a state the file had."""
+    ws = tmp_path / "ws"
+    size = 2 * MIB
+    chunk = 64 * 1024
+    hot = write(ws, "hot.bin", bytes([_succ(0)]) * size)  # generation 0
+    stop = threading.Event()
+
+    def writer() -> None:
+        fd = os.open(hot, os.O_WRONLY)
+        try:
+            gen = 1
+            while not stop.is_set():
+                block = bytes([gen % 251 + 1]) * chunk
+                for off in range(0, size, chunk):
+                    os.pwrite(fd, block, off)
+                gen += 1
+                if pause:
+                    stop.wait(pause)
+        finally:
+            os.close(fd)
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    try:
+        results = [store.capture(ws) for _ in range(8)]
+    finally:
+        stop.set()
+        t.join()
+    for c in results:
+        e = c.files["hot.bin"]
+        if e[0] == "x":
+            assert "kept changing" in e[1]
+            continue
+        data = content(store, e)
+        assert len(data) == size == e[2]
+        assert _is_real_state(data), "a torn read (a state the file never had) was recorded as valid"
+
+
+def _succ(v: int) -> int:
+    return v % 251 + 1  # values written are gen % 251 + 1, generation after generation
+
+
+def _is_real_state(data: bytes) -> bool:
+    """The rewriter goes front to back, so every state it passes through is: a prefix of
+    generation g+1 followed by a suffix of generation g (or one generation throughout)."""
+    first, last = data[0], data[-1]
+    cut = len(data) - len(data.lstrip(bytes([first])))
+    rest = data[cut:]
+    if not rest:
+        return True
+    return rest.count(last) == len(rest) and first == _succ(last)
+
+
+# --------------------------------------------------------------------------- ignore
+
+
+def test_ignore_symmetry(tmp_path: Path, store: Store) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a"})
+    write(repo, "secret.txt", "old secret")
+    write(repo, "logs/run.log", "old log")
+    c_old = store.capture(repo)  # before any ignore rule: both captured
+    assert c_old.files["secret.txt"][0] == "f" and c_old.files["logs/run.log"][0] == "f"
+
+    write(repo, ".codexsnapignore", "secret.txt\nlogs/\n*.tmp\n")
+    (repo / "secret.txt").write_text("new secret")
+    os.unlink(repo / "logs" / "run.log")
+    write(repo, "scratch.tmp", "created after, ignored")
+    c_new = store.capture(repo)
+    # never captured
+    assert c_new.files["secret.txt"] == ("x", "ignored")
+    assert c_new.files["scratch.tmp"] == ("x", "ignored")
+    assert not any(e[0] == "f" for p, e in c_new.files.items() if p.startswith("logs"))
+
+    r = store.restore(c_old.id)
+    # never restored
+    assert (repo / "secret.txt").read_text() == "new secret"
+    assert not (repo / "logs" / "run.log").exists()
+    # never deleted, although the old snapshot witnessed it absent
+    assert witnessed_absent(store.files(c_old.id), "scratch.tmp")
+    assert (repo / "scratch.tmp").read_text() == "created after, ignored"
+    assert "secret.txt" not in r.written and "secret.txt" not in r.deleted
+    assert "ignored" in left_paths(r)["secret.txt"]
+    assert "scratch.tmp" not in r.deleted
+    # the safety capture did not capture ignored content either
+    assert store.files(r.safety_id)["secret.txt"] == ("x", "ignored")
+
+
+def test_ignored_directory_is_never_entered_or_deleted(tmp_path: Path, store: Store) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "a")
+    write(ws, ".codexsnapignore", "out/\n")
+    c = store.capture(ws)
+    write(ws, "out/big/artifact.bin", "x" * 1000)
+    r = store.restore(c.id)
+    assert (ws / "out" / "big" / "artifact.bin").exists()
+    assert r.deleted == []
+
+
+@pytest.mark.parametrize("data", [b"!\n", b"ok.txt\n\\\n", b"caf\xe9\n"], ids=["bang", "backslash", "latin1"])
+def test_malformed_ignore_file_raises_and_writes_nothing(tmp_path: Path, data: bytes) -> None:
+    store = Store.open(tmp_path / "store")
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "a")
+    c = store.capture(ws)
+    before_store = store_files(store.path)
+    write(ws, ".codexsnapignore", data)
+    (ws / "a.txt").write_text("changed")
+    before_ws = exact_tree(ws)
+    with pytest.raises(IgnoreFileError):
+        store.capture(ws)
+    assert store_files(store.path) == before_store
+    with pytest.raises(IgnoreFileError):
+        store.restore(c.id)
+    assert store_files(store.path) == before_store
+    assert exact_tree(ws) == before_ws
+    assert [i.id for i in store.list_snapshots(ws)] == [c.id]
+    store.close()
+
+
+# --------------------------------------------------------------------------- residue limits
+
+
+def test_101st_recent_file_is_not_captured(tmp_path: Path, store: Store) -> None:
+    ws = tmp_path / "ws"
+    base = 1_600_000_000_000_000_000
+    for i in range(101):
+        p = write(ws, f"gen/f{i:03d}.txt", f"file {i}")
+        os.utime(p, ns=(base + i * 10_000_123, base + i * 10_000_123))  # f000 is the oldest
+    c = store.capture(ws)
+    captured = {p for p, e in c.files.items() if e[0] == "f"}
+    assert captured == {f"gen/f{i:03d}.txt" for i in range(1, 101)}
+    assert c.files["gen/f000.txt"] == ("x", "beyond the recent-file limit")
+    assert c.file_count == 100
+
+
+def test_restore_removes_files_created_after_the_target_even_beyond_the_residue_limit(
+        tmp_path: Path, store: Store) -> None:
+    """A rewind removes what shell commands created after the target, however many: the safety
+    capture holds all of them (no residue limit for what a restore deletes), so redo brings them back."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    c0 = store.capture(ws)
+    base = 1_600_000_000_000_000_000
+    for i in range(101):
+        p = write(ws, f"gen/f{i:03d}.txt", f"file {i}")
+        os.utime(p, ns=(base + i * 10_000_123, base + i * 10_000_123))
+    r = store.restore(c0.id)
+    assert sorted(r.deleted) == [f"gen/f{i:03d}.txt" for i in range(101)]
+    assert not (ws / "gen").exists()
+    safety = store.files(r.safety_id)
+    assert all(safety[f"gen/f{i:03d}.txt"][0] == "f" for i in range(101))
+    store.restore(r.safety_id)
+    assert sorted(os.listdir(ws / "gen")) == [f"f{i:03d}.txt" for i in range(101)]
+    assert (ws / "gen" / "f000.txt").read_text() == "file 0"
+
+
+def test_restore_reports_witnessed_absent_files_it_cannot_delete(
+        tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DESIGN §2: a path the target witnessed absent is deleted only if the safety capture holds it;
+    one it cannot hold (unreadable) or a directory it never looked into is left *and reported*."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    c0 = store.capture(ws)
+    write(ws, "locked.bin", "cannot be read")
+    write(ws, "node_modules/pkg/index.js", "churn")
+    write(ws, "made.txt", "deletable")
+    _deny(monkeypatch, "locked.bin")
+    r = store.restore(c0.id)
+    monkeypatch.undo()
+    assert (ws / "locked.bin").read_text() == "cannot be read"
+    assert (ws / "node_modules" / "pkg" / "index.js").read_text() == "churn"
+    assert r.deleted == ["made.txt"]
+    left = left_paths(r)
+    assert "locked.bin" in left and "could not hold" in left["locked.bin"], left
+    assert "node_modules" in left and "not looked into" in left["node_modules"], left
+
+
+def test_17mib_untracked_file_not_captured_never_deleted(tmp_path: Path, store: Store) -> None:
+    """A big untracked file the target saw (but did not capture) is never deleted by a restore."""
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "a")
+    big = write(ws, "big.bin", b"\1" * (17 * MIB))
+    c0 = store.capture(ws)
+    assert c0.files["big.bin"] == ("x", "larger than the residue size limit")
+    assert c0.bytes_hashed < MIB
+    (ws / "a.txt").write_text("changed")
+    r = store.restore(c0.id)
+    assert big.stat().st_size == 17 * MIB
+    assert "big.bin" not in r.deleted
+    assert (ws / "a.txt").read_text() == "a"
+
+
+def test_17mib_file_created_after_the_target_is_removed_and_redo_brings_it_back(
+        tmp_path: Path, store: Store) -> None:
+    """Created after the target (witnessed absent): the safety capture holds it without a size cap."""
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "a")
+    c0 = store.capture(ws)
+    data = os.urandom(17 * MIB)
+    big = write(ws, "big.bin", data)
+    c1 = store.capture(ws)
+    assert c1.files["big.bin"] == ("x", "larger than the residue size limit")
+    r = store.restore(c0.id)
+    assert r.deleted == ["big.bin"] and not big.exists()
+    assert store.files(r.safety_id)["big.bin"][0] == "f"
+    store.restore(r.safety_id)
+    assert big.read_bytes() == data
+
+
+def test_17mib_tracked_file_is_captured_without_cap(tmp_path: Path, store: Store) -> None:
+    data = (b"0123456789abcdef" * (17 * MIB // 16)) + os.urandom(64)
+    repo = make_repo(tmp_path / "repo", {"big.dat": data})
+    c = store.capture(repo)
+    e = c.files["big.dat"]
+    assert e[0] == "f" and e[2] == len(data)
+    (repo / "big.dat").write_bytes(b"truncated")
+    store.restore(c.id)
+    assert (repo / "big.dat").read_bytes() == data
+
+
+# --------------------------------------------------------------------------- symlinks
+
+
+def test_symlink_pointing_outside_is_a_link_and_never_written_through(tmp_path: Path, store: Store) -> None:
+    outside = write(tmp_path / "outside", "target.txt", "outside content")
+    ws = tmp_path / "ws"
+    write(ws, "regular.txt", "inside")
+    os.symlink(str(outside), ws / "abs_link")
+    os.symlink("../outside/target.txt", ws / "rel_link")
+    c = store.capture(ws)
+    assert c.files["abs_link"] == ("l", str(outside))
+    assert c.files["rel_link"] == ("l", "../outside/target.txt")
+
+    # 1. links removed -> restore recreates the links (not copies of the target)
+    os.unlink(ws / "abs_link")
+    os.unlink(ws / "rel_link")
+    # 2. a regular file replaced by a link to the outside file -> restore replaces the link itself
+    os.unlink(ws / "regular.txt")
+    os.symlink(str(outside), ws / "regular.txt")
+    outside_before = exact_tree(tmp_path / "outside")
+    r = store.restore(c.id)
+    assert os.readlink(ws / "abs_link") == str(outside)
+    assert os.readlink(ws / "rel_link") == "../outside/target.txt"
+    assert not os.path.islink(ws / "regular.txt")
+    assert (ws / "regular.txt").read_text() == "inside"
+    assert exact_tree(tmp_path / "outside") == outside_before
+    assert sorted(r.written) == ["abs_link", "regular.txt", "rel_link"]
+    # and the safety capture held the link as a link
+    assert store.files(r.safety_id)["regular.txt"] == ("l", str(outside))
+    store.restore(r.safety_id)
+    assert os.readlink(ws / "regular.txt") == str(outside)
+    assert exact_tree(tmp_path / "outside") == outside_before
+
+
+@pytest.mark.parametrize("outside_has_file", [True, False])
+def test_directory_symlink_to_outside_is_never_written_through(tmp_path: Path, store: Store,
+                                                                 outside_has_file: bool) -> None:
+    """A symlink now standing where the target had a directory is replaced by the real directory
+    (the safety capture holds the link, so redo brings it back); nothing is written outside."""
+    out_dir = tmp_path / "outside_dir"
+    out_dir.mkdir()
+    if outside_has_file:
+        write(out_dir, "x.txt", "outside x")
+    ws = tmp_path / "ws"
+    write(ws, "linkdir/x.txt", "inside x")
+    write(ws, "linkdir/y.txt", "inside y")
+    write(ws, "other.txt", "o")
+    c = store.capture(ws)
+    shutil.rmtree(ws / "linkdir")
+    os.symlink(str(out_dir), ws / "linkdir")
+    (ws / "other.txt").write_text("changed")
+    before = exact_tree(out_dir)
+    r = store.restore(c.id)
+    assert exact_tree(out_dir) == before
+    assert not (ws / "linkdir").is_symlink()
+    assert (ws / "linkdir" / "x.txt").read_text() == "inside x"
+    assert (ws / "other.txt").read_text() == "o"
+    store.restore(r.safety_id)
+    assert os.readlink(ws / "linkdir") == str(out_dir)
+    assert exact_tree(out_dir) == before
+
+
+def test_uncaptured_directory_symlink_to_outside_is_left_and_reported(tmp_path: Path, store: Store) -> None:
+    """When the safety capture cannot hold the link (residue limit 0), it stays and is reported."""
+    out_dir = tmp_path / "outside_dir"
+    write(out_dir, "x.txt", "outside x")
+    ws = tmp_path / "ws"
+    write(ws, "linkdir/x.txt", "inside x")
+    write(ws, "other.txt", "o")
+    scope = ScopeSettings(residue_max_files=0)
+    c = store.capture(ws, known_paths=["linkdir/x.txt", "other.txt"], scope=scope)
+    shutil.rmtree(ws / "linkdir")
+    os.symlink(str(out_dir), ws / "linkdir")
+    (ws / "other.txt").write_text("changed")
+    before = exact_tree(out_dir)
+    r = store.restore(c.id, scope=scope)
+    assert exact_tree(out_dir) == before
+    assert os.readlink(ws / "linkdir") == str(out_dir)
+    assert "linkdir/x.txt" in left_paths(r)
+    assert (ws / "other.txt").read_text() == "o"
+
+
+def test_git_directory_is_never_written(tmp_path: Path, store: Store) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a", "sub/b.txt": "b"})
+    write(repo, "untracked.txt", "u")
+    git_before = exact_tree(repo / ".git")
+    c = store.capture(repo, known_paths=[".git/config", ".git/HEAD", "sub/.git/x"])
+    assert c.files[".git"] == ("D", "git")
+    assert not any(p.startswith(".git/") or p.startswith("sub/.git") for p in c.files)
+    (repo / "a.txt").write_text("changed")
+    os.unlink(repo / "sub" / "b.txt")
+    os.unlink(repo / "untracked.txt")
+    write(repo, "new.txt", "new")
+    r = store.restore(c.id)
+    assert r.written and r.deleted
+    store.restore(r.safety_id)
+    assert exact_tree(repo / ".git") == git_before
+
+
+def test_dry_run_changes_nothing(tmp_path: Path, store: Store) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a", "b.txt": "b"})
+    c = store.capture(repo)
+    (repo / "a.txt").write_text("changed")
+    os.unlink(repo / "b.txt")
+    write(repo, "new.txt", "new")
+    ws_before = exact_tree(repo)
+    store_before = store_files(store.path)
+    snaps_before = store.list_snapshots(repo)
+    r = store.restore(c.id, dry_run=True)
+    assert r.dry_run and r.safety_id is None
+    assert {a.path for a in r.plan.writes} == {"a.txt", "b.txt"}
+    assert {a.path for a in r.plan.deletes} == {"new.txt"}
+    assert r.written == [] and r.deleted == []
+    assert exact_tree(repo) == ws_before
+    assert store_files(store.path) == store_before
+    assert store.list_snapshots(repo) == snaps_before
+    # A fresh store instance sees the same (nothing hidden in memory only).
+    again = Store.open(store.path)
+    assert again.list_snapshots(repo) == snaps_before
+    again.close()
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_unknown_snapshot_and_bad_prefix(tmp_path: Path, store: Store) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "a")
+    c = store.capture(ws)
+    assert store.resolve(c.id[:8]) == c.id
+    assert store.resolve(c.id.upper()) == c.id
+    missing = ("0" if c.id[0] != "0" else "1") * 64
+    for bad in (missing, missing[:10], "xyz!", "ab", "", "../../etc/passwd", c.id + "0"):
+        with pytest.raises(UnknownSnapshot):
+            store.resolve(bad)
+    for bad in (missing, "not-an-id", "../" + c.id):
+        with pytest.raises(UnknownSnapshot):
+            store.files(bad)
+        with pytest.raises(UnknownSnapshot):
+            store.restore(bad, root=ws)
+    assert (ws / "a.txt").read_text() == "a"
+
+
+def test_missing_workspace_raises_workspace_error(tmp_path: Path, store: Store) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "a")
+    c = store.capture(ws)
+    with pytest.raises(WorkspaceError):
+        store.capture(tmp_path / "nope")
+    write(tmp_path, "afile", "x")
+    with pytest.raises(WorkspaceError):
+        store.capture(tmp_path / "afile")
+    shutil.rmtree(ws)
+    with pytest.raises(WorkspaceError):
+        store.restore(c.id)
+    assert not ws.exists()
+
+
+def _flip_blob_byte(store: Store, blob_hex: str) -> None:
+    loc = store.blobs.locate(bytes.fromhex(blob_hex))
+    pack = store.path / "packs" / f"{loc.pack}.pack"
+    os.chmod(pack, 0o644)
+    data = bytearray(pack.read_bytes())
+    data[loc.offset + loc.stored_len // 2] ^= 0x5A
+    pack.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("kind", ["compressible", "random", "streamed"])
+def test_corrupted_blob_restore_raises_and_changes_nothing(tmp_path: Path, kind: str) -> None:
+    store = Store.open(tmp_path / "store")
+    ws = tmp_path / "ws"
+    unique = {
+        "compressible": b"unique content line\n" * 400,
+        "random": os.urandom(8000),
+        "streamed": os.urandom(64) * (5 * MIB // 64),  # above the 4 MiB streaming threshold
+    }[kind]
+    write(ws, "a_first.txt", "a original")
+    write(ws, "m_victim.bin", unique)
+    write(ws, "z_last.txt", "z original")
+    c = store.capture(ws)
+    _flip_blob_byte(store, c.files["m_victim.bin"][3])
+    store.close()
+    # Changes a restore would undo: writes before and after the damaged file, and a delete.
+    (ws / "a_first.txt").write_text("a changed")
+    (ws / "m_victim.bin").write_bytes(b"victim changed")
+    (ws / "z_last.txt").write_text("z changed")
+    write(ws, "created.txt", "created later")
+    before = exact_tree(ws)
+    store = Store.open(tmp_path / "store")
+    with pytest.raises(CorruptStore):
+        store.restore(c.id)
+    assert exact_tree(ws) == before
+    # No half-finished journal either: the next capture works and changes nothing.
+    store.capture(ws)
+    assert exact_tree(ws) == before
+    store.close()
+
+
+# --------------------------------------------------------------------------- stat cache and manifests
+
+
+def test_unchanged_capture_reads_no_content(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    for i in range(20):
+        write(ws, f"d{i % 3}/f{i}.txt", f"content {i}\n" * 50)
+    age_tree(ws)
+    store = Store.open(tmp_path / "store")
+    c1 = store.capture(ws)
+    assert c1.bytes_hashed > 0
+    c2 = store.capture(ws)
+    assert c2.unchanged
+    assert c2.bytes_hashed == 0
+    assert c2.files == c1.files
+    store.close()
+    # The cache persists across store instances.
+    store = Store.open(tmp_path / "store")
+    c3 = store.capture(ws)
+    assert c3.unchanged and c3.bytes_hashed == 0
+    # A real change is still seen (and only that file is read).
+    (ws / "d0" / "f0.txt").write_text("different length now")
+    c4 = store.capture(ws)
+    assert not c4.unchanged
+    assert c4.bytes_hashed == len("different length now")
+    assert content(store, c4.files["d0/f0.txt"]) == b"different length now"
+    store.close()
+
+
+def _write_then_capture_quickly(store: Store, ws: Path, rel: str, data: str):  # type: ignore[no-untyped-def]
+    """Write a file and capture within 80 ms of the write (inside the 100 ms racy window);
+    retried when the machine is too slow to manage that, so the test never depends on luck."""
+    for _attempt in range(20):
+        t0 = time.time_ns()
+        path = write(ws, rel, data)
+        c = store.capture(ws)
+        if time.time_ns() - t0 < 80_000_000:
+            return path, c
+    raise AssertionError("could not capture within 80 ms of a write")
+
+
+def test_racy_file_is_rehashed_next_time(tmp_path: Path, store: Store) -> None:
+    ws = tmp_path / "ws"
+    _path, c1 = _write_then_capture_quickly(store, ws, "racy.txt", "A" * 1000)
+    c2 = store.capture(ws)
+    assert c2.bytes_hashed >= 1000, "a file modified within the racy window was trusted from the cache"
+    assert c2.files["racy.txt"] == c1.files["racy.txt"]
+
+
+def test_same_size_same_stat_modification_in_racy_window_is_detected(
+        tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A coarse-timestamp file system can leave (size, mtime, ctime, ino, mode) unchanged by a
+    same-size rewrite in the same tick; we forge exactly that and expect the new content."""
+    ws = tmp_path / "ws"
+    path, c1 = _write_then_capture_quickly(store, ws, "racy.txt", "A" * 1000)
+    assert content(store, c1.files["racy.txt"]) == b"A" * 1000
+    key1 = statcache_mod.stat_key(os.lstat(path))
+    path.write_text("B" * 1000)
+    key2 = statcache_mod.stat_key(os.lstat(path))
+    real = statcache_mod.stat_key
+
+    def forged(st: os.stat_result):  # type: ignore[no-untyped-def]
+        k = real(st)
+        return key1 if k == key2 else k
+
+    monkeypatch.setattr(statcache_mod, "stat_key", forged)
+    c2 = store.capture(ws)
+    monkeypatch.undo()
+    assert content(store, c2.files["racy.txt"]) == b"B" * 1000
+
+
+def test_unchanged_capture_writes_a_small_delta_manifest(tmp_path: Path, store: Store) -> None:
+    ws = tmp_path / "ws"
+    for i in range(300):
+        write(ws, f"pkg{i % 10}/module_{i}.py", f"# module {i}\n")
+    age_tree(ws)
+    c1 = store.capture(ws, scope=WIDE)
+    assert c1.file_count == 300
+    c2 = store.capture(ws, scope=WIDE)
+    assert c2.unchanged and c2.id != c1.id
+    full = store.path / "snapshots" / c1.id[:2] / c1.id
+    small = store.path / "snapshots" / c2.id[:2] / c2.id
+    assert full.stat().st_size > 4096  # so the bound below means something
+    assert small.stat().st_size < 4096
+    # One changed file costs one entry, not the tree.
+    (ws / "pkg0" / "module_0.py").write_text("changed\n")
+    c3 = store.capture(ws, scope=WIDE)
+    small3 = store.path / "snapshots" / c3.id[:2] / c3.id
+    assert small3.stat().st_size < 4096
+    fresh = Store.open(store.path)
+    assert fresh.files(c2.id) == c1.files
+    assert fresh.files(c3.id)["pkg0/module_0.py"] == c3.files["pkg0/module_0.py"]
+    assert fresh.files(c3.id) == c3.files
+    fresh.close()
+
+
+# --------------------------------------------------------------------------- type changes
+
+
+def test_directory_now_stands_where_target_had_a_file(tmp_path: Path, store: Store) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "thing", "I was a file")
+    c = store.capture(ws)
+    os.unlink(ws / "thing")
+    write(ws, "thing/inner.txt", "inner")
+    write(ws, "thing/sub/deeper.txt", "deeper")
+    before = tree(ws)
+    r = store.restore(c.id)
+    assert (ws / "thing").is_file() and (ws / "thing").read_text() == "I was a file"
+    assert "thing" in r.written
+    store.restore(r.safety_id)
+    assert tree(ws) == before
+
+
+def test_directory_with_empty_subdirectory_where_target_had_a_file(tmp_path: Path, store: Store) -> None:
+    """The directory in the way holds an empty directory: the restore must not crash half-way."""
+    ws = tmp_path / "ws"
+    write(ws, "thing", "I was a file")
+    write(ws, "other.txt", "other")
+    c = store.capture(ws)
+    os.unlink(ws / "thing")
+    write(ws, "thing/inner.txt", "inner")
+    (ws / "thing" / "empty").mkdir()
+    (ws / "other.txt").write_text("other changed")
+    before = tree(ws)
+    r = store.restore(c.id)  # must not raise
+    if "thing" in r.written:
+        assert (ws / "thing").read_text() == "I was a file"
+    else:
+        assert "thing" in left_paths(r)
+        assert (ws / "thing" / "inner.txt").read_text() == "inner"
+    assert (ws / "other.txt").read_text() == "other"
+    assert not list((store.path / "journal").iterdir())
+    store.restore(r.safety_id)
+    after = tree(ws)
+    # Every file comes back (an empty directory is not content the store promises to keep).
+    assert {p: e for p, e in after.items() if e[0] != "d"} == {p: e for p, e in before.items() if e[0] != "d"}
+
+
+def test_file_now_stands_where_target_needs_a_directory(tmp_path: Path, store: Store) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "thing/inner.txt", "inner")
+    write(ws, "thing/sub/deeper.txt", "deeper")
+    c = store.capture(ws)
+    shutil.rmtree(ws / "thing")
+    write(ws, "thing", "now a file", mode=0o700)
+    before = tree(ws)
+    r = store.restore(c.id)
+    assert (ws / "thing" / "inner.txt").read_text() == "inner"
+    assert (ws / "thing" / "sub" / "deeper.txt").read_text() == "deeper"
+    assert "thing" in r.deleted
+    store.restore(r.safety_id)
+    assert tree(ws) == before
+
+
+def test_mode_is_restored(tmp_path: Path, store: Store) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "run.sh", "#!/bin/sh\n", mode=0o755)
+    write(ws, "private", "p", mode=0o600)
+    c = store.capture(ws)
+    os.chmod(ws / "run.sh", 0o644)
+    os.chmod(ws / "private", 0o666)
+    r = store.restore(c.id)
+    assert stat.S_IMODE(os.lstat(ws / "run.sh").st_mode) == 0o755
+    assert stat.S_IMODE(os.lstat(ws / "private").st_mode) == 0o600
+    assert sorted(r.written) == ["private", "run.sh"]
+
+
+# --------------------------------------------------------------------------- more behaviour users rely on
+
+
+class _Crash(BaseException):
+    """Stands in for the process dying (SIGKILL, power loss) in the middle of an apply."""
+
+
+def test_interrupted_restore_is_finished_on_next_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import snapshot_store.safefs as safefs_mod
+
+    store = Store.open(tmp_path / "store")
+    ws = tmp_path / "ws"
+    for n in "abcd":
+        write(ws, f"{n}.txt", f"{n} original")
+    c = store.capture(ws)
+    for n in "abcd":
+        (ws / f"{n}.txt").write_text(f"{n} edited by the agent")
+    write(ws, "made_by_shell.txt", "x")
+    real_write = safefs_mod.SafeRoot.write_file
+    calls = [0]
+
+    def crashing_write(self, rel, chunks, mode):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        if calls[0] == 3:
+            raise _Crash()
+        return real_write(self, rel, chunks, mode)
+
+    monkeypatch.setattr(safefs_mod.SafeRoot, "write_file", crashing_write)
+    with pytest.raises(_Crash):
+        store.restore(c.id)
+    monkeypatch.undo()
+    assert list((store.path / "journal").iterdir()), "no journal left by the interrupted restore"
+    assert (ws / "a.txt").read_text() == "a original"  # partially applied
+    assert (ws / "d.txt").read_text() == "d edited by the agent"
+    store.close()
+
+    # "Next start": any capture or restore in this workspace finishes the restore first.
+    store = Store.open(tmp_path / "store")
+    store.capture(ws)
+    for n in "abcd":
+        assert (ws / f"{n}.txt").read_text() == f"{n} original"
+    assert not (ws / "made_by_shell.txt").exists()
+    assert not list((store.path / "journal").iterdir())
+    assert not [p for p in os.listdir(ws) if p.startswith(".codexr-tmp-")]
+    store.close()
+
+
+def test_diff_and_mode_only_change(tmp_path: Path, store: Store) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "a")
+    write(ws, "b.sh", "#!/bin/sh\n", mode=0o644)
+    write(ws, "c.txt", "c")
+    write(ws, "t", "was a file")
+    age_tree(ws)
+    c1 = store.capture(ws)
+    os.chmod(ws / "b.sh", 0o755)
+    c2 = store.capture(ws)
+    assert not c2.unchanged
+    assert c2.files["b.sh"][1] == 0o755 and c2.files["b.sh"][3] == c1.files["b.sh"][3]
+    (ws / "a.txt").write_text("A")
+    os.unlink(ws / "c.txt")
+    write(ws, "d.txt", "d")
+    os.unlink(ws / "t")
+    os.symlink("a.txt", ws / "t")
+    c3 = store.capture(ws)
+    changes = {ch.path: ch.change for ch in store.diff(c1.id, c3.id)}
+    assert changes == {"a.txt": "modified", "b.sh": "mode", "c.txt": "deleted", "d.txt": "added", "t": "type"}
+    (ws / "d.txt").write_text("dd")
+    assert {ch.path: ch.change for ch in store.diff(c3.id)} == {"d.txt": "modified"}
+    assert store.diff(c3.id, c3.id) == []
+
+
+def test_known_paths_never_escape_the_workspace(tmp_path: Path, store: Store) -> None:
+    outside = write(tmp_path, "outside.txt", "outside")
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "a")
+    bad = ["../outside.txt", str(outside), "a/../../outside.txt", "./a.txt", "a.txt/", "", ".git/config"]
+    c = store.capture(ws, known_paths=bad)
+    assert {p for p, e in c.files.items() if e[0] == "f"} == {"a.txt"}
+    assert not any(".." in p.split("/") or p.startswith("/") for p in c.files)
+    r = store.restore(c.id, known_paths=bad)
+    assert outside.read_text() == "outside"
+    assert r.deleted == []
+
+
+def test_workspace_reached_through_a_symlink_is_one_workspace(tmp_path: Path, store: Store) -> None:
+    real = tmp_path / "real"
+    write(real, "a.txt", "a")
+    os.symlink(real, tmp_path / "alias")
+    c1 = store.capture(real)
+    c2 = store.capture(tmp_path / "alias")
+    assert c2.unchanged
+    ids = [i.id for i in store.list_snapshots(tmp_path / "alias")]
+    assert ids == [c1.id, c2.id] == [i.id for i in store.list_snapshots(real)]
+
+
+def test_safety_capture_is_listed_and_undo_is_exact(tmp_path: Path, store: Store) -> None:
+    repo = make_repo(tmp_path / "repo", {"src/a.py": "a", "src/b.py": "b", "run.sh": "#!/bin/sh\n"})
+    os.chmod(repo / "run.sh", 0o755)
+    c = store.capture(repo)
+    (repo / "src" / "a.py").write_text("agent edit")
+    os.unlink(repo / "src" / "b.py")
+    os.chmod(repo / "run.sh", 0o644)
+    write(repo, "gen/out.txt", "generated")
+    os.symlink("src/a.py", repo / "alink")
+    before = tree(repo)
+    r = store.restore(c.id)
+    kinds = [(i.id, i.kind) for i in store.list_snapshots(repo)]
+    assert kinds[-1] == (r.safety_id, "safety")
+    assert sorted(r.deleted) == ["alink", "gen/out.txt"]
+    assert not (repo / "gen").exists()
+    store.restore(r.safety_id)
+    assert tree(repo) == before
+
+
+def test_undo_removes_every_file_the_restore_created_even_beyond_the_residue_limit(
+        tmp_path: Path, store: Store) -> None:
+    """restore(safety_id) must give back the exact pre-restore tree for every path the restore
+    touched. Here the restore re-creates three agent-touched files that the safety capture saw
+    absent (tombstones); undoing it must delete all three, whatever the residue budget."""
+    tight = ScopeSettings(residue_max_files=1)
+    ws = tmp_path / "ws"
+    for n in "abc":
+        write(ws, f"{n}.txt", n)
+    c = store.capture(ws, scope=tight, known_paths=["a.txt", "b.txt", "c.txt"])
+    assert {p for p, e in c.files.items() if e[0] == "f"} == {"a.txt", "b.txt", "c.txt"}
+    for n in "abc":
+        os.unlink(ws / f"{n}.txt")
+    write(ws, "z.txt", "z")
+    before = tree(ws)
+    r = store.restore(c.id, scope=tight)
+    assert sorted(r.written) == ["a.txt", "b.txt", "c.txt"]
+    assert all(store.files(r.safety_id)[f"{n}.txt"] == ("-",) for n in "abc")  # witnessed absent
+    undo = store.restore(r.safety_id, scope=tight)
+    assert tree(ws) == before, (
+        f"undo left {sorted(set(tree(ws)) - set(before))} behind; "
+        f"deleted={undo.deleted} left={[(a.path, a.reason) for a in undo.left]}")
+
+
+def test_watched_capture_sees_a_change_made_through_a_hard_link(tmp_path: Path, store: Store) -> None:
+    """With the inotify change journal (Store.watch), a file rewritten through a hard link that
+    lives outside the workspace raises no event in the watched directory; the capture must still
+    record the file's real content, not the previous capture's."""
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "version 1")
+    write(ws, "b.txt", "b")
+    (tmp_path / "outside").mkdir()
+    os.link(ws / "a.txt", tmp_path / "outside" / "alias.txt")
+    assert store.watch(ws)
+    store.capture(ws)
+    with open(tmp_path / "outside" / "alias.txt", "r+b") as f:
+        f.write(b"VERSION 2")
+    c2 = store.capture(ws)
+    assert (ws / "a.txt").read_bytes() == b"VERSION 2"
+    assert content(store, c2.files["a.txt"]) == b"VERSION 2", "the capture recorded stale content"
+
+
+def test_watched_captures_match_full_walks(tmp_path: Path, store: Store) -> None:
+    """Fast-path captures (change journal) record the same maps a fresh walk does."""
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "a")
+    write(ws, "sub/b.txt", "b")
+    write(ws, "node_modules/p/i.js", "dep")
+    assert store.watch(ws)
+    c1 = store.capture(ws, known_paths=["node_modules/p/i.js"])
+    c2 = store.capture(ws, known_paths=["node_modules/p/i.js"])
+    assert c2.unchanged and c2.files == c1.files
+    (ws / "a.txt").write_text("A!")  # in a watched directory
+    (ws / "node_modules" / "p" / "i.js").write_text("patched dep")  # known, in an unwatched directory
+    os.chmod(ws / "sub" / "b.txt", 0o700)
+    c3 = store.capture(ws, known_paths=["node_modules/p/i.js"])
+    walker = Store.open(tmp_path / "other_store")
+    full = walker.capture(ws, known_paths=["node_modules/p/i.js"])
+    walker.close()
+    assert c3.files == full.files
+    assert content(store, c3.files["node_modules/p/i.js"]) == b"patched dep"
+    assert c3.files["sub/b.txt"][1] == 0o700
+
+
+def test_os_error_messages_are_one_well_formed_line(tmp_path: Path) -> None:
+    """Errors are shown to users as one line: "<what>: <reason> (<file>)", parentheses balanced."""
+    from snapshot_store import StoreError
+
+    Store.open(tmp_path / "store").close()
+    shutil.rmtree(tmp_path / "store" / "packs")
+    write(tmp_path / "store", "packs", "not a directory")
+    with pytest.raises(StoreError) as info:
+        Store.open(tmp_path / "store")
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert "packs" in msg
+    assert msg.count("(") == msg.count(")"), f"unbalanced message: {msg!r}"
