@@ -53,6 +53,17 @@ class Context:
             print(text)
 
     def progress(self, text: str) -> None:
-        """Progress lines go to stderr, and only to a terminal."""
+        """Progress goes to stderr, and only to a terminal, rewriting one line."""
         if sys.stderr.isatty():
-            print(text, file=sys.stderr, flush=True)
+            sys.stderr.write(f"\r\x1b[K{text}")
+            sys.stderr.flush()
+
+    def done_progress(self) -> None:
+        """Clear the progress line."""
+        if sys.stderr.isatty():
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+    def read_progress(self, done: int, total: int, nbytes: int) -> None:
+        """The store's progress callback while it reads file contents."""
+        self.progress(f"reading files: {done}/{total} ({nbytes / 1048576:.0f} MiB)")

@@ -76,7 +76,10 @@ def _group_help(parser: argparse.ArgumentParser) -> int:
 
 def _capture(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
-    res = store.capture(args.cd, label=args.label, scope=ctx.settings.scope())
+    try:
+        res = store.capture(args.cd, label=args.label, scope=ctx.settings.scope(), progress=ctx.read_progress)
+    finally:
+        ctx.done_progress()
     if ctx.json:
         ctx.emit(res.as_json())
     else:
@@ -196,16 +199,23 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
 
     def confirm(plan: RestorePlan) -> bool:
         nonlocal declined
+        ctx.done_progress()
         if args.yes:
             return True
         print_plan(store, plan, args.diff)
         if not plan.writes and not plan.deletes:
             return False
-        answer = input("Apply this restore? A safety snapshot has been taken. [y/N] ")
+        try:
+            answer = input("Apply this restore? A safety snapshot has been taken. [y/N] ")
+        except EOFError:
+            answer = ""
         declined = answer.strip().lower() not in ("y", "yes")
         return not declined
 
-    res = store.restore(snap, root, scope=scope, confirm=confirm)
+    try:
+        res = store.restore(snap, root, scope=scope, confirm=confirm, progress=ctx.read_progress)
+    finally:
+        ctx.done_progress()
     if ctx.json:
         ctx.emit(res.as_json())
         return 1 if declined else 0
@@ -225,7 +235,10 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
 
 def _verify(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
-    report = verify(store, full=args.full, progress=lambda n, t: ctx.progress(f"verified {n}/{t} blobs"))
+    try:
+        report = verify(store, full=args.full, progress=lambda n, t: ctx.progress(f"verified {n}/{t} blobs"))
+    finally:
+        ctx.done_progress()
     if ctx.json:
         ctx.emit(report.as_json())
     else:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol
 
@@ -63,10 +65,20 @@ def _same(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_size, a.st_mtime_ns, a.st_ctime_ns, a.st_ino) == (b.st_size, b.st_mtime_ns, b.st_ctime_ns, b.st_ino)
 
 
-def read_paths(root: str, to_capture: dict[str, os.stat_result], sink: BlobSink, cache: StatCache) -> Captured:
+Progress = Callable[[int, int, int], None]  # files done, files in all, bytes read so far
+PROGRESS_EVERY = 0.25
+
+
+def read_paths(root: str, to_capture: dict[str, os.stat_result], sink: BlobSink, cache: StatCache,
+               progress: Progress | None = None) -> Captured:
     """Capture every path: symlinks as links, files by content, never following a link."""
     out = Captured()
-    for rel in sorted(to_capture):
+    total = len(to_capture)
+    next_report = time.monotonic() + PROGRESS_EVERY
+    for n, rel in enumerate(sorted(to_capture)):
+        if progress is not None and time.monotonic() >= next_report:
+            progress(n, total, out.bytes_hashed)
+            next_report = time.monotonic() + PROGRESS_EVERY
         st = to_capture[rel]
         path = os.path.join(root, rel)
         if stat.S_ISLNK(st.st_mode):

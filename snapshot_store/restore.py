@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import blake3
 
+from .capture import Progress
 from .errors import CorruptStore, StoreError
 from .fsutil import atomic_write, fsync_dir, syncfs, translate_os_errors
 from .ids import is_snapshot_id, workspace_key
@@ -260,6 +261,7 @@ def restore(
     known_paths: Iterable[str] = (),
     scope: ScopeSettings | None = None,
     confirm: Callable[[RestorePlan], bool] | None = None,
+    progress: Progress | None = None,
 ) -> RestoreResult:
     """Safety capture, plan, (confirm), journaled apply. The safety id undoes it exactly."""
     from .store import resolve_root
@@ -281,7 +283,7 @@ def restore(
         safety_started_ns = time.time_ns()
         safety = store.capture(ws, known_paths=known, scope=scope, kind="safety", dry_run=dry_run,
                                label=f"before restoring {snap_id[:12]}",
-                               force=lambda p: witnessed_absent(target, p))
+                               force=lambda p: witnessed_absent(target, p), progress=progress)
         plan = plan_restore(target, safety.files, ignore, str(ws), snap_id)
         for a in plan.actions:
             if a.op in (WRITE, DELETE):

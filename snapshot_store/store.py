@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import scope as scope_mod
-from .capture import HashOnly, read_paths
+from .capture import HashOnly, Progress, read_paths
 from .errors import (
     AmbiguousSnapshot,
     CorruptStore,
@@ -466,6 +466,7 @@ class Store:
         grow: bool = True,
         dry_run: bool = False,
         force: Callable[[str], bool] | None = None,
+        progress: Progress | None = None,
     ) -> CaptureResult:
         """Capture the workspace's tracked set; commit blobs, then the snapshot, then its ref.
 
@@ -473,6 +474,7 @@ class Store:
         targets). With `grow`, everything the workspace's latest snapshot captured stays tracked.
         `dry_run` hashes without writing anything (used by restore previews). Files for which
         `force` is true are captured whatever the residue limits say (restore safety captures).
+        `progress(done, total, bytes)` is called now and then while file contents are read.
         """
         started = time.perf_counter()
         started_ns = time.time_ns()
@@ -501,7 +503,7 @@ class Store:
             try:
                 if fast is not None and w is not None and w.last is not None:
                     last = w.last
-                    captured = read_paths(str(ws), fast[1], sink, cache)
+                    captured = read_paths(str(ws), fast[1], sink, cache, progress)
                     files = fast[0]
                     fresh = last.fresh
                     stats = last.stats
@@ -524,7 +526,7 @@ class Store:
                                                 protected=self._protected_rel(ws),
                                                 on_dir=w.journal.watch_dir if w is not None else None,
                                                 force=force)
-                    captured = read_paths(str(ws), selected.to_capture, sink, cache)
+                    captured = read_paths(str(ws), selected.to_capture, sink, cache, progress)
                     files = selected.entries
                     files.update(captured.entries)
                     fresh = captured.fresh
