@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from config import ConfigError, codex_home, load_settings
 from snapshot_store import StoreError
 
-from . import demo, snapshot_cmds
+from . import agent_cmds, demo, snapshot_cmds
 from .context import Context, UsageError
 
 EXIT_USAGE = 2
@@ -29,8 +29,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="override a config.toml setting (repeatable), like the official codex")
     parser.add_argument("--enable", action="append", default=[], metavar="FEATURE", help="enable a feature")
     parser.add_argument("--disable", action="append", default=[], metavar="FEATURE", help="disable a feature")
+    parser.add_argument("-C", "--cd", dest="cd", default=".", metavar="DIR", help="the workspace directory")
+    parser.add_argument("-m", "--model", help="model for Codex")
+    parser.add_argument("-s", "--sandbox", choices=["read-only", "workspace-write", "danger-full-access"],
+                        help="Codex sandbox policy")
+    parser.add_argument("-a", "--ask-for-approval", choices=["untrusted", "on-failure", "on-request", "never"],
+                        help="when Codex asks before running commands")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     snapshot_cmds.register(sub)
+    agent_cmds.register(sub)
     demo.register(sub)
     return parser
 

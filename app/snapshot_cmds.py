@@ -45,7 +45,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         p: argparse.ArgumentParser = ssub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("--json", action="store_true", help="print JSON instead of text")
         if workspace:
-            p.add_argument("-C", "--cd", dest="cd", default=".", metavar="DIR", help="workspace directory")
+            p.add_argument("-C", "--cd", dest="cd", default=argparse.SUPPRESS, metavar="DIR",
+                           help="workspace directory")
         p.set_defaults(handler=fn)
         return p
 

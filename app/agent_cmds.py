@@ -1,0 +1,208 @@
+"""`codexr exec | threads | rewind | redo`: the non-interactive surface over the session core."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from typing import Any
+
+from snapshot_store import RestorePlan
+
+from .context import Context, UsageError
+from .session import (
+    ApprovalRequest,
+    RewindResult,
+    Session,
+    SessionOptions,
+    ensure_thread,
+    split_overrides,
+)
+from .snapshot_cmds import print_plan, show_path
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add the agent commands."""
+    p = sub.add_parser("exec", help="run one prompt with snapshots and print the agent's final message")
+    p.add_argument("prompt", help="the prompt text")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--thread", help="continue this thread")
+    who.add_argument("--last", action="store_true", help="continue this workspace's most recent codexr thread")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=_exec)
+
+    p = sub.add_parser("threads", help="threads of this workspace with prompt count, snapshot coverage, redo depth")
+    p.add_argument("--all", action="store_true", help="every workspace")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_threads)
+
+    p = sub.add_parser("rewind", help="fork the conversation before prompt N and restore its files")
+    p.add_argument("--thread", required=True)
+    p.add_argument("--to", required=True, help="1-based prompt number or a turn id")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--files-only", action="store_true", help="restore files, keep the conversation")
+    mode.add_argument("--conversation-only", action="store_true", help="fork the conversation, keep files")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_rewind)
+
+    p = sub.add_parser("redo", help="undo the last rewind that landed on this thread")
+    p.add_argument("--thread", required=True)
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("-y", "--yes", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_redo)
+
+
+def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None) -> Session:
+    """Start Codex for the workspace with the pass-through flags."""
+    overrides = list(split_overrides(args.overrides))
+    for feature in args.enable:
+        if feature != "file_snapshots":
+            overrides.append(f"features.{feature}=true")
+    for feature in args.disable:
+        if feature != "file_snapshots":
+            overrides.append(f"features.{feature}=false")
+    opts = SessionOptions(cwd=args.cd, codex_home=ctx.home, settings=ctx.settings, model=args.model,
+                          sandbox=args.sandbox, approval_policy=args.ask_for_approval,
+                          config_overrides=tuple(overrides))
+    return Session(opts, approval=approval)
+
+
+def _decline_noninteractive(req: ApprovalRequest) -> str:
+    what = req.command or ", ".join(str(c.get("path")) for c in req.changes) or req.kind
+    print(f"codexr: declined an approval request (non-interactive): {what}", file=sys.stderr)
+    return "decline"
+
+
+def _exec(ctx: Context, args: argparse.Namespace) -> int:
+    with open_session(ctx, args, approval=_decline_noninteractive) as session:
+        thread = ensure_thread(session, args.thread, args.last)
+        out = session.run_turn(thread, args.prompt)
+    if ctx.json:
+        ctx.emit(out.as_json())
+    else:
+        if out.final_message:
+            print(out.final_message)
+        if out.error:
+            print(f"codexr: turn {out.status}: {out.error}", file=sys.stderr)
+        print(f"thread {out.thread_id}  turn {out.turn_id}  {out.status}"
+              + (f"  files: {len(out.files_changed)}" if out.files_changed else ""), file=sys.stderr)
+    return 0 if out.status == "completed" else 1
+
+
+def _threads(ctx: Context, args: argparse.Namespace) -> int:
+    with open_session(ctx, args) as session:
+        rows = session.threads(all_workspaces=args.all)
+    if ctx.json:
+        ctx.emit([{"thread_id": r.thread_id, "preview": r.preview, "prompts": r.prompts,
+                   "prompts_with_snapshots": r.with_snapshots, "redo_depth": r.redo_depth,
+                   "updated": r.updated, "tracking": r.tracking, "forked_from": r.forked_from, "cwd": r.cwd}
+                  for r in rows])
+        return 0
+    if not rows:
+        print("no threads" + ("" if args.all else " in this workspace"))
+    for r in rows:
+        when = dt.datetime.fromtimestamp(r.updated).strftime("%Y-%m-%d %H:%M") if r.updated else "?"
+        cover = f"{r.with_snapshots}/{r.prompts} with snapshots" if r.tracking else "no file snapshots"
+        redo = f", redo {r.redo_depth}" if r.redo_depth else ""
+        print(f"{r.thread_id}  {when}  {r.prompts} prompts, {cover}{redo}  {r.preview}")
+    return 0
+
+
+def _confirm(ctx: Context, args: argparse.Namespace, session: Session, what: str) -> Any:
+    others = session.other_sessions()
+    if not args.yes and not sys.stdin.isatty():
+        raise UsageError(f"{what} changes files and the conversation: pass --yes to confirm when not on a "
+                         "terminal (or --dry-run to preview)")
+
+    def ask(plan: RestorePlan) -> bool:
+        if others and not ctx.json:
+            print(f"warning: other codexr sessions are live in this workspace: {'; '.join(others)}")
+        if args.yes:
+            return True
+        print_plan(session.store, plan, False)
+        try:
+            answer = input(f"Apply this {what}? A safety snapshot has been taken. [y/N] ")
+        except EOFError:
+            answer = ""
+        return answer.strip().lower() in ("y", "yes")
+
+    if others and args.yes and not ctx.json:
+        print(f"warning: other codexr sessions are live in this workspace: {'; '.join(others)}", file=sys.stderr)
+    return ask
+
+
+def _mode(args: argparse.Namespace) -> str:
+    return "files" if args.files_only else "conversation" if args.conversation_only else "both"
+
+
+def _print_rewind(res: RewindResult) -> None:
+    if res.dry_run:
+        print(f"rewind thread {res.origin_thread} to prompt {res.to_prompt} ({res.mode}):")
+        if res.restore is not None:
+            print_plan_from(res)
+        if res.mode != "files":
+            print("the conversation would continue on a fork ending just before that prompt")
+        print(f"prompt {res.to_prompt}: {res.prompt}")
+        return
+    print(f"thread {res.thread_id}")
+    if res.safety_id:
+        print(f"safety snapshot {res.safety_id}")
+    if res.restore is not None:
+        r = res.restore
+        print(f"files: {len(r.written)} written, {len(r.deleted)} deleted, {len(r.left)} left alone")
+        for a in r.left:
+            print(f"  left {show_path(a.path)}  ({a.reason})")
+    print(f"prompt {res.to_prompt} (edit and send it again):")
+    print(res.prompt)
+
+
+def print_plan_from(res: RewindResult) -> None:
+    """Plan lines of a dry-run restore inside a rewind or redo."""
+    assert res.restore is not None
+    for a in res.restore.plan.actions:
+        if a.op != "rmdir":
+            print(f"  {a.op:<6} {show_path(a.path)}  ({a.reason})")
+
+
+def _rewind(ctx: Context, args: argparse.Namespace) -> int:
+    mode = _mode(args)
+    with open_session(ctx, args) as session:
+        session.resume_thread(args.thread)
+        confirm = None if args.dry_run else _confirm(ctx, args, session, "rewind")
+        res = session.rewind(args.thread, args.to, mode, dry_run=args.dry_run, confirm=confirm)
+    if ctx.json:
+        ctx.emit(res.as_json())
+    else:
+        _print_rewind(res)
+    return 0
+
+
+def _redo(ctx: Context, args: argparse.Namespace) -> int:
+    with open_session(ctx, args) as session:
+        session.resume_thread(args.thread)
+        confirm = None if args.dry_run else _confirm(ctx, args, session, "redo")
+        res = session.redo(args.thread, dry_run=args.dry_run, confirm=confirm)
+    if ctx.json:
+        ctx.emit(res.as_json())
+        return 0
+    if res.changed_since_rewind:
+        print(f"{len(res.changed_since_rewind)} files changed since the rewind (the safety snapshot keeps them):")
+        for p in res.changed_since_rewind:
+            print(f"  {show_path(p)}")
+    if res.turns_since_rewind:
+        print(f"{res.turns_since_rewind} prompts were sent on thread {res.from_thread} since the rewind "
+              "(it stays as it is)")
+    if res.dry_run:
+        if res.restore is not None:
+            for a in res.restore.plan.actions:
+                if a.op != "rmdir":
+                    print(f"  {a.op:<6} {show_path(a.path)}  ({a.reason})")
+        print(f"redo would return to thread {res.thread_id}")
+        return 0
+    print(f"thread {res.thread_id}")
+    if res.safety_id:
+        print(f"safety snapshot {res.safety_id}")
+    return 0

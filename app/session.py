@@ -1,0 +1,701 @@
+"""The session core: drives Codex through its app-server and binds snapshots to turns.
+
+No UI imports: front ends supply callbacks (approvals, events, confirmations) and render results.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from openai_codex.client import CodexClient, CodexConfig
+from openai_codex.errors import CodexError, JsonRpcError, TransportClosedError
+
+from config import CodexrSettings
+from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
+from snapshot_store.manifest import captured_items
+from snapshot_store.store import resolve_root
+
+from .sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord, relative_to
+from .workspace_lock import SessionLock
+
+APPROVAL_METHODS = {
+    "item/commandExecution/requestApproval": "command",
+    "item/fileChange/requestApproval": "fileChange",
+    "execCommandApproval": "command",
+    "applyPatchApproval": "fileChange",
+}
+MODES = ("both", "files", "conversation")
+
+
+class SessionError(StoreError):
+    """A clear, one-line failure of a session operation (nothing was changed)."""
+
+
+@dataclass
+class SessionOptions:
+    """How to start Codex and what to pass through to it."""
+
+    cwd: Path
+    codex_home: Path
+    settings: CodexrSettings
+    model: str | None = None
+    sandbox: str | None = None
+    approval_policy: str | None = None
+    config_overrides: tuple[str, ...] = ()
+    env: dict[str, str] | None = None
+    codex_bin: str | None = None
+
+
+@dataclass
+class ApprovalRequest:
+    """What the agent asks permission for; the UI answers with a decision string."""
+
+    kind: str
+    method: str
+    thread_id: str
+    turn_id: str
+    item_id: str
+    command: str | None
+    cwd: str | None
+    reason: str | None
+    changes: list[dict[str, Any]]
+    params: dict[str, Any]
+
+
+ApprovalCallback = Callable[[ApprovalRequest], str]
+EventCallback = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class TurnOutcome:
+    """One finished turn, with the snapshots taken around it."""
+
+    thread_id: str
+    turn_id: str
+    status: str
+    final_message: str
+    error: str | None
+    items: list[dict[str, Any]]
+    files_changed: list[str]
+    pre: str | None
+    post: str | None
+    seconds: float
+
+    def as_json(self) -> dict[str, Any]:
+        """The stable JSON shape `codexr exec --json` prints."""
+        return {
+            "thread_id": self.thread_id,
+            "turn_id": self.turn_id,
+            "status": self.status,
+            "final_message": self.final_message,
+            "error": self.error,
+            "files_changed": self.files_changed,
+            "pre_snapshot": self.pre,
+            "post_snapshot": self.post,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass
+class Prompt:
+    """One prompt (turn) of a thread as Codex reports it, with codexr's snapshot for it."""
+
+    number: int
+    turn_id: str
+    text: str
+    status: str
+    pre: str | None
+
+
+@dataclass
+class RewindResult:
+    """What a rewind did (or, for a dry run, would do)."""
+
+    thread_id: str
+    origin_thread: str
+    mode: str
+    to_prompt: int
+    prompt: str
+    safety_id: str | None
+    restore: RestoreResult | None
+    dry_run: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        """Stable JSON for `codexr rewind --json`."""
+        return {
+            "thread_id": self.thread_id,
+            "origin_thread": self.origin_thread,
+            "mode": self.mode,
+            "to_prompt": self.to_prompt,
+            "prompt": self.prompt,
+            "safety_id": self.safety_id,
+            "dry_run": self.dry_run,
+            "restore": self.restore.as_json() if self.restore else None,
+        }
+
+
+@dataclass
+class RedoResult:
+    """What a redo did (or would do)."""
+
+    thread_id: str
+    from_thread: str
+    mode: str
+    safety_id: str | None
+    changed_since_rewind: list[str]
+    turns_since_rewind: int
+    restore: RestoreResult | None
+    dry_run: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        """Stable JSON for `codexr redo --json`."""
+        return {
+            "thread_id": self.thread_id,
+            "from_thread": self.from_thread,
+            "mode": self.mode,
+            "safety_id": self.safety_id,
+            "changed_since_rewind": self.changed_since_rewind,
+            "turns_since_rewind": self.turns_since_rewind,
+            "dry_run": self.dry_run,
+            "restore": self.restore.as_json() if self.restore else None,
+        }
+
+
+@dataclass
+class ThreadSummary:
+    """A row of `codexr threads`."""
+
+    thread_id: str
+    preview: str
+    prompts: int
+    with_snapshots: int
+    redo_depth: int
+    updated: float
+    tracking: bool
+    forked_from: str | None = None
+    cwd: str = ""
+
+
+@dataclass
+class _TurnState:
+    open_items: dict[str, dict[str, Any]] = field(default_factory=dict)
+    items: list[dict[str, Any]] = field(default_factory=list)
+    touched: list[str] = field(default_factory=list)
+    final: str = ""
+
+
+def _text_of(user_item: dict[str, Any]) -> str:
+    parts = [c.get("text", "") for c in user_item.get("content") or [] if isinstance(c, dict)]
+    return "\n".join(p for p in parts if p)
+
+
+def _dump(payload: Any) -> dict[str, Any]:
+    if hasattr(payload, "model_dump"):
+        out = payload.model_dump(by_alias=True, mode="json", exclude_none=False)
+        return out if isinstance(out, dict) else {}
+    params = getattr(payload, "params", None)
+    return params if isinstance(params, dict) else {}
+
+
+class Session:
+    """One Codex app-server process, the snapshot store, and the sidecars of its threads."""
+
+    def __init__(self, opts: SessionOptions, *, approval: ApprovalCallback | None = None,
+                 on_notice: EventCallback | None = None) -> None:
+        self.opts = opts
+        self.cwd = resolve_root(opts.cwd)
+        self.tracking = opts.settings.features.file_snapshots
+        self.scope = opts.settings.scope()
+        self.store_dir = opts.codex_home / "file_snapshots"
+        self.store = Store.open(self.store_dir, protected=[opts.codex_home])
+        self.sidecars = Sidecars(self.store_dir)
+        self._approval = approval
+        self._on_notice = on_notice
+        self._approval_timeout = opts.settings.file_snapshots.approval_timeout_seconds
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="codexr-approval")
+        self._turn_states: dict[str, _TurnState] = {}
+        self._items_lock = threading.Lock()
+        self._closed = False
+        self.lock = SessionLock(self.store_dir, self.cwd)
+        self.client = self._start_codex()
+        self._drain = threading.Thread(target=self._drain_global, daemon=True, name="codexr-notices")
+        self._drain.start()
+        if self.tracking:
+            self.store.watch(self.cwd)
+
+    # ------------------------------------------------------------------ lifecycle
+    def _start_codex(self) -> CodexClient:
+        env = dict(self.opts.env or {})
+        env.setdefault("CODEX_HOME", str(self.opts.codex_home))
+        cfg = CodexConfig(codex_bin=self.opts.codex_bin, cwd=str(self.cwd), env=env,
+                          config_overrides=self.opts.config_overrides, client_name="codexr",
+                          client_title="codex-rewind")
+        client = CodexClient(cfg, approval_handler=self._handle_server_request)
+        try:
+            client.start()
+            client.initialize()
+        except (OSError, CodexError) as exc:
+            with contextlib.suppress(Exception):
+                client.close()
+            tail = client._stderr_tail(5).strip().splitlines()
+            hint = f": {tail[-1]}" if tail else ""
+            raise SessionError(f"cannot start Codex ({exc.__class__.__name__}: {exc}){hint}") from exc
+        self.lock.acquire()
+        return client
+
+    def close(self) -> None:
+        """Stop Codex and release everything."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            self.client.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.store.close()
+        self.lock.release()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _drain_global(self) -> None:
+        """Thread-level notifications go to an unbounded SDK queue: keep it drained."""
+        while not self._closed:
+            try:
+                n = self.client.next_notification()
+            except Exception:
+                return
+            if self._on_notice is not None:
+                with contextlib.suppress(Exception):
+                    self._on_notice(n.method, _dump(n.payload))
+
+    def _rpc(self, what: str, fn: Callable[[], Any]) -> Any:
+        """Call Codex; its errors become one-line SessionErrors."""
+        try:
+            return fn()
+        except JsonRpcError as exc:
+            raise SessionError(f"{what}: {getattr(exc, 'message', None) or exc}") from exc
+        except (TransportClosedError, CodexError) as exc:
+            raise SessionError(f"{what}: Codex stopped responding ({exc})") from exc
+
+    # ------------------------------------------------------------------ approvals
+    def _handle_server_request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        """Runs on the SDK's only reader thread: must never raise and never wait forever."""
+        try:
+            kind = APPROVAL_METHODS.get(method)
+            if kind is None:
+                return {}
+            p = params or {}
+            item_id = str(p.get("itemId") or p.get("callId") or "")
+            changes: list[dict[str, Any]] = []
+            if kind == "fileChange":
+                deadline = time.monotonic() + 0.5
+                while True:
+                    with self._items_lock:
+                        item = next((s.open_items.get(item_id) for s in self._turn_states.values()
+                                     if item_id in s.open_items), None)
+                    if item is not None or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.01)
+                changes = list((item or {}).get("changes") or [])
+            command = p.get("command")
+            if isinstance(command, list):
+                command = " ".join(str(c) for c in command)
+            req = ApprovalRequest(kind, method, str(p.get("threadId") or p.get("conversationId") or ""),
+                                  str(p.get("turnId") or ""), item_id, command, p.get("cwd"), p.get("reason"),
+                                  changes, p)
+            if self._approval is None:
+                return {"decision": "decline"}
+            future = self._pool.submit(self._approval, req)
+            try:
+                decision = future.result(timeout=self._approval_timeout)
+            except concurrent.futures.TimeoutError:
+                self._notice("approvalTimedOut", {"itemId": item_id, "seconds": self._approval_timeout})
+                decision = "decline"
+            if method in ("execCommandApproval", "applyPatchApproval"):
+                legacy = {"accept": "approved", "acceptForSession": "approved_for_session",
+                          "decline": "denied", "cancel": "abort"}
+                return {"decision": legacy.get(decision, "denied")}
+            return {"decision": decision if isinstance(decision, str | dict) else "decline"}
+        except BaseException:
+            return {"decision": "decline"}
+
+    def _notice(self, method: str, params: dict[str, Any]) -> None:
+        if self._on_notice is not None:
+            with contextlib.suppress(Exception):
+                self._on_notice(method, params)
+
+    # ------------------------------------------------------------------ threads
+    def _thread_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"cwd": str(self.cwd), "approvalsReviewer": "user"}
+        if self.opts.model:
+            params["model"] = self.opts.model
+        if self.opts.sandbox:
+            params["sandbox"] = self.opts.sandbox
+        if self.opts.approval_policy:
+            params["approvalPolicy"] = self.opts.approval_policy
+        return params
+
+    def start_thread(self) -> str:
+        """A new thread in this workspace; its sidecar is written with its first turn."""
+        resp = self._rpc("cannot start a thread", lambda: self.client.thread_start(self._thread_params()))
+        return str(resp.thread.id)
+
+    def resume_thread(self, thread_id: str) -> str:
+        """Load an existing thread into this Codex process (a no-op if already loaded)."""
+        params = self._thread_params()
+        params["excludeTurns"] = True
+        resp = self._rpc(f"cannot resume thread {thread_id}",
+                         lambda: self.client.thread_resume(thread_id, params))
+        return str(resp.thread.id)
+
+    def last_thread(self) -> str | None:
+        """The most recently used codexr thread of this workspace."""
+        best: tuple[float, str] | None = None
+        for side in self.sidecars.all():
+            if side.cwd != str(self.cwd):
+                continue
+            when = max([side.created, *[t.started for t in side.turns]])
+            if best is None or when > best[0]:
+                best = (when, side.thread_id)
+        return best[1] if best else None
+
+    def sidecar(self, thread_id: str) -> ThreadSidecar:
+        """The thread's sidecar, created (untracked turns and all) if codexr never saw it."""
+        side = self.sidecars.load(thread_id)
+        if side is None:
+            side = ThreadSidecar(thread_id=thread_id, cwd=str(self.cwd), tracking=self.tracking)
+        return side
+
+    def prompts(self, thread_id: str) -> list[Prompt]:
+        """Every prompt of the thread in order, from Codex itself, joined with our snapshots."""
+        resp = self._rpc(f"unknown thread {thread_id}",
+                         lambda: self.client.thread_read(thread_id, include_turns=True))
+        side = self.sidecars.load(thread_id)
+        out: list[Prompt] = []
+        for turn in resp.thread.turns or []:
+            t = _dump(turn)
+            users = [i for i in t.get("items") or [] if i.get("type") == "userMessage"]
+            if not users:
+                continue
+            rec = side.turn(t["id"]) if side else None
+            out.append(Prompt(len(out) + 1, t["id"], _text_of(users[0]), str(t.get("status")),
+                              rec.pre if rec else None))
+        return out
+
+    # ------------------------------------------------------------------ turns
+    def _known_paths(self, side: ThreadSidecar) -> list[str]:
+        """Agent-touched paths plus everything the thread captured before (tracking only grows)."""
+        known = list(side.agent_touched)
+        latest = side.latest_snapshot()
+        if latest is not None:
+            with contextlib.suppress(StoreError):
+                known.extend(p for p, _e in captured_items(self.store.files(latest)))
+        return known
+
+    def _capture(self, side: ThreadSidecar, kind: str, label: str) -> str | None:
+        if not side.tracking:
+            return None
+        return self.store.capture(self.cwd, label=label, known_paths=self._known_paths(side),
+                                  scope=self.scope, kind=kind, grow=False).id
+
+    def run_turn(self, thread_id: str, text: str, on_event: EventCallback | None = None) -> TurnOutcome:
+        """Capture, start the turn, stream it, capture again; the sidecar binds both to the turn id."""
+        started = time.perf_counter()
+        side = self.sidecar(thread_id)
+        if not self.sidecars.exists(thread_id) and self._has_turns(thread_id):
+            side.tracking = False  # started outside codexr: tracking is decided once, for the thread's life
+        pre = self._capture(side, "pre-turn", f"before: {text[:60]}")
+        resp = self._rpc("cannot start the turn",
+                         lambda: self.client.turn_start(thread_id, [{"type": "text", "text": text}], None))
+        turn_id = str(resp.turn.id)
+        record = TurnRecord(turn_id=turn_id, prompt=text, pre=pre)
+        if side.turn(turn_id) is None:
+            side.turns.append(record)
+        self.sidecars.save(side)
+        state = _TurnState()
+        with self._items_lock:
+            self._turn_states[turn_id] = state
+        status, error = "failed", None
+        try:
+            status, error = self._stream(turn_id, state, on_event)
+        finally:
+            with self._items_lock:
+                self._turn_states.pop(turn_id, None)
+            with contextlib.suppress(Exception):
+                self.client.unregister_turn_notifications(turn_id)
+            for item_id, item in list(state.open_items.items()):
+                closed = {**item, "status": "interrupted" if status == "interrupted" else "failed"}
+                state.items.append(closed)
+                if on_event is not None:
+                    on_event("item/completed", {"item": closed, "turnId": turn_id, "synthetic": True})
+                state.open_items.pop(item_id, None)
+            side.touch(state.touched)
+            record.status = status
+            record.post = self._capture(side, "post-turn", f"after: {text[:60]}")
+            self.sidecars.save(side)
+        return TurnOutcome(thread_id, turn_id, status, state.final, error, state.items,
+                           sorted(set(state.touched)), pre, record.post, time.perf_counter() - started)
+
+    def _has_turns(self, thread_id: str) -> bool:
+        try:
+            resp = self.client.thread_read(thread_id, include_turns=True)
+        except Exception:
+            return False
+        return bool(resp.thread.turns)
+
+    def _stream(self, turn_id: str, state: _TurnState, on_event: EventCallback | None) -> tuple[str, str | None]:
+        while True:
+            try:
+                n = self.client.next_turn_notification(turn_id)
+            except (TransportClosedError, CodexError) as exc:
+                return "failed", f"Codex stopped during the turn: {exc}"
+            method, d = n.method, _dump(n.payload)
+            if method in ("item/started", "item/completed"):
+                item = d.get("item") or {}
+                if item.get("type") == "fileChange":
+                    for ch in item.get("changes") or []:
+                        self._touch(state, ch)
+                with self._items_lock:
+                    if method == "item/started":
+                        state.open_items[str(item.get("id"))] = item
+                    else:
+                        state.open_items.pop(str(item.get("id")), None)
+                if method == "item/completed":
+                    state.items.append(item)
+                    if item.get("type") == "agentMessage":
+                        state.final = str(item.get("text") or "")
+            if on_event is not None:
+                with contextlib.suppress(Exception):
+                    on_event(method, d)
+            if method == "turn/completed":
+                turn = d.get("turn") or {}
+                err = turn.get("error") or None
+                return str(turn.get("status") or "completed"), (err.get("message") if isinstance(err, dict) else None)
+
+    def _touch(self, state: _TurnState, change: dict[str, Any]) -> None:
+        for key in ("path", "movePath", "move_path"):
+            value = change.get(key)
+            kind = change.get("kind")
+            if key != "path" and isinstance(kind, dict):
+                value = kind.get("move_path") or kind.get("movePath")
+            if isinstance(value, str) and value:
+                rel = relative_to(str(self.cwd), os.path.realpath(value))
+                if rel is not None and rel not in state.touched:
+                    state.touched.append(rel)
+
+    def interrupt(self, thread_id: str, turn_id: str) -> None:
+        """Ask Codex to stop a running turn."""
+        self._rpc("cannot interrupt", lambda: self.client.turn_interrupt(thread_id, turn_id))
+
+    # ------------------------------------------------------------------ rewind / redo
+    def _resolve_prompt(self, prompts: list[Prompt], to: str | int) -> Prompt:
+        if isinstance(to, int) or str(to).isdigit():
+            n = int(to)
+            if not 1 <= n <= len(prompts):
+                raise SessionError(f"prompt {n} does not exist (the thread has {len(prompts)} prompts)")
+            return prompts[n - 1]
+        for p in prompts:
+            if p.turn_id == to:
+                return p
+        raise SessionError(f"turn {to} is not in this thread")
+
+    def other_sessions(self) -> list[str]:
+        """Other live codexr sessions in this workspace (their work may be overwritten)."""
+        return self.lock.others()
+
+    def rewind(self, thread_id: str, to: str | int, mode: str = "both", *, dry_run: bool = False,
+               confirm: Callable[[RestorePlan], bool] | None = None) -> RewindResult:
+        """Fork the conversation before prompt `to` and/or restore its pre-turn files."""
+        if mode not in MODES:
+            raise SessionError(f"unknown rewind mode {mode!r}")
+        side = self.sidecars.load(thread_id)
+        prompts = self.prompts(thread_id)
+        target = self._resolve_prompt(prompts, to)
+        files = mode in ("both", "files")
+        if files and target.pre is None:
+            raise SessionError(
+                f"prompt {target.number} has no file snapshot (it ran outside codexr or with file_snapshots off); "
+                "rewind the conversation only with --conversation-only")
+        known = self._known_paths(side) if side else []
+        declined = False
+
+        def asked(plan: RestorePlan) -> bool:
+            nonlocal declined
+            declined = confirm is not None and not confirm(plan)
+            return not declined
+
+        restore: RestoreResult | None = None
+        if dry_run:
+            if files and target.pre:
+                restore = self.store.restore(target.pre, self.cwd, dry_run=True, known_paths=known, scope=self.scope)
+            return RewindResult(thread_id, thread_id, mode, target.number, target.text, None, restore, True)
+        new_thread = thread_id
+        if mode in ("both", "conversation"):
+            new_thread = self._fork_before(thread_id, target, prompts)
+        if files and target.pre:
+            try:
+                restore = self.store.restore(target.pre, self.cwd, known_paths=known, scope=self.scope,
+                                             confirm=asked)
+            except BaseException:
+                self._drop_fork(new_thread, thread_id)
+                raise
+            if declined:
+                self._drop_fork(new_thread, thread_id)
+                raise SessionError("rewind cancelled; nothing changed")
+        if new_thread == thread_id:
+            dest = side if side is not None else self.sidecar(thread_id)
+        else:
+            dest = self._fork_sidecar(side, new_thread, thread_id, target.number)
+        dest.redo.append(RedoEntry(
+            origin_thread=thread_id, mode=mode, safety_id=restore.safety_id if restore else None,
+            target_snapshot=target.pre if files else None, to_prompt=target.number, prompt=target.text,
+            origin_turns=len(prompts)))
+        dest.history.append({"event": "rewind", "from": thread_id, "to_prompt": target.number, "mode": mode,
+                             "safety_id": restore.safety_id if restore else None, "at": time.time()})
+        self.sidecars.save(dest)
+        return RewindResult(new_thread, thread_id, mode, target.number, target.text,
+                            restore.safety_id if restore else None, restore)
+
+    def _drop_fork(self, new_thread: str, thread_id: str) -> None:
+        """A rewind that failed or was declined leaves no stray fork behind (archived, not deleted)."""
+        if new_thread != thread_id:
+            with contextlib.suppress(Exception):
+                self.client.thread_archive(new_thread)
+
+    def _fork_before(self, thread_id: str, target: Prompt, prompts: list[Prompt]) -> str:
+        """The conversation as it was just before `target` was sent."""
+        if target.number == 1:
+            return self.start_thread()
+        last = prompts[target.number - 2].turn_id
+        params = {**self._thread_params(), "lastTurnId": last}
+        resp = self._rpc(f"cannot fork thread {thread_id}", lambda: self.client.thread_fork(thread_id, params))
+        return str(resp.thread.id)
+
+    def _fork_sidecar(self, side: ThreadSidecar | None, new_thread: str, origin: str, to_prompt: int) -> ThreadSidecar:
+        """The fork keeps the snapshots of the prompts it shares with its origin."""
+        dest = ThreadSidecar(thread_id=new_thread, cwd=str(self.cwd),
+                             tracking=side.tracking if side else self.tracking, forked_from=origin)
+        if side is not None:
+            kept = {p.turn_id for p in self.prompts(origin)[: to_prompt - 1]}
+            dest.turns = [TurnRecord(**vars(t)) for t in side.turns if t.turn_id in kept]
+            dest.agent_touched = list(side.agent_touched)
+        return dest
+
+    def redo(self, thread_id: str, *, dry_run: bool = False,
+             confirm: Callable[[RestorePlan], bool] | None = None) -> RedoResult:
+        """Undo the last rewind that landed on this thread: its files and its conversation."""
+        side = self.sidecars.load(thread_id)
+        if side is None or not side.redo:
+            raise SessionError(f"nothing to redo on thread {thread_id}")
+        entry = side.redo[-1]
+        changed: list[str] = []
+        if entry.target_snapshot:
+            with contextlib.suppress(StoreError):
+                changed = [c.path for c in self.store.diff(entry.target_snapshot, None, self.cwd, self.scope)]
+        turns_since = 0
+        if entry.origin_thread != thread_id:
+            turns_since = max(0, len(self.prompts(thread_id)) - (entry.to_prompt - 1))
+        else:
+            turns_since = max(0, len(self.prompts(thread_id)) - entry.origin_turns)
+        restore: RestoreResult | None = None
+        files = entry.mode in ("both", "files") and entry.safety_id is not None
+        declined = False
+
+        def asked(plan: RestorePlan) -> bool:
+            nonlocal declined
+            declined = confirm is not None and not confirm(plan)
+            return not declined
+
+        if dry_run:
+            if files and entry.safety_id:
+                restore = self.store.restore(entry.safety_id, self.cwd, dry_run=True,
+                                             known_paths=self._known_paths(side), scope=self.scope)
+            return RedoResult(entry.origin_thread, thread_id, entry.mode, None, changed, turns_since, restore, True)
+        if entry.mode in ("both", "conversation") and entry.origin_thread != thread_id:
+            self.resume_thread(entry.origin_thread)
+        if files and entry.safety_id:
+            restore = self.store.restore(entry.safety_id, self.cwd, known_paths=self._known_paths(side),
+                                         scope=self.scope, confirm=asked)
+            if declined:
+                raise SessionError("redo cancelled; nothing changed")
+        side.redo.pop()
+        side.history.append({"event": "redo", "to": entry.origin_thread, "at": time.time(),
+                             "safety_id": restore.safety_id if restore else None})
+        self.sidecars.save(side)
+        if entry.origin_thread != thread_id:
+            origin = self.sidecar(entry.origin_thread)
+            origin.history.append({"event": "redone", "from": thread_id, "at": time.time(),
+                                   "safety_id": restore.safety_id if restore else None})
+            self.sidecars.save(origin)
+        return RedoResult(entry.origin_thread, thread_id, entry.mode, restore.safety_id if restore else None,
+                          changed, turns_since, restore)
+
+    # ------------------------------------------------------------------ listing
+    def threads(self, all_workspaces: bool = False) -> list[ThreadSummary]:
+        """Threads of this workspace (or all) known to Codex, with codexr's snapshot coverage."""
+        params: dict[str, Any] = {"limit": 200}
+        if not all_workspaces:
+            params["cwd"] = str(self.cwd)
+        resp = self._rpc("cannot list threads", lambda: self.client.thread_list(params))
+        out: list[ThreadSummary] = []
+        seen: set[str] = set()
+        for th in resp.data:
+            t = _dump(th)
+            tid = str(t["id"])
+            seen.add(tid)
+            side = self.sidecars.load(tid)
+            out.append(self._summary(tid, side, str(t.get("preview") or ""), float(t.get("updatedAt") or 0),
+                                     str(t.get("cwd") or "")))
+        for side in self.sidecars.all():
+            if side.thread_id in seen or (not all_workspaces and side.cwd != str(self.cwd)):
+                continue
+            if not side.turns:
+                continue
+            out.append(self._summary(side.thread_id, side, side.turns[0].prompt if side.turns else "",
+                                     max(t.started for t in side.turns), side.cwd))
+        out.sort(key=lambda s: s.updated, reverse=True)
+        return out
+
+    def _summary(self, tid: str, side: ThreadSidecar | None, preview: str, updated: float,
+                 cwd: str) -> ThreadSummary:
+        prompts = len(side.turns) if side else 0
+        with contextlib.suppress(SessionError):
+            prompts = len(self.prompts(tid))
+        snaps = sum(1 for t in side.turns if t.pre) if side else 0
+        return ThreadSummary(tid, preview.splitlines()[0][:80] if preview else "", prompts, snaps,
+                             len(side.redo) if side else 0, updated, bool(side and side.tracking),
+                             side.forked_from if side else None, cwd)
+
+
+def ensure_thread(session: Session, thread_id: str | None, last: bool) -> str:
+    """The thread an exec/rewind/redo acts on: given, the workspace's last, or a new one."""
+    if thread_id:
+        return session.resume_thread(thread_id)
+    if last:
+        found = session.last_thread()
+        if found is None:
+            raise SessionError(f"no codexr thread in {session.cwd} yet (drop --last to start one)")
+        return session.resume_thread(found)
+    return session.start_thread()
+
+
+def split_overrides(overrides: Iterable[str]) -> tuple[str, ...]:
+    """`-c` overrides meant for Codex (ours, `file_snapshots.*` and `features.file_snapshots`, stay here)."""
+    out = []
+    for kv in overrides:
+        key = kv.split("=", 1)[0].strip()
+        if key.startswith("file_snapshots") or key == "features.file_snapshots":
+            continue
+        out.append(kv)
+    return tuple(out)

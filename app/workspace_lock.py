@@ -1,0 +1,64 @@
+"""Live-session registry per workspace: two codexr sessions in one workspace see each other."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+from snapshot_store.fsutil import atomic_write
+from snapshot_store.ids import workspace_key
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class SessionLock:
+    """A file per live session (pid, host, start time) under the store's locks directory."""
+
+    def __init__(self, store_dir: Path, workspace: Path) -> None:
+        self.dir = store_dir / "locks" / "sessions" / workspace_key(str(workspace))
+        self.workspace = workspace
+        self.path = self.dir / f"{socket.gethostname()}-{os.getpid()}.json"
+
+    def acquire(self) -> None:
+        """Register this process as a live session of the workspace."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        doc = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
+               "workspace": str(self.workspace)}
+        atomic_write(self.path, json.dumps(doc).encode(), sync=False)
+
+    def release(self) -> None:
+        """Unregister."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    def others(self) -> list[str]:
+        """Descriptions of other live sessions in this workspace; stale entries are removed."""
+        out = []
+        host = socket.gethostname()
+        for f in sorted(self.dir.glob("*.json")) if self.dir.is_dir() else []:
+            if f == self.path:
+                continue
+            try:
+                doc = json.loads(f.read_text())
+                pid, their_host = int(doc["pid"]), str(doc["host"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if their_host == host and not _alive(pid):
+                with contextlib.suppress(OSError):
+                    f.unlink()
+                continue
+            started = time.strftime("%H:%M", time.localtime(float(doc.get("since", 0))))
+            out.append(f"pid {pid} on {their_host} (since {started})")
+        return out
