@@ -110,8 +110,14 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
     actions: list[Action] = []
     deletes: dict[str, Action] = {}
     emptied: list[str] = []  # directories a write replaces: removed (deepest first) once emptied
-    paths = {p for p, e in target.items() if is_captured(e)} | {p for p, e in current.items() if is_captured(e)}
-    for path in sorted(paths):
+    held = ("f", "l")
+    paths = {p for p, e in target.items() if e[0] in held} | {p for p, e in current.items() if e[0] in held}
+    changed = []
+    for path in paths:
+        t, s = target.get(path), current.get(path)
+        if t != s:
+            changed.append(path)
+    for path in sorted(changed):
         t, s = target.get(path), current.get(path)
         if forbidden(path):
             continue
@@ -161,9 +167,9 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
             else:
                 actions.append(Action(LEAVE, path, "the target snapshot never looked here", t, s))
     for path, s in current.items():
-        if not path or path == IGNORE_FILE or forbidden(path) or ignore.file(path):
+        if s[0] not in ("x", "D") or not path or path == IGNORE_FILE:
             continue
-        if not witnessed_absent(target, path):
+        if forbidden(path) or ignore.file(path) or not witnessed_absent(target, path):
             continue
         if s == ("x", HIDDEN):
             actions.append(Action(LEAVE, path, "absent in the target; hidden files are only captured when tracked, "
