@@ -67,11 +67,24 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
 
 
 def append_line(path: Path, line: bytes) -> None:
-    """Append one record with O_APPEND and fsync; a torn last line is tolerated by readers."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    """Append one whole record (or nothing) and fsync; readers tolerate a torn last line.
+
+    A torn tail left by an earlier crash is terminated first, so it never swallows this record.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        os.write(fd, line)
-        os.fsync(fd)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
     finally:
         os.close(fd)
 

@@ -311,7 +311,12 @@ class PackWriter:
             f.close()
             final = self.dir / f"{self._pack_id}.pack"
             os.replace(tmp, final)
-            atomic_write(self.dir / f"{self._pack_id}.idx", encode_index(entries), sync=True)
+            try:
+                atomic_write(self.dir / f"{self._pack_id}.idx", encode_index(entries), sync=True)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    final.unlink()  # a pack nobody can find would only waste space
+                raise
         except BaseException:
             with contextlib.suppress(OSError):
                 f.close()

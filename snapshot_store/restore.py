@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import blake3
 
 from .capture import Progress
-from .errors import CorruptStore, StoreError
+from .errors import CorruptStore, StoreError, StoreFull
 from .fsutil import atomic_write, fsync_dir, syncfs, translate_os_errors
 from .ids import is_snapshot_id, workspace_key
 from .manifest import Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
@@ -281,7 +281,7 @@ def restore(
     targets = [p for p, e in target.items() if is_captured(e) or e[0] == "-"]
     known = [*known_paths, *targets]
     # The shared store lock spans capture, confirmation and apply: gc cannot drop the target meanwhile.
-    with store.workspace_lock(ws), store.shared_lock(), translate_os_errors(f"restore into {ws}"):
+    with translate_os_errors(f"restore into {ws}"), store.workspace_lock(ws), store.shared_lock():
         if not dry_run:
             recover(store, ws)
         ignore = Ignore.load(ws)
@@ -337,7 +337,10 @@ def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: Re
                 continue
             except OSError as exc:
                 if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                    raise
+                    raise StoreFull(
+                        f"restore into {ws}: the disk filled up after {len(result.written)} files were written; "
+                        f"the restore is journaled and the next codexr run finishes it once there is space "
+                        f"(safety snapshot {safety_id[:12]} holds the state before it)") from exc
                 # One path that cannot be changed (a directory in the way, permissions) is reported,
                 # not allowed to abort the rest half-way.
                 result.left.append(Action(LEAVE, a.path, f"could not {a.op}: {exc.strerror}", a.target, a.current))

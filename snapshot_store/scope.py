@@ -12,7 +12,7 @@ from pathlib import Path
 import pathspec
 import pygit2
 
-from .errors import IgnoreFileError
+from .errors import IgnoreFileError, WorkspaceError
 from .manifest import ABSENT, WALKED, FileMap
 from .settings import ScopeSettings
 
@@ -162,6 +162,8 @@ def select(
         try:
             it = os.scandir(abs_dir)
         except OSError as exc:
+            if not rel_dir:
+                raise WorkspaceError(f"workspace {root} cannot be read: {exc.strerror}") from exc
             entries[rel_dir] = ("D", f"unreadable: {exc.strerror}")
             if rel_dir:
                 scope.skipped.append((rel_dir, f"directory unreadable: {exc.strerror}"))

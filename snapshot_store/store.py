@@ -480,7 +480,7 @@ class Store:
         started_ns = time.time_ns()
         ws = resolve_root(root)
         settings = scope or ScopeSettings()
-        with self.shared_lock(), translate_os_errors(f"capture of {ws}"):
+        with translate_os_errors(f"capture of {ws}"), self.shared_lock():
             recovered = None if dry_run else self.recover(ws)
             ignore = scope_mod.Ignore.load(ws)
             key = str(ws)
@@ -570,7 +570,8 @@ class Store:
             else:
                 cache.update_some(captured.entries, captured.fresh, started_ns)
             if w is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL:
-                cache.save()
+                with contextlib.suppress(OSError):
+                    cache.save()  # disposable: the snapshot is already committed
         result.seconds = time.perf_counter() - started
         return result
 
