@@ -88,6 +88,8 @@ class TurnOutcome:
     pre: str | None
     post: str | None
     seconds: float
+    pre_capture_seconds: float = 0.0
+    post_capture_seconds: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
         """The stable JSON shape `codexr exec --json` prints."""
@@ -101,6 +103,8 @@ class TurnOutcome:
             "pre_snapshot": self.pre,
             "post_snapshot": self.post,
             "seconds": round(self.seconds, 3),
+            "pre_capture_seconds": round(self.pre_capture_seconds, 4),
+            "post_capture_seconds": round(self.post_capture_seconds, 4),
         }
 
 
@@ -415,7 +419,9 @@ class Session:
         side = self.sidecar(thread_id)
         if not self.sidecars.exists(thread_id) and self._has_turns(thread_id):
             side.tracking = False  # started outside codexr: tracking is decided once, for the thread's life
+        t0 = time.perf_counter()
         pre = self._capture(side, "pre-turn", f"before: {text[:60]}")
+        pre_seconds = time.perf_counter() - t0
         resp = self._rpc("cannot start the turn",
                          lambda: self.client.turn_start(thread_id, [{"type": "text", "text": text}], None))
         turn_id = str(resp.turn.id)
@@ -442,10 +448,13 @@ class Session:
                 state.open_items.pop(item_id, None)
             side.touch(state.touched)
             record.status = status
+            t1 = time.perf_counter()
             record.post = self._capture(side, "post-turn", f"after: {text[:60]}")
+            post_seconds = time.perf_counter() - t1
             self.sidecars.save(side)
         return TurnOutcome(thread_id, turn_id, status, state.final, error, state.items,
-                           sorted(set(state.touched)), pre, record.post, time.perf_counter() - started)
+                           sorted(set(state.touched)), pre, record.post, time.perf_counter() - started,
+                           pre_seconds, post_seconds)
 
     def _has_turns(self, thread_id: str) -> bool:
         try:
