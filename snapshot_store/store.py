@@ -395,10 +395,11 @@ class Store:
 
     def _fast_select(self, ws: Path, w: _Watched, known: list[str], git: scope_mod.GitTracked,
                      settings: ScopeSettings, ignore: scope_mod.Ignore, force: Callable[[str], bool] | None
-                     ) -> tuple[FileMap, dict[str, os.stat_result], frozenset[str]] | None:
+                     ) -> tuple[FileMap, dict[str, os.stat_result], frozenset[str], set[str]] | None:
         """Use the change journal: the previous map plus the files known to have changed, or None.
 
-        Returns (previous map, paths to re-read with their lstat, the new covered set).
+        Returns (the map with creations and removals applied, paths to re-read with their lstat,
+        the new covered set, paths removed). None means: walk.
         """
         changes = w.journal.drain()
         last = w.last
@@ -423,14 +424,10 @@ class Store:
         if force is not None:
             held_back = (scope_mod.TOO_LARGE, scope_mod.OVER_LIMIT)
             dirty.update(p for p, e in files.items() if e[0] == "x" and e[1] in held_back and force(p))
-        for p in changes.files:
-            e = files.get(p)
-            if p == scope_mod.IGNORE_FILE or e is None or e[0] == "-":
-                return None
-            if is_captured(e):
-                dirty.add(p)
-            elif e[0] == "x" and e[1] in (scope_mod.TOO_LARGE, scope_mod.OVER_LIMIT):
-                return None  # a residue candidate changed: the newest-100 choice may change
+        settled = self._settle_file_events(ws, changes.files, files, covered, settings, ignore, force, dirty)
+        if settled is None:
+            return None
+        files, removed = settled
         for p, key in last.unwatched.items():
             try:
                 now: Key | None = stat_key(os.lstat(os.path.join(ws, p)))
@@ -453,7 +450,79 @@ class Store:
             if p not in covered and st.st_size > settings.residue_max_file_bytes and not (force and force(p)):
                 return None
             to_read[p] = st
-        return files, to_read, covered
+        return files, to_read, covered, removed
+
+    def _settle_file_events(self, ws: Path, names: set[str], files: FileMap, covered: frozenset[str],
+                            settings: ScopeSettings, ignore: scope_mod.Ignore,
+                            force: Callable[[str], bool] | None, dirty: set[str]
+                            ) -> tuple[FileMap, set[str]] | None:
+        """Apply file events (not directory ones) exactly as a walk would see them now, or None.
+
+        Each named path is looked at again (events only say where to look): a file that appeared
+        is classified like the walk would classify it; one that vanished leaves the map.
+        """
+        changed: FileMap = {}
+        removed: set[str] = set()
+        over_limit: bool | None = None
+        residue: int | None = None
+        for p in names:
+            if p == scope_mod.IGNORE_FILE:
+                return None
+            e = files.get(p)
+            try:
+                st: os.stat_result | None = os.lstat(os.path.join(ws, p))
+            except FileNotFoundError:
+                st = None
+            except OSError:
+                return None
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                return None
+            if st is None:
+                if e is None or e[0] == "-":
+                    continue  # created and gone again (a temp file)
+                if is_captured(e) and p not in covered:
+                    if over_limit is None:
+                        over_limit = any(v == ("x", scope_mod.OVER_LIMIT) for v in files.values())
+                    if over_limit:
+                        return None  # the next-newest file would now enter the residue
+                removed.add(p)
+                continue
+            if e is not None and is_captured(e):
+                dirty.add(p)
+                continue
+            if e is not None and e[0] == "x" and e[1] in (scope_mod.TOO_LARGE, scope_mod.OVER_LIMIT):
+                return None  # a residue candidate changed: the newest-N choice may change
+            if scope_mod.forbidden(p):
+                continue
+            if ignore.file(p):
+                changed[p] = ("x", "ignored")
+            elif not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+                changed[p] = ("x", "not a regular file")
+            elif p in covered or (force is not None and force(p)):
+                dirty.add(p)
+            elif p.rpartition("/")[2].startswith(".") and not settings.include_hidden:
+                changed[p] = ("x", scope_mod.HIDDEN)
+            elif stat.S_ISREG(st.st_mode) and st.st_size > settings.residue_max_file_bytes:
+                changed[p] = ("x", scope_mod.TOO_LARGE)
+            else:
+                if over_limit is None:
+                    over_limit = any(v == ("x", scope_mod.OVER_LIMIT) for v in files.values())
+                if residue is None:
+                    residue = sum(1 for q, v in files.items() if v[0] in ("f", "l") and q not in covered)
+                if over_limit or residue >= settings.residue_max_files:
+                    return None  # the residue is full: which files stay is the walk's call
+                residue += 1
+                dirty.add(p)
+        if not changed and not removed:
+            return files, removed
+        out = dict(files)
+        out.update(changed)
+        for p in removed:
+            if p in covered:
+                out[p] = ABSENT
+            else:
+                out.pop(p, None)
+        return out, removed
 
     def capture(
         self,
@@ -507,11 +576,14 @@ class Store:
                     files = fast[0]
                     fresh = last.fresh
                     stats = last.stats
+                    if fast[3]:
+                        fresh = {p: v for p, v in fresh.items() if p not in fast[3]}
+                        stats = {p: v for p, v in stats.items() if p not in fast[3]}
                     if captured.entries:
-                        stats = {**last.stats, **captured.stats}
+                        stats = {**stats, **captured.stats}
                         files = dict(files)
                         files.update(captured.entries)
-                        fresh = {**last.fresh, **captured.fresh}
+                        fresh = {**fresh, **captured.fresh}
                         for p, e in captured.entries.items():
                             if e[0] != "f":
                                 fresh.pop(p, None)

@@ -1,9 +1,10 @@
 """Change journal from inotify: lets a capture in a long-running session skip the walk.
 
 Every directory the capture walks gets a watch *before* it is listed, so no change after the
-listing is missed. A capture that sees no events reuses the previous result; one that sees
-only modifications of captured files re-reads just those. Anything else (a create, delete or
-rename, a queue overflow, a watch that could not be added) falls back to the full walk.
+listing is missed. A capture that sees no events reuses the previous result; file events only
+say where to look again (each named path is lstat'ed and classified as the walk would). Anything
+about directories (created, removed, renamed), a queue overflow, a watch that could not be
+added, or a change to which residue files are kept falls back to the full walk.
 A restore's own writes are absorbed (see Store._absorb_own_changes); its safety capture may use
 the journal because every write is re-checked against the file's lstat before it happens.
 """
@@ -93,10 +94,10 @@ class ChangeJournal:
                     continue
                 path = f"{rel_dir}/{ev.name}" if rel_dir and ev.name else (ev.name or rel_dir)
                 out.paths.add(path)
-                if ev.mask & (_STRUCTURE | _F.ISDIR) or not ev.name:
+                if ev.mask & (_F.ISDIR | _F.DELETE_SELF | _F.MOVE_SELF) or not ev.name:
                     out.structural = True
                     continue
-                out.files.add(path)
+                out.files.add(path)  # a file created, changed, removed or renamed: look at it again
         return out
 
     def reset(self) -> None:
