@@ -224,7 +224,6 @@ class Session:
         self._approval = approval
         self._on_notice = on_notice
         self._approval_timeout = opts.settings.file_snapshots.approval_timeout_seconds
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="codexr-approval")
         self._turn_states: dict[str, _TurnState] = {}
         self._items_lock = threading.Lock()
         self._closed = False
@@ -262,7 +261,6 @@ class Session:
         self._closed = True
         with contextlib.suppress(Exception):
             self.client.close()
-        self._pool.shutdown(wait=False, cancel_futures=True)
         self.store.close()
         self.lock.release()
 
@@ -320,7 +318,17 @@ class Session:
                                   changes, p)
             if self._approval is None:
                 return {"decision": "decline"}
-            future = self._pool.submit(self._approval, req)
+            # Each request gets its own thread: one the UI never answered cannot block the next.
+            future: concurrent.futures.Future[str] = concurrent.futures.Future()
+            callback = self._approval
+
+            def ask() -> None:
+                try:
+                    future.set_result(callback(req))
+                except BaseException as exc:
+                    future.set_exception(exc)
+
+            threading.Thread(target=ask, daemon=True, name="codexr-approval").start()
             try:
                 decision = future.result(timeout=self._approval_timeout)
             except concurrent.futures.TimeoutError:
@@ -383,8 +391,14 @@ class Session:
 
     def prompts(self, thread_id: str) -> list[Prompt]:
         """Every prompt of the thread in order, from Codex itself, joined with our snapshots."""
-        resp = self._rpc(f"unknown thread {thread_id}",
-                         lambda: self.client.thread_read(thread_id, include_turns=True))
+        try:
+            resp = self.client.thread_read(thread_id, include_turns=True)
+        except JsonRpcError:
+            # A thread with no turn yet has no rollout to list turns from; it exists if it reads.
+            self._rpc(f"unknown thread {thread_id}", lambda: self.client.thread_read(thread_id, include_turns=False))
+            return []
+        except (TransportClosedError, CodexError) as exc:
+            raise SessionError(f"unknown thread {thread_id}: Codex stopped responding ({exc})") from exc
         side = self.sidecars.load(thread_id)
         out: list[Prompt] = []
         for turn in resp.thread.turns or []:

@@ -1,0 +1,203 @@
+"""Helpers for the end-to-end session tests: a real Codex app-server driven by the scripted model.
+
+`Rig` bundles a fresh CODEX_HOME, a workspace and a started `Session` pointed at a (shared)
+`ScriptedModel`. Tests build rigs through `RigFactory.make()`; the factory closes everything at teardown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.scripted_model import ScriptedModel, write_codex_home
+from app.session import ApprovalCallback, EventCallback, Session, SessionOptions, TurnOutcome
+from config import load_settings
+
+TURN_TIMEOUT_S = 30.0
+
+GIT_ENV = {
+    **os.environ,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in `repo` with a throw-away identity; return stdout."""
+    out = subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=repo, env=GIT_ENV, check=True,
+                         capture_output=True)
+    return out.stdout.decode()
+
+
+# ------------------------------------------------------------------------------------------- trees
+
+Tree = dict[str, tuple[str, bytes, int]]
+
+
+def tree(root: Path, *, skip: tuple[str, ...] = (".git",)) -> Tree:
+    """Every entry below `root` (files, symlinks, directories) with its content and permission bits."""
+    out: Tree = {}
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in skip)
+        for name in [*dirs, *files]:
+            p = Path(dirpath, name)
+            rel = p.relative_to(root).as_posix()
+            st = p.lstat()
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(p).encode(), 0)
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", b"", mode)
+            else:
+                out[rel] = ("file", p.read_bytes(), mode)
+    return out
+
+
+def files_only(t: Tree) -> dict[str, tuple[bytes, int]]:
+    """Just the regular files of a tree listing."""
+    return {k: (v[1], v[2]) for k, v in t.items() if v[0] == "file"}
+
+
+def without(t: Tree, *paths: str) -> Tree:
+    """A tree listing with some paths (and what is below them) left out."""
+    return {k: v for k, v in t.items() if not any(k == p or k.startswith(p + "/") for p in paths)}
+
+
+def tree_diff(a: Tree, b: Tree) -> str:
+    """A readable description of how two tree listings differ."""
+    lines = []
+    for k in sorted(set(a) | set(b)):
+        if a.get(k) != b.get(k):
+            lines.append(f"{k}: {a.get(k)!r:.80} != {b.get(k)!r:.80}")
+    return "\n".join(lines)
+
+
+def rollout_hashes(home: Path) -> dict[str, str]:
+    """sha256 of every file Codex keeps under sessions/ and archived_sessions/."""
+    out = {}
+    for sub in ("sessions", "archived_sessions"):
+        base = home / sub
+        if not base.exists():
+            continue
+        for dirpath, _dirs, files in os.walk(base):
+            for f in files:
+                p = Path(dirpath, f)
+                out[p.relative_to(home).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def assert_rollouts_untouched(before: Mapping[str, str], after: Mapping[str, str], what: str) -> list[str]:
+    """Existing rollout files kept their bytes; return the names of new ones."""
+    changed = [p for p, h in before.items() if after.get(p) != h]
+    assert not changed, f"{what} modified or removed existing rollout files: {changed}"
+    return sorted(set(after) - set(before))
+
+
+# ------------------------------------------------------------------------------------------- rigs
+
+
+@dataclass
+class Rig:
+    """A fresh CODEX_HOME + workspace + started Session, all pointed at the shared scripted model."""
+
+    model: ScriptedModel
+    home: Path
+    ws: Path
+    env: dict[str, str]
+    session: Session
+    notices: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def turn(self, thread_id: str, text: str, on_event: EventCallback | None = None,
+             timeout: float = TURN_TIMEOUT_S) -> TurnOutcome:
+        """`session.run_turn`, bounded by `timeout` so a wedged Codex fails the test instead of hanging it."""
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["out"] = self.session.run_turn(thread_id, text, on_event)
+            except BaseException as exc:  # surfaced below
+                box["err"] = exc
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(timeout)
+        if t.is_alive():
+            tail = self.session.client._stderr_tail(20)
+            raise AssertionError(f"turn {text!r} did not finish in {timeout}s; codex stderr tail:\n{tail}")
+        if "err" in box:
+            raise box["err"]
+        out: TurnOutcome = box["out"]
+        return out
+
+    def tree(self) -> Tree:
+        """The workspace tree (without .git)."""
+        return tree(self.ws)
+
+    def write(self, rel: str, data: str | bytes, mode: int | None = None) -> Path:
+        """Write a file into the workspace as the user would (not the agent)."""
+        p = self.ws / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data.encode() if isinstance(data, str) else data)
+        if mode is not None:
+            os.chmod(p, mode)
+        return p
+
+    def thread_ids(self) -> set[str]:
+        """Every thread Codex lists (any workspace, archived excluded)."""
+        resp = self.session.client.thread_list({"limit": 200})
+        return {str(t.id) for t in resp.data}
+
+
+class RigFactory:
+    """Builds rigs below a test's tmp_path; `close()` stops their sessions."""
+
+    def __init__(self, model: ScriptedModel, tmp: Path) -> None:
+        self.model = model
+        self.tmp = tmp
+        self.rigs: list[Rig] = []
+
+    def make(self, *, git_repo: bool = False, files: Mapping[str, str | bytes] | None = None,
+             commit: bool = True, config_extra: str = "", approval: ApprovalCallback | None = None,
+             approval_policy: str | None = None, sandbox: str | None = None) -> Rig:
+        """A fresh CODEX_HOME (+ `config_extra` appended to config.toml) and workspace, and a started Session."""
+        n = len(self.rigs)
+        home = self.tmp / f"home{n}"
+        ws = self.tmp / f"ws{n}"
+        ws.mkdir(parents=True)
+        env = write_codex_home(home, self.model.base_url)
+        if config_extra:
+            with (home / "config.toml").open("a") as fh:
+                fh.write("\n" + config_extra + "\n")
+        if git_repo:
+            git(ws, "init", "-q")
+        for rel, data in (files or {}).items():
+            p = ws / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data.encode() if isinstance(data, str) else data)
+        if git_repo and files:
+            git(ws, "add", "-A")
+            if commit:
+                git(ws, "commit", "-qm", "initial")
+        notices: list[tuple[str, dict[str, Any]]] = []
+        opts = SessionOptions(cwd=ws, codex_home=home, settings=load_settings(home), env=env,
+                              approval_policy=approval_policy, sandbox=sandbox)
+        session = Session(opts, approval=approval, on_notice=lambda m, p: notices.append((m, p)))
+        rig = Rig(self.model, home, ws, env, session, notices)
+        self.rigs.append(rig)
+        return rig
+
+    def close(self) -> None:
+        """Stop every session (idempotent)."""
+        for rig in self.rigs:
+            rig.session.close()
