@@ -21,9 +21,20 @@ from .session import (
 from .snapshot_cmds import print_plan, show_path
 
 
+def _codex_flags(p: argparse.ArgumentParser) -> None:
+    """The pass-through flags are also accepted after the subcommand, as `codex exec -m …` does."""
+    p.add_argument("-C", "--cd", dest="cd", default=argparse.SUPPRESS, metavar="DIR", help="the workspace directory")
+    p.add_argument("-m", "--model", default=argparse.SUPPRESS, help="model for Codex")
+    p.add_argument("-s", "--sandbox", default=argparse.SUPPRESS,
+                   choices=["read-only", "workspace-write", "danger-full-access"])
+    p.add_argument("-a", "--ask-for-approval", default=argparse.SUPPRESS,
+                   choices=["untrusted", "on-failure", "on-request", "never"])
+
+
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add the agent commands."""
     p = sub.add_parser("exec", help="run one prompt with snapshots and print the agent's final message")
+    _codex_flags(p)
     p.add_argument("prompt", help="the prompt text")
     who = p.add_mutually_exclusive_group()
     who.add_argument("--thread", help="continue this thread")
@@ -32,11 +43,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(handler=_exec)
 
     p = sub.add_parser("threads", help="threads of this workspace with prompt count, snapshot coverage, redo depth")
+    _codex_flags(p)
     p.add_argument("--all", action="store_true", help="every workspace")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_threads)
 
     p = sub.add_parser("rewind", help="fork the conversation before prompt N and restore its files")
+    _codex_flags(p)
     p.add_argument("--thread", required=True)
     p.add_argument("--to", required=True, help="1-based prompt number or a turn id")
     mode = p.add_mutually_exclusive_group()
@@ -48,6 +61,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(handler=_rewind)
 
     p = sub.add_parser("redo", help="undo the last rewind that landed on this thread")
+    _codex_flags(p)
     p.add_argument("--thread", required=True)
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("-y", "--yes", action="store_true")
@@ -170,7 +184,8 @@ def print_plan_from(res: RewindResult) -> None:
 def _rewind(ctx: Context, args: argparse.Namespace) -> int:
     mode = _mode(args)
     with open_session(ctx, args) as session:
-        session.resume_thread(args.thread)
+        if not args.dry_run:
+            session.resume_thread(args.thread)
         confirm = None if args.dry_run else _confirm(ctx, args, session, "rewind")
         res = session.rewind(args.thread, args.to, mode, dry_run=args.dry_run, confirm=confirm)
     if ctx.json:
@@ -182,7 +197,8 @@ def _rewind(ctx: Context, args: argparse.Namespace) -> int:
 
 def _redo(ctx: Context, args: argparse.Namespace) -> int:
     with open_session(ctx, args) as session:
-        session.resume_thread(args.thread)
+        if not args.dry_run:
+            session.resume_thread(args.thread)
         confirm = None if args.dry_run else _confirm(ctx, args, session, "redo")
         res = session.redo(args.thread, dry_run=args.dry_run, confirm=confirm)
     if ctx.json:

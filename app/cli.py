@@ -58,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             ctx.close()
     except (StoreError, ConfigError, UsageError) as exc:
-        print(f"codexr: error: {exc}", file=sys.stderr)
+        lines = str(exc).strip().splitlines() or ["unknown error"]
+        print(f"codexr: error: {lines[0]}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("codexr: interrupted", file=sys.stderr)

@@ -246,11 +246,12 @@ class Session:
             client.start()
             client.initialize()
         except (OSError, CodexError) as exc:
+            tail = client._stderr_tail(60).splitlines()
             with contextlib.suppress(Exception):
                 client.close()
-            tail = client._stderr_tail(5).strip().splitlines()
-            hint = f": {tail[-1]}" if tail else ""
-            raise SessionError(f"cannot start Codex ({exc.__class__.__name__}: {exc}){hint}") from exc
+            errors = [line.strip() for line in tail if line.strip().startswith("Error:")]
+            why = errors[-1].removeprefix("Error:").strip() if errors else str(exc).splitlines()[0][:200]
+            raise SessionError(f"cannot start Codex: {why}") from exc
         self.lock.acquire()
         return client
 
@@ -597,11 +598,15 @@ class Session:
                 self.client.thread_archive(new_thread)
 
     def _fork_before(self, thread_id: str, target: Prompt, prompts: list[Prompt]) -> str:
-        """The conversation as it was just before `target` was sent."""
+        """The conversation as it was just before `target` was sent.
+
+        For the first prompt this is a fork *before* it (experimental `beforeTurnId`): unlike a fresh
+        thread/start it is saved at once, so another codexr process can resume or redo it.
+        """
         if target.number == 1:
-            return self.start_thread()
-        last = prompts[target.number - 2].turn_id
-        params = {**self._thread_params(), "lastTurnId": last}
+            params = {**self._thread_params(), "beforeTurnId": target.turn_id}
+        else:
+            params = {**self._thread_params(), "lastTurnId": prompts[target.number - 2].turn_id}
         resp = self._rpc(f"cannot fork thread {thread_id}", lambda: self.client.thread_fork(thread_id, params))
         return str(resp.thread.id)
 
@@ -683,10 +688,11 @@ class Session:
         for side in self.sidecars.all():
             if side.thread_id in seen or (not all_workspaces and side.cwd != str(self.cwd)):
                 continue
-            if not side.turns:
+            if not side.turns and not side.redo:
                 continue
-            out.append(self._summary(side.thread_id, side, side.turns[0].prompt if side.turns else "",
-                                     max(t.started for t in side.turns), side.cwd))
+            preview = side.turns[0].prompt if side.turns else "(rewound to before its first prompt)"
+            updated = max([side.created, *[t.started for t in side.turns]])
+            out.append(self._summary(side.thread_id, side, preview, updated, side.cwd))
         out.sort(key=lambda s: s.updated, reverse=True)
         return out
 

@@ -1,0 +1,461 @@
+"""`codexr exec | threads | rewind | redo` end to end: the real command line in a subprocess, driving the
+real Codex app-server against the scripted Responses-API server that runs in this process.
+
+Every CLI call starts Python and Codex (about 1.5 s): independent calls run two at a time (`Cli.many`), and
+threads that tests only need as a starting point are seeded in-process through the same `Session` that
+`codexr exec` uses (`Cli.seed`). Two Codex processes must not start at once on a never-used CODEX_HOME (Codex
+fails to create its state database), so parallel calls either share a home that has been used already or
+get a home of their own.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.scripted_model import (
+    ScriptedModel,
+    add_file,
+    fail,
+    last_user_text,
+    message,
+    message_texts,
+    update_file,
+    user_texts,
+    write_codex_home,
+)
+from app.session import Session, SessionOptions, TurnOutcome
+from config import load_settings
+from snapshot_store import Store
+from snapshot_store.manifest import captured_items
+
+REPO = Path(__file__).parents[1]
+HEX64 = re.compile(r"[0-9a-f]{64}")
+TIMEOUT_S = 60
+UNKNOWN_THREAD = "01a00000-0000-7000-8000-000000000000"
+
+Tree = dict[str, object]
+
+
+def tree(root: Path) -> Tree:
+    """Every directory, file (bytes, mode) and symlink below root, hidden ones included."""
+    out: Tree = {}
+    for dirpath, dirs, files in os.walk(root):
+        for d in dirs:
+            out[Path(dirpath, d).relative_to(root).as_posix() + "/"] = "dir"
+        for f in files:
+            p = Path(dirpath, f)
+            rel = p.relative_to(root).as_posix()
+            out[rel] = ("link", os.readlink(p)) if p.is_symlink() else (p.read_bytes(),
+                                                                         stat.S_IMODE(p.lstat().st_mode))
+    return out
+
+
+def show(res: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {res.returncode}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}"
+
+
+def assert_one_line_error(res: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """Exit 2, no traceback, exactly one stderr line starting `codexr: error:` (and nothing on stdout)."""
+    assert res.returncode == 2, show(res)
+    assert "Traceback" not in res.stderr, show(res)
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("codexr: error:"), show(res)
+    assert res.stdout == "", show(res)
+    for needle in needles:
+        assert needle in lines[0], show(res)
+    return lines[0]
+
+
+@dataclass
+class Cli:
+    """A scripted model, a CODEX_HOME pointing at it, and a workspace; `run` is `codexr` in a subprocess."""
+
+    model: ScriptedModel
+    tmp: Path
+    home: Path
+    ws: Path
+    env: dict[str, str]
+
+    def run(self, *args: str, cwd: Path | None = None, home_env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost", **self.env,
+               **(home_env or {})}
+        return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=cwd or self.ws, env=env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT_S)
+
+    def ok(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        res = self.run(*args, cwd=cwd)
+        assert res.returncode == 0, (args, show(res))
+        assert "Traceback" not in res.stderr, show(res)
+        return res
+
+    def json(self, *args: str, cwd: Path | None = None) -> Any:
+        res = self.ok(*args, "--json", cwd=cwd)
+        try:
+            return json.loads(res.stdout)
+        except ValueError:
+            raise AssertionError(f"stdout is not one JSON document:\n{show(res)}") from None
+
+    def many(self, *calls: tuple[str, ...] | dict[str, Any]) -> list[subprocess.CompletedProcess[str]]:
+        """Run calls in rounds of two (calls[0] with calls[1], then calls[2] with calls[3] ...); a dict is
+        `{"args": (...), **run_kwargs}`. Codex lets one process at a time resume a thread, so the two calls of
+        a round must not name the same thread."""
+        def one(call: tuple[str, ...] | dict[str, Any]) -> subprocess.CompletedProcess[str]:
+            if isinstance(call, dict):
+                kw = dict(call)
+                return self.run(*kw.pop("args"), **kw)
+            return self.run(*call)
+
+        out: list[subprocess.CompletedProcess[str]] = []
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            for start in range(0, len(calls), 2):
+                out += list(pool.map(one, calls[start:start + 2]))
+        return out
+
+    def workspace(self, name: str) -> Path:
+        p = self.tmp / name
+        p.mkdir()
+        return p
+
+    def requests_for(self, prompt: str) -> list[dict[str, Any]]:
+        """The agent's model requests whose last user message is `prompt`."""
+        return [r for r in self.model.model_requests if last_user_text(r) == prompt]
+
+    def threads(self) -> dict[str, dict[str, Any]]:
+        return {row["thread_id"]: row for row in self.json("threads")}
+
+    def home_of_its_own(self, name: str) -> dict[str, str]:
+        """Env of another fresh CODEX_HOME on the same scripted model (for calls run in parallel)."""
+        return write_codex_home(self.tmp / name, self.model.base_url)
+
+    def seed(self, prompts: list[str]) -> tuple[str, list[TurnOutcome], list[Tree]]:
+        """Run prompts on a new thread in-process, as `codexr exec` would; return the thread, the outcomes and
+        the workspace tree before the first prompt and after each one."""
+        opts = SessionOptions(cwd=self.ws, codex_home=self.home, settings=load_settings(self.home), env=self.env)
+        outcomes: list[TurnOutcome] = []
+        trees = [tree(self.ws)]
+        box: dict[str, Any] = {}
+
+        def go() -> None:
+            try:
+                with Session(opts) as session:
+                    tid = session.start_thread()
+                    for prompt in prompts:
+                        out = session.run_turn(tid, prompt)
+                        outcomes.append(out)
+                        trees.append(tree(self.ws))
+                    box["thread"] = tid
+            except BaseException as exc:  # surfaced below
+                box["err"] = exc
+
+        worker = threading.Thread(target=go, daemon=True)
+        worker.start()
+        worker.join(TIMEOUT_S)
+        assert not worker.is_alive(), f"seeding {prompts} did not finish in {TIMEOUT_S}s"
+        if "err" in box:
+            raise box["err"]
+        assert all(o.status == "completed" for o in outcomes), [(o.status, o.error) for o in outcomes]
+        return box["thread"], outcomes, trees
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    tmp = Path(os.path.realpath(tmp_path))
+    ws = tmp / "ws"
+    ws.mkdir()
+    with ScriptedModel() as model:
+        env = write_codex_home(tmp / "codex-home", model.base_url)
+        yield Cli(model, tmp, tmp / "codex-home", ws, env)
+
+
+def outcome_shape(doc: dict[str, Any]) -> None:
+    for key in ("thread_id", "turn_id", "status", "final_message", "files_changed", "pre_snapshot",
+                "post_snapshot"):
+        assert key in doc, doc
+
+
+# ------------------------------------------------------------------------------------------------ exec
+
+
+def test_exec_fresh_workspace_text_and_json_never_reads_stdin(cli: Cli) -> None:
+    cli.model.script("make notes", [add_file("notes.txt", "hello\n"), message("notes are ready")])
+    cli.model.script("make more", [add_file("sub/more.txt", "more\n"), message("more is ready")])
+    other = cli.workspace("ws2")
+    cmd = [sys.executable, "-m", "app.cli", "exec", "--json", "please make more"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
+           **cli.home_of_its_own("home-b")}
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        # stdin is a pipe that is never written to nor closed: exec must not wait on it
+        proc = subprocess.Popen(cmd, cwd=other, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err, text=True)
+        try:
+            text_res = cli.run("exec", "please make notes")
+            try:
+                rc = proc.wait(timeout=TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                pytest.fail("`codexr exec` with an open stdin pipe did not finish: it waits on stdin")
+        finally:
+            assert proc.stdin is not None
+            proc.stdin.close()
+        out.seek(0)
+        err.seek(0)
+        json_res = subprocess.CompletedProcess(cmd, rc, out.read(), err.read())
+
+    # text mode: the final message alone on stdout, the summary on stderr
+    assert text_res.returncode == 0, show(text_res)
+    assert text_res.stdout == "notes are ready\n", show(text_res)
+    assert "Traceback" not in text_res.stderr
+    assert re.search(r"thread \S+\s+turn \S+\s+completed", text_res.stderr), show(text_res)
+    assert (cli.ws / "notes.txt").read_bytes() == b"hello\n"
+
+    # --json: one document on stdout
+    assert json_res.returncode == 0, show(json_res)
+    doc = json.loads(json_res.stdout)
+    outcome_shape(doc)
+    assert doc["status"] == "completed" and doc["final_message"] == "more is ready"
+    assert doc["files_changed"] == ["sub/more.txt"]
+    assert HEX64.fullmatch(doc["pre_snapshot"]) and HEX64.fullmatch(doc["post_snapshot"])
+    assert doc["pre_snapshot"] != doc["post_snapshot"]
+    assert doc["thread_id"] and doc["turn_id"] and doc["thread_id"] != doc["turn_id"]
+    assert (other / "sub" / "more.txt").read_bytes() == b"more\n"
+    assert len(cli.requests_for("please make notes")) == 2 and len(cli.requests_for("please make more")) == 2
+
+
+def test_exec_continues_a_thread_by_id_and_with_last(cli: Cli) -> None:
+    t1, first, _ = cli.seed(["first prompt alpha"])
+    t2, _, _ = cli.seed(["another thread entirely"])
+    assert t2 != t1
+    # --thread: the model sees the earlier prompt of that thread, not the other thread's
+    doc = cli.json("exec", "--thread", t1, "second prompt beta")
+    assert doc["thread_id"] == t1 and doc["status"] == "completed" and doc["turn_id"] != first[0].turn_id
+    (req,) = cli.requests_for("second prompt beta")
+    assert user_texts(req) == ["first prompt alpha", "second prompt beta"]
+    # --last: the most recently used thread of this workspace is t1 again (its latest turn is the newest)
+    doc = cli.json("exec", "--last", "third prompt gamma")
+    assert doc["thread_id"] == t1, (doc, t1, t2)
+    (req,) = cli.requests_for("third prompt gamma")
+    assert user_texts(req) == ["first prompt alpha", "second prompt beta", "third prompt gamma"]
+
+
+# --------------------------------------------------------------------------------- threads, rewind, redo
+
+P1, P2, P3 = "p1: make notes", "p2: edit notes and add b", "p3: add c"
+
+
+def three_prompts(cli: Cli) -> tuple[str, list[str], list[Tree]]:
+    """A thread of three prompts, each changing files; returns (thread, turn ids, tree before p1..after p3)."""
+    cli.model.script("p1: make notes", [add_file("notes.txt", "hello\n"), message("made")])
+    cli.model.script("p2: edit notes", [update_file("notes.txt", "hello", "HELLO"), add_file("b.txt", "b\n"),
+                                        message("edited")])
+    cli.model.script("p3: add c", [add_file("c/c.txt", "c\n"), message("added c")])
+    (cli.ws / "keep.txt").write_text("user file\n")
+    thread, outcomes, trees = cli.seed([P1, P2, P3])
+    assert trees[0] != trees[1] != trees[2] != trees[3]
+    return thread, [o.turn_id for o in outcomes], trees
+
+
+def test_threads_rewind_and_redo(cli: Cli) -> None:
+    t, _turns, trees = three_prompts(cli)
+    after_p1, after_p3 = trees[1], trees[3]
+
+    # a dry run, and a refusal without --yes off a terminal (one after the other: both resume t)
+    dry = cli.run("rewind", "--thread", t, "--to", "2", "--dry-run")
+    refused = cli.run("rewind", "--thread", t, "--to", "2")
+    assert dry.returncode == 0 and "Traceback" not in dry.stderr, show(dry)
+    assert f"rewind thread {t} to prompt 2" in dry.stdout, show(dry)
+    assert re.search(r"^\s+delete\s+b\.txt\s+\(", dry.stdout, re.M), show(dry)
+    assert re.search(r"^\s+delete\s+c/c\.txt\s+\(", dry.stdout, re.M), show(dry)
+    assert re.search(r"^\s+write\s+notes\.txt\s+\(", dry.stdout, re.M), show(dry)
+    assert f"prompt 2: {P2}" in dry.stdout, show(dry)
+    assert_one_line_error(refused, "--yes")
+    assert tree(cli.ws) == after_p3, "a dry or a refused rewind changed the workspace"
+    listing = cli.ok("threads")
+    assert len(listing.stdout.splitlines()) == 1, f"a dry or a refused rewind left a thread:\n{listing.stdout}"
+    assert listing.stdout.startswith(t) and "3 prompts, 3/3 with snapshots" in listing.stdout, listing.stdout
+    assert "redo" not in listing.stdout, listing.stdout
+
+    # the real rewind: a fork ending before prompt 2, and the files as they were before it
+    res = cli.json("rewind", "--thread", t, "--to", "2", "--yes")
+    new = res["thread_id"]
+    assert new != t and res["origin_thread"] == t and res["mode"] == "both"
+    assert res["to_prompt"] == 2 and res["prompt"] == P2
+    assert HEX64.fullmatch(res["safety_id"] or ""), res
+    assert tree(cli.ws) == after_p1
+
+    # the listing beside a redo dry run (only rewind and redo warn about a second live session)
+    rows_res, dry = cli.many(("threads", "--json"), ("redo", "--thread", new, "--dry-run"))
+    assert rows_res.returncode == 0, show(rows_res)
+    rows = {r["thread_id"]: r for r in json.loads(rows_res.stdout)}
+    assert set(rows) == {t, new}, rows
+    assert (rows[new]["prompts"], rows[new]["prompts_with_snapshots"], rows[new]["redo_depth"]) == (1, 1, 1), rows
+    assert rows[new]["forked_from"] == t, rows
+    assert (rows[t]["prompts"], rows[t]["prompts_with_snapshots"], rows[t]["redo_depth"]) == (3, 3, 0), rows
+    assert dry.returncode == 0 and "Traceback" not in dry.stderr, show(dry)
+    assert f"redo would return to thread {t}" in dry.stdout, show(dry)
+    assert re.search(r"^\s+write\s+b\.txt\s+\(", dry.stdout, re.M), show(dry)
+    assert tree(cli.ws) == after_p1, "redo --dry-run changed the workspace"
+
+    # the conversation continues on the fork without prompts 2 and 3
+    doc = cli.json("exec", "--thread", new, "p2 again, differently")
+    assert doc["thread_id"] == new and doc["status"] == "completed"
+    (req,) = cli.requests_for("p2 again, differently")
+    assert user_texts(req) == [P1, "p2 again, differently"]
+
+    # redo goes back to t with the files byte-identical
+    res = cli.json("redo", "--thread", new, "--yes")
+    assert res["thread_id"] == t and res["from_thread"] == new and res["turns_since_rewind"] == 1, res
+    assert tree(cli.ws) == after_p3
+
+    assert_one_line_error(cli.run("redo", "--thread", new, "--yes"), "nothing to redo")
+    assert tree(cli.ws) == after_p3
+
+
+def test_rewind_modes_and_turn_id_target(cli: Cli) -> None:
+    t, turns, trees = three_prompts(cli)
+    # --files-only, naming the prompt by its turn id: files as before prompt 2, same thread
+    res = cli.json("rewind", "--thread", t, "--to", turns[1], "--files-only", "--yes")
+    assert res["thread_id"] == t and res["mode"] == "files" and res["to_prompt"] == 2 and res["prompt"] == P2
+    assert HEX64.fullmatch(res["safety_id"] or ""), res
+    assert tree(cli.ws) == trees[1]
+    # --conversation-only: a fork before prompt 3, files left exactly as they are
+    res = cli.json("rewind", "--thread", t, "--to", "3", "--conversation-only", "--yes")
+    fork = res["thread_id"]
+    assert fork != t and res["mode"] == "conversation" and res["prompt"] == P3
+    assert res["restore"] is None and res["safety_id"] is None, res
+    assert tree(cli.ws) == trees[1]
+
+
+def test_rewind_to_the_first_prompt_then_redo_or_continue(cli: Cli) -> None:
+    cli.model.script("only prompt", [add_file("first.txt", "1\n"), message("made first")])
+    t, _outcomes, trees = cli.seed(["the only prompt"])
+    res = cli.json("rewind", "--thread", t, "--to", "1", "--yes")
+    new = res["thread_id"]
+    assert new != t and res["prompt"] == "the only prompt" and tree(cli.ws) == trees[0] == {}
+    # both are what the user does next; run both before asserting so a failure reports each
+    red = cli.run("redo", "--thread", new, "--yes", "--json")
+    again = cli.run("exec", "--thread", new, "the only prompt, edited")
+    assert red.returncode == 0, f"redo right after `rewind --to 1` failed:\n{show(red)}"
+    assert json.loads(red.stdout)["thread_id"] == t
+    assert tree(cli.ws) == trees[1]
+    assert again.returncode == 0, f"sending the prompt again on the thread `rewind --to 1` made failed:\n{show(again)}"
+
+
+# ------------------------------------------------------------------------------------- pass-through flags
+
+
+def test_flags_pass_through_to_codex_and_ours_stay_here(cli: Cli) -> None:
+    cli.model.script("flagged", [add_file("flagged.txt", "f\n"), message("flagged done")])
+    cli.model.script("elsewhere", [add_file("there.txt", "t\n"), message("elsewhere done")])
+    cli.model.script("untracked", [add_file("untracked.txt", "u\n"), message("untracked done")])
+    # a home whose defaults differ from the flags, to see the flags win
+    home2 = cli.tmp / "home2"
+    env2 = write_codex_home(home2, cli.model.base_url, model="gpt-5.4", approval_policy="on-request",
+                            sandbox_mode="danger-full-access")
+    ws_flags, ws_there, ws_off = cli.workspace("flags"), cli.workspace("there"), cli.workspace("off")
+    for i in range(8):
+        (ws_there / f"r{i}.txt").write_text(f"residue {i}\n")
+    flagged, there, off = cli.many(
+        {"args": ("-m", "gpt-5.5", "-c", "model_providers.mock.stream_max_retries=0", "-s", "workspace-write",
+                  "-a", "never", "exec", "--json", "flagged prompt"), "cwd": ws_flags, "home_env": env2},
+        {"args": ("-C", "there", "-c", "file_snapshots.residue_max_files=5", "exec", "--json", "elsewhere prompt"),
+         "cwd": cli.tmp},
+        {"args": ("--disable", "file_snapshots", "exec", "--json", "untracked prompt"), "cwd": ws_off,
+         "home_env": cli.home_of_its_own("home3")},
+    )
+
+    assert flagged.returncode == 0, show(flagged)
+    doc = json.loads(flagged.stdout)
+    assert doc["status"] == "completed" and doc["final_message"] == "flagged done", doc
+    reqs = cli.requests_for("flagged prompt")
+    assert reqs and all(r["model"] == "gpt-5.5" for r in reqs), [r["model"] for r in reqs]
+    dev = "\n".join(message_texts(reqs[0], "developer"))
+    assert "`sandbox_mode` is `workspace-write`" in dev
+    assert "Approval policy is currently never" in dev
+
+    assert there.returncode == 0, show(there)
+    doc = json.loads(there.stdout)
+    assert doc["status"] == "completed" and doc["files_changed"] == ["there.txt"], doc
+    assert (ws_there / "there.txt").read_bytes() == b"t\n" and not (cli.tmp / "there.txt").exists()
+    # residue_max_files=5 reached the capture: 5 of the 8 untracked files were taken before the turn
+    with Store.open(cli.home / "file_snapshots", protected=[cli.home]) as store:
+        captured = {p for p, _e in captured_items(store.files(doc["pre_snapshot"]))}
+    assert len(captured) == 5 and captured <= {f"r{i}.txt" for i in range(8)}, captured
+
+    assert off.returncode == 0, show(off)
+    doc = json.loads(off.stdout)
+    assert doc["status"] == "completed" and doc["pre_snapshot"] is None and doc["post_snapshot"] is None, doc
+    assert (ws_off / "untracked.txt").read_bytes() == b"u\n"
+
+
+# ------------------------------------------------------------------------------------------------ errors
+
+
+def test_usage_errors_are_one_line(cli: Cli) -> None:
+    bad_home = cli.tmp / "bad-home"
+    write_codex_home(bad_home, cli.model.base_url)
+    cfg = bad_home / "config.toml"
+    cfg.write_text(cfg.read_text().replace('approval_policy = "never"', 'approval_policy = "untrusted"'))
+    empty, elsewhere = cli.workspace("empty"), cli.workspace("elsewhere")
+    # a thread (in another workspace than `empty`); the home is used now, so parallel starts are safe.
+    # Calls on t run beside calls in other workspaces (two codexr sessions in one workspace warn on stderr).
+    t, _outcomes, _trees = cli.seed(["the one prompt"])
+    before, requests = tree(cli.ws), len(cli.model.requests)
+    (to0, exec_unknown, to99, rewind_unknown, bad_turn, redo_unknown, last_none, no_codex,
+     bad_cfg) = cli.many(
+        ("rewind", "--thread", t, "--to", "0", "--yes"),
+        {"args": ("exec", "--thread", UNKNOWN_THREAD, "hello"), "cwd": elsewhere},
+        ("rewind", "--thread", t, "--to", "99", "--yes"),
+        {"args": ("rewind", "--thread", UNKNOWN_THREAD, "--to", "1", "--yes"), "cwd": elsewhere},
+        ("rewind", "--thread", t, "--to", "not-a-turn-of-this-thread", "--yes"),
+        {"args": ("redo", "--thread", UNKNOWN_THREAD, "--yes"), "cwd": elsewhere},
+        {"args": ("exec", "--last", "hello"), "cwd": empty},
+        {"args": ("exec", "hello"), "home_env": {"CODEX_HOME": str(bad_home)}},
+        ("-c", "file_snapshots.residue_max_files=-1", "exec", "hello"),
+    )
+    assert_one_line_error(to0, "prompt 0")
+    assert_one_line_error(to99, "prompt 99", "1 prompts")
+    assert_one_line_error(bad_turn, "not-a-turn-of-this-thread")
+    assert_one_line_error(exec_unknown, UNKNOWN_THREAD)
+    assert_one_line_error(rewind_unknown, UNKNOWN_THREAD)
+    assert_one_line_error(redo_unknown, UNKNOWN_THREAD)
+    assert_one_line_error(last_none, "--last")
+    assert_one_line_error(bad_cfg, "residue_max_files")
+    assert tree(cli.ws) == before
+    assert len(cli.model.requests) == requests, "an error case reached the model"
+    assert list(cli.threads()) == [t], "an error case left a thread behind"
+    # Codex refusing to start (config.toml it rejects) is a one-line error too
+    assert_one_line_error(no_codex, "cannot start Codex", "untrusted")
+
+
+def test_provider_failure_exits_1_with_the_error(cli: Cli) -> None:
+    cli.model.script("explode", [fail(500)])
+    default, no_retry = cli.many(
+        ("exec", "please explode"),
+        {"args": ("-c", "model_providers.mock.stream_max_retries=0", "exec", "--json", "explode, no retries"),
+         "cwd": cli.workspace("ws2"), "home_env": cli.home_of_its_own("home-b")},
+    )
+    assert default.returncode == 1, show(default)
+    assert "Traceback" not in default.stderr and default.stdout == "", show(default)
+    assert re.search(r"^codexr: turn failed: .+", default.stderr, re.M), show(default)
+    assert re.search(r"^thread \S+\s+turn \S+\s+failed", default.stderr, re.M), show(default)
+    assert len(cli.requests_for("please explode")) == 2  # config.toml: stream_max_retries = 1
+
+    assert no_retry.returncode == 1, show(no_retry)
+    doc = json.loads(no_retry.stdout)
+    assert doc["status"] == "failed" and doc["error"], doc
+    assert len(cli.requests_for("explode, no retries")) == 1  # the -c override reached Codex
