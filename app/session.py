@@ -372,6 +372,14 @@ class Session:
                          lambda: self.client.thread_resume(thread_id, params))
         return str(resp.thread.id)
 
+    def archive_thread(self, thread_id: str) -> None:
+        """Archive a thread (Codex moves its rollout; its sidecar and snapshots stay)."""
+        self._rpc(f"cannot archive thread {thread_id}", lambda: self.client.thread_archive(thread_id))
+
+    def unarchive_thread(self, thread_id: str) -> None:
+        """Bring an archived thread back."""
+        self._rpc(f"cannot unarchive thread {thread_id}", lambda: self.client.thread_unarchive(thread_id))
+
     def last_thread(self) -> str | None:
         """The most recently used codexr thread of this workspace."""
         best: tuple[float, str] | None = None
