@@ -684,8 +684,9 @@ class Session:
         if not all_workspaces:
             params["cwd"] = str(self.cwd)
         resp = self._rpc("cannot list threads", lambda: self.client.thread_list(params))
+        archived = self._rpc("cannot list threads", lambda: self.client.thread_list({**params, "archived": True}))
         out: list[ThreadSummary] = []
-        seen: set[str] = set()
+        seen: set[str] = {str(_dump(th)["id"]) for th in archived.data}  # archived threads are not listed
         for th in resp.data:
             t = _dump(th)
             tid = str(t["id"])

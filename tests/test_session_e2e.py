@@ -754,3 +754,18 @@ def test_errors_change_nothing(rigs: RigFactory) -> None:
         assert "\n" not in str(exc.value)
     assert rig.thread_ids() == threads and rig.tree() == files
     assert [p.text for p in s.prompts(tid)] == texts
+
+
+def test_archived_thread_keeps_its_snapshots_and_comes_back(rigs: RigFactory) -> None:
+    """Archiving is Codex's business (it moves the rollout); codexr's sidecar and snapshots stay,
+    and once unarchived the thread can still be rewound with its files."""
+    rig = rigs.make()
+    s = rig.session
+    tid, texts, trees, _ = _three_prompts(rig, "t9a")
+    s.archive_thread(tid)
+    assert tid not in {t.thread_id for t in s.threads()}
+    assert s.sidecars.load(tid) is not None
+    s.unarchive_thread(tid)
+    assert [p.text for p in s.prompts(tid)] == texts
+    r = s.rewind(tid, 2)
+    _same_files(rig, trees[1], what="rewind after unarchive")
