@@ -9,36 +9,19 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import subprocess
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from store_helpers import git
+
 from app.scripted_model import ScriptedModel, write_codex_home
 from app.session import ApprovalCallback, EventCallback, Session, SessionOptions, TurnOutcome
 from config import load_settings
 
 TURN_TIMEOUT_S = 30.0
-
-GIT_ENV = {
-    **os.environ,
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-}
-
-
-def git(repo: Path, *args: str) -> str:
-    """Run git in `repo` with a throw-away identity; return stdout."""
-    out = subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=repo, env=GIT_ENV, check=True,
-                         capture_output=True)
-    return out.stdout.decode()
-
 
 # ------------------------------------------------------------------------------------------- trees
 
@@ -180,7 +163,7 @@ class RigFactory:
             with (home / "config.toml").open("a") as fh:
                 fh.write("\n" + config_extra + "\n")
         if git_repo:
-            git(ws, "init", "-q")
+            git(ws, "-c", "init.defaultBranch=main", "init", "-q")
         for rel, data in (files or {}).items():
             p = ws / rel
             p.parent.mkdir(parents=True, exist_ok=True)

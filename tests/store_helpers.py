@@ -27,7 +27,7 @@ GIT_ENV = {
 
 
 def git(repo: Path, *args: str) -> str:
-    """Run git in `repo` with a throw-away identity; return stdout."""
+    """Run git in `repo` with a throw-away identity; return stdout. Extra `-c key=value` may lead `args`."""
     out = subprocess.run(
         ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "core.autocrlf=false", *args],
         cwd=repo, env=GIT_ENV, check=True, capture_output=True,

@@ -14,7 +14,6 @@ import concurrent.futures
 import json
 import os
 import re
-import stat
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fs_helpers import Tree, tree
 
 from app.scripted_model import (
     ScriptedModel,
@@ -46,23 +46,6 @@ REPO = Path(__file__).parents[1]
 HEX64 = re.compile(r"[0-9a-f]{64}")
 TIMEOUT_S = 60
 UNKNOWN_THREAD = "01a00000-0000-7000-8000-000000000000"
-
-Tree = dict[str, object]
-
-
-def tree(root: Path) -> Tree:
-    """Every directory, file (bytes, mode) and symlink below root, hidden ones included."""
-    out: Tree = {}
-    for dirpath, dirs, files in os.walk(root):
-        for d in dirs:
-            out[Path(dirpath, d).relative_to(root).as_posix() + "/"] = "dir"
-        for f in files:
-            p = Path(dirpath, f)
-            rel = p.relative_to(root).as_posix()
-            out[rel] = ("link", os.readlink(p)) if p.is_symlink() else (p.read_bytes(),
-                                                                         stat.S_IMODE(p.lstat().st_mode))
-    return out
-
 
 def show(res: subprocess.CompletedProcess[str]) -> str:
     return f"exit {res.returncode}\n--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}"

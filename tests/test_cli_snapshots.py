@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,38 +14,13 @@ from typing import Any
 
 import blake3
 import pytest
+from fs_helpers import store_files, tree
 
 from snapshot_store import Store
 
 REPO = Path(__file__).parents[1]
 HEX64 = re.compile(r"[0-9a-f]{64}")
 PLAN_LINE = re.compile(r"^(write|delete|leave)\s+(\S+)\s+\((.+)\)$")
-
-
-def tree(root: Path) -> dict[str, object]:
-    """Every directory, file (bytes, mode) and symlink below root, hidden ones included."""
-    out: dict[str, object] = {}
-    for dirpath, dirs, files in os.walk(root):
-        for d in dirs:
-            out[Path(dirpath, d).relative_to(root).as_posix() + "/"] = "dir"
-        for f in files:
-            p = Path(dirpath, f)
-            rel = p.relative_to(root).as_posix()
-            out[rel] = ("link", os.readlink(p)) if p.is_symlink() else (p.read_bytes(),
-                                                                         stat.S_IMODE(p.lstat().st_mode))
-    return out
-
-
-def store_files(store_dir: Path) -> dict[str, bytes]:
-    """Every file of the store with its bytes, except lock files (flock bookkeeping, not data)."""
-    out = {}
-    for dirpath, _dirs, files in os.walk(store_dir):
-        for f in files:
-            p = Path(dirpath, f)
-            rel = p.relative_to(store_dir).as_posix()
-            if not rel.startswith("locks/"):
-                out[rel] = p.read_bytes()
-    return out
 
 
 @dataclass

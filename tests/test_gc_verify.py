@@ -13,6 +13,7 @@ from pathlib import Path
 
 import blake3
 import pytest
+from fs_helpers import store_files
 
 from snapshot_store import RetentionPolicy, ScopeSettings, Store, StoreBusy
 from snapshot_store.gc import gc, maybe_auto_gc, plan_gc
@@ -41,18 +42,6 @@ def tree(root: Path) -> dict[str, object]:
     return out
 
 
-def store_files(store_dir: Path) -> dict[str, bytes]:
-    """Every file of the store with its bytes; lock files are excluded (flock bookkeeping, not data)."""
-    out = {}
-    for dirpath, _dirs, files in os.walk(store_dir):
-        for f in files:
-            p = Path(dirpath, f)
-            rel = p.relative_to(store_dir).as_posix()
-            if not rel.startswith("locks/"):
-                out[rel] = p.read_bytes()
-    return out
-
-
 def packs(store_dir: Path) -> set[str]:
     return {p.stem for p in (store_dir / "packs").glob("*.pack") if not p.name.startswith(".")}
 
@@ -61,13 +50,6 @@ def rewrite_all(ws: Path, names: tuple[str, ...] = ("a.bin", "b.bin"), size: int
     """New incompressible content for every file: the next capture stores a whole new snapshot."""
     for n in names:
         (ws / n).write_bytes(os.urandom(size))
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return Path(os.path.realpath(root))
 
 
 @pytest.fixture
@@ -87,6 +69,16 @@ def capture_at(store: Store, ws: Path, when: float, monkeypatch: pytest.MonkeyPa
     with monkeypatch.context() as m:
         m.setattr(time, "time", lambda: when)
         return store.capture(ws, scope=SCOPE).id
+
+
+def aged_snapshots(store: Store, ws: Path, now: float, ages: tuple[float, ...],
+                   monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """One all-new snapshot per age (days before `now`), in the order given; their ids."""
+    ids = []
+    for age in ages:
+        rewrite_all(ws)
+        ids.append(capture_at(store, ws, now - age * DAY, monkeypatch))
+    return ids
 
 
 def full_snapshots(store: Store, ws: Path, n: int) -> list[str]:
@@ -172,10 +164,7 @@ def test_unreachable_objects_younger_than_the_grace_period_are_kept(
 
 def test_retention_by_age(ws: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     now = time.time()
-    ids = []
-    for age in (40, 20, 10, 1):
-        rewrite_all(ws)
-        ids.append(capture_at(store, ws, now - age * DAY, monkeypatch))
+    ids = aged_snapshots(store, ws, now, (40, 20, 10, 1), monkeypatch)
     plan = plan_gc(store, policy(max_age_days=15), now=now)
     assert sorted(i.id for i in plan.dropped) == sorted(ids[:2])
     # Thirty days later every snapshot is too old, but the newest always stays.
@@ -185,10 +174,7 @@ def test_retention_by_age(ws: Path, store: Store, monkeypatch: pytest.MonkeyPatc
 
 def test_keep_latest_survives_every_other_rule(ws: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     now = time.time()
-    ids = []
-    for age in (40, 35, 30, 25):
-        rewrite_all(ws)
-        ids.append(capture_at(store, ws, now - age * DAY, monkeypatch))
+    ids = aged_snapshots(store, ws, now, (40, 35, 30, 25), monkeypatch)
     gc(store, policy(max_age_days=10, max_snapshots_per_workspace=1, max_store_bytes=1, keep_latest=2))
     assert listed(store, ws) == ids[2:]
     for snap in ids[2:]:

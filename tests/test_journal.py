@@ -47,13 +47,6 @@ def write(root: Path, rel: str, text: str) -> None:
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return Path(os.path.realpath(root))
-
-
-@pytest.fixture
 def store_dir(tmp_path: Path) -> Path:
     return tmp_path / "home" / "file_snapshots"
 

@@ -19,12 +19,12 @@ from e2e_helpers import (
     RigFactory,
     assert_rollouts_untouched,
     files_only,
-    git,
     rollout_hashes,
     tree_diff,
     without,
 )
 from openai_codex.client import CodexClient, CodexConfig
+from store_helpers import git
 
 from app.scripted_model import (
     ScriptedModel,
@@ -767,5 +767,5 @@ def test_archived_thread_keeps_its_snapshots_and_comes_back(rigs: RigFactory) ->
     assert s.sidecars.load(tid) is not None
     s.unarchive_thread(tid)
     assert [p.text for p in s.prompts(tid)] == texts
-    r = s.rewind(tid, 2)
+    s.rewind(tid, 2)
     _same_files(rig, trees[1], what="rewind after unarchive")

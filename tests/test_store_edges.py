@@ -53,6 +53,12 @@ def left_paths(result) -> dict[str, str]:
     return {a.path: a.reason for a in result.left}
 
 
+def assert_safety_undoes(store: Store, result, root: Path, before: dict[str, tuple[object, ...]]) -> None:
+    """Restoring `result`'s safety capture gives back `before`, the tree the restore started from."""
+    store.restore(result.safety_id)
+    assert tree(root) == before
+
+
 # --------------------------------------------------------------------------- tracked set
 
 
@@ -127,8 +133,7 @@ def test_indexed_but_missing_file_is_a_tombstone_and_restore_deletes_it(tmp_path
     assert not (repo / "d").exists()  # the emptied directory the target never had goes too
     assert (repo / "keep.txt").read_text() == "k"
     # The safety capture brings both back.
-    store.restore(r.safety_id)
-    assert tree(repo) == before
+    assert_safety_undoes(store, r, repo, before)
 
 
 def test_not_a_repository(tmp_path: Path, store: Store) -> None:
@@ -849,8 +854,7 @@ def test_directory_now_stands_where_target_had_a_file(tmp_path: Path, store: Sto
     r = store.restore(c.id)
     assert (ws / "thing").is_file() and (ws / "thing").read_text() == "I was a file"
     assert "thing" in r.written
-    store.restore(r.safety_id)
-    assert tree(ws) == before
+    assert_safety_undoes(store, r, ws, before)
 
 
 def test_directory_with_empty_subdirectory_where_target_had_a_file(tmp_path: Path, store: Store) -> None:
@@ -890,8 +894,7 @@ def test_file_now_stands_where_target_needs_a_directory(tmp_path: Path, store: S
     assert (ws / "thing" / "inner.txt").read_text() == "inner"
     assert (ws / "thing" / "sub" / "deeper.txt").read_text() == "deeper"
     assert "thing" in r.deleted
-    store.restore(r.safety_id)
-    assert tree(ws) == before
+    assert_safety_undoes(store, r, ws, before)
 
 
 def test_mode_is_restored(tmp_path: Path, store: Store) -> None:
@@ -1018,8 +1021,7 @@ def test_safety_capture_is_listed_and_undo_is_exact(tmp_path: Path, store: Store
     assert kinds[-1] == (r.safety_id, "safety")
     assert sorted(r.deleted) == ["alink", "gen/out.txt"]
     assert not (repo / "gen").exists()
-    store.restore(r.safety_id)
-    assert tree(repo) == before
+    assert_safety_undoes(store, r, repo, before)
 
 
 def test_undo_removes_every_file_the_restore_created_even_beyond_the_residue_limit(

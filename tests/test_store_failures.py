@@ -196,6 +196,17 @@ def one_line(exc: BaseException) -> str:
     return msg
 
 
+def full_disk_error(monkeypatch: pytest.MonkeyPatch, where: Callable[[str], bool], action: Callable[[], object],
+                    *, free: int = 0, fsync: bool = False) -> StoreFull:
+    """Run `action` with a `Disk` full at `where`: it must raise StoreFull after a refused write; the error."""
+    with monkeypatch.context() as m:
+        disk = Disk(m, where, free=free, fsync=fsync)
+        with pytest.raises(StoreFull) as info:
+            action()
+        assert disk.refused
+    return info.value
+
+
 def ids(store: Store, ws: Path) -> list[str]:
     return [i.id for i in store.list_snapshots(ws)]
 
@@ -315,12 +326,8 @@ def test_capture_failing_while_writing_the_snapshot_file(free: int, fsync: bool,
     populate(ws, "big")
     listed, before = store.list_snapshots(ws), exact_tree(ws)
     packs_before = set(os.listdir(store.path / "packs"))
-    with monkeypatch.context() as m:
-        disk = Disk(m, under(store.path / "snapshots"), free=free, fsync=fsync)
-        with pytest.raises(StoreFull) as info:
-            store.capture(ws, scope=WIDE)
-        assert disk.refused
-    one_line(info.value)
+    one_line(full_disk_error(monkeypatch, under(store.path / "snapshots"), lambda: store.capture(ws, scope=WIDE),
+                             free=free, fsync=fsync))
     # The pack did commit before the snapshot (write order); it is merely unreferenced now.
     assert len(set(os.listdir(store.path / "packs")) - packs_before) == 2
     assert store.list_snapshots(ws) == listed
@@ -404,12 +411,7 @@ def test_restore_failing_during_its_safety_capture(fault: str, ws: Path, store: 
     target = make_restore_case(store, ws)
     listed, before, edited = store.list_snapshots(ws), exact_tree(ws), tree(ws)
     where, free = SAFETY_FAULTS[fault](store.path)
-    with monkeypatch.context() as m:
-        disk = Disk(m, where, free=free)
-        with pytest.raises(StoreFull) as info:
-            store.restore(target, ws, scope=WIDE)
-        assert disk.refused
-    one_line(info.value)
+    one_line(full_disk_error(monkeypatch, where, lambda: store.restore(target, ws, scope=WIDE), free=free))
     assert exact_tree(ws) == before
     assert journals(store.path) == []
     assert store.list_snapshots(ws) == listed, "a safety snapshot was listed although the restore failed"
@@ -425,12 +427,7 @@ def test_restore_failing_during_its_safety_capture(fault: str, ws: Path, store: 
 def test_restore_failing_while_writing_its_journal(ws: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     target = make_restore_case(store, ws)
     before = exact_tree(ws)
-    with monkeypatch.context() as m:
-        disk = Disk(m, under(store.path / "journal"))
-        with pytest.raises(StoreFull) as info:
-            store.restore(target, ws, scope=WIDE)
-        assert disk.refused
-    one_line(info.value)
+    one_line(full_disk_error(monkeypatch, under(store.path / "journal"), lambda: store.restore(target, ws, scope=WIDE)))
     assert exact_tree(ws) == before
     assert journals(store.path) == []
     assert_store_sound(store.path)
@@ -457,12 +454,7 @@ def test_restore_failing_while_writing_workspace_files(free: int, finish: str, w
     write(ws, "n1.txt", "created later\n")
     pre_tree = tree(ws)
 
-    with monkeypatch.context() as m:
-        disk = Disk(m, ws_temp(ws), free=free)
-        with pytest.raises(StoreFull) as info:
-            store.restore(target, ws, scope=WIDE)
-        assert disk.refused
-    one_line(info.value)
+    one_line(full_disk_error(monkeypatch, ws_temp(ws), lambda: store.restore(target, ws, scope=WIDE), free=free))
 
     now = tree(ws)
     for p in sorted(set(now) | set(pre_tree) | set(target_tree)):

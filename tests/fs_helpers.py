@@ -1,0 +1,35 @@
+"""Byte-exact listings of workspaces and stores for the CLI and gc tests (store_helpers' are hashed)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+Tree = dict[str, object]
+
+
+def tree(root: Path) -> Tree:
+    """Every directory, file (bytes, mode) and symlink below root, hidden ones included."""
+    out: Tree = {}
+    for dirpath, dirs, files in os.walk(root):
+        for d in dirs:
+            out[Path(dirpath, d).relative_to(root).as_posix() + "/"] = "dir"
+        for f in files:
+            p = Path(dirpath, f)
+            rel = p.relative_to(root).as_posix()
+            out[rel] = ("link", os.readlink(p)) if p.is_symlink() else (p.read_bytes(),
+                                                                         stat.S_IMODE(p.lstat().st_mode))
+    return out
+
+
+def store_files(store_dir: Path) -> dict[str, bytes]:
+    """Every file of the store with its bytes, except lock files (flock bookkeeping, not data)."""
+    out = {}
+    for dirpath, _dirs, files in os.walk(store_dir):
+        for f in files:
+            p = Path(dirpath, f)
+            rel = p.relative_to(store_dir).as_posix()
+            if not rel.startswith("locks/"):
+                out[rel] = p.read_bytes()
+    return out
