@@ -6,6 +6,7 @@ One file per blob would cost a create + fsync per file (seconds for a cold captu
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import struct
@@ -31,6 +32,9 @@ CODEC_ZSTD = 1
 PACK_TARGET_BYTES = 256 * 1024 * 1024
 STREAM_THRESHOLD = 4 * 1024 * 1024
 CHUNK = 1024 * 1024
+BATCH_BYTES = 4 * 1024 * 1024  # raw bytes handed to the compression worker at a time
+BATCH_FILES = 512
+MAX_BATCHES = 8  # in flight at most (so at most ~32 MiB of raw data waits in memory)
 ZSTD_LEVEL = 1  # same ratio as level 3 on source trees here, ~30% faster
 
 
@@ -220,10 +224,16 @@ class PackWriter:
     def __init__(self, index: BlobIndex) -> None:
         self.index = index
         self.dir = index.packs_dir
-        self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+        self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)  # used only by the compression worker
+        self._stream_cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
         self._file: BinaryIO | None = None
         self._tmp: Path | None = None
         self._pending: dict[bytes, Location] = {}
+        self._batch: list[tuple[bytes, bytes]] = []
+        self._batch_bytes = 0
+        self._queued: set[bytes] = set()
+        self._batches: list[concurrent.futures.Future[list[tuple[bytes, int, int, bytes]]]] = []
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pack_id = ""
         self.bytes_stored = 0
 
@@ -237,35 +247,67 @@ class PackWriter:
 
     def has(self, blob: bytes) -> bool:
         """True when the blob is stored or already pending in this writer."""
-        return blob in self._pending or blob in self.index
+        return blob in self._pending or blob in self._queued or blob in self.index
+
+    def _compress(self, batch: list[tuple[bytes, bytes]]) -> list[tuple[bytes, int, int, bytes]]:
+        """Runs on the worker thread (zstd releases the GIL, so reading and hashing go on meanwhile)."""
+        out = []
+        for blob, data in batch:
+            codec, stored = CODEC_RAW, data
+            if len(data) >= 128:
+                packed = self._cctx.compress(data)
+                if len(packed) < len(data) * 0.9:
+                    codec, stored = CODEC_ZSTD, packed
+            out.append((blob, codec, len(data), stored))
+        return out
 
     def add(self, data: bytes, *, force: bool = False) -> bytes:
         """Store `data` unless it is already present (or `force`, for repacking); return its id."""
         blob = blake3.blake3(data).digest()
-        if blob in self._pending or (not force and blob in self.index):
+        if blob in self._pending or blob in self._queued or (not force and blob in self.index):
             return blob
-        codec, stored = CODEC_RAW, data
-        if len(data) >= 128:
-            packed = self._cctx.compress(data)
-            if len(packed) < len(data) * 0.9:
-                codec, stored = CODEC_ZSTD, packed
-        f = self._open()
-        f.write(RECORD.pack(blob, codec, len(stored), len(data)))
-        offset = f.tell()
-        f.write(stored)
-        self._pending[blob] = Location(self._pack_id, codec, offset, len(stored), len(data))
-        self.bytes_stored += len(stored)
-        self._maybe_rotate()
+        self._queued.add(blob)
+        self._batch.append((blob, data))
+        self._batch_bytes += len(data)
+        if self._batch_bytes >= BATCH_BYTES or len(self._batch) >= BATCH_FILES:
+            self._submit()
         return blob
+
+    def _submit(self) -> None:
+        """Hand the current batch to the compression worker; keep at most a few batches in flight."""
+        if not self._batch:
+            return
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="codexr-pack")
+        self._batches.append(self._pool.submit(self._compress, self._batch))
+        self._batch, self._batch_bytes = [], 0
+        if len(self._batches) > MAX_BATCHES:
+            self._drain(keep=MAX_BATCHES // 2)
+
+    def _drain(self, keep: int = 0) -> None:
+        """Write compressed batches to the pack in submission order, leaving the newest `keep` in flight."""
+        if keep == 0:
+            self._submit()
+        while len(self._batches) > keep:
+            for blob, codec, raw_len, stored in self._batches.pop(0).result():
+                self._queued.discard(blob)
+                f = self._open()
+                f.write(RECORD.pack(blob, codec, len(stored), raw_len))
+                offset = f.tell()
+                f.write(stored)
+                self._pending[blob] = Location(self._pack_id, codec, offset, len(stored), raw_len)
+                self.bytes_stored += len(stored)
+                self._maybe_rotate()
 
     def add_stream(self, src: BinaryIO) -> tuple[bytes, int]:
         """Store a file's content read in chunks (never whole in memory); return (id, raw length)."""
+        self._drain()
         f = self._open()
         start = f.tell()
         f.write(b"\0" * RECORD.size)
         offset = f.tell()
         hasher = blake3.blake3()
-        cobj = self._cctx.compressobj()
+        cobj = self._stream_cctx.compressobj()
         raw_len = 0
         while True:
             chunk = src.read(CHUNK)
@@ -330,11 +372,24 @@ class PackWriter:
 
     def commit(self) -> None:
         """Make every blob added so far durable; must precede writing anything that names them."""
+        try:
+            self._drain()
+        finally:
+            self._stop_pool()
         self._finish()
         fsync_dir(self.dir)
 
+    def _stop_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
     def abort(self) -> None:
         """Throw away blobs not yet committed."""
+        self._stop_pool()
+        self._queued.clear()
+        self._batches.clear()
+        self._batch, self._batch_bytes = [], 0
         f, tmp = self._file, self._tmp
         self._file = self._tmp = None
         self._pending.clear()
