@@ -5,20 +5,15 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from snapshot_store import RestorePlan
 
 from .context import Context, UsageError
-from .session import (
-    ApprovalRequest,
-    RewindResult,
-    Session,
-    SessionOptions,
-    ensure_thread,
-    split_overrides,
-)
 from .snapshot_cmds import print_plan, show_path
+
+if TYPE_CHECKING:  # the SDK import costs ~0.5 s: only commands that start Codex pay it
+    from .session import ApprovalRequest, RewindResult, Session
 
 
 def _codex_flags(p: argparse.ArgumentParser) -> None:
@@ -71,6 +66,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None) -> Session:
     """Start Codex for the workspace with the pass-through flags."""
+    from .session import Session, SessionOptions, split_overrides
+
     overrides = list(split_overrides(args.overrides))
     for feature in args.enable:
         if feature != "file_snapshots":
@@ -91,6 +88,8 @@ def _decline_noninteractive(req: ApprovalRequest) -> str:
 
 
 def _exec(ctx: Context, args: argparse.Namespace) -> int:
+    from .session import ensure_thread
+
     with open_session(ctx, args, approval=_decline_noninteractive) as session:
         thread = ensure_thread(session, args.thread, args.last)
         out = session.run_turn(thread, args.prompt)

@@ -17,7 +17,6 @@ from config import load_settings
 
 from .context import Context
 from .scripted_model import ScriptedModel, add_file, delete_file, message, shell, update_file, write_codex_home
-from .session import Session, SessionOptions
 
 PROMPT_1 = "Add a test for greet()"
 PROMPT_2 = "Make greet() shout, drop the notes, regenerate the docs"
@@ -74,6 +73,8 @@ def _script(model: ScriptedModel) -> None:
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     """Two prompts, the second a bad experiment; rewind to it, then redo."""
+    from .session import Session, SessionOptions
+
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="codexr-demo-"))
     ws, home = base / "workspace", base / "codex-home"
     ws.mkdir(parents=True, exist_ok=True)

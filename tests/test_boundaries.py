@@ -77,3 +77,15 @@ def test_sources_contain_no_forbidden_import(package: str, banned: set[str]) -> 
                 bad.append(f"{f.relative_to(REPO)}:{line}: {'.' * level}{module}")
     assert not bad, "forbidden imports:\n" + "\n".join(bad)
 
+
+
+def test_session_core_imports_no_ui() -> None:
+    """The session core is shared by every front end, so it must not pull in a UI toolkit."""
+    loaded = top_level(loaded_after_import(["app.session", "app.sidecar", "app.workspace_lock"]))
+    assert not loaded & {"textual", "prompt_toolkit"}, loaded & {"textual", "prompt_toolkit"}
+
+
+def test_store_commands_do_not_load_the_codex_sdk() -> None:
+    """`codexr snapshots …` never starts Codex, so it must not pay the SDK's ~0.5 s import."""
+    loaded = top_level(loaded_after_import(["app.cli", "app.snapshot_cmds", "app.agent_cmds", "app.demo"]))
+    assert "openai_codex" not in loaded
