@@ -47,6 +47,7 @@ from .watch import ChangeJournal
 
 STORE_FORMAT = "codex-rewind-snapshots"
 STORE_VERSION = 1
+FULL_WALK_INTERVAL = 300.0  # inotify misses mmap writes and remote changes: walk at least this often
 CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
 SUBDIRS = ("packs", "snapshots", "refs", "refs/workspaces", "cache", "journal", "locks")
 
@@ -111,6 +112,7 @@ class _LastCapture:
     unwatched: dict[str, Key | None]
     git_signature: tuple[int, ...] | None
     settings: ScopeSettings
+    walked_at: float = 0.0  # monotonic time of the last full walk
 
 
 @dataclass
@@ -391,7 +393,7 @@ class Store:
             stats.pop(p, None)
         w.pending.update(written)
         w.last = _LastCapture(files, fresh, stats, last.covered.union(written), last.unwatched,
-                              last.git_signature, last.settings)
+                              last.git_signature, last.settings, last.walked_at)
 
     def _fast_select(self, ws: Path, w: _Watched, known: list[str], git: scope_mod.GitTracked,
                      settings: ScopeSettings, ignore: scope_mod.Ignore, force: Callable[[str], bool] | None
@@ -403,7 +405,8 @@ class Store:
         """
         changes = w.journal.drain()
         last = w.last
-        if last is None or changes.structural or git.signature != last.git_signature or settings != last.settings:
+        if (last is None or changes.structural or git.signature != last.git_signature
+                or settings != last.settings or time.monotonic() - last.walked_at > FULL_WALK_INTERVAL):
             return None
         files = last.files
         dirty: set[str] = set(w.pending)
@@ -635,7 +638,8 @@ class Store:
             result.id, result.unchanged = self._write_snapshot(ws, files, parent, parent_files, kind, label,
                                                                result.file_count)
             if w is not None:
-                w.last = _LastCapture(files, fresh, stats, covered, unwatched, git.signature, settings)
+                walked_at = w.last.walked_at if fast is not None and w.last is not None else time.monotonic()
+                w.last = _LastCapture(files, fresh, stats, covered, unwatched, git.signature, settings, walked_at)
                 w.pending.clear()
             if fast is None:
                 cache.update(fresh, started_ns)

@@ -1066,6 +1066,35 @@ def test_watched_capture_sees_a_change_made_through_a_hard_link(tmp_path: Path, 
     assert content(store, c2.files["a.txt"]) == b"VERSION 2", "the capture recorded stale content"
 
 
+def test_watched_store_walks_again_after_the_full_walk_interval(
+        tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write through mmap raises no inotify event; the journal's fast path cannot see it, so a
+    watched store walks again once FULL_WALK_INTERVAL has passed and then records the change."""
+    import mmap
+
+    import snapshot_store.store as store_mod
+
+    ws = tmp_path / "ws"
+    write(ws, "data.bin", b"A" * 4096)
+    assert store.watch(ws)
+    store.capture(ws)
+    time.sleep(0.02)  # a new timestamp tick for the write below
+    fd = os.open(ws / "data.bin", os.O_RDWR)  # kept open: closing it would raise IN_CLOSE_WRITE
+    try:
+        with mmap.mmap(fd, 0) as m:
+            m[:4] = b"BBBB"
+            m.flush()
+        assert (ws / "data.bin").read_bytes()[:4] == b"BBBB"
+        stale = store.capture(ws)
+        monkeypatch.setattr(store_mod, "FULL_WALK_INTERVAL", 0.0)
+        c = store.capture(ws)
+    finally:
+        os.close(fd)
+    # Proves the write really raised no event (else this test would not exercise the interval).
+    assert content(store, stale.files["data.bin"])[:4] == b"AAAA", "the event-free write was seen anyway"
+    assert content(store, c.files["data.bin"])[:4] == b"BBBB"
+
+
 def test_watched_captures_match_full_walks(tmp_path: Path, store: Store) -> None:
     """Fast-path captures (change journal) record the same maps a fresh walk does."""
     ws = tmp_path / "ws"
