@@ -151,11 +151,18 @@ def _mode(args: argparse.Namespace) -> str:
     return "files" if args.files_only else "conversation" if args.conversation_only else "both"
 
 
+def _print_actions(plan: RestorePlan) -> None:
+    """The plan of a rewind's or redo's file restore, indented under its heading."""
+    for a in plan.actions:
+        if a.op != "rmdir":
+            print(f"  {a.op:<6} {show_path(a.path)}  ({a.reason})")
+
+
 def _print_rewind(res: RewindResult) -> None:
     if res.dry_run:
         print(f"rewind thread {res.origin_thread} to prompt {res.to_prompt} ({res.mode}):")
         if res.restore is not None:
-            print_plan_from(res)
+            _print_actions(res.restore.plan)
         if res.mode != "files":
             print("the conversation would continue on a fork ending just before that prompt")
         print(f"prompt {res.to_prompt}: {res.prompt}")
@@ -170,14 +177,6 @@ def _print_rewind(res: RewindResult) -> None:
             print(f"  left {show_path(a.path)}  ({a.reason})")
     print(f"prompt {res.to_prompt} (edit and send it again):")
     print(res.prompt)
-
-
-def print_plan_from(res: RewindResult) -> None:
-    """Plan lines of a dry-run restore inside a rewind or redo."""
-    assert res.restore is not None
-    for a in res.restore.plan.actions:
-        if a.op != "rmdir":
-            print(f"  {a.op:<6} {show_path(a.path)}  ({a.reason})")
 
 
 def _rewind(ctx: Context, args: argparse.Namespace) -> int:
@@ -212,9 +211,7 @@ def _redo(ctx: Context, args: argparse.Namespace) -> int:
               "(it stays as it is)")
     if res.dry_run:
         if res.restore is not None:
-            for a in res.restore.plan.actions:
-                if a.op != "rmdir":
-                    print(f"  {a.op:<6} {show_path(a.path)}  ({a.reason})")
+            _print_actions(res.restore.plan)
         print(f"redo would return to thread {res.thread_id}")
         return 0
     print(f"thread {res.thread_id}")

@@ -588,7 +588,7 @@ class Session:
         if new_thread == thread_id:
             dest = side if side is not None else self.sidecar(thread_id)
         else:
-            dest = self._fork_sidecar(side, new_thread, thread_id, target.number)
+            dest = self._fork_sidecar(side, new_thread, thread_id, prompts[: target.number - 1])
         dest.redo.append(RedoEntry(
             origin_thread=thread_id, mode=mode, safety_id=restore.safety_id if restore else None,
             target_snapshot=target.pre if files else None, to_prompt=target.number, prompt=target.text,
@@ -618,12 +618,13 @@ class Session:
         resp = self._rpc(f"cannot fork thread {thread_id}", lambda: self.client.thread_fork(thread_id, params))
         return str(resp.thread.id)
 
-    def _fork_sidecar(self, side: ThreadSidecar | None, new_thread: str, origin: str, to_prompt: int) -> ThreadSidecar:
+    def _fork_sidecar(self, side: ThreadSidecar | None, new_thread: str, origin: str,
+                      shared: list[Prompt]) -> ThreadSidecar:
         """The fork keeps the snapshots of the prompts it shares with its origin."""
         dest = ThreadSidecar(thread_id=new_thread, cwd=str(self.cwd),
                              tracking=side.tracking if side else self.tracking, forked_from=origin)
         if side is not None:
-            kept = {p.turn_id for p in self.prompts(origin)[: to_prompt - 1]}
+            kept = {p.turn_id for p in shared}
             dest.turns = [TurnRecord(**vars(t)) for t in side.turns if t.turn_id in kept]
             dest.agent_touched = list(side.agent_touched)
         return dest
@@ -639,11 +640,9 @@ class Session:
         if entry.target_snapshot:
             with contextlib.suppress(StoreError):
                 changed = [c.path for c in self.store.diff(entry.target_snapshot, None, self.cwd, self.scope)]
-        turns_since = 0
-        if entry.origin_thread != thread_id:
-            turns_since = max(0, len(self.prompts(thread_id)) - (entry.to_prompt - 1))
-        else:
-            turns_since = max(0, len(self.prompts(thread_id)) - entry.origin_turns)
+        # On a fork, prompts past the shared ones are new; on the same thread (files-only), past the old count.
+        base = entry.to_prompt - 1 if entry.origin_thread != thread_id else entry.origin_turns
+        turns_since = max(0, len(self.prompts(thread_id)) - base)
         restore: RestoreResult | None = None
         files = entry.mode in ("both", "files") and entry.safety_id is not None
         declined = False

@@ -68,10 +68,6 @@ class RestorePlan:
     def left(self) -> list[Action]:
         return [a for a in self.actions if a.op == LEAVE]
 
-    def touched_paths(self) -> list[str]:
-        """Every path the apply step may write or delete."""
-        return [a.path for a in self.actions if a.op in (WRITE, DELETE)]
-
 
 @dataclass
 class RestoreResult:
@@ -128,7 +124,7 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
         if t is not None and is_captured(t):
             if t == s:
                 continue
-            blocker = _blocking_ancestor(path, current, target)
+            blocker = _blocking_ancestor(path, current)
             if blocker is not None:
                 actions.append(Action(LEAVE, path, blocker, t, s))
                 continue
@@ -216,7 +212,7 @@ def _why_differs(t: Entry, s: Entry) -> str:
     return "content differs"
 
 
-def _blocking_ancestor(path: str, current: FileMap, target: FileMap) -> str | None:
+def _blocking_ancestor(path: str, current: FileMap) -> str | None:
     """Why a write cannot happen: an uncaptured file or unknown thing stands at an ancestor."""
     anc = parent_of(path)
     while anc:
