@@ -47,6 +47,7 @@ from .watch import ChangeJournal
 
 STORE_FORMAT = "codex-rewind-snapshots"
 STORE_VERSION = 1
+REF_TAIL_BYTES = 16 * 1024  # `latest` parses only this much of a workspace's ref log
 FULL_WALK_INTERVAL = 300.0  # inotify misses mmap writes and remote changes: walk at least this often
 CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
 SUBDIRS = ("packs", "snapshots", "refs", "refs/workspaces", "cache", "journal", "locks")
@@ -313,7 +314,32 @@ class Store:
         return out
 
     def latest(self, root: Path) -> str | None:
-        """The newest snapshot of a workspace that can still be read."""
+        """The newest snapshot of a workspace that can still be read.
+
+        Every capture asks this, so only the ref log's tail is parsed (the log grows with every
+        capture); the whole log is read only when the tail names no snapshot that still exists.
+        """
+        path = self._ref_path(str(root))
+        try:
+            with open(path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(0, size - REF_TAIL_BYTES))
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            return None
+        if size > REF_TAIL_BYTES:
+            lines = lines[1:]  # the first line of the window may be cut
+        for n, line in enumerate(reversed(lines)):
+            try:
+                snap = json.loads(line)["id"]
+                if not isinstance(snap, str) or not is_snapshot_id(snap):
+                    raise ValueError("bad id")
+            except (ValueError, KeyError, TypeError) as exc:
+                if n == 0:
+                    continue  # a torn final line (crash mid-append)
+                raise CorruptStore(f"ref file {path.name} is damaged near its end") from exc
+            if self._snapshot_path(snap).exists():
+                return snap
         for info in reversed(self.list_snapshots(root)):
             if self._snapshot_path(info.id).exists():
                 return info.id

@@ -1130,3 +1130,24 @@ def test_os_error_messages_are_one_well_formed_line(tmp_path: Path) -> None:
     assert "\n" not in msg
     assert "packs" in msg
     assert msg.count("(") == msg.count(")"), f"unbalanced message: {msg!r}"
+
+
+def test_latest_reads_the_tail_of_a_long_ref_log(tmp_path: Path, store: Store) -> None:
+    """Each capture is a delta on the workspace's newest snapshot, however long its ref log grows;
+    when the snapshots named in the log's tail are gone, the whole log is searched."""
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "a")
+    ids = [store.capture(ws).id for _ in range(3)]
+    ref = next((store.path / "refs" / "workspaces").glob("*.jsonl"))
+    newest_line = ref.read_bytes().splitlines()[-1]
+    with open(ref, "ab") as f:  # a log far longer than the tail `latest` parses
+        f.write((newest_line + b"\n") * 400)
+    assert ref.stat().st_size > 4 * 16 * 1024
+    write(ws, "a.txt", "changed")
+    nxt = store.capture(ws)
+    assert store.record(nxt.id).parent == ids[-1]
+    assert store.latest(ws.resolve()) == nxt.id
+    # The snapshots the tail names vanish (a store repaired by hand): the older ones are found.
+    store._snapshot_path(nxt.id).unlink()
+    store._snapshot_path(ids[-1]).unlink()
+    assert store.latest(ws.resolve()) == ids[1]
