@@ -223,6 +223,16 @@ def gc(store: Store, policy: RetentionPolicy, *, dry_run: bool = False, wait: bo
 
 
 def _execute(store: Store, plan: GcPlan) -> None:
+    # Every other store reloads what it knows once the generation moves; it moves again at the end,
+    # so a store that loaded its blob index while this gc was deleting cannot keep it either.
+    store.blobs.note_gc()
+    try:
+        _sweep(store, plan)
+    finally:
+        store.blobs.note_gc()
+
+
+def _sweep(store: Store, plan: GcPlan) -> None:
     dropped = {i.id for i in plan.dropped}
     if dropped:
         for path, infos in _workspace_refs(store).items():

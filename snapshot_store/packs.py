@@ -22,6 +22,8 @@ from .errors import CorruptStore, MissingBlob
 from .fsutil import TMP_PREFIX, atomic_write, fsync_dir, tmp_name
 from .ids import is_pack_id, new_pack_id
 
+GENERATION_FILE = "generation"  # beside packs/: changed by gc around every deletion
+
 PACK_MAGIC = b"CRPACK1\n"
 IDX_MAGIC = b"CRIDX01\n"
 RECORD = struct.Struct("<32sBQQ")  # blob id, codec, stored length, raw length
@@ -85,17 +87,49 @@ def decode_index(pack_id: str, data: bytes, pack_size: int) -> list[tuple[bytes,
     return out
 
 
+def read_generation(store_dir: Path) -> bytes:
+    """gc's current generation token ("" before the first gc)."""
+    try:
+        return (store_dir / GENERATION_FILE).read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
 class BlobIndex:
-    """In-memory map blob id -> location, loaded from every pack index on disk."""
+    """In-memory map blob id -> location, loaded from every pack index on disk.
+
+    The map is only trusted while gc's generation is the one read before it was loaded: gc changes
+    the generation before and after deleting anything, and `fence()` (called under the store lock)
+    reloads the map when it moved, so no decision that a blob exists outlives a gc.
+    """
 
     def __init__(self, packs_dir: Path) -> None:
         self.packs_dir = packs_dir
         self.locations: dict[bytes, Location] = {}
+        self.alternates: dict[bytes, list[Location]] = {}  # further copies of a blob (a re-stored good copy)
         self.loaded: dict[str, int] = {}
         self.damaged: dict[str, str] = {}
         self._fds: dict[str, int] = {}
         self._dctx = zstandard.ZstdDecompressor()
+        self.generation = read_generation(packs_dir.parent)
         self.refresh()
+
+    def fence(self) -> bool:
+        """Reload everything if a gc ran since the map was loaded; True when it did."""
+        now = read_generation(self.packs_dir.parent)
+        if now == self.generation:
+            return False
+        self.close()
+        self.locations, self.alternates, self.loaded, self.damaged = {}, {}, {}, {}
+        self.generation = now
+        self.refresh()
+        return True
+
+    def note_gc(self) -> None:
+        """Called by gc (under the exclusive lock) before and after it deletes: other stores reload."""
+        token = new_pack_id().encode()
+        atomic_write(self.packs_dir.parent / GENERATION_FILE, token)
+        self.generation = token
 
     def refresh(self) -> None:
         """Load pack indexes written since the last look (by this or another process)."""
@@ -112,8 +146,28 @@ class BlobIndex:
                 self.damaged[pack_id] = str(exc)
                 continue
             for blob, loc in info.entries:
-                self.locations.setdefault(blob, loc)
+                self._add(blob, loc)
             self.loaded[pack_id] = info.size
+
+    def _add(self, blob: bytes, loc: Location) -> None:
+        first = self.locations.setdefault(blob, loc)
+        if first != loc:
+            self.alternates.setdefault(blob, []).append(loc)
+
+    def check(self, blob: bytes) -> None:
+        """Make sure the blob reads back intact, switching to an intact copy if the first is damaged."""
+        candidates = [self.locate(blob), *self.alternates.get(blob, [])]
+        failure: CorruptStore | None = None
+        for loc in candidates:
+            self.locations[blob] = loc
+            try:
+                for _chunk in self.stream(blob):
+                    pass
+                return
+            except CorruptStore as exc:
+                failure = failure or exc
+        assert failure is not None
+        raise failure
 
     def load_pack(self, pack_id: str) -> PackInfo:
         """Read one pack's index, checking it against the pack's size."""
@@ -210,6 +264,11 @@ class BlobIndex:
                 os.close(fd)
             self.loaded.pop(pack_id, None)
         self.locations = {b: loc for b, loc in self.locations.items() if loc.pack not in pack_ids}
+        alternates = {b: [loc for loc in locs if loc.pack not in pack_ids] for b, locs in self.alternates.items()}
+        for b, locs in alternates.items():
+            if b not in self.locations and locs:
+                self.locations[b] = locs.pop(0)
+        self.alternates = {b: locs for b, locs in alternates.items() if locs}
 
     def close(self) -> None:
         """Release open pack file descriptors."""
@@ -236,6 +295,7 @@ class PackWriter:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pack_id = ""
         self.bytes_stored = 0
+        self.stored: set[bytes] = set()  # blobs this writer committed (freshly written, so known intact)
 
     def _open(self) -> BinaryIO:
         if self._file is None:
@@ -299,8 +359,11 @@ class PackWriter:
                 self.bytes_stored += len(stored)
                 self._maybe_rotate()
 
-    def add_stream(self, src: BinaryIO) -> tuple[bytes, int]:
-        """Store a file's content read in chunks (never whole in memory); return (id, raw length)."""
+    def add_stream(self, src: BinaryIO, *, force: bool = False) -> tuple[bytes, int]:
+        """Store a file's content read in chunks (never whole in memory); return (id, raw length).
+
+        `force` stores it even when the index already has the blob (a copy found damaged).
+        """
         self._drain()
         f = self._open()
         start = f.tell()
@@ -319,7 +382,7 @@ class PackWriter:
         f.write(cobj.flush())
         end = f.tell()
         blob = hasher.digest()
-        if self.has(blob):
+        if blob in self._pending or blob in self._queued or (not force and blob in self.index):
             f.seek(start)
             f.truncate()
             return blob, raw_len
@@ -366,7 +429,11 @@ class PackWriter:
                 tmp.unlink()
             raise
         for blob, loc in entries:
-            self.index.locations[blob] = loc
+            old = self.index.locations.get(blob)
+            self.index.locations[blob] = loc  # a forced (re-stored or repacked) copy is the one known good
+            if old is not None and old != loc:
+                self.index.alternates.setdefault(blob, []).append(old)
+            self.stored.add(blob)
         self.index.loaded[self._pack_id] = size
         self._pending.clear()
 

@@ -198,13 +198,32 @@ class Store:
         self.close()
 
     # ----------------------------------------------------------------- locks
-    def shared_lock(self) -> contextlib.AbstractContextManager[None]:
-        """Held by captures and restores so gc cannot sweep what they are about to reference."""
-        return flocked(self.path / "locks" / "store.lock", exclusive=False)
+    @contextlib.contextmanager
+    def shared_lock(self) -> Iterator[None]:
+        """Held by captures and restores so gc cannot sweep what they are about to reference.
 
-    def exclusive_lock(self, wait: bool = True) -> contextlib.AbstractContextManager[None]:
+        Whatever this process learnt about the store before a gc ran elsewhere is dropped here,
+        under the lock: every later decision that a blob or snapshot exists is made afresh.
+        """
+        with flocked(self.path / "locks" / "store.lock", exclusive=False):
+            self._fence()
+            yield
+
+    @contextlib.contextmanager
+    def exclusive_lock(self, wait: bool = True) -> Iterator[None]:
         """Held by gc."""
-        return flocked(self.path / "locks" / "store.lock", exclusive=True, wait=wait)
+        with flocked(self.path / "locks" / "store.lock", exclusive=True, wait=wait):
+            self._fence()
+            yield
+
+    def _fence(self) -> None:
+        """After a gc (by any process): forget cached blob locations, snapshots and journal state."""
+        if not self.blobs.fence():
+            return
+        self._records.clear()
+        self._maps.clear()
+        for w in self._watched.values():
+            w.last = None  # its file map names blobs the gc may have freed: walk again
 
     def workspace_lock(self, root: Path, wait: bool = True) -> contextlib.AbstractContextManager[None]:
         """Serialises restores (and journal recovery) within one workspace."""
