@@ -6,6 +6,7 @@ import argparse
 import datetime as dt
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from snapshot_store import RestorePlan, Store
@@ -14,6 +15,7 @@ from snapshot_store.restore import unified_diff
 from snapshot_store.verify import verify
 
 from .context import Context, UsageError
+from .workspace_lock import SessionLock
 
 
 def show_path(path: str) -> str:
@@ -64,6 +66,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     p.add_argument("--diff", action="store_true", help="with the plan, show a diff for each file written")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--into", metavar="DIR",
+                   help="copy a snapshot's files into DIR although it was taken of another directory "
+                        "(nothing in DIR is deleted)")
     p = cmd("verify", "check the store; non-zero exit when anything is damaged", _verify, workspace=False)
     p.add_argument("--full", action="store_true", help="also re-read and re-hash every blob")
     p = cmd("gc", "drop old snapshots per retention and free unreferenced space", _gc, workspace=False)
@@ -183,10 +188,11 @@ def print_plan(store: Store, plan: RestorePlan, with_diff: bool) -> None:
 def _restore(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     snap = store.resolve(args.id)
-    root = _workspace(args.cd)
+    root = _workspace(args.into or args.cd)
+    into = args.into is not None
     scope = ctx.settings.scope()
     if args.dry_run:
-        res = store.restore(snap, root, dry_run=True, scope=scope)
+        res = store.restore(snap, root, dry_run=True, scope=scope, into=into)
         if ctx.json:
             ctx.emit(res.as_json())
         else:
@@ -197,10 +203,14 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
                          "(or --dry-run to preview)")
 
     declined = False
+    others = SessionLock(ctx.store_dir, Path(root)).others()
 
     def confirm(plan: RestorePlan) -> bool:
         nonlocal declined
         ctx.done_progress()
+        if others:
+            print(f"warning: other codexr sessions are live in this workspace and may lose work to this "
+                  f"restore: {'; '.join(others)}", file=sys.stderr)
         if args.yes:
             return True
         print_plan(store, plan, args.diff)
@@ -214,7 +224,7 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
         return not declined
 
     try:
-        res = store.restore(snap, root, scope=scope, confirm=confirm, progress=ctx.read_progress)
+        res = store.restore(snap, root, scope=scope, confirm=confirm, progress=ctx.read_progress, into=into)
     finally:
         ctx.done_progress()
     if ctx.json:

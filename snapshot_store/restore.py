@@ -21,6 +21,7 @@ from .errors import CorruptStore, StoreError, StoreFull
 from .fsutil import atomic_write, fsync_dir, syncfs, translate_os_errors
 from .ids import is_snapshot_id, workspace_key
 from .manifest import Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
+from .packs import PackWriter
 from .safefs import SafeRoot, UnsafePath
 from .scope import HIDDEN, IGNORE_FILE, Ignore, forbidden
 from .settings import ScopeSettings
@@ -193,6 +194,18 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
     return RestorePlan(root, target_id, [*ordered, *rmdirs, *writes, *leaves])
 
 
+def _keep_everything(plan: RestorePlan) -> None:
+    """Restoring into a directory the snapshot never looked at: write its files, delete nothing."""
+    kept = []
+    for a in plan.actions:
+        if a.op == RMDIR:
+            continue
+        if a.op == DELETE or (a.op == WRITE and a.current is not None and a.current[0] in ("d", "D")):
+            a.op, a.reason = LEAVE, "the snapshot is of another directory: nothing here is deleted"
+        kept.append(a)
+    plan.actions = kept
+
+
 def _link_ancestor(path: str, current: FileMap) -> bool:
     """Is some ancestor a symlink the safety capture holds (so the restore may replace it)?"""
     anc = parent_of(path)
@@ -264,13 +277,23 @@ def restore(
     scope: ScopeSettings | None = None,
     confirm: Callable[[RestorePlan], bool] | None = None,
     progress: Progress | None = None,
+    into: bool = False,
 ) -> RestoreResult:
-    """Safety capture, plan, (confirm), journaled apply. The safety id undoes it exactly."""
+    """Safety capture, plan, (confirm), journaled apply. The safety id undoes it exactly.
+
+    A snapshot witnessed absence only under its own root: restoring it into another directory is
+    refused unless `into` is set, and then nothing there is deleted.
+    """
     from .store import resolve_root
 
     started = time.perf_counter()
     target_rec = store.record(snap_id)
     ws = resolve_root(root if root is not None else target_rec.root)
+    foreign = str(ws) != target_rec.root
+    if foreign and not into:
+        raise StoreError(
+            f"snapshot {snap_id[:12]} was taken of {target_rec.root}, not {ws}; to copy its files into {ws} "
+            f"anyway pass --into {ws} (nothing there is deleted then)")
     target = store.files(snap_id)
     # The safety capture must hold everything the restore may write or delete, without size cap:
     # every path the target holds or tombstoned, and any file the target witnessed absent.
@@ -285,8 +308,11 @@ def restore(
         safety_started_ns = time.time_ns()
         safety = store.capture(ws, known_paths=known, scope=scope, kind="safety", dry_run=dry_run,
                                label=f"before restoring {snap_id[:12]}",
-                               force=lambda p: witnessed_absent(target, p), progress=progress)
+                               force=None if foreign else lambda p: witnessed_absent(target, p),
+                               progress=progress)
         plan = plan_restore(target, safety.files, ignore, str(ws), snap_id)
+        if foreign:
+            _keep_everything(plan)
         for a in plan.actions:
             if a.op in (WRITE, DELETE):
                 a.before = safety.stats.get(a.path)
@@ -299,17 +325,65 @@ def restore(
             result.left = plan.left
             result.seconds = time.perf_counter() - started
             return result
+        _secure_safety_copies(store, ws, plan, safety.stored_blobs)
         _apply(store, ws, plan, safety.id, result, safety_started_ns)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _secure_safety_copies(store: Store, ws: Path, plan: RestorePlan, fresh: frozenset[bytes]) -> None:
+    """Before a file is overwritten or deleted, the store must hold an intact copy of it.
+
+    The safety capture reuses blobs already stored; one of those may be damaged on disk (its id
+    still matches the file). Each reused blob is read back and verified; a damaged one is stored
+    afresh from the file itself, and a file that no longer matches is left alone.
+    """
+    reused: dict[bytes, list[Action]] = {}
+    for a in plan.actions:
+        if a.op in (WRITE, DELETE) and a.current is not None and a.current[0] == "f":
+            blob = bytes.fromhex(a.current[3])
+            if blob not in fresh:
+                reused.setdefault(blob, []).append(a)
+    damaged: list[tuple[bytes, list[Action]]] = []
+    for blob, actions in reused.items():
+        try:
+            store.blobs.check(blob)
+        except CorruptStore:
+            damaged.append((blob, actions))
+    if not damaged:
+        return
+    writer = PackWriter(store.blobs)
+    try:
+        with SafeRoot(str(ws)) as fs:
+            for blob, actions in damaged:
+                for a in actions:
+                    if _store_again(fs, a.path, writer) != blob:
+                        a.op, a.reason = LEAVE, "changed after the safety capture (its stored copy was damaged)"
+        writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _store_again(fs: SafeRoot, path: str, writer: PackWriter) -> bytes | None:
+    """Store a file's current content even though a blob of that id exists; its id, or None."""
+    try:
+        pfd, name = fs.parent_fd(path)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=pfd)
+    except (OSError, UnsafePath):
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        blob, _size = writer.add_stream(f, force=True)
+    return blob
 
 
 def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: RestoreResult,
            safety_started_ns: int) -> None:
     # Pre-flight: every blob to be written must exist and verify, so a damaged store changes nothing.
     for blob in {a.target[3] for a in plan.actions if a.op == WRITE and a.target and a.target[0] == "f"}:
-        for _chunk in store.blob_chunks(blob):
-            pass
+        store.blobs.check(bytes.fromhex(blob))
     journal = _journal_path(store, ws)
     doc = {
         "root": str(ws),

@@ -73,6 +73,13 @@ class SafeRoot:
         parent, _, name = rel.rpartition("/")
         return self.dir_fd(parent, create), name
 
+    def parent_fd(self, rel: str) -> tuple[int, str]:
+        """The fd of an existing file's directory and its name there (for reads by dir fd)."""
+        pfd, name = self._split(rel, False)
+        if pfd is None:
+            raise FileNotFoundError(rel)
+        return pfd, name
+
     def lstat(self, rel: str) -> os.stat_result | None:
         """lstat without following links; None when absent (or its parent is)."""
         try:

@@ -79,6 +79,7 @@ class CaptureResult:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     files: FileMap = field(default_factory=dict, repr=False)
     stats: dict[str, Key] = field(default_factory=dict, repr=False)
+    stored_blobs: frozenset[bytes] = field(default=frozenset(), repr=False)  # written by this capture
 
     def as_json(self) -> dict[str, Any]:
         """The stable JSON shape the CLI prints."""
@@ -680,6 +681,7 @@ class Store:
                     sink.abort()
                 raise
             result.bytes_stored = sink.bytes_stored
+            result.stored_blobs = frozenset(sink.stored)
             result.id, result.unchanged = self._write_snapshot(ws, files, parent, parent_files, kind, label,
                                                                result.file_count)
             if w is not None:

@@ -1,0 +1,141 @@
+"""A restore's undo must work: its safety copy is intact, it acts only on its own workspace, and
+it is finished by nobody else while it runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from store_helpers import WIDE, tree, write
+
+from snapshot_store import Store, StoreError
+from snapshot_store.verify import verify
+
+REPO = Path(__file__).parents[1]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    with Store.open(tmp_path / "home" / "file_snapshots") as s:
+        yield s
+
+
+def _damage_blob(store: Store, blob_hex: str) -> None:
+    loc = store.blobs.locate(bytes.fromhex(blob_hex))
+    path = store.path / "packs" / f"{loc.pack}.pack"
+    with open(path, "r+b") as f:
+        f.seek(loc.offset + loc.stored_len // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def test_a_damaged_stored_copy_of_current_work_is_stored_afresh_before_the_restore(ws: Path, store: Store) -> None:
+    write(ws, "work.txt", b"old\n")
+    old = store.capture(ws, scope=WIDE).id
+    mine = os.urandom(20_000)  # incompressible: stored raw, so one flipped byte damages exactly it
+    write(ws, "work.txt", mine)
+    now = store.capture(ws, scope=WIDE)
+    _damage_blob(store, now.files["work.txt"][3])  # the store's only copy of the user's work rots
+
+    with Store.open(store.path) as other:  # a fresh process: finds the blob indexed, trusts nothing
+        res = other.restore(old, ws, scope=WIDE)
+    assert (ws / "work.txt").read_bytes() == b"old\n"
+    assert res.safety_id is not None
+    with Store.open(store.path) as other:
+        other.restore(res.safety_id, ws, scope=WIDE)
+    assert (ws / "work.txt").read_bytes() == mine
+
+
+def test_a_restore_leaves_a_file_whose_only_copy_is_damaged_and_that_changed(ws: Path, store: Store,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """If the file changes between the safety capture and the re-store, nothing vouches for it: left."""
+    import snapshot_store.restore as restore_mod
+
+    write(ws, "work.txt", b"old\n")
+    old = store.capture(ws, scope=WIDE).id
+    mine = os.urandom(20_000)
+    write(ws, "work.txt", mine)
+    _damage_blob(store, store.capture(ws, scope=WIDE).files["work.txt"][3])
+    real = restore_mod._store_again
+
+    def edit_first(fs: object, path: str, writer: object) -> bytes | None:
+        write(ws, "work.txt", b"edited meanwhile\n")
+        return real(fs, path, writer)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(restore_mod, "_store_again", edit_first)
+    res = store.restore(old, ws, scope=WIDE)
+    assert (ws / "work.txt").read_bytes() == b"edited meanwhile\n"
+    assert [a.path for a in res.left] == ["work.txt"]
+
+
+def test_restoring_another_workspaces_snapshot_is_refused(tmp_path: Path, store: Store) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    write(a, "shared.txt", b"from a\n")
+    snap_a = store.capture(a, scope=WIDE).id
+    write(b, "mine.txt", b"b's own work\n")
+    write(b, "shared.txt", b"b's version\n")
+    before = tree(b)
+    with pytest.raises(StoreError, match=r"was taken of .*--into"):
+        store.restore(snap_a, b, scope=WIDE)
+    assert tree(b) == before
+
+
+def test_restoring_into_another_directory_on_request_deletes_nothing(tmp_path: Path, store: Store) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    write(a, "shared.txt", b"from a\n")
+    write(a, "sub/x.txt", b"x\n")
+    snap_a = store.capture(a, scope=WIDE).id
+    write(b, "mine.txt", b"b's own work\n")
+    write(b, "sub/y.txt", b"b's y\n")
+    write(b, "shared.txt", b"b's version\n")
+    res = store.restore(snap_a, b, scope=WIDE, into=True)
+    assert (b / "shared.txt").read_bytes() == b"from a\n"
+    assert (b / "sub" / "x.txt").read_bytes() == b"x\n"
+    assert (b / "mine.txt").read_bytes() == b"b's own work\n"  # a never looked at b: never deleted
+    assert (b / "sub" / "y.txt").read_bytes() == b"b's y\n"
+    assert not res.deleted
+    assert verify(store).ok
+
+
+def _cli(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_cli_restore_of_another_workspaces_snapshot_needs_into(tmp_path: Path) -> None:
+    home, a, b = tmp_path / "home", tmp_path / "a", tmp_path / "b"
+    write(a, "shared.txt", b"from a\n")
+    with Store.open(home / "file_snapshots") as s:
+        snap_a = s.capture(a).id
+    write(b, "mine.txt", b"b's own work\n")
+    before = tree(b)
+    res = _cli(home, "snapshots", "restore", snap_a[:12], "--yes", cwd=b)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "--into" in res.stderr and "Traceback" not in res.stderr
+    assert tree(b) == before
+    res = _cli(home, "snapshots", "restore", snap_a[:12], "--yes", "--into", str(b), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (b / "shared.txt").read_bytes() == b"from a\n" and (b / "mine.txt").exists()
+
+
+def test_cli_restore_warns_when_another_session_works_in_the_workspace(tmp_path: Path) -> None:
+    from app.workspace_lock import SessionLock
+
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    write(ws, "f.txt", b"1\n")
+    with Store.open(home / "file_snapshots") as s:
+        snap = s.capture(ws).id
+    write(ws, "f.txt", b"2\n")
+    live = SessionLock(home / "file_snapshots", Path(os.path.realpath(ws)))
+    live.path = live.path.with_name("otherhost-1.json")  # a session of another machine: always live
+    live.acquire()
+    (live.path).write_text(json.dumps({"pid": 1, "host": "otherhost", "since": 0, "workspace": str(ws)}))
+    res = _cli(home, "snapshots", "restore", snap[:12], "--yes", cwd=ws)
+    assert res.returncode == 0, res.stderr
+    assert "other codexr sessions are live" in res.stderr and "otherhost" in res.stderr
