@@ -14,8 +14,48 @@ from pathlib import Path
 from .errors import StoreBusy
 
 
+def _process_start(pid: int) -> str | None:
+    """The kernel's start time of a process (tells a live owner from a reused pid), where /proc has it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def owner_info() -> dict[str, object]:
+    """Who this process is, for journals and lock files."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "start": _process_start(os.getpid()),
+            "since": time.time()}
+
+
+def owner_alive(owner: dict[str, object]) -> bool:
+    """Is the process that wrote `owner` still running on this host?
+
+    Another host's process cannot be asked; there the workspace lock (flock) is the only evidence.
+    """
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or pid <= 0 or owner.get("host") != socket.gethostname():
+        return False
+    if pid == os.getpid():
+        return False  # our own: the operation that wrote it has returned, or we would not be here
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    start = owner.get("start")
+    return start is None or _process_start(pid) in (None, start)
+
+
+def owner_text(owner: dict[str, object]) -> str:
+    """`pid N on HOST`, for messages."""
+    return f"pid {owner.get('pid')} on {owner.get('host')}"
+
+
 def _owner() -> bytes:
-    return json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode()
+    return json.dumps(owner_info()).encode()
 
 
 def read_owner(path: Path) -> str:

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import blake3
 
 from .capture import Progress
-from .errors import CorruptStore, StoreError, StoreFull
+from .errors import CorruptStore, StoreBusy, StoreError, StoreFull
 from .fsutil import atomic_write, fsync_dir, syncfs, translate_os_errors
 from .ids import is_snapshot_id, workspace_key
+from .locks import owner_alive, owner_info, owner_text
 from .manifest import Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
 from .packs import PackWriter
 from .safefs import SafeRoot, UnsafePath
@@ -263,7 +264,7 @@ def _empty_dirs_after(deletes: list[Action], target: FileMap, current: FileMap) 
 # ----------------------------------------------------------------------- apply
 
 
-def _journal_path(store: Store, root: Path) -> Path:
+def journal_path(store: Store, root: Path) -> Path:
     return store.path / "journal" / f"{workspace_key(str(root))}.json"
 
 
@@ -384,7 +385,7 @@ def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: Re
     # Pre-flight: every blob to be written must exist and verify, so a damaged store changes nothing.
     for blob in {a.target[3] for a in plan.actions if a.op == WRITE and a.target and a.target[0] == "f"}:
         store.blobs.check(bytes.fromhex(blob))
-    journal = _journal_path(store, ws)
+    journal = journal_path(store, ws)
     doc = {
         "root": str(ws),
         "target": plan.target_id,
@@ -393,6 +394,7 @@ def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: Re
         "actions": [[a.op, a.path, list(a.target) if a.target else None, list(a.before) if a.before else None]
                     for a in plan.actions if a.op in (WRITE, DELETE, RMDIR)],
     }
+    doc["owner"] = owner_info()
     atomic_write(journal, json.dumps(doc).encode())
     cache = store._stat_cache(ws)
     with SafeRoot(str(ws)) as fs:
@@ -487,7 +489,9 @@ def _matches(fs: SafeRoot, path: str, entry: Entry | None) -> bool:
             pfd = fs.dir_fd(parent_of(path), False)
             return pfd is not None and os.readlink(path.rpartition("/")[2], dir_fd=pfd) == entry[1]
         if entry[0] == "f":
-            return bool(st.st_size == entry[2] and blake3.blake3(fs.read(path)).hexdigest() == entry[3])
+            if not stat.S_ISREG(st.st_mode) or stat.S_IMODE(st.st_mode) != entry[1] or st.st_size != entry[2]:
+                return False  # the mode counts: a mode-only change is a change
+            return bool(blake3.blake3(fs.read(path)).hexdigest() == entry[3])
     except (OSError, UnsafePath):
         return False
     return False
@@ -496,7 +500,7 @@ def _matches(fs: SafeRoot, path: str, entry: Entry | None) -> bool:
 _OPS = (WRITE, DELETE, RMDIR)
 
 
-def _parse_journal(journal: Path) -> tuple[str, list[tuple[str, str, Entry | None]]]:
+def _parse_journal(journal: Path) -> tuple[str, list[tuple[str, str, Entry | None]], dict[str, Any]]:
     """Validate the whole journal before anything is touched; damage is a clear error."""
     damaged = f"restore journal {journal} is damaged; move it away to continue"
     try:
@@ -515,17 +519,22 @@ def _parse_journal(journal: Path) -> tuple[str, list[tuple[str, str, Entry | Non
             if entry is not None and entry[0] == "f" and not is_snapshot_id(str(entry[3])):
                 raise ValueError(f"bad blob id in {item!r}")
             actions.append((op, path, entry))
+        owner = doc.get("owner") or {}
+        if not isinstance(owner, dict):
+            raise ValueError("bad owner")
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
         raise CorruptStore(damaged) from exc
-    return safety_id, actions
+    return safety_id, actions, owner
 
 
 def recover(store: Store, root: Path) -> Recovery | None:
     """Finish an interrupted restore: redo each step whose path still holds its pre-restore state."""
-    journal = _journal_path(store, root)
+    journal = journal_path(store, root)
     if not journal.exists():
         return None
-    safety_id, actions = _parse_journal(journal)
+    safety_id, actions, owner = _parse_journal(journal)
+    if owner_alive(owner):
+        raise StoreBusy(f"a restore into {root} is still running ({owner_text(owner)})")
     before_map = store.files(safety_id)
     report = Recovery(str(root))
     with SafeRoot(str(root)) as fs:

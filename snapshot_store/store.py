@@ -11,13 +11,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import scope as scope_mod
 from .capture import HashOnly, Progress, read_paths
 from .errors import (
     AmbiguousSnapshot,
     CorruptStore,
+    StoreBusy,
     StoreError,
     UnknownSnapshot,
     UnsupportedFormat,
@@ -44,6 +45,9 @@ from .safefs import TMP_PREFIX as OWN_TMP
 from .settings import ScopeSettings
 from .statcache import Key, StatCache, stat_key
 from .watch import ChangeJournal
+
+if TYPE_CHECKING:
+    from .restore import Recovery, RestoreResult
 
 STORE_FORMAT = "codex-rewind-snapshots"
 STORE_VERSION = 1
@@ -599,7 +603,7 @@ class Store:
         ws = resolve_root(root)
         settings = scope or ScopeSettings()
         with translate_os_errors(f"capture of {ws}"), self.shared_lock():
-            recovered = None if dry_run else self.recover(ws)
+            recovered = None if dry_run else self._recover_if_idle(ws)
             ignore = scope_mod.Ignore.load(ws)
             key = str(ws)
             git = scope_mod.git_tracked(ws, self._git.get(key))
@@ -739,17 +743,34 @@ class Store:
         return diff_maps(old, new)
 
     # ----------------------------------------------------------------- restore, gc, verify
-    def restore(self, snap_id: str, root: str | os.PathLike[str] | None = None, **kwargs: Any) -> Any:
+    def restore(self, snap_id: str, root: str | os.PathLike[str] | None = None, **kwargs: Any) -> RestoreResult:
         """See restore.restore()."""
         from .restore import restore
 
         return restore(self, snap_id, root, **kwargs)
 
-    def recover(self, root: str | os.PathLike[str]) -> Any:
-        """Finish a restore that was interrupted in this workspace (None when there was none)."""
+    def recover(self, root: str | os.PathLike[str]) -> Recovery | None:
+        """Finish a restore that was interrupted in this workspace (None when there was none).
+
+        Only under the workspace lock, which a running restore holds: a live restore is never
+        "finished" by someone else (StoreBusy instead).
+        """
         from .restore import recover
 
-        return recover(self, resolve_root(root))
+        ws = resolve_root(root)
+        with self.workspace_lock(ws, wait=False):
+            return recover(self, ws)
+
+    def _recover_if_idle(self, ws: Path) -> Recovery | None:
+        """A capture finishes an interrupted restore, but leaves one that is still running alone."""
+        from .restore import journal_path
+
+        if not journal_path(self, ws).exists():
+            return None
+        try:
+            return self.recover(ws)
+        except StoreBusy:
+            return None
 
     def blob_chunks(self, blob_hex: str) -> Iterator[bytes]:
         """A blob's verified content, in chunks."""

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from store_helpers import WIDE, tree, write
 
-from snapshot_store import Store, StoreError
+from snapshot_store import ScopeSettings, Store, StoreError
 from snapshot_store.verify import verify
 
 REPO = Path(__file__).parents[1]
+WIDE_5000 = ScopeSettings(residue_max_files=5000)
 
 
 @pytest.fixture
@@ -139,3 +142,73 @@ def test_cli_restore_warns_when_another_session_works_in_the_workspace(tmp_path:
     res = _cli(home, "snapshots", "restore", snap[:12], "--yes", cwd=ws)
     assert res.returncode == 0, res.stderr
     assert "other codexr sessions are live" in res.stderr and "otherhost" in res.stderr
+
+
+def _journal(home: Path, ws: Path) -> Path:
+    from snapshot_store.ids import workspace_key
+
+    return home / "file_snapshots" / "journal" / f"{workspace_key(os.path.realpath(ws))}.json"
+
+
+def _stop_when_journaled(proc: subprocess.Popen[str], journal: Path, timeout: float = 120.0) -> None:
+    """SIGSTOP the restore the moment its journal exists (it is then applying its plan)."""
+    deadline = time.monotonic() + timeout
+    while not journal.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"the restore ended before its journal was seen: {proc.communicate()}")
+    os.kill(proc.pid, signal.SIGSTOP)
+    assert journal.exists()
+
+
+def _many_files(ws: Path, n: int, mode: int) -> None:
+    for i in range(n):
+        write(ws, f"d{i % 20}/f{i}.txt", f"file {i}\n".encode(), mode=mode)
+
+
+def test_a_capture_does_not_finish_a_restore_that_is_still_running(tmp_path: Path) -> None:
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    _many_files(ws, 2000, 0o644)
+    scope = ["-c", "file_snapshots.residue_max_files=5000"]
+    with Store.open(home / "file_snapshots") as s:
+        target = s.capture(ws, scope=WIDE_5000).id
+    for i in range(2000):
+        write(ws, f"d{i % 20}/f{i}.txt", f"changed {i}\n".encode())
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
+    restore = subprocess.Popen([sys.executable, "-m", "app.cli", *scope, "snapshots", "restore", target, "--yes"],
+                               cwd=ws, env=env, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    try:
+        _stop_when_journaled(restore, _journal(home, ws))
+        cap = _cli(home, *scope, "snapshots", "capture", cwd=ws)
+        assert cap.returncode == 0, cap.stderr
+        assert _journal(home, ws).exists()  # the running restore's journal is not someone else's to finish
+    finally:
+        os.kill(restore.pid, signal.SIGCONT)
+    _out, err = restore.communicate(timeout=120)
+    assert restore.returncode == 0, err
+    assert not _journal(home, ws).exists()
+    assert all((ws / f"d{i % 20}/f{i}.txt").read_bytes() == f"file {i}\n".encode() for i in range(2000))
+
+
+def test_recovery_after_a_killed_restore_applies_mode_only_changes(tmp_path: Path) -> None:
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    _many_files(ws, 2000, 0o644)
+    scope = ["-c", "file_snapshots.residue_max_files=5000"]
+    with Store.open(home / "file_snapshots") as s:
+        target = s.capture(ws, scope=WIDE_5000).id
+    for i in range(2000):
+        os.chmod(ws / f"d{i % 20}/f{i}.txt", 0o755)  # mode-only changes
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
+    restore = subprocess.Popen([sys.executable, "-m", "app.cli", *scope, "snapshots", "restore", target, "--yes"],
+                               cwd=ws, env=env, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    _stop_when_journaled(restore, _journal(home, ws))
+    os.kill(restore.pid, signal.SIGKILL)
+    restore.communicate(timeout=60)
+    still = sum(1 for i in range(2000) if os.stat(ws / f"d{i % 20}/f{i}.txt").st_mode & 0o777 == 0o755)
+    assert still > 0, "the kill came too late to leave work for recovery"
+    cap = _cli(home, *scope, "snapshots", "capture", cwd=ws)
+    assert cap.returncode == 0, cap.stderr
+    assert not _journal(home, ws).exists()
+    modes = {os.stat(ws / f"d{i % 20}/f{i}.txt").st_mode & 0o777 for i in range(2000)}
+    assert modes == {0o644}
