@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from snapshot_store import RestorePlan, Store
+from snapshot_store import RestorePlan, Store, StoreError
 from snapshot_store.gc import gc, maybe_auto_gc
 from snapshot_store.restore import unified_diff
 from snapshot_store.verify import verify
@@ -96,7 +96,10 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
         for path, reason in res.skipped:
             print(f"  skipped {show_path(path)}: {reason}", file=sys.stderr)
     if ctx.settings.file_snapshots.auto_gc:
-        maybe_auto_gc(store, ctx.settings.retention())
+        try:
+            maybe_auto_gc(store, ctx.settings.retention())
+        except StoreError as exc:  # the snapshot is committed: a gc that cannot run is only a warning
+            print(f"codexr: warning: automatic gc did not run: {exc}", file=sys.stderr)
     return 0
 
 

@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import os
 import secrets
 from collections.abc import Iterator
@@ -67,15 +68,20 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
 
 
 def append_line(path: Path, line: bytes) -> None:
-    """Append one whole record (or nothing) and fsync; readers tolerate a torn last line.
+    """Append one whole newline-terminated record (or nothing) and fsync.
 
-    A torn tail left by an earlier crash is terminated first, so it never swallows this record.
+    Appenders take an exclusive flock on the file itself, and a torn tail an earlier crash left
+    (bytes after the last newline) is cut off first: glued to this record it would turn into a
+    damaged line in the middle of the file, which readers rightly treat as corruption.
     """
+    assert line.endswith(b"\n")
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
-            line = b"\n" + line
+            size = _end_of_last_line(fd, size)
+            os.ftruncate(fd, size)
         try:
             view = memoryview(line)
             while view:
@@ -87,6 +93,23 @@ def append_line(path: Path, line: bytes) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def _end_of_last_line(fd: int, size: int, chunk: int = 65536) -> int:
+    """Offset just past the last newline (0 if there is none), scanning backwards."""
+    end = size
+    while end > 0:
+        start = max(0, end - chunk)
+        cut = os.pread(fd, end - start, start).rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        end = start
+    return 0
+
+
+def complete_lines(data: bytes) -> list[bytes]:
+    """The newline-terminated records of an append-only file; a torn unterminated tail is not one."""
+    return data.split(b"\n")[:-1]
 
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)

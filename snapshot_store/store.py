@@ -24,7 +24,7 @@ from .errors import (
     UnsupportedFormat,
     WorkspaceError,
 )
-from .fsutil import append_line, atomic_write, translate_os_errors
+from .fsutil import append_line, atomic_write, complete_lines, translate_os_errors
 from .ids import digest_hex, is_snapshot_id, is_snapshot_prefix, workspace_key
 from .locks import flocked
 from .manifest import (
@@ -348,19 +348,17 @@ class Store:
             with open(path, "rb") as f:
                 size = f.seek(0, os.SEEK_END)
                 f.seek(max(0, size - REF_TAIL_BYTES))
-                lines = f.read().splitlines()
+                lines = complete_lines(f.read())  # a torn final line (crash mid-append) is no record
         except FileNotFoundError:
             return None
         if size > REF_TAIL_BYTES:
             lines = lines[1:]  # the first line of the window may be cut
-        for n, line in enumerate(reversed(lines)):
+        for line in reversed(lines):
             try:
                 snap = json.loads(line)["id"]
                 if not isinstance(snap, str) or not is_snapshot_id(snap):
                     raise ValueError("bad id")
             except (ValueError, KeyError, TypeError) as exc:
-                if n == 0:
-                    continue  # a torn final line (crash mid-append)
                 raise CorruptStore(f"ref file {path.name} is damaged near its end") from exc
             if self._snapshot_path(snap).exists():
                 return snap
@@ -798,9 +796,9 @@ def diff_maps(old: FileMap, new: FileMap) -> list[Change]:
 
 
 def read_ref_file(path: Path) -> list[SnapshotInfo]:
-    """Parse a workspace ref log; a torn final line (crash mid-append) is skipped."""
+    """Parse a workspace ref log: every complete line must parse; a torn unterminated tail is skipped."""
     try:
-        lines = path.read_bytes().splitlines()
+        lines = complete_lines(path.read_bytes())
     except FileNotFoundError:
         return []
     out: list[SnapshotInfo] = []
@@ -812,7 +810,5 @@ def read_ref_file(path: Path) -> list[SnapshotInfo]:
             out.append(SnapshotInfo(d["id"], d["root"], float(d["created"]), d["kind"], d.get("label"),
                                     int(d.get("file_count", 0))))
         except (ValueError, KeyError, TypeError) as exc:
-            if n == len(lines) - 1:
-                continue
             raise CorruptStore(f"ref file {path.name} line {n + 1} is damaged") from exc
     return out
