@@ -13,7 +13,7 @@ from .context import Context, UsageError
 from .snapshot_cmds import print_plan, show_path
 
 if TYPE_CHECKING:  # the SDK import costs ~0.5 s: only commands that start Codex pay it
-    from .session import ApprovalRequest, RewindResult, Session
+    from .session import ApprovalRequest, RedoPreview, RewindPreview, RewindResult, Session
 
 
 def _codex_flags(p: argparse.ArgumentParser) -> None:
@@ -100,6 +100,8 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
             print(out.final_message)
         if out.error:
             print(f"codexr: turn {out.status}: {out.error}", file=sys.stderr)
+        if out.capture_error:
+            print(f"codexr: warning: {out.capture_error}", file=sys.stderr)
         print(f"thread {out.thread_id}  turn {out.turn_id}  {out.status}"
               + (f"  files: {len(out.files_changed)}" if out.files_changed else ""), file=sys.stderr)
     return 0 if out.status == "completed" else 1
@@ -125,26 +127,40 @@ def _threads(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _confirm(ctx: Context, args: argparse.Namespace, session: Session, what: str) -> Any:
+    """The confirmation a rewind or redo asks before anything changes (with --yes: none, only warnings)."""
+    from .session import RedoPreview
+
     others = session.other_sessions()
     if not args.yes and not sys.stdin.isatty():
         raise UsageError(f"{what} changes files and the conversation: pass --yes to confirm when not on a "
                          "terminal (or --dry-run to preview)")
 
-    def ask(plan: RestorePlan) -> bool:
-        if others and not ctx.json:
-            print(f"warning: other codexr sessions are live in this workspace: {'; '.join(others)}")
+    def ask(preview: RewindPreview | RedoPreview) -> bool:
+        out = sys.stderr if ctx.json else sys.stdout
+        if others:
+            print(f"warning: other codexr sessions are live in this workspace: {'; '.join(others)}", file=out)
+        if not ctx.json and isinstance(preview, RedoPreview):
+            _print_since_rewind(preview.changed_since_rewind, preview.turns_since_rewind, preview.thread_id)
         if args.yes:
             return True
-        print_plan(session.store, plan, False)
+        if preview.plan is not None:
+            print_plan(session.store, preview.plan, False)
         try:
             answer = input(f"Apply this {what}? A safety snapshot has been taken. [y/N] ")
         except EOFError:
             answer = ""
         return answer.strip().lower() in ("y", "yes")
 
-    if others and args.yes and not ctx.json:
-        print(f"warning: other codexr sessions are live in this workspace: {'; '.join(others)}", file=sys.stderr)
     return ask
+
+
+def _print_since_rewind(changed: list[str], turns: int, thread: str) -> None:
+    if changed:
+        print(f"{len(changed)} files changed since the rewind (the safety snapshot keeps them):")
+        for p in changed:
+            print(f"  {show_path(p)}")
+    if turns:
+        print(f"{turns} prompts were sent on thread {thread} since the rewind (it stays as it is)")
 
 
 def _mode(args: argparse.Namespace) -> str:
@@ -180,12 +196,18 @@ def _print_rewind(res: RewindResult) -> None:
 
 
 def _rewind(ctx: Context, args: argparse.Namespace) -> int:
+    from .session import Declined
+
     mode = _mode(args)
     with open_session(ctx, args) as session:
         if not args.dry_run:
             session.resume_thread(args.thread)
         confirm = None if args.dry_run else _confirm(ctx, args, session, "rewind")
-        res = session.rewind(args.thread, args.to, mode, dry_run=args.dry_run, confirm=confirm)
+        try:
+            res = session.rewind(args.thread, args.to, mode, dry_run=args.dry_run, confirm=confirm)
+        except Declined as exc:
+            print(exc)
+            return 1
     if ctx.json:
         ctx.emit(res.as_json())
     else:
@@ -194,22 +216,22 @@ def _rewind(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _redo(ctx: Context, args: argparse.Namespace) -> int:
+    from .session import Declined
+
     with open_session(ctx, args) as session:
         if not args.dry_run:
             session.resume_thread(args.thread)
         confirm = None if args.dry_run else _confirm(ctx, args, session, "redo")
-        res = session.redo(args.thread, dry_run=args.dry_run, confirm=confirm)
+        try:
+            res = session.redo(args.thread, dry_run=args.dry_run, confirm=confirm)
+        except Declined as exc:
+            print(exc)
+            return 1
     if ctx.json:
         ctx.emit(res.as_json())
         return 0
-    if res.changed_since_rewind:
-        print(f"{len(res.changed_since_rewind)} files changed since the rewind (the safety snapshot keeps them):")
-        for p in res.changed_since_rewind:
-            print(f"  {show_path(p)}")
-    if res.turns_since_rewind:
-        print(f"{res.turns_since_rewind} prompts were sent on thread {res.from_thread} since the rewind "
-              "(it stays as it is)")
     if res.dry_run:
+        _print_since_rewind(res.changed_since_rewind, res.turns_since_rewind, res.from_thread)
         if res.restore is not None:
             _print_actions(res.restore.plan)
         print(f"redo would return to thread {res.thread_id}")

@@ -39,6 +39,10 @@ class SessionError(StoreError):
     """A clear, one-line failure of a session operation (nothing was changed)."""
 
 
+class Declined(SessionError):
+    """The user said no at the confirmation: nothing changed (the CLI exits 1)."""
+
+
 @dataclass
 class SessionOptions:
     """How to start Codex and what to pass through to it."""
@@ -90,6 +94,7 @@ class TurnOutcome:
     seconds: float
     pre_capture_seconds: float = 0.0
     post_capture_seconds: float = 0.0
+    capture_error: str | None = None  # the post-turn capture failed (the turn itself is unaffected)
 
     def as_json(self) -> dict[str, Any]:
         """The stable JSON shape `codexr exec --json` prints."""
@@ -105,6 +110,7 @@ class TurnOutcome:
             "seconds": round(self.seconds, 3),
             "pre_capture_seconds": round(self.pre_capture_seconds, 4),
             "post_capture_seconds": round(self.post_capture_seconds, 4),
+            "capture_error": self.capture_error,
         }
 
 
@@ -117,6 +123,29 @@ class Prompt:
     text: str
     status: str
     pre: str | None
+
+
+@dataclass
+class RewindPreview:
+    """What a rewind is about to do, shown for confirmation before anything changes."""
+
+    thread_id: str
+    to_prompt: int
+    prompt: str
+    mode: str
+    plan: RestorePlan | None  # None when no files are restored
+
+
+@dataclass
+class RedoPreview:
+    """What a redo is about to do: what changed since the rewind comes before anything is restored."""
+
+    thread_id: str
+    origin_thread: str
+    mode: str
+    plan: RestorePlan | None
+    changed_since_rewind: list[str]
+    turns_since_rewind: int
 
 
 @dataclass
@@ -422,12 +451,15 @@ class Session:
 
     # ------------------------------------------------------------------ turns
     def _known_paths(self, side: ThreadSidecar) -> list[str]:
-        """Agent-touched paths plus everything the thread captured before (tracking only grows)."""
+        """Agent-touched paths plus everything the thread captured before (tracking only grows).
+
+        A damaged snapshot is an error, not an empty list: capturing less than the thread tracks
+        would let a later restore treat those paths as never seen.
+        """
         known = list(side.agent_touched)
         latest = side.latest_snapshot()
         if latest is not None:
-            with contextlib.suppress(StoreError):
-                known.extend(p for p, _e in captured_items(self.store.files(latest)))
+            known.extend(p for p, _e in captured_items(self.store.files(latest)))
         return known
 
     def _capture(self, side: ThreadSidecar, kind: str, label: str) -> str | None:
@@ -437,7 +469,12 @@ class Session:
                                   scope=self.scope, kind=kind, grow=False).id
 
     def run_turn(self, thread_id: str, text: str, on_event: EventCallback | None = None) -> TurnOutcome:
-        """Capture, start the turn, stream it, capture again; the sidecar binds both to the turn id."""
+        """Capture, start the turn, stream it, capture again; the sidecar binds both to the turn id.
+
+        The sidecar is changed only by read-modify-write under its lock (a rewind or redo from
+        another process during the turn is kept), and the turn's agent-touched paths are saved
+        before the post-turn capture, so a failing capture cannot lose them.
+        """
         started = time.perf_counter()
         side = self.sidecar(thread_id)
         if not self.sidecars.exists(thread_id) and self._has_turns(thread_id):
@@ -448,14 +485,19 @@ class Session:
         resp = self._rpc("cannot start the turn",
                          lambda: self.client.turn_start(thread_id, [{"type": "text", "text": text}], None))
         turn_id = str(resp.turn.id)
-        record = TurnRecord(turn_id=turn_id, prompt=text, pre=pre)
-        if side.turn(turn_id) is None:
-            side.turns.append(record)
-        self.sidecars.save(side)
+
+        def add_turn(s: ThreadSidecar) -> None:
+            if s.turn(turn_id) is None:
+                s.turns.append(TurnRecord(turn_id=turn_id, prompt=text, pre=pre))
+
+        self.sidecars.update(thread_id, add_turn, new=lambda: side)
         state = _TurnState()
         with self._items_lock:
             self._turn_states[turn_id] = state
         status, error = "failed", None
+        capture_error: str | None = None
+        post: str | None = None
+        post_seconds = 0.0
         try:
             status, error = self._stream(turn_id, state, on_event)
         finally:
@@ -467,23 +509,42 @@ class Session:
                 closed = {**item, "status": "interrupted" if status == "interrupted" else "failed"}
                 state.items.append(closed)
                 if on_event is not None:
-                    on_event("item/completed", {"item": closed, "turnId": turn_id, "synthetic": True})
+                    with contextlib.suppress(Exception):
+                        on_event("item/completed", {"item": closed, "turnId": turn_id, "synthetic": True})
                 state.open_items.pop(item_id, None)
-            side.touch(state.touched)
-            record.status = status
+
+            def finish(s: ThreadSidecar) -> None:
+                s.touch(state.touched)
+                rec = s.turn(turn_id)
+                if rec is not None:
+                    rec.status = status
+
+            side = self.sidecars.update(thread_id, finish)
             t1 = time.perf_counter()
-            record.post = self._capture(side, "post-turn", f"after: {text[:60]}")
+            try:
+                post = self._capture(side, "post-turn", f"after: {text[:60]}")
+            except StoreError as exc:
+                capture_error = f"the snapshot after the turn failed: {exc}"
             post_seconds = time.perf_counter() - t1
-            self.sidecars.save(side)
+            if post is not None:
+                def bind_post(s: ThreadSidecar) -> None:
+                    rec = s.turn(turn_id)
+                    if rec is not None:
+                        rec.post = post
+
+                self.sidecars.update(thread_id, bind_post)
         return TurnOutcome(thread_id, turn_id, status, state.final, error, state.items,
-                           sorted(set(state.touched)), pre, record.post, time.perf_counter() - started,
-                           pre_seconds, post_seconds)
+                           sorted(set(state.touched)), pre, post, time.perf_counter() - started,
+                           pre_seconds, post_seconds, capture_error)
 
     def _has_turns(self, thread_id: str) -> bool:
+        """Did the thread run prompts before codexr saw it? (A thread with no rollout yet has none.)"""
         try:
             resp = self.client.thread_read(thread_id, include_turns=True)
-        except Exception:
-            return False
+        except JsonRpcError:
+            return False  # "no rollout"/"list_turns is not supported yet": nothing ran on it
+        except (TransportClosedError, CodexError) as exc:
+            raise SessionError(f"cannot read thread {thread_id}: Codex stopped responding ({exc})") from exc
         return bool(resp.thread.turns)
 
     def _stream(self, turn_id: str, state: _TurnState, on_event: EventCallback | None) -> tuple[str, str | None]:
@@ -547,8 +608,13 @@ class Session:
         return self.lock.others()
 
     def rewind(self, thread_id: str, to: str | int, mode: str = "both", *, dry_run: bool = False,
-               confirm: Callable[[RestorePlan], bool] | None = None) -> RewindResult:
-        """Fork the conversation before prompt `to` and/or restore its pre-turn files."""
+               confirm: Callable[[RewindPreview], bool] | None = None) -> RewindResult:
+        """Fork the conversation before prompt `to` and/or restore its pre-turn files.
+
+        Order (a kill at any instant leaves a rewind that did not happen, or one that redo undoes):
+        safety capture, plan, `confirm`, fork, the redo entry saved (pinning the safety snapshot),
+        then the journaled restore. A declined rewind changes nothing and creates no fork.
+        """
         if mode not in MODES:
             raise SessionError(f"unknown rewind mode {mode!r}")
         side = self.sidecars.load(thread_id)
@@ -560,47 +626,65 @@ class Session:
                 f"prompt {target.number} has no file snapshot (it ran outside codexr or with file_snapshots off); "
                 "rewind the conversation only with --conversation-only")
         known = self._known_paths(side) if side else []
-        declined = False
-
-        def asked(plan: RestorePlan) -> bool:
-            nonlocal declined
-            declined = confirm is not None and not confirm(plan)
-            return not declined
-
         restore: RestoreResult | None = None
         if dry_run:
             if files and target.pre:
                 restore = self.store.restore(target.pre, self.cwd, dry_run=True, known_paths=known, scope=self.scope)
             return RewindResult(thread_id, thread_id, mode, target.number, target.text, None, restore, True)
-        new_thread = thread_id
-        if mode in ("both", "conversation"):
-            new_thread = self._fork_before(thread_id, target, prompts)
-        if files and target.pre:
+        landed: dict[str, str] = {}
+
+        def go(plan: RestorePlan | None) -> bool:
+            if confirm is not None and not confirm(RewindPreview(thread_id, target.number, target.text, mode, plan)):
+                return False
+            new_thread = self._fork_before(thread_id, target, prompts) if mode != "files" else thread_id
             try:
-                restore = self.store.restore(target.pre, self.cwd, known_paths=known, scope=self.scope,
-                                             confirm=asked)
+                self._record_rewind(side, new_thread, thread_id, target, prompts, mode,
+                                    plan.safety_id if plan else None)
             except BaseException:
                 self._drop_fork(new_thread, thread_id)
                 raise
-            if declined:
-                self._drop_fork(new_thread, thread_id)
-                raise SessionError("rewind cancelled; nothing changed")
-        if new_thread == thread_id:
-            dest = side if side is not None else self.sidecar(thread_id)
+            landed["thread"] = new_thread
+            return True
+
+        if files and target.pre:
+            try:
+                restore = self.store.restore(target.pre, self.cwd, known_paths=known, scope=self.scope, confirm=go)
+            except StoreError as exc:
+                if "thread" not in landed:
+                    raise
+                dest = landed["thread"]
+                raise SessionError(f"{exc} — the rewind is recorded: the conversation continues on thread {dest}, "
+                                   f"and `codexr redo --thread {dest}` undoes the files it changed") from exc
+        elif not go(None):
+            landed.clear()
+        if "thread" not in landed:
+            raise Declined("rewind cancelled; nothing changed")
+        safety = restore.safety_id if restore else None
+        return RewindResult(landed["thread"], thread_id, mode, target.number, target.text, safety, restore)
+
+    def _record_rewind(self, side: ThreadSidecar | None, dest_thread: str, origin: str, target: Prompt,
+                       prompts: list[Prompt], mode: str, safety_id: str | None) -> None:
+        """Save the redo entry on the destination thread before any file changes (it pins the safety)."""
+        files = mode in ("both", "files")
+        entry = RedoEntry(origin_thread=origin, mode=mode, safety_id=safety_id,
+                          target_snapshot=target.pre if files else None, to_prompt=target.number,
+                          prompt=target.text, origin_turns=len(prompts))
+        event = {"event": "rewind", "from": origin, "to_prompt": target.number, "mode": mode,
+                 "safety_id": safety_id, "at": time.time()}
+
+        def add(s: ThreadSidecar) -> None:
+            s.redo.append(entry)
+            s.history.append(event)
+
+        if dest_thread == origin:
+            self.sidecars.update(origin, add, new=lambda: side if side is not None else self.sidecar(origin))
         else:
-            dest = self._fork_sidecar(side, new_thread, thread_id, prompts[: target.number - 1])
-        dest.redo.append(RedoEntry(
-            origin_thread=thread_id, mode=mode, safety_id=restore.safety_id if restore else None,
-            target_snapshot=target.pre if files else None, to_prompt=target.number, prompt=target.text,
-            origin_turns=len(prompts)))
-        dest.history.append({"event": "rewind", "from": thread_id, "to_prompt": target.number, "mode": mode,
-                             "safety_id": restore.safety_id if restore else None, "at": time.time()})
-        self.sidecars.save(dest)
-        return RewindResult(new_thread, thread_id, mode, target.number, target.text,
-                            restore.safety_id if restore else None, restore)
+            dest = self._fork_sidecar(side, dest_thread, origin, prompts[: target.number - 1])
+            add(dest)
+            self.sidecars.save(dest)
 
     def _drop_fork(self, new_thread: str, thread_id: str) -> None:
-        """A rewind that failed or was declined leaves no stray fork behind (archived, not deleted)."""
+        """A rewind that failed before it was recorded leaves no stray fork behind (archived, not deleted)."""
         if new_thread != thread_id:
             with contextlib.suppress(Exception):
                 self.client.thread_archive(new_thread)
@@ -629,52 +713,86 @@ class Session:
             dest.agent_touched = list(side.agent_touched)
         return dest
 
+    def _changed_since_rewind(self, entry: RedoEntry, plan: RestorePlan) -> list[str]:
+        """Paths the redo will write or delete whose state is not the one the rewind left.
+
+        Taken from the redo's own plan, so it names everything the redo overwrites or deletes that
+        changed after the rewind, also where a walk never looks (churn or ignored directories).
+        """
+        if entry.target_snapshot is None:
+            return []
+        left_by_rewind = self.store.files(entry.target_snapshot)
+        out = []
+        for a in plan.actions:
+            if a.op not in ("write", "delete"):
+                continue
+            then = left_by_rewind.get(a.path)
+            if a.current != then and not (a.current is None and (then is None or then[0] == "-")):
+                out.append(a.path)
+        return sorted(out)
+
     def redo(self, thread_id: str, *, dry_run: bool = False,
-             confirm: Callable[[RestorePlan], bool] | None = None) -> RedoResult:
-        """Undo the last rewind that landed on this thread: its files and its conversation."""
+             confirm: Callable[[RedoPreview], bool] | None = None) -> RedoResult:
+        """Undo the last rewind that landed on this thread: its files and its conversation.
+
+        `confirm` sees what changed since the rewind before anything is restored. The redo's own
+        safety snapshot is pinned in the sidecar before files change; the entry is popped after, so
+        a redo killed half-way can simply be run again.
+        """
         side = self.sidecars.load(thread_id)
         if side is None or not side.redo:
             raise SessionError(f"nothing to redo on thread {thread_id}")
         entry = side.redo[-1]
-        changed: list[str] = []
-        if entry.target_snapshot:
-            with contextlib.suppress(StoreError):
-                changed = [c.path for c in self.store.diff(entry.target_snapshot, None, self.cwd, self.scope)]
         # On a fork, prompts past the shared ones are new; on the same thread (files-only), past the old count.
         base = entry.to_prompt - 1 if entry.origin_thread != thread_id else entry.origin_turns
         turns_since = max(0, len(self.prompts(thread_id)) - base)
-        restore: RestoreResult | None = None
         files = entry.mode in ("both", "files") and entry.safety_id is not None
-        declined = False
-
-        def asked(plan: RestorePlan) -> bool:
-            nonlocal declined
-            declined = confirm is not None and not confirm(plan)
-            return not declined
-
+        known = self._known_paths(side)
+        restore: RestoreResult | None = None
         if dry_run:
+            changed: list[str] = []
             if files and entry.safety_id:
-                restore = self.store.restore(entry.safety_id, self.cwd, dry_run=True,
-                                             known_paths=self._known_paths(side), scope=self.scope)
+                restore = self.store.restore(entry.safety_id, self.cwd, dry_run=True, known_paths=known,
+                                             scope=self.scope)
+                changed = self._changed_since_rewind(entry, restore.plan)
             return RedoResult(entry.origin_thread, thread_id, entry.mode, None, changed, turns_since, restore, True)
         if entry.mode in ("both", "conversation") and entry.origin_thread != thread_id:
             self.resume_thread(entry.origin_thread)
+        seen: dict[str, list[str]] = {}
+
+        def go(plan: RestorePlan | None) -> bool:
+            changed = self._changed_since_rewind(entry, plan) if plan is not None else []
+            seen["changed"] = changed
+            preview = RedoPreview(thread_id, entry.origin_thread, entry.mode, plan, changed, turns_since)
+            if confirm is not None and not confirm(preview):
+                return False
+            event = {"event": "redo-started", "to": entry.origin_thread, "at": time.time(),
+                     "safety_id": plan.safety_id if plan else None}
+            self.sidecars.update(thread_id, lambda s: s.history.append(event))
+            seen["accepted"] = []
+            return True
+
         if files and entry.safety_id:
-            restore = self.store.restore(entry.safety_id, self.cwd, known_paths=self._known_paths(side),
-                                         scope=self.scope, confirm=asked)
-            if declined:
-                raise SessionError("redo cancelled; nothing changed")
-        side.redo.pop()
-        side.history.append({"event": "redo", "to": entry.origin_thread, "at": time.time(),
-                             "safety_id": restore.safety_id if restore else None})
-        self.sidecars.save(side)
+            restore = self.store.restore(entry.safety_id, self.cwd, known_paths=known, scope=self.scope, confirm=go)
+        else:
+            go(None)
+        if "accepted" not in seen:
+            raise Declined("redo cancelled; nothing changed")
+        safety = restore.safety_id if restore else None
+
+        def pop(s: ThreadSidecar) -> None:
+            if s.redo and s.redo[-1].at == entry.at and s.redo[-1].origin_thread == entry.origin_thread:
+                s.redo.pop()
+            s.history.append({"event": "redo", "to": entry.origin_thread, "at": time.time(), "safety_id": safety})
+
+        self.sidecars.update(thread_id, pop)
         if entry.origin_thread != thread_id:
-            origin = self.sidecar(entry.origin_thread)
-            origin.history.append({"event": "redone", "from": thread_id, "at": time.time(),
-                                   "safety_id": restore.safety_id if restore else None})
-            self.sidecars.save(origin)
-        return RedoResult(entry.origin_thread, thread_id, entry.mode, restore.safety_id if restore else None,
-                          changed, turns_since, restore)
+            self.sidecars.update(
+                entry.origin_thread,
+                lambda s: s.history.append({"event": "redone", "from": thread_id, "at": time.time(),
+                                            "safety_id": safety}),
+                new=lambda: self.sidecar(entry.origin_thread))
+        return RedoResult(entry.origin_thread, thread_id, entry.mode, safety, seen["changed"], turns_since, restore)
 
     # ------------------------------------------------------------------ listing
     def threads(self, all_workspaces: bool = False) -> list[ThreadSummary]:

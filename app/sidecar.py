@@ -6,10 +6,12 @@ treats every snapshot it names as pinned. Codex's own files are never written.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,11 +139,33 @@ class Sidecars:
         except (KeyError, TypeError, ValueError) as exc:
             raise StoreError(f"thread sidecar {path} is damaged: {exc}") from exc
 
-    def save(self, side: ThreadSidecar) -> None:
-        """Write atomically (temp, fsync, rename)."""
+    def _lock(self, thread_id: str) -> contextlib.AbstractContextManager[None]:
+        return flocked(self.locks / f"thread-{check_thread_id(thread_id)}.lock", exclusive=True)
+
+    def _write(self, side: ThreadSidecar) -> None:
         doc = {"version": SIDECAR_VERSION, **asdict(side)}
-        with flocked(self.locks / f"thread-{check_thread_id(side.thread_id)}.lock", exclusive=True):
-            atomic_write(self.path(side.thread_id), json.dumps(doc, indent=1).encode())
+        atomic_write(self.path(side.thread_id), json.dumps(doc, indent=1).encode())
+
+    def save(self, side: ThreadSidecar) -> None:
+        """Write a sidecar nobody else can know yet (a new fork's) atomically (temp, fsync, rename)."""
+        with self._lock(side.thread_id):
+            self._write(side)
+
+    def update(self, thread_id: str, change: Callable[[ThreadSidecar], None],
+               new: Callable[[], ThreadSidecar] | None = None) -> ThreadSidecar:
+        """Read, change and write one sidecar under its lock, so concurrent writers never undo each other.
+
+        `new` makes the sidecar when the thread has none yet (else that is an UnknownThread).
+        """
+        with self._lock(thread_id):
+            side = self.load(thread_id)
+            if side is None:
+                if new is None:
+                    raise UnknownThread(f"thread {thread_id} has no codexr sidecar")
+                side = new()
+            change(side)
+            self._write(side)
+        return side
 
     def all(self) -> list[ThreadSidecar]:
         """Every sidecar (damaged ones are skipped)."""

@@ -57,6 +57,7 @@ class RestorePlan:
     root: str
     target_id: str
     actions: list[Action]
+    safety_id: str | None = None  # committed before the plan is shown (None for a dry run)
 
     @property
     def writes(self) -> list[Action]:
@@ -312,6 +313,7 @@ def restore(
                                force=None if foreign else lambda p: witnessed_absent(target, p),
                                progress=progress)
         plan = plan_restore(target, safety.files, ignore, str(ws), snap_id)
+        plan.safety_id = None if dry_run else safety.id
         if foreign:
             _keep_everything(plan)
         for a in plan.actions:
