@@ -86,6 +86,8 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
         res = store.capture(args.cd, label=args.label, scope=ctx.settings.scope(), progress=ctx.read_progress)
     finally:
         ctx.done_progress()
+    if res.recovered is not None:
+        print(f"codexr: {res.recovered.summary()}", file=sys.stderr)
     if ctx.json:
         ctx.emit(res.as_json())
     else:
@@ -230,6 +232,8 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
         res = store.restore(snap, root, scope=scope, confirm=confirm, progress=ctx.read_progress, into=into)
     finally:
         ctx.done_progress()
+    if res.recovered is not None:
+        print(f"codexr: {res.recovered.summary()}", file=sys.stderr)
     if ctx.json:
         ctx.emit(res.as_json())
         return 1 if declined else 0

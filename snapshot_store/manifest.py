@@ -13,6 +13,7 @@ The root directory is the key "".
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,12 +97,18 @@ class SnapshotRecord:
         """Parse a snapshot file, raising CorruptStore with its id on any problem."""
         try:
             raw = zstandard.ZstdDecompressor().decompress(data, max_output_size=1 << 31)
-            doc = json.loads(raw)
+            doc = json.loads(raw, object_pairs_hook=_unique_keys)
             if doc.get("format") != FORMAT_VERSION:
                 raise CorruptStore(f"snapshot {snap_id} has unknown format {doc.get('format')!r}")
             changes: dict[str, Entry | None] = {}
             for k, v in doc["changes"].items():
-                changes[k] = parse_entry(v) if v is not None else None
+                entry = parse_entry(v) if v is not None else None
+                if not (valid_key(k) or (_is_git_dir(k) and (entry is None or entry[0] == "D"))):
+                    raise ValueError(f"bad path {k!r}")
+                changes[k] = entry
+            parent = doc["parent"]
+            if parent is not None and not (isinstance(parent, str) and _HEX64.fullmatch(parent)):
+                raise ValueError(f"bad parent {parent!r}")
             return cls(
                 root=str(doc["root"]),
                 created=float(doc["created"]),
@@ -119,6 +126,29 @@ class SnapshotRecord:
 
 
 _ARITY = {"f": 4, "l": 2, "d": 1, "D": 2, "x": 2, "-": 1}
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+MAX_FILE_SIZE = 1 << 62
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object with a key given twice is damage (which one would a reader believe?)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("duplicate key")
+    return out
+
+
+def _is_git_dir(path: str) -> bool:
+    """A `.git` directory is recorded (as seen, never entered); nothing below it ever is."""
+    parent, _, name = path.rpartition("/")
+    return name == ".git" and valid_key(parent)
+
+
+def valid_key(path: str) -> bool:
+    """A manifest key: the root "" or a clean relative path that never enters `.git` (no NUL)."""
+    from .scope import forbidden  # scope builds on this module
+
+    return path == "" or (not forbidden(path) and "\0" not in path)
 
 
 _TYPES: dict[str, tuple[type, ...]] = {"f": (str, int, int, str), "l": (str, str), "D": (str, str), "x": (str, str)}
@@ -131,6 +161,11 @@ def parse_entry(value: Any) -> Entry:
     types = _TYPES.get(value[0])
     if types is not None and not all(type(v) is t for v, t in zip(value, types, strict=True)):
         raise ValueError(f"bad entry {value!r}")
+    if value[0] == "f" and not (0 <= value[1] <= 0o7777 and 0 <= value[2] < MAX_FILE_SIZE
+                                and _HEX64.fullmatch(value[3])):
+        raise ValueError(f"bad file entry {value!r}")
+    if value[0] == "l" and (not value[1] or "\0" in value[1]):
+        raise ValueError(f"bad symlink entry {value!r}")
     return tuple(value)
 
 

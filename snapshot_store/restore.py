@@ -83,10 +83,12 @@ class RestoreResult:
     left: list[Action] = field(default_factory=list)
     dry_run: bool = False
     seconds: float = 0.0
+    recovered: Recovery | None = None  # an interrupted earlier restore this one finished first
 
     def as_json(self) -> dict[str, Any]:
         """Stable JSON shape the CLI prints."""
         return {
+            "recovered": self.recovered.as_json() if self.recovered else None,
             "root": self.plan.root,
             "target": self.plan.target_id,
             "safety_id": self.safety_id,
@@ -303,8 +305,7 @@ def restore(
     known = [*known_paths, *targets]
     # The shared store lock spans capture, confirmation and apply: gc cannot drop the target meanwhile.
     with translate_os_errors(f"restore into {ws}"), store.workspace_lock(ws), store.shared_lock():
-        if not dry_run:
-            recover(store, ws)
+        recovered = None if dry_run else recover(store, ws)
         ignore = Ignore.load(ws)
         # Dry runs hash in memory only; real runs commit the safety snapshot before touching anything.
         safety_started_ns = time.time_ns()
@@ -319,7 +320,7 @@ def restore(
         for a in plan.actions:
             if a.op in (WRITE, DELETE):
                 a.before = safety.stats.get(a.path)
-        result = RestoreResult(plan, None if dry_run else safety.id, dry_run=dry_run)
+        result = RestoreResult(plan, None if dry_run else safety.id, dry_run=dry_run, recovered=recovered)
         if dry_run:
             result.left = plan.left
             result.seconds = time.perf_counter() - started
@@ -476,6 +477,16 @@ class Recovery:
     finished: list[str] = field(default_factory=list)
     left: list[tuple[str, str]] = field(default_factory=list)
 
+    def summary(self) -> str:
+        """One line for the user: an interrupted restore was found and finished."""
+        left = f", {len(self.left)} left alone (changed since)" if self.left else ""
+        return f"finished an interrupted restore into {self.root}: {len(self.finished)} paths done{left}"
+
+    def as_json(self) -> dict[str, Any]:
+        """Stable JSON shape."""
+        return {"root": self.root, "finished": self.finished,
+                "left": [{"path": p, "reason": r} for p, r in self.left]}
+
 
 def _matches(fs: SafeRoot, path: str, entry: Entry | None) -> bool:
     """Does the path currently hold exactly this entry (content compared by hash)?"""
@@ -502,31 +513,69 @@ def _matches(fs: SafeRoot, path: str, entry: Entry | None) -> bool:
 _OPS = (WRITE, DELETE, RMDIR)
 
 
-def _parse_journal(journal: Path) -> tuple[str, list[tuple[str, str, Entry | None]], dict[str, Any]]:
+@dataclass
+class _Journal:
+    """A validated restore journal."""
+
+    safety: str
+    target: str
+    actions: list[tuple[str, str, Entry | None]]
+    owner: dict[str, Any]
+
+
+def _parse_journal(journal: Path) -> _Journal:
     """Validate the whole journal before anything is touched; damage is a clear error."""
-    damaged = f"restore journal {journal} is damaged; move it away to continue"
     try:
         doc = json.loads(journal.read_bytes())
-        safety_id = doc["safety"]
-        if not isinstance(safety_id, str) or not is_snapshot_id(safety_id):
-            raise ValueError("bad safety id")
+        safety_id, target_id = doc["safety"], doc["target"]
+        if not all(isinstance(i, str) and is_snapshot_id(i) for i in (safety_id, target_id)):
+            raise ValueError("bad snapshot id")
         actions: list[tuple[str, str, Entry | None]] = []
         for item in doc["actions"]:
             op, path, target, _before = item
-            if op not in _OPS or not isinstance(path, str) or forbidden(path):
+            if op not in _OPS or not isinstance(path, str) or forbidden(path) or "\0" in path:
                 raise ValueError(f"bad action {item!r}")
             entry = parse_entry(target) if target is not None else None
             if op == WRITE and (entry is None or entry[0] not in ("f", "l")):
                 raise ValueError(f"bad write action {item!r}")
-            if entry is not None and entry[0] == "f" and not is_snapshot_id(str(entry[3])):
-                raise ValueError(f"bad blob id in {item!r}")
             actions.append((op, path, entry))
         owner = doc.get("owner") or {}
         if not isinstance(owner, dict):
             raise ValueError("bad owner")
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-        raise CorruptStore(damaged) from exc
-    return safety_id, actions, owner
+        raise CorruptStore(f"restore journal {journal} is damaged; move it away to continue") from exc
+    return _Journal(safety_id, target_id, actions, owner)
+
+
+def _check_against_snapshots(journal: Path, actions: list[tuple[str, str, Entry | None]], target: FileMap,
+                             before: FileMap) -> None:
+    """Every journaled step must be one the restore could have planned from its two snapshots.
+
+    A journal is only a to-do list: what may be written comes from the target snapshot, and a
+    delete is only ever of a path the safety snapshot holds.
+    """
+    dirs_needed = {anc for p, e in target.items() if is_captured(e) for anc in _ancestors(p)}
+    for op, path, t in actions:
+        if op == WRITE:
+            ok = target.get(path) == t
+        elif op == DELETE:
+            ok = is_captured(before.get(path)) and (
+                witnessed_absent(target, path) or path in dirs_needed
+                or any(is_captured(target.get(anc)) for anc in _ancestors(path)))
+        else:
+            ok = True
+        if not ok:
+            raise CorruptStore(f"restore journal {journal} names a step its snapshots do not allow ({op} {path}); "
+                               "move it away to continue")
+
+
+def _ancestors(path: str) -> list[str]:
+    out = []
+    anc = parent_of(path)
+    while anc:
+        out.append(anc)
+        anc = parent_of(anc)
+    return out
 
 
 def recover(store: Store, root: Path) -> Recovery | None:
@@ -534,10 +583,12 @@ def recover(store: Store, root: Path) -> Recovery | None:
     journal = journal_path(store, root)
     if not journal.exists():
         return None
-    safety_id, actions, owner = _parse_journal(journal)
-    if owner_alive(owner):
-        raise StoreBusy(f"a restore into {root} is still running ({owner_text(owner)})")
+    doc = _parse_journal(journal)
+    if owner_alive(doc.owner):
+        raise StoreBusy(f"a restore into {root} is still running ({owner_text(doc.owner)})")
+    safety_id, actions = doc.safety, doc.actions
     before_map = store.files(safety_id)
+    _check_against_snapshots(journal, actions, store.files(doc.target), before_map)
     report = Recovery(str(root))
     with SafeRoot(str(root)) as fs:
         for op, path, t in actions:

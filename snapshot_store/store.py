@@ -84,6 +84,7 @@ class CaptureResult:
     files: FileMap = field(default_factory=dict, repr=False)
     stats: dict[str, Key] = field(default_factory=dict, repr=False)
     stored_blobs: frozenset[bytes] = field(default=frozenset(), repr=False)  # written by this capture
+    recovered: Recovery | None = None  # an interrupted restore this capture finished first
 
     def as_json(self) -> dict[str, Any]:
         """The stable JSON shape the CLI prints."""
@@ -96,6 +97,7 @@ class CaptureResult:
             "seconds": round(self.seconds, 6),
             "unchanged": self.unchanged,
             "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "recovered": self.recovered.as_json() if self.recovered else None,
         }
 
 
@@ -672,6 +674,7 @@ class Store:
                     skipped=skipped, files=files, stats=stats,
                 )
                 if recovered is not None:
+                    result.recovered = recovered
                     result.skipped[:0] = [(p, f"interrupted restore: {why}") for p, why in recovered.left]
                 if dry_run:
                     result.seconds = time.perf_counter() - started

@@ -209,6 +209,7 @@ def test_recovery_after_a_killed_restore_applies_mode_only_changes(tmp_path: Pat
     assert still > 0, "the kill came too late to leave work for recovery"
     cap = _cli(home, *scope, "snapshots", "capture", cwd=ws)
     assert cap.returncode == 0, cap.stderr
+    assert "finished an interrupted restore" in cap.stderr  # and it says so
     assert not _journal(home, ws).exists()
     modes = {os.stat(ws / f"d{i % 20}/f{i}.txt").st_mode & 0o777 for i in range(2000)}
     assert modes == {0o644}
