@@ -20,6 +20,7 @@ from openai_codex.errors import CodexError, JsonRpcError, TransportClosedError
 
 from config import CodexrSettings
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
+from snapshot_store.gc import maybe_auto_gc
 from snapshot_store.manifest import captured_items
 from snapshot_store.store import resolve_root
 
@@ -256,6 +257,7 @@ class Session:
         self._turn_states: dict[str, _TurnState] = {}
         self._items_lock = threading.Lock()
         self._closed = False
+        self._gc_thread: threading.Thread | None = None
         self.lock = SessionLock(self.store_dir, self.cwd)
         self.client = self._start_codex()
         self._drain = threading.Thread(target=self._drain_global, daemon=True, name="codexr-notices")
@@ -291,6 +293,8 @@ class Session:
         self._closed = True
         with contextlib.suppress(Exception):
             self.client.close()
+        if self._gc_thread is not None:
+            self._gc_thread.join()
         self.store.close()
         self.lock.release()
 
@@ -533,9 +537,31 @@ class Session:
                         rec.post = post
 
                 self.sidecars.update(thread_id, bind_post)
+        self.collect_later()
         return TurnOutcome(thread_id, turn_id, status, state.final, error, state.items,
                            sorted(set(state.touched)), pre, post, time.perf_counter() - started,
                            pre_seconds, post_seconds, capture_error)
+
+    def collect_later(self) -> None:
+        """Automatic gc (at most daily), on a thread of its own with a store of its own: never on a
+        turn's critical path. The session's store reloads what gc changed at its next lock."""
+        if not (self.tracking and self.opts.settings.file_snapshots.auto_gc):
+            return
+        if self._gc_thread is not None and self._gc_thread.is_alive():
+            return
+        policy = self.opts.settings.retention()
+
+        def run() -> None:
+            try:
+                with Store.open(self.store_dir, protected=[self.opts.codex_home]) as store:
+                    plan = maybe_auto_gc(store, policy)
+                if plan is not None:
+                    self._notice("codexr/gc", plan.as_json())
+            except StoreError as exc:
+                self._notice("codexr/gcFailed", {"message": str(exc)})
+
+        self._gc_thread = threading.Thread(target=run, daemon=True, name="codexr-gc")
+        self._gc_thread.start()
 
     def _has_turns(self, thread_id: str) -> bool:
         """Did the thread run prompts before codexr saw it? (A thread with no rollout yet has none.)"""
@@ -660,6 +686,7 @@ class Session:
         if "thread" not in landed:
             raise Declined("rewind cancelled; nothing changed")
         safety = restore.safety_id if restore else None
+        self.collect_later()
         return RewindResult(landed["thread"], thread_id, mode, target.number, target.text, safety, restore)
 
     def _record_rewind(self, side: ThreadSidecar | None, dest_thread: str, origin: str, target: Prompt,
@@ -792,6 +819,7 @@ class Session:
                 lambda s: s.history.append({"event": "redone", "from": thread_id, "at": time.time(),
                                             "safety_id": safety}),
                 new=lambda: self.sidecar(entry.origin_thread))
+        self.collect_later()
         return RedoResult(entry.origin_thread, thread_id, entry.mode, safety, seen["changed"], turns_since, restore)
 
     # ------------------------------------------------------------------ listing

@@ -194,3 +194,23 @@ def test_a_failing_post_turn_capture_keeps_the_agent_touched_paths(rigs: RigFact
     side = s.sidecars.load(tid)
     assert side is not None and side.agent_touched == ["made.txt"]
     assert side.turns[0].status == "completed" and side.turns[0].pre is not None
+
+
+def test_the_session_runs_automatic_gc_after_a_turn(rigs: RigFactory) -> None:
+    """Auto-gc used to run only from `snapshots capture`; sessions, where users work, never ran it."""
+    rig = rigs.make(config_extra="[file_snapshots]\ngc_grace_seconds = 0\n")
+    rig.model.script("autogc", [add_file("g.txt", "g\n"), message("ok")])
+    s = rig.session
+    marker = rig.home / "file_snapshots" / "gc.last"
+    tid = s.start_thread()
+    for n in range(2):
+        marker.unlink(missing_ok=True)  # due
+        rig.write("mine.txt", f"{n}\n")
+        assert rig.turn(tid, "autogc please").status == "completed"
+        assert s._gc_thread is not None
+        s._gc_thread.join()
+        assert marker.exists()
+    assert len([p for m, p in rig.notices if m == "codexr/gc"]) == 2
+    assert rig.turn(tid, "autogc please").status == "completed"  # not due again the same day
+    s.close()
+    assert len([p for m, p in rig.notices if m == "codexr/gc"]) == 2
