@@ -1,0 +1,176 @@
+"""Bad input gets one clear line, never a hang or a traceback: ignore files, odd names, unreadable stores, config."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from snapshot_store import Store
+from snapshot_store.scope import IGNORE_FILE, Ignore
+
+REPO = Path(__file__).parents[1]
+GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def run_cli(home: Path, cwd: Path, *args: str, timeout: float = 120, extra_env: dict[str, str] | None = None,
+            prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home), **(extra_env or {})}
+    return subprocess.run([*prefix, sys.executable, "-m", "app.cli", *args], cwd=cwd, env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+
+
+def assert_one_line_error(res: subprocess.CompletedProcess[bytes]) -> str:
+    err = res.stderr.decode("utf-8", "replace")
+    assert res.returncode == 2, (res.returncode, res.stdout, err)
+    assert "Traceback" not in err, err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("codexr: error: "), err
+    return lines[0]
+
+
+# ------------------------------------------------------------------ .codexsnapignore vs git check-ignore
+
+
+def _make_tree(root: Path, paths: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+    """Create every path (a path that is a prefix of another is a directory); return (files, dirs)."""
+    dirs: set[bytes] = set()
+    for p in paths:
+        parts = p.split(b"/")
+        for n in range(1, len(parts)):
+            dirs.add(b"/".join(parts[:n]))
+    files = sorted(set(paths) - dirs)
+    for d in sorted(dirs, key=len):
+        os.makedirs(os.path.join(os.fsencode(root), d), exist_ok=True)
+    for f in files:
+        with open(os.path.join(os.fsencode(root), f), "wb"):
+            pass
+    return files, sorted(dirs)
+
+
+def _git_ignored(root: Path, rules: bytes, paths: list[bytes]) -> set[bytes]:
+    (root / ".gitignore").write_bytes(rules)
+    res = subprocess.run(["git", "check-ignore", "--no-index", "--stdin", "-z"], cwd=root, env=GIT_ENV,
+                         input=b"\0".join(paths) + b"\0", capture_output=True, check=False)
+    assert res.returncode in (0, 1), res.stderr
+    return {p for p in res.stdout.split(b"\0") if p}
+
+
+def _ours(root: Path, rules: bytes, files: list[bytes], dirs: list[bytes]) -> set[bytes]:
+    (root / IGNORE_FILE).write_bytes(rules)
+    ig = Ignore.load(root)
+    out = {f for f in files if ig.file(os.fsdecode(f))}
+    return out | {d for d in dirs if ig.directory(os.fsdecode(d))}
+
+
+PATHS = [
+    b"a.pyc", b"x.txt", b"keep.txt", b"b", b"build/x.o", b"build/sub/y.o", b"src/build/z.c", b"src/a/y",
+    b"src/b/c/y", b"doc/a.md", b"sub/doc/b.md", b"a/b/c.txt", b"a/b/keep", b"a/x/y/b/c.txt", b"a/c.txt",
+    b"deep/a/b/c/d.pyc", b"deep/d.pyc", b"[x]", b"#hash", b"!bang", b"a*b", b"aXb", b"q", b"qq", b"sp ",
+    b"foo bar", b"back\\slash", b"ws-\xff", b"caf\xc3\xa9", b"9lives", b"Upper", b"x-y", b"dir.d/inner",
+    b"logs/2024/app.log", b"logs/keep.log", b"node_modules/pkg/index.js", b"a/a/a/a", b"aaaa/bbbb",
+]
+RULE_SETS = [
+    b"*.pyc\n", b"build/\n", b"/doc\n", b"doc/\n", b"a/**/c.txt\n", b"**/b\n", b"a/**\n!a/b/keep\n",
+    b"a/\n!a/b/keep\n", b"deep/**/d.pyc\n", b"[abc]*\n", b"[!a-m]*\n", b"?\n", b"[[:digit:]]*\n",
+    b"[[:upper:]]*\n", b"\\#hash\n", b"#hash\n", b"\\!bang\n", b"!bang\n", b"a\\*b\n", b"a*b\n", b"sp\\ \n",
+    b"sp \n", b"foo bar\n", b"back\\\\slash\n", b"ws-?\n", b"caf?\n", b"caf??\n", b"src/*/y\n", b"src/**/y\n",
+    b"*\n!*.txt\n", b"*\n!*/\n!*.txt\n", b"logs/*\n!logs/keep.log\n", b"logs/\n!logs/keep.log\n",
+    b"**/node_modules\n", b"node_modules/**/*.js\n", b"x[-]y\n", b"x[!-]y\n", b"[]x]\n", b"[x\n", b"\\\n",
+    b"a**b\n", b"a/**/**/c.txt\n", b"**\n!**/\n", b"dir.d/\n!dir.d/inner\n", b"*/b/*\n", b"/*/b\n",
+    b"**/a/*\n", b"a/*/*\n!a/b/*\n", b"\xef\xbb\xbfx.txt\n", b"x.txt\r\n", b"*a*a*a*b\n", b"[a-c]/**\n",
+    b"/a**\n", b"/a**/b\n", b"a/a/\n", b"aa*/\n", b"*/\n", b"[[:alpha:]][[:alpha:]]\n",
+    b"[[:bogus:]]\n", b"[z-a]\n", b"a?b\n",
+]
+
+
+@pytest.fixture(scope="module")
+def git_tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[bytes], list[bytes]]:
+    root = tmp_path_factory.mktemp("gitdiff")
+    subprocess.run(["git", "init", "-q", str(root)], check=True, env=GIT_ENV)
+    files, dirs = _make_tree(root, PATHS)
+    return root, files, dirs
+
+
+@pytest.mark.parametrize("rules", RULE_SETS, ids=[r.decode("utf-8", "replace") for r in RULE_SETS])
+def test_ignore_rules_decide_like_git_check_ignore(git_tree: tuple[Path, list[bytes], list[bytes]],
+                                                   rules: bytes) -> None:
+    root, files, dirs = git_tree
+    assert _ours(root, rules, files, dirs) == _git_ignored(root, rules, files + dirs)
+
+
+def test_ignore_random_rules_decide_like_git_check_ignore(tmp_path: Path) -> None:
+    """Random wildcard soup (stars of both kinds, classes, negations) against random trees."""
+    rng = random.Random(6)
+    atoms = ["a", "b", "ab", "/", "*", "*", "**", "?", "[ab]", "[!a]", "\\*"]
+    names = ["a", "b", "aa", "ab", "ba", "bab", "*", "a*"]
+    for trial in range(40):
+        root = tmp_path / f"t{trial}"
+        root.mkdir()
+        subprocess.run(["git", "init", "-q", str(root)], check=True, env=GIT_ENV)
+        paths = {"/".join(rng.choice(names) for _ in range(rng.randint(1, 4))).encode() for _ in range(40)}
+        files, dirs = _make_tree(root, sorted(paths))
+        lines = []
+        for _ in range(rng.randint(1, 4)):
+            pat = "".join(rng.choice(atoms) for _ in range(rng.randint(1, 6)))
+            lines.append(("!" if rng.random() < 0.3 else "") + pat + ("/" if rng.random() < 0.2 else ""))
+        rules = ("\n".join(lines) + "\n").encode()
+        assert _ours(root, rules, files, dirs) == _git_ignored(root, rules, files + dirs), rules
+
+
+def test_pathological_ignore_rule_does_not_stall_capture(tmp_path: Path) -> None:
+    """pathspec's backtracking regex needed minutes for this rule and a 40-character name."""
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    home.mkdir()
+    (ws / IGNORE_FILE).write_text("*a*a*a*a*a*a*a*a*a*a*a*a*b\n")
+    (ws / ("a" * 40)).write_text("x")
+    (ws / ("a" * 39 + "b")).write_text("y")
+    try:
+        res = run_cli(home, ws, "snapshots", "capture", "--json", timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("capture stalled on a backtracking ignore rule")
+    assert res.returncode == 0, res.stderr
+    with Store.open(home / "file_snapshots") as store:
+        files = store.files(store.latest(ws) or "")
+    assert files["a" * 40][0] == "f"
+    assert files["a" * 39 + "b"] == ("x", "ignored")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero-link", "huge", "directory"])
+def test_ignore_file_that_is_not_a_small_regular_file_is_one_clear_error(tmp_path: Path, kind: str) -> None:
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    home.mkdir()
+    (ws / "a.txt").write_text("a")
+    target = ws / IGNORE_FILE
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "dev-zero-link":
+        target.symlink_to("/dev/zero")
+    elif kind == "huge":
+        target.write_bytes(b"#" * (2 * 1024 * 1024))
+    else:
+        target.mkdir()
+    try:
+        res = run_cli(home, ws, "snapshots", "capture", timeout=60,
+                      extra_env={"PYTHONFAULTHANDLER": ""})
+    except subprocess.TimeoutExpired:
+        pytest.fail("capture hangs on the ignore file")
+    line = assert_one_line_error(res)
+    assert IGNORE_FILE in line
+    assert not (home / "file_snapshots" / "refs" / "workspaces").exists() or not any(
+        (home / "file_snapshots" / "refs" / "workspaces").iterdir())
+
+
+def test_deep_ignore_paths_need_no_recursion(tmp_path: Path) -> None:
+    (tmp_path / IGNORE_FILE).write_text("x/\n")
+    ig = Ignore.load(tmp_path)
+    deep = "/".join(["d"] * 5000)
+    assert not ig.file(deep + "/f")
+    assert ig.file(deep + "/x/f")
+
