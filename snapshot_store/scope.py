@@ -47,7 +47,10 @@ class Ignore:
             data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise IgnoreFileError(f"{path}: not valid UTF-8 (byte {exc.start})") from exc
-        return cls(wildmatch.parse_rules(data))
+        try:
+            return cls(wildmatch.parse_rules(data))
+        except ValueError as exc:
+            raise IgnoreFileError(f"{path}: {exc}") from exc
 
     def _dir_ignored(self, rel: str) -> bool:
         """Is this directory, or one above it, ignored? (memoised; iterative, whatever the depth)"""

@@ -31,8 +31,8 @@ _POSIX_CLASSES: dict[bytes, frozenset[int]] = {
 }
 
 
-class _Malformed(Exception):
-    """git's wildmatch aborts on this pattern: it never matches anything."""
+class _Malformed(ValueError):
+    """git's wildmatch aborts on this pattern (it never matches): almost surely a typo, so reported."""
 
 
 def _byte_set(members: set[int], negated: bool) -> bytes:
@@ -40,7 +40,7 @@ def _byte_set(members: set[int], negated: bool) -> bytes:
     chosen = (set(range(256)) - members) if negated else members
     chosen.discard(ord("/"))
     if not chosen:
-        raise _Malformed  # cannot match any byte: the pattern never matches
+        return b"(?!)"  # an empty set such as [z-a]: valid in git, matches nothing
     parts, run = [], [-2, -2]
     for b in sorted(chosen):
         if b == run[1] + 1:
@@ -57,7 +57,7 @@ def _parse_class(p: bytes, i: int) -> tuple[bytes, int]:
     """Parse `[...]` starting after the `[` at p[i-1]; a port of wildmatch.c's class loop."""
     n = len(p)
     if i >= n:
-        raise _Malformed
+        raise _Malformed("unterminated [")
     negated = p[i] in b"!^"
     if negated:
         i += 1
@@ -66,7 +66,7 @@ def _parse_class(p: bytes, i: int) -> tuple[bytes, int]:
     first = True
     while True:
         if i >= n:
-            raise _Malformed
+            raise _Malformed("unterminated [")
         c = p[i]
         if c == ord("]") and not first:
             return _byte_set(members, negated), i + 1
@@ -74,7 +74,7 @@ def _parse_class(p: bytes, i: int) -> tuple[bytes, int]:
         if c == ord("\\"):
             i += 1
             if i >= n:
-                raise _Malformed
+                raise _Malformed("unterminated [")
             c = p[i]
             members.add(c)
         elif c == ord("-") and prev and i + 1 < n and p[i + 1] != ord("]"):
@@ -83,21 +83,21 @@ def _parse_class(p: bytes, i: int) -> tuple[bytes, int]:
             if hi == ord("\\"):
                 i += 1
                 if i >= n:
-                    raise _Malformed
+                    raise _Malformed("unterminated [")
                 hi = p[i]
             members.update(range(prev, hi + 1))
             c = 0
         elif c == ord("[") and i + 1 < n and p[i + 1] == ord(":"):
             end = p.find(b"]", i + 2)
             if end < 0:
-                raise _Malformed
+                raise _Malformed("unterminated [")
             name = p[i + 2:end]
             if not name.endswith(b":") or end - (i + 2) - 1 < 0:
                 members.add(c)  # no ":]": an ordinary `[`
             else:
                 cls = _POSIX_CLASSES.get(name[:-1])
                 if cls is None:
-                    raise _Malformed
+                    raise _Malformed(f"unknown character class [:{name[:-1].decode('utf-8', 'replace')}]")
                 members.update(cls)
                 i = end
                 c = 0
@@ -120,7 +120,7 @@ def _tokens(p: bytes) -> list[bytes | str]:
         c = p[i]
         if c == ord("\\"):
             if i + 1 >= n:
-                raise _Malformed  # a trailing backslash matches nothing in git
+                raise _Malformed("trailing backslash")  # matches nothing in git
             out.append(re.escape(p[i + 1:i + 2]))
             i += 2
         elif c == ord("?"):
@@ -186,19 +186,16 @@ def _emit(tokens: list[bytes | str]) -> bytes:
     return b"".join(out)
 
 
-def compile_glob(pattern: bytes) -> re.Pattern[bytes] | None:
-    """A full-match regex for one wildmatch pattern (WM_PATHNAME); None if it can never match."""
-    try:
-        return re.compile(_emit(_tokens(pattern)), re.DOTALL)
-    except _Malformed:
-        return None
+def compile_glob(pattern: bytes) -> re.Pattern[bytes]:
+    """A full-match regex for one wildmatch pattern (WM_PATHNAME); ValueError where git would abort."""
+    return re.compile(_emit(_tokens(pattern)), re.DOTALL)
 
 
 @dataclass(frozen=True)
 class Rule:
     """One line of an ignore file."""
 
-    regex: re.Pattern[bytes] | None
+    regex: re.Pattern[bytes]
     negated: bool
     dir_only: bool
     basename: bool  # no `/` in the pattern: matched against the last path component
@@ -225,11 +222,15 @@ def _trim_trailing_spaces(line: bytes) -> bytes:
 
 
 def parse_rules(data: bytes) -> list[Rule]:
-    """Parse an ignore file the way git's add_patterns_from_buffer + parse_path_pattern do."""
+    """Parse an ignore file the way git's add_patterns_from_buffer + parse_path_pattern do.
+
+    Where git would silently keep a rule that can never match (`!` alone, a trailing backslash,
+    an unterminated `[`, an unknown `[:class:]`), raise ValueError("line N: ...") instead.
+    """
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     rules: list[Rule] = []
-    for raw in data.split(b"\n"):
+    for number, raw in enumerate(data.split(b"\n"), 1):
         line = raw[:-1] if raw.endswith(b"\r") else raw
         line = line.split(b"\0", 1)[0]
         if not line or line.startswith(b"#"):
@@ -238,6 +239,8 @@ def parse_rules(data: bytes) -> list[Rule]:
         negated = line.startswith(b"!")
         if negated:
             line = line[1:]
+            if not line:
+                raise ValueError(f"line {number}: `!` negates no pattern")
         dir_only = line.endswith(b"/")
         if dir_only:
             line = line[:-1]
@@ -246,7 +249,10 @@ def parse_rules(data: bytes) -> list[Rule]:
         basename = b"/" not in line
         if not basename and line.startswith(b"/"):
             line = line[1:]
-        rules.append(Rule(compile_glob(line), negated, dir_only, basename))
+        try:
+            rules.append(Rule(compile_glob(line), negated, dir_only, basename))
+        except _Malformed as exc:
+            raise ValueError(f"line {number}: {exc} in {line.decode('utf-8', 'replace')!r}") from None
     return rules
 
 
@@ -254,7 +260,7 @@ def last_match(rules: list[Rule], path: bytes, is_dir: bool) -> bool | None:
     """The verdict of the last rule matching `path` (True = ignored), None when none matches."""
     base = path.rpartition(b"/")[2]
     for rule in reversed(rules):
-        if rule.regex is None or (rule.dir_only and not is_dir):
+        if rule.dir_only and not is_dir:
             continue
         if rule.regex.fullmatch(base if rule.basename else path):
             return not rule.negated

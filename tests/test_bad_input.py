@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from snapshot_store import Store
+from snapshot_store import IgnoreFileError, Store
 from snapshot_store.scope import IGNORE_FILE, Ignore
 
 REPO = Path(__file__).parents[1]
@@ -80,12 +80,22 @@ RULE_SETS = [
     b"[[:upper:]]*\n", b"\\#hash\n", b"#hash\n", b"\\!bang\n", b"!bang\n", b"a\\*b\n", b"a*b\n", b"sp\\ \n",
     b"sp \n", b"foo bar\n", b"back\\\\slash\n", b"ws-?\n", b"caf?\n", b"caf??\n", b"src/*/y\n", b"src/**/y\n",
     b"*\n!*.txt\n", b"*\n!*/\n!*.txt\n", b"logs/*\n!logs/keep.log\n", b"logs/\n!logs/keep.log\n",
-    b"**/node_modules\n", b"node_modules/**/*.js\n", b"x[-]y\n", b"x[!-]y\n", b"[]x]\n", b"[x\n", b"\\\n",
+    b"**/node_modules\n", b"node_modules/**/*.js\n", b"x[-]y\n", b"x[!-]y\n", b"[]x]\n",
     b"a**b\n", b"a/**/**/c.txt\n", b"**\n!**/\n", b"dir.d/\n!dir.d/inner\n", b"*/b/*\n", b"/*/b\n",
     b"**/a/*\n", b"a/*/*\n!a/b/*\n", b"\xef\xbb\xbfx.txt\n", b"x.txt\r\n", b"*a*a*a*b\n", b"[a-c]/**\n",
     b"/a**\n", b"/a**/b\n", b"a/a/\n", b"aa*/\n", b"*/\n", b"[[:alpha:]][[:alpha:]]\n",
-    b"[[:bogus:]]\n", b"[z-a]\n", b"a?b\n",
+    b"[z-a]\n", b"a?b\n",
 ]
+
+
+MALFORMED = [b"!\n", b"ok\n\\\n", b"[x\n", b"a[!\n", b"[[:bogus:]]\n", b"[[:alpha:]\n"]
+
+
+@pytest.mark.parametrize("rules", MALFORMED, ids=[r.decode() for r in MALFORMED])
+def test_rules_git_would_never_match_are_reported_with_their_line(tmp_path: Path, rules: bytes) -> None:
+    (tmp_path / IGNORE_FILE).write_bytes(b"# comment\n" + rules)
+    with pytest.raises(IgnoreFileError, match=r"line [23]: "):
+        Ignore.load(tmp_path)
 
 
 @pytest.fixture(scope="module")
