@@ -184,3 +184,97 @@ def test_deep_ignore_paths_need_no_recursion(tmp_path: Path) -> None:
     assert not ig.file(deep + "/f")
     assert ig.file(deep + "/x/f")
 
+
+
+# ------------------------------------------------------------------ undecodable names under a strict stdout
+
+
+@pytest.mark.parametrize("command", ["list", "list --all", "show", "capture"])
+def test_undecodable_workspace_name_prints_under_strict_utf8_stdout(tmp_path: Path, command: str) -> None:
+    ws = os.path.join(os.fsencode(tmp_path), b"ws-\xff")
+    os.mkdir(ws)
+    with open(os.path.join(ws, b"f\xfe.txt"), "wb") as f:
+        f.write(b"x")
+    home = tmp_path / "home"
+    home.mkdir()
+    strict = {"PYTHONIOENCODING": "utf-8:strict"}
+    first = run_cli(home, Path(os.fsdecode(ws)), "snapshots", "capture", "--label", "l\udcfd", extra_env=strict)
+    assert first.returncode == 0, first.stderr
+    args = command.split()
+    if command == "show":
+        args.append(first.stdout.decode().strip())
+    res = run_cli(home, Path(os.fsdecode(ws)), "snapshots", *args, extra_env=strict)
+    assert res.returncode == 0, res.stderr
+    assert b"Traceback" not in res.stderr
+    if command != "capture":
+        assert b"\\xfd" in res.stdout  # the label, as show_path spells undecodable bytes
+    if command in ("list --all", "show"):
+        assert b"ws-\\xff" in res.stdout
+
+
+# ------------------------------------------------------------------ unreadable store files (root ignores chmod)
+
+
+@pytest.fixture
+def stocked(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A workspace with two snapshots made by the CLI; returns (ws, home, store dir)."""
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    home.mkdir()
+    (ws / "a.txt").write_text("a")
+    assert run_cli(home, ws, "snapshots", "capture").returncode == 0
+    (ws / "a.txt").write_text("changed")
+    assert run_cli(home, ws, "snapshots", "capture").returncode == 0
+    return ws, home, home / "file_snapshots"
+
+
+def _target(store: Path, what: str) -> Path:
+    if what == "ref":
+        return next((store / "refs" / "workspaces").glob("*.jsonl"))
+    if what == "bucket":
+        return next(p for p in (store / "snapshots").iterdir() if p.is_dir())
+    if what == "idx":
+        return next((store / "packs").glob("*.idx"))
+    if what == "pack":
+        return next((store / "packs").glob("*.pack"))
+    if what == "packs":
+        return store / "packs"
+    return store / "locks" / "store.lock"
+
+
+UNREADABLE = [("ref", "list"), ("ref", "list --all"), ("ref", "verify"), ("bucket", "verify"),
+              ("bucket", "verify --full"), ("idx", "list"), ("idx", "capture"), ("idx", "verify"),
+              ("pack", "verify --full"), ("packs", "capture"), ("lock", "gc")]
+
+
+@pytest.mark.parametrize(("what", "command"), UNREADABLE, ids=[f"{w}-{c}" for w, c in UNREADABLE])
+def test_unreadable_store_file_is_one_clear_line(stocked: tuple[Path, Path, Path], what: str, command: str) -> None:
+    """Every open of the chosen path fails with EACCES (strace injects it: chmod does not stop root)."""
+    ws, home, store = stocked
+    target = _target(store, what)
+    (ws / "a.txt").write_text("changed again")
+    before = sorted(p.name for p in store.rglob("*") if "locks" not in p.parts)
+    strace = ("strace", "-f", "-qq", "-o", "/dev/null", "-P", str(target), "-e", "trace=openat,open",
+              "-e", "inject=openat,open:error=EACCES")
+    res = run_cli(home, ws, "snapshots", *command.split(), prefix=strace)
+    line = assert_one_line_error(res)
+    assert "Permission denied" in line
+    assert sorted(p.name for p in store.rglob("*") if "locks" not in p.parts) == before
+
+
+# ------------------------------------------------------------------ deeply nested config
+
+
+@pytest.mark.parametrize("depth", [40, 2000])
+@pytest.mark.parametrize("where", ["file", "-c"])
+def test_deeply_nested_config_is_one_clear_line(tmp_path: Path, depth: int, where: str) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    value = "[" * depth + "]" * depth
+    args: list[str] = []
+    if where == "file":
+        (home / "config.toml").write_text(f"[file_snapshots]\nauto_gc = {value}\n")
+    else:
+        args = ["-c", f"file_snapshots.auto_gc={{a={value}}}"]
+    line = assert_one_line_error(run_cli(home, tmp_path, *args, "snapshots", "list"))
+    assert "nested" in line
