@@ -189,7 +189,9 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
     rmdirs = _empty_dirs_after(ordered, target, current)
     rmdirs += [Action(RMDIR, d, "directory replaced by a file") for d in sorted(set(emptied), key=len, reverse=True)]
     writes = [a for a in actions if a.op == WRITE]
-    leaves = [a for a in actions if a.op == LEAVE]
+    # A path the plan deletes or writes (e.g. a file removed so a directory can be written) is not also left.
+    acted = set(deletes) | {a.path for a in writes}
+    leaves = [a for a in actions if a.op == LEAVE and a.path not in acted]
     return RestorePlan(root, target_id, [*ordered, *rmdirs, *writes, *leaves])
 
 

@@ -360,5 +360,15 @@ def select(
     return scope
 
 
+def too_large_skipped(files: FileMap, skipped: list[tuple[str, str]], limit: int) -> list[tuple[str, str]]:
+    """Untracked files held back by the size limit, for the capture's `skipped` report (the README promises it).
+
+    Taken from the finished map, so the walk and the change journal's fast path report the same.
+    """
+    listed = {p for p, _why in skipped}
+    reason = f"{TOO_LARGE} ({limit} bytes); not captured"
+    return [(p, reason) for p, e in sorted(files.items()) if e == ("x", TOO_LARGE) and p not in listed]
+
+
 def _under(rel: str, dirs: tuple[str, ...]) -> bool:
     return any(rel == d or rel.startswith(d + "/") for d in dirs)

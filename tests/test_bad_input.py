@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -278,3 +279,43 @@ def test_deeply_nested_config_is_one_clear_line(tmp_path: Path, depth: int, wher
         args = ["-c", f"file_snapshots.auto_gc={{a={value}}}"]
     line = assert_one_line_error(run_cli(home, tmp_path, *args, "snapshots", "list"))
     assert "nested" in line
+
+
+# ------------------------------------------------------------------ honest reports
+
+
+def test_untracked_file_over_the_size_limit_is_reported_as_skipped(tmp_path: Path) -> None:
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    home.mkdir()
+    (ws / "big.bin").write_bytes(b"x" * 5000)
+    (ws / "small.txt").write_text("s")
+    limit = ("-c", "file_snapshots.residue_max_file_bytes=1000")
+    res = run_cli(home, ws, *limit, "snapshots", "capture", "--json")
+    assert res.returncode == 0, res.stderr
+    skipped = {s["path"]: s["reason"] for s in json.loads(res.stdout)["skipped"]}
+    assert "big.bin" in skipped and "size limit" in skipped["big.bin"]
+    assert "small.txt" not in skipped
+    text = run_cli(home, ws, *limit, "snapshots", "capture")
+    assert b"skipped big.bin: larger than the residue size limit" in text.stderr
+
+
+def test_restore_never_reports_a_path_both_deleted_and_left(tmp_path: Path) -> None:
+    """A file now stands where the snapshot had a directory: it is deleted, and only reported so."""
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    home.mkdir()
+    (ws / "d").mkdir()
+    (ws / "d" / "x.txt").write_text("x")
+    (ws / "keep.txt").write_text("k")
+    first = run_cli(home, ws, "snapshots", "capture")
+    snap = first.stdout.decode().strip()
+    (ws / "d" / "x.txt").unlink()
+    (ws / "d").rmdir()
+    (ws / "d").write_text("a file now")
+    res = run_cli(home, ws, "snapshots", "restore", snap, "--yes")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.decode().splitlines()
+    assert "deleted d" in lines and "wrote   d/x.txt" in lines
+    assert not [line for line in lines if line.startswith("left    d ")], lines
+    assert (ws / "d" / "x.txt").read_text() == "x"
