@@ -21,6 +21,7 @@ from .errors import CorruptStore, StoreError, StoreFull
 from .fsutil import atomic_write, fsync_dir, syncfs, translate_os_errors
 from .ids import is_snapshot_id, workspace_key
 from .manifest import Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
+from .packs import CHUNK
 from .safefs import SafeRoot, UnsafePath
 from .scope import HIDDEN, IGNORE_FILE, Ignore, forbidden
 from .settings import ScopeSettings
@@ -415,10 +416,27 @@ def _matches(fs: SafeRoot, path: str, entry: Entry | None) -> bool:
             pfd = fs.dir_fd(parent_of(path), False)
             return pfd is not None and os.readlink(path.rpartition("/")[2], dir_fd=pfd) == entry[1]
         if entry[0] == "f":
-            return bool(st.st_size == entry[2] and blake3.blake3(fs.read(path)).hexdigest() == entry[3])
+            return bool(st.st_size == entry[2] and _hash_file(fs, path) == entry[3])
     except (OSError, UnsafePath):
         return False
     return False
+
+
+def _hash_file(fs: SafeRoot, path: str) -> str | None:
+    """blake3 of a regular file read in chunks (never whole: files may be gigabytes); None if not regular."""
+    pfd = fs.dir_fd(parent_of(path), False)
+    if pfd is None:
+        return None
+    fd = os.open(path.rpartition("/")[2], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=pfd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        hasher = blake3.blake3()
+        while chunk := os.read(fd, CHUNK):
+            hasher.update(chunk)
+        return str(hasher.hexdigest())
+    finally:
+        os.close(fd)
 
 
 _OPS = (WRITE, DELETE, RMDIR)
