@@ -1,12 +1,13 @@
 """gitignore rules compiled to regexes that cannot backtrack exponentially (git's wildmatch semantics).
 
-Why not pathspec: it compiles `*` to `[^/]*` in a plain backtracking regex, so a rule such as
-`*a*a*a*a*a*a*a*a*a*a*a*a*b` against a 30-character name takes minutes (measured: 0.09 s at 22
-characters, x3.3 per 2 more characters; 30 characters did not finish in 600 s) while capture holds
-the store lock; `git check-ignore` takes 2 ms. Here each `*` and its following literal run is an
-atomic group that commits to the leftmost match (sound for stars that cannot cross `/`, see
-`_emit`), so a rule costs O(len(name) * len(rule)) per `*`-chunk and O(len(name)^2 * len(rule))
-per `**/` chunk: the same rule and name take under a millisecond.
+Why not pathspec: it compiles `*` to `[^/]*` in a plain backtracking regex, so the rule
+`*a*a*a*a*a*a*a*a*a*a*a*a*b` against a name of n `a`s took 0.09 s at n=22, 0.76 s at 26, 4.4 s at
+30 (x1.55 per character: minutes at 40) while capture holds the store lock; `git check-ignore`
+takes 2 ms. Here each `*` and its following literal run is an atomic group that commits to the
+leftmost match (sound for stars that cannot cross `/`, see `_emit`), so a rule costs
+O(len(name) * len(rule)) per `*` chunk and O(len(name)^2 * len(rule)) per `**/` chunk: the same rule
+takes 0.01 ms at n=30 and 0.1 ms at n=4000. Typical rule sets cost about what pathspec's did
+(13.5 vs 10.9 us per path for ten common rules, measured on 20,000 paths).
 """
 
 from __future__ import annotations
