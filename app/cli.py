@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import sys
 from collections.abc import Sequence
 
@@ -13,6 +14,35 @@ from . import agent_cmds, demo, snapshot_cmds
 from .context import Context, UsageError
 
 EXIT_USAGE = 2
+PATH_SAFE = "codexr-path"
+
+
+def _path_safe(exc: UnicodeError) -> tuple[str, int]:
+    """Codec error handler: bytes a path could not decode (surrogateescape) print as \\xNN, as show_path does.
+
+    Paths are not text: a workspace named b'ws-\\xff' must print under a strict UTF-8 stdout too.
+    """
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    out = []
+    for ch in exc.object[exc.start:exc.end]:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        else:
+            out.append(ch.encode("ascii", "backslashreplace").decode())
+    return "".join(out), exc.end
+
+
+codecs.register_error(PATH_SAFE, _path_safe)
+
+
+def _safe_streams() -> None:
+    """Never let an unencodable character in a path turn output into a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors=PATH_SAFE)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `codexr` console script."""
+    _safe_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
@@ -66,6 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        # The environment refused something (an unreadable store file, a lock, a full disk): one line.
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"codexr: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -113,10 +113,10 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
                    "file_count": i.file_count} for i in infos])
         return 0
     if not infos:
-        print("no snapshots" + ("" if args.all else f" for {_workspace(args.cd)}"))
+        print("no snapshots" + ("" if args.all else f" for {show_path(_workspace(args.cd))}"))
         return 0
     for i in infos:
-        where = f"  {i.root}" if args.all else ""
+        where = f"  {show_path(i.root)}" if args.all else ""
         label = f"  {i.label}" if i.label else ""
         print(f"{i.id[:12]}  {when(i.created)}  {i.kind:<8} {i.file_count:>6} files{label}{where}")
     return 0
@@ -137,7 +137,7 @@ def _show(ctx: Context, args: argparse.Namespace) -> int:
         ctx.emit({"id": snap, "root": info.root, "created": info.created, "kind": info.kind, "label": info.label,
                   "entries": [{"path": p, "kind": e[0], **_entry_json(e)} for p, e in sorted(files.items()) if p]})
         return 0
-    print(f"snapshot {snap}\nworkspace {info.root}\ncreated {when(info.created)}  kind {info.kind}"
+    print(f"snapshot {snap}\nworkspace {show_path(info.root)}\ncreated {when(info.created)}  kind {info.kind}"
           + (f"  label {info.label}" if info.label else ""))
     for p, e in sorted(files.items()):
         if e[0] == "f":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from .settings import (
 
 CONFIG_FILE_NAME = "config.toml"
 
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+MAX_NESTING = 32  # no setting nests deeper than a few levels; deeper input only feeds recursion
 _TOML_POSITION_RE = re.compile(r"^(?P<msg>.*?)\s*\(at line (?P<line>\d+), column (?P<col>\d+)\)$")
 
 
@@ -109,17 +112,52 @@ def _display_path(path: Path) -> str:
 def _read_toml(path: Path, source: _Source) -> dict[str, Any]:
     """Parse the config file; a missing file means all defaults, any other failure is a ConfigError."""
     try:
-        raw = path.read_bytes()
+        raw = _read_regular_file(path, source)
     except FileNotFoundError:
         return {}
     except OSError as exc:
         raise ConfigError(f"{source.label}: cannot read file: {exc.strerror or exc}") from None
     try:
-        return tomllib.loads(raw.decode("utf-8"))
+        document = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{source.label}: invalid TOML: not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source.label}: {_toml_error_text(exc)}") from None
+    except RecursionError:
+        raise ConfigError(f"{source.label}: invalid TOML: nested too deeply") from None
+    _check_nesting(document, source.label)
+    return document
+
+
+def _check_nesting(value: Any, label: str) -> None:
+    """Refuse values nested beyond MAX_NESTING (walked without recursion), before recursive code sees them."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise ConfigError(f"{label}: nested more than {MAX_NESTING} levels deep")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+
+
+def _read_regular_file(path: Path, source: _Source) -> bytes:
+    """The file's bytes if it is a regular file of sane size: a FIFO must not hang the command."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{source.label}: cannot read file: not a regular file")
+        if st.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{source.label}: larger than {MAX_CONFIG_BYTES // 1048576} MiB")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{source.label}: larger than {MAX_CONFIG_BYTES // 1048576} MiB")
+        return data
+    finally:
+        os.close(fd)
 
 
 def _toml_error_text(exc: tomllib.TOMLDecodeError) -> str:
@@ -140,10 +178,15 @@ def _parse_override(raw: str) -> tuple[tuple[str, ...], Any]:
     parts = tuple(part.strip() for part in key.split("."))
     if not all(parts):
         raise ConfigError(f"-c {raw}: invalid key {key!r}")
+    if len(parts) > MAX_NESTING:
+        raise ConfigError(f"-c {key[:80]}...: the key is nested more than {MAX_NESTING} levels deep")
     try:
         value: Any = tomllib.loads(f"_x_ = {value_text}")["_x_"]
     except tomllib.TOMLDecodeError:
         value = value_text
+    except RecursionError:
+        raise ConfigError(f"-c {key}=...: the value is nested too deeply") from None
+    _check_nesting(value, f"-c {key}=...")
     return parts, value
 
 

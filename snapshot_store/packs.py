@@ -13,7 +13,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO, NamedTuple, cast
 
 import blake3
 import zstandard
@@ -217,40 +217,33 @@ class BlobIndex:
         return raw
 
     def stream(self, blob: bytes) -> Iterator[bytes]:
-        """Yield a blob's bytes in chunks; raise CorruptStore at the end if the hash is wrong.
+        """Yield a blob's bytes in chunks of at most CHUNK; raise CorruptStore at the end if the hash is wrong.
 
-        Callers must not commit what they wrote until the iterator is exhausted.
+        Memory stays bounded whatever the blob: a 1 MiB zstd piece of zeros expands to gigabytes,
+        so decompression is pulled through a bounded reader (at most CHUNK out per step), never
+        fed piece by piece to an unbounded decompressobj. Callers must not commit what they wrote
+        until the iterator is exhausted.
         """
         loc = self.locate(blob)
         if loc.raw_len <= STREAM_THRESHOLD:
             yield self.read(blob)
             return
-        fd = self._fd(loc.pack)
+        src = _PackRange(self._fd(loc.pack), loc.offset, loc.offset + loc.stored_len,
+                         f"blob {blob.hex()} is truncated in pack {loc.pack}")
         hasher = blake3.blake3()
         total = 0
-
-        def chunks() -> Iterator[bytes]:
-            pos, end = loc.offset, loc.offset + loc.stored_len
-            while pos < end:
-                piece = os.pread(fd, min(CHUNK, end - pos), pos)
-                if not piece:
-                    raise CorruptStore(f"blob {blob.hex()} is truncated in pack {loc.pack}")
-                pos += len(piece)
-                yield piece
-
+        pieces: Iterator[bytes]
+        if loc.codec == CODEC_ZSTD:
+            pieces = self._dctx.read_to_iter(cast(BinaryIO, src), read_size=CHUNK, write_size=CHUNK)
+        else:
+            pieces = iter(lambda: src.read(CHUNK), b"")
         try:
-            if loc.codec == CODEC_ZSTD:
-                dobj = self._dctx.decompressobj()
-                for piece in chunks():
-                    out = dobj.decompress(piece)
-                    hasher.update(out)
-                    total += len(out)
-                    yield out
-            else:
-                for piece in chunks():
-                    hasher.update(piece)
-                    total += len(piece)
-                    yield piece
+            for out in pieces:
+                total += len(out)
+                if total > loc.raw_len:
+                    break  # longer than the index says: damaged, and never worth buffering
+                hasher.update(out)
+                yield out
         except zstandard.ZstdError as exc:
             raise CorruptStore(f"blob {blob.hex()} in pack {loc.pack} does not decompress") from exc
         if total != loc.raw_len or hasher.digest() != blob:
@@ -275,6 +268,24 @@ class BlobIndex:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+
+
+class _PackRange:
+    """A file-like view of bytes [start, end) of a pack, read with pread (for the zstd stream reader)."""
+
+    def __init__(self, fd: int, start: int, end: int, truncated: str) -> None:
+        self.fd, self.pos, self.end, self.truncated = fd, start, end, truncated
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to `size` bytes (CHUNK when unbounded); b"" at the end of the range."""
+        want = self.end - self.pos if size < 0 else min(size, self.end - self.pos)
+        if want <= 0:
+            return b""
+        piece = os.pread(self.fd, min(want, CHUNK), self.pos)
+        if not piece:
+            raise CorruptStore(self.truncated)
+        self.pos += len(piece)
+        return piece
 
 
 class PackWriter:

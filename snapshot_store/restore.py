@@ -22,7 +22,7 @@ from .fsutil import atomic_write, fsync_dir, syncfs, translate_os_errors
 from .ids import is_snapshot_id, workspace_key
 from .locks import owner_alive, owner_info, owner_text
 from .manifest import Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
-from .packs import PackWriter
+from .packs import CHUNK, PackWriter
 from .safefs import SafeRoot, UnsafePath
 from .scope import HIDDEN, IGNORE_FILE, Ignore, forbidden
 from .settings import ScopeSettings
@@ -194,7 +194,9 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
     rmdirs = _empty_dirs_after(ordered, target, current)
     rmdirs += [Action(RMDIR, d, "directory replaced by a file") for d in sorted(set(emptied), key=len, reverse=True)]
     writes = [a for a in actions if a.op == WRITE]
-    leaves = [a for a in actions if a.op == LEAVE]
+    # A path the plan deletes or writes (e.g. a file removed so a directory can be written) is not also left.
+    acted = set(deletes) | {a.path for a in writes}
+    leaves = [a for a in actions if a.op == LEAVE and a.path not in acted]
     return RestorePlan(root, target_id, [*ordered, *rmdirs, *writes, *leaves])
 
 
@@ -504,10 +506,27 @@ def _matches(fs: SafeRoot, path: str, entry: Entry | None) -> bool:
         if entry[0] == "f":
             if not stat.S_ISREG(st.st_mode) or stat.S_IMODE(st.st_mode) != entry[1] or st.st_size != entry[2]:
                 return False  # the mode counts: a mode-only change is a change
-            return bool(blake3.blake3(fs.read(path)).hexdigest() == entry[3])
+            return bool(_hash_file(fs, path) == entry[3])
     except (OSError, UnsafePath):
         return False
     return False
+
+
+def _hash_file(fs: SafeRoot, path: str) -> str | None:
+    """blake3 of a regular file read in chunks (never whole: files may be gigabytes); None if not regular."""
+    pfd = fs.dir_fd(parent_of(path), False)
+    if pfd is None:
+        return None
+    fd = os.open(path.rpartition("/")[2], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=pfd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        hasher = blake3.blake3()
+        while chunk := os.read(fd, CHUNK):
+            hasher.update(chunk)
+        return str(hasher.hexdigest())
+    finally:
+        os.close(fd)
 
 
 _OPS = (WRITE, DELETE, RMDIR)

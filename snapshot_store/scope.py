@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -9,14 +10,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pathspec
 import pygit2
 
+from . import wildmatch
 from .errors import IgnoreFileError, WorkspaceError
 from .manifest import ABSENT, WALKED, FileMap
 from .settings import ScopeSettings
 
 IGNORE_FILE = ".codexsnapignore"
+IGNORE_FILE_MAX_BYTES = 1024 * 1024  # a rule file this large is a mistake (or /dev/zero), not rules
 TOO_LARGE = "larger than the residue size limit"
 OVER_LIMIT = "beyond the recent-file limit"
 HIDDEN = "hidden"
@@ -24,37 +26,94 @@ GITLINK_MODE = 0o160000
 
 
 class Ignore:
-    """`.codexsnapignore` rules (gitignore syntax); the current file governs capture and restore."""
+    """`.codexsnapignore` rules (gitignore syntax); the current file governs capture and restore.
 
-    def __init__(self, spec: pathspec.GitIgnoreSpec | None) -> None:
-        self.spec = spec
+    Decided as `git check-ignore` does: a path whose parent directory is ignored stays ignored
+    whatever later `!` rules say; otherwise the last matching rule wins.
+    """
+
+    def __init__(self, rules: list[wildmatch.Rule] | None = None) -> None:
+        self.rules = rules or []
+        self._dirs: dict[str, bool] = {"": False}
 
     @classmethod
     def load(cls, root: Path) -> Ignore:
         """Read the workspace's ignore file; a bad file is an error, never silently ignored."""
         path = root / IGNORE_FILE
+        data = _read_ignore_file(path)
+        if data is None:
+            return cls()
         try:
-            text = path.read_bytes().decode("utf-8")
-        except FileNotFoundError:
-            return cls(None)
+            data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise IgnoreFileError(f"{path}: not valid UTF-8 (byte {exc.start})") from exc
-        except OSError as exc:
-            raise IgnoreFileError(f"{path}: cannot be read: {exc.strerror}") from exc
-        lines = text.splitlines()
         try:
-            spec = pathspec.GitIgnoreSpec.from_lines(lines)
-        except (ValueError, TypeError) as exc:
+            return cls(wildmatch.parse_rules(data))
+        except ValueError as exc:
             raise IgnoreFileError(f"{path}: {exc}") from exc
-        return cls(spec if len(spec) else None)
+
+    def _dir_ignored(self, rel: str) -> bool:
+        """Is this directory, or one above it, ignored? (memoised; iterative, whatever the depth)"""
+        known = self._dirs.get(rel)
+        if known is not None:
+            return known
+        parts = rel.split("/")
+        verdict = False
+        for n in range(1, len(parts) + 1):
+            sub = "/".join(parts[:n])
+            hit = self._dirs.get(sub)
+            if hit is None:
+                hit = verdict or bool(wildmatch.last_match(self.rules, os.fsencode(sub), True))
+                self._dirs[sub] = hit
+            verdict = hit
+        return verdict
 
     def file(self, rel: str) -> bool:
         """Is this file path (or one of its parents) ignored?"""
-        return self.spec is not None and self.spec.match_file(rel)
+        if not self.rules:
+            return False
+        parent = rel.rpartition("/")[0]
+        if parent and self._dir_ignored(parent):
+            return True
+        return bool(wildmatch.last_match(self.rules, os.fsencode(rel), False))
 
     def directory(self, rel: str) -> bool:
         """Is this directory ignored?"""
-        return self.spec is not None and self.spec.match_file(rel + "/")
+        return bool(self.rules) and self._dir_ignored(rel)
+
+
+def _read_ignore_file(path: Path) -> bytes | None:
+    """The ignore file's bytes, or None if there is none; only a regular file under the size limit.
+
+    A FIFO would block the capture (and gc behind its lock) forever, a link to /dev/zero would
+    fill memory: neither is read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise IgnoreFileError(f"{path}: is a symlink; it must be a regular file") from exc
+        raise IgnoreFileError(f"{path}: cannot be read: {exc.strerror}") from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise IgnoreFileError(f"{path}: is not a regular file")
+        if st.st_size > IGNORE_FILE_MAX_BYTES:
+            raise IgnoreFileError(f"{path}: is larger than {IGNORE_FILE_MAX_BYTES // 1024} KiB")
+        chunks: list[bytes] = []
+        total = 0
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > IGNORE_FILE_MAX_BYTES:
+                raise IgnoreFileError(f"{path}: is larger than {IGNORE_FILE_MAX_BYTES // 1024} KiB")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise IgnoreFileError(f"{path}: cannot be read: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
 
 
 _FORBIDDEN = re.compile(r"(?:^|/)(?:\.{1,2}|\.git)?(?:/|$)")
@@ -299,6 +358,16 @@ def select(
             taken += 1
             scope.to_capture[rel] = st
     return scope
+
+
+def too_large_skipped(files: FileMap, skipped: list[tuple[str, str]], limit: int) -> list[tuple[str, str]]:
+    """Untracked files held back by the size limit, for the capture's `skipped` report (the README promises it).
+
+    Taken from the finished map, so the walk and the change journal's fast path report the same.
+    """
+    listed = {p for p, _why in skipped}
+    reason = f"{TOO_LARGE} ({limit} bytes); not captured"
+    return [(p, reason) for p, e in sorted(files.items()) if e == ("x", TOO_LARGE) and p not in listed]
 
 
 def _under(rel: str, dirs: tuple[str, ...]) -> bool:

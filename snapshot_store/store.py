@@ -668,6 +668,7 @@ class Store:
                         for p, st in selected.to_capture.items():
                             if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
                                 unwatched[p] = stat_key(st)
+                skipped = [*skipped, *scope_mod.too_large_skipped(files, skipped, settings.residue_max_file_bytes)]
                 result = CaptureResult(
                     id="", root=key, file_count=sum(1 for e in files.values() if is_captured(e)),
                     bytes_hashed=captured.bytes_hashed, bytes_stored=0, seconds=0.0, unchanged=False,
