@@ -372,9 +372,8 @@ def _do(store: Store, fs: SafeRoot, a: Action, safety_started_ns: int) -> bool |
     elif st is not None and a.op == WRITE and not (a.current is not None and a.current[0] in ("d", "D")):
         return False
     if a.op == DELETE:
-        if st is not None:
-            fs.unlink(a.path)
-        return True
+        # False: it changed between this check and the unlink, so it was put back (left).
+        return st is None or fs.unlink(a.path, stat_key(st))
     t = a.target
     assert t is not None
     if st is not None and a.current is not None and a.current[0] in ("d", "D"):
