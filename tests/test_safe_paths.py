@@ -14,7 +14,7 @@ import blake3
 import pytest
 
 from snapshot_store import Store
-from snapshot_store.safefs import TMP_PREFIX, SafeRoot
+from snapshot_store.safefs import ASIDE_PREFIX, TMP_PREFIX, SafeRoot, UnsafePath
 from snapshot_store.scope import forbidden
 from snapshot_store.statcache import stat_key
 
@@ -194,10 +194,34 @@ def test_safe_root_delete_rechecks_after_detaching_the_name(ws: Path, monkeypatc
     assert os.listdir(ws) == ["f.txt"]
 
 
+def test_a_file_set_aside_by_a_crashed_delete_gets_its_name_back(ws: Path) -> None:
+    """Recovery never deletes a file a delete had renamed aside: it may have changed before the check."""
+    (ws / f"{ASIDE_PREFIX}0123456789ab-notes.txt").write_text("mine\n")
+    (ws / f"{ASIDE_PREFIX}ba9876543210-taken.txt").write_text("older\n")
+    (ws / "taken.txt").write_text("made since\n")
+    (ws / f"{TMP_PREFIX}0123456789ab").write_text("half-written restore temp")
+    with SafeRoot(str(ws)) as fs:
+        fs.clean_temps("")
+    assert sorted(os.listdir(ws)) == [f"{ASIDE_PREFIX}ba9876543210-taken.txt", "notes.txt", "taken.txt"]
+    assert (ws / "notes.txt").read_text() == "mine\n" and (ws / "taken.txt").read_text() == "made since\n"
+
+
 @pytest.mark.parametrize("rel", [".GIT/config", "sub/.Git/HEAD", ".gIt", "a/.GIT"])
 def test_git_guard_is_case_insensitive(rel: str, ws: Path) -> None:
     assert forbidden(rel)
     assert not forbidden("sub/.gitignore") and not forbidden(".github/x") and not forbidden("git/x")
+    with SafeRoot(str(ws)) as fs, pytest.raises(UnsafePath):
+        fs.write_file(rel if "/" in rel else rel + "/x", [b"x"], 0o644)
+    assert os.listdir(ws) == []
+
+
+def test_capture_never_enters_a_git_directory_in_another_letter_case(tmp_path: Path, ws: Path) -> None:
+    (ws / ".GIT").mkdir()
+    (ws / ".GIT" / "config").write_text("[core]\n")
+    (ws / "a.txt").write_text("a\n")
+    with Store.open(tmp_path / "home") as store:
+        files = store.capture(ws, known_paths=[".GIT/config"]).files
+    assert files[".GIT"] == ("D", "git") and ".GIT/config" not in files
 
 
 # ----------------------------------------------------------------------------- deep trees
