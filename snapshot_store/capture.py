@@ -11,8 +11,10 @@ from typing import BinaryIO, Protocol
 
 import blake3
 
+from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .manifest import FileMap
 from .packs import CHUNK, STREAM_THRESHOLD
+from .scope import REPLACED
 from .statcache import Key, StatCache, stat_key
 
 READ_ATTEMPTS = 3
@@ -69,9 +71,21 @@ Progress = Callable[[int, int, int], None]  # files done, files in all, bytes re
 PROGRESS_EVERY = 0.25
 
 
-def read_paths(root: str, to_capture: dict[str, os.stat_result], sink: BlobSink, cache: StatCache,
+def read_paths(root: str | DirCache, to_capture: dict[str, os.stat_result], sink: BlobSink, cache: StatCache,
                progress: Progress | None = None) -> Captured:
-    """Capture every path: symlinks as links, files by content, never following a link."""
+    """Capture every path: symlinks as links, files by content, never following a link.
+
+    Every path is reached through directory fds with O_NOFOLLOW at each component; given the
+    DirCache the walk used, the reads go through the very directories the walk listed.
+    """
+    if isinstance(root, DirCache):
+        return _read_paths(root, to_capture, sink, cache, progress)
+    with DirCache(root) as dirs:
+        return _read_paths(dirs, to_capture, sink, cache, progress)
+
+
+def _read_paths(dirs: DirCache, to_capture: dict[str, os.stat_result], sink: BlobSink, cache: StatCache,
+                progress: Progress | None) -> Captured:
     out = Captured()
     total = len(to_capture)
     next_report = time.monotonic() + PROGRESS_EVERY
@@ -80,10 +94,12 @@ def read_paths(root: str, to_capture: dict[str, os.stat_result], sink: BlobSink,
             progress(n, total, out.bytes_hashed)
             next_report = time.monotonic() + PROGRESS_EVERY
         st = to_capture[rel]
-        path = os.path.join(root, rel)
         if stat.S_ISLNK(st.st_mode):
             try:
-                target = os.readlink(path)
+                target = dirs.readlink(rel)
+            except (SymlinkInPath, DirChanged) as exc:
+                _not_reached(rel, exc, out)
+                continue
             except OSError as exc:
                 out.entries[rel] = ("x", f"unreadable: {exc.strerror}")
                 out.skipped.append((rel, f"unreadable symlink: {exc.strerror}"))
@@ -98,8 +114,18 @@ def read_paths(root: str, to_capture: dict[str, os.stat_result], sink: BlobSink,
             out.stats[rel] = key
             out.fresh[rel] = (key, cached)
             continue
-        _read_file(rel, path, st, sink, out)
+        _read_file(dirs, rel, sink, out)
     return out
+
+
+def _not_reached(rel: str, exc: SymlinkInPath | DirChanged, out: Captured) -> None:
+    """A directory on the way turned into a symlink (or another directory) after the walk."""
+    if isinstance(exc, SymlinkInPath):
+        out.entries[rel] = ("x", "behind a symlink")
+        out.skipped.append((rel, "behind a symlinked directory"))
+    else:
+        out.entries[rel] = ("x", REPLACED)
+        out.skipped.append((rel, "a directory on its path was replaced during capture; not captured"))
 
 
 def _pread_all(fd: int, size_hint: int) -> bytes:
@@ -115,12 +141,15 @@ def _pread_all(fd: int, size_hint: int) -> bytes:
     return b"".join(parts)
 
 
-def _read_file(rel: str, path: str, st: os.stat_result, sink: BlobSink, out: Captured) -> None:
+def _read_file(dirs: DirCache, rel: str, sink: BlobSink, out: Captured) -> None:
     """Read one file, retrying while it changes under us; never store a torn read as valid."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = dirs.open(rel, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         out.entries[rel] = ("-",)
+        return
+    except (SymlinkInPath, DirChanged) as exc:
+        _not_reached(rel, exc, out)
         return
     except OSError as exc:
         out.entries[rel] = ("x", f"unreadable: {exc.strerror}")

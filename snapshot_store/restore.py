@@ -374,13 +374,12 @@ def _secure_safety_copies(store: Store, ws: Path, plan: RestorePlan, fresh: froz
 def _store_again(fs: SafeRoot, path: str, writer: PackWriter) -> bytes | None:
     """Store a file's current content even though a blob of that id exists; its id, or None."""
     try:
-        pfd, name = fs.parent_fd(path)
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=pfd)
+        fd = fs.open_regular(path)
     except (OSError, UnsafePath):
         return None
+    if fd is None:
+        return None
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         blob, _size = writer.add_stream(f, force=True)
     return blob
 
@@ -453,9 +452,8 @@ def _do(store: Store, fs: SafeRoot, a: Action, safety_started_ns: int) -> bool |
     elif st is not None and a.op == WRITE and not (a.current is not None and a.current[0] in ("d", "D")):
         return False
     if a.op == DELETE:
-        if st is not None:
-            fs.unlink(a.path)
-        return True
+        # False: it changed between this check and the unlink, so it was put back (left).
+        return st is None or fs.unlink(a.path, stat_key(st))
     t = a.target
     assert t is not None
     if st is not None and a.current is not None and a.current[0] in ("d", "D"):
@@ -501,8 +499,7 @@ def _matches(fs: SafeRoot, path: str, entry: Entry | None) -> bool:
         if entry[0] in ("d", "D"):
             return stat.S_ISDIR(st.st_mode)
         if entry[0] == "l":
-            pfd = fs.dir_fd(parent_of(path), False)
-            return pfd is not None and os.readlink(path.rpartition("/")[2], dir_fd=pfd) == entry[1]
+            return bool(stat.S_ISLNK(st.st_mode) and fs.readlink(path) == entry[1])
         if entry[0] == "f":
             if not stat.S_ISREG(st.st_mode) or stat.S_IMODE(st.st_mode) != entry[1] or st.st_size != entry[2]:
                 return False  # the mode counts: a mode-only change is a change
@@ -514,13 +511,10 @@ def _matches(fs: SafeRoot, path: str, entry: Entry | None) -> bool:
 
 def _hash_file(fs: SafeRoot, path: str) -> str | None:
     """blake3 of a regular file read in chunks (never whole: files may be gigabytes); None if not regular."""
-    pfd = fs.dir_fd(parent_of(path), False)
-    if pfd is None:
+    fd = fs.open_regular(path)
+    if fd is None:
         return None
-    fd = os.open(path.rpartition("/")[2], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=pfd)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         hasher = blake3.blake3()
         while chunk := os.read(fd, CHUNK):
             hasher.update(chunk)
@@ -610,6 +604,11 @@ def recover(store: Store, root: Path) -> Recovery | None:
     _check_against_snapshots(journal, actions, store.files(doc.target), before_map)
     report = Recovery(str(root))
     with SafeRoot(str(root)) as fs:
+        # First give files a killed delete had set aside their names back (and drop other temps),
+        # so a delete cut short before its check is judged, and redone, like any other step.
+        for d in {parent_of(path) for _op, path, _t in actions}:
+            with contextlib.suppress(OSError, UnsafePath):
+                fs.clean_temps(d)
         for op, path, t in actions:
             try:
                 if op == RMDIR:
@@ -621,12 +620,15 @@ def recover(store: Store, root: Path) -> Recovery | None:
                     continue
                 before = before_map.get(path)
                 was_dir = before is not None and before[0] in ("d", "D")
+                seen = fs.lstat(path)
                 # A directory the restore was replacing may already be emptied or gone.
-                if not (_matches(fs, path, before) or (was_dir and fs.lstat(path) is None)):
+                if not (_matches(fs, path, before) or (was_dir and seen is None)):
                     report.left.append((path, "changed since the interrupted restore; left as it is"))
                     continue
                 if op == DELETE:
-                    fs.unlink(path)
+                    if seen is not None and not fs.unlink(path, stat_key(seen)):
+                        report.left.append((path, "changed since the interrupted restore; left as it is"))
+                        continue
                 else:
                     assert t is not None
                     st = fs.lstat(path)
@@ -641,7 +643,7 @@ def recover(store: Store, root: Path) -> Recovery | None:
                 report.left.append((path, f"could not finish: {exc}"))
         for d in {parent_of(path) for _op, path, _t in actions}:
             with contextlib.suppress(OSError, UnsafePath):
-                fs.clean_temps(d)
+                fs.clean_temps(d)  # temps of the steps just redone, if one failed half-way
         syncfs(root)
     store._stat_cache(root).forget([path for _op, path, _t in actions])
     journal.unlink()

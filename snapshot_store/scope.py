@@ -13,8 +13,9 @@ from pathlib import Path
 import pygit2
 
 from . import wildmatch
+from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .errors import IgnoreFileError, WorkspaceError
-from .manifest import ABSENT, WALKED, FileMap
+from .manifest import ABSENT, WALKED, Entry, FileMap
 from .settings import ScopeSettings
 
 IGNORE_FILE = ".codexsnapignore"
@@ -22,6 +23,7 @@ IGNORE_FILE_MAX_BYTES = 1024 * 1024  # a rule file this large is a mistake (or /
 TOO_LARGE = "larger than the residue size limit"
 OVER_LIMIT = "beyond the recent-file limit"
 HIDDEN = "hidden"
+REPLACED = "replaced during capture"
 GITLINK_MODE = 0o160000
 
 
@@ -116,7 +118,8 @@ def _read_ignore_file(path: Path) -> bytes | None:
         os.close(fd)
 
 
-_FORBIDDEN = re.compile(r"(?:^|/)(?:\.{1,2}|\.git)?(?:/|$)")
+# `.git` in any letter case: macOS and Windows file systems are case-insensitive.
+_FORBIDDEN = re.compile(r"(?:^|/)(?:\.{1,2}|\.git)?(?:/|$)", re.IGNORECASE)
 
 
 def forbidden(rel: str) -> bool:
@@ -193,6 +196,7 @@ def select(
     protected: Iterable[str] = (),
     on_dir: Callable[[str], None] | None = None,
     force: Callable[[str], bool] | None = None,
+    dirs: DirCache | None = None,
 ) -> Scope:
     """Walk the workspace once and decide, for every path seen, whether to capture it.
 
@@ -201,13 +205,34 @@ def select(
     `on_dir` is called for each directory just before it is listed (the change journal's hook).
     Non-hidden files found by the walk for which `force` is true are captured whatever the residue
     limits say (a restore's safety capture: it must hold everything it may delete).
+    Every directory is reached through `dirs` (dir fds, O_NOFOLLOW at each component); pass the
+    same DirCache to `capture.read_paths` so the reads see the directories the walk listed.
     """
+    own_dirs = dirs is None
+    tree = DirCache(str(root)) if dirs is None else dirs
+    try:
+        return _select(tree, root, settings, ignore, git_paths, known_paths, protected, on_dir, force)
+    finally:
+        if own_dirs:
+            tree.close()
+
+
+def _select(
+    tree: DirCache,
+    root: Path,
+    settings: ScopeSettings,
+    ignore: Ignore,
+    git_paths: Iterable[str],
+    known_paths: Iterable[str],
+    protected: Iterable[str],
+    on_dir: Callable[[str], None] | None,
+    force: Callable[[str], bool] | None,
+) -> Scope:
     scope = Scope()
     entries = scope.entries
     churn = set(settings.churn_dirs)
     hidden_ok = settings.include_hidden
     protected_rel = tuple(protected)
-    root_s = str(root)
     walk_stats: dict[str, os.stat_result] = {}
     residue_candidates: list[tuple[int, str]] = []
     hidden_seen: list[str] = []
@@ -215,25 +240,29 @@ def select(
     stack = [""]
     while stack:
         rel_dir = stack.pop()
-        abs_dir = os.path.join(root_s, rel_dir) if rel_dir else root_s
         if on_dir is not None:
             on_dir(rel_dir)
         try:
-            it = os.scandir(abs_dir)
+            it = tree.scandir(rel_dir)
+        except (SymlinkInPath, DirChanged, NotADirectoryError) as exc:
+            # Listed as a directory by its parent, something else by the time it is entered.
+            entries[rel_dir] = ("D", REPLACED)
+            scope.skipped.append((rel_dir, f"directory replaced during capture; not looked into ({exc})"))
+            continue
         except OSError as exc:
             if not rel_dir:
                 raise WorkspaceError(f"workspace {root} cannot be read: {exc.strerror}") from exc
             entries[rel_dir] = ("D", f"unreadable: {exc.strerror}")
-            if rel_dir:
-                scope.skipped.append((rel_dir, f"directory unreadable: {exc.strerror}"))
+            scope.skipped.append((rel_dir, f"directory unreadable: {exc.strerror}"))
             continue
         entries[rel_dir] = WALKED
         prefix = rel_dir + "/" if rel_dir else ""
+        # Entries' stat() goes through the directory's cached fd: nothing else is opened in this loop.
         with it:
             for de in it:
                 name = de.name
                 rel = prefix + name
-                if name == ".git":
+                if name.lower() == ".git":  # any case: what forbidden() refuses, the walk never enters
                     entries[rel] = ("D", "git")
                     continue
                 try:
@@ -268,31 +297,18 @@ def select(
                     residue_candidates.append((st.st_mtime_ns, rel))
 
     covered = scope.covered
-    ancestor_ok: dict[str, bool] = {"": True}
 
-    def ancestors_are_dirs(rel: str) -> bool | None:
-        """True if every ancestor is a real directory, False if one is a symlink, None if missing."""
-        parent = rel.rpartition("/")[0]
-        known = ancestor_ok.get(parent)
-        if known is not None:
-            return known
-        if entries.get(parent) == WALKED:
-            ancestor_ok[parent] = True
-            return True
-        up = ancestors_are_dirs(parent)
-        if up is not True:
-            return up
-        try:
-            st = os.lstat(os.path.join(root_s, parent))
-        except FileNotFoundError:
-            return None
-        except NotADirectoryError:
-            return None
-        ok = stat.S_ISDIR(st.st_mode)
-        if not ok and not stat.S_ISLNK(st.st_mode):
-            return None
-        ancestor_ok[parent] = ok
-        return ok
+    def walk_verdict(rel: str) -> Entry | None:
+        """What the walk saw at the nearest non-directory ancestor: the capture must agree with it."""
+        anc = rel.rpartition("/")[0]
+        while anc:
+            if entries.get(anc) == WALKED:
+                return None
+            st = walk_stats.get(anc)
+            if st is not None:
+                return ("x", "behind a symlink") if stat.S_ISLNK(st.st_mode) else ABSENT
+            anc = anc.rpartition("/")[0]
+        return None
 
     def cover(rel: str) -> None:
         if rel in covered:
@@ -305,17 +321,28 @@ def select(
             return
         st = walk_stats.get(rel)
         if st is None:
-            state = ancestors_are_dirs(rel)
-            if state is False:
+            seen = entries.get(rel)
+            if seen is not None and seen[0] in ("d", "D"):
+                return  # the walk saw a directory here; a later look must not contradict it
+            verdict = walk_verdict(rel)
+            if verdict is not None:
+                if verdict[0] == "x":
+                    entries[rel] = verdict
+                    scope.skipped.append((rel, "behind a symlinked directory"))
+                elif rel not in entries:
+                    entries[rel] = verdict
+                return
+            # Not seen by the walk (below a directory it does not enter): look through the dir fds.
+            try:
+                st = tree.lstat(rel)
+            except SymlinkInPath:
                 entries[rel] = ("x", "behind a symlink")
                 scope.skipped.append((rel, "behind a symlinked directory"))
                 return
-            if state is None:
-                if rel not in entries:
-                    entries[rel] = ABSENT
+            except DirChanged:
+                entries[rel] = ("x", REPLACED)
+                scope.skipped.append((rel, "a directory on its path was replaced during capture"))
                 return
-            try:
-                st = os.lstat(os.path.join(root_s, rel))
             except (FileNotFoundError, NotADirectoryError):
                 entries[rel] = ABSENT
                 return

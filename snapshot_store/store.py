@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import scope as scope_mod
 from .capture import HashOnly, Progress, read_paths
+from .dirfd import DirCache
 from .errors import (
     AmbiguousSnapshot,
     CorruptStore,
@@ -647,11 +648,12 @@ class Store:
                 else:
                     if w is not None:
                         w.journal.reset()
-                    selected = scope_mod.select(ws, settings, ignore, git.paths, known,
-                                                protected=self._protected_rel(ws),
-                                                on_dir=w.journal.watch_dir if w is not None else None,
-                                                force=force)
-                    captured = read_paths(str(ws), selected.to_capture, sink, cache, progress)
+                    with DirCache(str(ws)) as dirs:  # the walk and the reads see the same directories
+                        selected = scope_mod.select(ws, settings, ignore, git.paths, known,
+                                                    protected=self._protected_rel(ws),
+                                                    on_dir=w.journal.watch_dir if w is not None else None,
+                                                    force=force, dirs=dirs)
+                        captured = read_paths(dirs, selected.to_capture, sink, cache, progress)
                     files = selected.entries
                     files.update(captured.entries)
                     fresh = captured.fresh

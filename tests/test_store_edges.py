@@ -232,7 +232,9 @@ def _deny(monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
     real_open = os.open
 
     def fake_open(path, flags, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if isinstance(path, (str, bytes, os.PathLike)) and os.fsdecode(path).endswith("/" + suffix):
+        # Absolute paths, or names relative to a directory fd (how capture and SafeRoot open files).
+        name = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else ""
+        if name.endswith("/" + suffix) or (name == suffix and kwargs.get("dir_fd") is not None):
             raise PermissionError(errno.EACCES, "Permission denied", os.fsdecode(path))
         return real_open(path, flags, *args, **kwargs)
 

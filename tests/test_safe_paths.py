@@ -1,0 +1,363 @@
+"""Reads and writes stay inside the workspace however its directories are swapped, nested or crashed."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import blake3
+import pytest
+
+from snapshot_store import Store
+from snapshot_store.safefs import ASIDE_PREFIX, TMP_PREFIX, SafeRoot, UnsafePath
+from snapshot_store.scope import forbidden
+from snapshot_store.statcache import stat_key
+
+REPO = Path(__file__).parents[1]
+
+# Keeps swapping ws/sub between the real directory and a symlink to an outside directory until
+# the stop file appears; always leaves the real directory in place when it stops.
+SWAPPER = r"""
+import os, sys, time
+sub, parked, link_tmp, outside, stop, ready = sys.argv[1:7]
+trash = 0
+
+def clear() -> None:
+    # Whatever stands at ws/sub now goes (a racing restore may have made a directory there).
+    global trash
+    try:
+        os.unlink(sub)
+    except FileNotFoundError:
+        pass
+    except IsADirectoryError:
+        trash += 1
+        os.rename(sub, f"{parked}-trash{trash}")
+
+open(ready, "w").close()
+while not os.path.exists(stop):
+    os.rename(sub, parked)
+    os.symlink(outside, link_tmp)
+    try:
+        os.rename(link_tmp, sub)
+    except OSError:
+        clear()
+        os.rename(link_tmp, sub)
+    time.sleep(0.0003)  # stay a symlink a little while (the walk takes about a millisecond)
+    clear()
+    try:
+        os.rename(parked, sub)
+    except OSError:
+        clear()
+        os.rename(parked, sub)
+    time.sleep(0.0003)
+"""
+
+
+def _all_blobs(store: Store, root: Path) -> dict[str, set[str]]:
+    """Every blob id every snapshot of the workspace names, by snapshot id."""
+    out: dict[str, set[str]] = {}
+    for info in store.list_snapshots(root):
+        out[info.id] = {e[3] for e in store.files(info.id).values() if e[0] == "f"}
+    return out
+
+
+def _link_and_dir(store: Store, root: Path) -> list[str]:
+    """Snapshots that record a path as a symlink and also as a directory (walked, or holding files)."""
+    bad = []
+    for info in store.list_snapshots(root):
+        files = store.files(info.id)
+        links = {p for p, e in files.items() if e[0] == "l"}
+        below = {p.rpartition("/")[0] for p, e in files.items() if "/" in p and e[0] in ("f", "l", "d")}
+        if links & (below | {p for p, e in files.items() if e[0] == "d"}):
+            bad.append(info.id)
+    return bad
+
+
+def _start_swapper(tmp_path: Path, ws: Path, outside: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    stop, ready = tmp_path / "stop", tmp_path / "ready"
+    proc = subprocess.Popen([sys.executable, "-c", SWAPPER, str(ws / "sub"), str(tmp_path / "parked"),
+                             str(tmp_path / "link-tmp"), str(outside), str(stop), str(ready)])
+    while not ready.exists():
+        time.sleep(0.01)
+    return proc, stop
+
+
+def test_capture_racing_a_directory_swapped_for_an_outside_symlink_never_stores_outside_content(
+        tmp_path: Path, ws: Path) -> None:
+    secret = secrets.token_bytes(4096)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (ws / "sub").mkdir()
+    for name in ("data.txt", "other.txt", "third.txt"):
+        (outside / name).write_bytes(secret + name.encode())
+        (ws / "sub" / name).write_text(f"harmless {name}\n")
+    (ws / "top.txt").write_text("top\n")
+    secret_ids = {blake3.blake3(secret + n.encode()).hexdigest() for n in ("data.txt", "other.txt", "third.txt")}
+    home = tmp_path / "home"
+    with Store.open(home) as store:
+        first = store.capture(ws).id
+        proc, stop = _start_swapper(tmp_path, ws, outside)
+        try:
+            for n in range(150):
+                if n % 10 == 9:
+                    store.restore(first, ws, known_paths=["sub/data.txt"])
+                else:
+                    store.capture(ws, known_paths=["sub/data.txt", "sub/other.txt"])
+        finally:
+            stop.touch()
+            assert proc.wait(timeout=30) == 0
+        blobs = _all_blobs(store, ws)
+        assert len(blobs) > 10
+        leaked = {sid for sid, ids in blobs.items() if ids & secret_ids}
+        assert not leaked, f"{len(leaked)} of {len(blobs)} snapshots hold an outside file's content"
+        store.blobs.refresh()
+        assert not any(bytes.fromhex(s) in store.blobs for s in secret_ids), "outside content stored in a pack"
+        assert not _link_and_dir(store, ws)
+    for name in ("data.txt", "other.txt", "third.txt"):
+        assert (outside / name).read_bytes() == secret + name.encode()
+
+
+def test_a_symlink_to_an_outside_directory_is_never_descended(tmp_path: Path, ws: Path) -> None:
+    secret = secrets.token_bytes(2048)
+    outside = tmp_path / "outside"
+    (outside / "deeper").mkdir(parents=True)
+    (outside / "s.txt").write_bytes(secret)
+    (outside / "deeper" / "s.txt").write_bytes(secret)
+    (ws / "real").mkdir()
+    (ws / "real" / "link").symlink_to(outside)
+    (ws / "top").symlink_to(outside)
+    (ws / "f.txt").write_text("f\n")
+    known = ["top/s.txt", "top/deeper/s.txt", "real/link/s.txt", "real/link/deeper/s.txt"]
+    with Store.open(tmp_path / "home") as store:
+        res = store.capture(ws, known_paths=known)
+        files = store.files(res.id)
+        assert files["top"] == ("l", str(outside))
+        assert files["real/link"] == ("l", str(outside))
+        for p in known:
+            assert files[p][0] == "x", (p, files[p])
+        assert blake3.blake3(secret).hexdigest() not in {e[3] for e in files.values() if e[0] == "f"}
+        store.blobs.refresh()
+        assert blake3.blake3(secret).digest() not in store.blobs
+
+
+# ----------------------------------------------------------------------------- writes
+
+
+def test_safe_root_does_not_write_into_a_directory_moved_out_of_the_workspace(tmp_path: Path, ws: Path) -> None:
+    (ws / "sub").mkdir()
+    (ws / "sub" / "a.txt").write_text("a\n")
+    outside = tmp_path / "moved-out"
+    with SafeRoot(str(ws)) as fs:
+        fs.write_file("sub/b.txt", [b"b\n"], 0o644)  # the directory is now known to the SafeRoot
+        os.rename(ws / "sub", outside)  # moved out of the workspace mid-restore
+        fs.write_file("sub/c.txt", [b"c\n"], 0o644)
+        assert fs.lstat("sub/a.txt") is None
+    assert sorted(os.listdir(outside)) == ["a.txt", "b.txt"]
+    assert (ws / "sub" / "c.txt").read_text() == "c\n"
+
+
+def test_safe_root_delete_leaves_a_file_that_changed_after_it_was_checked(ws: Path) -> None:
+    (ws / "f.txt").write_text("seen by the safety capture\n")
+    expected = stat_key(os.lstat(ws / "f.txt"))
+    time.sleep(0.01)
+    (ws / "f.txt").write_text("written by the user later\n")
+    with SafeRoot(str(ws)) as fs:
+        assert fs.unlink("f.txt", expected) is False
+        assert (ws / "f.txt").read_text() == "written by the user later\n"
+        assert fs.unlink("f.txt", stat_key(os.lstat(ws / "f.txt"))) is True
+    assert os.listdir(ws) == []
+
+
+def test_safe_root_delete_rechecks_after_detaching_the_name(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file is renamed aside before the final check: a write landing in between is kept."""
+    (ws / "f.txt").write_text("seen\n")
+    expected = stat_key(os.lstat(ws / "f.txt"))
+    real_rename = os.rename
+
+    def rename_then_write(src: str, dst: str, **kw: int) -> None:
+        real_rename(src, dst, **kw)
+        if str(src) == "f.txt":  # another process writes through its open fd right after the detach
+            fd = os.open(dst, os.O_WRONLY | os.O_APPEND, dir_fd=kw["src_dir_fd"])
+            os.write(fd, b"more\n")
+            os.close(fd)
+
+    monkeypatch.setattr(os, "rename", rename_then_write)
+    with SafeRoot(str(ws)) as fs:
+        assert fs.unlink("f.txt", expected) is False
+    monkeypatch.undo()
+    assert (ws / "f.txt").read_text() == "seen\nmore\n"
+    assert os.listdir(ws) == ["f.txt"]
+
+
+def test_a_file_set_aside_by_a_crashed_delete_gets_its_name_back(ws: Path) -> None:
+    """Recovery never deletes a file a delete had renamed aside: it may have changed before the check."""
+    (ws / f"{ASIDE_PREFIX}0123456789ab-notes.txt").write_text("mine\n")
+    (ws / f"{ASIDE_PREFIX}ba9876543210-taken.txt").write_text("older\n")
+    (ws / "taken.txt").write_text("made since\n")
+    (ws / f"{TMP_PREFIX}0123456789ab").write_text("half-written restore temp")
+    with SafeRoot(str(ws)) as fs:
+        fs.clean_temps("")
+    assert sorted(os.listdir(ws)) == [f"{ASIDE_PREFIX}ba9876543210-taken.txt", "notes.txt", "taken.txt"]
+    assert (ws / "notes.txt").read_text() == "mine\n" and (ws / "taken.txt").read_text() == "made since\n"
+
+
+@pytest.mark.parametrize("rel", [".GIT/config", "sub/.Git/HEAD", ".gIt", "a/.GIT"])
+def test_git_guard_is_case_insensitive(rel: str, ws: Path) -> None:
+    assert forbidden(rel)
+    assert not forbidden("sub/.gitignore") and not forbidden(".github/x") and not forbidden("git/x")
+    with SafeRoot(str(ws)) as fs, pytest.raises(UnsafePath):
+        fs.write_file(rel if "/" in rel else rel + "/x", [b"x"], 0o644)
+    assert os.listdir(ws) == []
+
+
+def test_capture_never_enters_a_git_directory_in_another_letter_case(tmp_path: Path, ws: Path) -> None:
+    (ws / ".GIT").mkdir()
+    (ws / ".GIT" / "config").write_text("[core]\n")
+    (ws / "a.txt").write_text("a\n")
+    with Store.open(tmp_path / "home") as store:
+        files = store.capture(ws, known_paths=[".GIT/config"]).files
+    assert files[".GIT"] == ("D", "git") and ".GIT/config" not in files
+
+
+# ----------------------------------------------------------------------------- deep trees
+
+DEPTH = 1200
+NAME = "ddd"  # 4 bytes a level: 4,800 bytes, beyond PATH_MAX (4,096)
+
+
+def _deep_dir(ws: Path) -> int:
+    """Create the chain with dir-fd relative calls and return an fd of its deepest directory."""
+    fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(DEPTH):
+        os.mkdir(NAME, dir_fd=fd)
+        nfd = os.open(NAME, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nfd
+    return fd
+
+
+def _write_at(fd: int, name: str, data: bytes) -> None:
+    f = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=fd)
+    os.write(f, data)
+    os.close(f)
+
+
+def _read_at(fd: int, name: str) -> bytes:
+    f = os.open(name, os.O_RDONLY, dir_fd=fd)
+    try:
+        return os.read(f, 1 << 16)
+    finally:
+        os.close(f)
+
+
+def _remove_chain(ws: Path) -> None:
+    """Remove the chain without recursion (pytest's own cleanup would hit RecursionError on it)."""
+    fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        while True:
+            try:
+                top = os.open(NAME, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                return
+            try:
+                for name in os.listdir(top):
+                    if name == NAME:
+                        os.rename(name, "up", src_dir_fd=top, dst_dir_fd=fd)
+                    else:
+                        os.unlink(name, dir_fd=top)
+            finally:
+                os.close(top)
+            os.rmdir(NAME, dir_fd=fd)
+            if os.path.lexists(ws / "up"):
+                os.rename("up", NAME, src_dir_fd=fd, dst_dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _cli(home: Path, ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
+    res = subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ws, env=env, stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert res.returncode == 0, (args, res.stdout[-2000:], res.stderr[-2000:])
+    return res
+
+
+def test_a_tree_deeper_than_path_max_captures_and_restores(tmp_path: Path, ws: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (ws / "top.txt").write_text("top v1\n")
+    deep = _deep_dir(ws)
+    try:
+        _write_at(deep, "deep.txt", b"deep v1\n")
+        deep_rel = "/".join([NAME] * DEPTH) + "/deep.txt"
+        with Store.open(home / "file_snapshots") as store:  # the store the CLI opens
+            snap = store.capture(ws).id
+            assert store.files(snap).get(deep_rel, ("missing",))[0] == "f"
+        _write_at(deep, "deep.txt", b"deep v2, changed\n")
+        _write_at(deep, "new.txt", b"created after the capture\n")
+        (ws / "top.txt").write_text("top v2\n")
+        _cli(home, ws, "snapshots", "restore", snap, "--yes")
+        assert _read_at(deep, "deep.txt") == b"deep v1\n"
+        assert sorted(os.listdir(deep)) == ["deep.txt"]  # witnessed absent: deleted
+        assert (ws / "top.txt").read_text() == "top v1\n"
+        again = _cli(home, ws, "snapshots", "capture", "--json")
+        assert '"id"' in again.stdout
+    finally:
+        os.close(deep)
+        _remove_chain(ws)
+
+
+# ----------------------------------------------------------------------------- durability
+
+STRACE_LINE = re.compile(r"^(?:\[pid\s+\d+\]\s+|\d+\s+)?(\w+)\((.*)$")
+TMP_FD = re.compile(r"^(\d+)<([^>]*)>")
+
+
+def test_every_restored_file_is_synced_before_it_is_renamed_into_place(tmp_path: Path, ws: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    for i in range(30):
+        (ws / f"d{i % 3}").mkdir(exist_ok=True)
+        (ws / f"d{i % 3}" / f"f{i}.txt").write_text(f"version one of {i}\n")
+    with Store.open(home / "file_snapshots") as store:
+        snap = store.capture(ws).id
+    for i in range(30):
+        (ws / f"d{i % 3}" / f"f{i}.txt").write_text(f"version two of {i}, longer\n")
+    log = tmp_path / "strace.log"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
+    res = subprocess.run(["strace", "-f", "-y", "-qq", "-s", "4096", "-o", str(log),
+                          "-e", "trace=fdatasync,fsync,rename,renameat,renameat2",
+                          sys.executable, "-m", "app.cli", "snapshots", "restore", snap, "--yes"],
+                         cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    synced: set[str] = set()
+    renamed: list[str] = []
+    unsynced: list[str] = []
+    for line in log.read_text().splitlines():
+        m = STRACE_LINE.match(line)
+        if m is None:
+            continue
+        call, args = m.groups()
+        if call in ("fsync", "fdatasync"):
+            fd = TMP_FD.match(args)
+            if fd:
+                synced.add(fd.group(2))
+        elif call.startswith("rename"):
+            names = re.findall(r'"([^"]*)"', args)
+            dirs = re.findall(r"\d+<([^>]*)>", args)
+            if not names or not os.path.basename(names[0]).startswith(TMP_PREFIX):
+                continue
+            src = names[0] if names[0].startswith("/") else os.path.join(dirs[0] if dirs else str(ws), names[0])
+            renamed.append(src)
+            if src not in synced:
+                unsynced.append(src)
+    assert len(renamed) == 30, renamed
+    assert not unsynced, f"{len(unsynced)} of {len(renamed)} temp files renamed into place unsynced"
+    for i in range(30):
+        assert (ws / f"d{i % 3}" / f"f{i}.txt").read_text() == f"version one of {i}\n"
