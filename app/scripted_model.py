@@ -155,7 +155,7 @@ def move_file(src: str, dst: str, old_line: str, new_line: str | None = None) ->
 
 
 def shell(cmd: str, *, workdir: str | None = None) -> Shell:
-    """Run ``cmd`` through ``exec_command`` (a bash login shell in the turn cwd)."""
+    """Run ``cmd`` through ``exec_command`` (bash, not a login shell, in the turn cwd)."""
     return Shell(cmd, workdir=workdir)
 
 
@@ -483,7 +483,9 @@ class ScriptedModel:
             frames.append(_sse("response.output_item.done", {"output_index": out_index, "item": call}))
             out_text += action.text
         else:
-            args: dict[str, Any] = {"cmd": action.cmd}
+            # Not a login shell: a login profile can block (a stale `pyenv rehash` lock left by a killed
+            # shell made every `bash -l` here wait 60 s), and scripted commands need no profile.
+            args: dict[str, Any] = {"cmd": action.cmd, "login": False}
             for key in ("workdir", "sandbox_permissions", "justification"):
                 if getattr(action, key) is not None:
                     args[key] = getattr(action, key)

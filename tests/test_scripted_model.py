@@ -99,7 +99,7 @@ def test_http_rounds_triggers_and_fallback() -> None:
         # one tool output after the last user message -> round 1 (the shell call)
         _, _, ev = _post(m, _body(_user("please make a file"), _output(call["call_id"])))
         (sh,) = _done_items(ev)
-        assert sh["type"] == "function_call" and json.loads(sh["arguments"]) == {"cmd": "cat a.txt"}
+        assert sh["type"] == "function_call" and json.loads(sh["arguments"]) == {"cmd": "cat a.txt", "login": False}
         _, _, ev = _post(m, _body(_user("please make a file"), _output("c1"), _output("c2")))
         (msg,) = _done_items(ev)
         assert msg["content"][0]["text"] == "made"
@@ -133,7 +133,8 @@ def test_http_ids_unique_and_fail_steps() -> None:
         assert _post(m, {**_body(_user("flaky")), "client_metadata": {"turn_id": "t2"}})[0] == 503
         _, _, ev = _post(m, _body(_user("catch-all")))
         args = json.loads(_done_items(ev)[0]["arguments"])
-        assert args == {"cmd": "touch /x", "sandbox_permissions": "require_escalated", "justification": "needs root"}
+        assert args == {"cmd": "touch /x", "sandbox_permissions": "require_escalated", "justification": "needs root",
+                        "login": False}
         _, _, ev = _post(m, _body(_user("boom"), model=GUARDIAN_MODEL))
         assert json.loads(_done_items(ev)[0]["content"][0]["text"]) == {"outcome": "deny"}
         assert len(m.model_requests) == len(m.requests) - 1
@@ -366,7 +367,7 @@ def test_command_approvals_reach_the_handler(harness_factory: Callable[[Handler 
     assert run.status == "completed", run.completed
     assert [m for m, _ in h.approvals] == ["item/commandExecution/requestApproval"] * 3
     first, _, third = (p for _, p in h.approvals)
-    assert first["command"] == "/bin/bash -lc 'echo no > declined.txt'" and first["cwd"] == str(h.ws)
+    assert first["command"] == "/bin/bash -c 'echo no > declined.txt'" and first["cwd"] == str(h.ws)
     assert first["threadId"] == tid and first["turnId"] == run.turn_id and first["itemId"].startswith("call_")
     assert third["reason"] == "needs the network"
     statuses = {c["id"]: c["status"] for c in run.items("commandExecution")}
