@@ -65,7 +65,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--diff", action="store_true", help="with the plan, show a diff for each file written")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p = cmd("verify", "check the store; non-zero exit when anything is damaged", _verify, workspace=False)
-    p.add_argument("--full", action="store_true", help="also re-read and re-hash every blob")
+    p.add_argument("--full", action="store_true", help="also re-read and re-hash every blob and record header")
+    p.add_argument("--repair", action="store_true",
+                   help="rebuild missing or damaged pack indexes from the packs' own records")
     p = cmd("gc", "drop old snapshots per retention and free unreferenced space", _gc, workspace=False)
     p.add_argument("--dry-run", action="store_true", help="print what would be removed")
 
@@ -237,12 +239,15 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
 def _verify(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     try:
-        report = verify(store, full=args.full, progress=lambda n, t: ctx.progress(f"verified {n}/{t} blobs"))
+        report = verify(store, full=args.full, repair=args.repair,
+                        progress=lambda n, t: ctx.progress(f"verified {n}/{t} blobs"))
     finally:
         ctx.done_progress()
     if ctx.json:
         ctx.emit(report.as_json())
     else:
+        for r in report.repaired:
+            print(f"repaired: {r}")
         for w in report.warnings:
             print(f"warning: {w}")
         for p in report.problems:
@@ -261,7 +266,21 @@ def _gc(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     verb = "would remove" if args.dry_run else "removed"
     print(f"{verb} {len(plan.dropped)} snapshots by retention, {len(plan.delete_snapshots)} snapshot files, "
-          f"{len(plan.delete_packs)} packs; repacked {len(plan.repack)}; "
+          f"{len(plan.delete_packs) + len(plan.finish_packs)} packs; "
+          f"{'would repack' if args.dry_run else 'repacked'} {len(plan.repack)}; "
           f"{human_bytes(plan.bytes_before)} -> {human_bytes(plan.bytes_after)}")
+    if plan.dropped:
+        print(f"retention {'would free' if args.dry_run else 'freed'} {human_bytes(plan.freed_by_retention)} "
+              f"(what only the {len(plan.dropped)} dropped snapshots used)")
+    for pack in plan.rebuilt_indexes:
+        print(f"{'would rebuild' if args.dry_run else 'rebuilt'} the index of pack {pack} from its records")
+    if plan.interrupted:
+        print("finished an interrupted gc" if not args.dry_run else "an interrupted gc is pending; gc finishes it")
+    if plan.over_cap:
+        print(f"warning: the store stays {human_bytes(plan.over_cap)} over max_store_bytes: the snapshots "
+              "retention must keep (newest per workspace, pinned) need that much", file=sys.stderr)
+    if plan.missing_blobs:
+        print(f"warning: kept snapshots name {plan.missing_blobs} blobs the store does not hold; "
+              "run `codexr snapshots verify`", file=sys.stderr)
     return 0
 

@@ -399,3 +399,121 @@ class PackWriter:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+
+
+# ----------------------------------------------------------------------------- reading a pack without its index
+
+
+@dataclass
+class PackScan:
+    """What a pack's own records say: the blobs that verify, and where it stops making sense."""
+
+    pack_id: str
+    size: int
+    magic_ok: bool
+    entries: list[tuple[bytes, Location]]
+    damage: list[str]  # one line per damaged record or unreadable region
+
+    @property
+    def complete(self) -> bool:
+        """Every byte of the pack belongs to a record whose content verifies."""
+        return self.magic_ok and not self.damage
+
+
+def record_ok(dctx: zstandard.ZstdDecompressor, fd: int, blob: bytes, loc: Location) -> bool:
+    """Read one record's data in chunks and check it hashes to its id (never whole in memory)."""
+    hasher = blake3.blake3()
+    total = 0
+    pos, end = loc.offset, loc.offset + loc.stored_len
+    dobj = dctx.decompressobj() if loc.codec == CODEC_ZSTD else None
+    try:
+        while pos < end:
+            piece = os.pread(fd, min(CHUNK, end - pos), pos)
+            if not piece:
+                return False
+            pos += len(piece)
+            out = dobj.decompress(piece) if dobj is not None else piece
+            hasher.update(out)
+            total += len(out)
+            if total > loc.raw_len:
+                return False
+    except zstandard.ZstdError:
+        return False
+    return total == loc.raw_len and hasher.digest() == blob
+
+
+def scan_pack(packs_dir: Path, pack_id: str) -> PackScan:
+    """Parse a pack record by record, verifying each record's content hash (to rebuild its index).
+
+    Records tile the pack from the magic to its end; parsing stops at the first header that runs
+    past the end or names an unknown codec, since nothing after it can be located.
+    """
+    path = packs_dir / f"{pack_id}.pack"
+    dctx = zstandard.ZstdDecompressor()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        scan = PackScan(pack_id, size, os.pread(fd, len(PACK_MAGIC), 0) == PACK_MAGIC, [], [])
+        if not scan.magic_ok:
+            scan.damage.append(f"pack {pack_id} does not start with {PACK_MAGIC!r}")
+        pos = len(PACK_MAGIC)
+        while pos < size:
+            head = os.pread(fd, RECORD.size, pos)
+            if len(head) < RECORD.size:
+                scan.damage.append(f"pack {pack_id}: {size - pos} trailing bytes at offset {pos} are no record")
+                break
+            blob, codec, stored, raw = RECORD.unpack(head)
+            data_at = pos + RECORD.size
+            bad = codec not in (CODEC_RAW, CODEC_ZSTD) or (codec == CODEC_RAW and stored != raw)
+            if bad or data_at + stored > size:
+                scan.damage.append(f"pack {pack_id}: record header at offset {pos} is damaged; "
+                                   f"{size - pos} bytes from there cannot be parsed")
+                break
+            loc = Location(pack_id, codec, data_at, stored, raw)
+            if record_ok(dctx, fd, blob, loc):
+                scan.entries.append((blob, loc))
+            else:
+                scan.damage.append(f"pack {pack_id}: record at offset {pos} (blob {blob.hex()}) "
+                                   "does not match its hash")
+            pos = data_at + stored
+    finally:
+        os.close(fd)
+    return scan
+
+
+def write_index(packs_dir: Path, pack_id: str, entries: list[tuple[bytes, Location]]) -> None:
+    """Write (or replace) a pack's index durably; the pack itself is never changed."""
+    atomic_write(packs_dir / f"{pack_id}.idx", encode_index(entries), sync=True)
+
+
+def check_headers(packs_dir: Path, pack_id: str, entries: list[tuple[bytes, Location]]) -> list[str]:
+    """Cross-check a pack's magic and every record header against its index; one line per mismatch.
+
+    The index's records must tile the pack exactly (magic, then header + data, ..., end of file),
+    so no byte of a pack is outside a record the index names.
+    """
+    problems: list[str] = []
+    fd = os.open(packs_dir / f"{pack_id}.pack", os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if os.pread(fd, len(PACK_MAGIC), 0) != PACK_MAGIC:
+            problems.append(f"pack {pack_id} does not start with {PACK_MAGIC!r} (damaged magic)")
+        pos = len(PACK_MAGIC)
+        for blob, loc in sorted(entries, key=lambda e: e[1].offset):
+            start = loc.offset - RECORD.size
+            if start != pos:
+                problems.append(f"pack {pack_id}: index entry for blob {blob.hex()} is at offset {loc.offset}, "
+                                f"but the previous record ends at {pos}")
+                pos = max(pos, loc.offset + loc.stored_len)
+                continue
+            head = os.pread(fd, RECORD.size, start)
+            want = RECORD.pack(blob, loc.codec, loc.stored_len, loc.raw_len)
+            if head != want:
+                problems.append(f"pack {pack_id}: record header at offset {start} (blob {blob.hex()}) "
+                                "does not match the pack index")
+            pos = loc.offset + loc.stored_len
+        if pos != size:
+            problems.append(f"pack {pack_id}: bytes {pos}..{size} are not named by its index")
+    finally:
+        os.close(fd)
+    return problems
