@@ -258,7 +258,7 @@ def pin(store_dir: Path, snap: str) -> Path:
 @pytest.mark.parametrize("damage", ["id digit", "json"])
 def test_a_damaged_pin_file_stops_gc(cli: Cli, damage: str) -> None:
     trees, _order = three_packs(cli)
-    first = list(trees)[0]
+    first = next(iter(trees))
     path = pin(cli.store_dir, first)
     text = path.read_text()
     if damage == "id digit":
@@ -299,8 +299,8 @@ def test_a_killed_gc_is_reported_as_pending_and_finished_by_the_next(cli: Cli) -
     trees, _order = three_packs(cli)
     newest = list(trees)[-1]
     args = ["snapshots", "gc", *GRACE0, "-c", "file_snapshots.retention_max_snapshots=1"]
-    killed = subprocess.run([sys.executable, "-c", KILL_AT_UNLINK, "2", *options_first(args)], cwd=cli.ws, env=cli.env(),
-                            capture_output=True, text=True, timeout=120)
+    killed = subprocess.run([sys.executable, "-c", KILL_AT_UNLINK, "2", *options_first(args)], cwd=cli.ws,
+                            env=cli.env(), capture_output=True, text=True, timeout=120)
     assert killed.returncode == -9, (killed.stdout, killed.stderr)
     # The first dead pack lost its index and pack; the second only its index.
     assert (cli.store_dir / "gc.pending").exists()
@@ -437,7 +437,7 @@ def blocked_on(lock: Path, pid: int) -> bool:
 
 def test_gc_in_another_process_waits_for_a_restore_awaiting_confirmation(cli: Cli, tmp_path: Path) -> None:
     trees, _order = three_packs(cli)
-    target = list(trees)[0]
+    target = next(iter(trees))
     (cli.ws / "f2.bin").write_bytes(b"edited after the last capture\n")
     before = tree(cli.ws)
     ready, go = tmp_path / "ready", tmp_path / "go"
