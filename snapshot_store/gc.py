@@ -25,7 +25,7 @@ from .fsutil import TMP_PREFIX, atomic_write, fsync_dir, translate_os_errors
 from .ids import is_pack_id, is_snapshot_id
 from .packs import RECORD, Location, PackScan, PackWriter, scan_pack, write_index
 from .reach import each_needs
-from .refcheck import RefFile, read_pins, ref_mismatch, workspace_ref_files
+from .refcheck import RefFile, read_pins, ref_line, ref_mismatch, workspace_ref_files
 from .settings import RetentionPolicy
 from .store import SnapshotInfo
 
@@ -390,10 +390,7 @@ def _execute(store: Store, plan: GcPlan) -> None:
         keep = [i for i in ref.infos if i.id not in dropped]
         if len(keep) == len(ref.infos):
             continue
-        lines = [json.dumps({"id": i.id, "root": i.root, "created": i.created, "kind": i.kind,
-                             "label": i.label, "file_count": i.file_count}, separators=(",", ":"))
-                 for i in keep]
-        atomic_write(ref.path, "".join(line + "\n" for line in lines).encode())
+        atomic_write(ref.path, b"".join(ref_line(i) + b"\n" for i in keep))
     gone = set(plan.delete_packs) | set(plan.repack)
     if plan.repack:
         writer = PackWriter(store.blobs)

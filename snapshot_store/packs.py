@@ -36,6 +36,7 @@ BATCH_BYTES = 4 * 1024 * 1024  # raw bytes handed to the compression worker at a
 BATCH_FILES = 512
 MAX_BATCHES = 8  # in flight at most (so at most ~32 MiB of raw data waits in memory)
 ZSTD_LEVEL = 1  # same ratio as level 3 on source trees here, ~30% faster
+ZSTD_FHD_MUST_BE_ZERO = 0x18  # zstd frame header descriptor: unused bit 4 and reserved bit 3
 
 
 class Location(NamedTuple):
@@ -431,6 +432,8 @@ def record_ok(dctx: zstandard.ZstdDecompressor, fd: int, blob: bytes, loc: Locat
             piece = os.pread(fd, min(CHUNK, end - pos), pos)
             if not piece:
                 return False
+            if dobj is not None and pos == loc.offset and (len(piece) < 5 or piece[4] & ZSTD_FHD_MUST_BE_ZERO):
+                return False  # a decoder ignores the unused frame-header bit: check it here
             pos += len(piece)
             out = dobj.decompress(piece) if dobj is not None else piece
             hasher.update(out)
@@ -439,6 +442,8 @@ def record_ok(dctx: zstandard.ZstdDecompressor, fd: int, blob: bytes, loc: Locat
                 return False
     except zstandard.ZstdError:
         return False
+    if dobj is not None and (not dobj.eof or dobj.unused_data):
+        return False  # the frame must end exactly where the record does (last-block and checksum flags)
     return total == loc.raw_len and hasher.digest() == blob
 
 

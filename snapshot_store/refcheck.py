@@ -57,7 +57,18 @@ def _parse_line(raw: bytes) -> SnapshotInfo:
             and (label is None or isinstance(label, str))
             and isinstance(count, int) and not isinstance(count, bool) and count >= 0):
         raise ValueError("wrong types")
-    return SnapshotInfo(sid, root, float(created), kind, label, count)
+    info = SnapshotInfo(sid, root, float(created), kind, label, count)
+    if ref_line(info) != raw:
+        # Writers emit one canonical form; another spelling of the same values (say, a last digit
+        # of `created` that rounds to the same float) is a changed byte all the same.
+        raise ValueError("not in canonical form")
+    return info
+
+
+def ref_line(info: SnapshotInfo) -> bytes:
+    """The canonical bytes of one ref line (without its newline), as captures and gc write it."""
+    return json.dumps({"id": info.id, "root": info.root, "created": info.created, "kind": info.kind,
+                       "label": info.label, "file_count": info.file_count}, separators=(",", ":")).encode()
 
 
 def check_ref_file(path: Path) -> RefFile:
