@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from snapshot_store import RestorePlan, Store
+from snapshot_store import RestorePlan, Store, StoreError
 from snapshot_store.gc import gc, maybe_auto_gc
 from snapshot_store.restore import unified_diff
 from snapshot_store.verify import verify
@@ -93,7 +93,11 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
         for path, reason in res.skipped:
             print(f"  skipped {show_path(path)}: {reason}", file=sys.stderr)
     if ctx.settings.file_snapshots.auto_gc:
-        maybe_auto_gc(store, ctx.settings.retention())
+        try:
+            maybe_auto_gc(store, ctx.settings.retention())
+        except StoreError as exc:
+            # The snapshot is committed: a refused auto-gc is reported, not a failed capture.
+            print(f"codexr: warning: automatic gc skipped: {exc}", file=sys.stderr)
     return 0
 
 

@@ -442,6 +442,11 @@ def maybe_auto_gc(store: Store, policy: RetentionPolicy, interval: float = AUTO_
         return gc(store, policy, wait=False)
     except StoreBusy:
         return None
+    except CorruptStore:
+        # gc refused because of damage: say so once per interval, not at every capture.
+        with contextlib.suppress(OSError):
+            atomic_write(marker, str(time.time()).encode(), sync=False)
+        raise
 
 
 def store_size(path: Path) -> int:

@@ -484,3 +484,14 @@ def test_gc_in_another_process_waits_for_a_restore_awaiting_confirmation(cli: Cl
     assert cli.listed() == [safety]
     assert cli.ok("snapshots", "verify", "--full").stdout.startswith("ok:")
     cli.restores_exactly(safety, before)  # the undo still has everything the restore replaced
+
+
+def test_a_capture_whose_auto_gc_refuses_still_succeeds_and_says_why(cli: Cli) -> None:
+    trees, _order = three_packs(cli)
+    first = next(iter(trees))
+    pin(cli.store_dir, first).write_text("{ damaged")
+    (cli.ws / "new.txt").write_text("new\n")
+    res = cli.run("snapshots", "capture", "-c", "file_snapshots.auto_gc=true")
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    assert "automatic gc skipped: gc stopped, nothing was deleted" in res.stderr
+    assert len(cli.listed()) == 4
