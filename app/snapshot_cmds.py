@@ -70,7 +70,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help="copy a snapshot's files into DIR although it was taken of another directory "
                         "(nothing in DIR is deleted)")
     p = cmd("verify", "check the store; non-zero exit when anything is damaged", _verify, workspace=False)
-    p.add_argument("--full", action="store_true", help="also re-read and re-hash every blob")
+    p.add_argument("--full", action="store_true", help="also re-read and re-hash every blob and record header")
+    p.add_argument("--repair", action="store_true",
+                   help="rebuild missing or damaged pack indexes from the packs' own records")
     p = cmd("gc", "drop old snapshots per retention and free unreferenced space", _gc, workspace=False)
     p.add_argument("--dry-run", action="store_true", help="print what would be removed")
 
@@ -100,8 +102,9 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.settings.file_snapshots.auto_gc:
         try:
             maybe_auto_gc(store, ctx.settings.retention())
-        except StoreError as exc:  # the snapshot is committed: a gc that cannot run is only a warning
-            print(f"codexr: warning: automatic gc did not run: {exc}", file=sys.stderr)
+        except StoreError as exc:
+            # The snapshot is committed: a refused auto-gc is reported, not a failed capture.
+            print(f"codexr: warning: automatic gc skipped: {exc}", file=sys.stderr)
     return 0
 
 
@@ -254,12 +257,15 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
 def _verify(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     try:
-        report = verify(store, full=args.full, progress=lambda n, t: ctx.progress(f"verified {n}/{t} blobs"))
+        report = verify(store, full=args.full, repair=args.repair,
+                        progress=lambda n, t: ctx.progress(f"verified {n}/{t} blobs"))
     finally:
         ctx.done_progress()
     if ctx.json:
         ctx.emit(report.as_json())
     else:
+        for r in report.repaired:
+            print(f"repaired: {r}")
         for w in report.warnings:
             print(f"warning: {w}")
         for p in report.problems:
@@ -278,7 +284,21 @@ def _gc(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     verb = "would remove" if args.dry_run else "removed"
     print(f"{verb} {len(plan.dropped)} snapshots by retention, {len(plan.delete_snapshots)} snapshot files, "
-          f"{len(plan.delete_packs)} packs; repacked {len(plan.repack)}; "
+          f"{len(plan.delete_packs) + len(plan.finish_packs)} packs; "
+          f"{'would repack' if args.dry_run else 'repacked'} {len(plan.repack)}; "
           f"{human_bytes(plan.bytes_before)} -> {human_bytes(plan.bytes_after)}")
+    if plan.dropped:
+        print(f"retention {'would free' if args.dry_run else 'freed'} {human_bytes(plan.freed_by_retention)} "
+              f"(what only the {len(plan.dropped)} dropped snapshots used)")
+    for pack in plan.rebuilt_indexes:
+        print(f"{'would rebuild' if args.dry_run else 'rebuilt'} the index of pack {pack} from its records")
+    if plan.interrupted:
+        print("finished an interrupted gc" if not args.dry_run else "an interrupted gc is pending; gc finishes it")
+    if plan.over_cap:
+        print(f"warning: the store stays {human_bytes(plan.over_cap)} over max_store_bytes: the snapshots "
+              "retention must keep (newest per workspace, pinned) need that much", file=sys.stderr)
+    if plan.missing_blobs:
+        print(f"warning: kept snapshots name {plan.missing_blobs} blobs the store does not hold; "
+              "run `codexr snapshots verify`", file=sys.stderr)
     return 0
 

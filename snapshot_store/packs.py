@@ -38,6 +38,7 @@ BATCH_BYTES = 4 * 1024 * 1024  # raw bytes handed to the compression worker at a
 BATCH_FILES = 512
 MAX_BATCHES = 8  # in flight at most (so at most ~32 MiB of raw data waits in memory)
 ZSTD_LEVEL = 1  # same ratio as level 3 on source trees here, ~30% faster
+ZSTD_FHD_MUST_BE_ZERO = 0x18  # zstd frame header descriptor: unused bit 4 and reserved bit 3
 
 
 class Location(NamedTuple):
@@ -477,3 +478,157 @@ class PackWriter:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+
+
+# ----------------------------------------------------------------------------- reading a pack without its index
+
+
+@dataclass
+class PackScan:
+    """What a pack's own records say: the blobs that verify, and where it stops making sense."""
+
+    pack_id: str
+    size: int
+    magic_ok: bool
+    entries: list[tuple[bytes, Location]]
+    damage: list[str]  # one line per damaged record or unreadable region
+
+    @property
+    def complete(self) -> bool:
+        """Every byte of the pack belongs to a record whose content verifies."""
+        return self.magic_ok and not self.damage
+
+
+def record_ok(dctx: zstandard.ZstdDecompressor, fd: int, blob: bytes, loc: Location) -> bool:
+    """Read one record's data in chunks and check it hashes to its id (never whole in memory).
+
+    A zstd frame must also end exactly where the record does (a decoder stops at a damaged
+    last-block flag or ignores trailing bytes): its length is walked block header by block header,
+    and the output is pulled at most CHUNK bytes at a time (a piece of zeros inflates a thousandfold).
+    """
+    src = _PackRange(fd, loc.offset, loc.offset + loc.stored_len, "truncated")
+    pieces: Iterator[bytes]
+    if loc.codec == CODEC_ZSTD:
+        head = os.pread(fd, min(ZSTD_MAX_HEADER, loc.stored_len), loc.offset)
+        if len(head) < 5 or head[4] & ZSTD_FHD_MUST_BE_ZERO:
+            return False  # a decoder ignores the unused frame-header bit: check it here
+        if _frame_length(fd, loc, head) != loc.stored_len:
+            return False
+        pieces = dctx.read_to_iter(cast(BinaryIO, src), read_size=CHUNK, write_size=CHUNK)
+    else:
+        pieces = iter(lambda: src.read(CHUNK), b"")
+    hasher = blake3.blake3()
+    total = 0
+    try:
+        for out in pieces:
+            total += len(out)
+            if total > loc.raw_len:
+                return False
+            hasher.update(out)
+    except (zstandard.ZstdError, CorruptStore):
+        return False
+    return total == loc.raw_len and hasher.digest() == blob
+
+
+ZSTD_MAX_HEADER = 18  # magic (4) + the largest frame header (14)
+
+
+def _frame_length(fd: int, loc: Location, head: bytes) -> int | None:
+    """The compressed length of the zstd frame starting the record, from its block headers (None if damaged)."""
+    try:
+        pos = loc.offset + zstandard.frame_header_size(head)
+        checksum = zstandard.get_frame_parameters(head).has_checksum
+    except zstandard.ZstdError:
+        return None
+    end = loc.offset + loc.stored_len
+    while True:
+        raw = os.pread(fd, 3, pos)
+        if len(raw) < 3 or pos + 3 > end:
+            return None
+        header = int.from_bytes(raw, "little")
+        kind, size = (header >> 1) & 3, header >> 3
+        if kind == 3:
+            return None  # reserved block type
+        pos += 3 + (1 if kind == 1 else size)  # an RLE block holds one byte
+        if pos > end:
+            return None
+        if header & 1:  # the last block
+            break
+    return pos + (4 if checksum else 0) - loc.offset
+
+
+def scan_pack(packs_dir: Path, pack_id: str) -> PackScan:
+    """Parse a pack record by record, verifying each record's content hash (to rebuild its index).
+
+    Records tile the pack from the magic to its end; parsing stops at the first header that runs
+    past the end or names an unknown codec, since nothing after it can be located.
+    """
+    path = packs_dir / f"{pack_id}.pack"
+    dctx = zstandard.ZstdDecompressor()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        scan = PackScan(pack_id, size, os.pread(fd, len(PACK_MAGIC), 0) == PACK_MAGIC, [], [])
+        if not scan.magic_ok:
+            scan.damage.append(f"pack {pack_id} does not start with {PACK_MAGIC!r}")
+        pos = len(PACK_MAGIC)
+        while pos < size:
+            head = os.pread(fd, RECORD.size, pos)
+            if len(head) < RECORD.size:
+                scan.damage.append(f"pack {pack_id}: {size - pos} trailing bytes at offset {pos} are no record")
+                break
+            blob, codec, stored, raw = RECORD.unpack(head)
+            data_at = pos + RECORD.size
+            bad = codec not in (CODEC_RAW, CODEC_ZSTD) or (codec == CODEC_RAW and stored != raw)
+            if bad or data_at + stored > size:
+                scan.damage.append(f"pack {pack_id}: record header at offset {pos} is damaged; "
+                                   f"{size - pos} bytes from there cannot be parsed")
+                break
+            loc = Location(pack_id, codec, data_at, stored, raw)
+            if record_ok(dctx, fd, blob, loc):
+                scan.entries.append((blob, loc))
+            else:
+                scan.damage.append(f"pack {pack_id}: record at offset {pos} (blob {blob.hex()}) "
+                                   "does not match its hash")
+            pos = data_at + stored
+    finally:
+        os.close(fd)
+    return scan
+
+
+def write_index(packs_dir: Path, pack_id: str, entries: list[tuple[bytes, Location]]) -> None:
+    """Write (or replace) a pack's index durably; the pack itself is never changed."""
+    atomic_write(packs_dir / f"{pack_id}.idx", encode_index(entries), sync=True)
+
+
+def check_headers(packs_dir: Path, pack_id: str, entries: list[tuple[bytes, Location]]) -> list[str]:
+    """Cross-check a pack's magic and every record header against its index; one line per mismatch.
+
+    The index's records must tile the pack exactly (magic, then header + data, ..., end of file),
+    so no byte of a pack is outside a record the index names.
+    """
+    problems: list[str] = []
+    fd = os.open(packs_dir / f"{pack_id}.pack", os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if os.pread(fd, len(PACK_MAGIC), 0) != PACK_MAGIC:
+            problems.append(f"pack {pack_id} does not start with {PACK_MAGIC!r} (damaged magic)")
+        pos = len(PACK_MAGIC)
+        for blob, loc in sorted(entries, key=lambda e: e[1].offset):
+            start = loc.offset - RECORD.size
+            if start != pos:
+                problems.append(f"pack {pack_id}: index entry for blob {blob.hex()} is at offset {loc.offset}, "
+                                f"but the previous record ends at {pos}")
+                pos = max(pos, loc.offset + loc.stored_len)
+                continue
+            head = os.pread(fd, RECORD.size, start)
+            want = RECORD.pack(blob, loc.codec, loc.stored_len, loc.raw_len)
+            if head != want:
+                problems.append(f"pack {pack_id}: record header at offset {start} (blob {blob.hex()}) "
+                                "does not match the pack index")
+            pos = loc.offset + loc.stored_len
+        if pos != size:
+            problems.append(f"pack {pack_id}: bytes {pos}..{size} are not named by its index")
+    finally:
+        os.close(fd)
+    return problems

@@ -13,9 +13,14 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+import blake3
+
 from .fsutil import atomic_write
 
-MAGIC = b"CRSTAT1\n"  # then marshal of {path: (size, mtime_ns, ctime_ns, ino, mode, blob hex)}
+# Then blake3 of the payload (32 bytes), then the payload: a marshal of
+# {path: (size, mtime_ns, ctime_ns, ino, mode, blob hex)}. A cache whose checksum does not match
+# is discarded: a damaged entry could otherwise name the wrong blob for an unchanged file.
+MAGIC = b"CRSTAT2\n"
 SECOND_NS = 1_000_000_000
 FINE_WINDOW_NS = 100_000_000  # 100 ms: far above ext4/xfs/btrfs timestamp ticks
 COARSE_WINDOW_NS = 2 * SECOND_NS  # file systems with whole-second (or FAT's 2 s) stamps
@@ -48,9 +53,10 @@ class StatCache:
     def _load(self) -> None:
         try:
             data = self.path.read_bytes()
-            if not data.startswith(MAGIC):
-                raise ValueError("not a stat cache")
-            doc = marshal.loads(data[len(MAGIC):])
+            head = len(MAGIC) + 32
+            if not data.startswith(MAGIC) or blake3.blake3(data[head:]).digest() != data[len(MAGIC):head]:
+                raise ValueError("not a stat cache, or a damaged one")
+            doc = marshal.loads(data[head:])
             entries: dict[str, tuple[Key, str]] = {}
             for p, (size, mtime, ctime, ino, mode, blob) in doc.items():
                 entries[p] = ((size, mtime, ctime, ino, mode), blob)
@@ -99,6 +105,7 @@ class StatCache:
         if not self.dirty:
             return
         doc = {p: (*k, b) for p, (k, b) in self.entries.items()}
-        atomic_write(self.path, MAGIC + marshal.dumps(doc), sync=False)
+        payload = marshal.dumps(doc)
+        atomic_write(self.path, MAGIC + blake3.blake3(payload).digest() + payload, sync=False)
         self.dirty = False
         self.saved_at = time.monotonic()

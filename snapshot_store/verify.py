@@ -1,15 +1,27 @@
-"""Verify: a structural check of every object, and with `full` a re-hash of every blob."""
+"""Verify: check every store file a reader relies on; with `full` re-hash every blob and record header.
+
+What must be complete is what refs and pins reach (their snapshots' materialised file maps);
+snapshots no ref or pin reaches are garbage awaiting gc and only need to match their hash.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import zstandard
+
 from .errors import StoreError
 from .fsutil import TMP_PREFIX
+from .gc import PENDING, pending_exists, read_pending
 from .ids import is_pack_id, is_snapshot_id
-from .store import read_ref_file
+from .packs import Location, check_headers, record_ok, scan_pack, write_index
+from .reach import each_needs
+from .refcheck import read_pins, ref_mismatch, workspace_ref_files
 
 if TYPE_CHECKING:
     from .store import Store
@@ -17,10 +29,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class VerifyReport:
-    """Problems are damage; warnings are leftovers a gc will clean."""
+    """Problems are damage; warnings are leftovers a gc will clean; repairs are what --repair did."""
 
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
     packs: int = 0
     blobs: int = 0
     snapshots: int = 0
@@ -34,34 +47,97 @@ class VerifyReport:
     def as_json(self) -> dict[str, Any]:
         """Stable JSON for the CLI."""
         return {"ok": self.ok, "full": self.full, "problems": self.problems, "warnings": self.warnings,
-                "packs": self.packs, "blobs": self.blobs, "snapshots": self.snapshots, "refs": self.refs}
+                "repaired": self.repaired, "packs": self.packs, "blobs": self.blobs,
+                "snapshots": self.snapshots, "refs": self.refs}
 
 
-def verify(store: Store, *, full: bool = False, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
-    """Check packs, indexes, snapshots and refs; `full` re-reads and re-hashes every blob."""
-    report = VerifyReport(full=full)
+def verify(store: Store, *, full: bool = False, repair: bool = False,
+           progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+    """Check format, packs, indexes, snapshots, refs and pins; `full` re-reads every blob and header.
+
+    `repair` (under the exclusive lock, like gc) rebuilds missing or damaged pack indexes from the
+    packs' own records and drops an index whose pack is gone, reporting each.
+    """
+    lock = store.exclusive_lock() if repair else store.shared_lock()
+    with lock:
+        return _verify(store, full=full, repair=repair, progress=progress)
+
+
+def _check_format(store: Store, report: VerifyReport) -> None:
+    from .store import STORE_FORMAT, STORE_VERSION
+
+    want = json.dumps({"format": STORE_FORMAT, "version": STORE_VERSION}).encode() + b"\n"
+    try:
+        ok = (store.path / "format").read_bytes() == want
+    except OSError:
+        ok = False
+    if not ok:
+        report.problems.append("the store's format file is damaged (expected exactly " f"{want!r})")
+
+
+def _check_packs(store: Store, report: VerifyReport, pending: set[str], repair: bool) -> None:
     packs_dir = store.path / "packs"
-    blob_owner: dict[bytes, str] = {}
-    for f in sorted(packs_dir.iterdir()):
-        stem, _, suffix = f.name.partition(".")
-        if f.name.startswith(TMP_PREFIX):
-            report.warnings.append(f"leftover temporary file packs/{f.name}")
+    names = sorted(f.name for f in packs_dir.iterdir())
+    pack_ids = {n[:-5] for n in names if n.endswith(".pack") and is_pack_id(n[:-5])}
+    for name in names:
+        stem, _, suffix = name.partition(".")
+        if name.startswith(TMP_PREFIX):
+            report.warnings.append(f"leftover temporary file packs/{name}")
         elif suffix == "idx" and is_pack_id(stem):
+            if stem not in pack_ids:
+                if repair:
+                    (packs_dir / name).unlink()
+                    report.repaired.append(f"removed index {name}, whose pack is gone (its blobs are lost)")
+                report.problems.append(f"pack index {name} has no pack file (its blobs are lost)")
+                continue
             try:
-                info = store.blobs.load_pack(stem)
+                store.blobs.load_pack(stem)
             except StoreError as exc:
-                report.problems.append(str(exc))
+                _unindexed(store, report, stem, str(exc), pending, repair)
                 continue
             report.packs += 1
-            for blob, _loc in info.entries:
-                blob_owner.setdefault(blob, stem)
         elif suffix == "pack" and is_pack_id(stem):
             if not (packs_dir / f"{stem}.idx").exists():
-                report.warnings.append(f"pack {stem} has no index (interrupted write); gc removes it")
+                _unindexed(store, report, stem, None, pending, repair)
         else:
-            report.warnings.append(f"unexpected file packs/{f.name}")
-    report.blobs = len(blob_owner)
+            report.warnings.append(f"unexpected file packs/{name}")
     store.blobs.refresh()
+
+
+def _unindexed(store: Store, report: VerifyReport, pack_id: str, damage: str | None, pending: set[str],
+               repair: bool) -> None:
+    """A pack whose index is missing (`damage` None) or damaged: classify it, and rebuild it on `repair`."""
+    if pack_id in pending and damage is None:
+        report.warnings.append(f"pack {pack_id} is being deleted by the interrupted gc")
+        return
+    scan = scan_pack(store.path / "packs", pack_id)
+    if repair:
+        write_index(store.path / "packs", pack_id, scan.entries)
+        store.blobs.damaged.pop(pack_id, None)
+        lost = f"; {len(scan.damage)} damaged region(s) left out: {'; '.join(scan.damage)}" if scan.damage else ""
+        report.repaired.append(f"rebuilt the index of pack {pack_id} from its {len(scan.entries)} records{lost}")
+        report.packs += 1
+        if scan.damage:
+            report.problems.extend(scan.damage)
+        return
+    if damage is not None:
+        report.problems.append(f"{damage}; `codexr snapshots verify --repair` rebuilds it from the pack")
+    elif scan.complete:
+        report.warnings.append(f"pack {pack_id} has no index (an interrupted write, or a lost index); "
+                               "the next gc or `verify --repair` rebuilds it from the pack")
+    else:
+        report.problems.append(f"pack {pack_id} has no index and {scan.damage[0]}; "
+                               "`codexr snapshots verify --repair` indexes what can be read")
+
+
+def _verify(store: Store, *, full: bool, repair: bool, progress: Callable[[int, int], None] | None) -> VerifyReport:
+    report = VerifyReport(full=full)
+    _check_format(store, report)
+    pending = read_pending(store)
+    if pending_exists(store):
+        report.warnings.append("an interrupted gc is pending; the next `codexr snapshots gc` finishes it"
+                               + ("" if pending else f" (its marker {PENDING} is unreadable)"))
+    _check_packs(store, report, set(pending["packs"]) if pending else set(), repair)
 
     snapshot_ids: set[str] = set()
     for bucket in sorted((store.path / "snapshots").iterdir()):
@@ -76,39 +152,86 @@ def verify(store: Store, *, full: bool = False, progress: Callable[[int, int], N
     for snap in sorted(snapshot_ids):
         report.snapshots += 1
         try:
-            rec = store.record(snap)
+            store.record(snap)
         except StoreError as exc:
             report.problems.append(str(exc))
-            continue
-        if rec.parent is not None and rec.parent not in snapshot_ids:
-            report.problems.append(f"snapshot {snap} names a missing parent {rec.parent}")
-        for path, entry in rec.changes.items():
-            if entry is not None and entry[0] == "f" and bytes.fromhex(entry[3]) not in blob_owner:
-                report.problems.append(f"snapshot {snap} needs blob {entry[3]} ({path}), which is missing")
 
-    refs_dir = store.path / "refs" / "workspaces"
-    for ref in sorted(refs_dir.glob("*.jsonl")):
+    roots: set[str] = set()
+    for ref in workspace_ref_files(store):
+        report.problems.extend(ref.problems)
+        if ref.torn:
+            report.warnings.append(f"ref file {ref.name} ends in a torn line (a capture was interrupted); "
+                                   "the next capture cuts it")
+        for n, info in ref.lines:
+            report.refs += 1
+            if info.id not in snapshot_ids:
+                report.problems.append(f"ref file {ref.name} line {n} names snapshot {info.id}, which does not exist")
+                continue
+            why = ref_mismatch(store, ref, n, info)
+            if why is not None:
+                report.problems.append(why)
+            else:
+                roots.add(info.id)
+    pins = read_pins(store)
+    report.problems.extend(pins.problems)
+    for sid, rel in sorted(pins.required.items()):
+        if sid not in snapshot_ids:
+            report.problems.append(f"pin file {rel} names snapshot {sid}, which does not exist")
+    roots |= {s for s in pins.ids if s in snapshot_ids}
+
+    reached: set[str] = set()
+    missing: dict[bytes, list[str]] = {}
+    paths: dict[bytes, str] = {}
+    for root in sorted(roots):
         try:
-            infos = read_ref_file(ref)
+            for needs in each_needs(store, [root]):
+                reached.update(needs.chain)
+                for b, p in needs.blobs.items():
+                    if b not in store.blobs.locations:
+                        missing.setdefault(b, []).append(root)
+                        paths.setdefault(b, p)
         except StoreError as exc:
             report.problems.append(str(exc))
-            continue
-        for snap_info in infos:
-            report.refs += 1
-            if snap_info.id not in snapshot_ids:
-                report.warnings.append(f"ref {ref.name} names snapshot {snap_info.id}, which gc already removed")
+    for b, users in sorted(missing.items()):
+        more = f" and {len(users) - 1} more" if len(users) > 1 else ""
+        report.problems.append(f"snapshot {users[0]}{more} needs blob {b.hex()} ({paths[b]}), which is missing")
+    garbage = len(snapshot_ids - reached)
+    if garbage:
+        report.warnings.append(f"{garbage} snapshot file(s) no ref or pin reaches (dropped by retention, or "
+                               "left by an interrupted capture); gc removes them after the grace period")
 
     for journal in sorted((store.path / "journal").glob("*.json")):
         report.warnings.append(f"an interrupted restore is pending ({journal.name}); the next restore finishes it")
 
     if full:
-        total = len(store.blobs.locations)
-        for n, blob in enumerate(sorted(store.blobs.locations, key=lambda b: store.blobs.locations[b][:3])):
-            try:
-                for _chunk in store.blobs.stream(blob):
-                    pass
-            except StoreError as exc:
-                report.problems.append(str(exc))
-            if progress is not None and (n % 500 == 0 or n + 1 == total):
-                progress(n + 1, total)
+        _full(store, report, progress)
+    else:
+        report.blobs = len(store.blobs.locations)
     return report
+
+
+def _full(store: Store, report: VerifyReport, progress: Callable[[int, int], None] | None) -> None:
+    """Cross-check every record header against its index, then re-read and re-hash every record."""
+    by_pack: dict[str, list[tuple[bytes, Location]]] = {}
+    for pid in sorted(store.blobs.loaded):
+        with contextlib.suppress(StoreError):
+            by_pack[pid] = store.blobs.load_pack(pid).entries
+    for pid, entries in by_pack.items():
+        report.problems.extend(check_headers(store.path / "packs", pid, entries))
+    dctx = zstandard.ZstdDecompressor()
+    total = sum(len(e) for e in by_pack.values())
+    done = 0
+    seen: set[bytes] = set()
+    for pid, entries in by_pack.items():
+        fd = os.open(store.path / "packs" / f"{pid}.pack", os.O_RDONLY)
+        try:
+            for blob, loc in sorted(entries, key=lambda e: e[1].offset):
+                seen.add(blob)
+                if not record_ok(dctx, fd, blob, loc):
+                    report.problems.append(f"blob {blob.hex()} in pack {pid} does not match its hash")
+                done += 1
+                if progress is not None and (done % 500 == 0 or done == total):
+                    progress(done, total)
+        finally:
+            os.close(fd)
+    report.blobs = len(seen)

@@ -1,0 +1,187 @@
+"""Strict reading of refs (workspace ref logs and pin files) for gc and verify.
+
+gc trusts refs to decide what to delete, so it reads them more strictly than a listing does:
+every newline-terminated line must parse, name an existing snapshot and agree with it, and a
+damaged pin file stops gc instead of unpinning what it named (FORMAT.md §4).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import StoreError
+from .fsutil import TMP_PREFIX
+from .ids import is_snapshot_id, workspace_key
+from .store import SnapshotInfo
+
+if TYPE_CHECKING:
+    from .store import Store
+
+ID_RE = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
+REF_KEYS = frozenset({"id", "root", "created", "kind", "label", "file_count"})
+#: In a JSON pin file, a value under one of these keys is a snapshot id that MUST exist (or be null).
+PIN_KEYS = frozenset({"pre", "post", "safety_id", "target_snapshot", "snapshot", "snapshot_id"})
+_WSKEY_RE = re.compile(r"[0-9a-f]{32}")
+
+
+@dataclass
+class RefFile:
+    """One workspace ref log as gc and verify see it."""
+
+    path: Path
+    lines: list[tuple[int, SnapshotInfo]] = field(default_factory=list)  # (line number, info)
+    problems: list[str] = field(default_factory=list)
+    torn: bool = False  # an unterminated final fragment (a crash mid-append): ignored
+
+    @property
+    def name(self) -> str:
+        return f"refs/workspaces/{self.path.name}"
+
+    @property
+    def infos(self) -> list[SnapshotInfo]:
+        return [i for _n, i in self.lines]
+
+
+def _parse_line(raw: bytes) -> SnapshotInfo:
+    d = json.loads(raw)
+    if not isinstance(d, dict) or set(d) != REF_KEYS:
+        raise ValueError("wrong keys")
+    sid, root, created, kind, label, count = (d[k] for k in ("id", "root", "created", "kind", "label", "file_count"))
+    if not (isinstance(sid, str) and is_snapshot_id(sid) and isinstance(root, str) and isinstance(kind, str)
+            and isinstance(created, (int, float)) and not isinstance(created, bool)
+            and (label is None or isinstance(label, str))
+            and isinstance(count, int) and not isinstance(count, bool) and count >= 0):
+        raise ValueError("wrong types")
+    info = SnapshotInfo(sid, root, float(created), kind, label, count)
+    if ref_line(info) != raw:
+        # Writers emit one canonical form; another spelling of the same values (say, a last digit
+        # of `created` that rounds to the same float) is a changed byte all the same.
+        raise ValueError("not in canonical form")
+    return info
+
+
+def ref_line(info: SnapshotInfo) -> bytes:
+    """The canonical bytes of one ref line (without its newline), as captures and gc write it."""
+    return json.dumps({"id": info.id, "root": info.root, "created": info.created, "kind": info.kind,
+                       "label": info.label, "file_count": info.file_count}, separators=(",", ":")).encode()
+
+
+def check_ref_file(path: Path) -> RefFile:
+    """Parse a workspace ref log strictly; every damaged line is a problem naming the file and line."""
+    ref = RefFile(path)
+    stem, dot, suffix = path.name.rpartition(".")
+    if suffix != "jsonl" or not dot or not _WSKEY_RE.fullmatch(stem):
+        ref.problems.append(f"unexpected file {ref.name}")
+        return ref
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        ref.problems.append(f"ref file {ref.name} cannot be read: {exc.strerror}")
+        return ref
+    *lines, fragment = data.split(b"\n")
+    for n, raw in enumerate(lines, 1):
+        try:
+            info = _parse_line(raw)
+        except (ValueError, KeyError, TypeError, RecursionError):
+            ref.problems.append(f"ref file {ref.name} line {n} is damaged")
+            continue
+        if workspace_key(info.root) != stem:
+            ref.problems.append(f"ref file {ref.name} line {n} names workspace {info.root!r}, "
+                                "whose key is not this file's name (damaged)")
+            continue
+        ref.lines.append((n, info))
+    if fragment:
+        # A crash mid-append leaves a prefix of one line. A complete object followed by anything
+        # but the newline cannot come from an append: that is a damaged line, not a torn one.
+        try:
+            _value, end = json.JSONDecoder().raw_decode(fragment.decode("utf-8", "replace"))
+        except ValueError:
+            ref.torn = True
+        else:
+            if end < len(fragment.decode("utf-8", "replace")):
+                ref.problems.append(f"ref file {ref.name} line {len(lines) + 1} is damaged")
+            else:
+                ref.torn = True
+    return ref
+
+
+def workspace_ref_files(store: Store) -> list[RefFile]:
+    """Every workspace ref log, checked (temporary files are ignored)."""
+    out = []
+    for path in sorted((store.path / "refs" / "workspaces").iterdir()):
+        if path.name.startswith(TMP_PREFIX) or path.is_dir():
+            continue
+        out.append(check_ref_file(path))
+    return out
+
+
+def ref_mismatch(store: Store, ref: RefFile, n: int, info: SnapshotInfo) -> str | None:
+    """Why a ref line disagrees with the snapshot it names (None when it agrees)."""
+    try:
+        rec = store.record(info.id)
+    except StoreError as exc:
+        return f"ref file {ref.name} line {n} names snapshot {info.id}, which cannot be read: {exc}"
+    want = (rec.root, rec.created, rec.kind, rec.label, int(rec.meta.get("file_count", 0)))
+    if want != (info.root, info.created, info.kind, info.label, info.file_count):
+        return f"ref file {ref.name} line {n} does not match snapshot {info.id} (damaged line)"
+    return None
+
+
+@dataclass
+class Pins:
+    """Snapshot ids named by pin files (every file under refs/ outside refs/workspaces)."""
+
+    ids: set[str] = field(default_factory=set)  # every 64-hex id in any pin file: never dropped
+    required: dict[str, str] = field(default_factory=dict)  # id -> pin file that names it structurally
+    problems: list[str] = field(default_factory=list)
+    files: int = 0
+
+
+def _structured_ids(value: Any, key: str | None = None) -> Iterator[tuple[str, Any]]:
+    """(key, value) of every PIN_KEYS entry anywhere in a JSON document (iteratively: no recursion)."""
+    stack: list[tuple[str | None, Any]] = [(key, value)]
+    while stack:
+        k, v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.items())
+        elif isinstance(v, list):
+            stack.extend((None, x) for x in v)
+        elif k in PIN_KEYS:
+            yield k, v
+
+
+def read_pins(store: Store) -> Pins:
+    """Read every pin file; a file that cannot be read or parsed is a problem, never an empty pin."""
+    pins = Pins()
+    refs = store.path / "refs"
+    for path in sorted(refs.rglob("*")):
+        rel = path.relative_to(store.path).as_posix()
+        if path.is_dir() or path.name.startswith(TMP_PREFIX) or path.parent == refs / "workspaces":
+            continue
+        pins.files += 1
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            pins.problems.append(f"pin file {rel} cannot be read ({exc}); its snapshots are unprotected")
+            continue
+        pins.ids.update(ID_RE.findall(text))
+        if path.suffix != ".json":
+            continue
+        try:
+            doc = json.loads(text)
+        except (ValueError, RecursionError):
+            pins.problems.append(f"pin file {rel} is not valid JSON (damaged)")
+            continue
+        for k, v in _structured_ids(doc):
+            if v is None:
+                continue
+            if not isinstance(v, str) or not is_snapshot_id(v):
+                pins.problems.append(f"pin file {rel} has a damaged snapshot id under {k!r}: {v!r}")
+                continue
+            pins.required.setdefault(v, rel)
+    return pins
