@@ -651,6 +651,10 @@ class Session:
             raise SessionError(
                 f"prompt {target.number} has no file snapshot (it ran outside codexr or with file_snapshots off); "
                 "rewind the conversation only with --conversation-only")
+        if files and target.pre and not self.store.exists(target.pre):
+            raise SessionError(
+                f"prompt {target.number}'s file snapshot is gone (retention drops the snapshots of threads idle "
+                "longer than file_snapshots.retention_days); rewind the conversation only with --conversation-only")
         known = self._known_paths(side) if side else []
         restore: RestoreResult | None = None
         if dry_run:

@@ -257,7 +257,7 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
 def _verify(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     try:
-        report = verify(store, full=args.full, repair=args.repair,
+        report = verify(store, full=args.full, repair=args.repair, retention=ctx.settings.retention(),
                         progress=lambda n, t: ctx.progress(f"verified {n}/{t} blobs"))
     finally:
         ctx.done_progress()

@@ -217,10 +217,10 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _check_refs(store: Store) -> tuple[list[RefFile], set[str], set[str]]:
+def _check_refs(store: Store, policy: RetentionPolicy, now: float) -> tuple[list[RefFile], set[str], set[str]]:
     """Every ref and pin, strictly: (ref files, pinned ids that exist, ids of every ref line)."""
     refs = workspace_ref_files(store)
-    pins = read_pins(store)
+    pins = read_pins(store, policy.max_age_days, now)
     problems = [p for r in refs for p in r.problems] + pins.problems
     for r in refs:
         for n, info in r.lines:
@@ -249,7 +249,7 @@ def plan_gc(store: Store, policy: RetentionPolicy, now: float | None = None, *,
     packs = _packs if _packs is not None else _load_packs(store, set(pending["packs"]) if pending else set(),
                                                            write=False)
     plan.rebuilt_indexes, plan.finish_packs = list(packs.rebuilt), list(packs.finish)
-    refs, pinned, ref_ids = _check_refs(store)
+    refs, pinned, ref_ids = _check_refs(store, policy, now)
     plan._refs = refs
 
     # Survival level of each root: dropped by age/count -> 0; the k-th oldest the size cap may drop -> k;

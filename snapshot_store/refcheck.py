@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,6 +141,14 @@ class Pins:
     required: dict[str, str] = field(default_factory=dict)  # id -> pin file that names it structurally
     problems: list[str] = field(default_factory=list)
     files: int = 0
+    expired: int = 0  # thread sidecars idle past retention: they pin nothing
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return float("inf")  # cannot tell: keep pinning
 
 
 def _structured_ids(value: Any, key: str | None = None) -> Iterator[tuple[str, Any]]:
@@ -155,13 +164,21 @@ def _structured_ids(value: Any, key: str | None = None) -> Iterator[tuple[str, A
             yield k, v
 
 
-def read_pins(store: Store) -> Pins:
-    """Read every pin file; a file that cannot be read or parsed is a problem, never an empty pin."""
+def read_pins(store: Store, idle_days: float = 0.0, now: float | None = None) -> Pins:
+    """Read every pin file; a file that cannot be read or parsed is a problem, never an empty pin.
+
+    A thread sidecar (`refs/threads/*.json`) not written for more than `idle_days` (0: never)
+    pins nothing any more: the thread's snapshots then follow the workspace retention rules.
+    """
     pins = Pins()
     refs = store.path / "refs"
+    cutoff = (time.time() if now is None else now) - idle_days * 86400 if idle_days > 0 else None
     for path in sorted(refs.rglob("*")):
         rel = path.relative_to(store.path).as_posix()
         if path.is_dir() or path.name.startswith(TMP_PREFIX) or path.parent == refs / "workspaces":
+            continue
+        if cutoff is not None and path.parent == refs / "threads" and _mtime(path) < cutoff:
+            pins.expired += 1
             continue
         pins.files += 1
         try:

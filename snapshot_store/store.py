@@ -295,6 +295,10 @@ class Store:
         while len(self._maps) > 8:
             self._maps.popitem(last=False)
 
+    def exists(self, snap_id: str) -> bool:
+        """Is there a snapshot file of this id (gc may have dropped an old one)?"""
+        return is_snapshot_id(snap_id) and self._snapshot_path(snap_id).is_file()
+
     def resolve(self, ref: str) -> str:
         """A full snapshot id from an id or a unique prefix of at least 4 hex digits."""
         ref = ref.strip().lower()

@@ -22,6 +22,7 @@ from .ids import is_pack_id, is_snapshot_id
 from .packs import Location, check_headers, record_ok, scan_pack, write_index
 from .reach import each_needs
 from .refcheck import read_pins, ref_mismatch, workspace_ref_files
+from .settings import RetentionPolicy
 
 if TYPE_CHECKING:
     from .store import Store
@@ -52,7 +53,8 @@ class VerifyReport:
 
 
 def verify(store: Store, *, full: bool = False, repair: bool = False,
-           progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+           progress: Callable[[int, int], None] | None = None,
+           retention: RetentionPolicy | None = None) -> VerifyReport:
     """Check format, packs, indexes, snapshots, refs and pins; `full` re-reads every blob and header.
 
     `repair` (under the exclusive lock, like gc) rebuilds missing or damaged pack indexes from the
@@ -60,7 +62,8 @@ def verify(store: Store, *, full: bool = False, repair: bool = False,
     """
     lock = store.exclusive_lock() if repair else store.shared_lock()
     with lock:
-        return _verify(store, full=full, repair=repair, progress=progress)
+        return _verify(store, full=full, repair=repair, progress=progress,
+                       idle_days=retention.max_age_days if retention is not None else 0.0)
 
 
 def _check_format(store: Store, report: VerifyReport) -> None:
@@ -130,7 +133,8 @@ def _unindexed(store: Store, report: VerifyReport, pack_id: str, damage: str | N
                                "`codexr snapshots verify --repair` indexes what can be read")
 
 
-def _verify(store: Store, *, full: bool, repair: bool, progress: Callable[[int, int], None] | None) -> VerifyReport:
+def _verify(store: Store, *, full: bool, repair: bool, progress: Callable[[int, int], None] | None,
+            idle_days: float) -> VerifyReport:
     report = VerifyReport(full=full)
     _check_format(store, report)
     pending = read_pending(store)
@@ -172,7 +176,7 @@ def _verify(store: Store, *, full: bool, repair: bool, progress: Callable[[int, 
                 report.problems.append(why)
             else:
                 roots.add(info.id)
-    pins = read_pins(store)
+    pins = read_pins(store, idle_days)
     report.problems.extend(pins.problems)
     for sid, rel in sorted(pins.required.items()):
         if sid not in snapshot_ids:
