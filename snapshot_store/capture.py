@@ -14,6 +14,7 @@ import blake3
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .manifest import FileMap
 from .packs import CHUNK, STREAM_THRESHOLD
+from .reasons import Reason, unreadable
 from .scope import REPLACED
 from .statcache import Key, StatCache, stat_key
 
@@ -101,7 +102,7 @@ def _read_paths(dirs: DirCache, to_capture: dict[str, os.stat_result], sink: Blo
                 _not_reached(rel, exc, out)
                 continue
             except OSError as exc:
-                out.entries[rel] = ("x", f"unreadable: {exc.strerror}")
+                out.entries[rel] = ("x", unreadable(exc.strerror))
                 out.skipped.append((rel, f"unreadable symlink: {exc.strerror}"))
                 continue
             out.entries[rel] = ("l", target)
@@ -121,7 +122,7 @@ def _read_paths(dirs: DirCache, to_capture: dict[str, os.stat_result], sink: Blo
 def _not_reached(rel: str, exc: SymlinkInPath | DirChanged, out: Captured) -> None:
     """A directory on the way turned into a symlink (or another directory) after the walk."""
     if isinstance(exc, SymlinkInPath):
-        out.entries[rel] = ("x", "behind a symlink")
+        out.entries[rel] = ("x", Reason.BEHIND_SYMLINK)
         out.skipped.append((rel, "behind a symlinked directory"))
     else:
         out.entries[rel] = ("x", REPLACED)
@@ -152,14 +153,14 @@ def _read_file(dirs: DirCache, rel: str, sink: BlobSink, out: Captured) -> None:
         _not_reached(rel, exc, out)
         return
     except OSError as exc:
-        out.entries[rel] = ("x", f"unreadable: {exc.strerror}")
+        out.entries[rel] = ("x", unreadable(exc.strerror))
         out.skipped.append((rel, f"unreadable: {exc.strerror}"))
         return
     with os.fdopen(fd, "rb", buffering=0) as f:
         for _attempt in range(READ_ATTEMPTS):
             before = os.fstat(fd)
             if not stat.S_ISREG(before.st_mode):
-                out.entries[rel] = ("x", "not a regular file")
+                out.entries[rel] = ("x", Reason.NOT_REGULAR)
                 return
             if before.st_size <= STREAM_THRESHOLD:
                 data = _pread_all(fd, before.st_size)
@@ -176,5 +177,5 @@ def _read_file(dirs: DirCache, rel: str, sink: BlobSink, out: Captured) -> None:
                 out.stats[rel] = key
                 out.fresh[rel] = (key, blob.hex())
                 return
-        out.entries[rel] = ("x", "kept changing during capture")
+        out.entries[rel] = ("x", Reason.CHANGING)
         out.skipped.append((rel, "kept changing during capture; not captured"))

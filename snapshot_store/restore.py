@@ -23,6 +23,7 @@ from .ids import is_snapshot_id, workspace_key
 from .locks import owner_alive, owner_info, owner_text
 from .manifest import Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
 from .packs import CHUNK, PackWriter
+from .reasons import ENTERABLE_DIRS, NEVER_REPORTED_DIRS
 from .safefs import SafeRoot, UnsafePath
 from .scope import HIDDEN, IGNORE_FILE, Ignore, forbidden
 from .settings import ScopeSettings
@@ -178,7 +179,7 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
         elif s[0] == "x":
             actions.append(Action(LEAVE, path, f"absent in the target, but the safety capture could not hold it "
                                                f"({s[1]})", target.get(path), s))
-        elif s[0] == "D" and s[1] not in ("git", "codexr data"):
+        elif s[0] == "D" and s[1] not in NEVER_REPORTED_DIRS:
             actions.append(Action(LEAVE, path, f"directory absent in the target, not looked into ({s[1]})",
                                   target.get(path), s))
     # A file standing where the target needs a directory is deleted first (the safety capture holds it).
@@ -238,7 +239,7 @@ def _blocking_ancestor(path: str, current: FileMap) -> str | None:
         e = current.get(anc)
         if e is not None and e[0] == "x":
             return f"{anc} is a file the safety capture could not hold ({e[1]})"
-        if e is not None and e[0] == "D" and e[1] not in ("churn directory", HIDDEN, "ignored", "directory"):
+        if e is not None and e[0] == "D" and e[1] not in ENTERABLE_DIRS:
             return f"{anc} cannot be entered ({e[1]})"
         anc = parent_of(anc)
     return None

@@ -16,14 +16,15 @@ from . import wildmatch
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .errors import IgnoreFileError, WorkspaceError
 from .manifest import ABSENT, WALKED, Entry, FileMap
+from .reasons import Reason, unreadable
 from .settings import ScopeSettings
 
 IGNORE_FILE = ".codexsnapignore"
 IGNORE_FILE_MAX_BYTES = 1024 * 1024  # a rule file this large is a mistake (or /dev/zero), not rules
-TOO_LARGE = "larger than the residue size limit"
-OVER_LIMIT = "beyond the recent-file limit"
-HIDDEN = "hidden"
-REPLACED = "replaced during capture"
+TOO_LARGE = Reason.TOO_LARGE
+OVER_LIMIT = Reason.OVER_LIMIT
+HIDDEN = Reason.HIDDEN
+REPLACED = Reason.REPLACED
 GITLINK_MODE = 0o160000
 
 
@@ -252,7 +253,7 @@ def _select(
         except OSError as exc:
             if not rel_dir:
                 raise WorkspaceError(f"workspace {root} cannot be read: {exc.strerror}") from exc
-            entries[rel_dir] = ("D", f"unreadable: {exc.strerror}")
+            entries[rel_dir] = ("D", unreadable(exc.strerror))
             scope.skipped.append((rel_dir, f"directory unreadable: {exc.strerror}"))
             continue
         entries[rel_dir] = WALKED
@@ -263,7 +264,7 @@ def _select(
                 name = de.name
                 rel = prefix + name
                 if name.lower() == ".git":  # any case: what forbidden() refuses, the walk never enters
-                    entries[rel] = ("D", "git")
+                    entries[rel] = ("D", Reason.GIT)
                     continue
                 try:
                     is_dir = de.is_dir(follow_symlinks=False)
@@ -271,26 +272,26 @@ def _select(
                     is_dir = False
                 if is_dir:
                     if rel in protected_rel:
-                        entries[rel] = ("D", "codexr data")
+                        entries[rel] = ("D", Reason.CODEXR_DATA)
                     elif name in churn:
-                        entries[rel] = ("D", "churn directory")
+                        entries[rel] = ("D", Reason.CHURN)
                     elif name.startswith(".") and not hidden_ok:
                         entries[rel] = ("D", HIDDEN)
                     elif ignore.directory(rel):
-                        entries[rel] = ("D", "ignored")
+                        entries[rel] = ("D", Reason.IGNORED)
                     else:
                         stack.append(rel)
                     continue
                 try:
                     st = de.stat(follow_symlinks=False)
                 except OSError as exc:
-                    entries[rel] = ("x", f"unreadable: {exc.strerror}")
+                    entries[rel] = ("x", unreadable(exc.strerror))
                     continue
                 walk_stats[rel] = st
                 if not _is_residue_kind(st.st_mode):
-                    entries[rel] = ("x", "not a regular file")
+                    entries[rel] = ("x", Reason.NOT_REGULAR)
                 elif ignore.file(rel):
-                    entries[rel] = ("x", "ignored")
+                    entries[rel] = ("x", Reason.IGNORED)
                 elif name.startswith(".") and not hidden_ok:
                     hidden_seen.append(rel)
                 else:
@@ -306,7 +307,7 @@ def _select(
                 return None
             st = walk_stats.get(anc)
             if st is not None:
-                return ("x", "behind a symlink") if stat.S_ISLNK(st.st_mode) else ABSENT
+                return ("x", Reason.BEHIND_SYMLINK) if stat.S_ISLNK(st.st_mode) else ABSENT
             anc = anc.rpartition("/")[0]
         return None
 
@@ -317,7 +318,7 @@ def _select(
         if forbidden(rel) or (protected_rel and _under(rel, protected_rel)):
             return
         if ignore.file(rel):
-            entries[rel] = ("x", "ignored")
+            entries[rel] = ("x", Reason.IGNORED)
             return
         st = walk_stats.get(rel)
         if st is None:
@@ -336,7 +337,7 @@ def _select(
             try:
                 st = tree.lstat(rel)
             except SymlinkInPath:
-                entries[rel] = ("x", "behind a symlink")
+                entries[rel] = ("x", Reason.BEHIND_SYMLINK)
                 scope.skipped.append((rel, "behind a symlinked directory"))
                 return
             except DirChanged:
@@ -347,14 +348,14 @@ def _select(
                 entries[rel] = ABSENT
                 return
             except OSError as exc:
-                entries[rel] = ("x", f"unreadable: {exc.strerror}")
+                entries[rel] = ("x", unreadable(exc.strerror))
                 scope.skipped.append((rel, f"unreadable: {exc.strerror}"))
                 return
         if stat.S_ISDIR(st.st_mode):
-            entries.setdefault(rel, ("D", "directory"))
+            entries.setdefault(rel, ("D", Reason.DIRECTORY))
             return
         if not _is_residue_kind(st.st_mode):
-            entries[rel] = ("x", "not a regular file")
+            entries[rel] = ("x", Reason.NOT_REGULAR)
             return
         scope.to_capture[rel] = st
 

@@ -42,6 +42,7 @@ from .manifest import (
     parent_of,
 )
 from .packs import BlobIndex, PackWriter
+from .reasons import HELD_BACK, Reason
 from .safefs import TMP_PREFIX as OWN_TMP
 from .settings import ScopeSettings
 from .statcache import Key, StatCache, stat_key
@@ -475,13 +476,12 @@ class Store:
                 if files.get(parent_of(p)) != WALKED:
                     return None
             elif e[0] == "x":
-                if e[1] not in (scope_mod.TOO_LARGE, scope_mod.OVER_LIMIT, scope_mod.HIDDEN):
+                if e[1] not in (*HELD_BACK, Reason.HIDDEN):
                     return None
                 dirty.add(p)
         covered = last.covered.union(extra) if extra else last.covered
         if force is not None:
-            held_back = (scope_mod.TOO_LARGE, scope_mod.OVER_LIMIT)
-            dirty.update(p for p, e in files.items() if e[0] == "x" and e[1] in held_back and force(p))
+            dirty.update(p for p, e in files.items() if e[0] == "x" and e[1] in HELD_BACK and force(p))
         settled = self._settle_file_events(ws, changes.files, files, covered, settings, ignore, force, dirty)
         if settled is None:
             return None
@@ -548,14 +548,14 @@ class Store:
             if e is not None and is_captured(e):
                 dirty.add(p)
                 continue
-            if e is not None and e[0] == "x" and e[1] in (scope_mod.TOO_LARGE, scope_mod.OVER_LIMIT):
+            if e is not None and e[0] == "x" and e[1] in HELD_BACK:
                 return None  # a residue candidate changed: the newest-N choice may change
             if scope_mod.forbidden(p):
                 continue
             if ignore.file(p):
-                changed[p] = ("x", "ignored")
+                changed[p] = ("x", Reason.IGNORED)
             elif not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-                changed[p] = ("x", "not a regular file")
+                changed[p] = ("x", Reason.NOT_REGULAR)
             elif p in covered or (force is not None and force(p)):
                 dirty.add(p)
             elif p.rpartition("/")[2].startswith(".") and not settings.include_hidden:
