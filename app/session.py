@@ -22,7 +22,7 @@ from config import CodexrSettings
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.gc import maybe_auto_gc
 from snapshot_store.manifest import captured_items
-from snapshot_store.store import resolve_root
+from snapshot_store.workspace import resolve_root
 
 from .sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord, relative_to
 from .workspace_lock import SessionLock
@@ -654,7 +654,8 @@ class Session:
         if files and target.pre and not self.store.exists(target.pre):
             raise SessionError(
                 f"prompt {target.number}'s file snapshot is gone (retention drops the snapshots of threads idle "
-                "longer than file_snapshots.retention_days); rewind the conversation only with --conversation-only")
+                "longer than file_snapshots.thread_retention_days); rewind the conversation only with "
+                "--conversation-only")
         known = self._known_paths(side) if side else []
         restore: RestoreResult | None = None
         if dry_run:

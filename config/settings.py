@@ -70,6 +70,8 @@ class FileSnapshotsSettings(BaseModel):
     """Also capture untracked dot-files found by the walk (tracked dot-files are always captured)."""
     retention_days: float = Field(default=30.0, ge=0, allow_inf_nan=False)
     """Garbage collection drops workspace snapshots older than this many days (0 disables the age rule)."""
+    thread_retention_days: float = Field(default=30.0, ge=0, allow_inf_nan=False)
+    """A conversation thread unused for this many days stops pinning its snapshots (0: threads always pin)."""
     retention_max_snapshots: int = Field(default=1000, ge=0)
     """Keep only this many newest snapshots per workspace so long sessions stay bounded (0 disables)."""
     max_store_bytes: ByteCount = 10 * GIB
@@ -118,6 +120,7 @@ class CodexrSettings(BaseModel):
         fs = self.file_snapshots
         return RetentionPolicy(
             max_age_days=fs.retention_days,
+            thread_idle_days=fs.thread_retention_days,
             max_snapshots_per_workspace=fs.retention_max_snapshots,
             max_store_bytes=fs.max_store_bytes,
             grace_seconds=fs.gc_grace_seconds,

@@ -220,7 +220,7 @@ def _size(path: Path) -> int:
 def _check_refs(store: Store, policy: RetentionPolicy, now: float) -> tuple[list[RefFile], set[str], set[str]]:
     """Every ref and pin, strictly: (ref files, pinned ids that exist, ids of every ref line)."""
     refs = workspace_ref_files(store)
-    pins = read_pins(store, policy.max_age_days, now)
+    pins = read_pins(store, policy.thread_idle_days, now)
     problems = [p for r in refs for p in r.problems] + pins.problems
     for r in refs:
         for n, info in r.lines:
@@ -427,8 +427,7 @@ def _sweep(store: Store, plan: GcPlan) -> None:
     for snap in plan.delete_snapshots:
         with contextlib.suppress(FileNotFoundError):
             (store.path / "snapshots" / snap[:2] / snap).unlink()
-        store._records.pop(snap, None)
-        store._maps.pop(snap, None)
+    store.forget_snapshots(plan.delete_snapshots)
     for f in plan.delete_temp:
         with contextlib.suppress(FileNotFoundError):
             f.unlink()

@@ -28,6 +28,7 @@ from .safefs import SafeRoot, UnsafePath
 from .scope import HIDDEN, IGNORE_FILE, Ignore, forbidden
 from .settings import ScopeSettings
 from .statcache import Key, is_racy, stat_key
+from .workspace import resolve_root
 
 if TYPE_CHECKING:
     from .store import Store
@@ -291,8 +292,6 @@ def restore(
     A snapshot witnessed absence only under its own root: restoring it into another directory is
     refused unless `into` is set, and then nothing there is deleted.
     """
-    from .store import resolve_root
-
     started = time.perf_counter()
     target_rec = store.record(snap_id)
     ws = resolve_root(root if root is not None else target_rec.root)
@@ -401,7 +400,7 @@ def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: Re
     }
     doc["owner"] = owner_info()
     atomic_write(journal, json.dumps(doc).encode())
-    cache = store._stat_cache(ws)
+    cache = store.stat_cache(ws)
     with SafeRoot(str(ws)) as fs:
         for a in plan.actions:
             if a.op == LEAVE:
@@ -431,7 +430,7 @@ def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: Re
                                           a.target, a.current))
         cache.forget(result.written + result.deleted)
         written = {a.path: a.target for a in plan.actions if a.op == WRITE and a.target is not None}
-        store._absorb_own_changes(ws, {p: written[p] for p in result.written}, result.deleted, fs.dirs_changed)
+        store.absorb_own_changes(ws, {p: written[p] for p in result.written}, result.deleted, fs.dirs_changed)
         syncfs(ws)
     journal.unlink()
     fsync_dir(journal.parent)
@@ -646,7 +645,7 @@ def recover(store: Store, root: Path) -> Recovery | None:
             with contextlib.suppress(OSError, UnsafePath):
                 fs.clean_temps(d)  # temps of the steps just redone, if one failed half-way
         syncfs(root)
-    store._stat_cache(root).forget([path for _op, path, _t in actions])
+    store.stat_cache(root).forget([path for _op, path, _t in actions])
     journal.unlink()
     fsync_dir(journal.parent)
     return report

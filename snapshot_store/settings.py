@@ -66,3 +66,5 @@ class RetentionPolicy:
     """Unreachable objects younger than this are kept, protecting captures still in progress."""
     keep_latest: int = 1
     """Each workspace always keeps at least this many newest snapshots, whatever the other rules say."""
+    thread_idle_days: float = 30.0
+    """A thread sidecar not written for this many days pins nothing any more (0: sidecars always pin)."""

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import scope as scope_mod
 from .capture import HashOnly, Progress, read_paths
@@ -23,7 +23,6 @@ from .errors import (
     StoreError,
     UnknownSnapshot,
     UnsupportedFormat,
-    WorkspaceError,
 )
 from .fsutil import append_line, atomic_write, complete_lines, translate_os_errors
 from .ids import digest_hex, is_snapshot_id, is_snapshot_prefix, workspace_key
@@ -43,13 +42,12 @@ from .manifest import (
 )
 from .packs import BlobIndex, PackWriter
 from .reasons import HELD_BACK, Reason
+from .restore import Recovery, RestoreResult, journal_path, recover, restore
 from .safefs import TMP_PREFIX as OWN_TMP
 from .settings import ScopeSettings
 from .statcache import Key, StatCache, stat_key
 from .watch import ChangeJournal
-
-if TYPE_CHECKING:
-    from .restore import Recovery, RestoreResult
+from .workspace import resolve_root
 
 STORE_FORMAT = "codex-rewind-snapshots"
 STORE_VERSION = 1
@@ -132,14 +130,6 @@ class _Watched:
     pending: set[str] = field(default_factory=set)  # paths a restore wrote: re-read at the next capture
 
 
-def resolve_root(root: str | os.PathLike[str]) -> Path:
-    """The workspace's real absolute path; a missing workspace is a clear error."""
-    path = Path(os.path.realpath(os.path.abspath(root)))
-    if not path.exists():
-        raise WorkspaceError(f"workspace {root} does not exist")
-    if not path.is_dir():
-        raise WorkspaceError(f"workspace {root} is not a directory")
-    return path
 
 
 class Store:
@@ -296,6 +286,12 @@ class Store:
         while len(self._maps) > 8:
             self._maps.popitem(last=False)
 
+    def forget_snapshots(self, snap_ids: Iterable[str]) -> None:
+        """Drop cached records and maps of snapshot files gc just deleted."""
+        for snap in snap_ids:
+            self._records.pop(snap, None)
+            self._maps.pop(snap, None)
+
     def exists(self, snap_id: str) -> bool:
         """Is there a snapshot file of this id (gc may have dropped an old one)?"""
         return is_snapshot_id(snap_id) and self._snapshot_path(snap_id).is_file()
@@ -376,7 +372,8 @@ class Store:
         return None
 
     # ----------------------------------------------------------------- capture
-    def _stat_cache(self, root: Path) -> StatCache:
+    def stat_cache(self, root: Path) -> StatCache:
+        """The workspace's stat cache (a restore forgets the paths it rewrote)."""
         key = workspace_key(str(root))
         cache = self._caches.get(key)
         if cache is None:
@@ -416,7 +413,7 @@ class Store:
         if w is not None:
             w.journal.close()
 
-    def _absorb_own_changes(self, ws: Path, written: dict[str, Entry], deleted: list[str],
+    def absorb_own_changes(self, ws: Path, written: dict[str, Entry], deleted: list[str],
                             dirs_changed: bool) -> None:
         """After a restore, fold its own writes into the journal state instead of re-walking.
 
@@ -623,7 +620,7 @@ class Store:
             known = list(known_paths)
             if grow and parent_files is not None:
                 known.extend(p for p, _e in captured_items(parent_files))
-            cache = self._stat_cache(ws)
+            cache = self.stat_cache(ws)
             sink = HashOnly() if dry_run else PackWriter(self.blobs)
             w = self._watched.get(key) if not dry_run else None
             fast = self._fast_select(ws, w, known, git, settings, ignore, force) if w is not None else None
@@ -753,8 +750,6 @@ class Store:
     # ----------------------------------------------------------------- restore, gc, verify
     def restore(self, snap_id: str, root: str | os.PathLike[str] | None = None, **kwargs: Any) -> RestoreResult:
         """See restore.restore()."""
-        from .restore import restore
-
         return restore(self, snap_id, root, **kwargs)
 
     def recover(self, root: str | os.PathLike[str]) -> Recovery | None:
@@ -763,16 +758,12 @@ class Store:
         Only under the workspace lock, which a running restore holds: a live restore is never
         "finished" by someone else (StoreBusy instead).
         """
-        from .restore import recover
-
         ws = resolve_root(root)
         with self.workspace_lock(ws, wait=False):
             return recover(self, ws)
 
     def _recover_if_idle(self, ws: Path) -> Recovery | None:
         """A capture finishes an interrupted restore, but leaves one that is still running alone."""
-        from .restore import journal_path
-
         if not journal_path(self, ws).exists():
             return None
         try:

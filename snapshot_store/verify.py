@@ -63,7 +63,7 @@ def verify(store: Store, *, full: bool = False, repair: bool = False,
     lock = store.exclusive_lock() if repair else store.shared_lock()
     with lock:
         return _verify(store, full=full, repair=repair, progress=progress,
-                       idle_days=retention.max_age_days if retention is not None else 0.0)
+                       idle_days=retention.thread_idle_days if retention is not None else 0.0)
 
 
 def _check_format(store: Store, report: VerifyReport) -> None:

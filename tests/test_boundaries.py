@@ -89,3 +89,37 @@ def test_store_commands_do_not_load_the_codex_sdk() -> None:
     """`codexr snapshots …` never starts Codex, so it must not pay the SDK's ~0.5 s import."""
     loaded = top_level(loaded_after_import(["app.cli", "app.snapshot_cmds", "app.agent_cmds", "app.demo"]))
     assert "openai_codex" not in loaded
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """Sibling modules a file imports at run time (imports under `if TYPE_CHECKING:` do not count)."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and getattr(node.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(node)}
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and id(node) not in typing_only:
+            out.add(node.module or "")
+    return out
+
+
+def test_the_store_and_what_it_builds_on_do_not_import_each_other() -> None:
+    """`store` builds on restore, scope, packs...; none of them imports `store` back (no import cycle)."""
+    pkg = REPO / "snapshot_store"
+    below = _runtime_imports(pkg / "store.py") - {""}
+    assert "restore" in below
+    cycles = sorted(m for m in below if "store" in _runtime_imports(pkg / f"{m}.py"))
+    assert not cycles, cycles
+
+
+def test_no_module_reaches_into_private_store_members() -> None:
+    """restore and gc use Store's public interface, so its internals can change without breaking them."""
+    bad = []
+    for path in sorted((REPO / "snapshot_store").glob("*.py")):
+        if path.name == "store.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "store"
+                    and node.attr.startswith("_")):
+                bad.append(f"{path.name}:{node.lineno} store.{node.attr}")
+    assert not bad, bad

@@ -42,7 +42,7 @@ def test_an_idle_threads_snapshots_follow_workspace_retention(ws: Path, tmp_path
             write(ws, "f.txt", os.urandom(2000) + bytes([n]))
             old.append(store.capture(ws).id)
         _sidecar(store, "thread-0001", old[:2], idle_days)
-        policy = RetentionPolicy(max_age_days=30, max_snapshots_per_workspace=1, grace_seconds=0)
+        policy = RetentionPolicy(thread_idle_days=30, max_snapshots_per_workspace=1, grace_seconds=0)
         gc(store, policy)
         listed = {i.id for i in store.list_snapshots(ws)}
         assert (old[0] in listed and old[1] in listed) is kept
