@@ -35,6 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--json", type=Path, help="write every trial's result here")
     r.add_argument("--keep", action="store_true", help="keep the scratch directory")
     r.add_argument("--fail-fast", action="store_true", help="stop an operation at its first failing trial")
+    r.add_argument("--max-minutes", type=float,
+                   help="start no kill trial after this many minutes (the table then says how many ran)")
+    r.add_argument("--cli-checks", action="store_true",
+                   help="run the recovery capture and the redo after a kill as `codexr` commands, not in-process")
     t = sub.add_parser("table", help="print the results table of a --json file")
     t.add_argument("json", type=Path)
     args = p.parse_args(argv)
@@ -54,7 +58,7 @@ def run(args: argparse.Namespace, ops: list[str]) -> int:
     base = Path(tempfile.mkdtemp(prefix="codexr-soak-", dir=args.dir))
     log(f"[soak] scratch directory {base}")
     results: dict[str, list[dict[str, Any]]] = {}
-    soak = Soak(base, files=args.files, seed=args.seed, log=log)
+    soak = Soak(base, files=args.files, seed=args.seed, log=log, cli_checks=args.cli_checks)
     started = time.time()
     def save() -> None:
         if args.json:
@@ -73,7 +77,11 @@ def run(args: argparse.Namespace, ops: list[str]) -> int:
         for op in kill_ops:
             results[op] = []
         # round-robin, so a run stopped early still has trials of every operation
+        deadline = time.time() + args.max_minutes * 60 if args.max_minutes else None
         for i in range(max(counts.values(), default=0)):
+            if deadline is not None and time.time() > deadline:
+                log(f"[soak] --max-minutes reached: stopped after {i} round(s) of kill trials")
+                break
             for op in kill_ops:
                 if i < counts[op] and not (args.fail_fast and any(t["failures"] for t in results[op])):
                     results[op].append(kill_trial(soak, op, i, rngs[op]))

@@ -127,11 +127,16 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def pick_fault(rng: random.Random, counts: dict[str, int], duration: float) -> tuple[str, int | float]:
-    """Half the trials die at a random instant of the run, half at a random call of a write-path syscall."""
+def pick_fault(rng: random.Random, counts: dict[str, int], duration: float,
+               start: float = 0.0) -> tuple[str, int | float]:
+    """Half the trials die at a random instant of the run, half at a random call of a write-path syscall.
+
+    Instants are drawn after most of the interpreter's start-up (`start`, the time `codexr --help` takes):
+    a kill before the command touches anything proves nothing and costs as much as one that does."""
     usable = {s: n for s, n in counts.items() if n > 0}
     if rng.random() < 0.5 or not usable:
-        return "instant", rng.uniform(0.05, max(0.1, duration * 1.05))
+        lo = min(0.8 * start, 0.5 * duration) if start else 0.05
+        return "instant", rng.uniform(lo, max(lo + 0.05, duration * 1.05))
     name = rng.choice(sorted(usable))
     return name, rng.randint(1, usable[name])
 

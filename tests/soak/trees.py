@@ -105,6 +105,14 @@ def tree_hash(root: Path) -> str:
     return h.hexdigest()
 
 
+def copy_parts(src: Path, dst: Path, parts: tuple[str, ...]) -> None:
+    """Replace `dst/part` by an exact copy of `src/part` for each part, with one `cp -a`."""
+    for part in parts:
+        if (dst / part).exists() or (dst / part).is_symlink():
+            shutil.rmtree(dst / part)
+    subprocess.run(["cp", "-a", *(str(src / p) for p in parts), str(dst)], check=True)
+
+
 def copy_tree(src: Path, dst: Path) -> None:
     """Replace `dst` by an exact copy of `src` (modes, symlinks, timestamps)."""
     if dst.exists() or dst.is_symlink():
