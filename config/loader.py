@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -13,6 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
+
+from snapshot_store.fsutil import NotSmallRegular, read_small_regular
 
 from .settings import (
     FEATURE_FILE_SNAPSHOTS,
@@ -144,20 +145,10 @@ def _check_nesting(value: Any, label: str) -> None:
 
 def _read_regular_file(path: Path, source: _Source) -> bytes:
     """The file's bytes if it is a regular file of sane size: a FIFO must not hang the command."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"{source.label}: cannot read file: not a regular file")
-        if st.st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"{source.label}: larger than {MAX_CONFIG_BYTES // 1048576} MiB")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(MAX_CONFIG_BYTES + 1)
-        if len(data) > MAX_CONFIG_BYTES:
-            raise ConfigError(f"{source.label}: larger than {MAX_CONFIG_BYTES // 1048576} MiB")
-        return data
-    finally:
-        os.close(fd)
+        return read_small_regular(path, MAX_CONFIG_BYTES)
+    except NotSmallRegular as exc:
+        raise ConfigError(f"{source.label}: cannot read file: {exc}") from exc
 
 
 def _toml_error_text(exc: tomllib.TOMLDecodeError) -> str:

@@ -9,6 +9,7 @@ import errno
 import fcntl
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,6 +44,35 @@ def translate_os_errors(what: str) -> Iterator[None]:
             raise
         where = f" ({exc.filename})" if exc.filename else ""
         raise StoreError(f"{what}: {exc.strerror or exc}{where}") from exc
+
+
+class NotSmallRegular(Exception):
+    """A file that must be a small regular file is not (the message says how)."""
+
+
+def read_small_regular(path: Path, limit: int, *, nofollow: bool = False) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; never blocks on a FIFO or reads a device.
+
+    OSError (missing, unreadable, ELOOP for a symlink with `nofollow`) is the caller's to word.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_NOFOLLOW if nofollow else 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotSmallRegular("is not a regular file")
+        too_big = f"is larger than {limit // 1024} KiB"
+        if st.st_size > limit:
+            raise NotSmallRegular(too_big)
+        chunks: list[bytes] = []
+        total = 0
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise NotSmallRegular(too_big)  # it grew while read
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:

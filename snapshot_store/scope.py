@@ -15,6 +15,7 @@ import pygit2
 from . import wildmatch
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .errors import IgnoreFileError, WorkspaceError
+from .fsutil import NotSmallRegular, read_small_regular
 from .manifest import ABSENT, WALKED, Entry, FileMap
 from .reasons import Reason, unreadable
 from .settings import ScopeSettings
@@ -92,31 +93,15 @@ def _read_ignore_file(path: Path) -> bytes | None:
     fill memory: neither is read.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_small_regular(path, IGNORE_FILE_MAX_BYTES, nofollow=True)
     except FileNotFoundError:
         return None
+    except NotSmallRegular as exc:
+        raise IgnoreFileError(f"{path}: {exc}") from exc
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise IgnoreFileError(f"{path}: is a symlink; it must be a regular file") from exc
         raise IgnoreFileError(f"{path}: cannot be read: {exc.strerror}") from exc
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise IgnoreFileError(f"{path}: is not a regular file")
-        if st.st_size > IGNORE_FILE_MAX_BYTES:
-            raise IgnoreFileError(f"{path}: is larger than {IGNORE_FILE_MAX_BYTES // 1024} KiB")
-        chunks: list[bytes] = []
-        total = 0
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > IGNORE_FILE_MAX_BYTES:
-                raise IgnoreFileError(f"{path}: is larger than {IGNORE_FILE_MAX_BYTES // 1024} KiB")
-        return b"".join(chunks)
-    except OSError as exc:
-        raise IgnoreFileError(f"{path}: cannot be read: {exc.strerror}") from exc
-    finally:
-        os.close(fd)
 
 
 # `.git` in any letter case: macOS and Windows file systems are case-insensitive.
