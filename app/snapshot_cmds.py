@@ -24,8 +24,11 @@ def show_path(path: str) -> str:
 
 
 def when(ts: float) -> str:
-    """Local time, to the second."""
-    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+    """Local time, to the second ("?" for a time no calendar holds: a damaged ref says what it likes)."""
+    try:
+        return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return "?"
 
 
 def human_bytes(n: float) -> str:

@@ -95,3 +95,16 @@ def test_a_forged_journal_step_is_never_carried_out(tmp_path: Path) -> None:
         res = _cli(home, "snapshots", "capture", cwd=ws)
         assert res.returncode == 2 and "do not allow" in res.stderr, res.stderr
         assert tree(ws) == before
+
+
+def test_an_absurd_time_in_a_ref_line_lists_without_a_traceback(tmp_path: Path) -> None:
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    write(ws, "mine.txt", b"my work\n")
+    with Store.open(home / "file_snapshots") as store:
+        snap = store.capture(ws)
+    ref = home / "file_snapshots" / "refs" / "workspaces" / f"{workspace_key(os.path.realpath(ws))}.jsonl"
+    line = json.loads(ref.read_text())
+    ref.write_text(json.dumps({**line, "created": 1e300}) + "\n")
+    res = _cli(home, "snapshots", "list", cwd=ws)
+    assert res.returncode == 0 and snap.id[:12] in res.stdout and "Traceback" not in res.stderr, res.stderr
+    assert _cli(home, "snapshots", "verify", cwd=ws).returncode == 1  # and verify names the damage
