@@ -127,7 +127,7 @@ class SnapshotRecord:
 
 _ARITY = {"f": 4, "l": 2, "d": 1, "D": 2, "x": 2, "-": 1}
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-MAX_FILE_SIZE = 1 << 62
+MAX_FILE_SIZE = 1 << 50  # 1 PiB: a larger size is a damaged or forged entry, not a file
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

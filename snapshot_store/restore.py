@@ -386,9 +386,15 @@ def _store_again(fs: SafeRoot, path: str, writer: PackWriter) -> bytes | None:
 
 def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: RestoreResult,
            safety_started_ns: int) -> None:
-    # Pre-flight: every blob to be written must exist and verify, so a damaged store changes nothing.
-    for blob in {a.target[3] for a in plan.actions if a.op == WRITE and a.target and a.target[0] == "f"}:
+    # Pre-flight: every blob to be written must exist, verify and have the size the snapshot says,
+    # so a damaged (or forged) store changes nothing.
+    sizes = {a.target[3]: (a.target[2], a.path) for a in plan.actions if a.op == WRITE and a.target
+             and a.target[0] == "f"}
+    for blob, (size, path) in sizes.items():
         store.blobs.check(bytes.fromhex(blob))
+        if store.blobs.locate(bytes.fromhex(blob)).raw_len != size:
+            raise CorruptStore(f"snapshot {plan.target_id[:12]} says {path} has {size} bytes, but its content "
+                               "has another length (damaged snapshot); nothing was changed")
     journal = journal_path(store, ws)
     doc = {
         "root": str(ws),

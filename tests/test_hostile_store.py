@@ -56,6 +56,7 @@ HOSTILE = {
     "absurd mode": '{"":["d"],"m.txt":["f",99999,5,"@"]}',
     "duplicate key": '{"":["d"],"x.txt":["f",420,5,"@"],"x.txt":["-"]}',
     "bad blob id": '{"":["d"],"x.txt":["f",420,5,"../../etc/passwd"]}',
+    "size beyond any disk": '{"":["d"],"big.txt":["f",420,1000000000000000000,"@"]}',
 }
 
 
@@ -76,6 +77,19 @@ def test_a_forged_snapshot_is_refused_everywhere(tmp_path: Path, case: str) -> N
     ver = _cli(home, "snapshots", "verify", cwd=ws)
     assert ver.returncode == 1 and snap in ver.stdout + ver.stderr
     assert tree(ws) == before and sorted(os.listdir(tmp_path)) == outside
+
+
+def test_a_snapshot_whose_size_disagrees_with_its_blob_changes_nothing(tmp_path: Path) -> None:
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    write(ws, "mine.txt", b"my work\n")
+    with Store.open(home / "file_snapshots") as store:
+        blob = store.capture(ws).files["mine.txt"][3]
+    snap = _forge(home / "file_snapshots", Path(os.path.realpath(ws)),
+                  '{"":["d"],"mine.txt":["f",420,8,"' + blob + '"],"new.txt":["f",420,99,"' + blob + '"]}')
+    before = tree(ws)
+    res = _cli(home, "snapshots", "restore", snap, "--yes", cwd=ws)
+    assert res.returncode == 2 and "another length" in res.stderr, res.stderr
+    assert tree(ws) == before
 
 
 def test_a_forged_journal_step_is_never_carried_out(tmp_path: Path) -> None:
