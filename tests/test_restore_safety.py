@@ -160,6 +160,14 @@ def _stop_when_journaled(proc: subprocess.Popen[str], journal: Path, timeout: fl
     assert journal.exists()
 
 
+def _start_restore(home: Path, ws: Path, target: str, scope: list[str]) -> subprocess.Popen[str]:
+    """`codexr snapshots restore TARGET --yes` as a separate process."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
+    return subprocess.Popen([sys.executable, "-m", "app.cli", *scope, "snapshots", "restore", target, "--yes"],
+                            cwd=ws, env=env, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
 def _many_files(ws: Path, n: int, mode: int) -> None:
     for i in range(n):
         write(ws, f"d{i % 20}/f{i}.txt", f"file {i}\n".encode(), mode=mode)
@@ -173,10 +181,7 @@ def test_a_capture_does_not_finish_a_restore_that_is_still_running(tmp_path: Pat
         target = s.capture(ws, scope=WIDE_5000).id
     for i in range(2000):
         write(ws, f"d{i % 20}/f{i}.txt", f"changed {i}\n".encode())
-    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
-    restore = subprocess.Popen([sys.executable, "-m", "app.cli", *scope, "snapshots", "restore", target, "--yes"],
-                               cwd=ws, env=env, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
+    restore = _start_restore(home, ws, target, scope)
     try:
         _stop_when_journaled(restore, _journal(home, ws))
         cap = _cli(home, *scope, "snapshots", "capture", cwd=ws)
@@ -198,10 +203,7 @@ def test_recovery_after_a_killed_restore_applies_mode_only_changes(tmp_path: Pat
         target = s.capture(ws, scope=WIDE_5000).id
     for i in range(2000):
         os.chmod(ws / f"d{i % 20}/f{i}.txt", 0o755)  # mode-only changes
-    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
-    restore = subprocess.Popen([sys.executable, "-m", "app.cli", *scope, "snapshots", "restore", target, "--yes"],
-                               cwd=ws, env=env, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
+    restore = _start_restore(home, ws, target, scope)
     _stop_when_journaled(restore, _journal(home, ws))
     os.kill(restore.pid, signal.SIGKILL)
     restore.communicate(timeout=60)
