@@ -277,10 +277,18 @@ class Session:
             client.start()
             client.initialize()
         except (OSError, CodexError) as exc:
-            tail = client._stderr_tail(60).splitlines()
+            # Codex closes stdout a moment before its last stderr line ("Error: ...") reaches the SDK's
+            # reader: wait briefly for that line rather than reporting only the warnings before it.
+            deadline = time.monotonic() + 2.0
+            errors: list[str] = []
+            while True:
+                tail = client._stderr_tail(60).splitlines()
+                errors = [line.strip() for line in tail if line.strip().startswith("Error:")]
+                if errors or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
             with contextlib.suppress(Exception):
                 client.close()
-            errors = [line.strip() for line in tail if line.strip().startswith("Error:")]
             why = errors[-1].removeprefix("Error:").strip() if errors else str(exc).splitlines()[0][:200]
             raise SessionError(f"cannot start Codex: {why}") from exc
         self.lock.acquire()
