@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 Tree = dict[str, object]
@@ -33,3 +35,10 @@ def store_files(store_dir: Path) -> dict[str, bytes]:
             if not rel.startswith("locks/"):
                 out[rel] = p.read_bytes()
     return out
+
+
+def codexr(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`codexr ARGS` as a separate process on CODEX_HOME `home`, with this repository's code."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "CODEX_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)

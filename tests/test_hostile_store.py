@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import blake3
 import pytest
 import zstandard
+from fs_helpers import codexr
 from store_helpers import tree, write
 
 from snapshot_store import CorruptStore, Store
@@ -25,10 +24,6 @@ REPO = Path(__file__).parents[1]
 BLOB = "ab" * 32
 
 
-def _cli(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120, stdin=subprocess.DEVNULL)
 
 
 def _forge(store_dir: Path, ws: Path, changes_json: str) -> str:
@@ -71,10 +66,10 @@ def test_a_forged_snapshot_is_refused_everywhere(tmp_path: Path, case: str) -> N
         store.record(snap)
     before, outside = tree(ws), sorted(os.listdir(tmp_path))
     for args in (("snapshots", "restore", snap, "--yes"), ("snapshots", "show", snap)):
-        res = _cli(home, *args, cwd=ws)
+        res = codexr(home, *args, cwd=ws)
         assert res.returncode == 2 and res.stderr.startswith("codexr: error:"), (args, res.stderr)
         assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
-    ver = _cli(home, "snapshots", "verify", cwd=ws)
+    ver = codexr(home, "snapshots", "verify", cwd=ws)
     assert ver.returncode == 1 and snap in ver.stdout + ver.stderr
     assert tree(ws) == before and sorted(os.listdir(tmp_path)) == outside
 
@@ -87,7 +82,7 @@ def test_a_snapshot_whose_size_disagrees_with_its_blob_changes_nothing(tmp_path:
     snap = _forge(home / "file_snapshots", Path(os.path.realpath(ws)),
                   '{"":["d"],"mine.txt":["f",420,8,"' + blob + '"],"new.txt":["f",420,99,"' + blob + '"]}')
     before = tree(ws)
-    res = _cli(home, "snapshots", "restore", snap, "--yes", cwd=ws)
+    res = codexr(home, "snapshots", "restore", snap, "--yes", cwd=ws)
     assert res.returncode == 2 and "another length" in res.stderr, res.stderr
     assert tree(ws) == before
 
@@ -106,7 +101,7 @@ def test_a_forged_journal_step_is_never_carried_out(tmp_path: Path) -> None:
         journal.write_text(json.dumps({"root": os.path.realpath(ws), "target": snap.id, "safety": snap.id,
                                        "started": 0, "actions": actions}))
         before = tree(ws)
-        res = _cli(home, "snapshots", "capture", cwd=ws)
+        res = codexr(home, "snapshots", "capture", cwd=ws)
         assert res.returncode == 2 and "do not allow" in res.stderr, res.stderr
         assert tree(ws) == before
 
@@ -119,6 +114,6 @@ def test_an_absurd_time_in_a_ref_line_lists_without_a_traceback(tmp_path: Path) 
     ref = home / "file_snapshots" / "refs" / "workspaces" / f"{workspace_key(os.path.realpath(ws))}.jsonl"
     line = json.loads(ref.read_text())
     ref.write_text(json.dumps({**line, "created": 1e300}) + "\n")
-    res = _cli(home, "snapshots", "list", cwd=ws)
+    res = codexr(home, "snapshots", "list", cwd=ws)
     assert res.returncode == 0 and snap.id[:12] in res.stdout and "Traceback" not in res.stderr, res.stderr
-    assert _cli(home, "snapshots", "verify", cwd=ws).returncode == 1  # and verify names the damage
+    assert codexr(home, "snapshots", "verify", cwd=ws).returncode == 1  # and verify names the damage

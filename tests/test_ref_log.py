@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from fs_helpers import codexr
 from store_helpers import write
 
 from snapshot_store import CorruptStore, Store
@@ -18,10 +17,6 @@ from snapshot_store.verify import verify
 REPO = Path(__file__).parents[1]
 
 
-def _cli(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120, stdin=subprocess.DEVNULL)
 
 
 def _ref(home: Path, ws: Path) -> Path:
@@ -32,19 +27,19 @@ def _ref(home: Path, ws: Path) -> Path:
 def test_captures_after_a_torn_append_keep_the_log_readable(tmp_path: Path, torn: bytes) -> None:
     home, ws = tmp_path / "home", tmp_path / "ws"
     write(ws, "a.txt", b"1\n")
-    assert _cli(home, "snapshots", "capture", cwd=ws).returncode == 0
+    assert codexr(home, "snapshots", "capture", cwd=ws).returncode == 0
     with open(_ref(home, ws), "ab") as f:
         f.write(torn)  # a crash in the middle of the next append
     for n in (b"2\n", b"3\n"):
         write(ws, "a.txt", n)
-        res = _cli(home, "snapshots", "capture", cwd=ws)
+        res = codexr(home, "snapshots", "capture", cwd=ws)
         assert res.returncode == 0, res.stderr
-    listed = _cli(home, "snapshots", "list", "--json", cwd=ws)
+    listed = codexr(home, "snapshots", "list", "--json", cwd=ws)
     assert listed.returncode == 0, listed.stderr
     assert len(json.loads(listed.stdout)) == 3
-    gc = _cli(home, "-c", "file_snapshots.gc_grace_seconds=0", "snapshots", "gc", cwd=ws)
+    gc = codexr(home, "-c", "file_snapshots.gc_grace_seconds=0", "snapshots", "gc", cwd=ws)
     assert gc.returncode == 0, gc.stderr
-    ver = _cli(home, "snapshots", "verify", "--full", cwd=ws)
+    ver = codexr(home, "snapshots", "verify", "--full", cwd=ws)
     assert ver.returncode == 0, ver.stdout + ver.stderr
     assert torn not in _ref(home, ws).read_bytes()
 
@@ -65,11 +60,11 @@ def test_a_capture_whose_auto_gc_cannot_run_still_succeeds(tmp_path: Path) -> No
     home, ws, other = tmp_path / "home", tmp_path / "ws", tmp_path / "other"
     write(ws, "a.txt", b"1\n")
     write(other, "b.txt", b"1\n")
-    assert _cli(home, "snapshots", "capture", cwd=other).returncode == 0
+    assert codexr(home, "snapshots", "capture", cwd=other).returncode == 0
     ref = _ref(home, other)
     ref.write_bytes(b"not json\n" + ref.read_bytes())  # damage gc must refuse to work around
     (home / "file_snapshots" / "gc.last").unlink(missing_ok=True)
-    res = _cli(home, "snapshots", "capture", cwd=ws)
+    res = codexr(home, "snapshots", "capture", cwd=ws)
     assert res.returncode == 0, res.stderr
     assert "automatic gc skipped" in res.stderr and "Traceback" not in res.stderr
     assert len(res.stdout.split()) == 1

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fs_helpers import codexr
 from store_helpers import WIDE, tree, write
 
 from snapshot_store import ScopeSettings, Store, StoreError
@@ -105,10 +106,6 @@ def test_restoring_into_another_directory_on_request_deletes_nothing(tmp_path: P
     assert verify(store).ok
 
 
-def _cli(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120, stdin=subprocess.DEVNULL)
 
 
 def test_cli_restore_of_another_workspaces_snapshot_needs_into(tmp_path: Path) -> None:
@@ -118,11 +115,11 @@ def test_cli_restore_of_another_workspaces_snapshot_needs_into(tmp_path: Path) -
         snap_a = s.capture(a).id
     write(b, "mine.txt", b"b's own work\n")
     before = tree(b)
-    res = _cli(home, "snapshots", "restore", snap_a[:12], "--yes", cwd=b)
+    res = codexr(home, "snapshots", "restore", snap_a[:12], "--yes", cwd=b)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     assert "--into" in res.stderr and "Traceback" not in res.stderr
     assert tree(b) == before
-    res = _cli(home, "snapshots", "restore", snap_a[:12], "--yes", "--into", str(b), cwd=tmp_path)
+    res = codexr(home, "snapshots", "restore", snap_a[:12], "--yes", "--into", str(b), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert (b / "shared.txt").read_bytes() == b"from a\n" and (b / "mine.txt").exists()
 
@@ -139,7 +136,7 @@ def test_cli_restore_warns_when_another_session_works_in_the_workspace(tmp_path:
     live.path = live.path.with_name("otherhost-1.json")  # a session of another machine: always live
     live.acquire()
     (live.path).write_text(json.dumps({"pid": 1, "host": "otherhost", "since": 0, "workspace": str(ws)}))
-    res = _cli(home, "snapshots", "restore", snap[:12], "--yes", cwd=ws)
+    res = codexr(home, "snapshots", "restore", snap[:12], "--yes", cwd=ws)
     assert res.returncode == 0, res.stderr
     assert "other codexr sessions are live" in res.stderr and "otherhost" in res.stderr
 
@@ -184,7 +181,7 @@ def test_a_capture_does_not_finish_a_restore_that_is_still_running(tmp_path: Pat
     restore = _start_restore(home, ws, target, scope)
     try:
         _stop_when_journaled(restore, _journal(home, ws))
-        cap = _cli(home, *scope, "snapshots", "capture", cwd=ws)
+        cap = codexr(home, *scope, "snapshots", "capture", cwd=ws)
         assert cap.returncode == 0, cap.stderr
         assert _journal(home, ws).exists()  # the running restore's journal is not someone else's to finish
     finally:
@@ -209,7 +206,7 @@ def test_recovery_after_a_killed_restore_applies_mode_only_changes(tmp_path: Pat
     restore.communicate(timeout=60)
     still = sum(1 for i in range(2000) if os.stat(ws / f"d{i % 20}/f{i}.txt").st_mode & 0o777 == 0o755)
     assert still > 0, "the kill came too late to leave work for recovery"
-    cap = _cli(home, *scope, "snapshots", "capture", cwd=ws)
+    cap = codexr(home, *scope, "snapshots", "capture", cwd=ws)
     assert cap.returncode == 0, cap.stderr
     assert "finished an interrupted restore" in cap.stderr  # and it says so
     assert not _journal(home, ws).exists()
