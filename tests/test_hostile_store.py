@@ -20,7 +20,6 @@ from store_helpers import tree, write
 from snapshot_store import CorruptStore, Store
 from snapshot_store.ids import workspace_key
 
-REPO = Path(__file__).parents[1]
 BLOB = "ab" * 32
 
 

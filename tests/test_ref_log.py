@@ -14,10 +14,6 @@ from snapshot_store import CorruptStore, Store
 from snapshot_store.ids import workspace_key
 from snapshot_store.verify import verify
 
-REPO = Path(__file__).parents[1]
-
-
-
 
 def _ref(home: Path, ws: Path) -> Path:
     return home / "file_snapshots" / "refs" / "workspaces" / f"{workspace_key(os.path.realpath(ws))}.jsonl"
