@@ -27,6 +27,8 @@ ID_RE = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 REF_KEYS = frozenset({"id", "root", "created", "kind", "label", "file_count"})
 #: In a JSON pin file, a value under one of these keys is a snapshot id that MUST exist (or be null).
 PIN_KEYS = frozenset({"pre", "post", "safety_id", "target_snapshot", "snapshot", "snapshot_id"})
+#: The only `version` a JSON pin file may declare; any other stops gc (FORMAT.md §4).
+PIN_VERSION = 1
 _WSKEY_RE = re.compile(r"[0-9a-f]{32}")
 
 
@@ -193,6 +195,12 @@ def read_pins(store: Store, idle_days: float = 0.0, now: float | None = None) ->
             doc = json.loads(text)
         except (ValueError, RecursionError):
             pins.problems.append(f"pin file {rel} is not valid JSON (damaged)")
+            continue
+        version = doc.get("version", PIN_VERSION) if isinstance(doc, dict) else PIN_VERSION
+        if version != PIN_VERSION or isinstance(version, bool):
+            # A newer writer may pin in ways this reader cannot see (restic refuses unknown versions too).
+            pins.problems.append(f"pin file {rel} has format version {version!r}, which this codexr does not know; "
+                                 "upgrade codexr (gc will not run until then)")
             continue
         for k, v in _structured_ids(doc):
             if v is None:

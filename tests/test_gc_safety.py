@@ -255,8 +255,9 @@ def pin(store_dir: Path, snap: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("damage", ["id digit", "json"])
+@pytest.mark.parametrize("damage", ["id digit", "json", "newer version"])
 def test_a_damaged_pin_file_stops_gc(cli: Cli, damage: str) -> None:
+    """A pin gc cannot read — or one a newer codexr wrote, which may pin in ways this one cannot see — stops gc."""
     trees, _order = three_packs(cli)
     first = next(iter(trees))
     path = pin(cli.store_dir, first)
@@ -264,6 +265,8 @@ def test_a_damaged_pin_file_stops_gc(cli: Cli, damage: str) -> None:
     if damage == "id digit":
         at = text.index(first) + 5
         path.write_text(text[:at] + other_hex(text[at]) + text[at + 1:])
+    elif damage == "newer version":
+        path.write_text(text.replace('"version": 1', '"version": 2', 1))
     else:
         path.write_text(text.replace("}", "", 1))
     gc_res = cli.run("snapshots", "gc", *GRACE0, "-c", "file_snapshots.retention_max_snapshots=1")
