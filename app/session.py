@@ -258,6 +258,7 @@ class Session:
         self._items_lock = threading.Lock()
         self._closed = False
         self._gc_thread: threading.Thread | None = None
+        self.model = opts.model or ""  # as Codex reports it once a thread is started or resumed
         self.lock = SessionLock(self.store_dir, self.cwd)
         self.client = self._start_codex()
         self._drain = threading.Thread(target=self._drain_global, daemon=True, name="codexr-notices")
@@ -305,6 +306,11 @@ class Session:
             self._gc_thread.join()
         self.store.close()
         self.lock.release()
+
+    def codex_alive(self) -> bool:
+        """Is the app-server process still running?"""
+        proc = getattr(self.client, "_proc", None)
+        return proc is not None and proc.poll() is None
 
     def __enter__(self) -> Session:
         return self
@@ -403,6 +409,7 @@ class Session:
     def start_thread(self) -> str:
         """A new thread in this workspace; its sidecar is written with its first turn."""
         resp = self._rpc("cannot start a thread", lambda: self.client.thread_start(self._thread_params()))
+        self.model = str(getattr(resp, "model", "") or self.model)
         return str(resp.thread.id)
 
     def resume_thread(self, thread_id: str) -> str:
@@ -411,6 +418,7 @@ class Session:
         params["excludeTurns"] = True
         resp = self._rpc(f"cannot resume thread {thread_id}",
                          lambda: self.client.thread_resume(thread_id, params))
+        self.model = str(getattr(resp, "model", "") or self.model)
         return str(resp.thread.id)
 
     def archive_thread(self, thread_id: str) -> None:
@@ -546,8 +554,13 @@ class Session:
 
                 self.sidecars.update(thread_id, bind_post)
         self.collect_later()
+        changed = set(state.touched)
+        if pre is not None and post is not None:
+            # Shell commands change files too: the snapshots, not apply_patch items, say what changed.
+            with contextlib.suppress(StoreError):
+                changed.update(c.path for c in self.store.diff(pre, post))
         return TurnOutcome(thread_id, turn_id, status, state.final, error, state.items,
-                           sorted(set(state.touched)), pre, post, time.perf_counter() - started,
+                           sorted(changed), pre, post, time.perf_counter() - started,
                            pre_seconds, post_seconds, capture_error)
 
     def collect_later(self) -> None:

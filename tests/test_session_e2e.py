@@ -112,7 +112,8 @@ def test_patch_and_shell_changes_untracked_note_and_ignored_path(rigs: RigFactor
     cmds = [i for i in o2.items if i.get("type") == "commandExecution"]
     assert cmds and cmds[0]["exitCode"] == 0 and cmds[0]["status"] == "completed", cmds
     assert (rig.ws / "made.txt").read_text() == "made\n" and not (rig.ws / "gone.txt").exists()
-    assert o2.files_changed == []  # shell edits are not fileChange items
+    # shell edits are not fileChange items: the pre/post snapshots name them (ignored paths are not captured)
+    assert o2.files_changed == ["gone.txt", "made.txt", "mod.txt"]
     s2 = rig.tree()
     ignored_stats = {p: _stat_key(rig.ws / p) for p in ("build.log", "ignored/cache.bin", "ignored/new.bin")}
 
@@ -438,7 +439,7 @@ def test_shell_created_file_removed_by_rewind_and_back_after_redo(rigs: RigFacto
     assert rig.turn(tid, "t7-first hello").status == "completed"
     before = rig.tree()
     o = rig.turn(tid, "t7-make files")
-    assert o.status == "completed" and o.files_changed == []
+    assert o.status == "completed" and o.files_changed == ["gen/sub/made.txt", "top.txt"]
     after = rig.tree()
     assert (rig.ws / "gen/sub/made.txt").read_text() == "generated\n"
     r = s.rewind(tid, 2)
