@@ -24,6 +24,7 @@ from snapshot_store.gc import maybe_auto_gc
 from snapshot_store.manifest import captured_items
 from snapshot_store.workspace import resolve_root
 
+from .approval import ApprovalRequest as ApprovalRequest
 from .sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord, relative_to
 from .workspace_lock import SessionLock
 
@@ -57,22 +58,6 @@ class SessionOptions:
     config_overrides: tuple[str, ...] = ()
     env: dict[str, str] | None = None
     codex_bin: str | None = None
-
-
-@dataclass
-class ApprovalRequest:
-    """What the agent asks permission for; the UI answers with a decision string."""
-
-    kind: str
-    method: str
-    thread_id: str
-    turn_id: str
-    item_id: str
-    command: str | None
-    cwd: str | None
-    reason: str | None
-    changes: list[dict[str, Any]]
-    params: dict[str, Any]
 
 
 ApprovalCallback = Callable[[ApprovalRequest], str]
@@ -231,7 +216,8 @@ def _text_of(user_item: dict[str, Any]) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def _dump(payload: Any) -> dict[str, Any]:
+def dump_payload(payload: Any) -> dict[str, Any]:
+    """A notification payload or Codex model as a camelCase dict."""
     if hasattr(payload, "model_dump"):
         out = payload.model_dump(by_alias=True, mode="json", exclude_none=False)
         return out if isinstance(out, dict) else {}
@@ -327,7 +313,7 @@ class Session:
                 return
             if self._on_notice is not None:
                 with contextlib.suppress(Exception):
-                    self._on_notice(n.method, _dump(n.payload))
+                    self._on_notice(n.method, dump_payload(n.payload))
 
     def _rpc(self, what: str, fn: Callable[[], Any]) -> Any:
         """Call Codex; its errors become one-line SessionErrors."""
@@ -460,7 +446,7 @@ class Session:
         side = self.sidecars.load(thread_id)
         out: list[Prompt] = []
         for turn in resp.thread.turns or []:
-            t = _dump(turn)
+            t = dump_payload(turn)
             users = [i for i in t.get("items") or [] if i.get("type") == "userMessage"]
             if not users:
                 continue
@@ -481,6 +467,10 @@ class Session:
         if latest is not None:
             known.extend(p for p, _e in captured_items(self.store.files(latest)))
         return known
+
+    def known_paths(self, thread_id: str) -> list[str]:
+        """Every path the thread's captures look at (for dry runs and diffs outside a turn)."""
+        return self._known_paths(self.sidecar(thread_id))
 
     def _capture(self, side: ThreadSidecar, kind: str, label: str) -> str | None:
         if not side.tracking:
@@ -600,7 +590,7 @@ class Session:
                 n = self.client.next_turn_notification(turn_id)
             except (TransportClosedError, CodexError) as exc:
                 return "failed", f"Codex stopped during the turn: {exc}"
-            method, d = n.method, _dump(n.payload)
+            method, d = n.method, dump_payload(n.payload)
             if method in ("item/started", "item/completed"):
                 item = d.get("item") or {}
                 if item.get("type") == "fileChange":
@@ -639,7 +629,7 @@ class Session:
         self._rpc("cannot interrupt", lambda: self.client.turn_interrupt(thread_id, turn_id))
 
     # ------------------------------------------------------------------ rewind / redo
-    def _resolve_prompt(self, prompts: list[Prompt], to: str | int) -> Prompt:
+    def resolve_prompt(self, prompts: list[Prompt], to: str | int) -> Prompt:
         if isinstance(to, int) or str(to).isdigit():
             n = int(to)
             if not 1 <= n <= len(prompts):
@@ -666,7 +656,7 @@ class Session:
             raise SessionError(f"unknown rewind mode {mode!r}")
         side = self.sidecars.load(thread_id)
         prompts = self.prompts(thread_id)
-        target = self._resolve_prompt(prompts, to)
+        target = self.resolve_prompt(prompts, to)
         files = mode in ("both", "files")
         if files and target.pre is None:
             raise SessionError(
@@ -857,9 +847,9 @@ class Session:
         resp = self._rpc("cannot list threads", lambda: self.client.thread_list(params))
         archived = self._rpc("cannot list threads", lambda: self.client.thread_list({**params, "archived": True}))
         out: list[ThreadSummary] = []
-        seen: set[str] = {str(_dump(th)["id"]) for th in archived.data}  # archived threads are not listed
+        seen: set[str] = {str(dump_payload(th)["id"]) for th in archived.data}  # archived threads are not listed
         for th in resp.data:
-            t = _dump(th)
+            t = dump_payload(th)
             tid = str(t["id"])
             seen.add(tid)
             side = self.sidecars.load(tid)

@@ -184,3 +184,21 @@ class RigFactory:
         """Stop every session (idempotent)."""
         for rig in self.rigs:
             rig.session.close()
+
+
+def session_options(model: ScriptedModel, base: Path, files: Mapping[str, str | bytes] | None = None, *,
+                    config_extra: str = "", approval_policy: str | None = None,
+                    sandbox: str | None = None) -> SessionOptions:
+    """A fresh CODEX_HOME and workspace below `base`, pointed at the scripted model (for drivers and UIs)."""
+    home, ws = base / "home", base / "ws"
+    ws.mkdir(parents=True, exist_ok=True)
+    env = write_codex_home(home, model.base_url)
+    if config_extra:
+        with (home / "config.toml").open("a") as fh:
+            fh.write("\n" + config_extra + "\n")
+    for rel, data in (files or {}).items():
+        p = ws / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data.encode() if isinstance(data, str) else data)
+    return SessionOptions(cwd=ws, codex_home=home, settings=load_settings(home), env=env,
+                          approval_policy=approval_policy, sandbox=sandbox)

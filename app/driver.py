@@ -1,0 +1,464 @@
+"""One interactive session for any front end: Codex runs in worker threads, results arrive as events.
+
+The Textual app and the line mode both hold a `Driver` and nothing else of the core. Every method
+may block (call it from a worker thread, never from the UI's event loop) except `submit`,
+`interrupt` and `close`; everything the user should see is passed to `emit` (typed events from
+app/events.py), which may be called from any thread. An approval arrives as `ApprovalAsked`
+carrying a future the front end resolves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from snapshot_store import RestoreResult, StoreError
+from snapshot_store.store import SnapshotInfo
+
+from . import changes
+from .events import (
+    ApprovalAsked,
+    ApprovalDecided,
+    CodexDied,
+    FileStat,
+    Notice,
+    Ready,
+    StartFailed,
+    Status,
+    StatusChanged,
+    ThreadLoaded,
+    TurnFinished,
+    UserPrompt,
+)
+from .session import (
+    ApprovalRequest,
+    RedoResult,
+    RewindResult,
+    Session,
+    SessionError,
+    SessionOptions,
+    ThreadSummary,
+    dump_payload,
+)
+from .translate import notification_events, turn_events
+
+Emit = Callable[[Any], None]
+LOGIN_WORDS = ("login", "log in", "api key", "apikey", "unauthorized", "401", "auth")
+
+
+@dataclass(frozen=True)
+class PromptRow:
+    """One prompt of the thread as the rewind picker lists it."""
+
+    number: int
+    turn_id: str
+    text: str
+    started: float | None
+    status: str
+    has_snapshot: bool
+    snapshot_gone: bool
+    files: tuple[FileStat, ...] | None  # None: unknown (no snapshots around the turn)
+
+
+@dataclass(frozen=True)
+class Preview:
+    """A rewind, redo or snapshot restore as it would happen: the dry run and each file's diff."""
+
+    title: str
+    result: RewindResult | RedoResult | RestoreResult
+    restore: RestoreResult | None
+    diffs: dict[str, tuple[FileStat, str]]
+
+
+class Busy(SessionError):
+    """The operation needs the session idle (a turn is running)."""
+
+
+class Driver:
+    """A Session plus a prompt queue, run off the UI thread."""
+
+    def __init__(self, opts: SessionOptions, emit: Emit, *, thread_id: str | None = None,
+                 resume_last: bool = False) -> None:
+        self.opts = opts
+        self.emit = emit
+        self.session: Session | None = None
+        self.thread_id: str | None = thread_id
+        self._resume_last = resume_last
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._pending: list[str] = []
+        self._ops = threading.RLock()  # one store/Codex operation at a time (a turn holds it throughout)
+        self._running: tuple[str, str] | None = None  # (thread, turn) of the running turn
+        self._prompt_count = 0
+        self._last_capture: tuple[float, float] | None = None
+        self._closed = False
+        self._runner: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> bool:
+        """Start Codex (slow: call from a worker). Emits Ready or StartFailed; True when ready."""
+        try:
+            self.session = Session(self.opts, approval=self._ask, on_notice=self._on_notice)
+        except SessionError as exc:
+            text = str(exc)
+            self.emit(StartFailed(text, any(w in text.lower() for w in LOGIN_WORDS)))
+            return False
+        except Exception as exc:  # a front end must get a message, never a dead worker
+            self.emit(StartFailed(f"cannot start Codex: {exc}"))
+            return False
+        try:
+            if self.thread_id is None and self._resume_last:
+                self.thread_id = self.session.last_thread()
+            if self.thread_id is not None:
+                self.load(self.thread_id, reason="resumed")
+        except SessionError as exc:
+            self.emit(Notice(str(exc), "error"))
+            self.thread_id = None
+        self._runner = threading.Thread(target=self._run_queue, daemon=True, name="codexr-turns")
+        self._runner.start()
+        self.emit(Ready(self.status()))
+        return True
+
+    def close(self) -> None:
+        """Stop the queue and Codex (interrupting a running turn first)."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            self.interrupt()
+        self._queue.put(None)
+        if self.session is not None:
+            self.session.close()
+
+    def _need(self) -> Session:
+        if self.session is None:
+            raise SessionError("Codex is not running")
+        return self.session
+
+    @property
+    def busy(self) -> bool:
+        """A turn is running or prompts are queued."""
+        return self._running is not None or bool(self._pending)
+
+    def _idle(self, what: str) -> None:
+        if self.busy:
+            raise Busy(f"cannot {what} while a turn is running: wait for it, or interrupt it (Esc)")
+
+    # ------------------------------------------------------------------ prompts
+    def submit(self, text: str) -> None:
+        """Queue a prompt (runs after the current turn). Never blocks."""
+        self._pending.append(text)
+        self._queue.put(text)
+
+    def pending(self) -> list[str]:
+        """Prompts waiting for the running turn to end."""
+        return list(self._pending)
+
+    def interrupt(self) -> bool:
+        """Ask Codex to stop the running turn and drop queued prompts; False when nothing ran."""
+        dropped = len(self._pending)
+        self._pending.clear()
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+        running = self._running
+        if running is None or self.session is None:
+            return dropped > 0
+        try:
+            self.session.interrupt(*running)
+        except SessionError as exc:
+            self.emit(Notice(str(exc), "error"))
+        return True
+
+    def _run_queue(self) -> None:
+        while True:
+            text = self._queue.get()
+            if text is None or self._closed:
+                return
+            if text in self._pending:
+                self._pending.remove(text)
+            try:
+                self._turn(text)
+            except Exception as exc:  # the session goes on after any failure
+                self.emit(Notice(f"the prompt failed: {exc}", "error"))
+            self.emit(StatusChanged(self.status()))
+
+    def _turn(self, text: str) -> None:
+        with self._ops:
+            s = self._need()
+            if self.thread_id is None:
+                self.thread_id = s.start_thread()
+                self.emit(ThreadLoaded(self.thread_id, (), "new"))
+            thread = self.thread_id
+            self._prompt_count += 1
+            self.emit(UserPrompt("", text, self._prompt_count, s.tracking))
+            cwd = str(s.cwd)
+
+            def on_event(method: str, params: dict[str, Any]) -> None:
+                if method == "turn/started":
+                    turn = params.get("turn") or {}
+                    self._running = (thread, str(turn.get("id") or ""))
+                for ev in notification_events(method, params, cwd):
+                    self.emit(ev)
+
+            try:
+                outcome = s.run_turn(thread, text, on_event)
+            except SessionError as exc:
+                self._prompt_count -= 1
+                self._running = None
+                self._after_failure(str(exc))
+                return
+            finally:
+                self._running = None
+            files: tuple[FileStat, ...] = ()
+            with contextlib.suppress(StoreError):
+                files = changes.turn_files(s.store, outcome.pre, outcome.post)
+            if not files and outcome.files_changed:
+                files = tuple(FileStat(p, "modified") for p in outcome.files_changed)
+            self._last_capture = (time.time(), outcome.post_capture_seconds)
+            self.emit(TurnFinished(outcome.turn_id, outcome.status, outcome.error, outcome.seconds, files,
+                                   outcome.pre, outcome.post, outcome.capture_error))
+            if outcome.error and not s.codex_alive():
+                self._after_failure(outcome.error)
+
+    def _after_failure(self, message: str) -> None:
+        """When Codex itself died: say so, start it again and resume the thread."""
+        s = self.session
+        if s is None or s.codex_alive():
+            self.emit(Notice(message, "error"))
+            return
+        with contextlib.suppress(Exception):
+            s.close()
+        self.session = None
+        try:
+            self.session = Session(self.opts, approval=self._ask, on_notice=self._on_notice)
+            if self.thread_id is not None:
+                self.session.resume_thread(self.thread_id)
+        except SessionError as exc:
+            self.emit(CodexDied(f"Codex stopped ({message}) and could not be restarted: {exc}", False))
+            return
+        self.emit(CodexDied(f"Codex stopped ({message}); restarted it and resumed the thread", True))
+
+    # ------------------------------------------------------------------ approvals and notices
+    def _ask(self, req: ApprovalRequest) -> str:
+        """Runs on a session thread: hand the request to the front end and wait for its answer."""
+        timeout = self.opts.settings.file_snapshots.approval_timeout_seconds
+        asked = ApprovalAsked(req, timeout=timeout, asked_at=time.time())
+        self.emit(asked)
+        summary = req.command or ", ".join(str(c.get("path", "")) for c in req.changes) or req.kind
+        try:
+            decision = asked.future.result(timeout=timeout)
+        except Exception:
+            asked.future.cancel()
+            self.emit(ApprovalDecided(req.item_id, req.kind, "decline (timed out)", summary))
+            return "decline"
+        self.emit(ApprovalDecided(req.item_id, req.kind, decision, summary))
+        return decision
+
+    def _on_notice(self, method: str, params: dict[str, Any]) -> None:
+        if method == "codexr/gc":
+            return
+        if method == "codexr/gcFailed":
+            self.emit(Notice(f"automatic gc failed: {params.get('message')}", "warning"))
+        elif method in ("warning", "configWarning"):
+            text = params.get("message") or params.get("summary") or ""
+            if text:
+                self.emit(Notice(str(text), "warning"))
+
+    # ------------------------------------------------------------------ state
+    def status(self) -> Status:
+        """The status bar's values now (cheap: stat calls and one sidecar read)."""
+        s = self.session
+        if s is None:
+            return Status(workspace=str(self.opts.cwd))
+        tracked = 0
+        redo = 0
+        if self.thread_id is not None:
+            with contextlib.suppress(StoreError, OSError):
+                side = s.sidecars.load(self.thread_id)
+                if side is not None:
+                    redo = len(side.redo)
+                    latest = side.latest_snapshot()
+                    if latest is not None:
+                        tracked = s.store.info(latest).file_count
+        at, secs = self._last_capture or (None, None)
+        others: tuple[str, ...] = ()
+        with contextlib.suppress(Exception):
+            others = tuple(s.other_sessions())
+        return Status(model=s.model, workspace=str(s.cwd), thread_id=self.thread_id or "", tracking=s.tracking,
+                      tracked_files=tracked, store_bytes=store_bytes(s.store_dir), last_capture_at=at,
+                      last_capture_seconds=secs, redo_depth=redo, others=others, busy=self.busy)
+
+    def load(self, thread_id: str, reason: str = "resumed", composer: str = "") -> None:
+        """Make `thread_id` the current thread and emit its whole transcript (from Codex's own turns)."""
+        with self._ops:
+            s = self._need()
+            tid = s.resume_thread(thread_id)
+            events = self.transcript(tid)
+            self.thread_id = tid
+            self._prompt_count = sum(1 for e in events if isinstance(e, UserPrompt))
+            self.emit(ThreadLoaded(tid, tuple(events), reason, composer))
+            self.emit(StatusChanged(self.status()))
+
+    def transcript(self, thread_id: str) -> list[Any]:
+        """A thread's transcript as events, read back from Codex."""
+        s = self._need()
+        try:
+            resp = s.client.thread_read(thread_id, include_turns=True)
+        except Exception:
+            return []  # a thread without a turn has no rollout to read turns from
+        side = s.sidecars.load(thread_id)
+        snaps = {t.turn_id: t.pre is not None for t in side.turns} if side else {}
+        turns = [dump_payload(t) for t in resp.thread.turns or []]
+        return turn_events(turns, str(s.cwd), snaps)
+
+    def new_thread(self) -> None:
+        """Start afresh: the next prompt begins a new thread."""
+        self._idle("start a new thread")
+        self.thread_id = None
+        self._prompt_count = 0
+        self.emit(ThreadLoaded("", (), "new"))
+        self.emit(StatusChanged(self.status()))
+
+    def threads(self) -> list[ThreadSummary]:
+        """This workspace's threads, newest first."""
+        with self._ops:
+            return self._need().threads()
+
+    # ------------------------------------------------------------------ rewind / redo
+    def prompt_rows(self) -> list[PromptRow]:
+        """Every prompt of the current thread, with the files each changed (from its snapshots)."""
+        if self.thread_id is None:
+            return []
+        with self._ops:
+            s = self._need()
+            prompts = s.prompts(self.thread_id)
+            side = s.sidecars.load(self.thread_id)
+            rows = []
+            for i, p in enumerate(prompts):
+                rec = side.turn(p.turn_id) if side else None
+                post = rec.post if rec and rec.post else (prompts[i + 1].pre if i + 1 < len(prompts) else None)
+                files: tuple[FileStat, ...] | None = None
+                gone = bool(p.pre) and not s.store.exists(str(p.pre))
+                if p.pre and post and not gone:
+                    try:
+                        files = changes.turn_files(s.store, p.pre, post)
+                    except StoreError:
+                        files = None
+                rows.append(PromptRow(p.number, p.turn_id, p.text, rec.started if rec else None, p.status,
+                                      p.pre is not None, gone, files))
+            return rows
+
+    def rewind_preview(self, to: int, mode: str = "both") -> Preview:
+        """The exact plan of a rewind to prompt `to` (a dry run) and each file's diff."""
+        self._idle("rewind")
+        with self._ops:
+            s = self._need()
+            if self.thread_id is None:
+                raise SessionError("nothing to rewind: no prompt was sent yet")
+            res = s.rewind(self.thread_id, to, mode, dry_run=True)
+            diffs = changes.plan_diffs(s.store, res.restore.plan) if res.restore else {}
+            return Preview(f"rewind to prompt {to}", res, res.restore, diffs)
+
+    def rewind(self, to: int, mode: str = "both") -> RewindResult:
+        """Rewind and load the resulting thread; the chosen prompt goes back to the composer."""
+        self._idle("rewind")
+        with self._ops:
+            s = self._need()
+            if self.thread_id is None:
+                raise SessionError("nothing to rewind: no prompt was sent yet")
+            res = s.rewind(self.thread_id, to, mode, confirm=lambda _p: True)
+            self.load(res.thread_id, reason=f"rewound to prompt {res.to_prompt} ({mode})", composer=res.prompt)
+            return res
+
+    def redo_preview(self) -> Preview:
+        """What a redo of the last rewind would bring back, and what changed since the rewind."""
+        self._idle("redo")
+        with self._ops:
+            s = self._need()
+            if self.thread_id is None:
+                raise SessionError("nothing to redo")
+            res = s.redo(self.thread_id, dry_run=True)
+            diffs = changes.plan_diffs(s.store, res.restore.plan) if res.restore else {}
+            return Preview("redo", res, res.restore, diffs)
+
+    def redo(self) -> RedoResult:
+        """Undo the last rewind and load the thread it returns to."""
+        self._idle("redo")
+        with self._ops:
+            s = self._need()
+            if self.thread_id is None:
+                raise SessionError("nothing to redo")
+            res = s.redo(self.thread_id, confirm=lambda _p: True)
+            self.load(res.thread_id, reason="redo: back where the rewind started")
+            return res
+
+    # ------------------------------------------------------------------ diff and snapshots
+    def diff(self, prompt: int | None = None) -> list[tuple[FileStat, str]]:
+        """The workspace now against the start of the current turn (or of prompt N), per file."""
+        with self._ops:
+            s = self._need()
+            if self.thread_id is None:
+                raise SessionError("no prompt was sent yet: nothing to compare against")
+            prompts = s.prompts(self.thread_id)
+            if not prompts:
+                raise SessionError("no prompt was sent yet: nothing to compare against")
+            target = prompts[-1] if prompt is None else s.resolve_prompt(prompts, prompt)
+            if target.pre is None:
+                raise SessionError(f"prompt {target.number} has no file snapshot")
+            now = s.store.capture(s.cwd, known_paths=s.known_paths(self.thread_id), scope=s.scope,
+                                  dry_run=True, grow=False)
+            return changes.workspace_diff(s.store, str(s.cwd), target.pre, now.files)
+
+    def snapshots(self) -> list[SnapshotInfo]:
+        """This workspace's snapshots, newest first."""
+        with self._ops:
+            s = self._need()
+            return list(reversed(s.store.list_snapshots(s.cwd)))
+
+    def snapshot_preview(self, snap_id: str) -> Preview:
+        """What restoring a snapshot would do (dry run) with each file's diff."""
+        self._idle("restore a snapshot")
+        with self._ops:
+            s = self._need()
+            sid = s.store.resolve(snap_id)
+            res = s.store.restore(sid, s.cwd, dry_run=True, known_paths=self._known(s), scope=s.scope)
+            return Preview(f"restore snapshot {sid[:12]}", res, res, changes.plan_diffs(s.store, res.plan))
+
+    def restore_snapshot(self, snap_id: str) -> RestoreResult:
+        """Restore a snapshot of this workspace (after its own safety capture)."""
+        self._idle("restore a snapshot")
+        with self._ops:
+            s = self._need()
+            sid = s.store.resolve(snap_id)
+            res = s.store.restore(sid, s.cwd, known_paths=self._known(s), scope=s.scope)
+            self.emit(Notice(f"restored snapshot {sid[:12]}: {len(res.written)} written, {len(res.deleted)} "
+                             f"deleted; undo with /snapshots → {str(res.safety_id)[:12]}"))
+            self.emit(StatusChanged(self.status()))
+            return res
+
+    def _known(self, s: Session) -> list[str]:
+        return s.known_paths(self.thread_id) if self.thread_id else []
+
+
+def store_bytes(store_dir: os.PathLike[str] | str) -> int:
+    """On-disk size of the store's packs and snapshots (stat calls only)."""
+    total = 0
+    for sub in ("packs", "snapshots"):
+        for dirpath, _dirs, files in os.walk(os.path.join(store_dir, sub)):
+            for f in files:
+                with contextlib.suppress(OSError):
+                    total += os.lstat(os.path.join(dirpath, f)).st_size
+    return total
+
+
+def with_busy(status: Status, busy: bool) -> Status:
+    """The same status with the busy flag set."""
+    return replace(status, busy=busy)

@@ -1,0 +1,137 @@
+"""Codex's notifications and stored turns, translated into transcript events (app/events.py).
+
+One translation for the live stream and for threads read back from Codex, so a resumed or forked
+thread looks exactly like the turns the user watched.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .events import (
+    AgentDelta,
+    AgentMessage,
+    CommandFinished,
+    CommandOutput,
+    CommandStarted,
+    ErrorNotice,
+    FileChanges,
+    FileDiff,
+    Reasoning,
+    TokenUsage,
+    TurnStarted,
+    UserPrompt,
+)
+
+_CMD_PREFIXES = ("/bin/bash -lc ", "/bin/bash -c ", "bash -lc ", "/bin/sh -c ", "/bin/zsh -lc ")
+
+
+def short_command(command: str) -> str:
+    """`/bin/bash -lc 'make test'` → `make test`: the command the agent meant, as a person reads it."""
+    for prefix in _CMD_PREFIXES:
+        if command.startswith(prefix):
+            rest = command[len(prefix):]
+            if len(rest) >= 2 and rest[0] == rest[-1] and rest[0] in "'\"":
+                rest = rest[1:-1].replace("'\\''", "'")
+            return rest
+    return command
+
+
+def _rel(path: str, cwd: str) -> str:
+    if cwd and os.path.isabs(path):
+        try:
+            rel = os.path.relpath(path, cwd)
+        except ValueError:
+            return path
+        return path if rel.startswith("..") else rel
+    return path
+
+
+def file_diffs(item: dict[str, Any], cwd: str = "") -> tuple[FileDiff, ...]:
+    """The changes of a fileChange item, with workspace-relative paths."""
+    out = []
+    for ch in item.get("changes") or []:
+        if not isinstance(ch, dict):
+            continue
+        kind = ch.get("kind")
+        name = kind.get("type") if isinstance(kind, dict) else str(kind or "update")
+        move = (kind.get("move_path") or kind.get("movePath")) if isinstance(kind, dict) else None
+        out.append(FileDiff(_rel(str(ch.get("path") or ""), cwd), str(name or "update"), str(ch.get("diff") or ""),
+                            _rel(move, cwd) if isinstance(move, str) and move else None))
+    return tuple(out)
+
+
+def item_events(item: dict[str, Any], *, completed: bool, cwd: str = "") -> list[Any]:
+    """The events one item stands for (`completed`: from item/completed or a stored turn)."""
+    kind = item.get("type")
+    iid = str(item.get("id") or "")
+    if kind == "agentMessage":
+        return [AgentMessage(iid, str(item.get("text") or ""))] if completed else []
+    if kind == "reasoning":
+        summary = item.get("summary") or []
+        text = "\n\n".join(str(s) for s in summary if s) if isinstance(summary, list) else str(summary)
+        return [Reasoning(iid, text)] if completed and text else []
+    if kind == "commandExecution":
+        command = short_command(str(item.get("command") or ""))
+        if not completed:
+            return [CommandStarted(iid, command, str(item.get("cwd") or ""))]
+        code = item.get("exitCode")
+        duration = item.get("durationMs")
+        return [CommandFinished(iid, command, str(item.get("aggregatedOutput") or ""),
+                                code if isinstance(code, int) else None,
+                                duration if isinstance(duration, int) else None,
+                                str(item.get("status") or "completed"))]
+    if kind == "fileChange":
+        return [FileChanges(iid, str(item.get("status") or ("completed" if completed else "inProgress")),
+                            file_diffs(item, cwd))]
+    return []
+
+
+def notification_events(method: str, params: dict[str, Any], cwd: str = "") -> list[Any]:
+    """The events a live notification of a turn stands for (most notifications stand for none)."""
+    if method == "turn/started":
+        turn = params.get("turn") or {}
+        return [TurnStarted(str(turn.get("id") or params.get("turnId") or ""))]
+    if method in ("item/started", "item/completed"):
+        item = params.get("item") or {}
+        if not isinstance(item, dict):
+            return []
+        return item_events(item, completed=method == "item/completed", cwd=cwd)
+    if method == "item/agentMessage/delta":
+        return [AgentDelta(str(params.get("itemId") or ""), str(params.get("delta") or ""))]
+    if method == "item/commandExecution/outputDelta":
+        return [CommandOutput(str(params.get("itemId") or ""), str(params.get("delta") or ""))]
+    if method == "error":
+        err = params.get("error") or {}
+        message = err.get("message") if isinstance(err, dict) else str(err)
+        return [ErrorNotice(str(message or "error"), bool(params.get("willRetry")))]
+    if method == "thread/tokenUsage/updated":
+        usage = params.get("tokenUsage") or {}
+        last = (usage.get("last") or {}).get("totalTokens") or 0
+        total = (usage.get("total") or {}).get("totalTokens") or 0
+        return [TokenUsage(str(params.get("turnId") or ""), int(last), int(total))]
+    return []
+
+
+def turn_events(turns: list[dict[str, Any]], cwd: str = "", snapshots: dict[str, bool] | None = None) -> list[Any]:
+    """A stored thread's transcript: every turn's prompt and items, in order (thread/read includeTurns)."""
+    out: list[Any] = []
+    number = 0
+    for turn in turns:
+        items = [i for i in turn.get("items") or [] if isinstance(i, dict)]
+        users = [i for i in items if i.get("type") == "userMessage"]
+        tid = str(turn.get("id") or "")
+        if users:
+            number += 1
+            parts = [c.get("text", "") for c in users[0].get("content") or [] if isinstance(c, dict)]
+            out.append(UserPrompt(tid, "\n".join(p for p in parts if p), number,
+                                  bool(snapshots and snapshots.get(tid))))
+        for item in items:
+            if item.get("type") == "userMessage":
+                continue
+            out.extend(item_events(item, completed=True, cwd=cwd))
+        err = turn.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            out.append(ErrorNotice(str(err["message"])))
+    return out

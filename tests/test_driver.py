@@ -1,0 +1,129 @@
+"""The interactive session core both front ends share: prompts queue, events stream, rewind/redo reload."""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_helpers import session_options
+
+from app.driver import Busy, Driver
+from app.events import (
+    TRANSCRIPT_TYPES,
+    AgentMessage,
+    ApprovalAsked,
+    ApprovalDecided,
+    CommandFinished,
+    FileChanges,
+    Ready,
+    ThreadLoaded,
+    TurnFinished,
+    UserPrompt,
+    from_json,
+    to_json,
+)
+from app.scripted_model import ScriptedModel, add_file, message, shell
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[ScriptedModel]:
+    with ScriptedModel() as m:
+        yield m
+
+
+class Events:
+    """Collects what the driver emits, from any thread."""
+
+    def __init__(self) -> None:
+        self.q: queue.Queue[Any] = queue.Queue()
+        self.seen: list[Any] = []
+
+    def __call__(self, ev: Any) -> None:
+        self.q.put(ev)
+
+    def wait(self, kind: type, timeout: float = 30.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                seen = [type(e).__name__ for e in self.seen]
+                raise AssertionError(f"no {kind.__name__} within {timeout}s; saw {seen}")
+            try:
+                ev = self.q.get(timeout=left)
+            except queue.Empty:
+                continue
+            self.seen.append(ev)
+            if isinstance(ev, kind):
+                return ev
+
+
+def test_turns_stream_events_and_report_shell_made_files(model: ScriptedModel, tmp_path: Path) -> None:
+    model.script("drv-one", [add_file("a.txt", "one\ntwo\n"), message("made **a.txt**")])
+    model.script("drv-two", [shell("printf 'x\\ny\\n' > b.txt && echo more >> a.txt"), message("shelled")])
+    ev = Events()
+    d = Driver(session_options(model, tmp_path, {"keep.txt": "k\n"}), ev)
+    try:
+        assert d.start()
+        assert isinstance(ev.wait(Ready), Ready)
+        d.submit("drv-one please")
+        d.submit("drv-two please")  # queued behind the first
+        first = ev.wait(TurnFinished)
+        assert first.status == "completed"
+        assert [(f.path, f.change, f.added, f.removed) for f in first.files] == [("a.txt", "added", 2, 0)]
+        second = ev.wait(TurnFinished)
+        # shell-made changes count, with line numbers, from the turn's snapshots
+        assert [(f.path, f.change, f.added, f.removed) for f in second.files] == [
+            ("a.txt", "modified", 1, 0), ("b.txt", "added", 2, 0)]
+        kinds = {type(e) for e in ev.seen}
+        assert {UserPrompt, FileChanges, CommandFinished, AgentMessage} <= kinds
+        assert [e.number for e in ev.seen if isinstance(e, UserPrompt)] == [1, 2]
+        transcript = [e for e in ev.seen if type(e) in TRANSCRIPT_TYPES]
+        assert transcript and all(from_json(to_json(e)) == e for e in transcript)  # replay logs round-trip
+
+        rows = d.prompt_rows()
+        assert [r.text for r in rows] == ["drv-one please", "drv-two please"]
+        assert [f.path for f in rows[1].files or ()] == ["a.txt", "b.txt"]
+        pv = d.rewind_preview(2)
+        assert pv.restore is not None and set(pv.diffs) == {"a.txt", "b.txt"}
+        assert "-more" in pv.diffs["a.txt"][1] and pv.diffs["b.txt"][0].change == "deleted"
+
+        origin = d.thread_id
+        res = d.rewind(2)
+        loaded = ev.wait(ThreadLoaded)
+        while loaded.thread_id != res.thread_id:
+            loaded = ev.wait(ThreadLoaded)
+        assert loaded.composer == "drv-two please"
+        assert [e.text for e in loaded.events if isinstance(e, UserPrompt)] == ["drv-one please"]
+        assert not (d.opts.cwd / "b.txt").exists() and (d.opts.cwd / "a.txt").read_text() == "one\ntwo\n"
+
+        d.redo()
+        back = ev.wait(ThreadLoaded)
+        assert back.thread_id == origin
+        assert [e.text for e in back.events if isinstance(e, UserPrompt)] == ["drv-one please", "drv-two please"]
+        assert (d.opts.cwd / "b.txt").read_text() == "x\ny\n"
+    finally:
+        d.close()
+
+
+def test_approval_is_a_future_the_front_end_resolves(model: ScriptedModel, tmp_path: Path) -> None:
+    model.script("drv-ask", [shell("echo asked > asked.txt"), message("ran it")])
+    ev = Events()
+    d = Driver(session_options(model, tmp_path, approval_policy="untrusted", sandbox="read-only"), ev)
+    try:
+        assert d.start()
+        d.submit("drv-ask now")
+        asked = ev.wait(ApprovalAsked)
+        assert asked.request.kind == "command" and "asked.txt" in (asked.request.command or "")
+        with pytest.raises(Busy):
+            d.rewind_preview(1)
+        asked.future.set_result("decline")
+        decided = ev.wait(ApprovalDecided)
+        assert decided.decision == "decline"
+        done = ev.wait(TurnFinished)
+        assert done.status == "completed" and not (d.opts.cwd / "asked.txt").exists()
+    finally:
+        d.close()
