@@ -25,6 +25,8 @@ from snapshot_store.manifest import captured_items
 from snapshot_store.workspace import resolve_root
 
 from .approval import ApprovalRequest as ApprovalRequest
+from .errors import Declined as Declined
+from .errors import SessionError as SessionError
 from .sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord, relative_to
 from .workspace_lock import SessionLock
 
@@ -35,14 +37,6 @@ APPROVAL_METHODS = {
     "applyPatchApproval": "fileChange",
 }
 MODES = ("both", "files", "conversation")
-
-
-class SessionError(StoreError):
-    """A clear, one-line failure of a session operation (nothing was changed)."""
-
-
-class Declined(SessionError):
-    """The user said no at the confirmation: nothing changed (the CLI exits 1)."""
 
 
 @dataclass

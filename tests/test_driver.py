@@ -26,6 +26,7 @@ from app.events import (
     from_json,
     to_json,
 )
+from app.replay import Recorder, read_log
 from app.scripted_model import ScriptedModel, add_file, message, shell
 
 
@@ -65,7 +66,9 @@ def test_turns_stream_events_and_report_shell_made_files(model: ScriptedModel, t
     model.script("drv-one", [add_file("a.txt", "one\ntwo\n"), message("made **a.txt**")])
     model.script("drv-two", [shell("printf 'x\\ny\\n' > b.txt && echo more >> a.txt"), message("shelled")])
     ev = Events()
-    d = Driver(session_options(model, tmp_path, {"keep.txt": "k\n"}), ev)
+    log = tmp_path / "session.jsonl"
+    rec = Recorder(ev, log)
+    d = Driver(session_options(model, tmp_path, {"keep.txt": "k\n"}), rec)
     try:
         assert d.start()
         assert isinstance(ev.wait(Ready), Ready)
@@ -83,6 +86,7 @@ def test_turns_stream_events_and_report_shell_made_files(model: ScriptedModel, t
         assert [e.number for e in ev.seen if isinstance(e, UserPrompt)] == [1, 2]
         transcript = [e for e in ev.seen if type(e) in TRANSCRIPT_TYPES]
         assert transcript and all(from_json(to_json(e)) == e for e in transcript)  # replay logs round-trip
+        assert [e for e in read_log(log) if type(e) in TRANSCRIPT_TYPES] == transcript  # what was recorded
 
         rows = d.prompt_rows()
         assert [r.text for r in rows] == ["drv-one please", "drv-two please"]
@@ -107,6 +111,7 @@ def test_turns_stream_events_and_report_shell_made_files(model: ScriptedModel, t
         assert (d.opts.cwd / "b.txt").read_text() == "x\ny\n"
     finally:
         d.close()
+        rec.close()
 
 
 def test_approval_is_a_future_the_front_end_resolves(model: ScriptedModel, tmp_path: Path) -> None:
