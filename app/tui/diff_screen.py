@@ -7,6 +7,7 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
@@ -59,7 +60,7 @@ class DiffScreen(ModalScreen[None]):
             return
         self.files = list(msg.value)
         listing = self.query_one("#files", OptionList)
-        listing.set_options(Option(stat_label(st), id=str(i)) for i, (st, _d) in enumerate(self.files))
+        listing.set_options(Option(Content(stat_label(st)), id=str(i)) for i, (st, _d) in enumerate(self.files))
         if not self.files:
             message.update("no changes")
             self.query_one("#diff", DiffView).show("(no changes)")

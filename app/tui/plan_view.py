@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -58,7 +59,7 @@ class PlanView(Vertical):
         summary = plan_summary(preview) if preview is not None and preview.restore is not None else ""
         self.query_one("#plan-summary", Static).update("\n".join(t for t in (note, summary) if t))
         listing = self.query_one("#plan-actions", OptionList)
-        listing.set_options(Option(plan_line(a, self._diffs.get(a.path, (None, ""))[0]), id=str(i))
+        listing.set_options(Option(Content(plan_line(a, self._diffs.get(a.path, (None, ""))[0])), id=str(i))
                             for i, a in enumerate(actions))
         listing.display = bool(actions)
         self.query_one("#plan-diff-scroll").display = bool(actions)

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, OptionList, Static
 from textual.widgets.option_list import Option
@@ -38,9 +39,9 @@ def unavailable(row: PromptRow, mode: str) -> str | None:
     return None
 
 
-def mode_label(mode: str, reason: str | None) -> str:
-    """`[b] files and conversation` — or why it is unavailable."""
-    text = f"[{MODE_KEYS[mode]}] {MODE_NAMES[mode]}"
+def mode_label(mode: str, reason: str | None, chosen: bool) -> str:
+    """`(•) [b] files and conversation` — the chosen one marked in text, an unavailable one with why."""
+    text = f"{'(•)' if chosen else '( )'} [{MODE_KEYS[mode]}] {MODE_NAMES[mode]}"
     return text if reason is None else f"{text} — unavailable: {reason}"
 
 
@@ -80,7 +81,8 @@ class RewindPicker(ModalScreen[str | None]):
                 with Vertical(id="left"):
                     yield OptionList(id="prompts")
                     yield Static("Mode", classes="label")
-                    yield OptionList(*[Option(mode_label(m, None), id=m) for m in MODES], id="modes")
+                    choices = [Option(Content(mode_label(m, None, m == "both")), id=m) for m in MODES]
+                    yield OptionList(*choices, id="modes")
                 yield PlanView(id="preview")
             yield Static("loading the prompts…", id="message", markup=False)
             with Horizontal(id="buttons"):
@@ -115,7 +117,7 @@ class RewindPicker(ModalScreen[str | None]):
             return
         self.rows = list(msg.value)
         listing = self.query_one("#prompts", OptionList)
-        listing.set_options(Option(row_label(r), id=str(r.number)) for r in self.rows)
+        listing.set_options(Option(Content(row_label(r)), id=str(r.number)) for r in self.rows)
         if not self.rows:
             self._say("nothing to rewind: no prompt was sent in this thread yet", error=True)
             return
@@ -150,18 +152,20 @@ class RewindPicker(ModalScreen[str | None]):
         row = next((r for r in self.rows if r.number == number), None)
         if row is None:
             return
+        if unavailable(row, self.mode) is not None:
+            self.mode = "conversation"
+        self._show_modes(row)
+        self._preview()
+
+    def _show_modes(self, row: PromptRow) -> None:
+        """Mark the chosen mode in text; disable, with the reason, the modes this prompt cannot use."""
         modes = self.query_one("#modes", OptionList)
         for m in MODES:
             reason = unavailable(row, m)
-            modes.replace_option_prompt(m, mode_label(m, reason))
-            if reason is None:
-                modes.enable_option(m)
-            else:
-                modes.disable_option(m)
-        if unavailable(row, self.mode) is not None:
-            self.mode = "conversation"
+            modes.replace_option_prompt(m, Content(mode_label(m, reason, m == self.mode)))
+            if modes.get_option(m).disabled != (reason is not None):  # toggling moves the highlight
+                (modes.enable_option if reason is None else modes.disable_option)(m)
         modes.highlighted = MODES.index(self.mode)
-        self._preview()
 
     def _preview(self) -> None:
         row = self.current_row()
@@ -178,9 +182,9 @@ class RewindPicker(ModalScreen[str | None]):
             row = self.current_row()
             if row is not None and (self._want is None or self._want[0] != row.number):
                 self._select(row.number)
-        elif event.option_list.id == "modes" and event.option.id in MODES and event.option.id != self.mode:
-            self.mode = str(event.option.id)
-            self._preview()
+        elif (event.option_list.id == "modes" and event.option_list.has_focus  # the user moved, not the code
+              and event.option.id in MODES and event.option.id != self.mode):
+            self.action_mode(str(event.option.id))
 
     def action_mode(self, mode: str) -> None:
         """Pick a mode by its key (ignored, with the reason shown, when it cannot apply)."""
@@ -191,9 +195,10 @@ class RewindPicker(ModalScreen[str | None]):
         if reason is not None:
             self._say(f"{MODE_NAMES[mode]} is unavailable: {reason}", error=True)
             return
-        self.mode = mode
-        self.query_one("#modes", OptionList).highlighted = MODES.index(mode)
-        self._preview()
+        if mode != self.mode:
+            self.mode = mode
+            self._show_modes(row)
+            self._preview()
 
     # ------------------------------------------------------------------ confirm / cancel
     def action_confirm(self) -> None:

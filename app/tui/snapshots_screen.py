@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, OptionList, Static
 from textual.widgets.option_list import Option
@@ -79,7 +80,7 @@ class SnapshotsScreen(ModalScreen[str | None]):
                 return
             self.snaps = list(msg.value)
             listing = self.query_one("#snapshots", OptionList)
-            listing.set_options(Option(snapshot_label(s), id=s.id) for s in self.snaps)
+            listing.set_options(Option(Content(snapshot_label(s)), id=s.id) for s in self.snaps)
             if not self.snaps:
                 self._say("no snapshots of this workspace yet")
                 return

@@ -7,6 +7,7 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
@@ -14,7 +15,7 @@ from textual.widgets.option_list import Option
 from ..driver import Driver
 from ..session import ThreadSummary
 from .driver_call import CallDone, call
-from .labels import ago, count_text, first_line, short
+from .labels import ago, count_text, first_line
 
 
 def thread_label(t: ThreadSummary, current: str | None, now: float | None = None) -> str:
@@ -30,8 +31,8 @@ def thread_label(t: ThreadSummary, current: str | None, now: float | None = None
         parts.append(f"redo {t.redo_depth}")
     parts.append(ago(t.updated, now))
     if t.forked_from:
-        parts.append(f"forked from {short(t.forked_from)}")
-    parts.append(f"id {short(t.thread_id)}")
+        parts.append(f"forked from {t.forked_from}")
+    parts.append(f"id {t.thread_id}")  # Codex ids are time-ordered: their prefixes look alike
     return f"{head}\n    {' · '.join(parts)}"
 
 
@@ -68,8 +69,10 @@ class ThreadsScreen(ModalScreen[str | None]):
                 return
             self.threads = list(msg.value)
             current = self.driver.thread_id
-            self.query_one("#threads", OptionList).set_options(
-                Option(thread_label(t, current), id=t.thread_id) for t in self.threads)
+            listing = self.query_one("#threads", OptionList)
+            listing.set_options(Option(Content(thread_label(t, current)), id=t.thread_id) for t in self.threads)
+            if self.threads:
+                listing.highlighted = 0
             self._say(f"{count_text(len(self.threads), 'thread')}" if self.threads
                       else "no threads in this workspace yet")
             return
@@ -78,7 +81,7 @@ class ThreadsScreen(ModalScreen[str | None]):
             self._say(f"cannot resume: {msg.error}", error=True)
             return
         t: ThreadSummary = msg.tag[1]
-        self.dismiss(f"resumed thread {short(t.thread_id)}: {first_line(t.preview, 50)}")
+        self.dismiss(f"resumed thread {t.thread_id}: {first_line(t.preview, 50)}")
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         """Enter (or a click): load the thread in a worker."""
@@ -87,7 +90,7 @@ class ThreadsScreen(ModalScreen[str | None]):
             return
         t = self.threads[event.option_index]
         self.working = True
-        self._say(f"loading thread {short(t.thread_id)}…")
+        self._say(f"loading thread {t.thread_id}…")
         call(self, ("load", t), lambda: self.driver.load(t.thread_id))
 
     def action_cancel(self) -> None:
