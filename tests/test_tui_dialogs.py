@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.widgets import OptionList, Static
 
 from app.driver import Driver
-from app.events import TurnFinished
+from app.events import ApprovalAsked, TurnFinished
 from app.scripted_model import ScriptedModel, add_file, message, shell
 from app.tui.diff_screen import DiffScreen
 from app.tui.redo_dialog import RedoDialog
@@ -76,7 +76,8 @@ async def settle(pilot: Pilot[Any]) -> None:
         assert time.monotonic() < deadline, "the dialog's workers did not finish"
         await app.workers.wait_for_complete()
         await pilot.pause()
-        quiet = quiet + 1 if not any(w.is_running for w in app.workers) else 0
+        waiting = getattr(app.screen, "in_flight", 0)  # results not yet shown (a posted message may be in transit)
+        quiet = quiet + 1 if not waiting and not any(w.is_running for w in app.workers) else 0
 
 
 def shown(screen: Screen[Any]) -> str:
@@ -330,5 +331,30 @@ def test_snapshots_of_the_rewind_picker_and_the_redo_dialog(model: ScriptedModel
         d.rewind(2)
         (d.opts.cwd / "a.txt").write_text("edited after the rewind\n")
         assert snap_compare(Host(lambda: RedoDialog(d)), terminal_size=SIZE, run_before=settle)
+    finally:
+        d.close()
+
+
+def test_a_running_turn_is_an_error_in_the_dialog_not_a_crash(model: ScriptedModel, tmp_path: Path) -> None:
+    model.script("bz-ask", [shell("echo asked > asked.txt"), message("ran it")])
+    ev = Events()
+    d = Driver(session_options(model, tmp_path, approval_policy="untrusted", sandbox="read-only"), ev)
+    try:
+        assert d.start()
+        d.submit("bz-ask now")
+        asked = ev.wait(ApprovalAsked)  # the turn now waits for an answer
+        for make in (lambda: RewindPicker(d), lambda: RedoDialog(d)):
+            app = Host(make)
+
+            async def story(pilot: Pilot[Any]) -> None:
+                text = shown(pilot.app.screen)
+                assert "error: " in text and "while a turn is running: wait for it, or interrupt it (Esc)" in text
+                await pilot.press("enter", "escape")
+
+            run(app, story)
+            assert app.result is None
+        asked.future.set_result("decline")
+        assert ev.wait(TurnFinished).status == "completed"
+        assert not (d.opts.cwd / "asked.txt").exists()
     finally:
         d.close()

@@ -8,18 +8,17 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..driver import Driver
 from ..events import FileStat
 from .diffview import DiffView, stat_label
-from .driver_call import CallDone, call
+from .driver_screen import CallDone, DriverScreen
 from .labels import count_text
 
 
-class DiffScreen(ModalScreen[None]):
+class DiffScreen(DriverScreen[None]):
     """A per-file list with +/- counts and the diff of the highlighted file; Esc closes."""
 
     CSS_PATH = "dialogs.tcss"
@@ -29,8 +28,7 @@ class DiffScreen(ModalScreen[None]):
     ]
 
     def __init__(self, driver: Driver, prompt: int | None = None) -> None:
-        super().__init__()
-        self.driver = driver
+        super().__init__(driver)
         self.prompt = prompt
         self.files: list[tuple[FileStat, str]] = []
 
@@ -46,28 +44,26 @@ class DiffScreen(ModalScreen[None]):
             yield Static("comparing…", id="message", markup=False)
             yield Static("↑↓ file · Tab diff (scroll) · Esc close", id="hint")
 
-    def on_mount(self) -> None:
+    def start(self) -> None:
         """Compare off the event loop."""
         self.query_one("#files", OptionList).focus()
-        call(self, "diff", lambda: self.driver.diff(self.prompt))
+        self.call("diff", lambda: self.driver.diff(self.prompt))
 
-    def on_call_done(self, msg: CallDone) -> None:
+    def done(self, msg: CallDone) -> None:
         """Show the files and the first diff."""
-        message = self.query_one("#message", Static)
         if msg.error is not None:
-            message.update(f"error: {msg.error}")
-            message.add_class("error")
+            self.say(msg.error, error=True)
             return
         self.files = list(msg.value)
         listing = self.query_one("#files", OptionList)
         listing.set_options(Option(Content(stat_label(st)), id=str(i)) for i, (st, _d) in enumerate(self.files))
         if not self.files:
-            message.update("no changes")
+            self.say("no changes")
             self.query_one("#diff", DiffView).show("(no changes)")
             return
         added = sum(st.added or 0 for st, _d in self.files)
         removed = sum(st.removed or 0 for st, _d in self.files)
-        message.update(f"{count_text(len(self.files), 'file')} changed, +{added} -{removed}")
+        self.say(f"{count_text(len(self.files), 'file')} changed, +{added} -{removed}")
         listing.highlighted = 0
         self.query_one("#diff", DiffView).show(self.files[0][1])
 

@@ -7,12 +7,11 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from ..driver import Driver, Preview
 from ..session import RedoResult
-from .driver_call import CallDone, call
+from .driver_screen import CallDone, DriverScreen
 from .labels import MODE_NAMES, count_text
 from .plan_view import PlanView
 
@@ -38,7 +37,7 @@ def redo_summary(res: RedoResult) -> str:
     return f"redo: back where the rewind started ({MODE_NAMES.get(res.mode, res.mode)}){files}"
 
 
-class RedoDialog(ModalScreen[str | None]):
+class RedoDialog(DriverScreen[str | None]):
     """Undo the last rewind: warn about what changed since, show the plan, apply on Enter, Esc cancels."""
 
     CSS_PATH = "dialogs.tcss"
@@ -48,8 +47,7 @@ class RedoDialog(ModalScreen[str | None]):
     ]
 
     def __init__(self, driver: Driver) -> None:
-        super().__init__()
-        self.driver = driver
+        super().__init__(driver)
         self.preview: Preview | None = None
         self.working = True
 
@@ -64,18 +62,18 @@ class RedoDialog(ModalScreen[str | None]):
                 yield Button("Cancel (Esc)", id="cancel")
             yield Static("↑↓ file · Enter redo · Esc cancel", id="hint")
 
-    def on_mount(self) -> None:
+    def start(self) -> None:
         """Dry-run the redo off the event loop."""
         self.query_one(PlanView).show(None, "loading…")
-        call(self, "preview", self.driver.redo_preview)
+        self.call("preview", self.driver.redo_preview)
 
-    def on_call_done(self, msg: CallDone) -> None:
+    def done(self, msg: CallDone) -> None:
         """Show the dry run, or the redo's outcome."""
         self.working = False
         if msg.tag == "preview":
             self._previewed(msg)
         elif msg.error is not None:
-            self._say(f"redo failed: {msg.error}", error=True)
+            self.say(f"redo failed: {msg.error}", error=True)
         else:
             self.dismiss(redo_summary(msg.value))
 
@@ -85,9 +83,9 @@ class RedoDialog(ModalScreen[str | None]):
             view.show(None)
             if msg.error.startswith("nothing to redo"):
                 self.query_one("#title", Static).update("Nothing to redo")
-                self._say("nothing to redo: no rewind on this thread to undo (Esc closes)")
+                self.say("nothing to redo: no rewind on this thread to undo (Esc closes)")
             else:
-                self._say(msg.error, error=True)
+                self.say(msg.error, error=True)
             return
         self.preview = msg.value
         res = msg.value.result
@@ -101,22 +99,19 @@ class RedoDialog(ModalScreen[str | None]):
         view.show(msg.value, note)
         conv = ("conversation: back to the original thread with all its turns"
                 if res.mode != "files" else "conversation: stays as it is (the rewind was files only)")
-        self._say(conv)
+        self.say(conv)
         button = self.query_one("#confirm", Button)
         button.disabled = False
         if warnings:
             button.label = "Redo anyway (Enter)"
 
     def action_confirm(self) -> None:
-        """Enter: apply the redo (a focused button keeps its own meaning)."""
-        if isinstance(self.focused, Button):
-            self.focused.press()
-            return
+        """Enter: apply the redo."""
         if self.working or self.preview is None:
             return
         self.working = True
-        self._say("redoing…")
-        call(self, "redo", self.driver.redo)
+        self.say("redoing…")
+        self.call("redo", self.driver.redo)
 
     def action_cancel(self) -> None:
         """Esc: leave without redoing."""
@@ -127,12 +122,6 @@ class RedoDialog(ModalScreen[str | None]):
         """The buttons do what Enter and Esc do."""
         event.stop()
         if event.button.id == "confirm":
-            self.set_focus(None)
             self.action_confirm()
         else:
             self.action_cancel()
-
-    def _say(self, text: str, error: bool = False) -> None:
-        msg = self.query_one("#message", Static)
-        msg.update(("error: " if error else "") + text)
-        msg.set_class(error, "error")

@@ -8,13 +8,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import Button, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..driver import Driver, PromptRow
 from ..session import RewindResult
-from .driver_call import CallDone, call
+from .driver_screen import CallDone, DriverScreen
 from .labels import MODE_KEYS, MODE_NAMES, ago, count_text, files_label, first_line
 from .plan_view import PlanView
 
@@ -53,7 +52,7 @@ def rewind_summary(res: RewindResult) -> str:
     return f"rewound to prompt {res.to_prompt} ({MODE_NAMES.get(res.mode, res.mode)}){files}; /redo brings it back"
 
 
-class RewindPicker(ModalScreen[str | None]):
+class RewindPicker(DriverScreen[str | None]):
     """Pick a prompt and a mode, see exactly what the rewind will do, confirm (Enter) or cancel (Esc)."""
 
     CSS_PATH = "dialogs.tcss"
@@ -66,8 +65,7 @@ class RewindPicker(ModalScreen[str | None]):
     ]
 
     def __init__(self, driver: Driver, start_prompt: int | None = None) -> None:
-        super().__init__()
-        self.driver = driver
+        super().__init__(driver)
         self.start_prompt = start_prompt
         self.rows: list[PromptRow] = []
         self.mode = "both"
@@ -90,13 +88,19 @@ class RewindPicker(ModalScreen[str | None]):
                 yield Button("Cancel (Esc)", id="cancel")
             yield Static("↑↓ prompt · Tab next pane · b/f/c mode · Enter rewind · Esc cancel", id="hint")
 
-    def on_mount(self) -> None:
+    def start(self) -> None:
         """List the prompts off the event loop."""
         self.query_one("#prompts", OptionList).focus()
-        call(self, "rows", self.driver.prompt_rows)
+        driver = self.driver
+
+        def rows() -> list[PromptRow]:
+            driver.require_idle("rewind")  # listing would wait for the running turn
+            return driver.prompt_rows()
+
+        self.call("rows", rows)
 
     # ------------------------------------------------------------------ results
-    def on_call_done(self, msg: CallDone) -> None:
+    def done(self, msg: CallDone) -> None:
         """Show a Driver result (or its error) in the dialog."""
         tag: Any = msg.tag
         if tag == "rows":
@@ -107,19 +111,19 @@ class RewindPicker(ModalScreen[str | None]):
         elif tag == "rewind":
             self.working = False
             if msg.error is not None:
-                self._say(f"rewind failed: {msg.error}", error=True)
+                self.say(f"rewind failed: {msg.error}", error=True)
             else:
                 self.dismiss(rewind_summary(msg.value))
 
     def _rows_loaded(self, msg: CallDone) -> None:
         if msg.error is not None:
-            self._say(f"cannot list the prompts: {msg.error}", error=True)
+            self.say(f"cannot list the prompts: {msg.error}", error=True)
             return
         self.rows = list(msg.value)
         listing = self.query_one("#prompts", OptionList)
         listing.set_options(Option(Content(row_label(r)), id=str(r.number)) for r in self.rows)
         if not self.rows:
-            self._say("nothing to rewind: no prompt was sent in this thread yet", error=True)
+            self.say("nothing to rewind: no prompt was sent in this thread yet", error=True)
             return
         numbers = [r.number for r in self.rows]
         start = self.start_prompt if self.start_prompt in numbers else numbers[-1]
@@ -131,7 +135,7 @@ class RewindPicker(ModalScreen[str | None]):
         row = self.current_row()
         if msg.error is not None:
             view.show(None)
-            self._say(msg.error, error=True)
+            self.say(msg.error, error=True)
             return
         note = ""
         if self.mode == "conversation":
@@ -139,7 +143,7 @@ class RewindPicker(ModalScreen[str | None]):
         view.show(msg.value if self.mode != "conversation" else None, note)
         conv = ("conversation: forks the thread before this prompt; its text goes back to the composer"
                 if self.mode != "files" else "conversation: stays as it is (files only)")
-        self._say(f"prompt {row.number if row else '?'} · {MODE_NAMES[self.mode]} · {conv}")
+        self.say(f"prompt {row.number if row else '?'} · {MODE_NAMES[self.mode]} · {conv}")
 
     # ------------------------------------------------------------------ choices
     def current_row(self) -> PromptRow | None:
@@ -174,7 +178,7 @@ class RewindPicker(ModalScreen[str | None]):
         self._want = (row.number, self.mode)
         self.query_one(PlanView).show(None, "working out the plan…")
         driver, number, mode = self.driver, row.number, self.mode
-        call(self, ("preview", number, mode), lambda: driver.rewind_preview(number, mode))
+        self.call(("preview", number, mode), lambda: driver.rewind_preview(number, mode))
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         """A new prompt or mode: preview it."""
@@ -193,7 +197,7 @@ class RewindPicker(ModalScreen[str | None]):
             return
         reason = unavailable(row, mode)
         if reason is not None:
-            self._say(f"{MODE_NAMES[mode]} is unavailable: {reason}", error=True)
+            self.say(f"{MODE_NAMES[mode]} is unavailable: {reason}", error=True)
             return
         if mode != self.mode:
             self.mode = mode
@@ -202,20 +206,17 @@ class RewindPicker(ModalScreen[str | None]):
 
     # ------------------------------------------------------------------ confirm / cancel
     def action_confirm(self) -> None:
-        """Enter: rewind to the highlighted prompt in the chosen mode (a focused button keeps its own meaning)."""
-        if isinstance(self.focused, Button):
-            self.focused.press()
-            return
+        """Enter: rewind to the highlighted prompt in the chosen mode."""
         row = self.current_row()
         if row is None or self.working:
             return
         if unavailable(row, self.mode) is not None:
-            self._say(f"{MODE_NAMES[self.mode]} is unavailable: {unavailable(row, self.mode)}", error=True)
+            self.say(f"{MODE_NAMES[self.mode]} is unavailable: {unavailable(row, self.mode)}", error=True)
             return
         self.working = True
-        self._say(f"rewinding to prompt {row.number} ({MODE_NAMES[self.mode]})…")
+        self.say(f"rewinding to prompt {row.number} ({MODE_NAMES[self.mode]})…")
         driver, number, mode = self.driver, row.number, self.mode
-        call(self, "rewind", lambda: driver.rewind(number, mode))
+        self.call("rewind", lambda: driver.rewind(number, mode))
 
     def action_cancel(self) -> None:
         """Esc: leave without rewinding."""
@@ -226,12 +227,6 @@ class RewindPicker(ModalScreen[str | None]):
         """The buttons do what Enter and Esc do."""
         event.stop()
         if event.button.id == "confirm":
-            self.query_one("#prompts", OptionList).focus()
             self.action_confirm()
         else:
             self.action_cancel()
-
-    def _say(self, text: str, error: bool = False) -> None:
-        msg = self.query_one("#message", Static)
-        msg.update(("error: " if error and not text.startswith("error") else "") + text)
-        msg.set_class(error, "error")

@@ -8,7 +8,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import Button, OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -16,7 +15,7 @@ from snapshot_store import RestoreResult
 from snapshot_store.store import SnapshotInfo
 
 from ..driver import Driver
-from .driver_call import CallDone, call
+from .driver_screen import CallDone, DriverScreen
 from .labels import ago, count_text, short
 from .plan_view import PlanView
 
@@ -36,7 +35,7 @@ def restore_summary(snap: str, res: RestoreResult) -> str:
             f"{len(res.deleted)} deleted; the state before is snapshot {short(res.safety_id)}")
 
 
-class SnapshotsScreen(ModalScreen[str | None]):
+class SnapshotsScreen(DriverScreen[str | None]):
     """Pick a snapshot; the preview shows its plan and diffs; Enter restores, Esc cancels."""
 
     CSS_PATH = "dialogs.tcss"
@@ -46,8 +45,7 @@ class SnapshotsScreen(ModalScreen[str | None]):
     ]
 
     def __init__(self, driver: Driver) -> None:
-        super().__init__()
-        self.driver = driver
+        super().__init__(driver)
         self.snaps: list[SnapshotInfo] = []
         self.working = False
         self._want: str | None = None
@@ -66,23 +64,29 @@ class SnapshotsScreen(ModalScreen[str | None]):
                 yield Button("Cancel (Esc)", id="cancel")
             yield Static("↑↓ snapshot · Tab plan · Enter restore · Esc cancel", id="hint")
 
-    def on_mount(self) -> None:
+    def start(self) -> None:
         """List the snapshots off the event loop."""
         self.query_one("#snapshots", OptionList).focus()
-        call(self, "list", self.driver.snapshots)
+        driver = self.driver
 
-    def on_call_done(self, msg: CallDone) -> None:
+        def snapshots() -> list[SnapshotInfo]:
+            driver.require_idle("restore a snapshot")  # listing would wait for the running turn
+            return driver.snapshots()
+
+        self.call("list", snapshots)
+
+    def done(self, msg: CallDone) -> None:
         """Show the list, a preview, or the restore's summary."""
         tag: Any = msg.tag
         if tag == "list":
             if msg.error is not None:
-                self._say(f"cannot list the snapshots: {msg.error}", error=True)
+                self.say(f"cannot list the snapshots: {msg.error}", error=True)
                 return
             self.snaps = list(msg.value)
             listing = self.query_one("#snapshots", OptionList)
             listing.set_options(Option(Content(snapshot_label(s)), id=s.id) for s in self.snaps)
             if not self.snaps:
-                self._say("no snapshots of this workspace yet")
+                self.say("no snapshots of this workspace yet")
                 return
             listing.highlighted = 0
             self._preview(self.snaps[0].id)
@@ -91,22 +95,22 @@ class SnapshotsScreen(ModalScreen[str | None]):
                 return
             if msg.error is not None:
                 self.query_one(PlanView).show(None)
-                self._say(msg.error, error=True)
+                self.say(msg.error, error=True)
                 return
             self._ready = tag[1]
             self.query_one(PlanView).show(msg.value)
-            self._say(f"restore snapshot {short(tag[1])}: a safety snapshot of the current state is taken first")
+            self.say(f"restore snapshot {short(tag[1])}: a safety snapshot of the current state is taken first")
         elif isinstance(tag, tuple) and tag[0] == "restore":
             self.working = False
             if msg.error is not None:
-                self._say(f"restore failed: {msg.error}", error=True)
+                self.say(f"restore failed: {msg.error}", error=True)
             else:
                 self.dismiss(restore_summary(tag[1], msg.value))
 
     def _preview(self, snap: str) -> None:
         self._want, self._ready = snap, None
         self.query_one(PlanView).show(None, "working out the plan…")
-        call(self, ("preview", snap), lambda: self.driver.snapshot_preview(snap))
+        self.call(("preview", snap), lambda: self.driver.snapshot_preview(snap))
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         """A new snapshot highlighted: preview it."""
@@ -114,16 +118,13 @@ class SnapshotsScreen(ModalScreen[str | None]):
             self._preview(event.option.id)
 
     def action_confirm(self) -> None:
-        """Enter: restore the previewed snapshot (a focused button keeps its own meaning)."""
-        if isinstance(self.focused, Button):
-            self.focused.press()
-            return
+        """Enter: restore the previewed snapshot."""
         if self.working or self._ready is None:
             return
         snap = self._ready
         self.working = True
-        self._say(f"restoring snapshot {short(snap)}…")
-        call(self, ("restore", snap), lambda: self.driver.restore_snapshot(snap))
+        self.say(f"restoring snapshot {short(snap)}…")
+        self.call(("restore", snap), lambda: self.driver.restore_snapshot(snap))
 
     def action_cancel(self) -> None:
         """Esc: leave without restoring."""
@@ -134,12 +135,6 @@ class SnapshotsScreen(ModalScreen[str | None]):
         """The buttons do what Enter and Esc do."""
         event.stop()
         if event.button.id == "confirm":
-            self.set_focus(None)
             self.action_confirm()
         else:
             self.action_cancel()
-
-    def _say(self, text: str, error: bool = False) -> None:
-        msg = self.query_one("#message", Static)
-        msg.update(("error: " if error else "") + text)
-        msg.set_class(error, "error")

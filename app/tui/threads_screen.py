@@ -8,13 +8,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..driver import Driver
 from ..session import ThreadSummary
-from .driver_call import CallDone, call
+from .driver_screen import CallDone, DriverScreen
 from .labels import ago, count_text, first_line
 
 
@@ -36,15 +35,14 @@ def thread_label(t: ThreadSummary, current: str | None, now: float | None = None
     return f"{head}\n    {' · '.join(parts)}"
 
 
-class ThreadsScreen(ModalScreen[str | None]):
+class ThreadsScreen(DriverScreen[str | None]):
     """Pick a thread of this workspace; Enter loads it, Esc cancels."""
 
     CSS_PATH = "dialogs.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, driver: Driver) -> None:
-        super().__init__()
-        self.driver = driver
+        super().__init__(driver)
         self.threads: list[ThreadSummary] = []
         self.working = False
 
@@ -56,16 +54,22 @@ class ThreadsScreen(ModalScreen[str | None]):
             yield Static("↑↓ thread · Enter resume · Esc cancel — conversation-only prompts cannot restore files",
                          id="hint")
 
-    def on_mount(self) -> None:
+    def start(self) -> None:
         """List the threads off the event loop."""
         self.query_one("#threads", OptionList).focus()
-        call(self, "list", self.driver.threads)
+        driver = self.driver
 
-    def on_call_done(self, msg: CallDone) -> None:
+        def threads() -> list[ThreadSummary]:
+            driver.require_idle("switch threads")  # listing would wait for the running turn
+            return driver.threads()
+
+        self.call("list", threads)
+
+    def done(self, msg: CallDone) -> None:
         """Show the list, or the loaded thread's summary."""
         if msg.tag == "list":
             if msg.error is not None:
-                self._say(f"cannot list the threads: {msg.error}", error=True)
+                self.say(f"cannot list the threads: {msg.error}", error=True)
                 return
             self.threads = list(msg.value)
             current = self.driver.thread_id
@@ -73,12 +77,12 @@ class ThreadsScreen(ModalScreen[str | None]):
             listing.set_options(Option(Content(thread_label(t, current)), id=t.thread_id) for t in self.threads)
             if self.threads:
                 listing.highlighted = 0
-            self._say(f"{count_text(len(self.threads), 'thread')}" if self.threads
+            self.say(f"{count_text(len(self.threads), 'thread')}" if self.threads
                       else "no threads in this workspace yet")
             return
         self.working = False
         if msg.error is not None:
-            self._say(f"cannot resume: {msg.error}", error=True)
+            self.say(f"cannot resume: {msg.error}", error=True)
             return
         t: ThreadSummary = msg.tag[1]
         self.dismiss(f"resumed thread {t.thread_id}: {first_line(t.preview, 50)}")
@@ -90,15 +94,10 @@ class ThreadsScreen(ModalScreen[str | None]):
             return
         t = self.threads[event.option_index]
         self.working = True
-        self._say(f"loading thread {t.thread_id}…")
-        call(self, ("load", t), lambda: self.driver.load(t.thread_id))
+        self.say(f"loading thread {t.thread_id}…")
+        self.call(("load", t), lambda: self.driver.load(t.thread_id))
 
     def action_cancel(self) -> None:
         """Esc: keep the current thread."""
         if not self.working:
             self.dismiss(None)
-
-    def _say(self, text: str, error: bool = False) -> None:
-        msg = self.query_one("#message", Static)
-        msg.update(("error: " if error else "") + text)
-        msg.set_class(error, "error")
