@@ -100,10 +100,7 @@ class RedoDialog(DriverScreen[str | None]):
         conv = ("conversation: back to the original thread with all its turns"
                 if res.mode != "files" else "conversation: stays as it is (the rewind was files only)")
         self.say(conv)
-        button = self.query_one("#confirm", Button)
-        button.disabled = False
-        if warnings:
-            button.label = "Redo anyway (Enter)"
+        self.query_one("#confirm", Button).disabled = False
 
     def action_confirm(self) -> None:
         """Enter: apply the redo."""
