@@ -68,8 +68,10 @@ class RewindPicker(DriverScreen[str | None]):
         super().__init__(driver)
         self.start_prompt = start_prompt
         self.rows: list[PromptRow] = []
-        self.mode = "both"
+        self.mode = "both"  # the mode in effect for the highlighted prompt
+        self.chosen = "both"  # the user's choice, back in effect on a prompt that allows it
         self.working = False
+        self._ready = False  # the plan of (prompt, mode) is on screen: confirming rewinds exactly that
         self._want: tuple[int, str] | None = None
 
     def compose(self) -> ComposeResult:
@@ -137,6 +139,7 @@ class RewindPicker(DriverScreen[str | None]):
             view.show(None)
             self.say(msg.error, error=True)
             return
+        self._ready = True
         note = ""
         if self.mode == "conversation":
             note = "files: left exactly as they are (conversation only)"
@@ -156,8 +159,7 @@ class RewindPicker(DriverScreen[str | None]):
         row = next((r for r in self.rows if r.number == number), None)
         if row is None:
             return
-        if unavailable(row, self.mode) is not None:
-            self.mode = "conversation"
+        self.mode = self.chosen if unavailable(row, self.chosen) is None else "conversation"
         self._show_modes(row)
         self._preview()
 
@@ -176,6 +178,7 @@ class RewindPicker(DriverScreen[str | None]):
         if row is None:
             return
         self._want = (row.number, self.mode)
+        self._ready = False
         self.query_one(PlanView).show(None, "working out the plan…")
         driver, number, mode = self.driver, row.number, self.mode
         self.call(("preview", number, mode), lambda: driver.rewind_preview(number, mode))
@@ -199,6 +202,7 @@ class RewindPicker(DriverScreen[str | None]):
         if reason is not None:
             self.say(f"{MODE_NAMES[mode]} is unavailable: {reason}", error=True)
             return
+        self.chosen = mode
         if mode != self.mode:
             self.mode = mode
             self._show_modes(row)
@@ -210,9 +214,8 @@ class RewindPicker(DriverScreen[str | None]):
         row = self.current_row()
         if row is None or self.working:
             return
-        if unavailable(row, self.mode) is not None:
-            self.say(f"{MODE_NAMES[self.mode]} is unavailable: {unavailable(row, self.mode)}", error=True)
-            return
+        if not self._ready:
+            return  # the plan is still being worked out (or could not be): nothing unseen happens
         self.working = True
         self.say(f"rewinding to prompt {row.number} ({MODE_NAMES[self.mode]})…")
         driver, number, mode = self.driver, row.number, self.mode
