@@ -145,6 +145,10 @@ class Driver:
         """A turn is running or prompts are queued."""
         return self._running is not None or bool(self._pending)
 
+    def require_idle(self, what: str) -> None:
+        """Raise Busy (with a message saying `what` must wait) while a turn runs or prompts are queued."""
+        self._idle(what)
+
     def _idle(self, what: str) -> None:
         if self.busy:
             raise Busy(f"cannot {what} while a turn is running: wait for it, or interrupt it (Esc)")

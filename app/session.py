@@ -764,7 +764,9 @@ class Session:
             if a.op not in ("write", "delete"):
                 continue
             then = left_by_rewind.get(a.path)
-            if a.current != then and not (a.current is None and (then is None or then[0] == "-")):
+            # absent then and absent now is no change, however each capture recorded the absence
+            absent_now = a.current is None or a.current[0] == "-"
+            if a.current != then and not (absent_now and (then is None or then[0] == "-")):
                 out.append(a.path)
         return sorted(out)
 

@@ -125,6 +125,8 @@ def test_approval_is_a_future_the_front_end_resolves(model: ScriptedModel, tmp_p
         assert asked.request.kind == "command" and "asked.txt" in (asked.request.command or "")
         with pytest.raises(Busy):
             d.rewind_preview(1)
+        with pytest.raises(Busy, match="cannot switch threads while a turn is running"):
+            d.require_idle("switch threads")  # dialogs ask before listing (listing waits for the turn)
         asked.future.set_result("decline")
         decided = ev.wait(ApprovalDecided)
         assert decided.decision == "decline"

@@ -128,7 +128,8 @@ def test_redo_names_what_changed_since_the_rewind_before_restoring(rigs: RigFact
     m = rig.model
     m.script("since-one", [add_file("build/deploy.sh", "deploy\n"), add_file("a.txt", "a\n"), message("one")])
     m.script("since-two", [delete_file("build/deploy.sh"), message("two")])
-    m.script("since-three", [update_file("a.txt", "a", "A"), message("three")])
+    # c.txt: created by prompt three, deleted by the rewind and still absent — not a change since the rewind
+    m.script("since-three", [update_file("a.txt", "a", "A"), add_file("c.txt", "c\n"), message("three")])
     s = rig.session
     tid = s.start_thread()
     for p in ("since-one please", "since-two please", "since-three please"):

@@ -1,0 +1,78 @@
+"""The base of every dialog: Driver calls run in thread workers and come back as messages, never widget touches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from snapshot_store import StoreError
+
+from ..driver import Driver
+
+ResultT = TypeVar("ResultT")
+
+
+class CallDone(Message, bubble=False):
+    """A Driver call finished: `value` on success, `error` (one line for the user) on failure."""
+
+    def __init__(self, tag: Any, value: Any = None, error: str | None = None) -> None:
+        super().__init__()
+        self.tag = tag
+        self.value = value
+        self.error = error
+
+
+class DriverScreen(ModalScreen[ResultT]):
+    """A modal dialog over a Driver: `call` runs blocking work off the event loop, `done` shows its result."""
+
+    CSS_PATH = "dialogs.tcss"
+
+    def __init__(self, driver: Driver) -> None:
+        super().__init__()
+        self.driver = driver
+        self.in_flight = 0  # calls whose result the dialog has not shown yet
+
+    def on_mount(self) -> None:
+        """Buttons are for the mouse (keys do the same), so Enter never lands on Cancel by focus."""
+        for button in self.query(Button):
+            button.can_focus = False
+        self.start()
+
+    def start(self) -> None:
+        """Begin the dialog's first Driver call."""
+
+    def call(self, tag: Any, fn: Callable[[], Any]) -> None:
+        """Run `fn` in a thread worker; its result arrives as `CallDone(tag, …)` (errors included)."""
+        self.in_flight += 1
+
+        def run() -> None:
+            try:
+                value = fn()
+            except StoreError as exc:  # SessionError and Busy are StoreErrors: one line for the user
+                self.post_message(CallDone(tag, error=str(exc)))
+            except Exception as exc:  # a dialog shows every failure; it never crashes the app
+                self.post_message(CallDone(tag, error=f"{type(exc).__name__}: {exc}"))
+            else:
+                self.post_message(CallDone(tag, value))
+
+        self.run_worker(run, thread=True, group="driver", exit_on_error=False)
+
+    def on_call_done(self, msg: CallDone) -> None:
+        """Hand a result to `done` (on the UI thread)."""
+        try:
+            self.done(msg)
+        finally:
+            self.in_flight -= 1
+
+    def done(self, msg: CallDone) -> None:
+        """Show a finished call's result."""
+
+    def say(self, text: str, error: bool = False) -> None:
+        """The dialog's one-line message (errors say so in words, not only in colour)."""
+        msg = self.query_one("#message", Static)
+        msg.update(("error: " if error and not text.startswith("error") else "") + text)
+        msg.set_class(error, "error")

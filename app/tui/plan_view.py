@@ -1,0 +1,93 @@
+"""The preview pane the rewind picker, redo and snapshot dialogs share: the dry run's plan and each file's diff."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from snapshot_store.restore import Action
+
+from ..driver import Preview
+from ..events import FileStat
+from .diffview import DiffView
+from .labels import count_text, plan_line
+
+
+def plan_actions(preview: Preview) -> list[Action]:
+    """Every step of the plan, then what the dry run left alone beyond it (each with its reason)."""
+    if preview.restore is None:
+        return []
+    actions = list(preview.restore.plan.actions)
+    listed = {(a.op, a.path) for a in actions}
+    actions += [a for a in preview.restore.left if (a.op, a.path) not in listed]
+    return actions
+
+
+def plan_summary(preview: Preview) -> str:
+    """`files: 2 written, 1 deleted, 3 left alone` for the dry run."""
+    acts = plan_actions(preview)
+    written = sum(a.op == "write" for a in acts)
+    deleted = sum(a.op in ("delete", "rmdir") for a in acts)
+    left = sum(a.op == "leave" for a in acts)
+    if not acts:
+        return "files: the workspace already matches — nothing to write or delete"
+    return f"files: {count_text(written, 'file')} written, {deleted} deleted, {left} left alone"
+
+
+class PlanView(Vertical):
+    """The plan (files written, deleted, left alone, each with its reason) and the diff of the highlighted file."""
+
+    def __init__(self, **kwargs: str) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._diffs: dict[str, tuple[FileStat, str]] = {}
+        self._actions: list[Action] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="plan-summary", markup=False)
+        yield OptionList(id="plan-actions")
+        with VerticalScroll(id="plan-diff-scroll", can_focus=False):
+            yield DiffView("", id="plan-diff")
+
+    def show(self, preview: Preview | None, note: str = "") -> None:
+        """Show a dry run (or only `note`, e.g. `loading…` or why files are not touched)."""
+        actions = plan_actions(preview) if preview is not None else []
+        self._actions = actions
+        self._diffs = dict(preview.diffs) if preview is not None else {}
+        summary = plan_summary(preview) if preview is not None and preview.restore is not None else ""
+        self.query_one("#plan-summary", Static).update("\n".join(t for t in (note, summary) if t))
+        listing = self.query_one("#plan-actions", OptionList)
+        listing.set_options(Option(Content(plan_line(a, self._diffs.get(a.path, (None, ""))[0])), id=str(i))
+                            for i, a in enumerate(actions))
+        listing.display = bool(actions)
+        self.query_one("#plan-diff-scroll").display = bool(actions)
+        if actions:
+            first = next((i for i, a in enumerate(actions) if a.path in self._diffs), 0)
+            listing.highlighted = first
+            self._show_diff(first)
+
+    def _show_diff(self, index: int) -> None:
+        if not 0 <= index < len(self._actions):
+            return
+        act = self._actions[index]
+        if act.path in self._diffs:
+            text = self._diffs[act.path][1]
+        elif act.op == "leave":
+            text = f"(left alone: {act.reason})"
+        else:
+            text = f"({act.op} {act.path})"
+        self.query_one("#plan-diff", DiffView).show(text)
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        """Follow the highlighted plan line with its diff."""
+        if event.option_list.id == "plan-actions":
+            event.stop()
+            self._show_diff(event.option_index)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        """Selecting a plan line only shows its diff (confirming is the dialog's key)."""
+        if event.option_list.id == "plan-actions":
+            event.stop()
+            self._show_diff(event.option_index)

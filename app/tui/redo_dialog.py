@@ -1,0 +1,124 @@
+"""The redo dialog: the conflicts first, then what the redo brings back, then confirm."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Button, Static
+
+from ..driver import Driver, Preview
+from ..session import RedoResult
+from .driver_screen import CallDone, DriverScreen
+from .labels import MODE_NAMES, count_text
+from .plan_view import PlanView
+
+
+def conflict_lines(res: RedoResult) -> list[str]:
+    """The warnings a user must see before a redo overwrites work done since the rewind."""
+    out = []
+    if res.changed_since_rewind:
+        names = ", ".join(res.changed_since_rewind)
+        out.append(f"! {count_text(len(res.changed_since_rewind), 'file')} changed since the rewind and will be "
+                   f"overwritten (the redo's safety snapshot keeps this version): {names}")
+    if res.turns_since_rewind:
+        out.append(f"! {count_text(res.turns_since_rewind, 'prompt')} sent on this fork since the rewind: the redo "
+                   "leaves this thread (it stays listed in /threads)")
+    return out
+
+
+def redo_summary(res: RedoResult) -> str:
+    """The one line the main app shows after a redo."""
+    files = ""
+    if res.restore is not None:
+        files = f": {count_text(len(res.restore.written), 'file')} written, {len(res.restore.deleted)} deleted"
+    return f"redo: back where the rewind started ({MODE_NAMES.get(res.mode, res.mode)}){files}"
+
+
+class RedoDialog(DriverScreen[str | None]):
+    """Undo the last rewind: warn about what changed since, show the plan, apply on Enter, Esc cancels."""
+
+    CSS_PATH = "dialogs.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("enter", "confirm", "Redo", priority=True),
+    ]
+
+    def __init__(self, driver: Driver) -> None:
+        super().__init__(driver)
+        self.preview: Preview | None = None
+        self.working = True
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static("Redo — undo the last rewind", id="title")
+            yield Static("", id="conflicts", markup=False)
+            yield PlanView(id="preview")
+            yield Static("working out what the redo brings back…", id="message", markup=False)
+            with Horizontal(id="buttons"):
+                yield Button("Redo (Enter)", id="confirm", variant="primary", disabled=True)
+                yield Button("Cancel (Esc)", id="cancel")
+            yield Static("↑↓ file · Enter redo · Esc cancel", id="hint")
+
+    def start(self) -> None:
+        """Dry-run the redo off the event loop."""
+        self.query_one(PlanView).show(None, "loading…")
+        self.call("preview", self.driver.redo_preview)
+
+    def done(self, msg: CallDone) -> None:
+        """Show the dry run, or the redo's outcome."""
+        self.working = False
+        if msg.tag == "preview":
+            self._previewed(msg)
+        elif msg.error is not None:
+            self.say(f"redo failed: {msg.error}", error=True)
+        else:
+            self.dismiss(redo_summary(msg.value))
+
+    def _previewed(self, msg: CallDone) -> None:
+        view = self.query_one(PlanView)
+        if msg.error is not None:
+            view.show(None)
+            if msg.error.startswith("nothing to redo"):
+                self.query_one("#title", Static).update("Nothing to redo")
+                self.say("nothing to redo: no rewind on this thread to undo (Esc closes)")
+            else:
+                self.say(msg.error, error=True)
+            return
+        self.preview = msg.value
+        res = msg.value.result
+        assert isinstance(res, RedoResult)
+        warnings = conflict_lines(res)
+        conflicts = self.query_one("#conflicts", Static)
+        conflicts.update("\n".join(warnings) if warnings else "no conflicts: nothing changed since the rewind")
+        conflicts.set_class(bool(warnings), "warning")
+        note = ("files: left exactly as they are (the rewind was conversation only)"
+                if res.restore is None else "")
+        view.show(msg.value, note)
+        conv = ("conversation: back to the original thread with all its turns"
+                if res.mode != "files" else "conversation: stays as it is (the rewind was files only)")
+        self.say(conv)
+        self.query_one("#confirm", Button).disabled = False
+
+    def action_confirm(self) -> None:
+        """Enter: apply the redo."""
+        if self.working or self.preview is None:
+            return
+        self.working = True
+        self.say("redoing…")
+        self.call("redo", self.driver.redo)
+
+    def action_cancel(self) -> None:
+        """Esc: leave without redoing."""
+        if not self.working or self.preview is None:
+            self.dismiss(None)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        """The buttons do what Enter and Esc do."""
+        event.stop()
+        if event.button.id == "confirm":
+            self.action_confirm()
+        else:
+            self.action_cancel()

@@ -1,0 +1,235 @@
+"""The rewind picker: every prompt of the thread, the exact plan of the rewind, a mode, confirm."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.widgets import Button, OptionList, Static
+from textual.widgets.option_list import Option
+
+from ..driver import Driver, PromptRow
+from ..session import RewindResult
+from .driver_screen import CallDone, DriverScreen
+from .labels import MODE_KEYS, MODE_NAMES, ago, count_text, files_label, first_line
+from .plan_view import PlanView
+
+MODES = ("both", "files", "conversation")
+
+
+def row_label(row: PromptRow, now: float | None = None) -> str:
+    """`2  just now  [snapshot]  fix the tests` and the files that turn changed on a second line."""
+    snap = "snapshot gone" if row.snapshot_gone else ("snapshot" if row.has_snapshot else "no snapshot")
+    return (f"{row.number:>2}  {ago(row.started, now)}  [{snap}]  {first_line(row.text)}\n"
+            f"    {files_label(row.files)}")
+
+
+def unavailable(row: PromptRow, mode: str) -> str | None:
+    """Why `mode` cannot apply to this prompt (None when it can)."""
+    if mode == "conversation":
+        return None
+    if row.snapshot_gone:
+        return f"prompt {row.number}'s file snapshot is gone"
+    if not row.has_snapshot:
+        return f"prompt {row.number} ran without a file snapshot"
+    return None
+
+
+def mode_label(mode: str, reason: str | None, chosen: bool) -> str:
+    """`(•) [b] files and conversation` — the chosen one marked in text, an unavailable one with why."""
+    text = f"{'(•)' if chosen else '( )'} [{MODE_KEYS[mode]}] {MODE_NAMES[mode]}"
+    return text if reason is None else f"{text} — unavailable: {reason}"
+
+
+def rewind_summary(res: RewindResult) -> str:
+    """The one line the main app shows after a rewind."""
+    files = ""
+    if res.restore is not None:
+        files = f": {count_text(len(res.restore.written), 'file')} written, {len(res.restore.deleted)} deleted"
+    return f"rewound to prompt {res.to_prompt} ({MODE_NAMES.get(res.mode, res.mode)}){files}; /redo brings it back"
+
+
+class RewindPicker(DriverScreen[str | None]):
+    """Pick a prompt and a mode, see exactly what the rewind will do, confirm (Enter) or cancel (Esc)."""
+
+    CSS_PATH = "dialogs.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("enter", "confirm", "Rewind", priority=True),
+        Binding("b", "mode('both')", "Files and conversation"),
+        Binding("f", "mode('files')", "Files only"),
+        Binding("c", "mode('conversation')", "Conversation only"),
+    ]
+
+    def __init__(self, driver: Driver, start_prompt: int | None = None) -> None:
+        super().__init__(driver)
+        self.start_prompt = start_prompt
+        self.rows: list[PromptRow] = []
+        self.mode = "both"  # the mode in effect for the highlighted prompt
+        self.chosen = "both"  # the user's choice, back in effect on a prompt that allows it
+        self.working = False
+        self._ready = False  # the plan of (prompt, mode) is on screen: confirming rewinds exactly that
+        self._want: tuple[int, str] | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static("Rewind — choose the prompt to go back to (before it ran)", id="title")
+            with Horizontal(id="panes"):
+                with Vertical(id="left"):
+                    yield OptionList(id="prompts")
+                    yield Static("Mode", classes="label")
+                    choices = [Option(Content(mode_label(m, None, m == "both")), id=m) for m in MODES]
+                    yield OptionList(*choices, id="modes")
+                yield PlanView(id="preview")
+            yield Static("loading the prompts…", id="message", markup=False)
+            with Horizontal(id="buttons"):
+                yield Button("Rewind (Enter)", id="confirm", variant="primary")
+                yield Button("Cancel (Esc)", id="cancel")
+            yield Static("↑↓ prompt · Tab next pane · b/f/c mode · Enter rewind · Esc cancel", id="hint")
+
+    def start(self) -> None:
+        """List the prompts off the event loop."""
+        self.query_one("#prompts", OptionList).focus()
+        driver = self.driver
+
+        def rows() -> list[PromptRow]:
+            driver.require_idle("rewind")  # listing would wait for the running turn
+            return driver.prompt_rows()
+
+        self.call("rows", rows)
+
+    # ------------------------------------------------------------------ results
+    def done(self, msg: CallDone) -> None:
+        """Show a Driver result (or its error) in the dialog."""
+        tag: Any = msg.tag
+        if tag == "rows":
+            self._rows_loaded(msg)
+        elif isinstance(tag, tuple) and tag[0] == "preview":
+            if tag[1:] == self._want:
+                self._preview_loaded(msg)
+        elif tag == "rewind":
+            self.working = False
+            if msg.error is not None:
+                self.say(f"rewind failed: {msg.error}", error=True)
+            else:
+                self.dismiss(rewind_summary(msg.value))
+
+    def _rows_loaded(self, msg: CallDone) -> None:
+        if msg.error is not None:
+            self.say(f"cannot list the prompts: {msg.error}", error=True)
+            return
+        self.rows = list(msg.value)
+        listing = self.query_one("#prompts", OptionList)
+        listing.set_options(Option(Content(row_label(r)), id=str(r.number)) for r in self.rows)
+        if not self.rows:
+            self.say("nothing to rewind: no prompt was sent in this thread yet", error=True)
+            return
+        numbers = [r.number for r in self.rows]
+        start = self.start_prompt if self.start_prompt in numbers else numbers[-1]
+        listing.highlighted = numbers.index(start)
+        self._select(start)
+
+    def _preview_loaded(self, msg: CallDone) -> None:
+        view = self.query_one(PlanView)
+        row = self.current_row()
+        if msg.error is not None:
+            view.show(None)
+            self.say(msg.error, error=True)
+            return
+        self._ready = True
+        note = ""
+        if self.mode == "conversation":
+            note = "files: left exactly as they are (conversation only)"
+        view.show(msg.value if self.mode != "conversation" else None, note)
+        conv = ("conversation: forks the thread before this prompt; its text goes back to the composer"
+                if self.mode != "files" else "conversation: stays as it is (files only)")
+        self.say(f"prompt {row.number if row else '?'} · {MODE_NAMES[self.mode]} · {conv}")
+
+    # ------------------------------------------------------------------ choices
+    def current_row(self) -> PromptRow | None:
+        """The highlighted prompt."""
+        listing = self.query_one("#prompts", OptionList)
+        idx = listing.highlighted
+        return self.rows[idx] if idx is not None and 0 <= idx < len(self.rows) else None
+
+    def _select(self, number: int) -> None:
+        row = next((r for r in self.rows if r.number == number), None)
+        if row is None:
+            return
+        self.mode = self.chosen if unavailable(row, self.chosen) is None else "conversation"
+        self._show_modes(row)
+        self._preview()
+
+    def _show_modes(self, row: PromptRow) -> None:
+        """Mark the chosen mode in text; disable, with the reason, the modes this prompt cannot use."""
+        modes = self.query_one("#modes", OptionList)
+        for m in MODES:
+            reason = unavailable(row, m)
+            modes.replace_option_prompt(m, Content(mode_label(m, reason, m == self.mode)))
+            if modes.get_option(m).disabled != (reason is not None):  # toggling moves the highlight
+                (modes.enable_option if reason is None else modes.disable_option)(m)
+        modes.highlighted = MODES.index(self.mode)
+
+    def _preview(self) -> None:
+        row = self.current_row()
+        if row is None:
+            return
+        self._want = (row.number, self.mode)
+        self._ready = False
+        self.query_one(PlanView).show(None, "working out the plan…")
+        driver, number, mode = self.driver, row.number, self.mode
+        self.call(("preview", number, mode), lambda: driver.rewind_preview(number, mode))
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        """A new prompt or mode: preview it."""
+        if event.option_list.id == "prompts" and self.rows:
+            row = self.current_row()
+            if row is not None and (self._want is None or self._want[0] != row.number):
+                self._select(row.number)
+        elif (event.option_list.id == "modes" and event.option_list.has_focus  # the user moved, not the code
+              and event.option.id in MODES and event.option.id != self.mode):
+            self.action_mode(str(event.option.id))
+
+    def action_mode(self, mode: str) -> None:
+        """Pick a mode by its key (ignored, with the reason shown, when it cannot apply)."""
+        row = self.current_row()
+        if row is None or self.working:
+            return
+        reason = unavailable(row, mode)
+        if reason is not None:
+            self.say(f"{MODE_NAMES[mode]} is unavailable: {reason}", error=True)
+            return
+        self.chosen = mode
+        if mode != self.mode:
+            self.mode = mode
+            self._show_modes(row)
+            self._preview()
+
+    # ------------------------------------------------------------------ confirm / cancel
+    def action_confirm(self) -> None:
+        """Enter: rewind to the highlighted prompt in the chosen mode."""
+        row = self.current_row()
+        if row is None or self.working:
+            return
+        if not self._ready:
+            return  # the plan is still being worked out (or could not be): nothing unseen happens
+        self.working = True
+        self.say(f"rewinding to prompt {row.number} ({MODE_NAMES[self.mode]})…")
+        driver, number, mode = self.driver, row.number, self.mode
+        self.call("rewind", lambda: driver.rewind(number, mode))
+
+    def action_cancel(self) -> None:
+        """Esc: leave without rewinding."""
+        if not self.working:
+            self.dismiss(None)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        """The buttons do what Enter and Esc do."""
+        event.stop()
+        if event.button.id == "confirm":
+            self.action_confirm()
+        else:
+            self.action_cancel()

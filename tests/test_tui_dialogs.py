@@ -1,0 +1,360 @@
+"""The dialog screens against a real Codex: rewind picker, redo, threads, snapshots, diff — driven by keys."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_helpers import session_options
+from rich.syntax import Syntax
+from test_driver import Events
+from textual.app import App
+from textual.pilot import Pilot
+from textual.screen import Screen
+from textual.widgets import OptionList, Static
+
+from app.driver import Driver
+from app.events import ApprovalAsked, TurnFinished
+from app.scripted_model import ScriptedModel, add_file, message, shell
+from app.tui.diff_screen import DiffScreen
+from app.tui.redo_dialog import RedoDialog
+from app.tui.rewind_picker import RewindPicker
+from app.tui.snapshots_screen import SnapshotsScreen
+from app.tui.threads_screen import ThreadsScreen
+
+SIZE = (110, 34)
+UNSET = object()
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[ScriptedModel]:
+    with ScriptedModel() as m:
+        yield m
+
+
+class Host(App[None]):
+    """A bare app that pushes one dialog and keeps what it dismissed with."""
+
+    def __init__(self, make: Callable[[], Screen[Any]]) -> None:
+        super().__init__()
+        self.make = make
+        self.result: Any = UNSET
+
+    def on_mount(self) -> None:
+        self.push_screen(self.make(), callback=self._done)
+
+    def _done(self, result: Any) -> None:
+        self.result = result
+
+
+def started(model: ScriptedModel, base: Path, prompts: list[str], *, config_extra: str = "") -> Driver:
+    """A started Driver on a fresh workspace that has run `prompts` (each completed)."""
+    ev = Events()
+    d = Driver(session_options(model, base, {"keep.txt": "k\n"}, config_extra=config_extra), ev)
+    assert d.start()
+    for p in prompts:
+        turn(d, ev, p)
+    d.events = ev  # type: ignore[attr-defined]
+    return d
+
+
+def turn(d: Driver, ev: Events, text: str) -> None:
+    d.submit(text)
+    assert ev.wait(TurnFinished).status == "completed"
+
+
+async def settle(pilot: Pilot[Any]) -> None:
+    """Let every driver worker finish and its result reach the screen."""
+    app = pilot.app
+    deadline = time.monotonic() + 60
+    quiet = 0
+    while quiet < 2:
+        assert time.monotonic() < deadline, "the dialog's workers did not finish"
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        waiting = getattr(app.screen, "in_flight", 0)  # results not yet shown (a posted message may be in transit)
+        quiet = quiet + 1 if not waiting and not any(w.is_running for w in app.workers) else 0
+
+
+def shown(screen: Screen[Any]) -> str:
+    """The text a dialog shows: its labels, list rows (disabled ones marked) and the diff."""
+    out = []
+    for w in screen.query("*"):
+        if not w.display:
+            continue
+        if isinstance(w, OptionList):
+            out += [("(disabled) " if o.disabled else "") + str(o.prompt) for o in w.options]
+        elif isinstance(w, Static):
+            content = w.content
+            out.append(content.code if isinstance(content, Syntax) else str(content))
+    return "\n".join(out)
+
+
+def run(app: Host, story: Callable[[Pilot[Any]], Any]) -> None:
+    async def go() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await story(pilot)
+    asyncio.run(go())
+
+
+def story_files(model: ScriptedModel, tag: str) -> list[str]:
+    """Prompt 1 adds a.txt with apply_patch; prompt 2 changes files from the shell only."""
+    model.script(f"{tag}-one", [add_file("a.txt", "one\ntwo\n"), message("made a.txt")])
+    model.script(f"{tag}-two", [shell("printf 'x\\ny\\n' > b.txt && echo more >> a.txt"), message("shelled")])
+    return [f"{tag}-one please", f"{tag}-two please"]
+
+
+def test_picker_lists_prompts_previews_the_plan_and_rewinds_both(model: ScriptedModel, tmp_path: Path) -> None:
+    d = started(model, tmp_path, story_files(model, "pk"))
+    origin = d.thread_id
+    try:
+        app = Host(lambda: RewindPicker(d, start_prompt=2))
+
+        async def story(pilot: Pilot[Any]) -> None:
+            text = shown(pilot.app.screen)
+            assert "pk-one please" in text and "A a.txt +2 -0" in text
+            assert "M a.txt +1 -0, A b.txt +2 -0" in text  # the shell-made changes, with line counts
+            assert "[snapshot]" in text
+            # the plan of prompt 2 (preselected), each step with its reason, and the diff of the first file
+            assert "W write: a.txt +0 -1" in text
+            assert "D delete: b.txt +0 -2 — absent in the target snapshot" in text
+            assert "-x\n-y" in text  # the diff of the first step
+            await pilot.press("tab", "tab", "down")  # into the plan: the diff follows the highlighted file
+            assert "-more" in shown(pilot.app.screen)
+            await pilot.press("enter")
+            await settle(pilot)
+
+        run(app, story)
+        assert app.result == ("rewound to prompt 2 (files and conversation): 1 file written, 1 deleted; "
+                              "/redo brings it back")
+        ws = d.opts.cwd
+        assert (ws / "a.txt").read_text() == "one\ntwo\n" and not (ws / "b.txt").exists()
+        assert d.thread_id != origin  # a fork holding prompt 1 only
+        assert [r.text for r in d.prompt_rows()] == ["pk-one please"]
+    finally:
+        d.close()
+
+
+def test_picker_files_only_keeps_the_thread_and_conversation_only_keeps_the_files(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    d = started(model, tmp_path, story_files(model, "md"))
+    origin = d.thread_id
+    ws = d.opts.cwd
+    try:
+        app = Host(lambda: RewindPicker(d, start_prompt=2))
+
+        async def files_only(pilot: Pilot[Any]) -> None:
+            await pilot.press("f")
+            await settle(pilot)
+            assert "prompt 2 · files only · conversation: stays as it is" in shown(pilot.app.screen)
+            await pilot.press("enter")
+            await settle(pilot)
+
+        run(app, files_only)
+        assert app.result == "rewound to prompt 2 (files only): 1 file written, 1 deleted; /redo brings it back"
+        assert (ws / "a.txt").read_text() == "one\ntwo\n" and not (ws / "b.txt").exists()
+        assert d.thread_id == origin and len(d.prompt_rows()) == 2  # the conversation is untouched
+
+        (ws / "a.txt").write_text("mine\n")
+        app = Host(lambda: RewindPicker(d, start_prompt=2))
+
+        async def conversation_only(pilot: Pilot[Any]) -> None:
+            await pilot.press("c")
+            await settle(pilot)
+            text = shown(pilot.app.screen)
+            assert "files: left exactly as they are (conversation only)" in text
+            assert "D delete" not in text  # no plan: files are not touched
+            await pilot.press("enter")
+            await settle(pilot)
+
+        run(app, conversation_only)
+        assert app.result == "rewound to prompt 2 (conversation only); /redo brings it back"
+        assert (ws / "a.txt").read_text() == "mine\n"
+        assert d.thread_id != origin and [r.text for r in d.prompt_rows()] == ["md-one please"]
+    finally:
+        d.close()
+
+
+def test_files_modes_are_disabled_with_the_reason_when_a_prompt_has_no_snapshot(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    model.script("off-one", [add_file("c.txt", "c\n"), message("made c.txt")])
+    d = started(model, tmp_path, ["off-one please"], config_extra="[features]\nfile_snapshots = false")
+    origin = d.thread_id
+    try:
+        app = Host(lambda: RewindPicker(d))
+
+        async def story(pilot: Pilot[Any]) -> None:
+            text = shown(pilot.app.screen)
+            assert "[no snapshot]  off-one please" in text
+            why = "unavailable: prompt 1 ran without a file snapshot"
+            assert f"(disabled) ( ) [b] files and conversation — {why}" in text
+            assert f"(disabled) ( ) [f] files only — {why}" in text
+            assert "(•) [c] conversation only" in text
+            assert "prompt 1 · conversation only" in text  # the one mode that applies is chosen
+            await pilot.press("f")
+            text = shown(pilot.app.screen)
+            assert "error: files only is unavailable: prompt 1 ran without a file snapshot" in text
+            await pilot.press("enter")
+            await settle(pilot)
+
+        run(app, story)
+        assert app.result == "rewound to prompt 1 (conversation only); /redo brings it back"
+        assert (d.opts.cwd / "c.txt").read_text() == "c\n"
+        assert d.thread_id != origin and d.prompt_rows() == []
+    finally:
+        d.close()
+
+
+def test_redo_lists_the_conflicts_first_then_brings_everything_back(model: ScriptedModel, tmp_path: Path) -> None:
+    model.script("rd-fork", [message("on the fork")])
+    d = started(model, tmp_path, story_files(model, "rd"))
+    ev: Events = d.events  # type: ignore[attr-defined]
+    origin = d.thread_id
+    ws = d.opts.cwd
+    try:
+        d.rewind(2)
+        (ws / "a.txt").write_text("edited after the rewind\n")
+        turn(d, ev, "rd-fork please")
+        app = Host(lambda: RedoDialog(d))
+
+        async def story(pilot: Pilot[Any]) -> None:
+            text = shown(pilot.app.screen)
+            assert "! 1 file changed since the rewind and will be overwritten" in text and "a.txt" in text
+            assert "! 1 prompt sent on this fork since the rewind" in text
+            assert "W write: b.txt +2 -0" in text and "W write: a.txt" in text
+            assert "conversation: back to the original thread with all its turns" in text
+            await pilot.press("enter")
+            await settle(pilot)
+
+        run(app, story)
+        assert app.result == "redo: back where the rewind started (files and conversation): 2 files written, 0 deleted"
+        assert (ws / "a.txt").read_text() == "one\ntwo\nmore\n" and (ws / "b.txt").read_text() == "x\ny\n"
+        assert d.thread_id == origin and len(d.prompt_rows()) == 2
+
+        app = Host(lambda: RedoDialog(d))
+
+        async def nothing(pilot: Pilot[Any]) -> None:
+            assert "Nothing to redo" in shown(pilot.app.screen)
+            await pilot.press("enter")  # nothing happens
+            await pilot.press("escape")
+
+        run(app, nothing)
+        assert app.result is None
+    finally:
+        d.close()
+
+
+def test_threads_screen_resumes_an_older_thread(model: ScriptedModel, tmp_path: Path) -> None:
+    model.script("th-old", [add_file("o.txt", "o\n"), message("old")])
+    model.script("th-new", [message("new")])
+    d = started(model, tmp_path, ["th-old please"])
+    ev: Events = d.events  # type: ignore[attr-defined]
+    old = d.thread_id
+    try:
+        d.new_thread()
+        turn(d, ev, "th-new please")
+        assert d.thread_id != old
+        app = Host(lambda: ThreadsScreen(d))
+
+        async def story(pilot: Pilot[Any]) -> None:
+            rows = pilot.app.screen.query_one("#threads", OptionList).options
+            assert [str(o.prompt).split("\n")[0] for o in rows] == ["* th-new please", "  th-old please"]
+            assert "1 prompt · 1 with snapshots" in str(rows[1].prompt)
+            await pilot.press("down", "enter")
+            await settle(pilot)
+
+        run(app, story)
+        assert app.result == f"resumed thread {old}: th-old please"
+        assert d.thread_id == old and [r.text for r in d.prompt_rows()] == ["th-old please"]
+    finally:
+        d.close()
+
+
+def test_snapshots_screen_previews_and_restores(model: ScriptedModel, tmp_path: Path) -> None:
+    model.script("sn-one", [add_file("s.txt", "s\n"), message("made s.txt")])
+    d = started(model, tmp_path, ["sn-one please"])
+    try:
+        oldest = d.snapshots()[-1]
+        app = Host(lambda: SnapshotsScreen(d))
+
+        async def story(pilot: Pilot[Any]) -> None:
+            await pilot.press("end")  # the oldest: before the prompt ran
+            await settle(pilot)
+            text = shown(pilot.app.screen)
+            assert f"id {oldest.id[:8]}" in text
+            assert "D delete: s.txt +0 -1" in text and "-s" in text
+            await pilot.press("enter")
+            await settle(pilot)
+
+        run(app, story)
+        assert str(app.result).startswith(f"restored snapshot {oldest.id[:8]}: 0 files written, 1 deleted")
+        assert not (d.opts.cwd / "s.txt").exists() and (d.opts.cwd / "keep.txt").read_text() == "k\n"
+    finally:
+        d.close()
+
+
+def test_diff_screen_shows_each_file_and_its_diff(model: ScriptedModel, tmp_path: Path) -> None:
+    d = started(model, tmp_path, story_files(model, "df"))
+    try:
+        app = Host(lambda: DiffScreen(d, None))
+
+        async def last(pilot: Pilot[Any]) -> None:
+            text = shown(pilot.app.screen)
+            assert "M a.txt +1 -0\nA b.txt +2 -0" in text and "2 files changed, +3 -0" in text
+            assert "+more" in text
+            await pilot.press("down")
+            assert "+x\n+y" in shown(pilot.app.screen)
+            await pilot.press("escape")
+
+        run(app, last)
+        assert app.result is None
+        app = Host(lambda: DiffScreen(d, 1))
+
+        async def first(pilot: Pilot[Any]) -> None:
+            assert "A a.txt +3 -0\nA b.txt +2 -0" in shown(pilot.app.screen)
+
+        run(app, first)
+    finally:
+        d.close()
+
+
+def test_snapshots_of_the_rewind_picker_and_the_redo_dialog(model: ScriptedModel, tmp_path: Path,
+                                                            snap_compare: Any) -> None:
+    d = started(model, tmp_path, story_files(model, "sv"))
+    try:
+        assert snap_compare(Host(lambda: RewindPicker(d, start_prompt=2)), terminal_size=SIZE, run_before=settle)
+        d.rewind(2)
+        (d.opts.cwd / "a.txt").write_text("edited after the rewind\n")
+        assert snap_compare(Host(lambda: RedoDialog(d)), terminal_size=SIZE, run_before=settle)
+    finally:
+        d.close()
+
+
+def test_a_running_turn_is_an_error_in_the_dialog_not_a_crash(model: ScriptedModel, tmp_path: Path) -> None:
+    model.script("bz-ask", [shell("echo asked > asked.txt"), message("ran it")])
+    ev = Events()
+    d = Driver(session_options(model, tmp_path, approval_policy="untrusted", sandbox="read-only"), ev)
+    try:
+        assert d.start()
+        d.submit("bz-ask now")
+        asked = ev.wait(ApprovalAsked)  # the turn now waits for an answer
+        for make in (lambda: RewindPicker(d), lambda: RedoDialog(d)):
+            app = Host(make)
+
+            async def story(pilot: Pilot[Any]) -> None:
+                text = shown(pilot.app.screen)
+                assert "error: " in text and "while a turn is running: wait for it, or interrupt it (Esc)" in text
+                await pilot.press("enter", "escape")
+
+            run(app, story)
+            assert app.result is None
+        asked.future.set_result("decline")
+        assert ev.wait(TurnFinished).status == "completed"
+        assert not (d.opts.cwd / "asked.txt").exists()
+    finally:
+        d.close()
