@@ -770,7 +770,8 @@ class Session:
             if a.op not in ("write", "delete"):
                 continue
             then = left_by_rewind.get(a.path)
-            if a.current != then and not (a.current is None and (then is None or then[0] == "-")):
+            absent_now = a.current is None or a.current[0] == "-"  # the plan marks a missing file with a tombstone
+            if a.current != then and not (absent_now and (then is None or then[0] == "-")):
                 out.append(a.path)
         return sorted(out)
 
