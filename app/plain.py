@@ -10,9 +10,12 @@ not a terminal, lines are read plainly from it (no editing, no completion), so p
 from __future__ import annotations
 
 import datetime as dt
+import os
 import queue
 import re
+import select
 import sys
+import termios
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TextIO, TypeVar
@@ -51,7 +54,7 @@ from .events import (
 )
 from .session import RedoResult, SessionOptions
 from .snapshot_cmds import show_path, when
-from .translate import file_diffs
+from .translate import file_diffs, short_command
 
 T = TypeVar("T")
 PROMPT = "codexr> "
@@ -161,6 +164,36 @@ class PipeReader:
             raise EOFError
         self.out.write(line if line.endswith("\n") else line + "\n")
         return line.rstrip("\n")
+
+
+class KeyWatch:
+    """While a turn or a store operation runs, Ctrl+C reaches codexr as a key, not as SIGINT to the terminal's
+    whole process group (which would also kill the Codex app-server). Other keys typed meanwhile are dropped."""
+
+    def __init__(self, stdin: TextIO) -> None:
+        self.fd = stdin.fileno() if stdin.isatty() else None
+        self.saved: list[Any] | None = None
+
+    def __enter__(self) -> KeyWatch:
+        if self.fd is not None:
+            self.saved = termios.tcgetattr(self.fd)
+            mode = termios.tcgetattr(self.fd)
+            mode[3] &= ~(termios.ISIG | termios.ICANON | termios.ECHO)
+            mode[6][termios.VMIN] = 0
+            mode[6][termios.VTIME] = 0
+            termios.tcsetattr(self.fd, termios.TCSANOW, mode)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None and self.saved is not None:
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)
+
+    def interrupted(self, wait: float = 0.0) -> bool:
+        """Ctrl+C was pressed since the last look (waits up to `wait` seconds for a key)."""
+        if self.fd is None:
+            return False
+        ready, _, _ = select.select([self.fd], [], [], wait)
+        return bool(ready) and b"\x03" in os.read(self.fd, 1024)
 
 
 # ------------------------------------------------------------------------------------------ output
@@ -321,6 +354,7 @@ class LineMode:
         self.printer = Printer(self.out)
         self.events: queue.Queue[Any] = queue.Queue()
         self.driver = Driver(opts, self.events.put)
+        self.stdin = sys.stdin
         self.reader = reader or (TerminalReader() if sys.stdin.isatty() else PipeReader(sys.stdin, self.out))
         self.banner = banner
         self.composer = ""  # text for the next prompt (a rewind hands back the chosen prompt)
@@ -383,17 +417,23 @@ class LineMode:
     def turn(self, text: str) -> None:
         """Send a prompt and stay with it until it ends; Ctrl+C interrupts it."""
         self.driver.submit(text)
+        with KeyWatch(self.stdin) as keys:
+            self._follow(keys)
+
+    def _follow(self, keys: KeyWatch) -> None:
         started = stopping = False
         idle = 0
         while True:
             try:
+                if keys.interrupted():
+                    raise KeyboardInterrupt
                 try:
-                    ev = self.events.get(timeout=0.25)
+                    ev = self.events.get(timeout=0.1)
                 except queue.Empty:
                     # Interrupted before the turn began: the driver dropped the prompt, no turn will report.
                     if stopping and not started and not self.driver.busy and not self.driver.pending():
                         idle += 1
-                        if idle >= 2:
+                        if idle >= 5:
                             self.printer.line("interrupted before the prompt was sent")
                             return
                     continue
@@ -405,7 +445,7 @@ class LineMode:
                 self.handle(ev)
                 if isinstance(ev, StatusChanged):
                     return  # the driver reports status after every prompt, whatever became of it
-            except KeyboardInterrupt:
+            except KeyboardInterrupt:  # Ctrl+C as a key (terminal) or SIGINT (pipe)
                 stopping = True
                 self.printer.line("interrupting...")
                 self.driver.interrupt()
@@ -416,7 +456,7 @@ class LineMode:
         p = self.printer
         if req.kind == "command":
             p.line("approval needed: the agent wants to run a command")
-            p.line(f"  $ {clean(req.command or '?')}")
+            p.line(f"  $ {clean(short_command(req.command or '?'))}")
             if req.cwd:
                 p.line(f"  in {show_path(req.cwd)}")
         else:
@@ -482,11 +522,14 @@ class LineMode:
 
         t = threading.Thread(target=work, daemon=True, name="codexr-plain-op")
         t.start()
-        while t.is_alive():
-            try:
-                t.join(0.1)
-            except KeyboardInterrupt:
-                self.printer.line("(working: this step cannot be interrupted, a moment please)")
+        with KeyWatch(self.stdin) as keys:
+            while t.is_alive():
+                try:
+                    t.join(0.1)
+                    if keys.interrupted():
+                        raise KeyboardInterrupt
+                except KeyboardInterrupt:
+                    self.printer.line("(working: this step cannot be interrupted, a moment please)")
         if "err" in box:
             raise box["err"]
         result: T = box["out"]
@@ -604,12 +647,12 @@ class LineMode:
         p.line("redo: back to where the last rewind started")
         if isinstance(res, RedoResult):
             if res.changed_since_rewind:
-                p.line(f"  {len(res.changed_since_rewind)} files changed since the rewind "
+                p.line(f"  {plural(len(res.changed_since_rewind), 'file')} changed since the rewind "
                        "(the safety snapshot keeps them):")
                 for path in res.changed_since_rewind:
                     p.line(f"    {show_path(path)}")
             if res.turns_since_rewind:
-                p.line(f"  {res.turns_since_rewind} prompts were sent on this fork since the rewind (it stays)")
+                p.line(f"  {plural(res.turns_since_rewind, 'prompt')} sent on this fork since the rewind (it stays)")
             p.line(f"  returns to thread {res.thread_id}")
         self.print_plan(preview)
         if not self.confirm("redo", preview):
@@ -669,7 +712,7 @@ class LineMode:
             self.printer.line(f"--- {show_path(st.path)} ({st.change}, {stat_text(st)})")
             self.printer.block(clean(text) or "(no text diff)")
         if items:
-            self.printer.line(f"{len(items)} files changed since the start of {since}")
+            self.printer.line(f"{plural(len(items), 'file')} changed since the start of {since}")
 
     def status(self, args: list[str]) -> None:
         """/status: the status bar as lines."""
