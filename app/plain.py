@@ -92,7 +92,7 @@ def plural(n: int, word: str) -> str:
 def stat_text(st: FileStat) -> str:
     """`+3 -1` (or `binary`) for a file's line counts."""
     if st.added is None or st.removed is None:
-        return "binary"
+        return "(no line counts)"
     return f"+{st.added} -{st.removed}"
 
 
@@ -734,7 +734,7 @@ class LineMode:
             return
         for i, s in enumerate(snaps, 1):
             label = f"  {s.label}" if s.label else ""
-            self.printer.line(f"  {i}. {s.id[:12]}  {when(s.created)}  {s.kind}  {s.file_count} files{label}")
+            self.printer.line(f"  {i}. {s.id[:12]}  {when(s.created)}  {s.kind}  {plural(s.file_count, 'file')}{label}")
         answer = self.ask("restore which? (number, Enter for none) ")
         if not answer.isdigit() or not 1 <= int(answer) <= len(snaps):
             return

@@ -125,9 +125,18 @@ def test_prompts_stream_then_rewind_and_redo_bring_files_and_prompt_back(model: 
     t.quit()
 
 
-def test_approval_declined_then_accepted_turn_interrupted(model: ScriptedModel, tmp_path: Path) -> None:
-    t = Term(model, tmp_path, "--plain", "-a", "untrusted", "-s", "read-only")
+def test_approvals_cancel_decline_accept_and_ctrl_c_interrupts(model: ScriptedModel, tmp_path: Path) -> None:
+    t = Term(model, tmp_path, "--plain", "-a", "untrusted", "-s", "read-only", files={"n.md": "one\n"})
     t.until("codexr>")
+    t.child.sendline("edit n.md two")
+    asked = t.until("approve\\?")
+    assert "approval needed: the agent wants to change files" in asked and "update: n.md" in asked
+    assert "     one\n    +two" in asked  # the diff it asks about
+    t.child.sendline("c")
+    out = t.until("codexr>")
+    assert "-- turn interrupted" in out and "0 files changed" in out and "approval: cancel" in out
+    assert t.read("n.md") == "one\n"
+
     t.child.sendline("run touch approved.txt")
     asked = t.until("approve\\?")
     assert "approval needed: the agent wants to run a command" in asked and "$ touch approved.txt" in asked
