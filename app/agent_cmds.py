@@ -13,7 +13,7 @@ from .context import Context, UsageError
 from .snapshot_cmds import print_plan, show_path
 
 if TYPE_CHECKING:  # the SDK import costs ~0.5 s: only commands that start Codex pay it
-    from .session import ApprovalRequest, RedoPreview, RewindPreview, RewindResult, Session
+    from .session import ApprovalRequest, RedoPreview, RewindPreview, RewindResult, Session, SessionOptions
 
 
 def _codex_flags(p: argparse.ArgumentParser) -> None:
@@ -64,9 +64,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(handler=_redo)
 
 
-def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None) -> Session:
-    """Start Codex for the workspace with the pass-through flags."""
-    from .session import Session, SessionOptions, split_overrides
+def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
+    """How to start Codex for the workspace with the pass-through flags (also for the interactive front ends)."""
+    from .session import SessionOptions, split_overrides
 
     overrides = list(split_overrides(args.overrides))
     for feature in args.enable:
@@ -75,10 +75,16 @@ def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None) -
     for feature in args.disable:
         if feature != "file_snapshots":
             overrides.append(f"features.{feature}=false")
-    opts = SessionOptions(cwd=args.cd, codex_home=ctx.home, settings=ctx.settings, model=args.model,
+    return SessionOptions(cwd=args.cd, codex_home=ctx.home, settings=ctx.settings, model=args.model,
                           sandbox=args.sandbox, approval_policy=args.ask_for_approval,
                           config_overrides=tuple(overrides))
-    return Session(opts, approval=approval)
+
+
+def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None) -> Session:
+    """Start Codex for the workspace with the pass-through flags."""
+    from .session import Session
+
+    return Session(session_options(ctx, args), approval=approval)
 
 
 def _decline_noninteractive(req: ApprovalRequest) -> str:

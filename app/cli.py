@@ -65,11 +65,21 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Codex sandbox policy")
     parser.add_argument("-a", "--ask-for-approval", choices=["untrusted", "on-failure", "on-request", "never"],
                         help="when Codex asks before running commands")
+    parser.add_argument("--plain", action="store_true",
+                        help="line mode: the interactive session in a plain REPL (no full screen); with `demo` too")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     snapshot_cmds.register(sub)
     agent_cmds.register(sub)
     demo.register(sub)
     return parser
+
+
+def _plain(ctx: Context, args: argparse.Namespace) -> int:
+    """`codexr --plain`: the interactive session in line mode on the workspace (-C) with the Codex flags."""
+    from .agent_cmds import session_options
+    from .plain import run_plain
+
+    return run_plain(session_options(ctx, args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -78,8 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
-        parser.print_help()
-        return EXIT_USAGE
+        if args.plain:
+            args.handler = _plain
+        else:  # seam: bare `codexr` opens the Textual app (app.tui.app.run_tui) where it exists
+            parser.print_help()
+            return EXIT_USAGE
     try:
         home = codex_home()
         settings = load_settings(home, overrides=args.overrides, enable=args.enable, disable=args.disable)

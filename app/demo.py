@@ -1,14 +1,19 @@
 """`codexr demo`: the real Codex, offline against a scripted model, rewound and redone.
 
-Everything happens in a scratch directory (workspace and its own CODEX_HOME), never in ~/.codex.
+On a terminal it opens the interactive session (the TUI, or the line mode with `--plain`) where the scripted
+model answers free text (its vocabulary is on the first screen); on a non-terminal, or with `--script`, it
+runs a self-checking story. Everything happens in a scratch directory (workspace and its own CODEX_HOME),
+never in ~/.codex.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,7 +21,17 @@ from typing import Any
 from config import load_settings
 
 from .context import Context
-from .scripted_model import ScriptedModel, add_file, delete_file, message, shell, update_file, write_codex_home
+from .scripted_model import (
+    RESPONDER_HELP,
+    ScriptedModel,
+    add_file,
+    delete_file,
+    message,
+    responder,
+    shell,
+    update_file,
+    write_codex_home,
+)
 
 PROMPT_1 = "Add a test for greet()"
 PROMPT_2 = "Make greet() shout, drop the notes, regenerate the docs"
@@ -24,11 +39,61 @@ PROMPT_2 = "Make greet() shout, drop the notes, regenerate the docs"
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add the `demo` command."""
-    p = sub.add_parser("demo", help="offline demo: real Codex + scripted model, two prompts, rewind, redo")
+    p = sub.add_parser("demo", help="offline demo: the real Codex against a scripted model in a scratch workspace; "
+                                    "interactive on a terminal, a self-checking story otherwise")
     p.add_argument("--dir", help="where to build the scratch workspace (default: a new temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the scratch workspace and CODEX_HOME afterwards")
-    p.add_argument("--json", action="store_true", help="print a JSON summary")
-    p.set_defaults(handler=run)
+    p.add_argument("--script", action="store_true", help="run the self-checking story even on a terminal")
+    p.add_argument("--plain", action="store_true", default=argparse.SUPPRESS,
+                   help="interactive in line mode instead of the full-screen app")
+    p.add_argument("--json", action="store_true", help="print a JSON summary (of the story)")
+    p.set_defaults(handler=dispatch)
+
+
+def dispatch(ctx: Context, args: argparse.Namespace) -> int:
+    """Interactive on a terminal; the self-checking story on a pipe, in CI, with --script or --json."""
+    if args.script or args.json or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return run(ctx, args)
+    return interactive(args, plain=bool(getattr(args, "plain", False)))
+
+
+def banner(ws: Path) -> str:
+    """The first screen of the interactive demo: what this is and the scripted model's vocabulary."""
+    return (f"codexr demo: the real Codex against a scripted model on 127.0.0.1, in a scratch workspace {ws}\n"
+            f"Try: {RESPONDER_HELP}\n"
+            "/rewind puts the files and the conversation back to before a prompt; /redo undoes the rewind\n"
+            "/diff, /snapshots, /help for the rest; /quit (or Ctrl+D) leaves")
+
+
+def interactive(args: argparse.Namespace, *, plain: bool) -> int:
+    """The demo a person plays with: the TUI (or line mode) on a scratch workspace and CODEX_HOME."""
+    from .session import SessionOptions
+
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="codexr-demo-"))
+    ws, home = base / "workspace", base / "codex-home"
+    ws.mkdir(parents=True, exist_ok=True)
+    try:
+        _make_workspace(ws)
+        with ScriptedModel() as model:
+            model.script("", [responder()])
+            env = write_codex_home(home, model.base_url)
+            opts = SessionOptions(cwd=ws, codex_home=home, settings=load_settings(home), env=env)
+            if not plain and importlib.util.find_spec("app.tui.app") is None:
+                print("codexr demo: the full-screen app is not part of this build; using the line mode",
+                      file=sys.stderr)
+                plain = True
+            if plain:
+                from .plain import run_plain
+
+                return run_plain(opts, banner=banner(ws))
+            from .tui.app import run_tui  # type: ignore[import-not-found,unused-ignore]  # lands with the TUI
+
+            return int(run_tui(opts, banner=banner(ws)))
+    finally:
+        if not args.keep and not args.dir:
+            shutil.rmtree(base, ignore_errors=True)
+        else:
+            print(f"(kept {base})")
 
 
 def _git(ws: Path, *args: str) -> None:

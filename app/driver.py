@@ -224,7 +224,8 @@ class Driver:
             files: tuple[FileStat, ...] = ()
             with contextlib.suppress(StoreError):
                 files = changes.turn_files(s.store, outcome.pre, outcome.post)
-            if not files and outcome.files_changed:
+            if not files and outcome.files_changed and (outcome.pre is None or outcome.post is None):
+                # no snapshots to compare: what the agent's edits named (a declined edit names a file too)
                 files = tuple(FileStat(p, "modified") for p in outcome.files_changed)
             self._last_capture = (time.time(), outcome.post_capture_seconds)
             self.emit(TurnFinished(outcome.turn_id, outcome.status, outcome.error, outcome.seconds, files,

@@ -10,6 +10,10 @@ Each round is one action (a patch, a shell command, a final message or a failure
 ``message`` ends the turn; past the end of the script the server answers ``"done"``. Unmatched prompts get
 ``"ok: <first 60 chars of the prompt>"``.
 
+A ``Respond`` step (``responder()``) decides a turn's steps from the prompt text when the turn begins: the
+offline demo scripts it as the catch-all (``model.script("", [responder()])``) so free text gets a useful answer
+(vocabulary in ``RESPONDER_HELP``: create / edit / delete / run / list, anything else a small multi-file edit).
+
 Usage::
 
     with ScriptedModel() as model:
@@ -22,9 +26,11 @@ Usage::
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -34,11 +40,13 @@ from typing import Any
 __all__ = [
     "GUARDIAN_MODEL",
     "MOCK_KEY_ENV",
+    "RESPONDER_HELP",
     "Fail",
     "Message",
     "Patch",
     "Pause",
     "Reasoning",
+    "Respond",
     "ScriptedModel",
     "Shell",
     "Step",
@@ -52,6 +60,8 @@ __all__ = [
     "patch",
     "pause",
     "reasoning",
+    "responder",
+    "responder_steps",
     "shell",
     "shell_escalated",
     "tool_outputs",
@@ -117,7 +127,18 @@ class Pause:
     seconds: float
 
 
-Step = Patch | Shell | Message | Reasoning | Fail | Pause
+@dataclass(frozen=True)
+class Respond:
+    """Decide the turn's steps from its prompt and the tool outputs so far (asked again every round).
+
+    ``decide`` must return the same steps for the rounds already played; only later rounds may depend on
+    what the tools returned (e.g. a final message that reports a failed patch).
+    """
+
+    decide: Callable[[str, list[dict[str, Any]]], Sequence[Patch | Shell | Message | Reasoning | Fail | Pause]]
+
+
+Step = Patch | Shell | Message | Reasoning | Fail | Pause | Respond
 
 
 def patch(text: str) -> Patch:
@@ -189,12 +210,16 @@ class _Round:
     """What one model request of a turn receives: prefix steps plus exactly one action."""
 
     prefix: tuple[Reasoning | Pause | Fail, ...]
-    action: Patch | Shell | Message | Fail
+    action: Patch | Shell | Message | Fail | Respond
 
 
 def _rounds(steps: Sequence[Step]) -> list[_Round]:
     rounds: list[_Round] = []
     prefix: list[Reasoning | Pause | Fail] = []
+    if any(isinstance(step, Respond) for step in steps):
+        if len(steps) != 1:
+            raise TypeError("a Respond step decides the whole turn: script it alone")
+        return [_Round((), steps[0])]  # type: ignore[arg-type]
     for step in steps:
         if isinstance(step, Reasoning | Pause) or (isinstance(step, Fail) and step.times is not None):
             prefix.append(step)
@@ -429,6 +454,8 @@ class ScriptedModel:
         rounds = self._pick(prompt)
         if rounds is None:
             return 200, self._stream(body, [], Message(f"ok: {prompt[:60]}"))
+        if rounds and isinstance(rounds[0].action, Respond):
+            rounds = _rounds(rounds[0].action.decide(prompt, tool_outputs(body)))
         position = len(tool_outputs(body))
         if position >= len(rounds):
             return 200, self._stream(body, [], Message("done"))
@@ -448,6 +475,8 @@ class ScriptedModel:
                     return self._error(step.status)
         if isinstance(current.action, Fail):
             return self._error(current.action.status)
+        if isinstance(current.action, Respond):  # decide() returned another Respond: a scripting mistake
+            return 200, self._stream(body, extras, Message("a Respond step may not return another Respond"))
         return 200, self._stream(body, extras, current.action)
 
     @staticmethod
@@ -501,6 +530,110 @@ class ScriptedModel:
                  "total_tokens": input_tokens + output_tokens}
         frames.append(_sse("response.completed", {"response": {"id": response_id, "usage": usage}}))
         return b"".join(frames)
+
+
+# ---------------------------------------------------------------------------------- the demo's responder
+
+RESPONDER_HELP = (
+    "create NAME [TEXT] adds a file · edit NAME [TEXT] appends a line · delete NAME · run COMMAND · list\n"
+    "(NAME has a dot or a slash; join several with ;) — anything else gets a small multi-file edit"
+)
+_FILE_WORDS = ("create", "edit", "delete")
+_EDIT_LINE = "a line added by the demo model"
+
+
+def responder() -> Respond:
+    """The demo's catch-all: free text answered usefully (see ``RESPONDER_HELP`` and ``responder_steps``)."""
+    return Respond(responder_steps)
+
+
+def _tool_failed(output: dict[str, Any]) -> str | None:
+    """The first line of a failed tool call's output (None when it succeeded)."""
+    raw = output.get("output")
+    text = raw if isinstance(raw, str) else json.dumps(raw)
+    exit_code = re.search(r"(?:Process exited with code|Exit code:)\s*(-?\d+)", text)
+    if exit_code is not None:
+        return None if exit_code.group(1) == "0" else text.strip().splitlines()[-1][:200]
+    if "Success" in text or not text.strip():
+        return None
+    return text.strip().splitlines()[0][:200]
+
+
+def _clause(part: str) -> tuple[str, str, str] | None:
+    """(verb, name, rest) of one vocabulary clause; None when the clause is free text."""
+    words = part.split(maxsplit=2)
+    if not words:
+        return None
+    verb = words[0].lower()
+    if verb == "list" and len(words) == 1:
+        return ("list", "", "")
+    if verb == "run" and len(words) > 1:
+        return ("run", "", part.split(maxsplit=1)[1])
+    if verb in _FILE_WORDS and len(words) > 1 and ("." in words[1] or "/" in words[1]):
+        return (verb, words[1], words[2] if len(words) > 2 else "")
+    return None
+
+
+def _slug(text: str) -> str:
+    words = [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in ("a", "an", "the", "please")]
+    slug = "_".join(words[:3]) or "sketch"
+    return slug if slug[0].isalpha() else f"m_{slug}"
+
+
+def _free_text(prompt: str) -> tuple[list[Patch | Shell | Reasoning], list[str]]:
+    """A plausible multi-file edit for any request: a small module plus a TODO line (added by a shell command)."""
+    said = " ".join(prompt.split())[:120]
+    safe = said.replace("\\", "").replace('"', "'")
+    name = _slug(said)
+    module = (f'"""{safe} (sketched by the demo model)."""\n\n\ndef {name}() -> str:\n'
+              f'    """A placeholder for the real thing."""\n    return "todo: {name}"\n')
+    todo = shlex.quote(f"- [ ] {said}")
+    steps: list[Patch | Shell | Reasoning] = [
+        reasoning(f"Plan: sketch {name}.py and note the request in TODO.md"),
+        add_file(f"{name}.py", module),
+        shell(f"printf '%s\\n' {todo} >> TODO.md"),
+    ]
+    done = [f"added `{name}.py` with a placeholder `{name}()`",
+            "noted the request in `TODO.md` (with a shell command: a rewind restores shell-made changes too)"]
+    return steps, done
+
+
+def responder_steps(prompt: str, outputs: list[dict[str, Any]]) -> list[Patch | Shell | Message | Reasoning]:
+    """The demo model's answer to ``prompt``: one tool call per clause, then a Markdown summary of what happened."""
+    text = prompt.strip()
+    clauses = [c.strip() for c in re.split(r"[;\n]", text) if c.strip()]
+    parsed = [_clause(c) for c in clauses]
+    steps: list[Patch | Shell | Message | Reasoning] = []
+    done: list[str] = []
+    if not clauses or any(p is None for p in parsed):
+        free, done = _free_text(text or "something")
+        steps.extend(free)
+    else:
+        for verb, name, rest in (p for p in parsed if p is not None):
+            if verb == "create":
+                steps.append(add_file(name, rest or f"{name}: created by the demo model"))
+                done.append(f"created `{name}`")
+            elif verb == "edit":
+                steps.append(patch(f"*** Begin Patch\n*** Update File: {name}\n@@\n+{rest or _EDIT_LINE}\n"
+                                   "*** End Patch"))
+                done.append(f"appended a line to `{name}`")
+            elif verb == "delete":
+                steps.append(delete_file(name))
+                done.append(f"deleted `{name}`")
+            elif verb == "run":
+                steps.append(shell(rest))
+                done.append(f"ran `{rest}`")
+            else:
+                steps.append(shell("ls -A"))
+                done.append("listed the workspace")
+    actions = [s for s in steps if isinstance(s, Patch | Shell)]
+    lines = ["**Done.** Here is what I did:", ""]
+    for i, what in enumerate(done):
+        failure = _tool_failed(outputs[i]) if i < len(outputs) and i < len(actions) else None
+        lines.append(f"- {what}" if failure is None else f"- tried: {what} — it failed: {failure}")
+    lines += ["", "Try `/rewind` to put files and conversation back, then `/redo`."]
+    steps.append(message("\n".join(lines)))
+    return steps
 
 
 # ------------------------------------------------------------------------------------------ CODEX_HOME

@@ -1,0 +1,759 @@
+"""`codexr --plain`: the same session as the TUI in a line-mode REPL, for plain terminals, screen readers and scripts.
+
+One thread prints: driver events land in a queue that the REPL drains while a turn runs (agent text is written
+as its deltas arrive) and before each prompt, so output never tears the line being edited. A turn runs in the
+foreground: Ctrl+C interrupts it, approvals are asked as prompts. On a terminal the line editor is
+prompt-toolkit (history, slash-command completion with help text, the rewound prompt pre-filled); when stdin is
+not a terminal, lines are read plainly from it (no editing, no completion), so piped scripts work too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import queue
+import re
+import select
+import sys
+import termios
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TextIO, TypeVar
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import InMemoryHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+from snapshot_store import StoreError
+
+from .driver import Driver, Preview, PromptRow
+from .events import (
+    AgentDelta,
+    AgentMessage,
+    ApprovalAsked,
+    ApprovalDecided,
+    CodexDied,
+    CommandFinished,
+    CommandStarted,
+    ErrorNotice,
+    FileChanges,
+    FileStat,
+    Notice,
+    Ready,
+    Reasoning,
+    StartFailed,
+    Status,
+    StatusChanged,
+    ThreadLoaded,
+    TokenUsage,
+    TurnFinished,
+    TurnStarted,
+    UserPrompt,
+)
+from .session import RedoResult, SessionOptions
+from .snapshot_cmds import show_path, when
+from .translate import file_diffs, short_command
+
+T = TypeVar("T")
+PROMPT = "codexr> "
+MODES = ("both", "files", "conversation")
+OUTPUT_TAIL = 20
+COMMANDS: dict[str, tuple[str, str]] = {
+    "/rewind": ("[N] [files|conversation]", "go back to before prompt N: files and conversation (preview, confirm)"),
+    "/redo": ("", "undo the last rewind (shows what changed since, then confirm)"),
+    "/new": ("", "start a new thread"),
+    "/resume": ("[N]", "list this workspace's threads and load one"),
+    "/threads": ("", "list this workspace's threads"),
+    "/diff": ("[N]", "the workspace now against the start of the last prompt (or of prompt N)"),
+    "/status": ("", "model, workspace, thread, tracking, store size, redo depth"),
+    "/snapshots": ("", "this workspace's snapshots; restore one (preview, confirm)"),
+    "/help": ("", "keys and commands"),
+    "/quit": ("", "leave (or Ctrl+D)"),
+}
+KEYS = ("Enter sends · Esc then Enter inserts a newline · Up/Down: earlier prompts · Tab completes a /command\n"
+        "Ctrl+C interrupts a running turn (at the prompt it clears the line) · Ctrl+D or /quit leaves")
+ANSWERS = {"y": "accept", "yes": "accept", "a": "acceptForSession", "always": "acceptForSession",
+           "n": "decline", "no": "decline", "c": "cancel", "cancel": "cancel"}
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clean(text: str) -> str:
+    """Text from the agent or a command without terminal control sequences (plain output only)."""
+    return _CONTROL.sub("", text.replace("\r\n", "\n"))
+
+
+def plural(n: int, word: str) -> str:
+    """`1 file`, `2 files`."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def stat_text(st: FileStat) -> str:
+    """`+3 -1` (or `binary`) for a file's line counts."""
+    if st.added is None or st.removed is None:
+        return "(no line counts)"
+    return f"+{st.added} -{st.removed}"
+
+
+# ------------------------------------------------------------------------------------------ input
+
+
+class SlashCompleter(Completer):
+    """Completes /commands (with their help text) and the mode word of /rewind."""
+
+    def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
+        """Command names while the first word is typed; rewind modes after `/rewind N `."""
+        text = document.text_before_cursor
+        if not text.startswith("/"):
+            return
+        words = text.split(" ")
+        if len(words) == 1:
+            for name, (args, what) in COMMANDS.items():
+                if name.startswith(text):
+                    yield Completion(name, -len(text), display=f"{name} {args}".strip(), display_meta=what)
+        elif words[0] == "/rewind" and len(words) == 3:
+            for mode in MODES:
+                if mode.startswith(words[2]):
+                    yield Completion(mode, -len(words[2]), display_meta=f"restore {mode}")
+
+
+class Reader(Protocol):
+    """Where the REPL's lines come from."""
+
+    def read(self, message: str, *, default: str = "", main: bool = False) -> str:
+        """One line (EOFError at the end of input, KeyboardInterrupt on Ctrl+C)."""
+        ...
+
+
+class TerminalReader:
+    """prompt-toolkit on a terminal: the main prompt has history, completion and a pre-filled default."""
+
+    def __init__(self) -> None:
+        keys = KeyBindings()
+
+        @keys.add("escape", "enter")
+        def _newline(event: KeyPressEvent) -> None:
+            event.current_buffer.insert_text("\n")
+
+        self.main = PromptSession[str](history=InMemoryHistory(), completer=SlashCompleter(),
+                                       complete_while_typing=True, key_bindings=keys)
+        self.answers = PromptSession[str]()
+
+    def read(self, message: str, *, default: str = "", main: bool = False) -> str:
+        """A line from the prompt-toolkit editor."""
+        if main:
+            return self.main.prompt(message, default=default)
+        return self.answers.prompt(message)
+
+
+class PipeReader:
+    """Lines from a non-terminal stdin (a pipe or a file), echoed so the output reads like a session."""
+
+    def __init__(self, stdin: TextIO, out: TextIO) -> None:
+        self.stdin = stdin
+        self.out = out
+
+    def read(self, message: str, *, default: str = "", main: bool = False) -> str:
+        """The next input line; EOFError at the end."""
+        self.out.write(message)
+        self.out.flush()
+        line = self.stdin.readline()
+        if not line:
+            self.out.write("\n")
+            raise EOFError
+        self.out.write(line if line.endswith("\n") else line + "\n")
+        return line.rstrip("\n")
+
+
+class KeyWatch:
+    """While a turn or a store operation runs, Ctrl+C reaches codexr as a key, not as SIGINT to the terminal's
+    whole process group (which would also kill the Codex app-server). Other keys typed meanwhile are dropped."""
+
+    def __init__(self, stdin: TextIO) -> None:
+        self.fd = stdin.fileno() if stdin.isatty() else None
+        self.saved: list[Any] | None = None
+
+    def __enter__(self) -> KeyWatch:
+        if self.fd is not None:
+            self.saved = termios.tcgetattr(self.fd)
+            mode = termios.tcgetattr(self.fd)
+            mode[3] &= ~(termios.ISIG | termios.ICANON | termios.ECHO)
+            mode[6][termios.VMIN] = 0
+            mode[6][termios.VTIME] = 0
+            termios.tcsetattr(self.fd, termios.TCSANOW, mode)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None and self.saved is not None:
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)
+
+    def interrupted(self, wait: float = 0.0) -> bool:
+        """Ctrl+C was pressed since the last look (waits up to `wait` seconds for a key)."""
+        if self.fd is None:
+            return False
+        ready, _, _ = select.select([self.fd], [], [], wait)
+        return bool(ready) and b"\x03" in os.read(self.fd, 1024)
+
+
+# ------------------------------------------------------------------------------------------ output
+
+
+class Printer:
+    """Renders driver events as plain lines (no colour, no cursor movement); agent text streams as it comes."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.at_line_start = True
+        self.streamed: set[str] = set()
+        self.started_commands: set[str] = set()
+        self.tokens: int | None = None
+
+    def write(self, text: str) -> None:
+        """Raw text, flushed at once (deltas show as they arrive)."""
+        if text:
+            self.out.write(text)
+            self.out.flush()
+            self.at_line_start = text.endswith("\n")
+
+    def end_line(self) -> None:
+        """Make sure the next output starts a line."""
+        if not self.at_line_start:
+            self.write("\n")
+
+    def line(self, text: str = "") -> None:
+        """A whole line, started on a fresh line."""
+        self.end_line()
+        self.write(text + "\n")
+
+    def block(self, text: str, indent: str = "  ") -> None:
+        """Several lines, indented."""
+        for ln in text.rstrip("\n").split("\n"):
+            self.line(indent + ln)
+
+    def show(self, ev: Any) -> None:
+        """Print one event (ApprovalAsked is the REPL's to ask)."""
+        if isinstance(ev, AgentDelta):
+            if ev.item_id not in self.streamed:
+                self.streamed.add(ev.item_id)
+                self.end_line()
+                self.write("codex: ")
+            self.write(clean(ev.delta))
+        elif isinstance(ev, AgentMessage):
+            if ev.item_id in self.streamed:
+                self.end_line()
+            else:
+                self.line("codex: " + clean(ev.text).strip())
+        elif isinstance(ev, UserPrompt):
+            self.line(f"you ({ev.number}): {clean(ev.text)}" + ("" if ev.has_snapshot else "  [no file snapshot]"))
+        elif isinstance(ev, Reasoning):
+            self.line(f"thinking: {clean(ev.text)}")
+        elif isinstance(ev, CommandStarted):
+            self.started_commands.add(ev.item_id)
+            self.line(f"$ {clean(ev.command)}")
+        elif isinstance(ev, CommandFinished):
+            self._command(ev)
+        elif isinstance(ev, FileChanges):
+            self._file_changes(ev)
+        elif isinstance(ev, ErrorNotice):
+            self.line(f"error: {clean(ev.message)}" + (" (Codex retries)" if ev.will_retry else ""))
+        elif isinstance(ev, TokenUsage):
+            self.tokens = ev.last_total
+        elif isinstance(ev, TurnFinished):
+            self._turn_finished(ev)
+        elif isinstance(ev, ApprovalDecided):
+            self.line(f"approval: {ev.decision} ({clean(ev.summary)})")
+        elif isinstance(ev, Notice):
+            self.line(f"{'note' if ev.level == 'info' else ev.level}: {clean(ev.text)}")
+        elif isinstance(ev, ThreadLoaded):
+            self._thread_loaded(ev)
+        elif isinstance(ev, Ready):
+            self.line("ready: " + status_line(ev.status))
+        elif isinstance(ev, StartFailed):
+            self.line(f"error: {clean(ev.message)}")
+            if ev.login_hint:
+                self.line("log in first: `codex login` (or configure a model provider in $CODEX_HOME/config.toml)")
+        elif isinstance(ev, CodexDied):
+            self.line(f"{'note' if ev.restarted else 'error'}: {clean(ev.message)}")
+        # TurnStarted, CommandOutput (shown at the end), StatusChanged: nothing to print
+
+    def _command(self, ev: CommandFinished) -> None:
+        if ev.item_id not in self.started_commands:
+            self.line(f"$ {clean(ev.command)}")
+        lines = clean(ev.output).rstrip("\n").split("\n") if ev.output.strip() else []
+        if len(lines) > OUTPUT_TAIL:
+            self.line(f"  ... {len(lines) - OUTPUT_TAIL} earlier lines")
+            lines = lines[-OUTPUT_TAIL:]
+        for ln in lines:
+            self.line("  " + ln)
+        took = f", {ev.duration_ms / 1000:.1f} s" if ev.duration_ms is not None else ""
+        if ev.status == "completed" or ev.exit_code is not None:
+            self.line(f"  [exit {ev.exit_code if ev.exit_code is not None else '?'}{took}]")
+        else:
+            self.line(f"  [{ev.status}]")
+
+    def _file_changes(self, ev: FileChanges) -> None:
+        if ev.status == "inProgress":
+            return
+        for ch in ev.changes:
+            target = f" -> {ch.move_path}" if ch.move_path else ""
+            verb = "edited" if ev.status == "completed" else f"edit {ev.status}"
+            self.line(f"{verb}: {show_path(ch.path)}{target} ({ch.kind})")
+
+    def _turn_finished(self, ev: TurnFinished) -> None:
+        parts = [f"turn {ev.status}", f"{ev.seconds:.1f} s",
+                 f"{plural(len(ev.files), 'file')} changed"]
+        if self.tokens is not None:
+            parts.append(f"{self.tokens} tokens")
+        self.tokens = None
+        self.streamed.clear()
+        self.started_commands.clear()
+        self.line("-- " + ", ".join(parts))
+        for st in ev.files:
+            self.line(f"   {st.change:<9} {show_path(st.path)}  {stat_text(st)}")
+        if ev.error:
+            self.line(f"error: {clean(ev.error)}")
+        if ev.capture_error:
+            self.line(f"warning: {clean(ev.capture_error)}")
+
+    def _thread_loaded(self, ev: ThreadLoaded) -> None:
+        if not ev.thread_id:
+            self.line("new thread: your next prompt starts it")
+            return
+        if ev.reason == "new" and not ev.events:
+            self.line(f"thread {ev.thread_id}")
+            return
+        self.streamed.clear()  # a stored turn's items keep their live ids: print them whole
+        self.started_commands.clear()
+        prompts = sum(1 for e in ev.events if isinstance(e, UserPrompt))
+        self.line()
+        self.line(f"== {ev.reason}: thread {ev.thread_id}, {plural(prompts, 'prompt')} ==")
+        for e in ev.events:
+            self.show(e)
+        self.line(f"== end of thread {ev.thread_id[:8]} ==")
+
+
+def status_line(s: Status) -> str:
+    """The status bar as one line."""
+    parts = [f"model {s.model}"] if s.model else []
+    parts += [f"workspace {show_path(s.workspace)}",
+             f"thread {s.thread_id[:8] if s.thread_id else '(none yet)'}",
+             f"tracking {'on' if s.tracking else 'off'}" + (f" ({s.tracked_files} files)" if s.tracking else "")]
+    return ", ".join(parts)
+
+
+# ------------------------------------------------------------------------------------------ the REPL
+
+
+class LineMode:
+    """The REPL: prompts go to the driver, slash commands to its rewind/redo/... methods."""
+
+    def __init__(self, opts: SessionOptions, *, banner: str = "", reader: Reader | None = None,
+                 out: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
+        self.printer = Printer(self.out)
+        self.events: queue.Queue[Any] = queue.Queue()
+        self.driver = Driver(opts, self.events.put)
+        self.stdin = sys.stdin
+        self.reader = reader or (TerminalReader() if sys.stdin.isatty() else PipeReader(sys.stdin, self.out))
+        self.banner = banner
+        self.composer = ""  # text for the next prompt (a rewind hands back the chosen prompt)
+
+    # ---------------------------------------------------------------- loop
+    def run(self) -> int:
+        """Start Codex, then read prompts and commands until Ctrl+D or /quit."""
+        p = self.printer
+        if self.banner:
+            p.block(self.banner, indent="")
+        p.line("starting Codex...")
+        try:
+            ok = self.driver.start()
+            self.drain()
+            if not ok:
+                return 1
+            p.line("type a prompt, or /help")
+            while True:
+                self.drain()
+                try:
+                    line = self.reader.read(PROMPT, default=self.composer, main=True)
+                except KeyboardInterrupt:
+                    self.composer = ""
+                    continue
+                except EOFError:
+                    break
+                self.composer = ""
+                self.drain()
+                text = line.strip()
+                if not text:
+                    continue
+                if text.startswith("/"):
+                    if not self.command(text):
+                        break
+                else:
+                    self.turn(line)
+        finally:
+            self.driver.close()
+        p.line("bye")
+        return 0
+
+    def drain(self) -> None:
+        """Print every event that arrived (approvals cannot be pending here: turns run in the foreground)."""
+        while True:
+            try:
+                ev = self.events.get_nowait()
+            except queue.Empty:
+                return
+            self.handle(ev)
+
+    def handle(self, ev: Any) -> None:
+        """One event: approvals are asked, everything else printed."""
+        if isinstance(ev, ApprovalAsked):
+            self.approve(ev)
+            return
+        if isinstance(ev, ThreadLoaded) and ev.composer:
+            self.composer = ev.composer
+        self.printer.show(ev)
+
+    def turn(self, text: str) -> None:
+        """Send a prompt and stay with it until it ends; Ctrl+C interrupts it."""
+        self.driver.submit(text)
+        with KeyWatch(self.stdin) as keys:
+            self._follow(keys)
+
+    def _follow(self, keys: KeyWatch) -> None:
+        started = stopping = False
+        idle = 0
+        while True:
+            try:
+                if keys.interrupted():
+                    raise KeyboardInterrupt
+                try:
+                    ev = self.events.get(timeout=0.1)
+                except queue.Empty:
+                    # Interrupted before the turn began: the driver dropped the prompt, no turn will report.
+                    if stopping and not started and not self.driver.busy and not self.driver.pending():
+                        idle += 1
+                        if idle >= 5:
+                            self.printer.line("interrupted before the prompt was sent")
+                            return
+                    continue
+                if isinstance(ev, UserPrompt):
+                    started = True
+                    continue  # the user just typed it
+                if isinstance(ev, TurnStarted) and stopping:
+                    self.driver.interrupt()
+                self.handle(ev)
+                if isinstance(ev, StatusChanged):
+                    return  # the driver reports status after every prompt, whatever became of it
+            except KeyboardInterrupt:  # Ctrl+C as a key (terminal) or SIGINT (pipe)
+                stopping = True
+                self.printer.line("interrupting...")
+                self.driver.interrupt()
+
+    def approve(self, ev: ApprovalAsked) -> None:
+        """Show what the agent asks to do and resolve the request's future with the answer."""
+        req = ev.request
+        p = self.printer
+        if req.kind == "command":
+            p.line("approval needed: the agent wants to run a command")
+            p.line(f"  $ {clean(short_command(req.command or '?'))}")
+            if req.cwd:
+                p.line(f"  in {show_path(req.cwd)}")
+        else:
+            p.line("approval needed: the agent wants to change files")
+            for ch in file_diffs({"changes": req.changes}, str(self.driver.opts.cwd)):
+                p.line(f"  {ch.kind}: {show_path(ch.path)}")
+                if ch.diff:
+                    p.block(clean(ch.diff), indent="    ")
+        if req.reason:
+            p.line(f"  reason: {clean(req.reason)}")
+        p.line(f"  (declined by itself after {ev.timeout:.0f} s)")
+        while True:
+            try:
+                answer = self.reader.read("approve? [y]es / [a]lways / [n]o / [c]ancel turn: ").strip().lower()
+            except KeyboardInterrupt:
+                answer = "c"
+            except EOFError:
+                answer = "n"
+            if answer in ANSWERS:
+                break
+            p.line("answer y, a, n or c")
+        if ev.future.done():
+            p.line("too late: the request timed out and was declined")
+            return
+        ev.future.set_result(ANSWERS[answer])
+
+    # ---------------------------------------------------------------- commands
+    def command(self, text: str) -> bool:
+        """Run one slash command; False means quit."""
+        name, *args = text.split()
+        handlers: dict[str, Callable[[list[str]], object]] = {
+            "/rewind": self.rewind, "/redo": self.redo, "/new": self.new, "/resume": self.resume,
+            "/threads": self.list_threads, "/diff": self.diff, "/status": self.status,
+            "/snapshots": self.snapshots, "/help": self.help,
+        }
+        if name not in COMMANDS:  # a unique prefix will do: /red is /redo
+            found = [c for c in COMMANDS if c.startswith(name)]
+            name = found[0] if len(found) == 1 else name
+        if name in ("/quit", "/exit"):
+            return False
+        handler = handlers.get(name)
+        if handler is None:
+            self.printer.line(f"unknown command {name}: /help lists them")
+            return True
+        try:
+            handler(args)
+        except StoreError as exc:  # SessionError, Busy: one line for the user
+            self.printer.line(f"error: {str(exc).strip().splitlines()[0] if str(exc).strip() else 'failed'}")
+        except Exception as exc:  # the session goes on after any failure
+            self.printer.line(f"error: {type(exc).__name__}: {exc}")
+        self.drain()
+        return True
+
+    def blocking(self, fn: Callable[[], T]) -> T:
+        """Run a store/Codex operation on a worker; Ctrl+C cannot tear a restore in half."""
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["out"] = fn()
+            except BaseException as exc:
+                box["err"] = exc
+
+        t = threading.Thread(target=work, daemon=True, name="codexr-plain-op")
+        t.start()
+        with KeyWatch(self.stdin) as keys:
+            while t.is_alive():
+                try:
+                    t.join(0.1)
+                    if keys.interrupted():
+                        raise KeyboardInterrupt
+                except KeyboardInterrupt:
+                    self.printer.line("(working: this step cannot be interrupted, a moment please)")
+        if "err" in box:
+            raise box["err"]
+        result: T = box["out"]
+        return result
+
+    def ask(self, question: str) -> str:
+        """A one-line answer ('' on Ctrl+C or end of input)."""
+        try:
+            return self.reader.read(question).strip()
+        except (KeyboardInterrupt, EOFError):
+            return ""
+
+    def confirm(self, what: str, preview: Preview) -> bool:
+        """y/N, with `d` to show the per-file diffs first."""
+        while True:
+            answer = self.ask(f"{what}? [y/N, d = show diffs] ").lower()
+            if answer in ("d", "diff", "diffs"):
+                for path, (st, diff) in sorted(preview.diffs.items()):
+                    self.printer.line(f"--- {show_path(path)} ({st.change}, {stat_text(st)})")
+                    self.printer.block(clean(diff) or "(no text diff)", indent="  ")
+                continue
+            return answer in ("y", "yes")
+
+    def print_plan(self, preview: Preview) -> None:
+        """Files written, deleted and left alone, each with its reason and line counts."""
+        p = self.printer
+        restore = preview.restore
+        if restore is None:
+            p.line("  files: left as they are")
+            return
+        shown = [a for a in restore.plan.actions if a.op != "rmdir"]
+        if not shown:
+            p.line("  files: nothing to do, the workspace already matches")
+        for a in shown:
+            counts = preview.diffs.get(a.path)
+            extra = f"  {stat_text(counts[0])}" if counts else ""
+            p.line(f"  {a.op:<6} {show_path(a.path)}  ({a.reason}){extra}")
+        plan = restore.plan
+        p.line(f"  {len(plan.writes)} to write, {len(plan.deletes)} to delete, {len(plan.left)} left alone")
+
+    def rows(self) -> list[PromptRow]:
+        """The thread's prompts, or a message when there are none."""
+        rows = self.blocking(self.driver.prompt_rows)
+        if not rows:
+            self.printer.line("no prompt was sent on this thread yet")
+        return rows
+
+    def print_rows(self, rows: list[PromptRow]) -> None:
+        """The numbered prompt list of the rewind picker."""
+        self.printer.line("prompts of this thread:")
+        for r in rows:
+            at = dt.datetime.fromtimestamp(r.started).strftime("%H:%M:%S") if r.started else "--:--:--"
+            if r.snapshot_gone:
+                files = "file snapshot gone (conversation only)"
+            elif not r.has_snapshot:
+                files = "no file snapshot (conversation only)"
+            elif r.files is None:
+                files = "files unknown"
+            else:
+                files = ", ".join(f"{show_path(f.path)} {f.change} {stat_text(f)}" for f in r.files) or "no files"
+            text = " ".join(clean(r.text).split())
+            self.printer.line(f"  {r.number}. {at}  {text[:70]}{'...' if len(text) > 70 else ''}")
+            self.printer.line(f"       {files}")
+
+    def rewind(self, args: list[str]) -> None:
+        """/rewind [N] [files|conversation]: list, preview the plan, confirm, rewind."""
+        mode = "both"
+        number: int | None = None
+        for a in args:
+            if a.isdigit():
+                number = int(a)
+            elif a in MODES:
+                mode = a
+            else:
+                self.printer.line(f"usage: /rewind {COMMANDS['/rewind'][0]}")
+                return
+        rows = self.rows()
+        if not rows:
+            return
+        if number is None:
+            self.print_rows(rows)
+            answer = self.ask("rewind to before which prompt? (number, Enter cancels) ")
+            if not answer.isdigit():
+                self.printer.line("no rewind")
+                return
+            number = int(answer)
+        to = number
+        preview = self.blocking(lambda: self.driver.rewind_preview(to, mode))
+        what = {"both": "files and conversation", "files": "files only", "conversation": "conversation only"}[mode]
+        self.printer.line(f"{preview.title} ({what}):")
+        prompt = getattr(preview.result, "prompt", "")
+        self.printer.line(f"  prompt {to}: {' '.join(clean(prompt).split())[:200]}")
+        if mode != "conversation":
+            self.print_plan(preview)
+        if mode != "files":
+            self.printer.line(f"  the conversation continues on a fork that ends just before prompt {to}")
+        if not self.confirm("rewind", preview):
+            self.printer.line("no rewind: nothing changed")
+            return
+        res = self.blocking(lambda: self.driver.rewind(to, mode))
+        self.drain()
+        if res.restore is not None:
+            r = res.restore
+            self.printer.line(f"rewound: {len(r.written)} written, {len(r.deleted)} deleted, {len(r.left)} left alone")
+        if res.safety_id:
+            self.printer.line(f"safety snapshot {res.safety_id[:12]}; /redo undoes this rewind")
+        self.printer.line(f"prompt {res.to_prompt} is back at the prompt: edit it and press Enter, or clear it")
+        self.composer = res.prompt
+
+    def redo(self, args: list[str]) -> None:
+        """/redo: what it brings back and what changed since the rewind, confirm, redo."""
+        preview = self.blocking(self.driver.redo_preview)
+        res = preview.result
+        p = self.printer
+        p.line("redo: back to where the last rewind started")
+        if isinstance(res, RedoResult):
+            if res.changed_since_rewind:
+                p.line(f"  {plural(len(res.changed_since_rewind), 'file')} changed since the rewind "
+                       "(the safety snapshot keeps them):")
+                for path in res.changed_since_rewind:
+                    p.line(f"    {show_path(path)}")
+            if res.turns_since_rewind:
+                p.line(f"  {plural(res.turns_since_rewind, 'prompt')} sent on this fork since the rewind (it stays)")
+            p.line(f"  returns to thread {res.thread_id}")
+        self.print_plan(preview)
+        if not self.confirm("redo", preview):
+            p.line("no redo: nothing changed")
+            return
+        done = self.blocking(self.driver.redo)
+        self.drain()
+        if done.restore is not None:
+            p.line(f"redone: {len(done.restore.written)} written, {len(done.restore.deleted)} deleted")
+        self.composer = ""
+
+    def new(self, args: list[str]) -> None:
+        """/new: the next prompt starts a new thread."""
+        self.driver.new_thread()
+
+    def list_threads(self, args: list[str]) -> list[str]:
+        """/threads: this workspace's threads, numbered, newest first."""
+        rows = self.blocking(self.driver.threads)
+        if not rows:
+            self.printer.line("no threads in this workspace yet")
+        for i, r in enumerate(rows, 1):
+            here = "*" if r.thread_id == self.driver.thread_id else " "
+            at = when(r.updated) if r.updated else "?"
+            cover = (f"{r.with_snapshots}/{r.prompts} with file snapshots" if r.tracking
+                     else "no file snapshots (conversation only)")
+            redo = f", redo {r.redo_depth}" if r.redo_depth else ""
+            self.printer.line(f"{here}{i}. {r.thread_id}  {at}  {plural(r.prompts, 'prompt')}, {cover}{redo}")
+            self.printer.line(f"     {' '.join(clean(r.preview).split())[:90]}")
+        return [r.thread_id for r in rows]
+
+    def resume(self, args: list[str]) -> None:
+        """/resume [N]: pick a thread and load its transcript."""
+        ids = self.list_threads([])
+        if not ids:
+            return
+        choice = args[0] if args else self.ask("resume which thread? (number or id, Enter cancels) ")
+        if not choice:
+            return
+        if choice.isdigit() and 1 <= int(choice) <= len(ids):
+            tid = ids[int(choice) - 1]
+        else:
+            found = [t for t in ids if t.startswith(choice)]
+            if len(found) != 1:
+                self.printer.line(f"no single thread matches {choice!r}")
+                return
+            tid = found[0]
+        self.blocking(lambda: self.driver.load(tid))
+
+    def diff(self, args: list[str]) -> None:
+        """/diff [N]: per-file changes since the start of the last prompt (or of prompt N)."""
+        number = int(args[0]) if args and args[0].isdigit() else None
+        items = self.blocking(lambda: self.driver.diff(number))
+        since = f"prompt {number}" if number else "the last prompt"
+        if not items:
+            self.printer.line(f"no changes since the start of {since}")
+        for st, text in items:
+            self.printer.line(f"--- {show_path(st.path)} ({st.change}, {stat_text(st)})")
+            self.printer.block(clean(text) or "(no text diff)")
+        if items:
+            self.printer.line(f"{plural(len(items), 'file')} changed since the start of {since}")
+
+    def status(self, args: list[str]) -> None:
+        """/status: the status bar as lines."""
+        s = self.blocking(self.driver.status)
+        p = self.printer
+        p.line(status_line(s))
+        p.line(f"store {s.store_bytes / 1e6:.1f} MB, redo depth {s.redo_depth}")
+        if s.last_capture_at is not None:
+            took = f", took {s.last_capture_seconds:.2f} s" if s.last_capture_seconds is not None else ""
+            p.line(f"last capture {when(s.last_capture_at)}{took}")
+        if s.others:
+            p.line("other codexr sessions in this workspace: " + "; ".join(s.others))
+
+    def snapshots(self, args: list[str]) -> None:
+        """/snapshots: list them; restore one through the same preview and confirm."""
+        snaps = self.blocking(self.driver.snapshots)
+        if not snaps:
+            self.printer.line("no snapshots of this workspace yet")
+            return
+        for i, s in enumerate(snaps, 1):
+            label = f"  {s.label}" if s.label else ""
+            self.printer.line(f"  {i}. {s.id[:12]}  {when(s.created)}  {s.kind}  {plural(s.file_count, 'file')}{label}")
+        answer = self.ask("restore which? (number, Enter for none) ")
+        if not answer.isdigit() or not 1 <= int(answer) <= len(snaps):
+            return
+        sid = snaps[int(answer) - 1].id
+        preview = self.blocking(lambda: self.driver.snapshot_preview(sid))
+        self.printer.line(f"{preview.title}:")
+        self.print_plan(preview)
+        if not self.confirm("restore", preview):
+            self.printer.line("no restore: nothing changed")
+            return
+        self.blocking(lambda: self.driver.restore_snapshot(sid))
+
+    def help(self, args: list[str]) -> None:
+        """/help: commands and keys."""
+        for name, (arg, what) in COMMANDS.items():
+            self.printer.line(f"  {(name + ' ' + arg).strip():<36} {what}")
+        self.printer.block(KEYS)
+
+
+def run_plain(opts: SessionOptions, *, banner: str = "") -> int:
+    """`codexr --plain`: the session in line mode until Ctrl+D or /quit."""
+    return LineMode(opts, banner=banner).run()

@@ -1,0 +1,191 @@
+"""`codexr --plain` in a real terminal (pexpect pty) and on a pipe, against the real Codex and the scripted model."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from app.scripted_model import ScriptedModel, responder, write_codex_home
+
+REPO = Path(__file__).resolve().parents[1]
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[ScriptedModel]:
+    with ScriptedModel() as m:
+        m.script("", [responder()])  # the demo's vocabulary: the prompts below say what the agent does
+        yield m
+
+
+def _env(model: ScriptedModel, home: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), **write_codex_home(home, model.base_url),
+            "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm"}
+
+
+class Term:
+    """codexr in a pty; `until` waits for a pattern and returns the plain text printed before it."""
+
+    def __init__(self, model: ScriptedModel, tmp: Path, *args: str, files: dict[str, str] | None = None) -> None:
+        self.ws = tmp / "ws"
+        self.ws.mkdir()
+        for rel, text in (files or {}).items():
+            (self.ws / rel).write_text(text)
+        self.child = pexpect.spawn(sys.executable, ["-m", "app.cli", *args], cwd=str(self.ws),
+                                   env=_env(model, tmp / "home"), encoding="utf-8", timeout=TIMEOUT,
+                                   dimensions=(50, 200))
+        self.seen = ""
+
+    def until(self, pattern: str) -> str:
+        try:
+            self.child.expect(pattern)
+        except pexpect.TIMEOUT as exc:
+            raise AssertionError(f"no {pattern!r}; the screen so far:\n{self.seen[-3000:]}"
+                                 f"{ANSI.sub('', str(self.child.before))}") from exc
+        text = ANSI.sub("", str(self.child.before)) + ANSI.sub("", str(self.child.after))
+        self.seen += text
+        return text
+
+    def prompt(self, text: str, end: str = r"-- turn \w+") -> str:
+        """Send a line at the prompt and return what it printed up to `end` and the next prompt."""
+        self.child.sendline(text)
+        out = self.until(end)
+        return out + self.until("codexr>")
+
+    def read(self, rel: str) -> str | None:
+        p = self.ws / rel
+        return p.read_text() if p.exists() else None
+
+    def quit(self) -> None:
+        self.child.sendcontrol("d")
+        self.child.expect(pexpect.EOF)
+        self.child.close()
+        assert self.child.exitstatus == 0, self.seen[-2000:]
+
+
+def test_prompts_stream_then_rewind_and_redo_bring_files_and_prompt_back(model: ScriptedModel, tmp_path: Path
+                                                                         ) -> None:
+    t = Term(model, tmp_path, "--plain", files={"old.txt": "by hand\n"})
+    t.until("type a prompt")
+    t.until("codexr>")
+    out = t.prompt("create notes.md first idea")
+    assert "codex: **Done.** Here is what I did:" in out and "created `notes.md`" in out  # the streamed answer
+    assert "added     notes.md  +1 -0" in out
+    assert t.read("notes.md") == "first idea\n"
+
+    second = "edit notes.md second idea; create login.py LOGIN = True; delete old.txt"
+    out = t.prompt(second)
+    assert "3 files changed" in out
+    assert "deleted   old.txt  +0 -1" in out and "modified  notes.md  +1 -0" in out
+    assert (t.read("notes.md"), t.read("login.py"), t.read("old.txt")) == ("first idea\nsecond idea\n",
+                                                                         "LOGIN = True\n", None)
+
+    # /rewind with no number: the numbered list with each prompt's files, then the plan preview
+    t.child.sendline("/rewind")
+    listing = t.until("before which prompt")
+    assert "1. " in listing and "create notes.md first idea" in listing and "notes.md added +1 -0" in listing
+    assert "2. " in listing and "login.py added +1 -0" in listing and "old.txt deleted +0 -1" in listing
+    t.child.sendline("2")
+    plan = t.until(r"\[y/N")
+    assert "rewind to prompt 2 (files and conversation)" in plan
+    assert re.search(r"delete login\.py  \(.+\)", plan) and re.search(r"write  old\.txt  \(.+\)", plan)
+    assert re.search(r"write  notes\.md  \(.+\)  \+0 -1", plan)
+    assert t.read("login.py") == "LOGIN = True\n"  # nothing changed before the confirmation
+    t.child.sendline("y")
+    done = t.until("is back at the prompt")
+    assert "rewound: 2 written, 1 deleted" in done
+    assert "you (1): create notes.md first idea" in done and "you (2)" not in done  # the fork's transcript
+    t.until("codexr>")
+    t.until(re.escape(second))  # the rewound prompt is offered again, ready to edit
+    assert (t.read("notes.md"), t.read("login.py"), t.read("old.txt")) == ("first idea\n", None, "by hand\n")
+
+    (t.ws / "old.txt").write_text("edited after the rewind\n")
+    t.child.sendcontrol("u")  # clear the offered prompt
+    t.child.send("/red")
+    t.until("undo the last rewind")  # completion menu with the help text
+    t.child.send("\t")
+    t.until("/redo")
+    t.child.sendline("")
+    preview = t.until(r"\[y/N")
+    assert "1 file changed since the rewind" in preview and "    old.txt" in preview
+    assert "notes.md" not in preview.split("changed since the rewind")[1].split("returns to thread")[0]
+    t.child.sendline("y")
+    t.until("redone: ")
+    t.until("codexr>")
+    assert (t.read("notes.md"), t.read("login.py"), t.read("old.txt")) == ("first idea\nsecond idea\n",
+                                                                         "LOGIN = True\n", None)
+    t.quit()
+
+
+def test_approvals_cancel_decline_accept_and_ctrl_c_interrupts(model: ScriptedModel, tmp_path: Path) -> None:
+    t = Term(model, tmp_path, "--plain", "-a", "untrusted", "-s", "read-only", files={"n.md": "one\n"})
+    t.until("codexr>")
+    t.child.sendline("edit n.md two")
+    asked = t.until("approve\\?")
+    assert "approval needed: the agent wants to change files" in asked and "update: n.md" in asked
+    assert "     one\n    +two" in asked  # the diff it asks about
+    t.child.sendline("c")
+    out = t.until("codexr>")
+    assert "-- turn interrupted" in out and "0 files changed" in out and "approval: cancel" in out
+    assert t.read("n.md") == "one\n"
+
+    t.child.sendline("run touch approved.txt")
+    asked = t.until("approve\\?")
+    assert "approval needed: the agent wants to run a command" in asked and "$ touch approved.txt" in asked
+    t.child.sendline("n")
+    out = t.until(r"-- turn \w+")
+    t.until("codexr>")
+    assert "approval: decline" in out
+    assert t.read("approved.txt") is None
+
+    t.child.sendline("run sleep 30")
+    t.until("approve\\?")
+    t.child.sendline("y")
+    t.until("approval: accept")
+    t.child.sendintr()  # Ctrl+C while the command runs
+    out = t.until(r"-- turn \w+")
+    assert "interrupting" in out and "-- turn interrupted" in out
+    t.until("codexr>")
+    t.child.sendline("/quit")
+    t.child.expect(pexpect.EOF)
+
+
+def test_a_pipe_is_read_line_by_line(model: ScriptedModel, tmp_path: Path) -> None:
+    """Without a terminal the REPL reads plain lines: scripting by pipe works, each prompt in turn."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    res = subprocess.run([sys.executable, "-m", "app.cli", "--plain"], cwd=ws, env=_env(model, tmp_path / "home"),
+                         input="create piped.txt from a pipe\n/diff\n", capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert (ws / "piped.txt").read_text() == "from a pipe\n"
+    assert "-- turn completed" in res.stdout and "+from a pipe" in res.stdout  # the turn, then /diff
+    assert res.stdout.rstrip().endswith("bye") and "Traceback" not in res.stderr
+
+
+def test_demo_on_a_terminal_is_interactive_with_its_vocabulary(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
+           "CODEX_HOME": str(tmp_path / "unused-home")}
+    child = pexpect.spawn(sys.executable, ["-m", "app.cli", "demo", "--plain", "--dir", str(tmp_path / "demo")],
+                          env=env, encoding="utf-8", timeout=TIMEOUT, dimensions=(50, 200))
+    child.expect("codexr>")
+    banner = ANSI.sub("", str(child.before))
+    assert "create NAME" in banner and "/rewind" in banner and "/redo" in banner
+    child.sendline("list")
+    child.expect(r"-- turn \w+")
+    assert "README.md" in ANSI.sub("", str(child.before))  # ls ran in the scratch workspace
+    child.expect("codexr>")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert (tmp_path / "demo" / "workspace" / "src" / "app.py").exists()
+    assert not (tmp_path / "unused-home").exists()  # the demo never touches the user's CODEX_HOME
