@@ -169,7 +169,9 @@ def test_git_workspace_tracked_untracked_and_ignored(rigs: RigFactory) -> None:
     tid = s.start_thread()
     s0 = rig.tree()
     o1 = rig.turn(tid, "t1g-edit now")
-    assert o1.status == "completed" and o1.files_changed == ["src/app.py"]
+    # the patch and the shell's changes (gen.txt is untracked by git but captured: not ignored)
+    assert o1.status == "completed"
+    assert o1.files_changed == ["README.md", "gen.txt", "notes/todo.txt", "src/app.py"]
     assert not (rig.ws / "README.md").exists() and (rig.ws / "gen.txt").exists()
     s1 = rig.tree()
     o2 = rig.turn(tid, "t1g-more now")
