@@ -767,7 +767,7 @@ class Session:
             if a.op not in ("write", "delete"):
                 continue
             then = left_by_rewind.get(a.path)
-            if a.current != then and not (a.current is None and (then is None or then[0] == "-")):
+            if a.current != then and not (a.current is None and (then is None or then.kind == "-")):
                 out.append(a.path)
         return sorted(out)
 

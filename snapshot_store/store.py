@@ -33,6 +33,7 @@ from .manifest import (
     WALKED,
     Entry,
     FileMap,
+    SkippedEntry,
     SnapshotRecord,
     apply_delta,
     captured_items,
@@ -472,13 +473,13 @@ class Store:
             if e is None:
                 if files.get(parent_of(p)) != WALKED:
                     return None
-            elif e[0] == "x":
-                if e[1] not in (*HELD_BACK, Reason.HIDDEN):
+            elif e.kind == "x":
+                if e.reason not in (*HELD_BACK, Reason.HIDDEN):
                     return None
                 dirty.add(p)
         covered = last.covered.union(extra) if extra else last.covered
         if force is not None:
-            dirty.update(p for p, e in files.items() if e[0] == "x" and e[1] in HELD_BACK and force(p))
+            dirty.update(p for p, e in files.items() if e.kind == "x" and e.reason in HELD_BACK and force(p))
         settled = self._settle_file_events(ws, changes.files, files, covered, settings, ignore, force, dirty)
         if settled is None:
             return None
@@ -533,7 +534,7 @@ class Store:
             if st is not None and stat.S_ISDIR(st.st_mode):
                 return None
             if st is None:
-                if e is None or e[0] == "-":
+                if e is None or e.kind == "-":
                     continue  # created and gone again (a temp file)
                 if is_captured(e) and p not in covered:
                     if over_limit is None:
@@ -545,25 +546,25 @@ class Store:
             if e is not None and is_captured(e):
                 dirty.add(p)
                 continue
-            if e is not None and e[0] == "x" and e[1] in HELD_BACK:
+            if e is not None and e.kind == "x" and e.reason in HELD_BACK:
                 return None  # a residue candidate changed: the newest-N choice may change
             if scope_mod.forbidden(p):
                 continue
             if ignore.file(p):
-                changed[p] = ("x", Reason.IGNORED)
+                changed[p] = SkippedEntry("x", Reason.IGNORED)
             elif not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-                changed[p] = ("x", Reason.NOT_REGULAR)
+                changed[p] = SkippedEntry("x", Reason.NOT_REGULAR)
             elif p in covered or (force is not None and force(p)):
                 dirty.add(p)
             elif p.rpartition("/")[2].startswith(".") and not settings.include_hidden:
-                changed[p] = ("x", scope_mod.HIDDEN)
+                changed[p] = SkippedEntry("x", scope_mod.HIDDEN)
             elif stat.S_ISREG(st.st_mode) and st.st_size > settings.residue_max_file_bytes:
-                changed[p] = ("x", scope_mod.TOO_LARGE)
+                changed[p] = SkippedEntry("x", scope_mod.TOO_LARGE)
             else:
                 if over_limit is None:
                     over_limit = any(v == ("x", scope_mod.OVER_LIMIT) for v in files.values())
                 if residue is None:
-                    residue = sum(1 for q, v in files.items() if v[0] in ("f", "l") and q not in covered)
+                    residue = sum(1 for q, v in files.items() if v.kind in ("f", "l") and q not in covered)
                 if over_limit or residue >= settings.residue_max_files:
                     return None  # the residue is full: which files stay is the walk's call
                 residue += 1
@@ -640,7 +641,7 @@ class Store:
                         files.update(captured.entries)
                         fresh = {**fresh, **captured.fresh}
                         for p, e in captured.entries.items():
-                            if e[0] != "f":
+                            if e.kind != "f":
                                 fresh.pop(p, None)
                     skipped = captured.skipped
                     covered, unwatched = fast[2], last.unwatched
@@ -787,9 +788,9 @@ def diff_maps(old: FileMap, new: FileMap) -> list[Change]:
         elif nc and not oc:
             out.append(Change(path, "added"))
         elif o != n and o is not None and n is not None:
-            if o[0] != n[0]:
+            if o.kind != n.kind:
                 out.append(Change(path, "type"))
-            elif o[0] == "f" and o[3] == n[3]:
+            elif o.kind == "f" and n.kind == "f" and o.blob == n.blob:
                 out.append(Change(path, "mode"))
             else:
                 out.append(Change(path, "modified"))

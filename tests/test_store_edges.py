@@ -1153,3 +1153,23 @@ def test_latest_reads_the_tail_of_a_long_ref_log(tmp_path: Path, store: Store) -
     store._snapshot_path(nxt.id).unlink()
     store._snapshot_path(ids[-1]).unlink()
     assert store.latest(ws.resolve()) == ids[1]
+
+
+def test_manifest_entries_are_named_and_keep_their_on_disk_form(tmp_path: Path, store: Store) -> None:
+    """Entries carry names (kind, mode, size, blob...) yet compare, hash and encode as the plain
+    lists FORMAT.md §3 specifies: re-encoding a stored snapshot gives back its exact bytes."""
+    from snapshot_store.ids import digest_hex
+    from snapshot_store.manifest import FileEntry, SnapshotRecord
+
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "hello", mode=0o640)
+    os.symlink("a.txt", ws / "link")
+    c = store.capture(ws, known_paths=["gone.txt"])
+    raw = next((tmp_path / "store" / "snapshots").rglob(c.id)).read_bytes()
+    rec = SnapshotRecord.decode(c.id, raw)
+    a = rec.changes["a.txt"]
+    assert isinstance(a, FileEntry)
+    assert (a.kind, a.mode, a.size, a.blob) == ("f", 0o640, 5, blake3.blake3(b"hello").hexdigest())
+    assert a == ("f", 0o640, 5, a.blob) and hash(a) == hash(("f", 0o640, 5, a.blob))
+    assert rec.changes["link"] == ("l", "a.txt") and rec.changes["gone.txt"] == ("-",)
+    assert digest_hex(rec.encode()) == c.id
