@@ -1074,7 +1074,7 @@ def test_watched_store_walks_again_after_the_full_walk_interval(
     watched store walks again once FULL_WALK_INTERVAL has passed and then records the change."""
     import mmap
 
-    import snapshot_store.store as store_mod
+    import snapshot_store.fastpath as fastpath_mod
 
     ws = tmp_path / "ws"
     write(ws, "data.bin", b"A" * 4096)
@@ -1088,7 +1088,7 @@ def test_watched_store_walks_again_after_the_full_walk_interval(
             m.flush()
         assert (ws / "data.bin").read_bytes()[:4] == b"BBBB"
         stale = store.capture(ws)
-        monkeypatch.setattr(store_mod, "FULL_WALK_INTERVAL", 0.0)
+        monkeypatch.setattr(fastpath_mod, "FULL_WALK_INTERVAL", 0.0)
         c = store.capture(ws)
     finally:
         os.close(fd)
@@ -1117,6 +1117,34 @@ def test_watched_captures_match_full_walks(tmp_path: Path, store: Store) -> None
     assert c3.files == full.files
     assert content(store, c3.files["node_modules/p/i.js"]) == b"patched dep"
     assert c3.files["sub/b.txt"][1] == 0o700
+
+
+def test_watched_capture_never_looks_through_a_directory_swapped_for_a_symlink(
+        tmp_path: Path, store: Store) -> None:
+    """A known file in a directory the journal does not watch (below a churn directory) is looked
+    at again by every fast-path capture. When its directory is moved outside the workspace and a
+    symlink to it put in its place, no event is raised; the capture must not look through the
+    symlink (the file outside is unchanged, so a stat through it matches the last capture) and
+    must record what a walk records: the path is behind a symlink, not captured."""
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "a")
+    write(ws, "node_modules/p/i.js", "dep")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    known = ["node_modules/p/i.js"]
+    assert store.watch(ws)
+    c1 = store.capture(ws, known_paths=known)
+    assert c1.files["node_modules/p/i.js"][0] == "f"
+    os.rename(ws / "node_modules" / "p", outside / "p")
+    os.symlink(outside / "p", ws / "node_modules" / "p")
+    c2 = store.capture(ws, known_paths=known)
+    walker = Store.open(tmp_path / "other_store")
+    full = walker.capture(ws, known_paths=known)
+    walker.close()
+    assert full.files["node_modules/p/i.js"] == ("x", "behind a symlink")
+    assert c2.files["node_modules/p/i.js"] == ("x", "behind a symlink"), (
+        "the capture recorded a file that now lives outside the workspace")
+    assert c2.files == full.files
 
 
 def test_os_error_messages_are_one_well_formed_line(tmp_path: Path) -> None:
