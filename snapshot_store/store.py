@@ -38,7 +38,7 @@ from .manifest import (
     is_captured,
 )
 from .packs import BlobIndex, PackWriter
-from .restore import Recovery, RestoreResult, journal_path, recover, restore
+from .restore import Recovery, RestorePlan, RestoreResult, journal_path, recover, restore
 from .settings import ScopeSettings
 from .statcache import Key, StatCache
 from .watch import ChangeJournal
@@ -539,9 +539,21 @@ class Store:
         return diff_maps(old, new)
 
     # ----------------------------------------------------------------- restore, gc, verify
-    def restore(self, snap_id: str, root: str | os.PathLike[str] | None = None, **kwargs: Any) -> RestoreResult:
-        """See restore.restore()."""
-        return restore(self, snap_id, root, **kwargs)
+    def restore(
+        self,
+        snap_id: str,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        dry_run: bool = False,
+        known_paths: Iterable[str] = (),
+        scope: ScopeSettings | None = None,
+        confirm: Callable[[RestorePlan], bool] | None = None,
+        progress: Progress | None = None,
+        into: bool = False,
+    ) -> RestoreResult:
+        """Safety capture, plan, (confirm), journaled apply; see restore.restore()."""
+        return restore(self, snap_id, root, dry_run=dry_run, known_paths=known_paths, scope=scope,
+                       confirm=confirm, progress=progress, into=into)
 
     def recover(self, root: str | os.PathLike[str]) -> Recovery | None:
         """Finish a restore that was interrupted in this workspace (None when there was none).
