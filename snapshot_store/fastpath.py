@@ -192,7 +192,7 @@ def _settle(dirs: DirCache, names: set[str], files: FileMap, covered: frozenset[
 
 
 def _any_over_limit(files: FileMap) -> bool:
-    return any(v == ("x", Reason.OVER_LIMIT) for v in files.values())
+    return any(v.kind == "x" and v.reason == Reason.OVER_LIMIT for v in files.values())
 
 
 def merge(sel: Selection, captured: Captured) -> LastCapture:

@@ -380,7 +380,8 @@ def too_large_skipped(files: FileMap, skipped: list[tuple[str, str]], limit: int
     """
     listed = {p for p, _why in skipped}
     reason = f"{TOO_LARGE} ({limit} bytes); not captured"
-    return [(p, reason) for p, e in sorted(files.items()) if e == SkippedEntry("x", TOO_LARGE) and p not in listed]
+    return [(p, reason) for p, e in sorted(files.items())
+            if e.kind == "x" and e.reason == TOO_LARGE and p not in listed]
 
 
 def _under(rel: str, dirs: tuple[str, ...]) -> bool:
