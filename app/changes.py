@@ -13,7 +13,7 @@ import stat
 from collections.abc import Iterable
 
 from snapshot_store import RestorePlan, Store, StoreError
-from snapshot_store.manifest import Entry, FileMap
+from snapshot_store.manifest import Entry, FileEntry, FileMap, LinkEntry
 from snapshot_store.safefs import SafeRoot, UnsafePath
 from snapshot_store.store import diff_maps
 
@@ -24,14 +24,14 @@ MAX_DIFF_BYTES = 512 * 1024
 
 def blob_text(store: Store, entry: Entry | None) -> bytes | None:
     """The content an entry names (b"" for absent), or None when it cannot be diffed as text."""
-    if entry is None or entry[0] == "-" or entry[0] not in ("f", "l"):
+    if isinstance(entry, LinkEntry):
+        return entry.target.encode() + b"\n"
+    if not isinstance(entry, FileEntry):
         return b""
-    if entry[0] == "l":
-        return str(entry[1]).encode() + b"\n"
-    if int(entry[2]) > MAX_DIFF_BYTES:
+    if entry.size > MAX_DIFF_BYTES:
         return None
     try:
-        data = b"".join(store.blob_chunks(str(entry[3])))
+        data = b"".join(store.blob_chunks(entry.blob))
     except StoreError:
         return None
     return None if b"\0" in data[:8192] else data

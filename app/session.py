@@ -765,8 +765,8 @@ class Session:
                 continue
             then = left_by_rewind.get(a.path)
             # absent then and absent now is no change, however each capture recorded the absence
-            absent_now = a.current is None or a.current[0] == "-"
-            if a.current != then and not (absent_now and (then is None or then[0] == "-")):
+            absent_now = a.current is None or a.current.kind == "-"
+            if a.current != then and not (absent_now and (then is None or then.kind == "-")):
                 out.append(a.path)
         return sorted(out)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from snapshot_store import RestorePlan, Store, StoreError
 from snapshot_store.gc import gc, maybe_auto_gc
+from snapshot_store.manifest import Entry
 from snapshot_store.restore import unified_diff
 from snapshot_store.verify import verify
 
@@ -141,28 +142,28 @@ def _show(ctx: Context, args: argparse.Namespace) -> int:
     files = store.files(snap)
     if ctx.json:
         ctx.emit({"id": snap, "root": info.root, "created": info.created, "kind": info.kind, "label": info.label,
-                  "entries": [{"path": p, "kind": e[0], **_entry_json(e)} for p, e in sorted(files.items()) if p]})
+                  "entries": [{"path": p, "kind": e.kind, **_entry_json(e)} for p, e in sorted(files.items()) if p]})
         return 0
     print(f"snapshot {snap}\nworkspace {show_path(info.root)}\ncreated {when(info.created)}  kind {info.kind}"
           + (f"  label {info.label}" if info.label else ""))
     for p, e in sorted(files.items()):
-        if e[0] == "f":
-            print(f"  {e[1]:04o} {e[2]:>10}  {e[3][:12]}  {show_path(p)}")
-        elif e[0] == "l":
-            print(f"  link {'':>10}  {'':12}  {show_path(p)} -> {show_path(e[1])}")
-    seen = sum(1 for e in files.values() if e[0] == "x")
+        if e.kind == "f":
+            print(f"  {e.mode:04o} {e.size:>10}  {e.blob[:12]}  {show_path(p)}")
+        elif e.kind == "l":
+            print(f"  link {'':>10}  {'':12}  {show_path(p)} -> {show_path(e.target)}")
+    seen = sum(1 for e in files.values() if e.kind == "x")
     if seen:
         print(f"  ({seen} more paths seen but not captured; --json lists them with reasons)")
     return 0
 
 
-def _entry_json(e: tuple[Any, ...]) -> dict[str, Any]:
-    if e[0] == "f":
-        return {"mode": e[1], "size": e[2], "blob": e[3]}
-    if e[0] == "l":
-        return {"target": e[1]}
-    if e[0] in ("x", "D"):
-        return {"reason": e[1]}
+def _entry_json(e: Entry) -> dict[str, Any]:
+    if e.kind == "f":
+        return {"mode": e.mode, "size": e.size, "blob": e.blob}
+    if e.kind == "l":
+        return {"target": e.target}
+    if e.kind == "x" or e.kind == "D":
+        return {"reason": e.reason}
     return {}
 
 

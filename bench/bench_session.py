@@ -78,15 +78,18 @@ class Recorder:
 class CaptureProbe:
     """Records every capture of a session's store: its result and whether the change journal was used.
 
-    Wraps the store instance's ``capture`` and ``_fast_select`` (one extra Python call each; the app
-    code is untouched). ``journal`` is True when the capture re-read only what the journal reported,
-    False when it walked the tree, None when the store does not watch the workspace.
+    Wraps the store instance's ``capture`` and the change journal's ``fastpath.select`` (one extra
+    Python call each; the app code is untouched). ``journal`` is True when the capture re-read only
+    what the journal reported, False when it walked the tree, None when the store does not watch the
+    workspace.
     """
 
     def __init__(self, store: Any) -> None:
         self.records: list[dict[str, Any]] = []
+        import snapshot_store.fastpath as fastpath
+
         orig_capture = store.capture
-        orig_fast = store._fast_select
+        orig_fast = fastpath.select
         state: dict[str, Any] = {}
 
         def fast_select(*args: Any, **kwargs: Any) -> Any:
@@ -113,7 +116,7 @@ class CaptureProbe:
             )
             return res
 
-        store._fast_select = fast_select
+        fastpath.select = fast_select  # module-wide: the bench has one store
         store.capture = capture
 
 

@@ -12,7 +12,7 @@ from typing import BinaryIO, Protocol
 import blake3
 
 from .dirfd import DirCache, DirChanged, SymlinkInPath
-from .manifest import FileMap
+from .manifest import ABSENT, FileEntry, FileMap, LinkEntry, SkippedEntry
 from .packs import CHUNK, STREAM_THRESHOLD
 from .reasons import Reason, unreadable
 from .scope import REPLACED
@@ -102,15 +102,15 @@ def _read_paths(dirs: DirCache, to_capture: dict[str, os.stat_result], sink: Blo
                 _not_reached(rel, exc, out)
                 continue
             except OSError as exc:
-                out.entries[rel] = ("x", unreadable(exc.strerror))
+                out.entries[rel] = SkippedEntry("x", unreadable(exc.strerror))
                 out.skipped.append((rel, f"unreadable symlink: {exc.strerror}"))
                 continue
-            out.entries[rel] = ("l", target)
+            out.entries[rel] = LinkEntry("l", target)
             out.stats[rel] = stat_key(st)
             continue
         cached = cache.lookup(rel, st)
         if cached is not None and sink.has(bytes.fromhex(cached)):
-            out.entries[rel] = ("f", stat.S_IMODE(st.st_mode), st.st_size, cached)
+            out.entries[rel] = FileEntry("f", stat.S_IMODE(st.st_mode), st.st_size, cached)
             key = stat_key(st)
             out.stats[rel] = key
             out.fresh[rel] = (key, cached)
@@ -122,10 +122,10 @@ def _read_paths(dirs: DirCache, to_capture: dict[str, os.stat_result], sink: Blo
 def _not_reached(rel: str, exc: SymlinkInPath | DirChanged, out: Captured) -> None:
     """A directory on the way turned into a symlink (or another directory) after the walk."""
     if isinstance(exc, SymlinkInPath):
-        out.entries[rel] = ("x", Reason.BEHIND_SYMLINK)
+        out.entries[rel] = SkippedEntry("x", Reason.BEHIND_SYMLINK)
         out.skipped.append((rel, "behind a symlinked directory"))
     else:
-        out.entries[rel] = ("x", REPLACED)
+        out.entries[rel] = SkippedEntry("x", REPLACED)
         out.skipped.append((rel, "a directory on its path was replaced during capture; not captured"))
 
 
@@ -147,20 +147,20 @@ def _read_file(dirs: DirCache, rel: str, sink: BlobSink, out: Captured) -> None:
     try:
         fd = dirs.open(rel, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
-        out.entries[rel] = ("-",)
+        out.entries[rel] = ABSENT
         return
     except (SymlinkInPath, DirChanged) as exc:
         _not_reached(rel, exc, out)
         return
     except OSError as exc:
-        out.entries[rel] = ("x", unreadable(exc.strerror))
+        out.entries[rel] = SkippedEntry("x", unreadable(exc.strerror))
         out.skipped.append((rel, f"unreadable: {exc.strerror}"))
         return
     with os.fdopen(fd, "rb", buffering=0) as f:
         for _attempt in range(READ_ATTEMPTS):
             before = os.fstat(fd)
             if not stat.S_ISREG(before.st_mode):
-                out.entries[rel] = ("x", Reason.NOT_REGULAR)
+                out.entries[rel] = SkippedEntry("x", Reason.NOT_REGULAR)
                 return
             if before.st_size <= STREAM_THRESHOLD:
                 data = _pread_all(fd, before.st_size)
@@ -173,9 +173,9 @@ def _read_file(dirs: DirCache, rel: str, sink: BlobSink, out: Captured) -> None:
             out.bytes_hashed += size
             if _same(before, after) and size == after.st_size:
                 key = stat_key(after)
-                out.entries[rel] = ("f", stat.S_IMODE(after.st_mode), size, blob.hex())
+                out.entries[rel] = FileEntry("f", stat.S_IMODE(after.st_mode), size, blob.hex())
                 out.stats[rel] = key
                 out.fresh[rel] = (key, blob.hex())
                 return
-        out.entries[rel] = ("x", Reason.CHANGING)
+        out.entries[rel] = SkippedEntry("x", Reason.CHANGING)
         out.skipped.append((rel, "kept changing during capture; not captured"))

@@ -1,13 +1,13 @@
 """Snapshot manifests: a map path -> entry, stored as a delta against a parent snapshot.
 
-Entry kinds (tuples, compared by value):
-  ("f", mode, size, blob_hex)  regular file captured
-  ("l", target)                symlink captured (as a link, never followed)
-  ("d",)                       directory whose complete listing was seen: every child is in the map
-  ("D", reason)                directory seen but not descended (churn, hidden, ignored, unreadable)
-  ("x", reason)                path seen present but not captured (budget, size, ignored, hidden...)
-  ("-",)                       path looked at directly and found absent (tombstone)
-The root directory is the key "".
+Entry kinds (named tuples, compared by value like the plain tuples they encode as):
+  FileEntry("f", mode, size, blob_hex)  regular file captured
+  LinkEntry("l", target)                symlink captured (as a link, never followed)
+  ListedDir("d")                        directory whose complete listing was seen: every child is in the map
+  UnlistedDir("D", reason)              directory seen but not descended (churn, hidden, ignored, unreadable)
+  SkippedEntry("x", reason)             path seen present but not captured (budget, size, ignored, hidden...)
+  AbsentEntry("-")                      path looked at directly and found absent (tombstone)
+The root directory is the key "". On disk each entry is the JSON list of its fields (FORMAT.md §3).
 """
 
 from __future__ import annotations
@@ -16,26 +16,73 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import zstandard
 
 from .errors import CorruptStore
 
+if TYPE_CHECKING:  # typing.TypeIs is Python 3.13+; only the type checker needs it
+    from typing_extensions import TypeIs
+
 FORMAT_VERSION = 1
 REBASE_DEPTH = 64
 
-Entry = tuple[Any, ...]
+
+
+class FileEntry(NamedTuple):
+    """A regular file captured: its permission bits, size and content's blob id."""
+
+    kind: Literal["f"]
+    mode: int
+    size: int
+    blob: str
+
+
+class LinkEntry(NamedTuple):
+    """A symlink captured as a link (never followed)."""
+
+    kind: Literal["l"]
+    target: str
+
+
+class ListedDir(NamedTuple):
+    """A directory whose complete listing was seen: a child missing from the map was absent."""
+
+    kind: Literal["d"]
+
+
+class UnlistedDir(NamedTuple):
+    """A directory seen but not entered, and why (a reasons.Reason value or an unreadable text)."""
+
+    kind: Literal["D"]
+    reason: str
+
+
+class SkippedEntry(NamedTuple):
+    """A path seen present but not captured, and why (restores decide by the reason code)."""
+
+    kind: Literal["x"]
+    reason: str
+
+
+class AbsentEntry(NamedTuple):
+    """A path looked at directly and found absent (a tombstone)."""
+
+    kind: Literal["-"]
+
+
+Entry = FileEntry | LinkEntry | ListedDir | UnlistedDir | SkippedEntry | AbsentEntry
 FileMap = dict[str, Entry]
 
-ABSENT: Entry = ("-",)
-WALKED: Entry = ("d",)
+ABSENT = AbsentEntry("-")
+WALKED = ListedDir("d")
 CAPTURED_KINDS = frozenset({"f", "l"})
 
 
-def is_captured(entry: Entry | None) -> bool:
+def is_captured(entry: Entry | None) -> TypeIs[FileEntry | LinkEntry]:
     """A file or symlink whose content the snapshot holds."""
-    return entry is not None and entry[0] in CAPTURED_KINDS
+    return entry is not None and entry.kind in CAPTURED_KINDS
 
 
 def parent_of(path: str) -> str:
@@ -52,13 +99,13 @@ def witnessed_absent(files: Mapping[str, Entry], path: str) -> bool:
     """
     entry = files.get(path)
     if entry is not None:
-        return bool(entry[0] == "-")
+        return entry.kind == "-"
     current = path
     while current:
         ancestor = parent_of(current)
         anc = files.get(ancestor)
         if anc is not None:
-            return bool(anc[0] in ("d", "f", "l", "-"))
+            return anc.kind in ("d", "f", "l", "-")
         current = ancestor
     return False
 
@@ -103,7 +150,7 @@ class SnapshotRecord:
             changes: dict[str, Entry | None] = {}
             for k, v in doc["changes"].items():
                 entry = parse_entry(v) if v is not None else None
-                if not (valid_key(k) or (_is_git_dir(k) and (entry is None or entry[0] == "D"))):
+                if not (valid_key(k) or (_is_git_dir(k) and (entry is None or entry.kind == "D"))):
                     raise ValueError(f"bad path {k!r}")
                 changes[k] = entry
             parent = doc["parent"]
@@ -125,7 +172,9 @@ class SnapshotRecord:
             raise CorruptStore(f"snapshot {snap_id} cannot be parsed: {exc}") from exc
 
 
-_ARITY = {"f": 4, "l": 2, "d": 1, "D": 2, "x": 2, "-": 1}
+_KINDS: dict[str, type[Entry]] = {"f": FileEntry, "l": LinkEntry, "d": ListedDir, "D": UnlistedDir,
+                                  "x": SkippedEntry, "-": AbsentEntry}
+_ARITY = {kind: len(cls._fields) for kind, cls in _KINDS.items()}
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 MAX_FILE_SIZE = 1 << 50  # 1 PiB: a larger size is a damaged or forged entry, not a file
 
@@ -166,7 +215,7 @@ def parse_entry(value: Any) -> Entry:
         raise ValueError(f"bad file entry {value!r}")
     if value[0] == "l" and (not value[1] or "\0" in value[1]):
         raise ValueError(f"bad symlink entry {value!r}")
-    return tuple(value)
+    return _KINDS[value[0]]._make(value)
 
 
 def delta(old: Mapping[str, Entry], new: Mapping[str, Entry]) -> dict[str, Entry | None]:
@@ -190,5 +239,5 @@ def captured_items(files: Mapping[str, Entry]) -> Iterator[tuple[str, Entry]]:
     """Files and symlinks, sorted by path."""
     for path in sorted(files):
         entry = files[path]
-        if entry[0] in CAPTURED_KINDS:
+        if entry.kind in CAPTURED_KINDS:
             yield path, entry

@@ -46,7 +46,7 @@ def needs_of(store: Store, root: str) -> Needs:
             current = store.record(current).parent
     except StoreError as exc:
         raise CorruptStore(f"snapshot {root} cannot be read: {exc}") from exc
-    blobs = {bytes.fromhex(e[3]): p for p, e in files.items() if e[0] == "f"}
+    blobs = {bytes.fromhex(e.blob): p for p, e in files.items() if e.kind == "f"}
     return Needs(root, chain, blobs)
 
 

@@ -21,7 +21,7 @@ from .errors import CorruptStore, StoreBusy, StoreError, StoreFull
 from .fsutil import atomic_write, fsync_dir, syncfs, translate_os_errors
 from .ids import is_snapshot_id, workspace_key
 from .locks import owner_alive, owner_info, owner_text
-from .manifest import Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
+from .manifest import WALKED, Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
 from .packs import CHUNK, PackWriter
 from .reasons import ENTERABLE_DIRS, NEVER_REPORTED_DIRS
 from .safefs import SafeRoot, UnsafePath
@@ -114,7 +114,7 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
     deletes: dict[str, Action] = {}
     emptied: list[str] = []  # directories a write replaces: removed (deepest first) once emptied
     held = ("f", "l")
-    paths = {p for p, e in target.items() if e[0] in held} | {p for p, e in current.items() if e[0] in held}
+    paths = {p for p, e in target.items() if e.kind in held} | {p for p, e in current.items() if e.kind in held}
     changed = []
     for path in paths:
         t, s = target.get(path), current.get(path)
@@ -135,16 +135,16 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
             if blocker is not None:
                 actions.append(Action(LEAVE, path, blocker, t, s))
                 continue
-            behind_link = s is not None and s[0] == "x" and _link_ancestor(path, current)
-            if s is None or s[0] == "-" or is_captured(s) or behind_link:
+            behind_link = s is not None and s.kind == "x" and _link_ancestor(path, current)
+            if s is None or s.kind == "-" or is_captured(s) or behind_link:
                 if behind_link:
                     reason = "a symlink stands where the target has a directory"
-                elif s is None or s[0] == "-":
+                elif s is None or s.kind == "-":
                     reason = "missing now"
                 else:
                     reason = _why_differs(t, s)
                 actions.append(Action(WRITE, path, reason, t, s))
-            elif s[0] in ("d", "D"):
+            elif s.kind == "d" or s.kind == "D":
                 ok, why = _removable_dir(path, current)
                 if not ok:
                     actions.append(Action(LEAVE, path, why, t, s))
@@ -158,30 +158,30 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
                 emptied.append(path)
                 actions.append(Action(WRITE, path, "replaces a directory", t, s))
             else:
-                actions.append(Action(LEAVE, path, f"present but not capturable now ({s[1]})", t, s))
+                actions.append(Action(LEAVE, path, f"present but not capturable now ({s.reason})", t, s))
         elif is_captured(s):
             if witnessed_absent(target, path):
                 deletes.setdefault(path, Action(DELETE, path, "absent in the target snapshot (witnessed)", t, s))
-            elif t is not None and t[0] == "x":
-                actions.append(Action(LEAVE, path, f"the target snapshot did not capture it ({t[1]})", t, s))
-            elif t is not None and t[0] in ("d", "D"):
+            elif t is not None and t.kind == "x":
+                actions.append(Action(LEAVE, path, f"the target snapshot did not capture it ({t.reason})", t, s))
+            elif t is not None and t.kind in ("d", "D"):
                 if not any(a.path.startswith(path + "/") for a in actions if a.op == WRITE):
                     actions.append(Action(LEAVE, path, "was a directory in the target snapshot", t, s))
             else:
                 actions.append(Action(LEAVE, path, "the target snapshot never looked here", t, s))
     for path, s in current.items():
-        if s[0] not in ("x", "D") or not path or path == IGNORE_FILE:
+        if s.kind not in ("x", "D") or not path or path == IGNORE_FILE:
             continue
         if forbidden(path) or ignore.file(path) or not witnessed_absent(target, path):
             continue
-        if s == ("x", HIDDEN):
+        if s.kind == "x" and s.reason == HIDDEN:
             actions.append(Action(LEAVE, path, "absent in the target; hidden files are only captured when tracked, "
                                                "touched by the agent or enabled (include_hidden)", None, s))
-        elif s[0] == "x":
+        elif s.kind == "x":
             actions.append(Action(LEAVE, path, f"absent in the target, but the safety capture could not hold it "
-                                               f"({s[1]})", target.get(path), s))
-        elif s[0] == "D" and s[1] not in NEVER_REPORTED_DIRS:
-            actions.append(Action(LEAVE, path, f"directory absent in the target, not looked into ({s[1]})",
+                                               f"({s.reason})", target.get(path), s))
+        elif s.kind == "D" and s.reason not in NEVER_REPORTED_DIRS:
+            actions.append(Action(LEAVE, path, f"directory absent in the target, not looked into ({s.reason})",
                                   target.get(path), s))
     # A file standing where the target needs a directory is deleted first (the safety capture holds it).
     for a in list(actions):
@@ -208,7 +208,7 @@ def _keep_everything(plan: RestorePlan) -> None:
     for a in plan.actions:
         if a.op == RMDIR:
             continue
-        if a.op == DELETE or (a.op == WRITE and a.current is not None and a.current[0] in ("d", "D")):
+        if a.op == DELETE or (a.op == WRITE and a.current is not None and a.current.kind in ("d", "D")):
             a.op, a.reason = LEAVE, "the snapshot is of another directory: nothing here is deleted"
         kept.append(a)
     plan.actions = kept
@@ -219,16 +219,16 @@ def _link_ancestor(path: str, current: FileMap) -> bool:
     anc = parent_of(path)
     while anc:
         e = current.get(anc)
-        if e is not None and e[0] == "l":
+        if e is not None and e.kind == "l":
             return True
         anc = parent_of(anc)
     return False
 
 
 def _why_differs(t: Entry, s: Entry) -> str:
-    if t[0] != s[0]:
+    if t.kind != s.kind:
         return "type differs"
-    if t[0] == "f" and t[3] == s[3]:
+    if t.kind == "f" and s.kind == "f" and t.blob == s.blob:
         return "mode differs"
     return "content differs"
 
@@ -238,21 +238,21 @@ def _blocking_ancestor(path: str, current: FileMap) -> str | None:
     anc = parent_of(path)
     while anc:
         e = current.get(anc)
-        if e is not None and e[0] == "x":
-            return f"{anc} is a file the safety capture could not hold ({e[1]})"
-        if e is not None and e[0] == "D" and e[1] not in ENTERABLE_DIRS:
-            return f"{anc} cannot be entered ({e[1]})"
+        if e is not None and e.kind == "x":
+            return f"{anc} is a file the safety capture could not hold ({e.reason})"
+        if e is not None and e.kind == "D" and e.reason not in ENTERABLE_DIRS:
+            return f"{anc} cannot be entered ({e.reason})"
         anc = parent_of(anc)
     return None
 
 
 def _removable_dir(path: str, current: FileMap) -> tuple[bool, str]:
     """A directory in the way may go only if the safety capture holds everything inside it."""
-    if current.get(path) != ("d",):
+    if current.get(path) != WALKED:
         return False, "a directory stands here whose content was not fully seen"
     for sub in _subtree(current, path):
         e = current[sub]
-        if not (is_captured(e) or e == ("d",)):
+        if not (is_captured(e) or e == WALKED):
             return False, f"a directory stands here holding {sub}, which the safety capture does not hold"
     return True, ""
 
@@ -303,7 +303,7 @@ def restore(
     target = store.files(snap_id)
     # The safety capture must hold everything the restore may write or delete, without size cap:
     # every path the target holds or tombstoned, and any file the target witnessed absent.
-    targets = [p for p, e in target.items() if is_captured(e) or e[0] == "-"]
+    targets = [p for p, e in target.items() if is_captured(e) or e.kind == "-"]
     known = [*known_paths, *targets]
     # The shared store lock spans capture, confirmation and apply: gc cannot drop the target meanwhile.
     with translate_os_errors(f"restore into {ws}"), store.workspace_lock(ws), store.shared_lock():
@@ -346,8 +346,8 @@ def _secure_safety_copies(store: Store, ws: Path, plan: RestorePlan, fresh: froz
     """
     reused: dict[bytes, list[Action]] = {}
     for a in plan.actions:
-        if a.op in (WRITE, DELETE) and a.current is not None and a.current[0] == "f":
-            blob = bytes.fromhex(a.current[3])
+        if a.op in (WRITE, DELETE) and a.current is not None and a.current.kind == "f":
+            blob = bytes.fromhex(a.current.blob)
             if blob not in fresh:
                 reused.setdefault(blob, []).append(a)
     damaged: list[tuple[bytes, list[Action]]] = []
@@ -388,8 +388,8 @@ def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: Re
            safety_started_ns: int) -> None:
     # Pre-flight: every blob to be written must exist, verify and have the size the snapshot says,
     # so a damaged (or forged) store changes nothing.
-    sizes = {a.target[3]: (a.target[2], a.path) for a in plan.actions if a.op == WRITE and a.target
-             and a.target[0] == "f"}
+    sizes = {a.target.blob: (a.target.size, a.path) for a in plan.actions if a.op == WRITE and a.target
+             and a.target.kind == "f"}
     for blob, (size, path) in sizes.items():
         store.blobs.check(bytes.fromhex(blob))
         if store.blobs.locate(bytes.fromhex(blob)).raw_len != size:
@@ -455,20 +455,21 @@ def _do(store: Store, fs: SafeRoot, a: Action, safety_started_ns: int) -> bool |
         # Timestamps this fresh cannot prove the content is unchanged: compare the content itself.
         if is_racy(a.before, safety_started_ns) and not _matches(fs, a.path, a.current):
             return False
-    elif st is not None and a.op == WRITE and not (a.current is not None and a.current[0] in ("d", "D")):
+    elif st is not None and a.op == WRITE and not (a.current is not None and a.current.kind in ("d", "D")):
         return False
     if a.op == DELETE:
         # False: it changed between this check and the unlink, so it was put back (left).
         return st is None or fs.unlink(a.path, stat_key(st))
     t = a.target
     assert t is not None
-    if st is not None and a.current is not None and a.current[0] in ("d", "D"):
+    if st is not None and a.current is not None and a.current.kind in ("d", "D"):
         with contextlib.suppress(OSError):
             fs.rmdir(a.path)
-    if t[0] == "f":
-        fs.write_file(a.path, store.blob_chunks(t[3]), t[1])
+    if t.kind == "f":
+        fs.write_file(a.path, store.blob_chunks(t.blob), t.mode)
     else:
-        fs.write_link(a.path, t[1])
+        assert t.kind == "l", t  # a write's target is always captured (plan_restore, recover check it)
+        fs.write_link(a.path, t.target)
     return True
 
 
@@ -497,19 +498,19 @@ class Recovery:
 def _matches(fs: SafeRoot, path: str, entry: Entry | None) -> bool:
     """Does the path currently hold exactly this entry (content compared by hash)?"""
     st = fs.lstat(path)
-    if entry is None or entry[0] == "-":
+    if entry is None or entry.kind == "-":
         return st is None
     if st is None:
         return False
     try:
-        if entry[0] in ("d", "D"):
+        if entry.kind in ("d", "D"):
             return stat.S_ISDIR(st.st_mode)
-        if entry[0] == "l":
-            return bool(stat.S_ISLNK(st.st_mode) and fs.readlink(path) == entry[1])
-        if entry[0] == "f":
-            if not stat.S_ISREG(st.st_mode) or stat.S_IMODE(st.st_mode) != entry[1] or st.st_size != entry[2]:
+        if entry.kind == "l":
+            return bool(stat.S_ISLNK(st.st_mode) and fs.readlink(path) == entry.target)
+        if entry.kind == "f":
+            if not stat.S_ISREG(st.st_mode) or stat.S_IMODE(st.st_mode) != entry.mode or st.st_size != entry.size:
                 return False  # the mode counts: a mode-only change is a change
-            return bool(_hash_file(fs, path) == entry[3])
+            return bool(_hash_file(fs, path) == entry.blob)
     except (OSError, UnsafePath):
         return False
     return False
@@ -555,7 +556,7 @@ def _parse_journal(journal: Path) -> _Journal:
             if op not in _OPS or not isinstance(path, str) or forbidden(path) or "\0" in path:
                 raise ValueError(f"bad action {item!r}")
             entry = parse_entry(target) if target is not None else None
-            if op == WRITE and (entry is None or entry[0] not in ("f", "l")):
+            if op == WRITE and (entry is None or entry.kind not in ("f", "l")):
                 raise ValueError(f"bad write action {item!r}")
             actions.append((op, path, entry))
         owner = doc.get("owner") or {}
@@ -625,7 +626,7 @@ def recover(store: Store, root: Path) -> Recovery | None:
                     report.finished.append(path)
                     continue
                 before = before_map.get(path)
-                was_dir = before is not None and before[0] in ("d", "D")
+                was_dir = before is not None and before.kind in ("d", "D")
                 seen = fs.lstat(path)
                 # A directory the restore was replacing may already be emptied or gone.
                 if not (_matches(fs, path, before) or (was_dir and seen is None)):
@@ -640,10 +641,11 @@ def recover(store: Store, root: Path) -> Recovery | None:
                     st = fs.lstat(path)
                     if st is not None and stat.S_ISDIR(st.st_mode):
                         fs.rmdir(path)
-                    if t[0] == "f":
-                        fs.write_file(path, store.blob_chunks(t[3]), t[1])
+                    if t.kind == "f":
+                        fs.write_file(path, store.blob_chunks(t.blob), t.mode)
                     else:
-                        fs.write_link(path, t[1])
+                        assert t.kind == "l", t  # checked when the journal was read
+                        fs.write_link(path, t.target)
                 report.finished.append(path)
             except (OSError, UnsafePath, StoreError) as exc:
                 report.left.append((path, f"could not finish: {exc}"))
@@ -660,18 +662,18 @@ def recover(store: Store, root: Path) -> Recovery | None:
 def unified_diff(store: Store, action: Action, context: int = 3, limit: int = 400) -> str:
     """A text diff from the current content to the target content, for previews."""
     def text(entry: Entry | None) -> list[str] | None:
-        if entry is None or entry[0] not in ("f", "l"):
+        if entry is None or entry.kind not in ("f", "l"):
             return []
-        if entry[0] == "l":
-            return [f"symlink -> {entry[1]}\n"]
-        if entry[2] > 2 * 1024 * 1024:
+        if entry.kind == "l":
+            return [f"symlink -> {entry.target}\n"]
+        if entry.size > 2 * 1024 * 1024:
             return None
-        data = b"".join(store.blob_chunks(entry[3]))
+        data = b"".join(store.blob_chunks(entry.blob))
         if b"\0" in data[:8192]:
             return None
         return data.decode("utf-8", "replace").splitlines(keepends=True)
 
-    old = text(action.current if action.current and action.current[0] in ("f", "l") else None)
+    old = text(action.current if action.current and action.current.kind in ("f", "l") else None)
     new = text(action.target if action.op == WRITE else None)
     if old is None or new is None:
         return f"Binary or large file {action.path} differs\n"

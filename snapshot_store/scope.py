@@ -16,7 +16,7 @@ from . import wildmatch
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .errors import IgnoreFileError, WorkspaceError
 from .fsutil import NotSmallRegular, read_small_regular
-from .manifest import ABSENT, WALKED, Entry, FileMap
+from .manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, UnlistedDir
 from .reasons import Reason, unreadable
 from .settings import ScopeSettings
 
@@ -232,13 +232,13 @@ def _select(
             it = tree.scandir(rel_dir)
         except (SymlinkInPath, DirChanged, NotADirectoryError) as exc:
             # Listed as a directory by its parent, something else by the time it is entered.
-            entries[rel_dir] = ("D", REPLACED)
+            entries[rel_dir] = UnlistedDir("D", REPLACED)
             scope.skipped.append((rel_dir, f"directory replaced during capture; not looked into ({exc})"))
             continue
         except OSError as exc:
             if not rel_dir:
                 raise WorkspaceError(f"workspace {root} cannot be read: {exc.strerror}") from exc
-            entries[rel_dir] = ("D", unreadable(exc.strerror))
+            entries[rel_dir] = UnlistedDir("D", unreadable(exc.strerror))
             scope.skipped.append((rel_dir, f"directory unreadable: {exc.strerror}"))
             continue
         entries[rel_dir] = WALKED
@@ -249,7 +249,7 @@ def _select(
                 name = de.name
                 rel = prefix + name
                 if name.lower() == ".git":  # any case: what forbidden() refuses, the walk never enters
-                    entries[rel] = ("D", Reason.GIT)
+                    entries[rel] = UnlistedDir("D", Reason.GIT)
                     continue
                 try:
                     is_dir = de.is_dir(follow_symlinks=False)
@@ -257,26 +257,26 @@ def _select(
                     is_dir = False
                 if is_dir:
                     if rel in protected_rel:
-                        entries[rel] = ("D", Reason.CODEXR_DATA)
+                        entries[rel] = UnlistedDir("D", Reason.CODEXR_DATA)
                     elif name in churn:
-                        entries[rel] = ("D", Reason.CHURN)
+                        entries[rel] = UnlistedDir("D", Reason.CHURN)
                     elif name.startswith(".") and not hidden_ok:
-                        entries[rel] = ("D", HIDDEN)
+                        entries[rel] = UnlistedDir("D", HIDDEN)
                     elif ignore.directory(rel):
-                        entries[rel] = ("D", Reason.IGNORED)
+                        entries[rel] = UnlistedDir("D", Reason.IGNORED)
                     else:
                         stack.append(rel)
                     continue
                 try:
                     st = de.stat(follow_symlinks=False)
                 except OSError as exc:
-                    entries[rel] = ("x", unreadable(exc.strerror))
+                    entries[rel] = SkippedEntry("x", unreadable(exc.strerror))
                     continue
                 walk_stats[rel] = st
                 if not _is_residue_kind(st.st_mode):
-                    entries[rel] = ("x", Reason.NOT_REGULAR)
+                    entries[rel] = SkippedEntry("x", Reason.NOT_REGULAR)
                 elif ignore.file(rel):
-                    entries[rel] = ("x", Reason.IGNORED)
+                    entries[rel] = SkippedEntry("x", Reason.IGNORED)
                 elif name.startswith(".") and not hidden_ok:
                     hidden_seen.append(rel)
                 else:
@@ -292,7 +292,7 @@ def _select(
                 return None
             st = walk_stats.get(anc)
             if st is not None:
-                return ("x", Reason.BEHIND_SYMLINK) if stat.S_ISLNK(st.st_mode) else ABSENT
+                return SkippedEntry("x", Reason.BEHIND_SYMLINK) if stat.S_ISLNK(st.st_mode) else ABSENT
             anc = anc.rpartition("/")[0]
         return None
 
@@ -303,16 +303,16 @@ def _select(
         if forbidden(rel) or (protected_rel and _under(rel, protected_rel)):
             return
         if ignore.file(rel):
-            entries[rel] = ("x", Reason.IGNORED)
+            entries[rel] = SkippedEntry("x", Reason.IGNORED)
             return
         st = walk_stats.get(rel)
         if st is None:
             seen = entries.get(rel)
-            if seen is not None and seen[0] in ("d", "D"):
+            if seen is not None and seen.kind in ("d", "D"):
                 return  # the walk saw a directory here; a later look must not contradict it
             verdict = walk_verdict(rel)
             if verdict is not None:
-                if verdict[0] == "x":
+                if verdict.kind == "x":
                     entries[rel] = verdict
                     scope.skipped.append((rel, "behind a symlinked directory"))
                 elif rel not in entries:
@@ -322,25 +322,25 @@ def _select(
             try:
                 st = tree.lstat(rel)
             except SymlinkInPath:
-                entries[rel] = ("x", Reason.BEHIND_SYMLINK)
+                entries[rel] = SkippedEntry("x", Reason.BEHIND_SYMLINK)
                 scope.skipped.append((rel, "behind a symlinked directory"))
                 return
             except DirChanged:
-                entries[rel] = ("x", REPLACED)
+                entries[rel] = SkippedEntry("x", REPLACED)
                 scope.skipped.append((rel, "a directory on its path was replaced during capture"))
                 return
             except (FileNotFoundError, NotADirectoryError):
                 entries[rel] = ABSENT
                 return
             except OSError as exc:
-                entries[rel] = ("x", unreadable(exc.strerror))
+                entries[rel] = SkippedEntry("x", unreadable(exc.strerror))
                 scope.skipped.append((rel, f"unreadable: {exc.strerror}"))
                 return
         if stat.S_ISDIR(st.st_mode):
-            entries.setdefault(rel, ("D", Reason.DIRECTORY))
+            entries.setdefault(rel, UnlistedDir("D", Reason.DIRECTORY))
             return
         if not _is_residue_kind(st.st_mode):
-            entries[rel] = ("x", Reason.NOT_REGULAR)
+            entries[rel] = SkippedEntry("x", Reason.NOT_REGULAR)
             return
         scope.to_capture[rel] = st
 
@@ -351,7 +351,7 @@ def _select(
 
     for rel in hidden_seen:
         if rel not in covered:
-            entries[rel] = ("x", HIDDEN)
+            entries[rel] = SkippedEntry("x", HIDDEN)
 
     limit = settings.residue_max_files
     max_bytes = settings.residue_max_file_bytes
@@ -364,9 +364,9 @@ def _select(
         if force is not None and force(rel):
             scope.to_capture[rel] = st
         elif stat.S_ISREG(st.st_mode) and st.st_size > max_bytes:
-            entries[rel] = ("x", TOO_LARGE)
+            entries[rel] = SkippedEntry("x", TOO_LARGE)
         elif taken >= limit:
-            entries[rel] = ("x", OVER_LIMIT)
+            entries[rel] = SkippedEntry("x", OVER_LIMIT)
         else:
             taken += 1
             scope.to_capture[rel] = st
@@ -380,7 +380,8 @@ def too_large_skipped(files: FileMap, skipped: list[tuple[str, str]], limit: int
     """
     listed = {p for p, _why in skipped}
     reason = f"{TOO_LARGE} ({limit} bytes); not captured"
-    return [(p, reason) for p, e in sorted(files.items()) if e == ("x", TOO_LARGE) and p not in listed]
+    return [(p, reason) for p, e in sorted(files.items())
+            if e.kind == "x" and e.reason == TOO_LARGE and p not in listed]
 
 
 def _under(rel: str, dirs: tuple[str, ...]) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import stat
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
@@ -13,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import fastpath
 from . import scope as scope_mod
 from .capture import HashOnly, Progress, read_paths
 from .dirfd import DirCache
@@ -28,9 +28,7 @@ from .fsutil import append_line, atomic_write, complete_lines, translate_os_erro
 from .ids import digest_hex, is_snapshot_id, is_snapshot_prefix, workspace_key
 from .locks import flocked
 from .manifest import (
-    ABSENT,
     REBASE_DEPTH,
-    WALKED,
     Entry,
     FileMap,
     SnapshotRecord,
@@ -38,21 +36,17 @@ from .manifest import (
     captured_items,
     delta,
     is_captured,
-    parent_of,
 )
 from .packs import BlobIndex, PackWriter
-from .reasons import HELD_BACK, Reason
-from .restore import Recovery, RestoreResult, journal_path, recover, restore
-from .safefs import TMP_PREFIX as OWN_TMP
+from .restore import Recovery, RestorePlan, RestoreResult, journal_path, recover, restore
 from .settings import ScopeSettings
-from .statcache import Key, StatCache, stat_key
+from .statcache import Key, StatCache
 from .watch import ChangeJournal
 from .workspace import resolve_root
 
 STORE_FORMAT = "codex-rewind-snapshots"
 STORE_VERSION = 1
 REF_TAIL_BYTES = 16 * 1024  # `latest` parses only this much of a workspace's ref log
-FULL_WALK_INTERVAL = 300.0  # inotify misses mmap writes and remote changes: walk at least this often
 CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
 SUBDIRS = ("packs", "snapshots", "refs", "refs/workspaces", "cache", "journal", "locks")
 
@@ -109,29 +103,6 @@ class Change:
     change: str  # added | modified | deleted | mode | type
 
 
-@dataclass
-class _LastCapture:
-    """What the change journal's fast path reuses from the previous capture of a workspace."""
-
-    files: FileMap
-    fresh: dict[str, tuple[Key, str]]
-    stats: dict[str, Key]
-    covered: frozenset[str]
-    unwatched: dict[str, Key | None]
-    git_signature: tuple[int, ...] | None
-    settings: ScopeSettings
-    walked_at: float = 0.0  # monotonic time of the last full walk
-
-
-@dataclass
-class _Watched:
-    journal: ChangeJournal
-    last: _LastCapture | None = None
-    pending: set[str] = field(default_factory=set)  # paths a restore wrote: re-read at the next capture
-
-
-
-
 class Store:
     """A snapshot store at `path` (normally $CODEX_HOME/file_snapshots)."""
 
@@ -143,7 +114,7 @@ class Store:
         self._records: dict[str, SnapshotRecord] = {}
         self._git: dict[str, scope_mod.GitTracked] = {}
         self._caches: dict[str, StatCache] = {}
-        self._watched: dict[str, _Watched] = {}
+        self._watched: dict[str, fastpath.Watched] = {}
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -402,7 +373,7 @@ class Store:
         if not ChangeJournal.available():
             return False
         try:
-            self._watched[str(ws)] = _Watched(ChangeJournal(str(ws)))
+            self._watched[str(ws)] = fastpath.Watched(ChangeJournal(str(ws)))
         except OSError:
             return False
         return True
@@ -414,170 +385,11 @@ class Store:
             w.journal.close()
 
     def absorb_own_changes(self, ws: Path, written: dict[str, Entry], deleted: list[str],
-                            dirs_changed: bool) -> None:
-        """After a restore, fold its own writes into the journal state instead of re-walking.
-
-        Only when every pending event names a path the restore wrote or deleted (or its temp
-        files); written paths are re-read by the next capture, so nothing is taken on trust.
-        """
+                           dirs_changed: bool) -> None:
+        """After a restore, fold its own writes into the change journal instead of re-walking."""
         w = self._watched.get(str(ws))
-        if w is None or w.last is None:
-            return
-        changes = w.journal.drain()
-        last = w.last
-        ours = set(written) | set(deleted)
-        foreign = [p for p in changes.paths if p not in ours and not p.rpartition("/")[2].startswith(OWN_TMP)]
-        if (dirs_changed or changes.lost or foreign or scope_mod.IGNORE_FILE in ours
-                or any(p in last.unwatched for p in ours)):
-            w.last = None
-            return
-        files = dict(last.files)
-        fresh, stats = dict(last.fresh), dict(last.stats)
-        for p in deleted:
-            if files.get(parent_of(p)) == WALKED:
-                files.pop(p, None)
-            else:
-                files[p] = ABSENT
-            fresh.pop(p, None)
-            stats.pop(p, None)
-        for p, entry in written.items():
-            files[p] = entry
-            fresh.pop(p, None)
-            stats.pop(p, None)
-        w.pending.update(written)
-        w.last = _LastCapture(files, fresh, stats, last.covered.union(written), last.unwatched,
-                              last.git_signature, last.settings, last.walked_at)
-
-    def _fast_select(self, ws: Path, w: _Watched, known: list[str], git: scope_mod.GitTracked,
-                     settings: ScopeSettings, ignore: scope_mod.Ignore, force: Callable[[str], bool] | None
-                     ) -> tuple[FileMap, dict[str, os.stat_result], frozenset[str], set[str]] | None:
-        """Use the change journal: the previous map plus the files known to have changed, or None.
-
-        Returns (the map with creations and removals applied, paths to re-read with their lstat,
-        the new covered set, paths removed). None means: walk.
-        """
-        changes = w.journal.drain()
-        last = w.last
-        if (last is None or changes.structural or git.signature != last.git_signature
-                or settings != last.settings or time.monotonic() - last.walked_at > FULL_WALK_INTERVAL):
-            return None
-        files = last.files
-        dirty: set[str] = set(w.pending)
-        extra = [p for p in known if p not in last.covered]
-        for p in extra:
-            # A newly known path (e.g. a restore target): settle it from the map where the walk saw it.
-            if scope_mod.forbidden(p) or ignore.file(p):
-                continue
-            e = files.get(p)
-            if e is None:
-                if files.get(parent_of(p)) != WALKED:
-                    return None
-            elif e[0] == "x":
-                if e[1] not in (*HELD_BACK, Reason.HIDDEN):
-                    return None
-                dirty.add(p)
-        covered = last.covered.union(extra) if extra else last.covered
-        if force is not None:
-            dirty.update(p for p, e in files.items() if e[0] == "x" and e[1] in HELD_BACK and force(p))
-        settled = self._settle_file_events(ws, changes.files, files, covered, settings, ignore, force, dirty)
-        if settled is None:
-            return None
-        files, removed = settled
-        for p, key in last.unwatched.items():
-            try:
-                now: Key | None = stat_key(os.lstat(os.path.join(ws, p)))
-            except OSError:
-                now = None
-            if now != key:
-                if key is None or now is None:
-                    return None
-                dirty.add(p)
-        to_read: dict[str, os.stat_result] = {}
-        for p in dirty:
-            try:
-                st = os.lstat(os.path.join(ws, p))
-            except OSError:
-                return None
-            if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-                return None
-            if st.st_nlink > 1 and stat.S_ISREG(st.st_mode) and p not in last.unwatched:
-                return None  # newly hard-linked: writes through another name raise no event here
-            if p not in covered and st.st_size > settings.residue_max_file_bytes and not (force and force(p)):
-                return None
-            to_read[p] = st
-        return files, to_read, covered, removed
-
-    def _settle_file_events(self, ws: Path, names: set[str], files: FileMap, covered: frozenset[str],
-                            settings: ScopeSettings, ignore: scope_mod.Ignore,
-                            force: Callable[[str], bool] | None, dirty: set[str]
-                            ) -> tuple[FileMap, set[str]] | None:
-        """Apply file events (not directory ones) exactly as a walk would see them now, or None.
-
-        Each named path is looked at again (events only say where to look): a file that appeared
-        is classified like the walk would classify it; one that vanished leaves the map.
-        """
-        changed: FileMap = {}
-        removed: set[str] = set()
-        over_limit: bool | None = None
-        residue: int | None = None
-        for p in names:
-            if p == scope_mod.IGNORE_FILE:
-                return None
-            e = files.get(p)
-            try:
-                st: os.stat_result | None = os.lstat(os.path.join(ws, p))
-            except FileNotFoundError:
-                st = None
-            except OSError:
-                return None
-            if st is not None and stat.S_ISDIR(st.st_mode):
-                return None
-            if st is None:
-                if e is None or e[0] == "-":
-                    continue  # created and gone again (a temp file)
-                if is_captured(e) and p not in covered:
-                    if over_limit is None:
-                        over_limit = any(v == ("x", scope_mod.OVER_LIMIT) for v in files.values())
-                    if over_limit:
-                        return None  # the next-newest file would now enter the residue
-                removed.add(p)
-                continue
-            if e is not None and is_captured(e):
-                dirty.add(p)
-                continue
-            if e is not None and e[0] == "x" and e[1] in HELD_BACK:
-                return None  # a residue candidate changed: the newest-N choice may change
-            if scope_mod.forbidden(p):
-                continue
-            if ignore.file(p):
-                changed[p] = ("x", Reason.IGNORED)
-            elif not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-                changed[p] = ("x", Reason.NOT_REGULAR)
-            elif p in covered or (force is not None and force(p)):
-                dirty.add(p)
-            elif p.rpartition("/")[2].startswith(".") and not settings.include_hidden:
-                changed[p] = ("x", scope_mod.HIDDEN)
-            elif stat.S_ISREG(st.st_mode) and st.st_size > settings.residue_max_file_bytes:
-                changed[p] = ("x", scope_mod.TOO_LARGE)
-            else:
-                if over_limit is None:
-                    over_limit = any(v == ("x", scope_mod.OVER_LIMIT) for v in files.values())
-                if residue is None:
-                    residue = sum(1 for q, v in files.items() if v[0] in ("f", "l") and q not in covered)
-                if over_limit or residue >= settings.residue_max_files:
-                    return None  # the residue is full: which files stay is the walk's call
-                residue += 1
-                dirty.add(p)
-        if not changed and not removed:
-            return files, removed
-        out = dict(files)
-        out.update(changed)
-        for p in removed:
-            if p in covered:
-                out[p] = ABSENT
-            else:
-                out.pop(p, None)
-        return out, removed
+        if w is not None:
+            fastpath.absorb(w, written, deleted, dirs_changed)
 
     def capture(
         self,
@@ -623,33 +435,20 @@ class Store:
             cache = self.stat_cache(ws)
             sink = HashOnly() if dry_run else PackWriter(self.blobs)
             w = self._watched.get(key) if not dry_run else None
-            fast = self._fast_select(ws, w, known, git, settings, ignore, force) if w is not None else None
+            state: fastpath.LastCapture | None = None
             try:
-                if fast is not None and w is not None and w.last is not None:
-                    last = w.last
-                    captured = read_paths(str(ws), fast[1], sink, cache, progress)
-                    files = fast[0]
-                    fresh = last.fresh
-                    stats = last.stats
-                    if fast[3]:
-                        fresh = {p: v for p, v in fresh.items() if p not in fast[3]}
-                        stats = {p: v for p, v in stats.items() if p not in fast[3]}
-                    if captured.entries:
-                        stats = {**stats, **captured.stats}
-                        files = dict(files)
-                        files.update(captured.entries)
-                        fresh = {**fresh, **captured.fresh}
-                        for p, e in captured.entries.items():
-                            if e[0] != "f":
-                                fresh.pop(p, None)
-                    skipped = captured.skipped
-                    covered, unwatched = fast[2], last.unwatched
-                    if any(p in unwatched for p in captured.stats):
-                        unwatched = {**unwatched, **{p: k for p, k in captured.stats.items() if p in unwatched}}
-                else:
+                if w is not None:
+                    with DirCache(key) as dirs:  # the fast path's looks and its reads use the same fds
+                        fast = fastpath.select(dirs, w, known, git.signature, settings, ignore, force)
+                        if fast is not None:
+                            captured = read_paths(dirs, fast.to_read, sink, cache, progress)
+                            state = fastpath.merge(fast, captured)
+                            skipped = captured.skipped
+                walked = state is None
+                if state is None:
                     if w is not None:
                         w.journal.reset()
-                    with DirCache(str(ws)) as dirs:  # the walk and the reads see the same directories
+                    with DirCache(key) as dirs:  # the walk and the reads see the same directories
                         selected = scope_mod.select(ws, settings, ignore, git.paths, known,
                                                     protected=self._protected_rel(ws),
                                                     on_dir=w.journal.watch_dir if w is not None else None,
@@ -657,20 +456,13 @@ class Store:
                         captured = read_paths(dirs, selected.to_capture, sink, cache, progress)
                     files = selected.entries
                     files.update(captured.entries)
-                    fresh = captured.fresh
-                    stats = captured.stats
                     skipped = selected.skipped + captured.skipped
                     covered = frozenset(selected.covered)
-                    unwatched = {}
-                    if w is not None:
-                        for p in covered:
-                            if files.get(parent_of(p)) != WALKED:
-                                st = selected.to_capture.get(p)
-                                unwatched[p] = stat_key(st) if st is not None else None
-                        # A hard-linked file can be rewritten through a name outside any watched directory.
-                        for p, st in selected.to_capture.items():
-                            if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
-                                unwatched[p] = stat_key(st)
+                    unwatched = (fastpath.unwatched_after_walk(files, covered, selected.to_capture)
+                                 if w is not None else {})
+                    state = fastpath.LastCapture(files, captured.fresh, captured.stats, covered, unwatched,
+                                                 git.signature, settings, time.monotonic())
+                files, stats = state.files, state.stats
                 skipped = [*skipped, *scope_mod.too_large_skipped(files, skipped, settings.residue_max_file_bytes)]
                 result = CaptureResult(
                     id="", root=key, file_count=sum(1 for e in files.values() if is_captured(e)),
@@ -694,11 +486,10 @@ class Store:
             result.id, result.unchanged = self._write_snapshot(ws, files, parent, parent_files, kind, label,
                                                                result.file_count)
             if w is not None:
-                walked_at = w.last.walked_at if fast is not None and w.last is not None else time.monotonic()
-                w.last = _LastCapture(files, fresh, stats, covered, unwatched, git.signature, settings, walked_at)
+                w.last = state
                 w.pending.clear()
-            if fast is None:
-                cache.update(fresh, started_ns)
+            if walked:
+                cache.update(state.fresh, started_ns)
             else:
                 cache.update_some(captured.entries, captured.fresh, started_ns)
             if w is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL:
@@ -748,9 +539,21 @@ class Store:
         return diff_maps(old, new)
 
     # ----------------------------------------------------------------- restore, gc, verify
-    def restore(self, snap_id: str, root: str | os.PathLike[str] | None = None, **kwargs: Any) -> RestoreResult:
-        """See restore.restore()."""
-        return restore(self, snap_id, root, **kwargs)
+    def restore(
+        self,
+        snap_id: str,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        dry_run: bool = False,
+        known_paths: Iterable[str] = (),
+        scope: ScopeSettings | None = None,
+        confirm: Callable[[RestorePlan], bool] | None = None,
+        progress: Progress | None = None,
+        into: bool = False,
+    ) -> RestoreResult:
+        """Safety capture, plan, (confirm), journaled apply; see restore.restore()."""
+        return restore(self, snap_id, root, dry_run=dry_run, known_paths=known_paths, scope=scope,
+                       confirm=confirm, progress=progress, into=into)
 
     def recover(self, root: str | os.PathLike[str]) -> Recovery | None:
         """Finish a restore that was interrupted in this workspace (None when there was none).
@@ -787,9 +590,9 @@ def diff_maps(old: FileMap, new: FileMap) -> list[Change]:
         elif nc and not oc:
             out.append(Change(path, "added"))
         elif o != n and o is not None and n is not None:
-            if o[0] != n[0]:
+            if o.kind != n.kind:
                 out.append(Change(path, "type"))
-            elif o[0] == "f" and o[3] == n[3]:
+            elif o.kind == "f" and n.kind == "f" and o.blob == n.blob:
                 out.append(Change(path, "mode"))
             else:
                 out.append(Change(path, "modified"))

@@ -123,3 +123,17 @@ def test_no_module_reaches_into_private_store_members() -> None:
                     and node.attr.startswith("_")):
                 bad.append(f"{path.name}:{node.lineno} store.{node.attr}")
     assert not bad, bad
+
+
+def test_store_restore_spells_out_the_options_of_restore() -> None:
+    """Store.restore takes exactly restore()'s options by name (no **kwargs a type checker cannot see)."""
+    import inspect
+
+    from snapshot_store import Store
+    from snapshot_store.restore import restore
+
+    method = inspect.signature(Store.restore).parameters
+    func = inspect.signature(restore).parameters
+    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in method.values())
+    assert list(method)[1:] == list(func)[1:]  # both after self / store
+    assert all(method[n].default == func[n].default for n in list(func)[1:])

@@ -1074,7 +1074,7 @@ def test_watched_store_walks_again_after_the_full_walk_interval(
     watched store walks again once FULL_WALK_INTERVAL has passed and then records the change."""
     import mmap
 
-    import snapshot_store.store as store_mod
+    import snapshot_store.fastpath as fastpath_mod
 
     ws = tmp_path / "ws"
     write(ws, "data.bin", b"A" * 4096)
@@ -1088,7 +1088,7 @@ def test_watched_store_walks_again_after_the_full_walk_interval(
             m.flush()
         assert (ws / "data.bin").read_bytes()[:4] == b"BBBB"
         stale = store.capture(ws)
-        monkeypatch.setattr(store_mod, "FULL_WALK_INTERVAL", 0.0)
+        monkeypatch.setattr(fastpath_mod, "FULL_WALK_INTERVAL", 0.0)
         c = store.capture(ws)
     finally:
         os.close(fd)
@@ -1117,6 +1117,34 @@ def test_watched_captures_match_full_walks(tmp_path: Path, store: Store) -> None
     assert c3.files == full.files
     assert content(store, c3.files["node_modules/p/i.js"]) == b"patched dep"
     assert c3.files["sub/b.txt"][1] == 0o700
+
+
+def test_watched_capture_never_looks_through_a_directory_swapped_for_a_symlink(
+        tmp_path: Path, store: Store) -> None:
+    """A known file in a directory the journal does not watch (below a churn directory) is looked
+    at again by every fast-path capture. When its directory is moved outside the workspace and a
+    symlink to it put in its place, no event is raised; the capture must not look through the
+    symlink (the file outside is unchanged, so a stat through it matches the last capture) and
+    must record what a walk records: the path is behind a symlink, not captured."""
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "a")
+    write(ws, "node_modules/p/i.js", "dep")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    known = ["node_modules/p/i.js"]
+    assert store.watch(ws)
+    c1 = store.capture(ws, known_paths=known)
+    assert c1.files["node_modules/p/i.js"][0] == "f"
+    os.rename(ws / "node_modules" / "p", outside / "p")
+    os.symlink(outside / "p", ws / "node_modules" / "p")
+    c2 = store.capture(ws, known_paths=known)
+    walker = Store.open(tmp_path / "other_store")
+    full = walker.capture(ws, known_paths=known)
+    walker.close()
+    assert full.files["node_modules/p/i.js"] == ("x", "behind a symlink")
+    assert c2.files["node_modules/p/i.js"] == ("x", "behind a symlink"), (
+        "the capture recorded a file that now lives outside the workspace")
+    assert c2.files == full.files
 
 
 def test_os_error_messages_are_one_well_formed_line(tmp_path: Path) -> None:
@@ -1153,3 +1181,23 @@ def test_latest_reads_the_tail_of_a_long_ref_log(tmp_path: Path, store: Store) -
     store._snapshot_path(nxt.id).unlink()
     store._snapshot_path(ids[-1]).unlink()
     assert store.latest(ws.resolve()) == ids[1]
+
+
+def test_manifest_entries_are_named_and_keep_their_on_disk_form(tmp_path: Path, store: Store) -> None:
+    """Entries carry names (kind, mode, size, blob...) yet compare, hash and encode as the plain
+    lists FORMAT.md §3 specifies: re-encoding a stored snapshot gives back its exact bytes."""
+    from snapshot_store.ids import digest_hex
+    from snapshot_store.manifest import FileEntry, SnapshotRecord
+
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", "hello", mode=0o640)
+    os.symlink("a.txt", ws / "link")
+    c = store.capture(ws, known_paths=["gone.txt"])
+    raw = next((tmp_path / "store" / "snapshots").rglob(c.id)).read_bytes()
+    rec = SnapshotRecord.decode(c.id, raw)
+    a = rec.changes["a.txt"]
+    assert isinstance(a, FileEntry)
+    assert (a.kind, a.mode, a.size, a.blob) == ("f", 0o640, 5, blake3.blake3(b"hello").hexdigest())
+    assert a == ("f", 0o640, 5, a.blob) and hash(a) == hash(("f", 0o640, 5, a.blob))
+    assert rec.changes["link"] == ("l", "a.txt") and rec.changes["gone.txt"] == ("-",)
+    assert digest_hex(rec.encode()) == c.id

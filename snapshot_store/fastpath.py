@@ -1,0 +1,265 @@
+"""The change journal's fast path: a watched workspace's next map from the last one plus its events.
+
+Store.capture asks `select` first; None means "walk". Every path looked at is reached through the
+capture's DirCache (directory fds, O_NOFOLLOW at each component) and the reads that follow use the
+same fds, so a directory swapped for a symlink is never looked through: the capture walks instead.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from . import scope as scope_mod
+from .capture import Captured
+from .dirfd import DirCache, DirChanged, SymlinkInPath
+from .manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, is_captured, parent_of
+from .reasons import HELD_BACK, Reason
+from .safefs import TMP_PREFIX as OWN_TMP
+from .settings import ScopeSettings
+from .statcache import Key, stat_key
+from .watch import ChangeJournal
+
+FULL_WALK_INTERVAL = 300.0  # inotify misses mmap writes and remote changes: walk at least this often
+_NOT_REACHED = (OSError, SymlinkInPath, DirChanged)
+
+
+@dataclass
+class LastCapture:
+    """What the fast path reuses from the previous capture of a workspace."""
+
+    files: FileMap
+    fresh: dict[str, tuple[Key, str]]
+    stats: dict[str, Key]
+    covered: frozenset[str]
+    unwatched: dict[str, Key | None]  # covered paths no watched directory reports on, with their lstat
+    git_signature: tuple[int, ...] | None
+    settings: ScopeSettings
+    walked_at: float = 0.0  # monotonic time of the last full walk
+
+
+@dataclass
+class Watched:
+    """One watched workspace: its journal, the last capture, and paths a restore wrote since."""
+
+    journal: ChangeJournal
+    last: LastCapture | None = None
+    pending: set[str] = field(default_factory=set)  # paths a restore wrote: re-read at the next capture
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The fast path's answer: the last map with creations and removals applied, and what to re-read."""
+
+    last: LastCapture
+    files: FileMap
+    to_read: dict[str, os.stat_result]
+    covered: frozenset[str]
+    removed: set[str]
+
+
+def select(dirs: DirCache, w: Watched, known: Iterable[str], git_signature: tuple[int, ...] | None,
+           settings: ScopeSettings, ignore: scope_mod.Ignore, force: Callable[[str], bool] | None
+           ) -> Selection | None:
+    """Use the change journal: the previous map plus the files known to have changed, or None (walk)."""
+    changes = w.journal.drain()
+    last = w.last
+    if (last is None or changes.structural or git_signature != last.git_signature
+            or settings != last.settings or time.monotonic() - last.walked_at > FULL_WALK_INTERVAL):
+        return None
+    files = last.files
+    dirty: set[str] = set(w.pending)
+    extra = [p for p in known if p not in last.covered]
+    for p in extra:
+        # A newly known path (e.g. a restore target): settle it from the map where the walk saw it.
+        if scope_mod.forbidden(p) or ignore.file(p):
+            continue
+        e = files.get(p)
+        if e is None:
+            if files.get(parent_of(p)) != WALKED:
+                return None
+        elif e.kind == "x":
+            if e.reason not in (*HELD_BACK, Reason.HIDDEN):
+                return None
+            dirty.add(p)
+    covered = last.covered.union(extra) if extra else last.covered
+    if force is not None:
+        dirty.update(p for p, e in files.items() if e.kind == "x" and e.reason in HELD_BACK and force(p))
+    settled = _settle(dirs, changes.files, files, covered, settings, ignore, force, dirty)
+    if settled is None:
+        return None
+    files, removed = settled
+    for p, key in last.unwatched.items():
+        try:
+            now: Key | None = stat_key(dirs.lstat(p))
+        except (SymlinkInPath, DirChanged):
+            return None  # a directory on the way is no longer the one watched: only a walk can tell
+        except OSError:
+            now = None
+        if now != key:
+            if key is None or now is None:
+                return None
+            dirty.add(p)
+    to_read: dict[str, os.stat_result] = {}
+    for p in dirty:
+        try:
+            st = dirs.lstat(p)
+        except _NOT_REACHED:
+            return None
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+            return None
+        if st.st_nlink > 1 and stat.S_ISREG(st.st_mode) and p not in last.unwatched:
+            return None  # newly hard-linked: writes through another name raise no event here
+        if p not in covered and st.st_size > settings.residue_max_file_bytes and not (force and force(p)):
+            return None
+        to_read[p] = st
+    return Selection(last, files, to_read, covered, removed)
+
+
+def _settle(dirs: DirCache, names: set[str], files: FileMap, covered: frozenset[str], settings: ScopeSettings,
+            ignore: scope_mod.Ignore, force: Callable[[str], bool] | None, dirty: set[str]
+            ) -> tuple[FileMap, set[str]] | None:
+    """Apply file events (not directory ones) exactly as a walk would see them now, or None.
+
+    Each named path is looked at again (events only say where to look): a file that appeared
+    is classified like the walk would classify it; one that vanished leaves the map.
+    """
+    changed: FileMap = {}
+    removed: set[str] = set()
+    over_limit: bool | None = None
+    residue: int | None = None
+    for p in names:
+        if p == scope_mod.IGNORE_FILE:
+            return None
+        e = files.get(p)
+        try:
+            st: os.stat_result | None = dirs.lstat(p)
+        except FileNotFoundError:
+            st = None
+        except _NOT_REACHED:
+            return None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            return None
+        if st is None:
+            if e is None or e.kind == "-":
+                continue  # created and gone again (a temp file)
+            if is_captured(e) and p not in covered:
+                if over_limit is None:
+                    over_limit = _any_over_limit(files)
+                if over_limit:
+                    return None  # the next-newest file would now enter the residue
+            removed.add(p)
+            continue
+        if e is not None and is_captured(e):
+            dirty.add(p)
+            continue
+        if e is not None and e.kind == "x" and e.reason in HELD_BACK:
+            return None  # a residue candidate changed: the newest-N choice may change
+        if scope_mod.forbidden(p):
+            continue
+        if ignore.file(p):
+            changed[p] = SkippedEntry("x", Reason.IGNORED)
+        elif not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+            changed[p] = SkippedEntry("x", Reason.NOT_REGULAR)
+        elif p in covered or (force is not None and force(p)):
+            dirty.add(p)
+        elif p.rpartition("/")[2].startswith(".") and not settings.include_hidden:
+            changed[p] = SkippedEntry("x", Reason.HIDDEN)
+        elif stat.S_ISREG(st.st_mode) and st.st_size > settings.residue_max_file_bytes:
+            changed[p] = SkippedEntry("x", Reason.TOO_LARGE)
+        else:
+            if over_limit is None:
+                over_limit = _any_over_limit(files)
+            if residue is None:
+                residue = sum(1 for q, v in files.items() if is_captured(v) and q not in covered)
+            if over_limit or residue >= settings.residue_max_files:
+                return None  # the residue is full: which files stay is the walk's call
+            residue += 1
+            dirty.add(p)
+    if not changed and not removed:
+        return files, removed
+    out = dict(files)
+    out.update(changed)
+    for p in removed:
+        if p in covered:
+            out[p] = ABSENT
+        else:
+            out.pop(p, None)
+    return out, removed
+
+
+def _any_over_limit(files: FileMap) -> bool:
+    return any(v.kind == "x" and v.reason == Reason.OVER_LIMIT for v in files.values())
+
+
+def merge(sel: Selection, captured: Captured) -> LastCapture:
+    """The new state after the fast path's re-reads (same git signature, settings and walk time)."""
+    last = sel.last
+    files, fresh, stats = sel.files, last.fresh, last.stats
+    if sel.removed:
+        fresh = {p: v for p, v in fresh.items() if p not in sel.removed}
+        stats = {p: v for p, v in stats.items() if p not in sel.removed}
+    if captured.entries:
+        stats = {**stats, **captured.stats}
+        files = {**files, **captured.entries}
+        fresh = {**fresh, **captured.fresh}
+        for p, e in captured.entries.items():
+            if e.kind != "f":
+                fresh.pop(p, None)
+    unwatched = last.unwatched
+    if any(p in unwatched for p in captured.stats):
+        unwatched = {**unwatched, **{p: k for p, k in captured.stats.items() if p in unwatched}}
+    return LastCapture(files, fresh, stats, sel.covered, unwatched, last.git_signature, last.settings,
+                       last.walked_at)
+
+
+def unwatched_after_walk(files: FileMap, covered: Iterable[str], to_capture: dict[str, os.stat_result]
+                         ) -> dict[str, Key | None]:
+    """Covered paths whose changes no watched directory reports, with the lstat the walk saw."""
+    unwatched: dict[str, Key | None] = {}
+    for p in covered:
+        if files.get(parent_of(p)) != WALKED:
+            st = to_capture.get(p)
+            unwatched[p] = stat_key(st) if st is not None else None
+    # A hard-linked file can be rewritten through a name outside any watched directory.
+    for p, st in to_capture.items():
+        if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
+            unwatched[p] = stat_key(st)
+    return unwatched
+
+
+def absorb(w: Watched, written: dict[str, Entry], deleted: list[str], dirs_changed: bool) -> None:
+    """After a restore, fold its own writes into the journal state instead of re-walking.
+
+    Only when every pending event names a path the restore wrote or deleted (or its temp
+    files); written paths are re-read by the next capture, so nothing is taken on trust.
+    """
+    if w.last is None:
+        return
+    changes = w.journal.drain()
+    last = w.last
+    ours = set(written) | set(deleted)
+    foreign = [p for p in changes.paths if p not in ours and not p.rpartition("/")[2].startswith(OWN_TMP)]
+    if (dirs_changed or changes.lost or foreign or scope_mod.IGNORE_FILE in ours
+            or any(p in last.unwatched for p in ours)):
+        w.last = None
+        return
+    files = dict(last.files)
+    fresh, stats = dict(last.fresh), dict(last.stats)
+    for p in deleted:
+        if files.get(parent_of(p)) == WALKED:
+            files.pop(p, None)
+        else:
+            files[p] = ABSENT
+        fresh.pop(p, None)
+        stats.pop(p, None)
+    for p, entry in written.items():
+        files[p] = entry
+        fresh.pop(p, None)
+        stats.pop(p, None)
+    w.pending.update(written)
+    w.last = LastCapture(files, fresh, stats, last.covered.union(written), last.unwatched,
+                         last.git_signature, last.settings, last.walked_at)
