@@ -13,7 +13,7 @@ from .context import Context, UsageError
 from .snapshot_cmds import print_plan, show_path
 
 if TYPE_CHECKING:  # the SDK import costs ~0.5 s: only commands that start Codex pay it
-    from .session import ApprovalRequest, RedoPreview, RewindPreview, RewindResult, Session
+    from .session import ApprovalRequest, RedoPreview, RewindPreview, RewindResult, Session, SessionOptions
 
 
 def _codex_flags(p: argparse.ArgumentParser) -> None:
@@ -66,7 +66,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None) -> Session:
     """Start Codex for the workspace with the pass-through flags."""
-    from .session import Session, SessionOptions, split_overrides
+    from .session import Session
+
+    return Session(session_options(ctx, args), approval=approval)
+
+
+def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
+    """How to start Codex for the workspace, from the pass-through flags (-C -m -s -a -c --enable --disable)."""
+    from .session import SessionOptions, split_overrides
 
     overrides = list(split_overrides(args.overrides))
     for feature in args.enable:
@@ -78,7 +85,7 @@ def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None) -
     opts = SessionOptions(cwd=args.cd, codex_home=ctx.home, settings=ctx.settings, model=args.model,
                           sandbox=args.sandbox, approval_policy=args.ask_for_approval,
                           config_overrides=tuple(overrides))
-    return Session(opts, approval=approval)
+    return opts
 
 
 def _decline_noninteractive(req: ApprovalRequest) -> str:

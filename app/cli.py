@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from config import ConfigError, codex_home, load_settings
 from snapshot_store import StoreError
 
-from . import agent_cmds, demo, snapshot_cmds
+from . import agent_cmds, demo, snapshot_cmds, tui_cmds
 from .context import Context, UsageError
 
 EXIT_USAGE = 2
@@ -69,17 +69,20 @@ def build_parser() -> argparse.ArgumentParser:
     snapshot_cmds.register(sub)
     agent_cmds.register(sub)
     demo.register(sub)
+    tui_cmds.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `codexr` console script."""
     _safe_streams()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["login"]:  # Codex's own flags, untouched by our parser
+        return tui_cmds.login(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
-        parser.print_help()
-        return EXIT_USAGE
+        args.handler = tui_cmds.run_app  # no subcommand: the app on the current directory
     try:
         home = codex_home()
         settings = load_settings(home, overrides=args.overrides, enable=args.enable, disable=args.disable)
