@@ -66,7 +66,10 @@ class CodexrApp(App[int]):
         self._resume_id = thread_id
         self._resume_last = resume_last
         self.banner = banner
-        self.keymap = validate_keymap(keymap or {})
+        if keymap is None:  # the settings the options were made with (`[tui] keys`)
+            settings = getattr(opts, "settings", None)
+            keymap = settings.tui.keys if settings is not None else {}
+        self.keymap = validate_keymap(keymap)
         self.stable_status = stable_status
         self.workspace = workspace or (str(getattr(opts, "cwd", "")) if not callable(opts) else "")
         self.driver: Driver | None = None

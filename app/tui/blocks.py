@@ -34,6 +34,11 @@ from .diffview import DiffView, stat_label
 OUTPUT_TAIL_LINES = 400  # a command's output shown in the block; the copy has all of it
 
 
+def _stable(widget: Block) -> bool:
+    """The app hides durations and token counts (deterministic screenshots)."""
+    return bool(getattr(widget.app, "stable_status", False))
+
+
 class Block(Vertical):
     """A transcript block: knows its text for copying and how to expand/collapse."""
 
@@ -125,7 +130,7 @@ class ReasoningBlock(Block):
         return self.event.text
 
 
-def _command_title(command: str, finished: CommandFinished | None) -> str:
+def _command_title(command: str, finished: CommandFinished | None, stable: bool = False) -> str:
     if finished is None:
         return f"$ {command}   … running"
     parts = [f"$ {command}  "]
@@ -137,7 +142,7 @@ def _command_title(command: str, finished: CommandFinished | None) -> str:
         parts.append(" ✓ exit 0" if finished.exit_code == 0 else f" ✗ exit {finished.exit_code}")
     elif finished.status == "failed":
         parts.append(" ✗ failed")
-    if finished.duration_ms is not None:
+    if finished.duration_ms is not None and not stable:
         parts.append(f" · {finished.duration_ms / 1000:.1f}s")
     return "".join(parts)
 
@@ -162,7 +167,7 @@ class CommandBlock(Block):
 
     def compose(self) -> ComposeResult:
         failed = self.finished is not None and (self.finished.exit_code or 0) != 0
-        with Collapsible(title=_command_title(self.command, self.finished),
+        with Collapsible(title=_command_title(self.command, self.finished, _stable(self)),
                          collapsed=self.finished is not None and not failed):
             yield Static(Text(_tail(self.output)), classes="command-output", markup=False)
 
@@ -177,7 +182,7 @@ class CommandBlock(Block):
         self.output = ev.output or self.output
         self.query_one(".command-output", Static).update(Text(_tail(self.output)))
         c = self.query_one(Collapsible)
-        c.title = _command_title(self.command, ev)
+        c.title = _command_title(self.command, ev, _stable(self))
         c.collapsed = (ev.exit_code or 0) == 0 and ev.status == "completed"
 
     def copy_text(self) -> str:
@@ -231,12 +236,13 @@ class FileChangeBlock(Block):
         return "\n".join(unified(d) for d in self.event.changes)
 
 
-def _turn_line(ev: TurnFinished, usage: TokenUsage | None) -> Text:
+def _turn_line(ev: TurnFinished, usage: TokenUsage | None, stable: bool = False) -> Text:
     ok = ev.status == "completed"
     line = Text("── " + ("✓ " if ok else "✗ "), style="dim")
     line.append(f"turn {ev.status}", style="dim" if ok else "bold")
-    line.append(f" in {ev.seconds:.1f}s", style="dim")
-    if usage is not None:
+    if not stable:
+        line.append(f" in {ev.seconds:.1f}s", style="dim")
+    if usage is not None and not stable:
         line.append(f" · {usage.last_total:,} tokens (thread {usage.thread_total:,})", style="dim")
     if ev.error:
         line.append(f"\n   ! {ev.error}")
@@ -258,7 +264,7 @@ class TurnBlock(Block):
         self.usage = usage
 
     def compose(self) -> ComposeResult:
-        yield Static(_turn_line(self.event, self.usage))
+        yield Static(_turn_line(self.event, self.usage, _stable(self)))
 
     def copy_text(self) -> str:
         return _turn_line(self.event, self.usage).plain

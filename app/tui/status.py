@@ -64,6 +64,13 @@ class StatusBar(Static):
         if self.state == "failed":
             out.append("✗ Codex is not running", style="bold")
             return out
+        if self.busy:
+            out.append("● working", style="bold")
+            if self.queued:
+                out.append(f" · {self.queued} queued", style="bold")
+        else:
+            out.append("○ idle")
+        out.append(*sep)
         out.append(s.model or "model ?", style="bold")
         out.append(*sep)
         out.append("workspace" if self.stable else short_path(s.workspace))
@@ -90,11 +97,4 @@ class StatusBar(Static):
             out.append(*sep)
             n = len(s.others)
             out.append(f"⚠ {n} other codexr session{'s' if n != 1 else ''} here", style="bold")
-        out.append(*sep)
-        if self.busy:
-            out.append("● working", style="bold")
-            if self.queued:
-                out.append(f" · {self.queued} queued")
-        else:
-            out.append("○ idle")
         return out
