@@ -40,6 +40,7 @@ async def until(pilot: Pilot[Any], cond: Callable[[], object], what: str, timeou
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}; screen:\n{screen_text(pilot.app)}")  # type: ignore[arg-type]
         await pilot.pause(0.05)
+    await pilot.pause(0.05)  # let the screen repaint what the condition saw
 
 
 async def ready(pilot: Pilot[Any]) -> CodexrApp:
@@ -159,12 +160,13 @@ def test_approvals_accept_decline_cancel_from_the_keyboard(model: ScriptedModel,
     model.script("tui-acc", [shell("echo acc > acc.txt"), message("accepted ran")])
     model.script("tui-dec", [shell("echo dec > dec.txt"), message("went on without it")])
     model.script("tui-can", [shell("echo can > can.txt"), message("should not be said")])
-    opts = session_options(model, tmp_path, approval_policy="untrusted", sandbox="read-only")
+    opts = session_options(model, tmp_path, approval_policy="untrusted", sandbox="workspace-write")
     app = CodexrApp(opts)
 
     async def ask(pilot: Pilot[Any], prompt: str, key: str, n: int) -> str:
         await type_and_send(pilot, prompt)
-        await until(pilot, lambda: app.query_one("#approval").display, "the approval request")
+        panel = app.query_one("#approval")
+        await until(pilot, lambda: panel.display and app.focused is panel, "the approval request")
         shown = screen_text(app)
         assert not app.composer.display  # the request replaces the composer
         await pilot.press(key)

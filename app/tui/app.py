@@ -260,7 +260,7 @@ class CodexrApp(App[int]):
             panel.asked = None
             panel.display = False
             self.composer.display = True
-            self.composer.focus_prompt()
+            self.set_focus(self.composer.area)
             self._terminal_title("codexr")
             return
         asked = self._approvals[0]
@@ -271,10 +271,10 @@ class CodexrApp(App[int]):
                 self._reviewing = asked
                 self.push_screen(ApprovalReview(asked, self.workspace), partial(self._reviewed, asked))
             return
-        panel.show(asked, len(self._approvals) - 1)
         panel.display = True
         self.composer.display = False
-        panel.focus()
+        panel.show(asked, len(self._approvals) - 1)
+        self.set_focus(panel)
 
     def _reviewed(self, asked: ApprovalAsked, decision: str | None) -> None:
         self._reviewing = None

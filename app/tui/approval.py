@@ -12,6 +12,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from ..events import ApprovalAsked
+from ..translate import short_command
 from .actions import bindings
 
 
@@ -53,13 +54,9 @@ class ApprovalPanel(Vertical, can_focus=True):
         self.asked = asked
         self.waiting = waiting
         req = asked.request
-        title = Text("⚠ Codex asks to run a command", style="bold")
-        if waiting:
-            title.append(f"   (+{waiting} more waiting)")
-        self.query_one("#approval-title", Static).update(title)
         body = Text()
         body.append("$ ", style="bold")
-        body.append(req.command or "(no command given)")
+        body.append(short_command(req.command) if req.command else "(no command given)")
         if req.cwd:
             body.append("\n  in ", style="dim")
             body.append(str(req.cwd))
@@ -71,15 +68,19 @@ class ApprovalPanel(Vertical, can_focus=True):
 
     def _tick(self) -> None:
         asked = self.asked
-        if asked is None or not self.display:
+        if asked is None:
             return
         if asked.future.done():  # timed out (declined by the session core) or answered elsewhere
             self.post_message(self.Decided(asked, None))
             return
-        keys = Text("[y] accept   [a] accept for this session   [n] decline   [c/Esc] cancel the turn")
+        title = Text("⚠ Codex asks to run a command", style="bold")
+        if self.waiting:
+            title.append(f"   (+{self.waiting} more waiting)")
         if asked.timeout and not self.hide_clock:
-            keys.append(f"      declines by itself in {remaining(asked)}", style="dim")
-        self.query_one("#approval-keys", Static).update(keys)
+            title.append(f"   declines by itself in {remaining(asked)}", style="dim")
+        self.query_one("#approval-title", Static).update(title)
+        self.query_one("#approval-keys", Static).update(
+            Text("[y] accept   [a] accept for this session   [n] decline   [c/Esc] cancel the turn"))
 
     def _decide(self, decision: str) -> None:
         if self.asked is not None:

@@ -29,6 +29,7 @@ from ..events import (
     TurnFinished,
     UserPrompt,
 )
+from ..translate import short_command
 from .diffview import DiffView, stat_label
 
 OUTPUT_TAIL_LINES = 400  # a command's output shown in the block; the copy has all of it
@@ -281,7 +282,7 @@ def notice_text(ev: Any) -> tuple[str, str]:
         return (f"{ev.message} (retrying…)" if ev.will_retry else ev.message), "warning" if ev.will_retry else "error"
     if isinstance(ev, ApprovalDecided):
         word = DECISION_WORDS.get(ev.decision, f"• {ev.decision}")
-        return f"{word}: {ev.summary}", "info"
+        return f"{word}: {short_command(ev.summary)}", "info"
     if isinstance(ev, Notice):
         return ev.text, ev.level
     return str(ev), "info"

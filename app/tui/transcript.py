@@ -71,6 +71,7 @@ class Transcript(VerticalScroll, can_focus=True):
         self._usage: TokenUsage | None = None
         self._seq = 0
         self.cursor: int | None = None
+        self._stick = True
 
     def compose(self) -> Iterable[Static | Markdown]:
         yield Static("", id="fold")
@@ -80,11 +81,19 @@ class Transcript(VerticalScroll, can_focus=True):
         self._show_chrome()
 
     def _following(self) -> bool:
-        """The view sits at the end (new blocks keep it there) and no block cursor holds it."""
-        return self.cursor is None and self.scroll_y >= self.max_scroll_y - 1
+        """New blocks keep the view at the end unless the user scrolled up or holds the block cursor."""
+        return self._stick and self.cursor is None
 
     def _follow(self) -> None:
+        self._stick = True
         self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if new_value < old_value - 0.5:
+            self._stick = False  # the user scrolled up: stay where they are
+        elif new_value >= self.max_scroll_y - 1:
+            self._stick = True
 
     def _show_chrome(self) -> None:
         fold = self.query_one("#fold", Static)
