@@ -13,7 +13,7 @@ import pytest
 from e2e_helpers import session_options
 from textual.pilot import Pilot
 
-from app.scripted_model import ScriptedModel, add_file, message, pause, shell
+from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
 from app.tui.app import CodexrApp
 from app.tui.blocks import AgentBlock, CommandBlock, FileChangeBlock, PromptBlock, TurnBlock
 from app.tui.start_failed import StartFailedScreen
@@ -179,7 +179,7 @@ def test_approvals_accept_decline_cancel_from_the_keyboard(model: ScriptedModel,
         await ready(pilot)
         shown = await ask(pilot, "tui-acc go", "y", 1)
         assert "Codex asks to run a command" in shown and "echo acc > acc.txt" in shown
-        assert f"in {opts.cwd}" in shown and "[y] accept" in shown and "declines by itself in" in shown
+        assert "in ./ (the workspace)" in shown and "[y] accept" in shown and "declines by itself in" in shown
         assert "✓ approved: echo acc > acc.txt" in screen_text(app)
         await ask(pilot, "tui-dec go", "n", 2)
         assert "✗ declined: echo dec > dec.txt" in screen_text(app)
@@ -279,3 +279,35 @@ def test_codex_that_cannot_start_gets_a_screen_saying_how_to_log_in(model: Scrip
 
     drive(app, scenario)
     assert app.return_code == 0
+
+
+def test_snapshot_main_screen_after_a_turn(model: ScriptedModel, tmp_path: Path, snap_compare: Any) -> None:
+    model.script("tui-snap", [reasoning("Plan: add a greeting module"), add_file("hello.py", "print('hello')\n"),
+                              shell("echo checked"), message("Added `hello.py`.\n\n**Next:** run it.")])
+    app = CodexrApp(session_options(model, tmp_path, {"README.md": "demo\n"}), stable_status=True)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        app.composer.area.cursor_blink = False
+        await type_and_send(pilot, "tui-snap add a greeting")
+        await until(pilot, lambda: turns_done(app) == 1, "the turn")
+        await until(pilot, lambda: not app.busy, "the session to be idle")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_snapshot_approval_request(model: ScriptedModel, tmp_path: Path, snap_compare: Any) -> None:
+    model.script("tui-snap-ask", [shell("touch approved.txt"), message("ok")])
+    app = CodexrApp(session_options(model, tmp_path, approval_policy="untrusted", sandbox="read-only"),
+                    stable_status=True)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        app.composer.area.cursor_blink = False
+        await type_and_send(pilot, "tui-snap-ask touch it")
+        panel = app.query_one("#approval")
+        await until(pilot, lambda: panel.display and app.focused is panel, "the approval request")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

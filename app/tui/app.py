@@ -128,6 +128,10 @@ class CodexrApp(App[int]):
         self._early.clear()
 
     def on_unmount(self) -> None:
+        for asked in self._approvals:  # nobody will answer them now
+            if not asked.future.done():
+                with contextlib.suppress(Exception):
+                    asked.future.set_result("cancel")
         if self.driver is not None:
             self.driver.close()
 
@@ -273,7 +277,7 @@ class CodexrApp(App[int]):
             return
         panel.display = True
         self.composer.display = False
-        panel.show(asked, len(self._approvals) - 1)
+        panel.show(asked, len(self._approvals) - 1, self.composer.workspace)
         self.set_focus(panel)
 
     def _reviewed(self, asked: ApprovalAsked, decision: str | None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -20,6 +21,17 @@ def remaining(asked: ApprovalAsked) -> str:
     """`4:59` until the session core declines by itself."""
     left = max(0, int(asked.timeout - (time.time() - asked.asked_at))) if asked.timeout else 0
     return f"{left // 60}:{left % 60:02d}"
+
+
+def where(cwd: str, workspace: str) -> str:
+    """`./` for the workspace itself, `./sub` inside it, the full path elsewhere."""
+    if workspace:
+        rel = os.path.relpath(os.path.realpath(cwd), os.path.realpath(workspace))
+        if rel == ".":
+            return "./ (the workspace)"
+        if not rel.startswith(".."):
+            return f"./{rel}"
+    return cwd
 
 
 class ApprovalPanel(Vertical, can_focus=True):
@@ -49,7 +61,7 @@ class ApprovalPanel(Vertical, can_focus=True):
     def on_mount(self) -> None:
         self.set_interval(1.0, self._tick)
 
-    def show(self, asked: ApprovalAsked, waiting: int = 0) -> None:
+    def show(self, asked: ApprovalAsked, waiting: int = 0, workspace: str = "") -> None:
         """Show one request (`waiting`: how many more queue behind it)."""
         self.asked = asked
         self.waiting = waiting
@@ -59,7 +71,7 @@ class ApprovalPanel(Vertical, can_focus=True):
         body.append(short_command(req.command) if req.command else "(no command given)")
         if req.cwd:
             body.append("\n  in ", style="dim")
-            body.append(str(req.cwd))
+            body.append(where(str(req.cwd), workspace))
         if req.reason:
             body.append("\n  why: ", style="dim")
             body.append(str(req.reason))
