@@ -15,6 +15,7 @@ from textual.pilot import Pilot
 
 from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
 from app.tui.app import CodexrApp
+from app.tui.approval_review import ApprovalReview
 from app.tui.blocks import AgentBlock, CommandBlock, FileChangeBlock, PromptBlock, TurnBlock
 from app.tui.start_failed import StartFailedScreen
 
@@ -192,6 +193,26 @@ def test_approvals_accept_decline_cancel_from_the_keyboard(model: ScriptedModel,
     drive(app, scenario)
     assert (opts.cwd / "acc.txt").read_text() == "acc\n"
     assert not (opts.cwd / "dec.txt").exists() and not (opts.cwd / "can.txt").exists()
+
+
+def test_file_change_approval_reviews_the_diff(model: ScriptedModel, tmp_path: Path) -> None:
+    model.script("tui-fc", [add_file("new.txt", "fresh line\n"), message("edited")])
+    opts = session_options(model, tmp_path, approval_policy="untrusted", sandbox="read-only")
+    app = CodexrApp(opts)
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await type_and_send(pilot, "tui-fc go")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalReview), "the review screen")
+        text = screen_text(app)
+        assert "Codex asks to change 1 file(s)" in text and "A new.txt +1 -0" in text and "+fresh line" in text
+        assert not (opts.cwd / "new.txt").exists()
+        await pilot.press("y")
+        await until(pilot, lambda: turns_done(app) == 1, "the turn")
+        assert "✓ approved:" in screen_text(app) and len(app.screen_stack) == 1
+
+    drive(app, scenario)
+    assert (opts.cwd / "new.txt").read_text() == "fresh line\n"
 
 
 def test_slash_completion_help_and_remapped_keys(model: ScriptedModel, tmp_path: Path) -> None:

@@ -25,48 +25,57 @@ class ApprovalReview(ModalScreen[str | None]):
         super().__init__()
         self.asked = asked
         self.diffs = file_diffs({"changes": asked.request.changes}, cwd)
+        self._answered = False
 
     def compose(self) -> ComposeResult:
         req = self.asked.request
         with Vertical(id="review"):
-            head = Text(f"⚠ Codex asks to change {len(self.diffs)} file(s)", style="bold")
+            yield Static("", id="review-title")
             if req.reason:
-                head.append(f"\n  why: {req.reason}")
-            yield Static(head, id="review-title")
+                yield Static(Text(f"  why: {req.reason}"))
             with VerticalScroll(id="review-diffs"):
                 if not self.diffs:
                     yield Static("(Codex did not say which files)")
                 for d in self.diffs:
                     yield Static(Text(diff_stat(d), style="bold"))
                     yield DiffView(unified(d))
-            yield Static("", id="review-keys")
+            yield Static(Text("[y] accept   [a] accept for this session   [n] decline   [c/Esc] cancel the turn"),
+                         id="review-keys")
         yield Footer()
 
     def on_mount(self) -> None:
         self._tick()
         self.set_interval(1.0, self._tick)
 
+    def _answer(self, decision: str | None) -> None:
+        """Dismiss once (the clock may tick again before the screen is gone)."""
+        if not self._answered:
+            self._answered = True
+            self.dismiss(decision)
+
     def _tick(self) -> None:
-        if self.asked.future.done():
-            self.dismiss(None)
+        if self._answered:
             return
-        keys = Text("[y] accept   [a] accept for this session   [n] decline   [c/Esc] cancel the turn")
+        if self.asked.future.done():
+            self._answer(None)
+            return
+        title = Text(f"⚠ Codex asks to change {len(self.diffs)} file(s)", style="bold")
         if self.asked.timeout:
-            keys.append(f"      declines by itself in {remaining(self.asked)}", style="dim")
-        self.query_one("#review-keys", Static).update(keys)
+            title.append(f"   declines by itself in {remaining(self.asked)}", style="dim")
+        self.query_one("#review-title", Static).update(title)
 
     def action_accept(self) -> None:
         """Allow the edit."""
-        self.dismiss("accept")
+        self._answer("accept")
 
     def action_accept_session(self) -> None:
         """Allow it and similar edits this session."""
-        self.dismiss("acceptForSession")
+        self._answer("acceptForSession")
 
     def action_decline(self) -> None:
         """Refuse the edit."""
-        self.dismiss("decline")
+        self._answer("decline")
 
     def action_cancel(self) -> None:
         """Refuse and stop the turn."""
-        self.dismiss("cancel")
+        self._answer("cancel")
