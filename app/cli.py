@@ -82,6 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            parser.print_help()  # no terminal to draw the app on: say what the commands are
+            return EXIT_USAGE
         args.handler = tui_cmds.run_app  # no subcommand: the app on the current directory
     try:
         home = codex_home()
