@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from config import ConfigError, codex_home, load_settings
 from snapshot_store import StoreError
 
-from . import agent_cmds, demo, snapshot_cmds
+from . import agent_cmds, demo, snapshot_cmds, tui_cmds
 from .context import Context, UsageError
 
 EXIT_USAGE = 2
@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     snapshot_cmds.register(sub)
     agent_cmds.register(sub)
     demo.register(sub)
+    tui_cmds.register(sub)
     return parser
 
 
@@ -85,14 +86,19 @@ def _plain(ctx: Context, args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `codexr` console script."""
     _safe_streams()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["login"]:  # Codex's own flags, untouched by our parser
+        return tui_cmds.login(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         if args.plain:
             args.handler = _plain
-        else:  # seam: bare `codexr` opens the Textual app (app.tui.app.run_tui) where it exists
-            parser.print_help()
+        elif not (sys.stdin.isatty() and sys.stdout.isatty()):
+            parser.print_help()  # no terminal to draw the app on: say what the commands are
             return EXIT_USAGE
+        else:
+            args.handler = tui_cmds.run_app  # no subcommand: the app on the current directory
     try:
         home = codex_home()
         settings = load_settings(home, overrides=args.overrides, enable=args.enable, disable=args.disable)

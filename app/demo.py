@@ -9,7 +9,6 @@ never in ~/.codex.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -78,15 +77,11 @@ def interactive(args: argparse.Namespace, *, plain: bool) -> int:
             model.script("", [responder()])
             env = write_codex_home(home, model.base_url)
             opts = SessionOptions(cwd=ws, codex_home=home, settings=load_settings(home), env=env)
-            if not plain and importlib.util.find_spec("app.tui.app") is None:
-                print("codexr demo: the full-screen app is not part of this build; using the line mode",
-                      file=sys.stderr)
-                plain = True
             if plain:
                 from .plain import run_plain
 
                 return run_plain(opts, banner=banner(ws))
-            from .tui.app import run_tui  # type: ignore[import-not-found,unused-ignore]  # lands with the TUI
+            from .tui.app import run_tui
 
             return int(run_tui(opts, banner=banner(ws)))
     finally:

@@ -214,7 +214,7 @@ class Driver:
 
             try:
                 outcome = s.run_turn(thread, text, on_event)
-            except SessionError as exc:
+            except (SessionError, OSError) as exc:  # OSError: a pipe to a Codex that died while idle
                 self._prompt_count -= 1
                 self._running = None
                 self._after_failure(str(exc))

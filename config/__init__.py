@@ -6,6 +6,7 @@ from .settings import (
     CodexrSettings,
     FeaturesSettings,
     FileSnapshotsSettings,
+    TuiSettings,
     settings_reference,
     settings_reference_markdown,
 )
@@ -17,6 +18,7 @@ __all__ = [
     "ConfigError",
     "FeaturesSettings",
     "FileSnapshotsSettings",
+    "TuiSettings",
     "codex_home",
     "format_size",
     "load_settings",

@@ -84,6 +84,9 @@ def load_settings(
         data["features"] = {FEATURE_FILE_SNAPSHOTS: features[FEATURE_FILE_SNAPSHOTS]}
     if "file_snapshots" in document:
         data["file_snapshots"] = document["file_snapshots"]
+    tui = document.get("tui")
+    if isinstance(tui, dict) and "keys" in tui:
+        data["tui"] = {"keys": tui["keys"]}  # Codex's own [tui] keys (theme, notifications...) are not ours
     # Codex turns --enable then --disable into trailing `-c features.X=...`, so disable wins over enable.
     for flag, names in ((True, enable), (False, disable)):
         if FEATURE_FILE_SNAPSHOTS in names:

@@ -93,6 +93,18 @@ class FileSnapshotsSettings(BaseModel):
         return names
 
 
+class TuiSettings(BaseModel):
+    """The one key codexr owns in Codex's `[tui]` table: key remapping for the `codexr` app."""
+
+    model_config = _MODEL_CONFIG
+
+    keys: dict[str, str] = Field(
+        default_factory=dict,
+        json_schema_extra={"expects": 'a table of action id = "key", e.g. { rewind = "f2" }'},
+    )
+    """Remap app keys by action id, e.g. `keys = { rewind = "f2", interrupt = "ctrl+g" }` (see /help for ids)."""
+
+
 class CodexrSettings(BaseModel):
     """Everything codexr reads from `$CODEX_HOME/config.toml` and the command line."""
 
@@ -102,6 +114,8 @@ class CodexrSettings(BaseModel):
     """The `[features]` flags codexr honours."""
     file_snapshots: FileSnapshotsSettings = Field(default_factory=FileSnapshotsSettings)
     """The `[file_snapshots]` table."""
+    tui: TuiSettings = Field(default_factory=TuiSettings)
+    """The `[tui]` keys codexr reads (Codex's own `[tui]` keys are left to Codex)."""
     codex_home: Path = Field(strict=False)
     """The Codex home directory whose `config.toml` these settings came from."""
 
@@ -128,7 +142,9 @@ class CodexrSettings(BaseModel):
 
 
 #: The config tables codexr reads, in documentation order, with the model that validates each.
-SECTIONS: dict[str, type[BaseModel]] = {"features": FeaturesSettings, "file_snapshots": FileSnapshotsSettings}
+SECTIONS: dict[str, type[BaseModel]] = {
+    "features": FeaturesSettings, "file_snapshots": FileSnapshotsSettings, "tui": TuiSettings,
+}
 
 
 def field_extra(field: FieldInfo) -> dict[str, Any]:
@@ -169,6 +185,8 @@ def toml_text(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(toml_text(item) for item in value) + "]"
     if isinstance(value, dict):
+        if not value:
+            return "{}"
         return "{ " + ", ".join(f"{key} = {toml_text(item)}" for key, item in value.items()) + " }"
     if isinstance(value, datetime | date | time):
         return value.isoformat()

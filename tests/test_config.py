@@ -13,6 +13,7 @@ from config import (
     ConfigError,
     FeaturesSettings,
     FileSnapshotsSettings,
+    TuiSettings,
     codex_home,
     format_size,
     load_settings,
@@ -492,6 +493,7 @@ def test_settings_reference_covers_every_field_with_a_description() -> None:
     keys = [key for key, _, _ in reference]
     expected = [f"features.{name}" for name in FeaturesSettings.model_fields]
     expected += [f"file_snapshots.{name}" for name in FileSnapshotsSettings.model_fields]
+    expected += [f"tui.{name}" for name in TuiSettings.model_fields]
     assert keys == expected
     for key, _default, description in reference:
         assert description.strip(), key

@@ -17,6 +17,7 @@ from app.events import (
     AgentMessage,
     ApprovalAsked,
     ApprovalDecided,
+    CodexDied,
     CommandFinished,
     FileChanges,
     Ready,
@@ -132,5 +133,30 @@ def test_approval_is_a_future_the_front_end_resolves(model: ScriptedModel, tmp_p
         assert decided.decision == "decline"
         done = ev.wait(TurnFinished)
         assert done.status == "completed" and not (d.opts.cwd / "asked.txt").exists()
+    finally:
+        d.close()
+
+
+def test_codex_that_died_while_idle_is_restarted_on_the_next_prompt(model: ScriptedModel, tmp_path: Path) -> None:
+    model.script("drv-before", [add_file("a.txt", "a\n"), message("before")])
+    model.script("drv-after", [add_file("b.txt", "b\n"), message("after")])
+    ev = Events()
+    d = Driver(session_options(model, tmp_path), ev)
+    try:
+        assert d.start()
+        d.submit("drv-before death")
+        assert ev.wait(TurnFinished).status == "completed"
+        thread = d.thread_id
+        assert d.session is not None
+        d.session.client._proc.kill()
+        d.session.client._proc.wait()
+        d.submit("drv-lost while dead")
+        died = ev.wait(CodexDied)
+        assert died.restarted and "restarted" in died.message
+        d.submit("drv-after restart")
+        assert ev.wait(TurnFinished).status == "completed"
+        assert d.thread_id == thread
+        assert [r.text for r in d.prompt_rows()] == ["drv-before death", "drv-after restart"]
+        assert (d.opts.cwd / "b.txt").read_text() == "b\n"
     finally:
         d.close()

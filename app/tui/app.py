@@ -1,0 +1,511 @@
+"""`CodexrApp`: the Textual front end. It holds a Driver (started in a worker) and draws what it emits.
+
+The first frame needs neither the Codex SDK nor Codex itself: the driver module is imported and Codex
+started in a thread worker after mount, while the user can already type (those prompts queue).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from textual.actions import SkipAction
+from textual.app import App, ComposeResult
+from textual.widgets import Footer
+
+from ..events import (
+    ApprovalAsked,
+    CodexDied,
+    Notice,
+    Ready,
+    StartFailed,
+    Status,
+    StatusChanged,
+    ThreadLoaded,
+    TurnFinished,
+    TurnStarted,
+    UserPrompt,
+)
+from .actions import SLASH, bindings, validate_keymap
+from .approval import ApprovalPanel
+from .approval_review import ApprovalReview
+from .composer import Composer
+from .help_screen import HelpScreen
+from .messages import DriverEvent
+from .palette import ActionCommands
+from .start_failed import StartFailedScreen
+from .status import StatusBar, human_size
+from .transcript import Transcript
+
+if TYPE_CHECKING:
+    from config import CodexrSettings
+
+    from ..driver import Driver
+    from ..session import SessionOptions
+
+DOUBLE_PRESS_S = 1.5  # Esc Esc / Ctrl+C Ctrl+C
+
+
+class CodexrApp(App[int]):
+    """The codexr terminal UI: transcript, composer, approvals, status bar."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "codexr"
+    BINDINGS = bindings("app")  # type: ignore[assignment]
+    COMMANDS = App.COMMANDS | {ActionCommands}
+
+    def __init__(self, opts: SessionOptions | Callable[[], SessionOptions], *, thread_id: str | None = None,
+                 resume_last: bool = False, banner: str = "", keymap: Mapping[str, str] | None = None,
+                 stable_status: bool = False, workspace: str = "") -> None:
+        super().__init__()
+        self._opts = opts
+        self._resume_id = thread_id
+        self._resume_last = resume_last
+        self.banner = banner
+        if keymap is None:  # the settings the options were made with (`[tui] keys`)
+            settings = getattr(opts, "settings", None)
+            keymap = settings.tui.keys if settings is not None else {}
+        self.keymap = validate_keymap(keymap)
+        self.stable_status = stable_status
+        self.workspace = workspace or (str(getattr(opts, "cwd", "")) if not callable(opts) else "")
+        self.driver: Driver | None = None
+        self._early: list[str] = []  # prompts typed before the driver existed
+        self._in_turn = False
+        self._approvals: deque[ApprovalAsked] = deque()
+        self._reviewing: ApprovalAsked | None = None
+        self._last_esc = 0.0
+        self._last_ctrl_c = 0.0
+        self.last_status = Status()
+
+    # ------------------------------------------------------------------ layout and start
+    def compose(self) -> ComposeResult:
+        yield Transcript(self.banner, id="transcript")
+        yield ApprovalPanel(id="approval")
+        yield Composer(self.workspace, id="composer")
+        yield StatusBar(stable=self.stable_status, id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.keymap:
+            self.set_keymap(self.keymap)
+        panel = self.query_one(ApprovalPanel)
+        panel.display = False
+        panel.hide_clock = self.stable_status
+        self.composer.focus_prompt()
+        self.run_worker(self._start, thread=True, exit_on_error=False, group="start", name="start Codex")
+
+    def _start(self) -> None:
+        """Worker: import the core, make the driver, start Codex (emits Ready or StartFailed)."""
+        emit = self._emit
+        try:
+            opts = self._opts() if callable(self._opts) else self._opts
+            from ..driver import Driver
+
+            driver = Driver(opts, emit, thread_id=self._resume_id, resume_last=self._resume_last)
+        except Exception as exc:  # a bad option or environment: the start-failed screen says what
+            emit(StartFailed(f"cannot start: {exc}"))
+            return
+        try:
+            self.call_from_thread(self._attach_driver, driver)
+        except RuntimeError:  # the app is already gone
+            return
+        driver.start()
+
+    def _emit(self, ev: Any) -> None:
+        """The driver's emit: any thread; post_message is thread-safe."""
+        self.post_message(DriverEvent(ev))
+
+    def _attach_driver(self, driver: Driver) -> None:
+        """UI thread: the driver exists; hand it the prompts typed meanwhile."""
+        self.driver = driver
+        self.composer.workspace = str(driver.opts.cwd)
+        for text in self._early:
+            driver.submit(text)
+        self._early.clear()
+
+    def on_unmount(self) -> None:
+        for asked in self._approvals:  # nobody will answer them now
+            if not asked.future.done():
+                with contextlib.suppress(Exception):
+                    asked.future.set_result("cancel")
+        if self.driver is not None:
+            self.driver.close()
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def composer(self) -> Composer:
+        """The composer widget."""
+        return self.query_one(Composer)
+
+    @property
+    def transcript(self) -> Transcript:
+        """The transcript widget."""
+        return self.query_one(Transcript)
+
+    @property
+    def status_bar(self) -> StatusBar:
+        """The status bar widget."""
+        return self.query_one(StatusBar)
+
+    @property
+    def busy(self) -> bool:
+        """A turn runs or prompts wait."""
+        return self._in_turn or bool(self._early) or (self.driver is not None and self.driver.busy)
+
+    def _queued(self) -> list[str]:
+        return list(self._early) + (self.driver.pending() if self.driver is not None else [])
+
+    def _show_queue(self) -> None:
+        queued = self._queued()
+        self.composer.show_queued(queued)
+        self.status_bar.show(busy=self.busy, queued=len(queued))
+
+    async def say(self, text: str, level: str = "info") -> None:
+        """A codexr line in the transcript."""
+        await self.transcript.note(text, level)
+
+    def _background(self, what: str, fn: Callable[[], Any], then: Callable[[Any], Any] | None = None) -> None:
+        """Run a blocking driver call in a worker; failures become a transcript line, results go to `then`."""
+
+        def work() -> None:
+            from ..session import SessionError
+
+            try:
+                result = fn()
+            except SessionError as exc:
+                self._emit(Notice(str(exc), "error"))
+                return
+            except Exception as exc:  # never a traceback on screen
+                self._emit(Notice(f"{what} failed: {exc}", "error"))
+                return
+            if then is not None:
+                with contextlib.suppress(RuntimeError):
+                    self.call_from_thread(then, result)
+
+        self.run_worker(work, thread=True, exit_on_error=False, group=what, name=what)
+
+    def _refresh_status(self) -> None:
+        driver = self.driver
+        if driver is not None and driver.session is not None:
+            self._background("status", driver.status, self._status_arrived)
+
+    def _status_arrived(self, st: Status) -> None:
+        self.last_status = st
+        self.status_bar.show(st, busy=self.busy)
+
+    def _terminal_title(self, text: str) -> None:
+        self.sub_title = text
+        drv = self._driver
+        if drv is not None and not self.is_headless:
+            with contextlib.suppress(Exception):
+                drv.write(f"\x1b]2;{text}\x07")
+
+    # ------------------------------------------------------------------ driver events
+    async def on_driver_event(self, message: DriverEvent) -> None:
+        ev = message.event
+        if isinstance(ev, Ready):
+            self.last_status = ev.status
+            self.status_bar.show(ev.status, state="ready", busy=self.busy)
+            self._terminal_title("codexr")
+        elif isinstance(ev, StartFailed):
+            self.status_bar.show(state="failed")
+            await self.push_screen(StartFailedScreen(ev.message, ev.login_hint))
+        elif isinstance(ev, StatusChanged):
+            self.last_status = ev.status
+            self._in_turn = ev.status.busy
+            self.status_bar.show(ev.status)
+            self._show_queue()
+        elif isinstance(ev, ThreadLoaded):
+            await self._thread_loaded(ev)
+        elif isinstance(ev, CodexDied):
+            self._in_turn = False
+            await self.say(ev.message, "warning" if ev.restarted else "error")
+            self._show_queue()
+            self._refresh_status()
+        elif isinstance(ev, ApprovalAsked):
+            self._approvals.append(ev)
+            self.bell()
+            self._terminal_title("codexr: approval needed")
+            self._show_next_approval()
+        else:
+            if isinstance(ev, UserPrompt | TurnStarted):
+                self._in_turn = True
+            await self.transcript.apply(ev)
+            if isinstance(ev, UserPrompt):
+                self._show_queue()
+            elif isinstance(ev, TurnFinished):
+                self._in_turn = False
+                self._show_queue()
+
+    async def _thread_loaded(self, ev: ThreadLoaded) -> None:
+        if ev.reason == "new" and not ev.events and ev.thread_id:
+            self.status_bar.show(self.last_status)  # a first prompt starts the thread: keep what is shown
+        else:
+            await self.transcript.reset(ev.events)
+            if ev.reason == "new":
+                await self.say("new thread: the next prompt starts it")
+            elif ev.reason:
+                await self.say(f"{ev.reason} (thread {ev.thread_id[:8]})")
+        if ev.composer:
+            self.composer.set_text(ev.composer)
+            self.composer.focus_prompt()
+        self._refresh_status()
+
+    # ------------------------------------------------------------------ approvals
+    def _show_next_approval(self) -> None:
+        while self._approvals and self._approvals[0].future.done():
+            self._approvals.popleft()
+        panel = self.query_one(ApprovalPanel)
+        if not self._approvals:
+            panel.asked = None
+            panel.display = False
+            self.composer.display = True
+            self.set_focus(self.composer.area)
+            self._terminal_title("codexr")
+            return
+        asked = self._approvals[0]
+        if asked.request.kind == "fileChange":
+            panel.display = False
+            self.composer.display = True
+            if self._reviewing is None:
+                self._reviewing = asked
+                self.push_screen(ApprovalReview(asked, self.workspace), partial(self._reviewed, asked))
+            return
+        panel.display = True
+        self.composer.display = False
+        panel.show(asked, len(self._approvals) - 1, self.composer.workspace)
+        self.set_focus(panel)
+
+    def _reviewed(self, asked: ApprovalAsked, decision: str | None) -> None:
+        self._reviewing = None
+        self._resolve(asked, decision)
+
+    def on_approval_panel_decided(self, message: ApprovalPanel.Decided) -> None:
+        self._resolve(message.asked, message.decision)
+
+    def _resolve(self, asked: ApprovalAsked, decision: str | None) -> None:
+        """Answer the request (unless it timed out meanwhile) and show the next one."""
+        if decision is not None and not asked.future.done():
+            with contextlib.suppress(Exception):  # InvalidStateError: the timeout won the race
+                asked.future.set_result(decision)
+        with contextlib.suppress(ValueError):
+            self._approvals.remove(asked)
+        self._show_next_approval()
+
+    # ------------------------------------------------------------------ composer
+    async def on_composer_submitted(self, message: Composer.Submitted) -> None:
+        text = message.text
+        head = text.split(maxsplit=1)[0]
+        if head in SLASH:
+            await self.slash(text)
+            return
+        if head.startswith("/") and "/" not in head[1:]:
+            await self.say(f"unknown command {head}: /help lists the commands", "warning")
+            return
+        if self.driver is None:
+            self._early.append(text)
+        else:
+            self.driver.submit(text)
+        self._show_queue()
+
+    async def slash(self, text: str) -> None:
+        """Run a slash command typed in the composer."""
+        head, _, arg = text.partition(" ")
+        action = SLASH[head]
+        if action.id == "diff":
+            arg = arg.strip()
+            if arg and not arg.isdigit():
+                await self.say("usage: /diff [N] (N: a prompt number)", "warning")
+                return
+            self.open_diff(int(arg) if arg else None)
+            return
+        await self.run_action(action.method)
+
+    def on_transcript_rewind_here(self, message: Transcript.RewindHere) -> None:
+        self.start_rewind(message.number)
+
+    def on_transcript_leave(self, message: Transcript.Leave) -> None:
+        self.composer.focus_prompt()
+
+    # ------------------------------------------------------------------ the other helpers' screens
+    def _need_driver(self) -> Driver | None:
+        if self.driver is None or self.driver.session is None:
+            self.notify("Codex is still starting", severity="warning")
+            return None
+        return self.driver
+
+    def _summary(self, text: str | None) -> None:
+        if text:
+            self.call_later(self.say, text)
+
+    def _push(self, module: str, name: str, *args: Any, **kwargs: Any) -> None:
+        """Push one of the dialog screens (imported lazily; it does its operation via the driver)."""
+        driver = self._need_driver()
+        if driver is None:
+            return
+        import importlib
+
+        try:
+            screen_cls = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+        except (ImportError, AttributeError):
+            self.notify(f"{name} is not available in this build", severity="error")
+            return
+        self.push_screen(screen_cls(driver, *args, **kwargs), self._summary)
+
+    def start_rewind(self, prompt: int | None = None) -> None:
+        """Open the rewind picker (on prompt `prompt` when given)."""
+        self._push("rewind_picker", "RewindPicker", start_prompt=prompt)
+
+    def open_diff(self, prompt: int | None) -> None:
+        """Open the diff screen (workspace now vs the start of the current turn or of prompt N)."""
+        self._push("diff_screen", "DiffScreen", prompt)
+
+    # ------------------------------------------------------------------ actions (keys from the registry)
+    def action_rewind(self) -> None:
+        """Rewind the conversation and the files."""
+        self.start_rewind(None)
+
+    def action_redo(self) -> None:
+        """Undo the last rewind."""
+        self._push("redo_dialog", "RedoDialog")
+
+    def action_resume(self) -> None:
+        """Resume a thread of this workspace."""
+        self._push("threads_screen", "ThreadsScreen")
+
+    def action_threads(self) -> None:
+        """List the workspace's threads."""
+        self._push("threads_screen", "ThreadsScreen")
+
+    def action_snapshots(self) -> None:
+        """The workspace's snapshots."""
+        self._push("snapshots_screen", "SnapshotsScreen")
+
+    def action_diff(self) -> None:
+        """Workspace now vs the start of the current turn."""
+        self.open_diff(None)
+
+    def action_new(self) -> None:
+        """Start a new thread."""
+        driver = self._need_driver()
+        if driver is not None:
+            self._background("new thread", driver.new_thread)
+
+    def action_status(self) -> None:
+        """The session's status as a transcript block."""
+        driver = self._need_driver()
+        if driver is not None:
+            self._background("status", driver.status, lambda st: self._emit(Notice(status_text(st))))
+
+    async def action_model(self) -> None:
+        """Which model Codex uses (it is chosen at start: codexr -m MODEL)."""
+        model = self.last_status.model or "Codex's default (from config.toml)"
+        await self.say(f"model: {model} — choose another when starting: codexr -m MODEL (or -c model=...)")
+
+    def action_help(self) -> None:
+        """Keys and slash commands."""
+        self.push_screen(HelpScreen(self.keymap))
+
+    async def action_quit(self) -> None:
+        """Leave codexr."""
+        self.exit(0)
+
+    def action_block_prev(self) -> None:
+        """Into the transcript with the block cursor."""
+        t = self.transcript
+        if self.focused is not t:
+            t.focus()
+            t.enter_cursor(last=True)
+        else:
+            t.move(-1)
+
+    def action_block_next(self) -> None:
+        """Block cursor down."""
+        t = self.transcript
+        if self.focused is t:
+            t.move(1)
+
+    def _interrupt_turn(self) -> bool:
+        """Stop the running turn and drop queued prompts; False when nothing ran."""
+        if not self.busy:
+            return False
+        self._early.clear()
+        for asked in list(self._approvals):
+            self._resolve(asked, "cancel")
+        driver = self.driver
+        if driver is not None:
+            self._background("interrupt", driver.interrupt)
+        self.notify("interrupting the turn…")
+        self._show_queue()
+        return True
+
+    def action_interrupt(self) -> None:
+        """Esc: close a completion, interrupt a turn, leave the transcript; twice on an empty composer: rewind."""
+        if len(self.screen_stack) > 1 or self.query_one(ApprovalPanel).display:
+            raise SkipAction()  # a dialog or the approval request handles its own Esc
+        if self.composer.completing:
+            self.composer.close_completions()
+            return
+        if self._interrupt_turn():
+            return
+        if self.focused is self.transcript:
+            self.composer.focus_prompt()
+            return
+        if self.composer.text.strip():
+            return
+        now = time.monotonic()
+        if now - self._last_esc < DOUBLE_PRESS_S:
+            self._last_esc = 0.0
+            self.start_rewind(None)
+        else:
+            self._last_esc = now
+
+    def action_interrupt_or_quit(self) -> None:
+        """Ctrl+C: interrupt a turn, else clear the composer, else (twice) quit."""
+        if len(self.screen_stack) > 1:
+            raise SkipAction()
+        if self._interrupt_turn():
+            return
+        if self.composer.display and self.composer.text:
+            self.composer.set_text("")
+            return
+        now = time.monotonic()
+        if now - self._last_ctrl_c < DOUBLE_PRESS_S:
+            self.exit(0)
+        else:
+            self._last_ctrl_c = now
+            self.notify("press Ctrl+C again to quit")
+
+
+def status_text(s: Status) -> str:
+    """/status as a few lines."""
+    lines = [
+        f"model: {s.model or '?'}",
+        f"workspace: {s.workspace}",
+        f"thread: {s.thread_id or '(none yet: the next prompt starts one)'}",
+        f"file tracking: {'on' if s.tracking else 'off'} · {s.tracked_files} files tracked · store "
+        f"{human_size(s.store_bytes)}",
+    ]
+    if s.last_capture_at is not None:
+        took = f" in {s.last_capture_seconds:.2f}s" if s.last_capture_seconds is not None else ""
+        lines.append(f"last capture: {time.strftime('%H:%M:%S', time.localtime(s.last_capture_at))}{took}")
+    lines.append(f"redo depth: {s.redo_depth}")
+    if s.others:
+        lines.append("other codexr sessions here: " + "; ".join(s.others))
+    return "status\n  " + "\n  ".join(lines)
+
+
+def run_tui(opts: SessionOptions | Callable[[], SessionOptions], *, thread_id: str | None = None,
+            resume_last: bool = False, banner: str = "", settings: CodexrSettings | None = None,
+            workspace: str = "") -> int:
+    """Run the app until the user quits; `opts` may be a factory so the SDK loads after the first frame."""
+    conf = settings if settings is not None else getattr(opts, "settings", None)
+    keys = dict(conf.tui.keys) if conf is not None else {}
+    app = CodexrApp(opts, thread_id=thread_id, resume_last=resume_last, banner=banner, keymap=keys,
+                    workspace=workspace)
+    code = app.run()
+    return int(code or 0)

@@ -1,0 +1,327 @@
+"""Transcript blocks: one widget per thing that happened, each drawable from its event alone.
+
+Every block starts with a text marker (▶, ●, $, ✎, !, ✓ …) so nothing relies on colour. A block can be
+rebuilt from its (latest) event, which is what lets the transcript unmount old blocks and redraw a thread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Collapsible, Markdown, Static
+from textual.widgets.markdown import MarkdownStream
+
+from ..events import (
+    AgentDelta,
+    AgentMessage,
+    ApprovalDecided,
+    CommandFinished,
+    CommandStarted,
+    ErrorNotice,
+    FileChanges,
+    FileDiff,
+    Notice,
+    Reasoning,
+    TokenUsage,
+    TurnFinished,
+    UserPrompt,
+)
+from ..translate import short_command
+from .diffview import DiffView, stat_label
+
+OUTPUT_TAIL_LINES = 400  # a command's output shown in the block; the copy has all of it
+
+
+def _stable(widget: Block) -> bool:
+    """The app hides durations and token counts (deterministic screenshots)."""
+    return bool(getattr(widget.app, "stable_status", False))
+
+
+class Block(Vertical):
+    """A transcript block: knows its text for copying and how to expand/collapse."""
+
+
+    def copy_text(self) -> str:
+        """The block's text as a user would paste it."""
+        return ""
+
+    def toggle(self) -> None:
+        """Expand or collapse every collapsible part of the block."""
+        for c in self.query(Collapsible):
+            c.collapsed = not c.collapsed
+
+
+class PromptBlock(Block):
+    """A prompt the user sent (a rewind can start from it)."""
+
+    def __init__(self, ev: UserPrompt) -> None:
+        super().__init__(classes="block prompt")
+        self.event = ev
+
+    @property
+    def number(self) -> int:
+        """1-based prompt number in the thread (0 when unknown)."""
+        return self.event.number
+
+    def compose(self) -> ComposeResult:
+        ev = self.event
+        head = Text("▶ ", style="bold")
+        head.append(f"prompt {ev.number}" if ev.number else "prompt", style="bold")
+        if not ev.has_snapshot:
+            head.append("  (no file snapshot: conversation-only)", style="dim")
+        yield Static(head, classes="block-head")
+        yield Static(Text(ev.text), classes="prompt-text")
+
+    def copy_text(self) -> str:
+        return self.event.text
+
+
+class AgentBlock(Block):
+    """An agent message as Markdown, streamed through one MarkdownStream while its deltas arrive."""
+
+    def __init__(self, item_id: str, text: str = "", *, live: bool = False) -> None:
+        super().__init__(classes="block agent")
+        self.item_id = item_id
+        self.text = text
+        self._live = live
+        self._stream: MarkdownStream | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("● codex", style="bold"), classes="block-head")
+        yield Markdown("" if self._live else self.text, classes="agent-md")
+
+    async def write(self, delta: str) -> None:
+        """Append a streamed piece (the stream batches pieces that arrive faster than it renders)."""
+        self.text += delta
+        if self._stream is None:
+            self._stream = Markdown.get_stream(self.query_one(Markdown))
+        await self._stream.write(delta)
+
+    async def finish(self, text: str) -> None:
+        """The message is complete: stop the stream; redraw only if the final text differs."""
+        streamed = self.text
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+        self._live = False
+        self.text = text
+        if text != streamed:
+            await self.query_one(Markdown).update(text)
+
+    def copy_text(self) -> str:
+        return self.text
+
+
+class ReasoningBlock(Block):
+    """A reasoning summary, collapsed."""
+
+    def __init__(self, ev: Reasoning) -> None:
+        super().__init__(classes="block reasoning")
+        self.event = ev
+
+    def compose(self) -> ComposeResult:
+        first = self.event.text.strip().splitlines()[0] if self.event.text.strip() else ""
+        with Collapsible(title=f"∴ thinking: {first[:80]}", collapsed=True):
+            yield Static(Text(self.event.text), classes="reasoning-text")
+
+    def copy_text(self) -> str:
+        return self.event.text
+
+
+def _command_title(command: str, finished: CommandFinished | None, stable: bool = False) -> str:
+    if finished is None:
+        return f"$ {command}   … running"
+    parts = [f"$ {command}  "]
+    if finished.status == "declined":
+        parts.append(" ✗ declined")
+    elif finished.status == "interrupted":
+        parts.append(" ✗ interrupted")
+    elif finished.exit_code is not None:
+        parts.append(" ✓ exit 0" if finished.exit_code == 0 else f" ✗ exit {finished.exit_code}")
+    elif finished.status == "failed":
+        parts.append(" ✗ failed")
+    if finished.duration_ms is not None and not stable:
+        parts.append(f" · {finished.duration_ms / 1000:.1f}s")
+    return "".join(parts)
+
+
+def _tail(output: str) -> str:
+    lines = output.rstrip("\n").splitlines()
+    if len(lines) <= OUTPUT_TAIL_LINES:
+        return "\n".join(lines) or "(no output)"
+    hidden = len(lines) - OUTPUT_TAIL_LINES
+    return f"… {hidden} earlier lines (copy the block for all of it)\n" + "\n".join(lines[-OUTPUT_TAIL_LINES:])
+
+
+class CommandBlock(Block):
+    """A shell command with its output (collapsible), exit code and duration."""
+
+    def __init__(self, item_id: str, command: str, finished: CommandFinished | None = None) -> None:
+        super().__init__(classes="block command")
+        self.item_id = item_id
+        self.command = command
+        self.finished = finished
+        self.output = finished.output if finished else ""
+
+    def compose(self) -> ComposeResult:
+        failed = self.finished is not None and (self.finished.exit_code or 0) != 0
+        with Collapsible(title=_command_title(self.command, self.finished, _stable(self)),
+                         collapsed=self.finished is not None and not failed):
+            yield Static(Text(_tail(self.output)), classes="command-output", markup=False)
+
+    def add_output(self, delta: str) -> None:
+        """More output while the command runs."""
+        self.output += delta
+        self.query_one(".command-output", Static).update(Text(_tail(self.output)))
+
+    def finish(self, ev: CommandFinished) -> None:
+        """The command ended: its full output, exit code and duration."""
+        self.finished = ev
+        self.output = ev.output or self.output
+        self.query_one(".command-output", Static).update(Text(_tail(self.output)))
+        c = self.query_one(Collapsible)
+        c.title = _command_title(self.command, ev, _stable(self))
+        c.collapsed = (ev.exit_code or 0) == 0 and ev.status == "completed"
+
+    def copy_text(self) -> str:
+        return f"$ {self.command}\n{self.output}"
+
+
+def unified(d: FileDiff) -> str:
+    """A FileDiff as a unified diff (an added/deleted file may arrive as its whole text)."""
+    body = d.diff
+    if d.kind in ("add", "delete") and body and not body.startswith(("---", "@@", "+", "-", "diff ")):
+        sign = "+" if d.kind == "add" else "-"
+        body = "".join(f"{sign}{line}\n" for line in body.splitlines())
+    return body
+
+
+def diff_stat(d: FileDiff) -> str:
+    text = unified(d)
+    added = sum(1 for ln in text.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
+    removed = sum(1 for ln in text.splitlines() if ln.startswith("-") and not ln.startswith("---"))
+    letter = {"add": "A", "delete": "D", "update": "M", "move": "R"}.get(d.kind, "M")
+    target = f" → {d.move_path}" if d.move_path else ""
+    return f"{letter} {d.path}{target} +{added} -{removed}"
+
+
+class FileChangeBlock(Block):
+    """An edit the agent made: each file as a syntax-highlighted unified diff."""
+
+    def __init__(self, ev: FileChanges) -> None:
+        super().__init__(classes="block filechange")
+        self.event = ev
+
+    def _title(self) -> str:
+        ev = self.event
+        status = {"completed": "", "inProgress": "  … applying", "declined": "  ✗ declined",
+                  "failed": "  ✗ failed", "interrupted": "  ✗ interrupted"}.get(ev.status, f"  ({ev.status})")
+        n = len(ev.changes)
+        return f"✎ edit: {n} file{'s' if n != 1 else ''}{status}"
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(self._title(), style="bold"), classes="block-head")
+        for d in self.event.changes:
+            with Collapsible(title=diff_stat(d), collapsed=False):
+                yield DiffView(unified(d))
+
+    async def update_event(self, ev: FileChanges) -> None:
+        """The same edit with a new status (proposed → applied / declined)."""
+        self.event = ev
+        await self.recompose()
+
+    def copy_text(self) -> str:
+        return "\n".join(unified(d) for d in self.event.changes)
+
+
+def _turn_line(ev: TurnFinished, usage: TokenUsage | None, stable: bool = False) -> Text:
+    ok = ev.status == "completed"
+    line = Text("── " + ("✓ " if ok else "✗ "), style="dim")
+    line.append(f"turn {ev.status}", style="dim" if ok else "bold")
+    if not stable:
+        line.append(f" in {ev.seconds:.1f}s", style="dim")
+    if usage is not None and not stable:
+        line.append(f" · {usage.last_total:,} tokens (thread {usage.thread_total:,})", style="dim")
+    if ev.error:
+        line.append(f"\n   ! {ev.error}")
+    if ev.capture_error:
+        line.append(f"\n   ! snapshot: {ev.capture_error}")
+    if ev.files:
+        line.append(f"\n   files changed: {len(ev.files)}", style="dim")
+        for st in ev.files:
+            line.append(f"\n     {stat_label(st)}")
+    return line
+
+
+class TurnBlock(Block):
+    """The end of a turn: status, duration, token usage and the files the turn changed."""
+
+    def __init__(self, ev: TurnFinished, usage: TokenUsage | None = None) -> None:
+        super().__init__(classes="block turn")
+        self.event = ev
+        self.usage = usage
+
+    def compose(self) -> ComposeResult:
+        yield Static(_turn_line(self.event, self.usage, _stable(self)))
+
+    def copy_text(self) -> str:
+        return _turn_line(self.event, self.usage).plain
+
+
+NOTICE_MARK = {"info": "•", "warning": "⚠", "error": "!"}
+DECISION_WORDS = {"accept": "✓ approved", "acceptForSession": "✓ approved for this session",
+                  "decline": "✗ declined", "cancel": "✗ cancelled (turn stopped)"}
+
+
+def notice_text(ev: Any) -> tuple[str, str]:
+    """(text, level) of a notice-like event: Notice, ErrorNotice, ApprovalDecided."""
+    if isinstance(ev, ErrorNotice):
+        return (f"{ev.message} (retrying…)" if ev.will_retry else ev.message), "warning" if ev.will_retry else "error"
+    if isinstance(ev, ApprovalDecided):
+        word = DECISION_WORDS.get(ev.decision, f"• {ev.decision}")
+        return f"{word}: {short_command(ev.summary)}", "info"
+    if isinstance(ev, Notice):
+        return ev.text, ev.level
+    return str(ev), "info"
+
+
+class NoticeBlock(Block):
+    """A line from codexr or Codex: errors, retries, approval decisions, restarts, /status output."""
+
+    def __init__(self, ev: Any) -> None:
+        self.text, self.level = notice_text(ev)
+        super().__init__(classes=f"block notice -{self.level}")
+        self.event = ev
+
+    def compose(self) -> ComposeResult:
+        mark = "" if isinstance(self.event, ApprovalDecided) else NOTICE_MARK.get(self.level, "•") + " "
+        yield Static(Text(mark + self.text))
+
+    def copy_text(self) -> str:
+        return self.text
+
+
+def build_block(ev: Any, usage: TokenUsage | None = None) -> Block | None:
+    """The static block for an event in its final state (None for events that draw no block)."""
+    if isinstance(ev, UserPrompt):
+        return PromptBlock(ev)
+    if isinstance(ev, AgentMessage):
+        return AgentBlock(ev.item_id, ev.text)
+    if isinstance(ev, AgentDelta):
+        return AgentBlock(ev.item_id, ev.delta)
+    if isinstance(ev, Reasoning):
+        return ReasoningBlock(ev)
+    if isinstance(ev, CommandFinished):
+        return CommandBlock(ev.item_id, ev.command, ev)
+    if isinstance(ev, CommandStarted):
+        return CommandBlock(ev.item_id, ev.command)
+    if isinstance(ev, FileChanges):
+        return FileChangeBlock(ev)
+    if isinstance(ev, TurnFinished):
+        return TurnBlock(ev, usage)
+    if isinstance(ev, Notice | ErrorNotice | ApprovalDecided):
+        return NoticeBlock(ev)
+    return None

@@ -1,0 +1,235 @@
+"""The composer: a multi-line prompt with history, slash-command and @path completion, and a queue line.
+
+Enter sends, Ctrl+J (or Shift+Enter where the terminal reports it) inserts a newline; Up/Down walk the
+prompt history when the cursor is on the first/last line; Tab or Enter accepts a completion.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from rich.text import Text
+from textual.actions import SkipAction
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import OptionList, Static, TextArea
+from textual.widgets.option_list import Option
+
+from .actions import bindings, slash_matches
+
+MAX_PATHS = 40
+_AT_PATH = re.compile(r"(?:^|\s)@(\S*)$")
+
+
+def path_completions(workspace: str, partial: str) -> list[str]:
+    """Workspace paths that complete `partial` (directories end with /); .git is never offered."""
+    head, _, stem = partial.rpartition("/")
+    base = os.path.join(workspace, head) if head else workspace
+    real_ws = os.path.realpath(workspace)
+    if not os.path.realpath(base).startswith(real_ws):
+        return []
+    out = []
+    try:
+        with os.scandir(base) as it:
+            for e in it:
+                if e.name == ".git" or not e.name.startswith(stem):
+                    continue
+                if e.name.startswith(".") and not stem.startswith("."):
+                    continue
+                rel = f"{head}/{e.name}" if head else e.name
+                out.append(rel + "/" if e.is_dir(follow_symlinks=False) else rel)
+    except OSError:
+        return []
+    return sorted(out)[:MAX_PATHS]
+
+
+class PromptArea(TextArea):
+    """The text area itself (bindings live on the Composer around it)."""
+
+
+class Composer(Vertical):
+    """Prompt input with completion dropdown and the queued-prompts line."""
+
+    BINDINGS = bindings("composer")  # type: ignore[assignment]
+
+    class Submitted(Message):
+        """The user sent a prompt or slash command."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    def __init__(self, workspace: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.workspace = workspace or os.getcwd()
+        self.history: list[str] = []
+        self._hist_pos: int | None = None
+        self._draft = ""
+        self._completing = ""  # "slash" | "path" | ""
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="queued")
+        yield OptionList(id="completions")
+        yield PromptArea(id="prompt", soft_wrap=True, show_line_numbers=False, compact=True,
+                         placeholder="Ask Codex…  (Enter sends · Ctrl+J newline · / commands · @ paths)")
+
+    def on_mount(self) -> None:
+        self.query_one("#completions", OptionList).display = False
+        self.query_one("#queued", Static).display = False
+        self.query_one("#completions", OptionList).can_focus = False
+
+    @property
+    def area(self) -> PromptArea:
+        """The TextArea."""
+        return self.query_one(PromptArea)
+
+    @property
+    def text(self) -> str:
+        """What is typed."""
+        return self.area.text
+
+    def set_text(self, text: str) -> None:
+        """Replace what is typed (cursor at the end)."""
+        self.area.load_text(text)
+        self.area.move_cursor(self.area.document.end)
+
+    def focus_prompt(self) -> None:
+        """Put the keyboard focus in the text area."""
+        self.area.focus()
+
+    def show_queued(self, queued: list[str]) -> None:
+        """The prompts waiting for the running turn."""
+        line = self.query_one("#queued", Static)
+        line.display = bool(queued)
+        if queued:
+            t = Text(f"⏳ queued ({len(queued)}): ", style="bold")
+            t.append("  ·  ".join(q.splitlines()[0][:60] for q in queued))
+            line.update(t)
+
+    # ------------------------------------------------------------------ completion
+    @property
+    def completing(self) -> bool:
+        """The completion dropdown is open."""
+        return bool(self._completing)
+
+    def close_completions(self) -> None:
+        """Hide the dropdown."""
+        self._completing = ""
+        self.query_one("#completions", OptionList).display = False
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        event.stop()
+        self._update_completions()
+
+    def _update_completions(self) -> None:
+        text = self.text
+        options: list[Option] = []
+        kind = ""
+        if text.startswith("/") and "\n" not in text and " " not in text:
+            kind = "slash"
+            for a in slash_matches(text):
+                label = Text(f"{a.slash} {a.args}".rstrip(), style="bold")
+                label.append(f"  {a.description}", style="dim")
+                options.append(Option(label, id=a.slash))
+        else:
+            row, col = self.area.cursor_location
+            line = self.area.document.get_line(row)[:col]
+            m = _AT_PATH.search(line)
+            if m is not None:
+                kind = "path"
+                options = [Option("@" + p, id=p) for p in path_completions(self.workspace, m.group(1))]
+        ol = self.query_one("#completions", OptionList)
+        if not options or (kind == "slash" and len(options) == 1 and options[0].id == text):
+            self.close_completions()
+            return
+        self._completing = kind
+        ol.clear_options()
+        ol.add_options(options)
+        ol.highlighted = 0
+        ol.display = True
+
+    def _accept(self) -> str | None:
+        """Put the highlighted completion into the text; returns what it inserted."""
+        ol = self.query_one("#completions", OptionList)
+        if ol.highlighted is None:
+            self.close_completions()
+            return None
+        choice = ol.get_option_at_index(ol.highlighted).id or ""
+        kind = self._completing
+        self.close_completions()
+        if kind == "slash":
+            self.set_text(choice)
+        else:
+            row, col = self.area.cursor_location
+            line = self.area.document.get_line(row)[:col]
+            m = _AT_PATH.search(line)
+            if m is None:
+                return None
+            start = (row, col - len(m.group(1)))
+            tail = "" if choice.endswith("/") else " "
+            self.area.replace(choice + tail, start, (row, col))
+        return choice
+
+    # ------------------------------------------------------------------ actions (keys from the registry)
+    def action_send(self) -> None:
+        """Send the prompt (or accept a completion: a slash command runs at once)."""
+        if self._completing:
+            kind = self._completing
+            choice = self._accept()
+            if kind == "path" or choice is None:
+                return
+        text = self.text.strip()
+        if not text:
+            return
+        if not text.startswith("/") and (not self.history or self.history[-1] != text):
+            self.history.append(text)
+        self._hist_pos = None
+        self.set_text("")
+        self.close_completions()
+        self.post_message(self.Submitted(text))
+
+    def action_newline(self) -> None:
+        """Insert a newline at the cursor."""
+        self.area.insert("\n")
+
+    def action_complete(self) -> None:
+        """Accept the highlighted completion (Tab moves focus when none is open)."""
+        if not self._completing:
+            raise SkipAction()
+        self._accept()
+
+    def action_history_prev(self) -> None:
+        """Previous history entry (or move the dropdown / the cursor up)."""
+        if self._completing:
+            self.query_one("#completions", OptionList).action_cursor_up()
+            return
+        if self.area.cursor_location[0] > 0 or not self.history:
+            self.area.action_cursor_up()
+            return
+        if self._hist_pos is None:
+            self._draft = self.text
+            self._hist_pos = len(self.history)
+        if self._hist_pos > 0:
+            self._hist_pos -= 1
+            self.set_text(self.history[self._hist_pos])
+            self.close_completions()
+
+    def action_history_next(self) -> None:
+        """Next history entry (or move the dropdown / the cursor down)."""
+        if self._completing:
+            self.query_one("#completions", OptionList).action_cursor_down()
+            return
+        last_row = self.area.document.line_count - 1
+        if self.area.cursor_location[0] < last_row or self._hist_pos is None:
+            self.area.action_cursor_down()
+            return
+        self._hist_pos += 1
+        if self._hist_pos >= len(self.history):
+            self._hist_pos = None
+            self.set_text(self._draft)
+        else:
+            self.set_text(self.history[self._hist_pos])
+        self.close_completions()

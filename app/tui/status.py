@@ -1,0 +1,100 @@
+"""The status bar: model, workspace, thread, tracking, store, last capture, redo depth, other sessions, busy."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+from rich.text import Text
+from textual.widgets import Static
+
+from ..events import Status
+
+
+def human_size(n: int) -> str:
+    """1536 → `1.5 KiB`."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def short_path(path: str) -> str:
+    """The workspace with the home directory as ~."""
+    home = os.path.expanduser("~")
+    if home != "/" and (path == home or path.startswith(home + "/")):
+        path = "~" + path[len(home):]
+    return path if len(path) <= 28 else "…" + path[-27:]
+
+
+class StatusBar(Static):
+    """One line of session state; `stable` hides values that change run to run (for snapshot tests)."""
+
+    def __init__(self, *, stable: bool = False, **kwargs: object) -> None:
+        super().__init__("starting Codex…", **kwargs)  # type: ignore[arg-type]
+        self.stable = stable
+        self.status = Status()
+        self.busy = False
+        self.queued = 0
+        self.state = "starting"  # starting | ready | failed
+
+    def show(self, status: Status | None = None, *, busy: bool | None = None, queued: int | None = None,
+             state: str | None = None) -> None:
+        """Update any of the values and redraw."""
+        if status is not None:
+            self.status = status
+        if busy is not None:
+            self.busy = busy
+        if queued is not None:
+            self.queued = queued
+        if state is not None:
+            self.state = state
+        self.update(self.line())
+
+    def line(self) -> Text:
+        """The bar's text (markers and words, never colour alone)."""
+        s = self.status
+        sep = ("  │  ", "dim")
+        out = Text()
+        if self.state == "starting":
+            out.append("◌ starting Codex…", style="bold")
+            return out
+        if self.state == "failed":
+            out.append("✗ Codex is not running", style="bold")
+            return out
+        if self.busy:
+            out.append("● working", style="bold")
+            if self.queued:
+                out.append(f" · {self.queued} queued", style="bold")
+        else:
+            out.append("○ idle")
+        out.append(*sep)
+        out.append(s.model or "model ?", style="bold")
+        out.append(*sep)
+        out.append("workspace" if self.stable else short_path(s.workspace))
+        out.append(*sep)
+        if s.thread_id:
+            out.append("thread " + ("●" if self.stable else s.thread_id[:8]))
+        else:
+            out.append("new thread")
+        out.append(*sep)
+        if s.tracking:
+            out.append(f"◆ tracking {s.tracked_files} files")
+            if not self.stable:
+                out.append(f" · {human_size(s.store_bytes)}")
+                if s.last_capture_at is not None:
+                    when = dt.datetime.fromtimestamp(s.last_capture_at).strftime("%H:%M:%S")
+                    took = f" {s.last_capture_seconds:.2f}s" if s.last_capture_seconds is not None else ""
+                    out.append(f" · snap {when}{took}")
+        else:
+            out.append("◇ tracking off")
+        if s.redo_depth:
+            out.append(*sep)
+            out.append(f"↷ redo {s.redo_depth}")
+        if s.others:
+            out.append(*sep)
+            n = len(s.others)
+            out.append(f"⚠ {n} other codexr session{'s' if n != 1 else ''} here", style="bold")
+        return out

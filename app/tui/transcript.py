@@ -1,0 +1,355 @@
+"""The transcript: a view of the thread's append-only event log, with a block cursor.
+
+Events are folded into entries (one per block); only the newest `MAX_MOUNTED` entries have widgets, older
+ones are rebuilt from their events when the user asks for them, so a long session stays responsive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widgets import Markdown, Static
+
+from ..events import (
+    AgentDelta,
+    AgentMessage,
+    ApprovalDecided,
+    CommandFinished,
+    CommandOutput,
+    CommandStarted,
+    ErrorNotice,
+    FileChanges,
+    Notice,
+    Reasoning,
+    TokenUsage,
+    TurnFinished,
+    UserPrompt,
+)
+from .actions import bindings
+from .blocks import AgentBlock, Block, CommandBlock, FileChangeBlock, PromptBlock, build_block
+
+
+@dataclass
+class Entry:
+    """One block's worth of the log: the event it is drawn from (latest state) and its widget if mounted."""
+
+    key: str
+    event: Any
+    usage: TokenUsage | None = None
+    output: str = ""  # a running command's output so far
+    widget: Block | None = None
+
+
+class Transcript(VerticalScroll, can_focus=True):
+    """The scrolling list of blocks; focus it (Alt+Up) to move the block cursor."""
+
+    BINDINGS = bindings("transcript")  # type: ignore[assignment]
+    MAX_MOUNTED = 300
+    SHOW_MORE = 100
+
+    class RewindHere(Message):
+        """The user asked to rewind to the prompt under the cursor."""
+
+        def __init__(self, number: int) -> None:
+            super().__init__()
+            self.number = number
+
+    class Leave(Message):
+        """The user wants the composer back."""
+
+    def __init__(self, banner: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.banner = banner
+        self.entries: list[Entry] = []
+        self._by_key: dict[str, Entry] = {}
+        self._first = 0  # index of the first entry with a widget
+        self._usage: TokenUsage | None = None
+        self._seq = 0
+        self.cursor: int | None = None
+        self._stick = True
+
+    def compose(self) -> Iterable[Static | Markdown]:
+        yield Static("", id="fold")
+        yield Markdown(self.banner, id="banner")
+
+    def on_mount(self) -> None:
+        self._show_chrome()
+
+    def _following(self) -> bool:
+        """New blocks keep the view at the end unless the user scrolled up or holds the block cursor."""
+        return self._stick and self.cursor is None
+
+    def _follow(self) -> None:
+        self._stick = True
+        self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if new_value < old_value - 0.5:
+            self._stick = False  # the user scrolled up: stay where they are
+        elif new_value >= self.max_scroll_y - 1:
+            self._stick = True
+
+    def _show_chrome(self) -> None:
+        fold = self.query_one("#fold", Static)
+        fold.display = self._first > 0
+        if self._first:
+            fold.update(Text(f"⋯ {self._first} earlier blocks folded away (Alt+Up, then e: show them)"))
+        self.query_one("#banner", Markdown).display = bool(self.banner) and not self.entries
+
+    # ------------------------------------------------------------------ the log
+    def _key(self, prefix: str, item_id: str) -> str:
+        if item_id:
+            return f"{prefix}:{item_id}"
+        self._seq += 1
+        return f"{prefix}:#{self._seq}"
+
+    def _new(self, key: str, ev: Any) -> Entry:
+        entry = Entry(key, ev)
+        self.entries.append(entry)
+        self._by_key[key] = entry
+        return entry
+
+    def record(self, ev: Any) -> tuple[Entry | None, bool]:
+        """Fold an event into the log: (its entry, whether the entry is new). Touches no widget."""
+        if isinstance(ev, TokenUsage):
+            self._usage = ev
+            return None, False
+        if isinstance(ev, UserPrompt):
+            self._usage = None
+            return self._new(self._key("prompt", ""), ev), True
+        if isinstance(ev, AgentDelta | AgentMessage):
+            key = f"agent:{ev.item_id}"
+            entry = self._by_key.get(key)
+            if entry is None:
+                text = ev.delta if isinstance(ev, AgentDelta) else ev.text
+                return self._new(key, AgentMessage(ev.item_id, text)), True
+            text = entry.event.text + ev.delta if isinstance(ev, AgentDelta) else ev.text
+            entry.event = AgentMessage(ev.item_id, text)
+            return entry, False
+        if isinstance(ev, CommandStarted | CommandOutput | CommandFinished):
+            key = f"cmd:{ev.item_id}"
+            entry = self._by_key.get(key)
+            if entry is None:
+                if isinstance(ev, CommandOutput):
+                    return None, False
+                return self._new(key, ev), True
+            if isinstance(ev, CommandOutput):
+                entry.output += ev.delta
+            else:
+                entry.event = ev
+            return entry, False
+        if isinstance(ev, FileChanges | Reasoning):
+            key = self._key("edit" if isinstance(ev, FileChanges) else "reason", ev.item_id)
+            entry = self._by_key.get(key)
+            if entry is None:
+                return self._new(key, ev), True
+            entry.event = ev
+            return entry, False
+        if isinstance(ev, TurnFinished):
+            entry = self._new(self._key("turn", ""), ev)
+            entry.usage = self._usage
+            return entry, True
+        if isinstance(ev, Notice | ErrorNotice | ApprovalDecided):
+            return self._new(self._key("notice", ""), ev), True
+        return None, False
+
+    def _build(self, entry: Entry) -> Block | None:
+        ev = entry.event
+        if isinstance(ev, CommandStarted):
+            block: Block | None = CommandBlock(ev.item_id, ev.command)
+            if entry.output:
+                assert isinstance(block, CommandBlock)
+                block.output = entry.output
+            return block
+        return build_block(ev, entry.usage)
+
+    # ------------------------------------------------------------------ live
+    async def apply(self, ev: Any) -> None:
+        """Show one live event (streaming into the block it belongs to)."""
+        entry, new = self.record(ev)
+        if entry is None:
+            return
+        if self._following():
+            self._follow()
+        if new:
+            if isinstance(ev, AgentDelta):
+                block: Block | None = AgentBlock(ev.item_id, live=True)
+            else:
+                block = self._build(entry)
+            if block is None:
+                return
+            entry.widget = block
+            await self.mount(block)
+            if isinstance(ev, AgentDelta) and isinstance(block, AgentBlock):
+                await block.write(ev.delta)
+            await self._fold()
+            self._show_chrome()
+            return
+        w = entry.widget
+        if w is None or not w.is_attached:
+            return
+        if isinstance(w, AgentBlock):
+            if isinstance(ev, AgentDelta):
+                await w.write(ev.delta)
+            elif isinstance(ev, AgentMessage):
+                await w.finish(ev.text)
+        elif isinstance(w, CommandBlock):
+            if isinstance(ev, CommandOutput):
+                w.add_output(ev.delta)
+            elif isinstance(ev, CommandFinished):
+                w.finish(ev)
+        elif isinstance(w, FileChangeBlock) and isinstance(ev, FileChanges):
+            await w.update_event(ev)
+        else:
+            new_block = self._build(entry)
+            if new_block is not None:
+                await self.mount(new_block, after=w)
+                await w.remove()
+                entry.widget = new_block
+
+    async def note(self, text: str, level: str = "info") -> None:
+        """A codexr line in the transcript (slash command results, errors)."""
+        await self.apply(Notice(text, level))
+
+    async def reset(self, events: Iterable[Any]) -> None:
+        """Redraw from a whole thread's events (finished turns are drawn statically)."""
+        await self.remove_children(Block)
+        self.entries.clear()
+        self._by_key.clear()
+        self._usage = None
+        self.cursor = None
+        for ev in events:
+            self.record(ev)
+        self._first = max(0, len(self.entries) - self.MAX_MOUNTED)
+        widgets = []
+        for entry in self.entries[self._first:]:
+            entry.widget = self._build(entry)
+            if entry.widget is not None:
+                widgets.append(entry.widget)
+        if widgets:
+            await self.mount_all(widgets)
+        self._show_chrome()
+        self._follow()
+
+    async def _fold(self) -> None:
+        """Unmount the oldest blocks once too many are mounted (they are rebuilt on demand)."""
+        mounted = len(self.entries) - self._first
+        if mounted <= self.MAX_MOUNTED:
+            return
+        cut = self._first + (mounted - self.MAX_MOUNTED) + self.SHOW_MORE // 2
+        cut = min(cut, len(self.entries) - 1)
+        old = [e.widget for e in self.entries[self._first:cut] if e.widget is not None]
+        for e in self.entries[self._first:cut]:
+            e.widget = None
+        self._first = cut
+        if self.cursor is not None and self.cursor < cut:
+            self.cursor = cut
+        await self.remove_children(old)
+
+    async def show_earlier(self) -> None:
+        """Rebuild up to SHOW_MORE blocks before the first one shown."""
+        if self._first == 0:
+            return
+        start = max(0, self._first - self.SHOW_MORE)
+        widgets = []
+        for entry in self.entries[start:self._first]:
+            entry.widget = self._build(entry)
+            if entry.widget is not None:
+                widgets.append(entry.widget)
+        anchor = next((e.widget for e in self.entries[self._first:] if e.widget is not None), None)
+        self._first = start
+        if widgets:
+            if anchor is not None:
+                await self.mount_all(widgets, before=anchor)
+            else:
+                await self.mount_all(widgets)
+        self._show_chrome()
+
+    # ------------------------------------------------------------------ block cursor
+    def mounted_blocks(self) -> list[tuple[int, Block]]:
+        """(entry index, widget) of every block on screen, in order."""
+        return [(i, e.widget) for i, e in enumerate(self.entries) if e.widget is not None and i >= self._first]
+
+    def _set_cursor(self, index: int | None) -> None:
+        for b in self.query(".-cursor"):
+            b.remove_class("-cursor")
+        self.cursor = index
+        if index is None:
+            return
+        w = self.entries[index].widget
+        if w is not None:
+            w.add_class("-cursor")
+            self.scroll_to_widget(w, animate=False, top=w.outer_size.height > self.size.height)
+
+    def current(self) -> Block | None:
+        """The block under the cursor."""
+        if self.cursor is None or self.cursor >= len(self.entries):
+            return None
+        return self.entries[self.cursor].widget
+
+    def enter_cursor(self, last: bool = True) -> None:
+        """Put the cursor on the last (or first) block shown."""
+        blocks = self.mounted_blocks()
+        if blocks:
+            self._set_cursor(blocks[-1 if last else 0][0])
+
+    def move(self, step: int) -> None:
+        """Move the block cursor by `step` blocks."""
+        blocks = [i for i, _ in self.mounted_blocks()]
+        if not blocks:
+            return
+        if self.cursor not in blocks:
+            self._set_cursor(blocks[-1])
+            return
+        pos = blocks.index(self.cursor) + step
+        self._set_cursor(blocks[max(0, min(len(blocks) - 1, pos))])
+
+    def on_blur(self) -> None:
+        self._set_cursor(None)
+        self._follow()
+
+    async def action_cursor_up(self) -> None:
+        """Previous block (shows folded blocks when at the top)."""
+        blocks = self.mounted_blocks()
+        if blocks and self.cursor == blocks[0][0] and self._first:
+            await self.show_earlier()
+        self.move(-1)
+
+    def action_cursor_down(self) -> None:
+        """Next block."""
+        self.move(1)
+
+    def action_toggle_block(self) -> None:
+        """Expand or collapse the block under the cursor."""
+        b = self.current()
+        if b is not None:
+            b.toggle()
+
+    def action_copy_block(self) -> None:
+        """Copy the block under the cursor to the clipboard."""
+        b = self.current()
+        if b is not None:
+            self.app.copy_to_clipboard(b.copy_text())
+            self.app.notify("copied the block to the clipboard")
+
+    def action_rewind_here(self) -> None:
+        """Start a rewind to the prompt under the cursor."""
+        b = self.current()
+        if isinstance(b, PromptBlock) and b.number:
+            self.post_message(self.RewindHere(b.number))
+        else:
+            self.app.notify("move the cursor to a prompt (▶) to rewind to it", severity="warning")
+
+    async def action_show_earlier(self) -> None:
+        """Show blocks that were folded away."""
+        await self.show_earlier()
+
+    def action_to_composer(self) -> None:
+        """Back to the composer."""
+        self.post_message(self.Leave())
