@@ -7,6 +7,7 @@ started in a thread worker after mount, while the user can already type (those p
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -39,6 +40,7 @@ from .messages import DriverEvent
 from .palette import ActionCommands
 from .start_failed import StartFailedScreen
 from .status import StatusBar, human_size
+from .theme import terminal_theme
 from .transcript import Transcript
 
 if TYPE_CHECKING:
@@ -90,6 +92,9 @@ class CodexrApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        theme = terminal_theme(os.environ)
+        if theme is not None:
+            self.theme = theme
         if self.keymap:
             self.set_keymap(self.keymap)
         panel = self.query_one(ApprovalPanel)

@@ -1,0 +1,63 @@
+"""The README's keys and slash commands come from the action registry; the theme follows the terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+
+from app.tui.actions import ACTIONS
+from app.tui.app import CodexrApp
+from app.tui.theme import terminal_theme
+
+README = Path(__file__).parents[1] / "README.md"
+
+
+def _app_section() -> str:
+    text = README.read_text(encoding="utf-8")
+    match = re.search(r"^## The app\n(.*?)^## ", text, re.S | re.M)
+    assert match is not None, "README.md lacks its '## The app' section"
+    return match.group(1)
+
+
+def test_readme_lists_every_slash_command_and_app_key() -> None:
+    section = _app_section()
+    lowered = section.lower().replace("esc ", "escape ").replace("esc\n", "escape\n")
+    for action in ACTIONS:
+        if action.slash:
+            assert f"`{action.slash}" in section, f"README does not document {action.slash}"
+        if action.scope == "app" and action.key:
+            first = action.key.split(",")[0].replace("escape", "esc")
+            assert first in lowered.replace("escape", "esc"), f"README does not document the key {first} ({action.id})"
+
+
+@pytest.mark.parametrize(("colorfgbg", "textual_theme", "want"), [
+    ("0;15", "", "textual-light"),      # black on white
+    ("15;default;7", "", "textual-light"),
+    ("15;0", "", None),                  # white on black: Textual's default (dark)
+    ("15;8", "", None),
+    ("", "", None),                      # not reported
+    ("garbage", "", None),
+    ("0;15", "nord", None),              # the user's TEXTUAL_THEME always wins
+])
+def test_theme_follows_the_terminal_background(colorfgbg: str, textual_theme: str, want: str | None) -> None:
+    assert terminal_theme({"COLORFGBG": colorfgbg, "TEXTUAL_THEME": textual_theme}) == want
+
+
+def test_the_app_starts_light_on_a_light_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLORFGBG", "0;15")
+    monkeypatch.delenv("TEXTUAL_THEME", raising=False)
+
+    def no_codex() -> object:
+        raise RuntimeError("no Codex in this test")
+
+    app = CodexrApp(no_codex)  # type: ignore[arg-type]
+
+    async def scenario() -> str:
+        async with app.run_test() as pilot:
+            await pilot.pause()
+            return str(app.theme)
+
+    assert asyncio.run(scenario()) == "textual-light"
