@@ -14,7 +14,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -94,6 +94,8 @@ class Driver:
         self._pending: list[str] = []
         self._ops = threading.RLock()  # one store/Codex operation at a time (a turn holds it throughout)
         self._running: tuple[str, str] | None = None  # (thread, turn) of the running turn
+        self._active = False  # a dequeued prompt is being run (from its pre-turn capture until its end)
+        self._turns_begun = 0  # counts dequeued prompts: an operation that waited for the lock sees a turn ran
         self._prompt_count = 0
         self._last_capture: tuple[float, float] | None = None
         self._closed = False
@@ -143,7 +145,7 @@ class Driver:
     @property
     def busy(self) -> bool:
         """A turn is running or prompts are queued."""
-        return self._running is not None or bool(self._pending)
+        return self._active or self._running is not None or bool(self._pending)
 
     def require_idle(self, what: str) -> None:
         """Raise Busy (with a message saying `what` must wait) while a turn runs or prompts are queued."""
@@ -152,6 +154,22 @@ class Driver:
     def _idle(self, what: str) -> None:
         if self.busy:
             raise Busy(f"cannot {what} while a turn is running: wait for it, or interrupt it (Esc)")
+
+    @contextlib.contextmanager
+    def _exclusive(self, what: str) -> Iterator[Session]:
+        """Hold the operation lock for a file-changing operation, refusing if a turn runs or ran meanwhile.
+
+        The first check answers at once; the second, under the lock, catches a prompt dequeued between the
+        check and the lock (its turn held the lock, so this operation would otherwise run after it, against
+        files the user never previewed).
+        """
+        self._idle(what)
+        begun = self._turns_begun
+        with self._ops:
+            if self._turns_begun != begun:
+                raise Busy(f"cannot {what}: a prompt ran meanwhile; look at the plan again")
+            self._idle(what)
+            yield self._need()
 
     # ------------------------------------------------------------------ prompts
     def submit(self, text: str) -> None:
@@ -186,12 +204,16 @@ class Driver:
             text = self._queue.get()
             if text is None or self._closed:
                 return
+            self._active = True  # before leaving _pending, so `busy` never reads False in between
+            self._turns_begun += 1
             if text in self._pending:
                 self._pending.remove(text)
             try:
                 self._turn(text)
             except Exception as exc:  # the session goes on after any failure
                 self.emit(Notice(f"the prompt failed: {exc}", "error"))
+            finally:
+                self._active = False
             self.emit(StatusChanged(self.status()))
 
     def _turn(self, text: str) -> None:
@@ -363,9 +385,7 @@ class Driver:
 
     def rewind_preview(self, to: int, mode: str = "both") -> Preview:
         """The exact plan of a rewind to prompt `to` (a dry run) and each file's diff."""
-        self._idle("rewind")
-        with self._ops:
-            s = self._need()
+        with self._exclusive("rewind") as s:
             if self.thread_id is None:
                 raise SessionError("nothing to rewind: no prompt was sent yet")
             res = s.rewind(self.thread_id, to, mode, dry_run=True)
@@ -374,9 +394,7 @@ class Driver:
 
     def rewind(self, to: int, mode: str = "both") -> RewindResult:
         """Rewind and load the resulting thread; the chosen prompt goes back to the composer."""
-        self._idle("rewind")
-        with self._ops:
-            s = self._need()
+        with self._exclusive("rewind") as s:
             if self.thread_id is None:
                 raise SessionError("nothing to rewind: no prompt was sent yet")
             res = s.rewind(self.thread_id, to, mode, confirm=lambda _p: True)
@@ -385,9 +403,7 @@ class Driver:
 
     def redo_preview(self) -> Preview:
         """What a redo of the last rewind would bring back, and what changed since the rewind."""
-        self._idle("redo")
-        with self._ops:
-            s = self._need()
+        with self._exclusive("redo") as s:
             if self.thread_id is None:
                 raise SessionError("nothing to redo")
             res = s.redo(self.thread_id, dry_run=True)
@@ -396,9 +412,7 @@ class Driver:
 
     def redo(self) -> RedoResult:
         """Undo the last rewind and load the thread it returns to."""
-        self._idle("redo")
-        with self._ops:
-            s = self._need()
+        with self._exclusive("redo") as s:
             if self.thread_id is None:
                 raise SessionError("nothing to redo")
             res = s.redo(self.thread_id, confirm=lambda _p: True)
@@ -430,18 +444,14 @@ class Driver:
 
     def snapshot_preview(self, snap_id: str) -> Preview:
         """What restoring a snapshot would do (dry run) with each file's diff."""
-        self._idle("restore a snapshot")
-        with self._ops:
-            s = self._need()
+        with self._exclusive("restore a snapshot") as s:
             sid = s.store.resolve(snap_id)
             res = s.store.restore(sid, s.cwd, dry_run=True, known_paths=self._known(s), scope=s.scope)
             return Preview(f"restore snapshot {sid[:12]}", res, res, changes.plan_diffs(s.store, res.plan))
 
     def restore_snapshot(self, snap_id: str) -> RestoreResult:
         """Restore a snapshot of this workspace (after its own safety capture)."""
-        self._idle("restore a snapshot")
-        with self._ops:
-            s = self._need()
+        with self._exclusive("restore a snapshot") as s:
             sid = s.store.resolve(snap_id)
             res = s.store.restore(sid, s.cwd, known_paths=self._known(s), scope=s.scope)
             self.emit(Notice(f"restored snapshot {sid[:12]}: {len(res.written)} written, {len(res.deleted)} "

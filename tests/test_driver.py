@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,6 +114,42 @@ def test_turns_stream_events_and_report_shell_made_files(model: ScriptedModel, t
     finally:
         d.close()
         rec.close()
+
+
+def test_a_prompt_being_prepared_counts_as_busy_and_blocks_a_rewind(model: ScriptedModel, tmp_path: Path) -> None:
+    """Between leaving the queue and Codex's turn/started (the pre-turn capture) a rewind must be refused."""
+    model.script("drv-prep-one", [add_file("one.txt", "1\n"), message("one")])
+    model.script("drv-prep-two", [add_file("two.txt", "2\n"), message("two")])
+    ev = Events()
+    d = Driver(session_options(model, tmp_path, {"keep.txt": "k\n"}), ev)
+    try:
+        assert d.start()
+        d.submit("drv-prep-one")
+        assert ev.wait(TurnFinished).status == "completed"
+        session = d.session
+        assert session is not None
+        entered, release = threading.Event(), threading.Event()
+        real = session.run_turn
+
+        def held(*args: Any, **kwargs: Any) -> Any:  # the prompt has left the queue; its turn has not begun
+            entered.set()
+            release.wait(30)
+            return real(*args, **kwargs)
+
+        session.run_turn = held  # type: ignore[method-assign]
+        d.submit("drv-prep-two")
+        assert entered.wait(30)
+        try:
+            assert d.pending() == [] and d.busy
+            with pytest.raises(Busy):
+                d.rewind(1)
+        finally:
+            release.set()
+        assert ev.wait(TurnFinished).status == "completed"
+        assert (d.opts.cwd / "one.txt").exists() and (d.opts.cwd / "two.txt").exists()
+        assert [r.text for r in d.prompt_rows()] == ["drv-prep-one", "drv-prep-two"]
+    finally:
+        d.close()
 
 
 def test_approval_is_a_future_the_front_end_resolves(model: ScriptedModel, tmp_path: Path) -> None:
