@@ -354,6 +354,22 @@ class Driver:
         self.emit(ThreadLoaded("", (), "new"))
         self.emit(StatusChanged(self.status()))
 
+    def models(self) -> list[str]:
+        """The models Codex offers, by id."""
+        with self._ops:
+            return self._need().models()
+
+    def set_model(self, model: str) -> str:
+        """Use `model` from the next prompt on; refused (SessionError) when Codex does not offer it."""
+        model = model.strip()
+        offered = self.models()
+        if offered and model not in offered:
+            raise SessionError(f"Codex does not offer the model {model!r}; it offers: {', '.join(offered)}")
+        self._need().use_model(model)
+        self.emit(Notice(f"model: {model} from the next prompt on"))
+        self.emit(StatusChanged(self.status()))
+        return model
+
     def threads(self) -> list[ThreadSummary]:
         """This workspace's threads, newest first."""
         with self._ops:

@@ -68,6 +68,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "/threads": ("", "list this workspace's threads"),
     "/diff": ("[N]", "the workspace now against the start of the last prompt (or of prompt N)"),
     "/status": ("", "model, workspace, thread, tracking, store size, redo depth"),
+    "/model": ("[NAME]", "the model and the ones Codex offers; with NAME, use it from the next prompt on"),
     "/snapshots": ("", "this workspace's snapshots; restore one (preview, confirm)"),
     "/help": ("", "keys and commands"),
     "/quit": ("", "leave (or Ctrl+D)"),
@@ -490,7 +491,7 @@ class LineMode:
         handlers: dict[str, Callable[[list[str]], object]] = {
             "/rewind": self.rewind, "/redo": self.redo, "/new": self.new, "/resume": self.resume,
             "/threads": self.list_threads, "/diff": self.diff, "/status": self.status,
-            "/snapshots": self.snapshots, "/help": self.help,
+            "/snapshots": self.snapshots, "/help": self.help, "/model": self.model,
         }
         if name not in COMMANDS:  # a unique prefix will do: /red is /redo
             found = [c for c in COMMANDS if c.startswith(name)]
@@ -725,6 +726,15 @@ class LineMode:
             p.line(f"last capture {when(s.last_capture_at)}{took}")
         if s.others:
             p.line("other codexr sessions in this workspace: " + "; ".join(s.others))
+
+    def model(self, args: list[str]) -> None:
+        """/model [NAME]: show the model and the offered ones, or switch from the next prompt on."""
+        if args:
+            self.blocking(lambda: self.driver.set_model(" ".join(args)))
+            return
+        offered = self.blocking(self.driver.models)
+        self.printer.line(f"model: {self.blocking(self.driver.status).model or 'Codex default'}")
+        self.printer.line("offered: " + (", ".join(offered) if offered else "(Codex lists none)"))
 
     def snapshots(self, args: list[str]) -> None:
         """/snapshots: list them; restore one through the same preview and confirm."""

@@ -239,6 +239,7 @@ class Session:
         self._closed = False
         self._gc_thread: threading.Thread | None = None
         self.model = opts.model or ""  # as Codex reports it once a thread is started or resumed
+        self.next_model: str | None = None  # chosen with /model: sent with every later turn/start
         self.lock = SessionLock(self.store_dir, self.cwd)
         self.client = self._start_codex()
         self._drain = threading.Thread(target=self._drain_global, daemon=True, name="codexr-notices")
@@ -378,13 +379,23 @@ class Session:
     # ------------------------------------------------------------------ threads
     def _thread_params(self) -> dict[str, Any]:
         params: dict[str, Any] = {"cwd": str(self.cwd), "approvalsReviewer": "user"}
-        if self.opts.model:
-            params["model"] = self.opts.model
+        if self.next_model or self.opts.model:
+            params["model"] = self.next_model or self.opts.model
         if self.opts.sandbox:
             params["sandbox"] = self.opts.sandbox
         if self.opts.approval_policy:
             params["approvalPolicy"] = self.opts.approval_policy
         return params
+
+    def models(self) -> list[str]:
+        """The models Codex offers (its `model/list`, hidden ones left out), by id."""
+        resp = self._rpc("cannot list the models", lambda: self.client.model_list())
+        return [str(m.id) for m in resp.data if not m.hidden]
+
+    def use_model(self, model: str) -> None:
+        """Use `model` from the next turn on (Codex keeps a turn's model for the turns after it)."""
+        self.next_model = model
+        self.model = model
 
     def start_thread(self) -> str:
         """A new thread in this workspace; its sidecar is written with its first turn."""
@@ -486,8 +497,9 @@ class Session:
         t0 = time.perf_counter()
         pre = self._capture(side, "pre-turn", f"before: {text[:60]}")
         pre_seconds = time.perf_counter() - t0
+        turn_params: dict[str, Any] | None = {"model": self.next_model} if self.next_model else None
         resp = self._rpc("cannot start the turn",
-                         lambda: self.client.turn_start(thread_id, [{"type": "text", "text": text}], None))
+                         lambda: self.client.turn_start(thread_id, [{"type": "text", "text": text}], turn_params))
         turn_id = str(resp.turn.id)
 
         def add_turn(s: ThreadSidecar) -> None:

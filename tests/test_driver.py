@@ -13,6 +13,7 @@ import pytest
 from e2e_helpers import session_options
 
 from app.driver import Busy, Driver
+from app.errors import SessionError
 from app.events import (
     TRANSCRIPT_TYPES,
     AgentMessage,
@@ -148,6 +149,31 @@ def test_a_prompt_being_prepared_counts_as_busy_and_blocks_a_rewind(model: Scrip
         assert ev.wait(TurnFinished).status == "completed"
         assert (d.opts.cwd / "one.txt").exists() and (d.opts.cwd / "two.txt").exists()
         assert [r.text for r in d.prompt_rows()] == ["drv-prep-one", "drv-prep-two"]
+    finally:
+        d.close()
+
+
+def test_model_switch_applies_to_the_next_prompt_and_refuses_unknown_names(model: ScriptedModel,
+                                                                           tmp_path: Path) -> None:
+    model.script("drv-model-a", [message("first")])
+    model.script("drv-model-b", [message("second")])
+    ev = Events()
+    d = Driver(session_options(model, tmp_path), ev)
+    try:
+        assert d.start()
+        d.submit("drv-model-a")
+        assert ev.wait(TurnFinished).status == "completed"
+        used = [r.get("model") for r in model.model_requests if "drv-model-a" in str(r)]
+        offered = d.models()
+        assert offered, "Codex offers at least one model"
+        other = next(m for m in offered if m not in used)
+        with pytest.raises(SessionError, match="does not offer the model 'no-such-model'"):
+            d.set_model("no-such-model")
+        assert d.set_model(other) == other
+        assert d.status().model == other
+        d.submit("drv-model-b")
+        assert ev.wait(TurnFinished).status == "completed"
+        assert [r.get("model") for r in model.model_requests if "drv-model-b" in str(r)][-1] == other
     finally:
         d.close()
 

@@ -328,6 +328,11 @@ class CodexrApp(App[int]):
                 return
             self.open_diff(int(arg) if arg else None)
             return
+        if action.id == "model" and arg.strip():
+            driver = self._need_driver()
+            if driver is not None:
+                self._background("model", partial(driver.set_model, arg.strip()))
+            return
         await self.run_action(action.method)
 
     def on_transcript_rewind_here(self, message: Transcript.RewindHere) -> None:
@@ -407,9 +412,19 @@ class CodexrApp(App[int]):
             self._background("status", driver.status, lambda st: self._emit(Notice(status_text(st))))
 
     async def action_model(self) -> None:
-        """Which model Codex uses (it is chosen at start: codexr -m MODEL)."""
+        """Which model Codex uses, and the ones it offers (`/model NAME` switches from the next prompt on)."""
         model = self.last_status.model or "Codex's default (from config.toml)"
-        await self.say(f"model: {model} — choose another when starting: codexr -m MODEL (or -c model=...)")
+        driver = self.driver
+        if driver is None or driver.session is None:
+            await self.say(f"model: {model}")
+            return
+
+        def listed(offered: list[str]) -> None:
+            others = ", ".join(offered) if offered else "(Codex lists none)"
+            self.call_later(self.say, f"model: {model}\n  offered: {others}\n  /model NAME switches from the next "
+                                      "prompt on")
+
+        self._background("model", driver.models, listed)
 
     def action_help(self) -> None:
         """Keys and slash commands."""
