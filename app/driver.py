@@ -216,7 +216,7 @@ class Driver:
                 self._active = False
             self.emit(StatusChanged(self.status()))
 
-    def _turn(self, text: str) -> None:
+    def _turn(self, text: str, *, retry: bool = True) -> None:
         with self._ops:
             s = self._need()
             if self.thread_id is None:
@@ -224,11 +224,15 @@ class Driver:
                 self.emit(ThreadLoaded(self.thread_id, (), "new"))
             thread = self.thread_id
             self._prompt_count += 1
-            self.emit(UserPrompt("", text, self._prompt_count, s.tracking))
+            if retry:  # a retried prompt is already on screen
+                self.emit(UserPrompt("", text, self._prompt_count, s.tracking))
             cwd = str(s.cwd)
+            started = False
 
             def on_event(method: str, params: dict[str, Any]) -> None:
+                nonlocal started
                 if method == "turn/started":
+                    started = True
                     turn = params.get("turn") or {}
                     self._running = (thread, str(turn.get("id") or ""))
                 for ev in notification_events(method, params, cwd):
@@ -239,7 +243,10 @@ class Driver:
             except (SessionError, OSError) as exc:  # OSError: a pipe to a Codex that died while idle
                 self._prompt_count -= 1
                 self._running = None
-                self._after_failure(str(exc))
+                restarted = self._after_failure(str(exc))
+                if restarted and retry and not started:  # it never reached Codex: send it to the new one
+                    self.emit(Notice("sending the prompt again to the restarted Codex"))
+                    self._turn(text, retry=False)
                 return
             finally:
                 self._running = None
@@ -255,12 +262,12 @@ class Driver:
             if outcome.error and not s.codex_alive():
                 self._after_failure(outcome.error)
 
-    def _after_failure(self, message: str) -> None:
-        """When Codex itself died: say so, start it again and resume the thread."""
+    def _after_failure(self, message: str) -> bool:
+        """When Codex itself died: say so, start it again and resume the thread; True when restarted."""
         s = self.session
         if s is None or s.codex_alive():
             self.emit(Notice(message, "error"))
-            return
+            return False
         with contextlib.suppress(Exception):
             s.close()
         self.session = None
@@ -270,8 +277,11 @@ class Driver:
                 self.session.resume_thread(self.thread_id)
         except SessionError as exc:
             self.emit(CodexDied(f"Codex stopped ({message}) and could not be restarted: {exc}", False))
-            return
+            return False
+        if s.next_model:
+            self.session.use_model(s.next_model)
         self.emit(CodexDied(f"Codex stopped ({message}); restarted it and resumed the thread", True))
+        return True
 
     # ------------------------------------------------------------------ approvals and notices
     def _ask(self, req: ApprovalRequest) -> str:

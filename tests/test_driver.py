@@ -200,7 +200,8 @@ def test_approval_is_a_future_the_front_end_resolves(model: ScriptedModel, tmp_p
         d.close()
 
 
-def test_codex_that_died_while_idle_is_restarted_on_the_next_prompt(model: ScriptedModel, tmp_path: Path) -> None:
+def test_codex_that_died_while_idle_is_restarted_and_the_prompt_is_not_lost(model: ScriptedModel,
+                                                                            tmp_path: Path) -> None:
     model.script("drv-before", [add_file("a.txt", "a\n"), message("before")])
     model.script("drv-after", [add_file("b.txt", "b\n"), message("after")])
     ev = Events()
@@ -213,13 +214,13 @@ def test_codex_that_died_while_idle_is_restarted_on_the_next_prompt(model: Scrip
         assert d.session is not None
         d.session.client._proc.kill()
         d.session.client._proc.wait()
-        d.submit("drv-lost while dead")
+        d.submit("drv-after while dead")  # never reached the dead Codex: sent again to the restarted one
         died = ev.wait(CodexDied)
         assert died.restarted and "restarted" in died.message
-        d.submit("drv-after restart")
         assert ev.wait(TurnFinished).status == "completed"
         assert d.thread_id == thread
-        assert [r.text for r in d.prompt_rows()] == ["drv-before death", "drv-after restart"]
+        assert [r.text for r in d.prompt_rows()] == ["drv-before death", "drv-after while dead"]
+        assert [e.text for e in ev.seen if isinstance(e, UserPrompt)].count("drv-after while dead") == 1
         assert (d.opts.cwd / "b.txt").read_text() == "b\n"
     finally:
         d.close()
