@@ -289,7 +289,7 @@ class Driver:
         timeout = self.opts.settings.file_snapshots.approval_timeout_seconds
         asked = ApprovalAsked(req, timeout=timeout, asked_at=time.time())
         self.emit(asked)
-        summary = req.command or ", ".join(str(c.get("path", "")) for c in req.changes) or req.kind
+        summary = req.command or ", ".join(self._shown_path(str(c.get("path", ""))) for c in req.changes) or req.kind
         try:
             decision = asked.future.result(timeout=timeout)
         except Exception:
@@ -484,6 +484,13 @@ class Driver:
                              f"deleted; undo with /snapshots → {str(res.safety_id)[:12]}"))
             self.emit(StatusChanged(self.status()))
             return res
+
+    def _shown_path(self, path: str) -> str:
+        """A path as the user thinks of it: relative to the workspace when inside it."""
+        root = str(self.session.cwd) if self.session is not None else os.path.abspath(self.opts.cwd)
+        if os.path.isabs(path) and os.path.commonpath([root, path]) == root:
+            return os.path.relpath(path, root)
+        return path
 
     def _known(self, s: Session) -> list[str]:
         return s.known_paths(self.thread_id) if self.thread_id else []

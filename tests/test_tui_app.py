@@ -209,7 +209,7 @@ def test_file_change_approval_reviews_the_diff(model: ScriptedModel, tmp_path: P
         assert not (opts.cwd / "new.txt").exists()
         await pilot.press("y")
         await until(pilot, lambda: turns_done(app) == 1, "the turn")
-        assert "✓ approved:" in screen_text(app) and len(app.screen_stack) == 1
+        assert "✓ approved: new.txt" in screen_text(app) and len(app.screen_stack) == 1  # workspace-relative
 
     drive(app, scenario)
     assert (opts.cwd / "new.txt").read_text() == "fresh line\n"
