@@ -56,8 +56,16 @@ def dispatch(ctx: Context, args: argparse.Namespace) -> int:
     return interactive(args, plain=bool(getattr(args, "plain", False)))
 
 
-def banner(ws: Path) -> str:
+def banner(ws: Path, *, app: bool = False) -> str:
     """The first screen of the interactive demo: what this is and the scripted model's vocabulary."""
+    if app:  # Markdown in the app's transcript: one line per idea, the app's own keys
+        vocabulary = RESPONDER_HELP.replace("\n", " ")
+        return (f"**codexr demo**: the real Codex against a scripted model on 127.0.0.1, in a scratch workspace "
+                f"`{ws}`\n\n"
+                f"- **Try**: {vocabulary}\n"
+                "- **Esc Esc** (or `/rewind`) puts the files and the conversation back to before a prompt; "
+                "`/redo` undoes the rewind\n"
+                "- `/diff`, `/snapshots`, **F1** for the rest; **Ctrl+Q** (or `/quit`) leaves")
     return (f"codexr demo: the real Codex against a scripted model on 127.0.0.1, in a scratch workspace {ws}\n"
             f"Try: {RESPONDER_HELP}\n"
             "/rewind puts the files and the conversation back to before a prompt; /redo undoes the rewind\n"
@@ -83,7 +91,7 @@ def interactive(args: argparse.Namespace, *, plain: bool) -> int:
                 return run_plain(opts, banner=banner(ws))
             from .tui.app import run_tui
 
-            return int(run_tui(opts, banner=banner(ws)))
+            return int(run_tui(opts, banner=banner(ws, app=True)))
     finally:
         if not args.keep and not args.dir:
             shutil.rmtree(base, ignore_errors=True)

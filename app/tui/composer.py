@@ -69,6 +69,7 @@ class Composer(Vertical):
         self._hist_pos: int | None = None
         self._draft = ""
         self._completing = ""  # "slash" | "path" | ""
+        self._completed_for: str | None = None  # the text the dropdown was computed for
 
     def compose(self) -> ComposeResult:
         yield Static("", id="queued")
@@ -126,6 +127,7 @@ class Composer(Vertical):
 
     def _update_completions(self) -> None:
         text = self.text
+        self._completed_for = text
         options: list[Option] = []
         kind = ""
         if text.startswith("/") and "\n" not in text and " " not in text:
@@ -174,8 +176,20 @@ class Composer(Vertical):
         return choice
 
     # ------------------------------------------------------------------ actions (keys from the registry)
+    # The composer's keys are priority bindings, so the App runs them as soon as it reads the key, while the
+    # keys typed before it may still wait in the text area's queue (a paste, tmux send-keys, a fast typist:
+    # "hello" + Enter sent "h" and left "ello" behind). Each action therefore runs from the text area's own
+    # queue, after every key that came before it.
     def action_send(self) -> None:
         """Send the prompt (or accept a completion: a slash command runs at once)."""
+        self.area.call_later(self._send)
+
+    def _sync_completions(self) -> None:
+        if self._completed_for != self.text:
+            self._update_completions()
+
+    def _send(self) -> None:
+        self._sync_completions()
         if self._completing:
             kind = self._completing
             choice = self._accept()
@@ -193,7 +207,7 @@ class Composer(Vertical):
 
     def action_newline(self) -> None:
         """Insert a newline at the cursor."""
-        self.area.insert("\n")
+        self.area.call_later(self.area.insert, "\n")
 
     def action_complete(self) -> None:
         """Accept the highlighted completion (Tab moves focus when none is open)."""
@@ -203,6 +217,10 @@ class Composer(Vertical):
 
     def action_history_prev(self) -> None:
         """Previous history entry (or move the dropdown / the cursor up)."""
+        self.area.call_later(self._history_prev)
+
+    def _history_prev(self) -> None:
+        self._sync_completions()
         if self._completing:
             self.query_one("#completions", OptionList).action_cursor_up()
             return
@@ -219,6 +237,10 @@ class Composer(Vertical):
 
     def action_history_next(self) -> None:
         """Next history entry (or move the dropdown / the cursor down)."""
+        self.area.call_later(self._history_next)
+
+    def _history_next(self) -> None:
+        self._sync_completions()
         if self._completing:
             self.query_one("#completions", OptionList).action_cursor_down()
             return

@@ -71,7 +71,7 @@ class StatusBar(Static):
         else:
             out.append("○ idle")
         out.append(*sep)
-        out.append(s.model or "model ?", style="bold")
+        out.append(s.model or "default model", style="bold")
         out.append(*sep)
         out.append("workspace" if self.stable else short_path(s.workspace))
         out.append(*sep)
