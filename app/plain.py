@@ -51,6 +51,7 @@ from .events import (
     TurnFinished,
     TurnStarted,
     UserPrompt,
+    short_thread,
 )
 from .session import RedoResult, SessionOptions
 from .snapshot_cmds import show_path, when
@@ -331,14 +332,14 @@ class Printer:
         self.line(f"== {ev.reason}: thread {ev.thread_id}, {plural(prompts, 'prompt')} ==")
         for e in ev.events:
             self.show(e)
-        self.line(f"== end of thread {ev.thread_id[:8]} ==")
+        self.line(f"== end of thread {short_thread(ev.thread_id)} ==")
 
 
 def status_line(s: Status) -> str:
     """The status bar as one line."""
     parts = [f"model {s.model}"] if s.model else []
     parts += [f"workspace {show_path(s.workspace)}",
-             f"thread {s.thread_id[:8] if s.thread_id else '(none yet)'}",
+             f"thread {short_thread(s.thread_id) if s.thread_id else '(none yet)'}",
              f"tracking {'on' if s.tracking else 'off'}" + (f" ({s.tracked_files} files)" if s.tracking else "")]
     return ", ".join(parts)
 

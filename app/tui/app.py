@@ -30,6 +30,7 @@ from ..events import (
     TurnFinished,
     TurnStarted,
     UserPrompt,
+    short_thread,
 )
 from .actions import SLASH, bindings, validate_keymap
 from .approval import ApprovalPanel
@@ -254,7 +255,7 @@ class CodexrApp(App[int]):
             if ev.reason == "new":
                 await self.say("new thread: the next prompt starts it")
             elif ev.reason:
-                await self.say(f"{ev.reason} (thread {ev.thread_id[:8]})")
+                await self.say(f"{ev.reason} (thread {short_thread(ev.thread_id)})")
         if ev.composer:
             self.composer.set_text(ev.composer)
             self.composer.focus_prompt()

@@ -8,7 +8,7 @@ import os
 from rich.text import Text
 from textual.widgets import Static
 
-from ..events import Status
+from ..events import Status, short_thread
 
 
 def human_size(n: int) -> str:
@@ -76,7 +76,7 @@ class StatusBar(Static):
         out.append("workspace" if self.stable else short_path(s.workspace))
         out.append(*sep)
         if s.thread_id:
-            out.append("thread " + ("●" if self.stable else s.thread_id[:8]))
+            out.append("thread " + ("●" if self.stable else short_thread(s.thread_id)))
         else:
             out.append("new thread")
         out.append(*sep)
