@@ -1,4 +1,4 @@
-"""The README's keys and slash commands come from the action registry; the theme follows the terminal."""
+"""Presentation rules: README keys come from the registry, the theme follows the terminal, labels stay distinct."""
 
 from __future__ import annotations
 
