@@ -24,6 +24,7 @@ def _codex_flags(p: argparse.ArgumentParser) -> None:
                    choices=["read-only", "workspace-write", "danger-full-access"])
     p.add_argument("-a", "--ask-for-approval", default=argparse.SUPPRESS,
                    choices=["untrusted", "on-failure", "on-request", "never"])
+    p.add_argument("--codex-bin", default=argparse.SUPPRESS, metavar="PATH", help="the Codex executable to run")
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -66,8 +67,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
     """How to start Codex for the workspace with the pass-through flags (also for the interactive front ends)."""
+    from .codex_bin import choose
     from .session import SessionOptions, split_overrides
 
+    codex_bin = choose(args.codex_bin, ctx.settings).sdk_value()  # a bad path stops here: nothing started
     overrides = list(split_overrides(args.overrides))
     for feature in args.enable:
         if feature != "file_snapshots":
@@ -77,7 +80,7 @@ def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
             overrides.append(f"features.{feature}=false")
     return SessionOptions(cwd=args.cd, codex_home=ctx.home, settings=ctx.settings, model=args.model,
                           sandbox=args.sandbox, approval_policy=args.ask_for_approval,
-                          config_overrides=tuple(overrides))
+                          config_overrides=tuple(overrides), codex_bin=codex_bin)
 
 
 def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None) -> Session:
