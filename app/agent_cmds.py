@@ -24,6 +24,7 @@ def _codex_flags(p: argparse.ArgumentParser) -> None:
                    choices=["read-only", "workspace-write", "danger-full-access"])
     p.add_argument("-a", "--ask-for-approval", default=argparse.SUPPRESS,
                    choices=["untrusted", "on-failure", "on-request", "never"])
+    p.add_argument("--codex-bin", default=argparse.SUPPRESS, metavar="PATH", help="the Codex executable to run")
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -66,6 +67,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
     """How to start Codex for the workspace with the pass-through flags (also for the interactive front ends)."""
+    from .codex_bin import choose
+
+    codex_bin = choose(args.codex_bin, ctx.settings).sdk_value()  # a bad path stops here, before the SDK loads
     from .session import SessionOptions, split_overrides
 
     overrides = list(split_overrides(args.overrides))
@@ -77,14 +81,15 @@ def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
             overrides.append(f"features.{feature}=false")
     return SessionOptions(cwd=args.cd, codex_home=ctx.home, settings=ctx.settings, model=args.model,
                           sandbox=args.sandbox, approval_policy=args.ask_for_approval,
-                          config_overrides=tuple(overrides))
+                          config_overrides=tuple(overrides), codex_bin=codex_bin)
 
 
 def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None) -> Session:
     """Start Codex for the workspace with the pass-through flags."""
+    opts = session_options(ctx, args)  # a bad --codex-bin fails here, before the SDK loads
     from .session import Session
 
-    return Session(session_options(ctx, args), approval=approval)
+    return Session(opts, approval=approval)
 
 
 def _decline_noninteractive(req: ApprovalRequest) -> str:
@@ -94,9 +99,9 @@ def _decline_noninteractive(req: ApprovalRequest) -> str:
 
 
 def _exec(ctx: Context, args: argparse.Namespace) -> int:
-    from .session import ensure_thread
-
     with open_session(ctx, args, approval=_decline_noninteractive) as session:
+        from .session import ensure_thread
+
         thread = ensure_thread(session, args.thread, args.last)
         out = session.run_turn(thread, args.prompt)
     if ctx.json:
@@ -202,7 +207,7 @@ def _print_rewind(res: RewindResult) -> None:
 
 
 def _rewind(ctx: Context, args: argparse.Namespace) -> int:
-    from .session import Declined
+    from .errors import Declined
 
     mode = _mode(args)
     with open_session(ctx, args) as session:
@@ -222,7 +227,7 @@ def _rewind(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _redo(ctx: Context, args: argparse.Namespace) -> int:
-    from .session import Declined
+    from .errors import Declined
 
     with open_session(ctx, args) as session:
         if not args.dry_run:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from config import ConfigError, codex_home, load_settings
 from snapshot_store import StoreError
 
-from . import agent_cmds, demo, snapshot_cmds, tui_cmds
+from . import agent_cmds, demo, doctor, snapshot_cmds, tui_cmds
 from .context import Context, UsageError
 
 EXIT_USAGE = 2
@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Codex sandbox policy")
     parser.add_argument("-a", "--ask-for-approval", choices=["untrusted", "on-failure", "on-request", "never"],
                         help="when Codex asks before running commands")
+    parser.add_argument("--codex-bin", metavar="PATH",
+                        help="the Codex executable to run (else $CODEXR_CODEX_BIN, file_snapshots.codex_bin, pinned)")
+    parser.add_argument("--version", action="store_true",
+                        help="print the versions of codexr, the SDK and the Codex binary (--json too)")
+    parser.add_argument("--json", dest="json_global", action="store_true", help="print JSON")
     parser.add_argument("--plain", action="store_true",
                         help="line mode: the interactive session in a plain REPL (no full screen); with `demo` too")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
@@ -72,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     agent_cmds.register(sub)
     demo.register(sub)
     tui_cmds.register(sub)
+    doctor.register(sub)
     return parser
 
 
@@ -91,7 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return tui_cmds.login(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "handler", None):
+    if args.version:
+        args.handler = doctor.version
+    elif not getattr(args, "handler", None):
         if args.plain:
             args.handler = _plain
         elif not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -102,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         home = codex_home()
         settings = load_settings(home, overrides=args.overrides, enable=args.enable, disable=args.disable)
-        ctx = Context(home=home, settings=settings, json=bool(getattr(args, "json", False)))
+        ctx = Context(home=home, settings=settings, json=bool(getattr(args, "json", False) or args.json_global))
         try:
             return int(args.handler(ctx, args))
         finally:

@@ -51,9 +51,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def dispatch(ctx: Context, args: argparse.Namespace) -> int:
     """Interactive on a terminal; the self-checking story on a pipe, in CI, with --script or --json."""
+    from .codex_bin import choose
+
+    codex_bin = choose(args.codex_bin, ctx.settings).sdk_value()  # `codexr --codex-bin X demo` tries build X
     if args.script or args.json or not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return run(ctx, args)
-    return interactive(args, plain=bool(getattr(args, "plain", False)))
+        return run(ctx, args, codex_bin)
+    return interactive(args, plain=bool(getattr(args, "plain", False)), codex_bin=codex_bin)
 
 
 def banner(ws: Path, *, app: bool = False) -> str:
@@ -72,7 +75,7 @@ def banner(ws: Path, *, app: bool = False) -> str:
             "/diff, /snapshots, /help for the rest; /quit (or Ctrl+D) leaves")
 
 
-def interactive(args: argparse.Namespace, *, plain: bool) -> int:
+def interactive(args: argparse.Namespace, *, plain: bool, codex_bin: str | None = None) -> int:
     """The demo a person plays with: the TUI (or line mode) on a scratch workspace and CODEX_HOME."""
     from .session import SessionOptions
 
@@ -84,7 +87,8 @@ def interactive(args: argparse.Namespace, *, plain: bool) -> int:
         with ScriptedModel() as model:
             model.script("", [responder()])
             env = write_codex_home(home, model.base_url)
-            opts = SessionOptions(cwd=ws, codex_home=home, settings=load_settings(home), env=env)
+            opts = SessionOptions(cwd=ws, codex_home=home, settings=load_settings(home), env=env,
+                                  codex_bin=codex_bin)
             if plain:
                 from .plain import run_plain
 
@@ -139,7 +143,7 @@ def _script(model: ScriptedModel) -> None:
     ])
 
 
-def run(ctx: Context, args: argparse.Namespace) -> int:
+def run(ctx: Context, args: argparse.Namespace, codex_bin: str | None = None) -> int:
     """Two prompts, the second a bad experiment; rewind to it, then redo."""
     from .session import Session, SessionOptions
 
@@ -155,7 +159,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             env = write_codex_home(home, model.base_url)
             settings = load_settings(home)
             say(f"workspace:  {ws}\nCODEX_HOME: {home}  (a scratch one; your ~/.codex is not touched)\n")
-            with Session(SessionOptions(cwd=ws, codex_home=home, settings=settings, env=env)) as session:
+            opts = SessionOptions(cwd=ws, codex_home=home, settings=settings, env=env, codex_bin=codex_bin)
+            with Session(opts) as session:
                 thread = session.start_thread()
                 one = session.run_turn(thread, PROMPT_1)
                 say(f"prompt 1: {PROMPT_1!r}\n  agent: {one.final_message}  (files: {', '.join(one.files_changed)})")

@@ -34,6 +34,9 @@ def run_app(ctx: Context, args: argparse.Namespace, *, thread_id: str | None = N
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         raise UsageError("the app needs a terminal; use `codexr exec PROMPT` for scripts")
     from .agent_cmds import session_options
+    from .codex_bin import choose
+
+    choose(args.codex_bin, ctx.settings)  # a bad --codex-bin is one error line, not an app that cannot start
     from .tui.app import run_tui
 
     return run_tui(lambda: session_options(ctx, args), thread_id=thread_id, resume_last=resume_last,

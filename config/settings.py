@@ -82,6 +82,8 @@ class FileSnapshotsSettings(BaseModel):
     """Run garbage collection automatically, so the store does not grow without bound."""
     approval_timeout_seconds: float = Field(default=300.0, gt=0, allow_inf_nan=False)
     """Seconds the UI may take to answer a Codex approval request before it is declined, so none stalls."""
+    codex_bin: str = ""
+    """The Codex executable codexr runs, e.g. "~/bin/codex" ("": the pinned one; a bare name is looked up on PATH)."""
 
     @field_validator("churn_dirs")
     @classmethod

@@ -152,8 +152,9 @@ class RigFactory:
 
     def make(self, *, git_repo: bool = False, files: Mapping[str, str | bytes] | None = None,
              commit: bool = True, config_extra: str = "", approval: ApprovalCallback | None = None,
-             approval_policy: str | None = None, sandbox: str | None = None) -> Rig:
-        """A fresh CODEX_HOME (+ `config_extra` appended to config.toml) and workspace, and a started Session."""
+             approval_policy: str | None = None, sandbox: str | None = None, codex_bin: str | None = None) -> Rig:
+        """A fresh CODEX_HOME (+ `config_extra` appended to config.toml) and workspace, and a started Session
+        (on the pinned Codex, or on `codex_bin`)."""
         n = len(self.rigs)
         home = self.tmp / f"home{n}"
         ws = self.tmp / f"ws{n}"
@@ -174,7 +175,7 @@ class RigFactory:
                 git(ws, "commit", "-qm", "initial")
         notices: list[tuple[str, dict[str, Any]]] = []
         opts = SessionOptions(cwd=ws, codex_home=home, settings=load_settings(home), env=env,
-                              approval_policy=approval_policy, sandbox=sandbox)
+                              approval_policy=approval_policy, sandbox=sandbox, codex_bin=codex_bin)
         session = Session(opts, approval=approval, on_notice=lambda m, p: notices.append((m, p)))
         rig = Rig(self.model, home, ws, env, session, notices)
         self.rigs.append(rig)

@@ -7,6 +7,7 @@ fresh CODEX_HOME and workspace through `RigFactory`.
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -772,3 +773,39 @@ def test_archived_thread_keeps_its_snapshots_and_comes_back(rigs: RigFactory) ->
     assert [p.text for p in s.prompts(tid)] == texts
     s.rewind(tid, 2)
     _same_files(rig, trees[1], what="rewind after unarchive")
+
+
+# ------------------------------------------------------------------------------------------ 10. another Codex build
+
+#: Another Codex executable (e.g. the npm build's native binary) to run the core story against.
+SECOND_CODEX_BIN = os.environ.get("CODEXR_TEST_SECOND_CODEX_BIN", "")
+
+
+@pytest.mark.skipif(not SECOND_CODEX_BIN, reason="no second Codex binary: set CODEXR_TEST_SECOND_CODEX_BIN=/path/to/"
+                    "codex to run the core rewind/redo story against another Codex build")
+def test_core_rewind_redo_story_on_a_second_codex_binary(rigs: RigFactory) -> None:
+    """Three prompts, a rewind to 2 with a turn on the fork, redo, a rewind to 1, redo: on the other build."""
+    answer = subprocess.run([SECOND_CODEX_BIN, "--version"], capture_output=True, text=True, timeout=30)
+    assert answer.returncode == 0, f"{SECOND_CODEX_BIN} --version failed: {answer.stderr}"
+    rig = rigs.make(codex_bin=SECOND_CODEX_BIN)
+    s = rig.session
+    assert s.client._runtime_version == answer.stdout.split()[-1]  # really that build behind the session
+    tid, texts, trees, _ = _three_prompts(rig, "t10")
+    original = _ids(s.prompts(tid))
+    hashes = rollout_hashes(rig.home)
+    r = s.rewind(tid, 2)
+    _same_files(rig, trees[1], what="rewind to prompt 2 on the second binary")
+    assert [p.text for p in s.prompts(r.thread_id)] == texts[:1]
+    assert rig.turn(r.thread_id, "t10-next on the fork").status == "completed"
+    (req,) = _requests_for(rig.model, "t10-next on the fork")
+    assert user_texts(req) == [texts[0], "t10-next on the fork"]
+    red = s.redo(r.thread_id)
+    assert red.thread_id == tid and red.turns_since_rewind == 1
+    _same_tree(rig, trees[3], what="redo on the second binary")
+    r1 = s.rewind(tid, 1)
+    _same_files(rig, trees[0], what="rewind to prompt 1 on the second binary")
+    assert s.prompts(r1.thread_id) == []
+    assert s.redo(r1.thread_id).thread_id == tid
+    _same_tree(rig, trees[3], what="second redo on the second binary")
+    assert _ids(s.prompts(tid)) == original
+    assert_rollouts_untouched(hashes, rollout_hashes(rig.home), "rewind/redo on the second binary")

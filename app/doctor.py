@@ -1,0 +1,239 @@
+"""`codexr --version` and `codexr doctor`: which codexr, SDK and Codex run, and whether they can work together."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.metadata
+import os
+import re
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from snapshot_store import Store, StoreError
+from snapshot_store.verify import verify
+
+from .codex_bin import CodexBinary, binary_version, choose, pinned_path
+from .context import Context, UsageError
+from .snapshot_cmds import human_bytes
+
+SDK_DIST = "openai-codex"
+PINNED_DIST = "openai-codex-cli-bin"
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add `doctor`."""
+    p = sub.add_parser("doctor", help="check the SDK, the Codex binaries, CODEX_HOME, login and the store")
+    p.add_argument("--codex-bin", default=argparse.SUPPRESS, metavar="PATH", help="the Codex executable to check")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=doctor)
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def codexr_version() -> str:
+    """codexr's own version, as installed (or as the clone's metadata says)."""
+    return _dist_version("codex-rewind")
+
+
+def sdk_protocol_version() -> str:
+    """The Codex version whose app-server protocol the SDK was generated from: the runtime it pins."""
+    for req in importlib.metadata.requires(SDK_DIST) or []:
+        match = re.fullmatch(rf"{PINNED_DIST}\s*==\s*([\w.+-]+)", req.split(";")[0].strip())
+        if match:
+            return match.group(1)
+    return _dist_version(SDK_DIST)
+
+
+def _env(ctx: Context) -> dict[str, str]:
+    """The environment Codex runs in: ours, with the CODEX_HOME codexr resolved."""
+    return {**os.environ, "CODEX_HOME": str(ctx.home)}
+
+
+def version(ctx: Context, args: argparse.Namespace) -> int:
+    """`codexr --version`: codexr's, the SDK's and the chosen Codex binary's versions, one per line."""
+    chosen = choose(getattr(args, "codex_bin", None), ctx.settings)
+    try:
+        codex, error = binary_version(chosen.path, _env(ctx)), ""
+    except OSError as exc:
+        codex, error = "unknown", str(exc)
+    if ctx.json:
+        ctx.emit({"codexr": codexr_version(), "sdk": _dist_version(SDK_DIST),
+                  "codex": {"version": codex, "path": str(chosen.path), "source": chosen.source}})
+    else:
+        print(f"codexr {codexr_version()}")
+        print(f"{SDK_DIST} {_dist_version(SDK_DIST)}")
+        print(f"codex {codex}  {chosen.describe()}")
+    if error:
+        print(f"codexr: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+@dataclass
+class Check:
+    """One line of the doctor's report: `fix` says what to do when the status is not ok."""
+
+    name: str
+    status: str  # "ok" | "warn" | "fail"
+    message: str
+    fix: str = ""
+
+    def line(self) -> str:
+        """How the check prints."""
+        tag = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}[self.status]
+        return f"{tag}  {self.message}" + (f"; fix: {self.fix}" if self.fix else "")
+
+
+def _version_key(text: str) -> tuple[int, ...] | None:
+    """0.163.0 -> (0, 163, 0); None for what is not a plain release version (alpha builds, garbage)."""
+    match = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", text)
+    return tuple(int(part) for part in match.groups()) if match else None
+
+
+def protocol_check(version_text: str, sdk_protocol: str, minimum: str) -> Check:
+    """Compare the chosen Codex's version with the SDK's protocol: older is a warning, below the minimum fails."""
+    have, want, floor = _version_key(version_text), _version_key(sdk_protocol), _version_key(minimum)
+    name = "protocol"
+    if have is None or want is None or floor is None or have == (0, 0, 0):
+        return Check(name, "warn", f"Codex {version_text} cannot be compared with the SDK's protocol "
+                     f"(Codex {sdk_protocol})", f"prefer a released Codex >= {sdk_protocol}")
+    if have < floor:
+        return Check(name, "fail", f"Codex {version_text} is older than the oldest the SDK accepts ({minimum})",
+                     f"use Codex >= {sdk_protocol} (--codex-bin) or drop the choice to use the pinned one")
+    if have < want:
+        return Check(name, "warn", f"Codex {version_text} speaks an older app-server protocol than the SDK's "
+                     f"(Codex {sdk_protocol}): newer requests may be refused",
+                     f"use Codex >= {sdk_protocol} (--codex-bin) or drop the choice to use the pinned one")
+    return Check(name, "ok", f"app-server protocol: Codex {version_text} >= the SDK's (Codex {sdk_protocol})")
+
+
+def _binary_check(name: str, label: str, binary: CodexBinary, env: dict[str, str]) -> tuple[Check, str | None]:
+    try:
+        ver = binary_version(binary.path, env)
+    except OSError as exc:
+        fix = ("reinstall codexr (the openai-codex-cli-bin package)" if binary.pinned
+               else f"give a working Codex binary ({binary.source})")
+        return Check(name, "fail", f"{label}: {exc}", fix), None
+    where = f"{binary.path}" + ("" if binary.pinned else f" (from {binary.source})")
+    return Check(name, "ok", f"{label} {ver}: {where}"), ver
+
+
+def _app_server_checks(ctx: Context, args: argparse.Namespace, binary: CodexBinary) -> list[Check]:
+    """Start the chosen Codex's app-server once: does it answer `initialize`, and is Codex logged in?"""
+    from openai_codex.client import CodexClient, CodexConfig
+    from openai_codex.errors import CodexError
+
+    from .agent_cmds import session_options
+
+    opts = session_options(ctx, args)
+    cwd = Path(opts.cwd)
+    cfg = CodexConfig(codex_bin=binary.sdk_value(), cwd=str(cwd if cwd.is_dir() else ctx.home.parent),
+                      env={"CODEX_HOME": str(ctx.home)}, config_overrides=opts.config_overrides,
+                      client_name="codexr", client_title="codex-rewind")
+    client = CodexClient(cfg)
+    try:
+        client.start()
+        init = client.initialize()
+        account = client.account_read()
+    except (OSError, CodexError) as exc:
+        tail = [ln.strip() for ln in client._stderr_tail(60).splitlines() if ln.strip().startswith("Error:")]
+        why = tail[-1] if tail else (str(exc).splitlines() or ["no answer"])[0][:200]
+        return [Check("app_server", "fail", f"Codex app-server did not start: {why}",
+                      "run `codexr exec hello` for Codex's full message; check config.toml and the binary")]
+    finally:
+        with contextlib.suppress(Exception):
+            client.close()
+    checks = [Check("app_server", "ok", f"Codex app-server answers initialize ({init.userAgent})")]
+    if account.account is not None:
+        kind = account.account.root.type
+        who = getattr(account.account.root, "email", None)
+        checks.append(Check("login", "ok", f"login: logged in ({kind}{', ' + who if who else ''})"))
+    elif not account.requires_openai_auth:
+        checks.append(Check("login", "ok", "login: not needed (the configured model provider needs no OpenAI login)"))
+    else:
+        checks.append(Check("login", "fail", "login: not logged in, and the model provider needs it",
+                            "run `codexr login` (or `codexr login --with-api-key`)"))
+    return checks
+
+
+def _store_check(ctx: Context) -> Check:
+    """A quick (not --full) verify of the snapshot store, and its size on disk."""
+    path = ctx.store_dir
+    if not (path / "format").exists():
+        return Check("store", "ok", f"snapshot store {path}: none yet (created by the first snapshot)")
+    try:
+        store = Store.open(path, create=False, protected=[ctx.home])
+    except (StoreError, OSError) as exc:
+        return Check("store", "fail", f"snapshot store {path}: {exc}", "see `codexr snapshots verify`")
+    try:
+        report = verify(store, retention=ctx.settings.retention())
+    except (StoreError, OSError) as exc:
+        return Check("store", "fail", f"snapshot store {path}: {exc}", "see `codexr snapshots verify`")
+    finally:
+        store.close()
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+    what = f"snapshot store {path}: {report.snapshots} snapshots, {human_bytes(size)}"
+    if not report.ok:
+        return Check("store", "fail", f"{what}, damaged: {report.problems[0]}"
+                     + (f" (+{len(report.problems) - 1} more)" if len(report.problems) > 1 else ""),
+                     "`codexr snapshots verify --repair`, then `codexr snapshots verify --full`")
+    return Check("store", "ok", f"{what}, healthy")
+
+
+def doctor(ctx: Context, args: argparse.Namespace) -> int:
+    """`codexr doctor`: one line per check; exit 1 when any check failed (warnings alone exit 0)."""
+    from openai_codex._runtime_requirements import MINIMUM_RUNTIME_VERSION
+
+    env = _env(ctx)
+    sdk_protocol = sdk_protocol_version()
+    checks = [
+        Check("codexr", "ok", f"codexr {codexr_version()}"),
+        Check("sdk", "ok", f"SDK {SDK_DIST} {_dist_version(SDK_DIST)} (app-server protocol of Codex "
+              f"{sdk_protocol}; accepts Codex >= {MINIMUM_RUNTIME_VERSION})"),
+    ]
+    pinned_version = None
+    try:
+        check, pinned_version = _binary_check("pinned", "pinned Codex", CodexBinary(pinned_path(), "pinned"), env)
+        checks.append(check)
+    except UsageError as exc:
+        checks.append(Check("pinned", "fail", str(exc), "reinstall codexr"))
+    chosen: CodexBinary | None = None
+    try:
+        chosen = choose(getattr(args, "codex_bin", None), ctx.settings)
+    except UsageError as exc:
+        checks.append(Check("chosen", "fail", f"chosen Codex: {exc}",
+                            "give a Codex binary that exists and is executable, or drop the setting"))
+    chosen_version = None
+    if chosen is not None and not chosen.pinned:
+        check, chosen_version = _binary_check("chosen", "chosen Codex", chosen, env)
+        checks.append(check)
+    elif chosen is not None:
+        checks.append(Check("chosen", "ok", "chosen Codex: the pinned one (no --codex-bin, $CODEXR_CODEX_BIN "
+                            "or file_snapshots.codex_bin)"))
+        chosen_version = pinned_version
+    if chosen_version is not None:
+        checks.append(protocol_check(chosen_version, sdk_protocol, MINIMUM_RUNTIME_VERSION))
+    home_ok = ctx.home.is_dir() or not ctx.home.exists()
+    checks.append(Check("codex_home", "ok", f"CODEX_HOME {ctx.home}" + ("" if ctx.home.exists() else
+                                                                         " (created by Codex on first use)"))
+                  if home_ok else Check("codex_home", "fail", f"CODEX_HOME {ctx.home} is not a directory",
+                                        "point CODEX_HOME at a directory"))
+    if chosen is not None and home_ok:
+        checks += _app_server_checks(ctx, args, chosen)
+    if home_ok:
+        checks.append(_store_check(ctx))
+    ok = all(c.status != "fail" for c in checks)
+    if ctx.json:
+        ctx.emit({"ok": ok, "checks": [asdict(c) for c in checks]})
+    else:
+        for c in checks:
+            print(c.line())
+    return 0 if ok else 1
