@@ -104,6 +104,8 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
 
         thread = ensure_thread(session, args.thread, args.last)
         out = session.run_turn(thread, args.prompt)
+    if out.notice:
+        print(f"codexr: {out.notice}", file=sys.stderr)
     if ctx.json:
         ctx.emit(out.as_json())
     else:
@@ -122,18 +124,21 @@ def _threads(ctx: Context, args: argparse.Namespace) -> int:
     with open_session(ctx, args) as session:
         rows = session.threads(all_workspaces=args.all)
     if ctx.json:
-        ctx.emit([{"thread_id": r.thread_id, "preview": r.preview, "prompts": r.prompts,
-                   "prompts_with_snapshots": r.with_snapshots, "redo_depth": r.redo_depth,
-                   "updated": r.updated, "tracking": r.tracking, "forked_from": r.forked_from, "cwd": r.cwd}
+        ctx.emit([{"thread_id": r.thread_id, "source": r.source, "preview": r.preview, "prompts": r.prompts,
+                   "prompts_with_snapshots": r.with_snapshots, "conversation_only": r.conversation_only,
+                   "redo_depth": r.redo_depth, "updated": r.updated, "tracking": r.tracking,
+                   "forked_from": r.forked_from, "cwd": r.cwd}
                   for r in rows])
         return 0
     if not rows:
         print("no threads" + ("" if args.all else " in this workspace"))
     for r in rows:
         when = dt.datetime.fromtimestamp(r.updated).strftime("%Y-%m-%d %H:%M") if r.updated else "?"
-        cover = f"{r.with_snapshots}/{r.prompts} with snapshots" if r.tracking else "no file snapshots"
+        cover = f"{r.with_snapshots}/{r.prompts} with snapshots"
+        if r.conversation_only:
+            cover += f" ({r.conversation_only} conversation-only)"
         redo = f", redo {r.redo_depth}" if r.redo_depth else ""
-        print(f"{r.thread_id}  {when}  {r.prompts} prompts, {cover}{redo}  {r.preview}")
+        print(f"{r.thread_id}  {when}  {r.source:<10}  {r.prompts} prompts, {cover}{redo}  {r.preview}")
     return 0
 
 
@@ -190,6 +195,8 @@ def _print_rewind(res: RewindResult) -> None:
         print(f"rewind thread {res.origin_thread} to prompt {res.to_prompt} ({res.mode}):")
         if res.restore is not None:
             _print_actions(res.restore.plan)
+        if res.no_snapshot_reason:
+            print(f"files: left as they are ({res.no_snapshot_reason}: conversation only)")
         if res.mode != "files":
             print("the conversation would continue on a fork ending just before that prompt")
         print(f"prompt {res.to_prompt}: {res.prompt}")
@@ -202,6 +209,8 @@ def _print_rewind(res: RewindResult) -> None:
         print(f"files: {len(r.written)} written, {len(r.deleted)} deleted, {len(r.left)} left alone")
         for a in r.left:
             print(f"  left {show_path(a.path)}  ({a.reason})")
+    elif res.no_snapshot_reason:
+        print(f"files: left as they are ({res.no_snapshot_reason}: conversation only)")
     print(f"prompt {res.to_prompt} (edit and send it again):")
     print(res.prompt)
 

@@ -64,6 +64,8 @@ class PromptRow:
     has_snapshot: bool
     snapshot_gone: bool
     files: tuple[FileStat, ...] | None  # None: unknown (no snapshots around the turn)
+    no_snapshot_reason: str | None = None  # why it is conversation-only (sent outside codexr, snapshots off)
+    by_codexr: bool = True  # False: another Codex client sent it, before codexr continued the thread
 
 
 @dataclass(frozen=True)
@@ -304,6 +306,8 @@ class Driver:
             return
         if method == "codexr/gcFailed":
             self.emit(Notice(f"automatic gc failed: {params.get('message')}", "warning"))
+        elif method == "codexr/continued":
+            self.emit(Notice(str(params.get("message") or "")))
         elif method in ("warning", "configWarning"):
             text = params.get("message") or params.get("summary") or ""
             if text:
@@ -406,7 +410,8 @@ class Driver:
                     except StoreError:
                         files = None
                 rows.append(PromptRow(p.number, p.turn_id, p.text, rec.started if rec else None, p.status,
-                                      p.pre is not None, gone, files))
+                                      p.pre is not None, gone, files, p.no_snapshot_reason(),
+                                      p.by_codexr))
             return rows
 
     def rewind_preview(self, to: int, mode: str = "both") -> Preview:

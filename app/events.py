@@ -25,6 +25,7 @@ class UserPrompt:
     text: str
     number: int = 0
     has_snapshot: bool = False
+    outside: bool = False  # sent by another Codex client before codexr continued the thread
 
 
 @dataclass(frozen=True)

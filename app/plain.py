@@ -247,7 +247,9 @@ class Printer:
             else:
                 self.line("codex: " + clean(ev.text).strip())
         elif isinstance(ev, UserPrompt):
-            self.line(f"you ({ev.number}): {clean(ev.text)}" + ("" if ev.has_snapshot else "  [no file snapshot]"))
+            mark = ("" if ev.has_snapshot else
+                    "  [sent outside codexr: no file snapshot]" if ev.outside else "  [no file snapshot]")
+            self.line(f"you ({ev.number}): {clean(ev.text)}{mark}")
         elif isinstance(ev, Reasoning):
             self.line(f"thinking: {clean(ev.text)}")
         elif isinstance(ev, CommandStarted):
@@ -586,6 +588,8 @@ class LineMode:
             at = dt.datetime.fromtimestamp(r.started).strftime("%H:%M:%S") if r.started else "--:--:--"
             if r.snapshot_gone:
                 files = "file snapshot gone (conversation only)"
+            elif not r.by_codexr:
+                files = "sent outside codexr: no file snapshot (conversation only)"
             elif not r.has_snapshot:
                 files = "no file snapshot (conversation only)"
             elif r.files is None:
@@ -624,6 +628,9 @@ class LineMode:
         self.printer.line(f"{preview.title} ({what}):")
         prompt = getattr(preview.result, "prompt", "")
         self.printer.line(f"  prompt {to}: {' '.join(clean(prompt).split())[:200]}")
+        why = getattr(preview.result, "no_snapshot_reason", None)
+        if why:
+            self.printer.line(f"  {why}: the rewind is conversation only")
         if mode != "conversation":
             self.print_plan(preview)
         if mode != "files":
@@ -678,10 +685,12 @@ class LineMode:
         for i, r in enumerate(rows, 1):
             here = "*" if r.thread_id == self.driver.thread_id else " "
             at = when(r.updated) if r.updated else "?"
-            cover = (f"{r.with_snapshots}/{r.prompts} with file snapshots" if r.tracking
-                     else "no file snapshots (conversation only)")
+            cover = f"{r.with_snapshots}/{r.prompts} with file snapshots"
+            if r.conversation_only:
+                cover += f", {r.conversation_only} conversation only"
             redo = f", redo {r.redo_depth}" if r.redo_depth else ""
-            self.printer.line(f"{here}{i}. {r.thread_id}  {at}  {plural(r.prompts, 'prompt')}, {cover}{redo}")
+            self.printer.line(f"{here}{i}. {r.thread_id}  {at}  {r.source}  {plural(r.prompts, 'prompt')}, "
+                              f"{cover}{redo}")
             self.printer.line(f"     {' '.join(clean(r.preview).split())[:90]}")
         return [r.thread_id for r in rows]
 

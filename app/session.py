@@ -17,6 +17,7 @@ from typing import Any
 
 from openai_codex.client import CodexClient, CodexConfig
 from openai_codex.errors import CodexError, JsonRpcError, TransportClosedError
+from openai_codex.generated.v2_all import ThreadSourceKind
 
 from config import CodexrSettings
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
@@ -37,6 +38,11 @@ APPROVAL_METHODS = {
     "applyPatchApproval": "fileChange",
 }
 MODES = ("both", "files", "conversation")
+CLIENT_NAME = "codexr"  # Codex records it as the `originator` of the threads codexr starts
+# `thread/list` without `sourceKinds` leaves out `codex exec` threads (and others): ask for every kind
+SOURCE_KINDS = tuple(k.value for k in ThreadSourceKind)
+SESSION_KINDS = ("cli", "vscode", "exec", "appServer")  # asked for alone when a binary rejects the others
+SOURCE_LABELS = {"appServer": "app-server"}
 
 
 @dataclass
@@ -75,6 +81,7 @@ class TurnOutcome:
     pre_capture_seconds: float = 0.0
     post_capture_seconds: float = 0.0
     capture_error: str | None = None  # the post-turn capture failed (the turn itself is unaffected)
+    notice: str | None = None  # codexr continued a thread another Codex client ran (said once per thread)
 
     def as_json(self) -> dict[str, Any]:
         """The stable JSON shape `codexr exec --json` prints."""
@@ -91,6 +98,7 @@ class TurnOutcome:
             "pre_capture_seconds": round(self.pre_capture_seconds, 4),
             "post_capture_seconds": round(self.post_capture_seconds, 4),
             "capture_error": self.capture_error,
+            "notice": self.notice,
         }
 
 
@@ -103,6 +111,15 @@ class Prompt:
     text: str
     status: str
     pre: str | None
+    by_codexr: bool = True  # False: sent by another Codex client before codexr continued the thread
+
+    def no_snapshot_reason(self) -> str | None:
+        """Why this prompt's files cannot be rewound (None when they can, as far as its record goes)."""
+        if self.pre is not None:
+            return None
+        if not self.by_codexr:
+            return f"prompt {self.number} was sent outside codexr, so it has no file snapshot"
+        return f"prompt {self.number} ran without a file snapshot (file_snapshots was off)"
 
 
 @dataclass
@@ -140,6 +157,7 @@ class RewindResult:
     safety_id: str | None
     restore: RestoreResult | None
     dry_run: bool = False
+    no_snapshot_reason: str | None = None  # the prompt is conversation-only, and why
 
     def as_json(self) -> dict[str, Any]:
         """Stable JSON for `codexr rewind --json`."""
@@ -152,6 +170,7 @@ class RewindResult:
             "safety_id": self.safety_id,
             "dry_run": self.dry_run,
             "restore": self.restore.as_json() if self.restore else None,
+            "no_snapshot_reason": self.no_snapshot_reason,
         }
 
 
@@ -195,6 +214,24 @@ class ThreadSummary:
     tracking: bool
     forked_from: str | None = None
     cwd: str = ""
+    source: str = ""  # who started it: codexr, cli, exec, vscode, app-server, ...
+
+    @property
+    def conversation_only(self) -> int:
+        """Prompts whose files cannot be rewound (sent outside codexr, or with file_snapshots off)."""
+        return max(0, self.prompts - self.with_snapshots)
+
+
+def source_label(thread: dict[str, Any]) -> str:
+    """Who started a thread: `codexr` for codexr's own (its client name is the originator), else Codex's source."""
+    if thread.get("originator") == CLIENT_NAME:
+        return CLIENT_NAME
+    src = thread.get("source")
+    if isinstance(src, dict):
+        if isinstance(src.get("custom"), str):
+            return str(src["custom"])
+        return "sub-agent" if "subAgent" in src else "unknown"
+    return SOURCE_LABELS.get(str(src), str(src or "unknown"))
 
 
 @dataclass
@@ -252,7 +289,7 @@ class Session:
         env = dict(self.opts.env or {})
         env.setdefault("CODEX_HOME", str(self.opts.codex_home))
         cfg = CodexConfig(codex_bin=self.opts.codex_bin, cwd=str(self.cwd), env=env,
-                          config_overrides=self.opts.config_overrides, client_name="codexr",
+                          config_overrides=self.opts.config_overrides, client_name=CLIENT_NAME,
                           client_title="codex-rewind")
         client = CodexClient(cfg, approval_handler=self._handle_server_request)
         try:
@@ -457,7 +494,7 @@ class Session:
                 continue
             rec = side.turn(t["id"]) if side else None
             out.append(Prompt(len(out) + 1, t["id"], _text_of(users[0]), str(t.get("status")),
-                              rec.pre if rec else None))
+                              rec.pre if rec else None, rec is not None))
         return out
 
     # ------------------------------------------------------------------ turns
@@ -492,8 +529,9 @@ class Session:
         """
         started = time.perf_counter()
         side = self.sidecar(thread_id)
-        if not self.sidecars.exists(thread_id) and self._has_turns(thread_id):
-            side.tracking = False  # started outside codexr: tracking is decided once, for the thread's life
+        notice = None
+        if not self.sidecars.exists(thread_id):
+            notice = self._continuing_notice(thread_id, side)
         t0 = time.perf_counter()
         pre = self._capture(side, "pre-turn", f"before: {text[:60]}")
         pre_seconds = time.perf_counter() - t0
@@ -557,7 +595,7 @@ class Session:
                 changed.update(c.path for c in self.store.diff(pre, post))
         return TurnOutcome(thread_id, turn_id, status, state.final, error, state.items,
                            sorted(changed), pre, post, time.perf_counter() - started,
-                           pre_seconds, post_seconds, capture_error)
+                           pre_seconds, post_seconds, capture_error, notice)
 
     def collect_later(self) -> None:
         """Automatic gc (at most daily), on a thread of its own with a store of its own: never on a
@@ -580,15 +618,30 @@ class Session:
         self._gc_thread = threading.Thread(target=run, daemon=True, name="codexr-gc")
         self._gc_thread.start()
 
-    def _has_turns(self, thread_id: str) -> bool:
-        """Did the thread run prompts before codexr saw it? (A thread with no rollout yet has none.)"""
+    def _continuing_notice(self, thread_id: str, side: ThreadSidecar) -> str | None:
+        """The one line said when codexr first sends a prompt on a thread another Codex client ran.
+
+        codexr snapshots every prompt it sends, whoever started the thread; the prompts sent before
+        are conversation-only. Said once: from this turn on the thread has a sidecar.
+        """
         try:
             resp = self.client.thread_read(thread_id, include_turns=True)
         except JsonRpcError:
-            return False  # "no rollout"/"list_turns is not supported yet": nothing ran on it
+            return None  # "no rollout"/"list_turns is not supported yet": nothing ran on it
         except (TransportClosedError, CodexError) as exc:
             raise SessionError(f"cannot read thread {thread_id}: Codex stopped responding ({exc})") from exc
-        return bool(resp.thread.turns)
+        earlier = sum(1 for t in resp.thread.turns or []
+                      if any(i.get("type") == "userMessage" for i in dump_payload(t).get("items") or []))
+        if not earlier:
+            return None
+        source = source_label(dump_payload(resp.thread))
+        side.history.append({"event": "continued", "source": source, "earlier_prompts": earlier, "at": time.time()})
+        snaps = "gets file snapshots" if side.tracking else "gets no file snapshot (file_snapshots is off)"
+        text = (f"thread {thread_id} was started outside codexr ({source}): its {earlier} earlier "
+                f"prompt{'s are' if earlier != 1 else ' is'} conversation-only; each prompt codexr sends {snaps}")
+        self._notice("codexr/continued", {"threadId": thread_id, "source": source, "earlierPrompts": earlier,
+                                          "message": text})
+        return text
 
     def _stream(self, turn_id: str, state: _TurnState, on_event: EventCallback | None) -> tuple[str, str | None]:
         while True:
@@ -664,10 +717,9 @@ class Session:
         prompts = self.prompts(thread_id)
         target = self.resolve_prompt(prompts, to)
         files = mode in ("both", "files")
-        if files and target.pre is None:
-            raise SessionError(
-                f"prompt {target.number} has no file snapshot (it ran outside codexr or with file_snapshots off); "
-                "rewind the conversation only with --conversation-only")
+        why = target.no_snapshot_reason()
+        if files and why is not None:
+            raise SessionError(f"{why}; rewind the conversation only with --conversation-only")
         if files and target.pre and not self.store.exists(target.pre):
             raise SessionError(
                 f"prompt {target.number}'s file snapshot is gone (retention drops the snapshots of threads idle "
@@ -678,7 +730,7 @@ class Session:
         if dry_run:
             if files and target.pre:
                 restore = self.store.restore(target.pre, self.cwd, dry_run=True, known_paths=known, scope=self.scope)
-            return RewindResult(thread_id, thread_id, mode, target.number, target.text, None, restore, True)
+            return RewindResult(thread_id, thread_id, mode, target.number, target.text, None, restore, True, why)
         landed: dict[str, str] = {}
 
         def go(plan: RestorePlan | None) -> bool:
@@ -709,7 +761,8 @@ class Session:
             raise Declined("rewind cancelled; nothing changed")
         safety = restore.safety_id if restore else None
         self.collect_later()
-        return RewindResult(landed["thread"], thread_id, mode, target.number, target.text, safety, restore)
+        return RewindResult(landed["thread"], thread_id, mode, target.number, target.text, safety, restore,
+                            no_snapshot_reason=why)
 
     def _record_rewind(self, side: ThreadSidecar | None, dest_thread: str, origin: str, target: Prompt,
                        prompts: list[Prompt], mode: str, safety_id: str | None) -> None:
@@ -848,41 +901,77 @@ class Session:
 
     # ------------------------------------------------------------------ listing
     def threads(self, all_workspaces: bool = False) -> list[ThreadSummary]:
-        """Threads of this workspace (or all) known to Codex, with codexr's snapshot coverage."""
+        """Threads of this workspace (or all) known to Codex, whoever started them, with codexr's snapshot coverage."""
         params: dict[str, Any] = {"limit": 200}
         if not all_workspaces:
             params["cwd"] = str(self.cwd)
-        resp = self._rpc("cannot list threads", lambda: self.client.thread_list(params))
-        archived = self._rpc("cannot list threads", lambda: self.client.thread_list({**params, "archived": True}))
+        listed = self._list_threads(params)
+        archived = self._list_threads({**params, "archived": True})
         out: list[ThreadSummary] = []
-        seen: set[str] = {str(dump_payload(th)["id"]) for th in archived.data}  # archived threads are not listed
-        for th in resp.data:
-            t = dump_payload(th)
+        seen: set[str] = {str(t["id"]) for t in archived}  # archived threads are not listed
+        for t in listed:
             tid = str(t["id"])
+            if tid in seen:
+                continue
             seen.add(tid)
             side = self.sidecars.load(tid)
             out.append(self._summary(tid, side, str(t.get("preview") or ""), float(t.get("updatedAt") or 0),
-                                     str(t.get("cwd") or "")))
+                                     str(t.get("cwd") or ""), source_label(t)))
         for side in self.sidecars.all():
             if side.thread_id in seen or (not all_workspaces and side.cwd != str(self.cwd)):
                 continue
             if not side.turns and not side.redo:
                 continue
-            preview = side.turns[0].prompt if side.turns else "(rewound to before its first prompt)"
-            updated = max([side.created, *[t.started for t in side.turns]])
-            out.append(self._summary(side.thread_id, side, preview, updated, side.cwd))
+            # Codex did not list it (e.g. a fork before its first prompt): its own record still names the
+            # first prompt and who started it.
+            t = self._read_thread(side.thread_id)
+            preview = str(t.get("preview") or "") or "(rewound to before its first prompt)"
+            updated = max([side.created, *[r.started for r in side.turns]])
+            out.append(self._summary(side.thread_id, side, preview, updated, side.cwd,
+                                     source_label(t) if t else CLIENT_NAME))
         out.sort(key=lambda s: s.updated, reverse=True)
         return out
 
+    def _list_threads(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every page of `thread/list` for every source kind (a binary that rejects some kinds gets the usual four)."""
+        kinds: tuple[str, ...] = SOURCE_KINDS
+        out: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            page = {**params, "sourceKinds": list(kinds), **({"cursor": cursor} if cursor else {})}
+            try:
+                resp = self.client.thread_list(page)
+            except JsonRpcError as exc:
+                if kinds == SESSION_KINDS or cursor is not None:
+                    raise SessionError(f"cannot list threads: {getattr(exc, 'message', None) or exc}") from exc
+                kinds = SESSION_KINDS
+                continue
+            except (TransportClosedError, CodexError) as exc:
+                raise SessionError(f"cannot list threads: Codex stopped responding ({exc})") from exc
+            out.extend(dump_payload(th) for th in resp.data)
+            nxt = getattr(resp, "next_cursor", None)
+            if not nxt or nxt == cursor or not resp.data:
+                return out
+            cursor = str(nxt)
+
+    def _read_thread(self, thread_id: str) -> dict[str, Any]:
+        """Codex's record of a thread without its turns ({} when Codex has none)."""
+        try:
+            return dump_payload(self.client.thread_read(thread_id, include_turns=False).thread)
+        except (JsonRpcError, TransportClosedError, CodexError):
+            return {}
+
     def _summary(self, tid: str, side: ThreadSidecar | None, preview: str, updated: float,
-                 cwd: str) -> ThreadSummary:
+                 cwd: str, source: str) -> ThreadSummary:
         prompts = len(side.turns) if side else 0
-        with contextlib.suppress(SessionError):
-            prompts = len(self.prompts(tid))
         snaps = sum(1 for t in side.turns if t.pre) if side else 0
+        with contextlib.suppress(SessionError):
+            listed = self.prompts(tid)
+            prompts = len(listed)
+            snaps = sum(1 for p in listed if p.pre)
         return ThreadSummary(tid, preview.splitlines()[0][:80] if preview else "", prompts, snaps,
                              len(side.redo) if side else 0, updated, bool(side and side.tracking),
-                             side.forked_from if side else None, cwd)
+                             side.forked_from if side else None, cwd, source)
 
 
 def ensure_thread(session: Session, thread_id: str | None, last: bool) -> str:

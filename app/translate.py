@@ -115,7 +115,11 @@ def notification_events(method: str, params: dict[str, Any], cwd: str = "") -> l
 
 
 def turn_events(turns: list[dict[str, Any]], cwd: str = "", snapshots: dict[str, bool] | None = None) -> list[Any]:
-    """A stored thread's transcript: every turn's prompt and items, in order (thread/read includeTurns)."""
+    """A stored thread's transcript: every turn's prompt and items, in order (thread/read includeTurns).
+
+    `snapshots` maps the turns codexr ran to whether they have a file snapshot; a turn it does not
+    name was sent outside codexr.
+    """
     out: list[Any] = []
     number = 0
     for turn in turns:
@@ -126,7 +130,8 @@ def turn_events(turns: list[dict[str, Any]], cwd: str = "", snapshots: dict[str,
             number += 1
             parts = [c.get("text", "") for c in users[0].get("content") or [] if isinstance(c, dict)]
             out.append(UserPrompt(tid, "\n".join(p for p in parts if p), number,
-                                  bool(snapshots and snapshots.get(tid))))
+                                  bool(snapshots and snapshots.get(tid)),
+                                  snapshots is not None and tid not in snapshots))
         for item in items:
             if item.get("type") == "userMessage":
                 continue

@@ -7,14 +7,17 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
+import subprocess
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import codex_cli_bin
 from store_helpers import git
 
 from app.scripted_model import ScriptedModel, write_codex_home
@@ -203,3 +206,15 @@ def session_options(model: ScriptedModel, base: Path, files: Mapping[str, str | 
         p.write_bytes(data.encode() if isinstance(data, str) else data)
     return SessionOptions(cwd=ws, codex_home=home, settings=load_settings(home), env=env,
                           approval_policy=approval_policy, sandbox=sandbox)
+
+
+def official_codex_exec(env: Mapping[str, str], cwd: Path, prompt: str) -> str:
+    """Run `codex exec` of the pinned binary itself (not codexr) in `cwd`; return the thread it started."""
+    res = subprocess.run([str(codex_cli_bin.bundled_codex_path()), "exec", "--skip-git-repo-check", "--json", prompt],
+                         cwd=cwd, env={**os.environ, "NO_PROXY": "127.0.0.1,localhost", **env},
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, f"codex exec failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
+    events = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    started = [e["thread_id"] for e in events if e.get("type") == "thread.started"]
+    assert len(started) == 1 and any(e.get("type") == "turn.completed" for e in events), res.stdout
+    return str(started[0])

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_helpers import official_codex_exec
 from fs_helpers import Tree, tree
 
 from app.scripted_model import (
@@ -336,6 +337,57 @@ def test_rewind_to_the_first_prompt_then_redo_or_continue(cli: Cli) -> None:
     assert json.loads(red.stdout)["thread_id"] == t
     assert tree(cli.ws) == trees[1]
     assert again.returncode == 0, f"sending the prompt again on the thread `rewind --to 1` made failed:\n{show(again)}"
+
+
+def test_a_thread_started_by_the_official_codex_exec(cli: Cli) -> None:
+    """Listed with its source; codexr snapshots the prompts it sends there; the earlier one is conversation-only."""
+    cli.model.script("codex made", [add_file("a.txt", "from codex\n"), message("codex did it")])
+    cli.model.script("codexr edits", [update_file("a.txt", "from codex", "from codexr"), add_file("b.txt", "b\n"),
+                                      message("codexr did it")])
+    cli.model.script("codexr again", [message("nothing to change")])
+    t = official_codex_exec(cli.env, cli.ws, "codex made a")
+    after_codex = tree(cli.ws)
+
+    # listed before codexr ever touched it: who started it, its one prompt conversation-only
+    row = cli.threads().get(t)
+    assert row is not None, f"a thread started by `codex exec` is missing from `codexr threads`: {cli.threads()}"
+    assert (row["source"], row["prompts"], row["prompts_with_snapshots"], row["conversation_only"]) == (
+        "exec", 1, 0, 1), row
+    assert row["preview"] == "codex made a", row
+
+    # codexr continues it: its own prompt gets snapshots, and it says so once, in one line
+    first = cli.run("exec", "--json", "--thread", t, "codexr edits a")
+    second = cli.run("exec", "--json", "--thread", t, "codexr again")
+    for res in (first, second):
+        assert res.returncode == 0, show(res)
+        doc = json.loads(res.stdout)
+        assert HEX64.fullmatch(doc["pre_snapshot"] or "") and HEX64.fullmatch(doc["post_snapshot"] or ""), doc
+    said = [line for line in first.stderr.splitlines() if "started outside codexr" in line]
+    assert len(said) == 1 and f"thread {t} was started outside codexr (exec)" in said[0], show(first)
+    assert "1 earlier prompt is conversation-only" in said[0], show(first)
+    assert "outside codexr" not in second.stderr, f"the notice came again:\n{show(second)}"
+    after_codexr = tree(cli.ws)
+    assert (cli.ws / "a.txt").read_text() == "from codexr\n" and (cli.ws / "b.txt").read_text() == "b\n"
+
+    # the listing: Codex's own first prompt as the preview, codexr's prompts with snapshots
+    listing = cli.ok("threads")
+    (line,) = [ln for ln in listing.stdout.splitlines() if ln.startswith(t)]
+    assert " exec " in line and "3 prompts, 2/3 with snapshots (1 conversation-only)" in line, line
+    assert line.endswith("codex made a"), line
+
+    # prompt 1 (run by codex exec): conversation-only, with the reason, in the refusal and in the plan
+    refused, plan = cli.many(("rewind", "--thread", t, "--to", "1", "--dry-run"),
+                             ("rewind", "--thread", t, "--to", "1", "--conversation-only", "--dry-run"))
+    assert_one_line_error(refused, "prompt 1 was sent outside codexr", "--conversation-only")
+    assert plan.returncode == 0, show(plan)
+    assert "files: left as they are (prompt 1 was sent outside codexr, so it has no file snapshot: " \
+           "conversation only)" in plan.stdout, show(plan)
+    assert tree(cli.ws) == after_codexr
+
+    # prompt 2 (codexr's own): a rewind brings the files back to what codex exec left
+    res = cli.json("rewind", "--thread", t, "--to", "2", "--yes")
+    assert res["to_prompt"] == 2 and res["prompt"] == "codexr edits a" and res["no_snapshot_reason"] is None, res
+    assert tree(cli.ws) == after_codex, "the rewind to codexr's first prompt on the thread did not restore files"
 
 
 # ------------------------------------------------------------------------------------- pass-through flags

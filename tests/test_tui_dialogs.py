@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import session_options
+from e2e_helpers import official_codex_exec, session_options
 from rich.syntax import Syntax
 from test_driver import Events
 from textual.app import App
@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.widgets import OptionList, Static
 
 from app.driver import Driver
-from app.events import ApprovalAsked, TurnFinished
+from app.events import ApprovalAsked, Notice, ThreadLoaded, TurnFinished, UserPrompt
 from app.scripted_model import ScriptedModel, add_file, message, shell
 from app.tui.diff_screen import DiffScreen
 from app.tui.redo_dialog import RedoDialog
@@ -206,6 +206,53 @@ def test_files_modes_are_disabled_with_the_reason_when_a_prompt_has_no_snapshot(
         assert app.result == "rewound to prompt 1 (conversation only); /redo brings it back"
         assert (d.opts.cwd / "c.txt").read_text() == "c\n"
         assert d.thread_id != origin and d.prompt_rows() == []
+    finally:
+        d.close()
+
+
+def test_a_thread_the_official_codex_started_is_listed_continued_and_its_prompt_is_conversation_only(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    model.script("oc-codex", [add_file("o.txt", "by codex\n"), message("codex made o.txt")])
+    model.script("oc-codexr", [add_file("p.txt", "by codexr\n"), message("codexr made p.txt")])
+    model.script("oc-again", [message("nothing")])
+    opts = session_options(model, tmp_path, {"keep.txt": "k\n"})
+    assert opts.env is not None
+    t = official_codex_exec(opts.env, opts.cwd, "oc-codex please")
+    ev = Events()
+    d = Driver(opts, ev, thread_id=t)
+    try:
+        assert d.start()
+        app = Host(lambda: ThreadsScreen(d))
+
+        async def listed(pilot: Pilot[Any]) -> None:
+            rows = [str(o.prompt) for o in pilot.app.screen.query_one("#threads", OptionList).options]
+            mine = [r for r in rows if t in r]
+            assert len(mine) == 1, f"the thread `codex exec` started is not listed once: {rows}"
+            assert mine[0].startswith("* oc-codex please"), mine
+            assert "1 conversation-only" in mine[0] and "from exec" in mine[0], mine
+            await pilot.press("escape")
+
+        run(app, listed)
+        loaded = ev.wait(ThreadLoaded)
+        (first,) = [e for e in loaded.events if isinstance(e, UserPrompt)]
+        assert getattr(first, "outside", None) is True and not first.has_snapshot  # the transcript marks it
+        turn(d, ev, "oc-codexr please")
+        turn(d, ev, "oc-again please")
+        said = [e.text for e in ev.seen if isinstance(e, Notice) and "outside codexr" in e.text]
+        assert said == [f"thread {t} was started outside codexr (exec): its 1 earlier prompt is conversation-only; "
+                        "each prompt codexr sends gets file snapshots"], said
+        app = Host(lambda: RewindPicker(d, start_prompt=1))
+
+        async def picker(pilot: Pilot[Any]) -> None:
+            text = shown(pilot.app.screen)
+            assert "[no snapshot: sent outside codexr]  oc-codex please" in text
+            assert "[snapshot]  oc-codexr please" in text
+            why = "unavailable: prompt 1 was sent outside codexr, so it has no file snapshot"
+            assert f"(disabled) ( ) [f] files only — {why}" in text, text
+            assert "(•) [c] conversation only" in text
+            await pilot.press("escape")
+
+        run(app, picker)
     finally:
         d.close()
 

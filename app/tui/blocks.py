@@ -70,7 +70,9 @@ class PromptBlock(Block):
         ev = self.event
         head = Text("▶ ", style="bold")
         head.append(f"prompt {ev.number}" if ev.number else "prompt", style="bold")
-        if not ev.has_snapshot:
+        if ev.outside:
+            head.append("  (sent outside codexr, no file snapshot: conversation-only)", style="dim")
+        elif not ev.has_snapshot:
             head.append("  (no file snapshot: conversation-only)", style="dim")
         yield Static(head, classes="block-head")
         yield Static(Text(ev.text), classes="prompt-text")

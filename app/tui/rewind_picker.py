@@ -23,6 +23,8 @@ MODES = ("both", "files", "conversation")
 def row_label(row: PromptRow, now: float | None = None) -> str:
     """`2  just now  [snapshot]  fix the tests` and the files that turn changed on a second line."""
     snap = "snapshot gone" if row.snapshot_gone else ("snapshot" if row.has_snapshot else "no snapshot")
+    if not row.by_codexr:
+        snap = "no snapshot: sent outside codexr"
     return (f"{row.number:>2}  {ago(row.started, now)}  [{snap}]  {first_line(row.text)}\n"
             f"    {files_label(row.files)}")
 
@@ -34,7 +36,7 @@ def unavailable(row: PromptRow, mode: str) -> str | None:
     if row.snapshot_gone:
         return f"prompt {row.number}'s file snapshot is gone"
     if not row.has_snapshot:
-        return f"prompt {row.number} ran without a file snapshot"
+        return row.no_snapshot_reason or f"prompt {row.number} ran without a file snapshot"
     return None
 
 

@@ -18,14 +18,16 @@ from .labels import ago, count_text, first_line
 
 
 def thread_label(t: ThreadSummary, current: str | None, now: float | None = None) -> str:
-    """Preview, prompt and snapshot counts, redo depth, age, fork origin — conversation-only prompts marked."""
+    """Preview, who started it, prompt and snapshot counts, redo depth, age, fork origin — conversation-only marked."""
     mark = "* " if t.thread_id == current else "  "
     head = f"{mark}{first_line(t.preview) or '(no prompt yet)'}"
     parts = [count_text(t.prompts, "prompt")]
     if t.prompts:
         parts.append(f"{t.with_snapshots} with snapshots")
-        if t.with_snapshots < t.prompts:
-            parts.append(f"{t.prompts - t.with_snapshots} conversation-only")
+        if t.conversation_only:
+            parts.append(f"{t.conversation_only} conversation-only")
+    if t.source:
+        parts.append(f"from {t.source}")
     if t.redo_depth:
         parts.append(f"redo {t.redo_depth}")
     parts.append(ago(t.updated, now))
