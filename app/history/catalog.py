@@ -339,7 +339,7 @@ def conversation(cat: Catalog, sess: Session, load: Callable[[str], Digest]) -> 
     return prompts
 
 
-def rewind_marks(cat: Catalog, sess: Session) -> list[dict[str, Any]]:
+def rewind_marks(sess: Session) -> list[dict[str, Any]]:
     """codexr's rewinds and redos that touched this thread, from the sidecars, oldest first."""
     out: list[dict[str, Any]] = []
     side = sess.sidecar
