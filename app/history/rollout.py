@@ -58,11 +58,11 @@ class Skipped:
     unreadable: int = 0
 
     def add(self, other: Skipped) -> None:
-        for k, v in asdict(other).items():
-            setattr(self, k, getattr(self, k) + v)
-
-    def total(self) -> int:
-        return sum(asdict(self).values())
+        self.malformed += other.malformed
+        self.partial += other.partial
+        self.unknown += other.unknown
+        self.huge += other.huge
+        self.unreadable += other.unreadable
 
 
 @dataclass

@@ -86,6 +86,15 @@ def _read(path: str) -> bytes | None:
 _CWD = re.compile(rb'"cwd"\s*:\s*("(?:[^"\\]|\\.)*")')
 
 
+_BASE = re.compile(rb'"history_base"\s*:\s*\{[^{}]*?"thread_id"\s*:\s*"([0-9A-Fa-f-]+)"')
+
+
+def _base_thread(first_line: bytes) -> str | None:
+    """The thread a rollout's history continues (its session_meta's history_base), read from the bytes."""
+    m = _BASE.search(first_line)
+    return m.group(1).decode().lower() if m else None
+
+
 def _cwd(first_line: bytes) -> str:
     """The workspace a rollout's first line (its session_meta) names, without decoding the whole line."""
     m = _CWD.search(first_line)
@@ -243,7 +252,7 @@ class HistoryStore:
         """Without the index: read every rollout's bytes, decode only those that can match, plus fork links."""
         needle = matcher.needle
         cand: set[str] = set()
-        linked: set[str] = set()
+        links: dict[str, str] = {}  # path -> thread its history_base names (forks, revert segments)
         scanned = 0
         in_scope: set[str] = set()
         for f in self.files:
@@ -256,16 +265,32 @@ class HistoryStore:
             scanned += len(data)
             nl = data.find(b"\n")
             first = data[: nl if nl >= 0 else len(data)]
-            if b'"history_base"' in first or b'"forked_from_id"' in first:
-                linked.add(f.path)
+            base = _base_thread(first)
+            if base:
+                links[f.path] = base
             if flt.workspace is not None and not same_dir(_cwd(first), flt.workspace):
                 continue
             in_scope.add(f.thread_id)
             if needle is None or needle in data.lower():
                 self._digests[f.path] = parse_bytes(f.path, data)
                 cand.add(f.path)
-        # The sessions involved: candidates, forks and segments, and the files their history comes from.
-        need = cand | linked
+        # Decode beyond the candidates only what numbering and fork marks need: the files their history
+        # comes from, and the forks (or later segments) that inherit from a candidate's thread.
+        thread_base: dict[str, str] = {}
+        for p, b in links.items():
+            thread_base.setdefault(self.by_path[p].thread_id, b)
+        cand_threads = {self.by_path[p].thread_id for p in cand}
+
+        def reaches(tid: str) -> bool:
+            seen: set[str] = set()
+            while tid in thread_base and tid not in seen and len(seen) < 256:
+                seen.add(tid)
+                tid = thread_base[tid]
+                if tid in cand_threads:
+                    return True
+            return False
+
+        need = set(cand) | {p for p in links if reaches(self.by_path[p].thread_id)}
         summaries: dict[str, FileSummary] = {}
         todo = list(need)
         while todo:
@@ -273,10 +298,12 @@ class HistoryStore:
             if p in summaries or p not in self.by_path:
                 continue
             summaries[p] = FileSummary.of(self.by_path[p], self.digest(p, use_index=False))
-            base = summaries[p].base
-            if base is not None:
-                tid = str(base["thread_id"]).lower()
+            b = summaries[p].base
+            if b is not None:
+                tid = str(b["thread_id"]).lower()
                 todo.extend(f.path for f in self.files if f.thread_id == tid and f.path not in summaries)
+            tid = self.by_path[p].thread_id
+            todo.extend(f.path for f in self.files if f.thread_id == tid and f.path not in summaries)
         skipped = Skipped(**vars(self.skipped))
         for s in summaries.values():
             skipped.add(Skipped(**s.skipped))
