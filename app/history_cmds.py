@@ -70,9 +70,9 @@ def _workspace(args: argparse.Namespace, default_here: bool) -> str | None:
     if ws:
         if not os.path.isdir(ws):
             raise UsageError(f"--workspace {ws}: no such directory")
-        return os.path.abspath(ws)
+        return os.path.abspath(str(ws))
     if default_here:
-        return os.path.abspath(getattr(args, "cd", ".") or ".")
+        return os.path.abspath(str(getattr(args, "cd", ".") or "."))
     return None
 
 

@@ -42,9 +42,10 @@ from app.history.index import index_path  # noqa: E402
 from app.history.store import HistoryStore  # noqa: E402
 
 NEEDLE = "connection pool exhausted"
-WORDS = ("the of and to in is that for it with as was on be by this are from or at an but not have all can "
-         "function error test build module config retry timeout cache database query index request handler "
-         "thread lock queue worker parser token stream buffer socket server client route schema migration").split()
+_VOCABULARY = ("the of and to in is that for it with as was on be by this are from or at an but not have all can "
+               "function error test build module config retry timeout cache database query index request handler "
+               "thread lock queue worker parser token stream buffer socket server client route schema migration")
+WORDS = _VOCABULARY.split()
 
 
 def words(rng: random.Random, n: int) -> str:
@@ -62,7 +63,8 @@ def make_session(rng: random.Random, tid: str, cwd: str, day: int, planted: bool
     ts = f"2025-{1 + day // 28:02d}-{1 + day % 28:02d}T10:00:00.000Z"
     o = start_ordinal
     out: list[str] = []
-    meta: dict[str, object] = {"session_id": tid, "id": tid, "timestamp": ts, "cwd": cwd, "originator": "codex_cli_rs",
+    meta: dict[str, object] = {"session_id": tid, "id": tid, "timestamp": ts, "cwd": cwd,
+                               "originator": "codex_cli_rs",
                                "cli_version": "0.163.0", "source": rng.choice(["cli", "vscode", "exec"]),
                                "model_provider": "openai", "history_mode": "paginated",
                                "base_instructions": {"text": words(rng, 3300)}}
@@ -111,7 +113,8 @@ def make_session(rng: random.Random, tid: str, cwd: str, day: int, planted: bool
             path = f"{cwd}/src/{rng.choice(WORDS)}.py"
             recs.append(line(ts, 0, "event_msg", {"type": "item_completed", "thread_id": tid, "turn_id": turn,
                                                   "item": {"type": "FileChange", "id": f"p{t}", "status": "completed",
-                                                           "changes": {path: {"type": "add", "content": words(rng, 150)}}}}))
+                                                           "changes": {path: {"type": "add",
+                                                                              "content": words(rng, 150)}}}}))
         answer = words(rng, rng.randint(30, 300))
         recs.append(line(ts, 0, "event_msg", {"type": "item_completed", "thread_id": tid, "turn_id": turn, "item": {
             "type": "AgentMessage", "id": f"msg_{t}", "content": [{"type": "Text", "text": answer}]}}))

@@ -16,6 +16,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from os.path import commonpath
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,7 @@ def test_show_presents_a_fork_with_its_inherited_history_and_the_rewind(
     first, second = out.index("## Prompt 1"), out.index("## Prompt 2")
     assert f"inherited from {hist.original}" in out[first:second]
     assert "> hist-alpha first prompt" in out[first:second] and "files changed: a.txt" in out[first:second]
-    rewind = out.index(f"codexr rewind")
+    rewind = out.index("codexr rewind")
     assert first < rewind < second and "rewound to before its prompt 2" in out
     assert out.index("codexr redo") > out.index("> hist-delta new prompt")
     assert "hist-beta" not in out  # the rewound-away prompts are not in the fork
@@ -172,7 +173,7 @@ def test_prefix_ids_and_export_refusing_to_overwrite(hist: Home, tmp_path: Path,
     rc, _out, err = run(hist, capsys, monkeypatch, "history", "export", unique, "--format", "json",
                         "--output", str(out_md), "--force")
     assert rc == 0 and json.loads(out_md.read_text())["session"]["id"] == hist.other
-    common = os.path.commonprefix(ids)
+    common = commonpath(ids)
     if len(common) >= 4:  # UUIDv7s made within a second share their first characters
         rc, _out, err = run(hist, capsys, monkeypatch, "history", "show", common[:8])
         assert rc == 2 and "ambiguous" in err and hist.original in err and hist.fork in err
@@ -282,7 +283,7 @@ def test_legacy_fixtures_and_damage_are_read_and_counted(hist: Home, tmp_path: P
     assert by_id[legacy]["prompts"] == 2 and by_id[legacy]["source_label"] == "CLI"
     assert by_id[oldest]["first_prompt"] == "oldest format question about Websocket retries"
     assert by_id[damaged]["prompts"] == 1  # what was complete is still read
-    rc, out, _ = run(hist, capsys, monkeypatch, "history", "show", legacy)
+    _rc, out, _ = run(hist, capsys, monkeypatch, "history", "show", legacy)
     assert "> legacy Refresh Token bug" in out and "`$ grep -rn refreshToken src`" in out
     assert "files changed: src/auth.ts" in out and "rolled back 1 prompt(s)" in out
     assert "rolled back answer" not in out and "## Prompt 2" in out and "ghost" not in out

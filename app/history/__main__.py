@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import sys
@@ -27,10 +28,8 @@ def main(argv: list[str]) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another refresh is at it
-    try:
+    with contextlib.suppress(OSError):
         os.nice(10)
-    except OSError:
-        pass
     store = HistoryStore(home, background=False)
     try:
         store.refresh()

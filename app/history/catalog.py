@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .rollout import Digest, Entry, Skipped, read_rollout
+from .rollout import Digest, Entry, Skipped
 
 SESSIONS = "sessions"
 ARCHIVED = "archived_sessions"

@@ -108,7 +108,7 @@ def markdown(s: Session, cat: Catalog, prompts: list[Prompt], only: int | None =
              f"- prompts: {head['prompts']}"]
     if s.forked_from:
         at = f" after its prompt {s.forked_at}" if s.forked_at is not None else ""
-        lines.append(f"- forked from {s.forked_from}{at} (prompts 1–{s.forked_at or 0} are inherited)")
+        lines.append(f"- forked from {s.forked_from}{at} (its first {s.forked_at or 0} prompt(s) are inherited)")
     if s.archived:
         lines.append("- archived")
     lines.append("")

@@ -39,7 +39,7 @@ class Matcher:
         """(field, start, end) of every match in the entry's searchable text."""
         if entry.kind not in self.kinds:
             return []
-        out = []
+        out: list[tuple[str, int, int]] = []
         for name, value in (("text", entry.text), ("output", entry.output)):
             if value:
                 out.extend((name, m.start(), m.end()) for m in self.rx.finditer(value) if m.end() > m.start())
@@ -53,14 +53,14 @@ class Match:
     prompt: int
     kind: str
     at: str
-    field: str
+    part: str  # text or output
     excerpt: str
     start: int  # of the match inside `excerpt`
     end: int
     inherited_by: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        return {"prompt": self.prompt, "kind": self.kind, "at": self.at, "field": self.field,
+        return {"prompt": self.prompt, "kind": self.kind, "at": self.at, "field": self.part,
                 "excerpt": self.excerpt, "match_start": self.start, "match_end": self.end,
                 "inherited_by": self.inherited_by}
 

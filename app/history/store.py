@@ -8,6 +8,7 @@ directly (skipping files whose bytes cannot contain the text) and a background p
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import os
 import re
@@ -127,10 +128,8 @@ class HistoryStore:
     def _index_failed(self) -> None:
         """A cache that fails is dropped for this command: history goes on without it."""
         if self.index is not None:
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 self.index.close()
-            except sqlite3.Error:
-                pass
             self.index = None
 
     # --------------------------------------------------------------------------------- index upkeep
@@ -164,12 +163,10 @@ class HistoryStore:
         """Refresh the index in a detached process, so this command answers from the scan now."""
         if not self.background or self.index is None:
             return
-        try:
+        with contextlib.suppress(OSError):
             subprocess.Popen([sys.executable, "-m", "app.history", "refresh", str(self.home)],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True, cwd=str(Path(__file__).resolve().parents[2]))
-        except OSError:
-            pass
 
     # --------------------------------------------------------------------------------- reading
     def digest(self, path: str, *, use_index: bool = True) -> Digest:
@@ -277,8 +274,8 @@ class HistoryStore:
         # Decode beyond the candidates only what numbering and fork marks need: the files their history
         # comes from, and the forks (or later segments) that inherit from a candidate's thread.
         thread_base: dict[str, str] = {}
-        for p, b in links.items():
-            thread_base.setdefault(self.by_path[p].thread_id, b)
+        for p, base_tid in links.items():
+            thread_base.setdefault(self.by_path[p].thread_id, base_tid)
         cand_threads = {self.by_path[p].thread_id for p in cand}
 
         def reaches(tid: str) -> bool:
@@ -339,8 +336,8 @@ class HistoryStore:
                 before.setdefault(f.path, 0)
         found: dict[str, SessionHits] = {}
         for path in cand:
-            sess = owner.get(path)
-            if sess is None or not flt.keep(sess):
+            holder = owner.get(path)
+            if holder is None or not flt.keep(holder):
                 continue
             d = load(path)
             offsets = cat.by_path[path].user_offsets
@@ -352,8 +349,8 @@ class HistoryStore:
                     text = e.text if fld == "text" else e.output
                     ex, a, b = excerpt(text, start, end, context)
                     prompt = before.get(path, 0) + bisect.bisect_right(offsets, e.offset)
-                    forks = sorted(fid for lim, fid in heirs.get(path, []) if e.offset < lim and fid != sess.id)
-                    found.setdefault(sess.id, SessionHits(sess, [])).matches.append(
+                    forks = sorted(fid for lim, fid in heirs.get(path, []) if e.offset < lim and fid != holder.id)
+                    found.setdefault(holder.id, SessionHits(holder, [])).matches.append(
                         Match(prompt, e.kind, e.at, fld, ex, a, b, forks))
         ordered = sorted(found.values(), key=lambda h: h.session.mtime_ns, reverse=True)
         for h in ordered:
