@@ -39,7 +39,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.history.index import index_path  # noqa: E402
-from app.history.store import HistoryStore  # noqa: E402
+from app.history.render import session_json  # noqa: E402
+from app.history.search import Matcher  # noqa: E402
+from app.history.store import Filter, HistoryStore  # noqa: E402
 
 NEEDLE = "connection pool exhausted"
 _VOCABULARY = ("the of and to in is that for it with as was on be by this are from or at an but not have all can "
@@ -212,6 +214,25 @@ def main() -> int:
             dt, out = timed(listing, env)
             lst.append(dt)
             listed = json.loads(out)["total"]
+        # The same operations in this process: what the history code costs without codexr's start-up.
+        ip_cold, ip_rep, ip_list = [], [], []
+        for _ in range(args.rounds):
+            t = time.perf_counter()
+            st = HistoryStore(home, use_index=False, background=False)
+            st.search(Matcher(NEEDLE), Filter(archived=True), 0)
+            ip_cold.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            st = HistoryStore(home, background=False)
+            st.search(Matcher(NEEDLE), Filter(archived=True), 0)
+            st.close()
+            ip_rep.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            st = HistoryStore(home, background=False)
+            cat = st.catalog()
+            json.dumps([session_json(x, cat) for x in cat.sessions.values()])
+            st.close()
+            ip_list.append(time.perf_counter() - t)
+        startup = statistics.median(timed([py, "-c", "import app.cli"], env)[0] for _ in range(args.rounds))
         size = sum(p.stat().st_size for p in idx.parent.iterdir() if p.is_file())
         gm, cm, rm, lm = (statistics.median(x) for x in (g, c, r, lst))
 
@@ -226,6 +247,10 @@ def main() -> int:
         print(f"repeated search      median {rm:.3f} s  target <= 0.2 s   {verdict(rm <= 0.2)}")
         print(f"list --all ({listed})   median {lm:.3f} s  target <= 0.3 s   {verdict(lm <= 0.3)}")
         print(f"index size           {size / 1e6:.1f} MB ({100 * size / total:.0f} % of the rollouts)")
+        ic, ir, il = (statistics.median(x) for x in (ip_cold, ip_rep, ip_list))
+        print(f"codexr start-up      median {startup:.3f} s (`import app.cli`, paid by every codexr command)")
+        print(f"in-process: cold search {ic:.3f} s = {ic / gm:.2f}x grep {verdict(ic <= 2 * gm)}; repeated search "
+              f"{ir:.3f} s {verdict(ir <= 0.2)}; list --all {il:.3f} s {verdict(il <= 0.3)}")
     finally:
         if args.keep:
             print(f"kept {base}", file=sys.stderr)

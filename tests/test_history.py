@@ -182,14 +182,18 @@ def test_prefix_ids_and_export_refusing_to_overwrite(hist: Home, tmp_path: Path,
     assert rc == 0 and "- archived" in out
 
 
-def test_bad_input_is_one_line_exit_2(hist: Home, tmp_path: Path) -> None:
+def test_bad_input_is_one_line_exit_2(hist: Home, capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
     env = {**os.environ, "CODEX_HOME": str(hist.home), "CODEXR_HISTORY_BACKGROUND": "0"}
-    for argv in (["show", "zz"], ["show", "0000000"], ["search", "(", "--regex"], ["search", "x", "-n", "-1"],
+    r = subprocess.run([sys.executable, "-m", "app.cli", "history", "show", "zz"], env=env, cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr == "codexr: error: 'zz' is not a session id (give a UUID or 4+ of " \
+        "its first characters)\n"
+    for argv in (["show", "0000000"], ["search", "(", "--regex"], ["search", "x", "-n", "-1"],
                  ["export", hist.other, "--output", str(hist.home / "sessions" / "x.md")]):
-        r = subprocess.run([sys.executable, "-m", "app.cli", "history", *argv], env=env, cwd=ROOT,
-                           capture_output=True, text=True, timeout=60)
-        assert r.returncode == 2, (argv, r.stderr)
-        assert r.stderr.startswith("codexr: error: ") and r.stderr.count("\n") == 1, r.stderr
+        rc, _out, err = run(hist, capsys, monkeypatch, "history", *argv)
+        assert rc == 2, (argv, err)
+        assert err.startswith("codexr: error: ") and err.count("\n") == 1, err
     assert not (hist.home / "sessions" / "x.md").exists()
 
 
