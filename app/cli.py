@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from config import ConfigError, codex_home, load_settings
 from snapshot_store import StoreError
 
-from . import agent_cmds, demo, doctor, snapshot_cmds, tui_cmds
+from . import agent_cmds, demo, doctor, history_cmds, snapshot_cmds, tui_cmds
 from .context import Context, UsageError
 
 EXIT_USAGE = 2
@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.register(sub)
     tui_cmds.register(sub)
     doctor.register(sub)
+    history_cmds.register(sub)
     return parser
 
 

@@ -1,0 +1,172 @@
+"""An on-disk cache of rollout digests with a trigram full-text index, so repeated searches skip the scan.
+
+`$CODEX_HOME/file_snapshots/history/index.sqlite` holds, per rollout file, its size and mtime (a changed
+file is re-read: rollouts only grow, and a rewritten one changes size or mtime), its summary, its digest
+(zstd-compressed JSON) and its entries' text in an FTS5 trigram table (contentless: the text lives in the
+digest). It is a cache: a damaged index is deleted and rebuilt, an unusable one is simply not used, and
+every answer is verified against the digests, so results never depend on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+
+import zstandard
+
+from .catalog import FileSummary, RolloutFile
+from .rollout import Digest
+
+SCHEMA = 1
+ENTRY_BITS = 24
+
+_SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS files(id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL, size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL, summary TEXT NOT NULL, digest BLOB NOT NULL);
+CREATE VIRTUAL TABLE IF NOT EXISTS texts USING fts5(body, content='', tokenize='trigram');
+"""
+
+
+def index_path(home: Path) -> Path:
+    """Beside codexr's snapshot store, never among Codex's own files."""
+    return home / "file_snapshots" / "history" / "index.sqlite"
+
+
+def _texts(file_id: int, d: Digest) -> Iterator[tuple[int, str]]:
+    """(rowid, text) of every searchable piece of a digest: rowid = file, entry, part (0 text, 1 output)."""
+    for i, e in enumerate(d.entries):
+        if e.kind == "marker":
+            continue
+        base = (file_id << ENTRY_BITS) | (i << 1)
+        if e.text:
+            yield base, e.text
+        if e.output:
+            yield base | 1, e.output
+
+
+def split_rowid(rowid: int) -> tuple[int, int, int]:
+    """(file id, entry index, part) of a text row."""
+    return rowid >> ENTRY_BITS, (rowid & ((1 << ENTRY_BITS) - 1)) >> 1, rowid & 1
+
+
+class Index:
+    """The history index; every method may raise sqlite3.Error, which callers treat as 'no index'."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = self._open()
+        self.cctx = zstandard.ZstdCompressor(level=3)
+        self.dctx = zstandard.ZstdDecompressor()
+
+    def _open(self) -> sqlite3.Connection:
+        for attempt in range(2):
+            db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                if version not in (0, SCHEMA):
+                    raise sqlite3.DatabaseError(f"unknown history index version {version}")
+                db.executescript(_SCHEMA_SQL)
+                db.execute(f"PRAGMA user_version={SCHEMA}")
+                db.execute("SELECT count(*) FROM files").fetchone()
+                return db
+            except sqlite3.DatabaseError:
+                db.close()
+                if attempt:
+                    raise
+                self.drop()  # a damaged cache is rebuilt from the rollouts
+        raise AssertionError("unreachable")
+
+    def drop(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(str(self.path) + suffix)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def size(self) -> int:
+        return sum(os.path.getsize(str(self.path) + s) for s in ("", "-wal") if os.path.exists(str(self.path) + s))
+
+    # --------------------------------------------------------------------------------------- reading
+    def stored(self) -> dict[str, tuple[int, int, int]]:
+        """path -> (file id, size, mtime_ns) of every indexed file."""
+        return {p: (i, s, m) for i, p, s, m in self.db.execute("SELECT id, path, size, mtime_ns FROM files")}
+
+    def stored_one(self, path: str) -> tuple[int, int] | None:
+        row = self.db.execute("SELECT size, mtime_ns FROM files WHERE path = ?", (path,)).fetchone()
+        return (int(row[0]), int(row[1])) if row else None
+
+    def summaries(self) -> dict[str, FileSummary]:
+        out = {}
+        for path, summary in self.db.execute("SELECT path, summary FROM files"):
+            out[path] = FileSummary(**json.loads(summary))
+        return out
+
+    def digest(self, path: str) -> Digest | None:
+        row = self.db.execute("SELECT digest FROM files WHERE path = ?", (path,)).fetchone()
+        return self._load(row[0]) if row else None
+
+    def digests_by_id(self, ids: Iterable[int]) -> dict[int, tuple[str, Digest]]:
+        out = {}
+        for fid in ids:
+            row = self.db.execute("SELECT path, digest FROM files WHERE id = ?", (fid,)).fetchone()
+            if row:
+                out[fid] = (row[0], self._load(row[1]))
+        return out
+
+    def all_digests(self) -> Iterator[tuple[int, str, Digest]]:
+        for fid, path, blob in self.db.execute("SELECT id, path, digest FROM files"):
+            yield fid, path, self._load(blob)
+
+    def _load(self, blob: bytes) -> Digest:
+        return Digest.from_json(json.loads(self.dctx.decompress(blob)))
+
+    def match(self, phrase: str) -> set[int]:
+        """Row ids whose text contains `phrase` (case-insensitive, 3+ characters)."""
+        q = '"' + phrase.replace('"', '""') + '"'
+        return {r for (r,) in self.db.execute("SELECT rowid FROM texts WHERE texts MATCH ?", (q,))}
+
+    # --------------------------------------------------------------------------------------- writing
+    def update(self, changed: Iterable[tuple[RolloutFile, Digest]], removed: Iterable[str]) -> None:
+        """Replace the rows of changed files and drop removed ones, in one transaction."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for path in removed:
+                self._delete(path)
+            for f, d in changed:
+                self._delete(f.path)
+                summary = FileSummary.of(f, d)
+                blob = self.cctx.compress(json.dumps(d.to_json(), separators=(",", ":")).encode())
+                cur = db.execute("INSERT INTO files(path, size, mtime_ns, summary, digest) VALUES(?,?,?,?,?)",
+                                 (f.path, f.size, f.mtime_ns, json.dumps(asdict(summary)), blob))
+                fid = int(cur.lastrowid or 0)
+                db.executemany("INSERT INTO texts(rowid, body) VALUES(?, ?)", _texts(fid, d))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def _delete(self, path: str) -> None:
+        row = self.db.execute("SELECT id, digest FROM files WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            return
+        fid, blob = row
+        old = self._load(blob)
+        self.db.executemany("INSERT INTO texts(texts, rowid, body) VALUES('delete', ?, ?)", _texts(fid, old))
+        self.db.execute("DELETE FROM files WHERE id = ?", (fid,))
+
+
+def open_index(home: Path) -> Index | None:
+    """The index, or None when it cannot be used here (read-only home, locked, no FTS5): history still works."""
+    try:
+        return Index(index_path(home))
+    except (sqlite3.Error, OSError):
+        return None

@@ -1,0 +1,79 @@
+"""Matching text in conversations: case-insensitive literal or regex, excerpts, and a byte pre-filter."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .catalog import HistoryError
+from .rollout import Entry
+
+MESSAGE_KINDS = ("user", "agent")
+TOOL_KINDS = ("command", "files")
+
+
+class Matcher:
+    """What `history search TEXT` looks for: TEXT anywhere, ignoring case (or a regex with --regex)."""
+
+    def __init__(self, text: str, *, regex: bool = False, tools: bool = False) -> None:
+        if not text:
+            raise HistoryError("search text is empty")
+        try:
+            self.rx = re.compile(text if regex else re.escape(text), re.IGNORECASE)
+        except re.error as exc:
+            raise HistoryError(f"bad --regex pattern {text!r}: {exc}") from exc
+        self.text = text
+        self.regex = regex
+        self.kinds = MESSAGE_KINDS + (TOOL_KINDS if tools else ())
+        # A literal ASCII query appears in the rollout's JSON exactly as json.dumps escapes it, so a file
+        # whose lower-cased bytes lack that form cannot match: most files are skipped without decoding.
+        self.needle: bytes | None = None
+        if not regex and text.isascii():
+            self.needle = json.dumps(text)[1:-1].lower().encode()
+        # The index's trigram phrase query needs 3+ characters; shorter or regex: every digest is checked.
+        self.phrase = text if not regex and len(text) >= 3 else None
+
+    def spans(self, entry: Entry) -> list[tuple[str, int, int]]:
+        """(field, start, end) of every match in the entry's searchable text."""
+        if entry.kind not in self.kinds:
+            return []
+        out: list[tuple[str, int, int]] = []
+        for name, value in (("text", entry.text), ("output", entry.output)):
+            if value:
+                out.extend((name, m.start(), m.end()) for m in self.rx.finditer(value) if m.end() > m.start())
+        return out
+
+
+@dataclass
+class Match:
+    """One place in a session where the text was found."""
+
+    prompt: int
+    kind: str
+    at: str
+    part: str  # text or output
+    excerpt: str
+    start: int  # of the match inside `excerpt`
+    end: int
+    inherited_by: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"prompt": self.prompt, "kind": self.kind, "at": self.at, "field": self.part,
+                "excerpt": self.excerpt, "match_start": self.start, "match_end": self.end,
+                "inherited_by": self.inherited_by}
+
+
+def excerpt(text: str, start: int, end: int, context: int) -> tuple[str, int, int]:
+    """`context` characters either side of a match, on one line, with … where cut."""
+    lo, hi = max(0, start - context), min(len(text), end + context)
+    pre, mid, post = text[lo:start], text[start:end], text[end:hi]
+    pre = ("…" if lo > 0 else "") + pre
+    post = post + ("…" if hi < len(text) else "")
+
+    def flat(s: str) -> str:
+        return s.replace("\r", " ").replace("\n", " ").replace("\t", " ")
+
+    pre, mid, post = flat(pre), flat(mid), flat(post)
+    return pre + mid + post, len(pre), len(pre) + len(mid)

@@ -1,0 +1,360 @@
+"""The history of every Codex session under a CODEX_HOME: listing, loading and searching, index or not.
+
+Read-only towards Codex: rollouts are only opened for reading. The index (see index.py) is refreshed
+from file sizes and mtimes; when too much changed for a quick refresh, a search scans the rollouts
+directly (skipping files whose bytes cannot contain the text) and a background process refreshes the index.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import zstandard
+
+from .catalog import Catalog, FileSummary, RolloutFile, Session, discover
+from .index import Index, open_index, split_rowid
+from .rollout import Digest, Skipped, parse_bytes, read_rollout
+from .search import Match, Matcher, excerpt
+
+SYNC_REFRESH_BYTES = 32 * 1024 * 1024  # a search refreshes up to this much changed rollout data itself
+BACKGROUND_ENV = "CODEXR_HISTORY_BACKGROUND"  # "0": never start the background index refresh
+
+
+def same_dir(a: str, b: str) -> bool:
+    """Two workspace paths name the same directory (as written, or once symlinks are resolved)."""
+    if not a or not b:
+        return False
+    return os.path.abspath(a) == os.path.abspath(b) or os.path.realpath(a) == os.path.realpath(b)
+
+
+@dataclass
+class Filter:
+    """Which sessions a command looks at."""
+
+    workspace: str | None = None  # None: every workspace
+    archived: bool = False  # include archived sessions
+
+    def keep(self, s: Session) -> bool:
+        if s.archived and not self.archived:
+            return False
+        return self.workspace is None or same_dir(s.cwd, self.workspace)
+
+
+@dataclass
+class SessionHits:
+    """A session with the places it matched."""
+
+    session: Session
+    matches: list[Match]
+
+
+@dataclass
+class SearchResult:
+    """What a search found and what it looked through (an empty result says where it looked)."""
+
+    hits: list[SessionHits]
+    total_sessions: int  # sessions that matched (before -n)
+    searched_sessions: int
+    roots: list[str]
+    skipped: Skipped
+    used_index: bool
+    files_decoded: int = 0
+    scanned_bytes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        if path.endswith(".zst"):
+            with open(path, "rb") as fh:
+                return bytes(zstandard.ZstdDecompressor().stream_reader(fh).read())
+        with open(path, "rb") as fh:
+            return fh.read()
+    except (OSError, zstandard.ZstdError):
+        return None
+
+
+_CWD = re.compile(rb'"cwd"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+_BASE = re.compile(rb'"history_base"\s*:\s*\{[^{}]*?"thread_id"\s*:\s*"([0-9A-Fa-f-]+)"')
+
+
+def _base_thread(first_line: bytes) -> str | None:
+    """The thread a rollout's history continues (its session_meta's history_base), read from the bytes."""
+    m = _BASE.search(first_line)
+    return m.group(1).decode().lower() if m else None
+
+
+def _cwd(first_line: bytes) -> str:
+    """The workspace a rollout's first line (its session_meta) names, without decoding the whole line."""
+    m = _CWD.search(first_line)
+    if m is None:
+        return ""
+    try:
+        return str(json.loads(m.group(1).decode("utf-8", "replace")))
+    except ValueError:
+        return ""
+
+
+class HistoryStore:
+    """One command's view of the history under `home`."""
+
+    def __init__(self, home: Path, *, use_index: bool = True, background: bool = True) -> None:
+        self.home = home
+        self.skipped = Skipped()
+        self.files = discover(home, self.skipped)
+        self.by_path = {f.path: f for f in self.files}
+        self.index: Index | None = open_index(home) if use_index else None
+        self.background = background and os.environ.get(BACKGROUND_ENV, "1") != "0"
+        self._digests: dict[str, Digest] = {}
+        self._catalog: Catalog | None = None
+
+    def close(self) -> None:
+        if self.index is not None:
+            self.index.close()
+            self.index = None
+
+    def _index_failed(self) -> None:
+        """A cache that fails is dropped for this command: history goes on without it."""
+        if self.index is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self.index.close()
+            self.index = None
+
+    # --------------------------------------------------------------------------------- index upkeep
+    def stale(self) -> tuple[list[RolloutFile], list[str]]:
+        """Files the index lacks or holds an older version of, and indexed paths that are gone."""
+        if self.index is None:
+            return list(self.files), []
+        stored = self.index.stored()
+        changed = [f for f in self.files if stored.get(f.path, (0, -1, -1))[1:] != (f.size, f.mtime_ns)]
+        removed = [p for p in stored if p not in self.by_path]
+        return changed, removed
+
+    def refresh(self) -> None:
+        """Bring the index up to date with the rollouts (in batches, so a kill keeps what was done)."""
+        if self.index is None:
+            return
+        try:
+            changed, removed = self.stale()
+            batch: list[tuple[RolloutFile, Digest]] = []
+            for f in changed:
+                batch.append((f, self.digest(f.path, use_index=False)))
+                if len(batch) >= 64:
+                    self.index.update(batch, removed)
+                    batch, removed = [], []
+            if batch or removed:
+                self.index.update(batch, removed)
+        except sqlite3.Error:
+            self._index_failed()
+
+    def spawn_refresh(self) -> None:
+        """Refresh the index in a detached process, so this command answers from the scan now."""
+        if not self.background or self.index is None:
+            return
+        with contextlib.suppress(OSError):
+            subprocess.Popen([sys.executable, "-m", "app.history", "refresh", str(self.home)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True, cwd=str(Path(__file__).resolve().parents[2]))
+
+    # --------------------------------------------------------------------------------- reading
+    def digest(self, path: str, *, use_index: bool = True) -> Digest:
+        """One file's digest: the index's copy when it is current, else the file read now."""
+        d = self._digests.get(path)
+        if d is not None:
+            return d
+        f = self.by_path.get(path)
+        if use_index and self.index is not None and f is not None:
+            try:
+                stored = self.index.stored_one(path)
+                if stored == (f.size, f.mtime_ns):
+                    d = self.index.digest(path)
+            except sqlite3.Error:
+                self._index_failed()
+        if d is None:
+            d = read_rollout(Path(path))
+        self._digests[path] = d
+        return d
+
+    def catalog(self) -> Catalog:
+        """Every session, from the (refreshed) index, else by reading every rollout."""
+        if self._catalog is not None:
+            return self._catalog
+        summaries: list[FileSummary] = []
+        if self.index is not None:
+            self.refresh()
+        if self.index is not None:
+            try:
+                stored = self.index.summaries()
+                summaries = [stored[f.path] for f in self.files if f.path in stored]
+                missing = [f for f in self.files if f.path not in stored]
+                summaries += [FileSummary.of(f, self.digest(f.path, use_index=False)) for f in missing]
+            except sqlite3.Error:
+                self._index_failed()
+        if self.index is None:
+            summaries = [FileSummary.of(f, self.digest(f.path)) for f in self.files]
+        skipped = Skipped(**vars(self.skipped))
+        for s in summaries:
+            skipped.add(Skipped(**s.skipped))
+        self._catalog = Catalog.build(self.home, summaries, skipped)
+        return self._catalog
+
+    def roots(self, flt: Filter) -> list[str]:
+        return [str(self.home / "sessions")] + ([str(self.home / "archived_sessions")] if flt.archived else [])
+
+    # --------------------------------------------------------------------------------- search
+    def search(self, matcher: Matcher, flt: Filter, limit: int, context: int = 60) -> SearchResult:
+        """Sessions matching, newest activity first, at most `limit` (0: all)."""
+        if self.index is not None:
+            changed, _removed = self.stale()
+            if sum(f.size for f in changed) <= SYNC_REFRESH_BYTES:
+                try:
+                    return self._search_index(matcher, flt, limit, context)
+                except sqlite3.Error:
+                    self._index_failed()
+            else:
+                result = self._search_scan(matcher, flt, limit, context)
+                self.spawn_refresh()
+                return result
+        return self._search_scan(matcher, flt, limit, context)
+
+    def _search_index(self, matcher: Matcher, flt: Filter, limit: int, context: int) -> SearchResult:
+        cat = self.catalog()
+        if self.index is None:
+            raise sqlite3.OperationalError("index went away")
+        stored = self.index.stored()
+        id_to_path = {fid: p for p, (fid, _s, _m) in stored.items()}
+        if matcher.phrase is not None:
+            rows = self.index.match(matcher.phrase)
+            cand = {id_to_path[split_rowid(r)[0]] for r in rows if split_rowid(r)[0] in id_to_path}
+        else:
+            cand = set(cat.by_path)
+        cand |= {p for p in cat.by_path if p not in stored}  # read now, not indexed yet
+        result = self._collect(cat, cand, matcher, flt, limit, context, self.digest)
+        result.used_index = True
+        return result
+
+    def _search_scan(self, matcher: Matcher, flt: Filter, limit: int, context: int) -> SearchResult:
+        """Without the index: read every rollout's bytes, decode only those that can match, plus fork links."""
+        needle = matcher.needle
+        cand: set[str] = set()
+        links: dict[str, str] = {}  # path -> thread its history_base names (forks, revert segments)
+        scanned = 0
+        in_scope: set[str] = set()
+        for f in self.files:
+            if f.archived and not flt.archived:
+                continue
+            data = _read(f.path)
+            if data is None:
+                self.skipped.unreadable += 1
+                continue
+            scanned += len(data)
+            nl = data.find(b"\n")
+            first = data[: nl if nl >= 0 else len(data)]
+            base = _base_thread(first)
+            if base:
+                links[f.path] = base
+            if flt.workspace is not None and not same_dir(_cwd(first), flt.workspace):
+                continue
+            in_scope.add(f.thread_id)
+            if needle is None or needle in data.lower():
+                self._digests[f.path] = parse_bytes(f.path, data)
+                cand.add(f.path)
+        # Decode beyond the candidates only what numbering and fork marks need: the files their history
+        # comes from, and the forks (or later segments) that inherit from a candidate's thread.
+        thread_base: dict[str, str] = {}
+        for p, base_tid in links.items():
+            thread_base.setdefault(self.by_path[p].thread_id, base_tid)
+        cand_threads = {self.by_path[p].thread_id for p in cand}
+
+        def reaches(tid: str) -> bool:
+            seen: set[str] = set()
+            while tid in thread_base and tid not in seen and len(seen) < 256:
+                seen.add(tid)
+                tid = thread_base[tid]
+                if tid in cand_threads:
+                    return True
+            return False
+
+        need = set(cand) | {p for p in links if reaches(self.by_path[p].thread_id)}
+        summaries: dict[str, FileSummary] = {}
+        todo = list(need)
+        while todo:
+            p = todo.pop()
+            if p in summaries or p not in self.by_path:
+                continue
+            summaries[p] = FileSummary.of(self.by_path[p], self.digest(p, use_index=False))
+            b = summaries[p].base
+            if b is not None:
+                tid = str(b["thread_id"]).lower()
+                todo.extend(f.path for f in self.files if f.thread_id == tid and f.path not in summaries)
+            tid = self.by_path[p].thread_id
+            todo.extend(f.path for f in self.files if f.thread_id == tid and f.path not in summaries)
+        skipped = Skipped(**vars(self.skipped))
+        for s in summaries.values():
+            skipped.add(Skipped(**s.skipped))
+        cat = Catalog.build(self.home, summaries.values(), skipped)
+        result = self._collect(cat, cand, matcher, flt, limit, context,
+                               lambda p: self.digest(p, use_index=False))
+        result.files_decoded = len(summaries)
+        result.scanned_bytes = scanned
+        result.searched_sessions = len(in_scope)
+        return result
+
+    def _collect(self, cat: Catalog, cand: set[str], matcher: Matcher, flt: Filter, limit: int, context: int,
+                 load: Callable[[str], Digest]) -> SearchResult:
+        """Match the candidate files' entries and number the hits as `show` numbers prompts."""
+        before: dict[str, int] = {}  # path -> prompts of the session that come before this file's own
+        limits: dict[str, int] = {}  # path -> where a later segment of the same thread cut it (revert)
+        heirs: dict[str, list[tuple[int, str]]] = {}  # path -> (end offset, fork id) inheriting from it
+        owner: dict[str, Session] = {}
+        for sess in cat.sessions.values():
+            count = 0
+            for seg in cat.chain(sess):
+                f = cat.by_path[seg.path]
+                if seg.own:
+                    owner[seg.path] = sess
+                    before[seg.path] = count
+                    if seg.end is not None:
+                        limits[seg.path] = seg.end
+                else:
+                    heirs.setdefault(seg.path, []).append((seg.end if seg.end is not None else 1 << 62, sess.id))
+                count += len(f.user_offsets) if seg.end is None else bisect.bisect_left(f.user_offsets, seg.end)
+            for f in sess.files:
+                owner.setdefault(f.path, sess)
+                before.setdefault(f.path, 0)
+        found: dict[str, SessionHits] = {}
+        for path in cand:
+            holder = owner.get(path)
+            if holder is None or not flt.keep(holder):
+                continue
+            d = load(path)
+            offsets = cat.by_path[path].user_offsets
+            cut = limits.get(path)
+            for e in d.entries:
+                if cut is not None and e.offset >= cut:
+                    break
+                for fld, start, end in matcher.spans(e):
+                    text = e.text if fld == "text" else e.output
+                    ex, a, b = excerpt(text, start, end, context)
+                    prompt = before.get(path, 0) + bisect.bisect_right(offsets, e.offset)
+                    forks = sorted(fid for lim, fid in heirs.get(path, []) if e.offset < lim and fid != holder.id)
+                    found.setdefault(holder.id, SessionHits(holder, [])).matches.append(
+                        Match(prompt, e.kind, e.at, fld, ex, a, b, forks))
+        ordered = sorted(found.values(), key=lambda h: h.session.mtime_ns, reverse=True)
+        for h in ordered:
+            h.matches.sort(key=lambda m: (m.prompt, m.at))
+        kept = ordered if limit <= 0 else ordered[:limit]
+        searched = sum(1 for s in cat.sessions.values() if flt.keep(s))
+        return SearchResult(kept, len(ordered), searched, self.roots(flt), cat.skipped, False)

@@ -1,0 +1,260 @@
+"""`codexr history …`: list, search, show and export every Codex session on this machine (read-only)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from .context import Context, UsageError
+from .history.catalog import Catalog, HistoryError, Session, conversation, source_label
+from .history.render import conversation_json, markdown, session_json, short_time
+from .history.search import Matcher
+from .history.store import Filter, HistoryStore, SearchResult
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add the `history` command group."""
+    hist = sub.add_parser("history", help="list, search, show and export Codex conversations across workspaces")
+    hist.set_defaults(handler=lambda ctx, args: _group_help(hist))
+    hsub = hist.add_subparsers(dest="history_command")
+
+    def cmd(name: str, help_text: str, fn: Any) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = hsub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--json", action="store_true", help="print JSON instead of text")
+        p.set_defaults(handler=fn)
+        return p
+
+    p = cmd("list", "sessions newest first (this workspace unless --all or --workspace)", _list)
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--all", action="store_true", help="every workspace")
+    scope.add_argument("--workspace", metavar="DIR", help="the sessions of DIR")
+    p.add_argument("-n", type=int, default=20, metavar="N", help="at most N sessions (default 20, 0 = all)")
+    p.add_argument("--archived", action="store_true", help="include archived sessions")
+    p = cmd("search", "case-insensitive search of every workspace's conversations", _search)
+    p.add_argument("text")
+    p.add_argument("-n", type=int, default=10, metavar="N", help="at most N sessions (default 10, 0 = all)")
+    p.add_argument("--workspace", metavar="DIR", help="only the sessions of DIR")
+    p.add_argument("--context", type=int, default=60, metavar="N", help="characters shown around a match")
+    p.add_argument("--include", action="append", default=[], choices=["tools"],
+                   help="`tools`: also commands, their output and changed file paths")
+    p.add_argument("--regex", action="store_true", help="TEXT is a regular expression")
+    p.add_argument("--archived", action="store_true", help="include archived sessions")
+    p = cmd("show", "print a conversation (a fork with the history it inherited)", _show)
+    p.add_argument("id", help="session UUID or a unique prefix of 4+ characters")
+    p.add_argument("--prompt", type=int, metavar="N", help="only prompt N")
+    p = cmd("export", "write a conversation to a file as Markdown or JSON", _export)
+    p.add_argument("id", help="session UUID or a unique prefix of 4+ characters")
+    p.add_argument("--format", choices=["md", "json"], default="md")
+    p.add_argument("--output", "-o", required=True, metavar="FILE")
+    p.add_argument("--force", action="store_true", help="overwrite FILE")
+
+
+def _group_help(p: argparse.ArgumentParser) -> int:
+    p.print_help()
+    return 2
+
+
+def _open(ctx: Context) -> HistoryStore:
+    return HistoryStore(ctx.home)
+
+
+def _workspace(args: argparse.Namespace, default_here: bool) -> str | None:
+    ws = getattr(args, "workspace", None)
+    if ws:
+        if not os.path.isdir(ws):
+            raise UsageError(f"--workspace {ws}: no such directory")
+        return os.path.abspath(str(ws))
+    if default_here:
+        return os.path.abspath(str(getattr(args, "cd", ".") or "."))
+    return None
+
+
+def _n(args: argparse.Namespace) -> int:
+    if args.n < 0:
+        raise UsageError("-n must be 0 (all) or more")
+    return int(args.n)
+
+
+def _skipped_note(skipped: dict[str, int]) -> str:
+    parts = [f"{v} {k}" for k, v in skipped.items() if v]
+    return f" (skipped: {', '.join(parts)})" if parts else ""
+
+
+def _list(ctx: Context, args: argparse.Namespace) -> int:
+    flt = Filter(workspace=None if args.all else _workspace(args, True), archived=args.archived)
+    n = _n(args)
+    store = _open(ctx)
+    try:
+        cat = store.catalog()
+        sessions = sorted((s for s in cat.sessions.values() if flt.keep(s)), key=lambda s: s.mtime_ns, reverse=True)
+        shown = sessions if n == 0 else sessions[:n]
+        skipped = asdict(cat.skipped)
+        if ctx.json:
+            ctx.emit({"scope": {"workspace": flt.workspace, "archived": flt.archived}, "total": len(sessions),
+                      "sessions": [session_json(s, cat) for s in shown], "skipped": skipped})
+            return 0
+        if not sessions:
+            where = f"in {flt.workspace}" if flt.workspace else "in any workspace"
+            print(f"no sessions {where} (looked in {', '.join(store.roots(flt))}){_skipped_note(skipped)}")
+            return 0
+        for s in shown:
+            print(_list_line(s, cat))
+        if len(shown) < len(sessions):
+            print(f"… {len(sessions) - len(shown)} more (-n 0 lists all)")
+        note = _skipped_note(skipped)
+        if note:
+            print(note.strip(), file=sys.stderr)
+        return 0
+    finally:
+        store.close()
+
+
+def _list_line(s: Session, cat: Catalog) -> str:
+    d = session_json(s, cat)
+    bits = [s.id, short_time(d["last_activity"]), source_label(s.source, s.client), f"{d['prompts']} prompts"]
+    if d["snapshots"]:
+        bits.append(f"{d['snapshots']} snapshots")
+    if s.forked_from:
+        bits.append(f"fork of {s.forked_from} at #{s.forked_at or 0}")
+    if s.archived:
+        bits.append("archived")
+    first = " ".join(d["first_prompt"].split())
+    first = first[:90] + ("…" if len(first) > 90 else "")
+    return f"{'  '.join(bits)}  {s.cwd}\n    {first}"
+
+
+def _highlight(text: str, a: int, b: int, tty: bool) -> str:
+    return f"{text[:a]}\x1b[1;31m{text[a:b]}\x1b[0m{text[b:]}" if tty else text
+
+
+def _search(ctx: Context, args: argparse.Namespace) -> int:
+    flt = Filter(workspace=_workspace(args, False), archived=args.archived)
+    if args.context < 0:
+        raise UsageError("--context must be 0 or more")
+    try:
+        matcher = Matcher(args.text, regex=args.regex, tools="tools" in args.include)
+    except HistoryError as exc:
+        raise UsageError(str(exc)) from exc
+    store = _open(ctx)
+    try:
+        res = store.search(matcher, flt, _n(args), args.context)
+    finally:
+        store.close()
+    if ctx.json:
+        ctx.emit(search_json(args.text, matcher, res))
+        return 0
+    if not res.hits:
+        where = f" of {flt.workspace}" if flt.workspace else ""
+        print(f"no match for {args.text!r} in {res.searched_sessions} sessions{where} "
+              f"(searched {', '.join(res.roots)}; "
+              f"{'user and agent messages' + (', commands, output and file paths' if 'tools' in args.include else '')}"
+              f"){_skipped_note(asdict(res.skipped))}")
+        return 0
+    tty = sys.stdout.isatty()
+    for h in res.hits:
+        s = h.session
+        label = source_label(s.source, s.client) + (", archived" if s.archived else "")
+        for m in h.matches:
+            also = f" (also in fork {', '.join(m.inherited_by)})" if m.inherited_by else ""
+            print(f"{s.id}  {s.cwd}  #{m.prompt}  {short_time(m.at)}  [{label}] {m.kind}: "
+                  f"{_highlight(m.excerpt, m.start, m.end, tty)}{also}")
+    if res.total_sessions > len(res.hits):
+        print(f"… {res.total_sessions - len(res.hits)} more sessions match (-n 0 shows all)")
+    note = _skipped_note(asdict(res.skipped))
+    if note:
+        print(note.strip(), file=sys.stderr)
+    return 0
+
+
+def search_json(text: str, matcher: Matcher, res: SearchResult) -> dict[str, Any]:
+    """The stable `history search --json` document."""
+    return {
+        "query": text, "regex": matcher.regex, "kinds": list(matcher.kinds),
+        "results": [{"session_id": h.session.id, "workspace": h.session.cwd, "source": h.session.source,
+                     "source_label": source_label(h.session.source, h.session.client),
+                     "archived": h.session.archived, "last_activity": h.session.last_activity,
+                     "matches": [m.as_json() for m in h.matches]} for h in res.hits],
+        "total_sessions": res.total_sessions,
+        "searched": {"sessions": res.searched_sessions, "roots": res.roots, "index": res.used_index},
+        "skipped": asdict(res.skipped),
+    }
+
+
+def _load(ctx: Context, ident: str) -> tuple[HistoryStore, Catalog, Session, Any]:
+    store = _open(ctx)
+    try:
+        cat = store.catalog()
+        sess = cat.resolve(ident)
+    except HistoryError as exc:
+        store.close()
+        raise UsageError(str(exc)) from exc
+    return store, cat, sess, conversation(cat, sess, store.digest)
+
+
+def _show(ctx: Context, args: argparse.Namespace) -> int:
+    store, cat, sess, prompts = _load(ctx, args.id)
+    try:
+        if args.prompt is not None and not any(p.number == args.prompt for p in prompts):
+            raise UsageError(f"prompt {args.prompt} does not exist (session {sess.id} has "
+                             f"{max([p.number for p in prompts], default=0)} prompts)")
+        if ctx.json:
+            doc = conversation_json(sess, cat, prompts)
+            if args.prompt is not None:
+                doc["prompts"] = [p for p in doc["prompts"] if p["number"] == args.prompt]
+            ctx.emit(doc)
+        else:
+            sys.stdout.write(markdown(sess, cat, prompts, args.prompt))
+        return 0
+    finally:
+        store.close()
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def _export(ctx: Context, args: argparse.Namespace) -> int:
+    out = Path(args.output)
+    if any(_inside(out, ctx.home / d) for d in ("sessions", "archived_sessions")):
+        raise UsageError(f"{out} is among Codex's own files; export elsewhere")
+    if out.is_dir():
+        raise UsageError(f"{out} is a directory")
+    if (out.exists() or out.is_symlink()) and not args.force:
+        raise UsageError(f"{out} exists; add --force to overwrite it")
+    if not out.parent.is_dir():
+        raise UsageError(f"{out.parent} is not a directory")
+    store, cat, sess, prompts = _load(ctx, args.id)
+    try:
+        if args.format == "json":
+            body = json.dumps(conversation_json(sess, cat, prompts), indent=2, ensure_ascii=False) + "\n"
+        else:
+            body = markdown(sess, cat, prompts)
+    finally:
+        store.close()
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(body)
+        if not args.force and (out.exists() or out.is_symlink()):
+            raise UsageError(f"{out} exists; add --force to overwrite it")
+        os.replace(tmp, out)  # a symlink at FILE is replaced, its target never written
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if ctx.json:
+        ctx.emit({"session_id": sess.id, "format": args.format, "output": str(out), "prompts": len(prompts)})
+    else:
+        print(f"exported session {sess.id} ({len(prompts)} prompts) to {out}")
+    return 0
