@@ -14,10 +14,13 @@ from pathlib import Path
 import pytest
 from e2e_helpers import RigFactory
 
+from app.changes import plan_diffs
 from app.pre_edit import NotRecoverable, PatchChange, pre_edit_states, reverse_update
 from app.scripted_model import ScriptedModel, message, patch, shell
-from snapshot_store import Store, StoreError
+from snapshot_store import RetentionPolicy, Store, StoreError
+from snapshot_store.gc import gc
 from snapshot_store.states import FileState, prepare_states_restore, save_states
+from snapshot_store.verify import verify
 
 FROM_PATCH = "pre-edit state from the agent's patch"
 
@@ -71,6 +74,11 @@ def test_patches_outside_hidden_and_in_build_are_undone_by_rewind_and_redone(rig
     after_ws, after_sib = _files(rig.ws), _files(sibling)
     assert after_sib == {"file.txt": b"one\nTWO\nthree\n", "new.txt": b"made outside\n"}
     assert after_ws[".github/workflows/ci.yml"] == b"on: pull_request\njobs: {}\n"
+    # The old content of ../sibling/file.txt lives only in the turn's pre-edit record: gc keeps it.
+    policy = RetentionPolicy(max_snapshots_per_workspace=1, grace_seconds=0)
+    with Store.open(rig.home / "file_snapshots") as other:
+        gc(other, policy)
+        assert verify(other, full=True, retention=policy).ok
 
     dry = s.rewind(tid, 1, "files", dry_run=True)
     assert dry.restore is not None
@@ -80,6 +88,8 @@ def test_patches_outside_hidden_and_in_build_are_undone_by_rewind_and_redone(rig
                      (".github/dependabot.yml", "delete"), ("build/out.txt", "write")):
         assert planned[path][0] == op and FROM_PATCH in planned[path][1], (path, planned.get(path))
     assert _files(rig.ws) == after_ws and _files(sibling) == after_sib  # a dry run changes nothing
+    diffs = plan_diffs(s.store, dry.restore.plan)  # what the TUI preview shows per file
+    assert "-TWO\n+two\n" in diffs[f"{sibling}/file.txt"][1]
 
     res = s.rewind(tid, 1, "files", confirm=lambda _p: True)
     assert _files(sibling) == before_sib
