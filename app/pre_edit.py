@@ -194,6 +194,19 @@ def pre_edit_states(changes: Iterable[PatchChange], read_now: Callable[[str], Fi
     return states, unknown
 
 
+def existed_before_turn(turn_diff: str, cwd: str) -> set[str]:
+    """Paths Codex's cumulative turn diff shows as present when the turn began (`--- a/...`).
+
+    It catches an `Add File` written over an existing file, which the fileChange item calls an add.
+    """
+    out = set()
+    for line in turn_diff.split("\n"):
+        if line.startswith("--- a/"):
+            name = line[len("--- a/"):]
+            out.add(os.path.realpath(name if os.path.isabs(name) else os.path.join(cwd, name)))
+    return out
+
+
 def read_file_now(fs: SafeRoot, path: str) -> FileState:
     """A file's content and mode, reached from `/` without following any symlink."""
     key = path.lstrip("/")

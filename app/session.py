@@ -216,6 +216,7 @@ class _TurnState:
     touched: list[str] = field(default_factory=list)
     final: str = ""
     patches: list[pe.PatchChange] = field(default_factory=list)  # every completed fileChange, in order
+    turn_diff: str = ""  # Codex's latest cumulative diff of the turn (turn/diff/updated)
     commands: int = 0
 
 
@@ -638,6 +639,8 @@ class Session:
                     state.items.append(item)
                     if item.get("type") == "agentMessage":
                         state.final = str(item.get("text") or "")
+            elif method == "turn/diff/updated":
+                state.turn_diff = str(d.get("diff") or "")
             if on_event is not None:
                 with contextlib.suppress(Exception):
                     on_event(method, d)
@@ -665,7 +668,11 @@ class Session:
             states, unknown = pe.pre_edit_states(state.patches, lambda p: pe.read_file_now(fs, p))
         for path in [p for p in states if forbidden(p.lstrip("/"))]:
             del states[path]
-            unknown[path] = "inside .git: never recorded or written"
+            unknown[path] = "not recoverable: inside .git (never recorded or written)"
+        existed = pe.existed_before_turn(state.turn_diff, str(self.cwd))
+        for path in [p for p, st in states.items() if st.content is None and p in existed]:
+            del states[path]  # an Add File over an existing file: its earlier content is not in the patch
+            unknown[path] = "not recoverable: the patch added it over an existing file"
         return save_states(self.store, states, label=f"pre-edit: {text[:60]}",
                            meta={"unrecoverable": unknown})
 

@@ -103,24 +103,30 @@ def test_patches_outside_hidden_and_in_build_are_undone_by_rewind_and_redone(rig
 
 
 def test_a_diff_that_does_not_verify_is_named_and_nothing_is_written_for_it(rigs: RigFactory) -> None:
-    rig = rigs.make(files={"a.txt": "a\n", ".env.local": "KEY=1\nOTHER=2\n"})
+    rig = rigs.make(files={"a.txt": "a\n", ".env.local": "KEY=1\nOTHER=2\n", ".tool-versions": "python 3.11\n"})
     model, s = rig.model, rig.session
     # The patch changes KEY, then a command rewrites that very line: reversing the patch no longer verifies.
+    # Its `Add File` of an existing file: Codex calls it an add, but the file was not absent before.
     model.script("pe-unverified", [patch("*** Begin Patch\n*** Update File: .env.local\n@@\n-KEY=1\n+KEY=2\n"
-                                         " OTHER=2\n*** End Patch\n"),
+                                         " OTHER=2\n*** Add File: .tool-versions\n+python 3.12\n*** End Patch\n"),
                                    shell("sed -i 's/KEY=2/KEY=3/' .env.local"), message("done")])
     tid = s.start_thread()
     assert rig.turn(tid, "pe-unverified now").status == "completed"
     assert (rig.ws / ".env.local").read_text() == "KEY=3\nOTHER=2\n"
+    assert (rig.ws / ".tool-versions").read_text() == "python 3.12\n"
     dry = s.rewind(tid, 1, "files", dry_run=True)
     assert dry.restore is not None
     shown = [(a.op, a.reason) for a in dry.restore.plan.actions if a.path == ".env.local"]
     assert shown and all(op == "leave" for op, _ in shown), shown
     assert any(r.startswith("not recoverable") for _op, r in shown), shown
+    added_over = [(a.op, a.reason) for a in dry.restore.plan.actions if a.path == ".tool-versions"]
+    assert added_over and all(op == "leave" for op, _ in added_over), added_over
+    assert any(r.startswith("not recoverable") for _op, r in added_over), added_over
     assert any("shell commands" in n for n in dry.restore.plan.notes)
     res = s.rewind(tid, 1, "files", confirm=lambda _p: True)
     assert res.restore is not None and ".env.local" not in res.restore.written
     assert (rig.ws / ".env.local").read_text() == "KEY=3\nOTHER=2\n"
+    assert (rig.ws / ".tool-versions").read_text() == "python 3.12\n"  # not deleted: it existed before
 
 
 # ------------------------------------------------------------------------------------------ no Codex
