@@ -188,6 +188,8 @@ def _print_actions(plan: RestorePlan) -> None:
     for a in plan.actions:
         if a.op != "rmdir":
             print(f"  {a.op:<6} {show_path(a.path)}  ({a.reason})")
+    for note in plan.notes:
+        print(f"  note: {note}")
 
 
 def _print_rewind(res: RewindResult) -> None:

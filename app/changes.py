@@ -116,12 +116,14 @@ def plan_diffs(store: Store, plan: RestorePlan, paths: Iterable[str] | None = No
     out: dict[str, tuple[FileStat, str]] = {}
     if not os.path.isdir(plan.root):
         return out
-    with SafeRoot(plan.root) as root:
+    with SafeRoot(plan.root) as root, SafeRoot("/") as top:
         for a in plan.actions:
             if a.op not in ("write", "delete") or (wanted is not None and a.path not in wanted):
                 continue
-            now = workspace_text(root, a.path)
-            then = blob_text(store, target.get(a.path)) if a.op == "write" else b""
+            # A path outside the workspace (a pre-edit state from an agent patch) is shown absolute.
+            outside = os.path.isabs(a.path)
+            now = workspace_text(top, a.path.lstrip("/")) if outside else workspace_text(root, a.path)
+            then = blob_text(store, a.target if outside else target.get(a.path)) if a.op == "write" else b""
             added, removed = counts(now, then)
             change = "deleted" if a.op == "delete" else ("added" if now == b"" else "modified")
             out[a.path] = (FileStat(a.path, change, added, removed), unified(now, then, a.path))

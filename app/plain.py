@@ -573,6 +573,8 @@ class LineMode:
             p.line(f"  {a.op:<6} {show_path(a.path)}  ({a.reason}){extra}")
         plan = restore.plan
         p.line(f"  {len(plan.writes)} to write, {len(plan.deletes)} to delete, {len(plan.left)} left alone")
+        for note in plan.notes:
+            p.line(f"  note: {note}")
 
     def rows(self) -> list[PromptRow]:
         """The thread's prompts, or a message when there are none."""

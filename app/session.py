@@ -23,11 +23,23 @@ from config import CodexrSettings
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.gc import maybe_auto_gc
 from snapshot_store.manifest import captured_items
+from snapshot_store.safefs import SafeRoot
+from snapshot_store.scope import forbidden
+from snapshot_store.states import STATES_ROOT, StatesRestore, prepare_states_restore, save_states
 from snapshot_store.workspace import resolve_root
 
+from . import pre_edit as pe
 from .approval import ApprovalRequest as ApprovalRequest
 from .errors import Declined as Declined
 from .errors import SessionError as SessionError
+from .rewind_targets import (
+    RewindTargets,
+    inside_target,
+    merged_plan,
+    merged_result,
+    outside_target,
+    rewind_targets,
+)
 from .sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord, relative_to
 from .workspace_lock import SessionLock
 
@@ -240,6 +252,9 @@ class _TurnState:
     items: list[dict[str, Any]] = field(default_factory=list)
     touched: list[str] = field(default_factory=list)
     final: str = ""
+    patches: list[pe.PatchChange] = field(default_factory=list)  # every completed fileChange, in order
+    turn_diff: str = ""  # Codex's latest cumulative diff of the turn (turn/diff/updated)
+    commands: int = 0
 
 
 def _text_of(user_item: dict[str, Any]) -> str:
@@ -567,18 +582,27 @@ class Session:
                         on_event("item/completed", {"item": closed, "turnId": turn_id, "synthetic": True})
                 state.open_items.pop(item_id, None)
 
+            pre_edit: str | None = None
+            if side.tracking:
+                try:
+                    pre_edit = self._save_pre_edit(state, text)
+                except (StoreError, OSError) as exc:
+                    capture_error = f"the pre-edit states of the turn's patches could not be saved: {exc}"
+
             def finish(s: ThreadSidecar) -> None:
                 s.touch(state.touched)
                 rec = s.turn(turn_id)
                 if rec is not None:
                     rec.status = status
+                    rec.pre_edit = pre_edit
+                    rec.commands = state.commands
 
             side = self.sidecars.update(thread_id, finish)
             t1 = time.perf_counter()
             try:
                 post = self._capture(side, "post-turn", f"after: {text[:60]}")
             except StoreError as exc:
-                capture_error = f"the snapshot after the turn failed: {exc}"
+                capture_error = f"the snapshot after the turn failed: {exc}"  # (replaces a pre-edit error)
             post_seconds = time.perf_counter() - t1
             if post is not None:
                 def bind_post(s: ThreadSidecar) -> None:
@@ -655,6 +679,10 @@ class Session:
                 if item.get("type") == "fileChange":
                     for ch in item.get("changes") or []:
                         self._touch(state, ch)
+                    if method == "item/completed":
+                        state.patches.extend(self._patch_changes(item))
+                elif item.get("type") == "commandExecution" and method == "item/completed":
+                    state.commands += 1
                 with self._items_lock:
                     if method == "item/started":
                         state.open_items[str(item.get("id"))] = item
@@ -664,6 +692,8 @@ class Session:
                     state.items.append(item)
                     if item.get("type") == "agentMessage":
                         state.final = str(item.get("text") or "")
+            elif method == "turn/diff/updated":
+                state.turn_diff = str(d.get("diff") or "")
             if on_event is not None:
                 with contextlib.suppress(Exception):
                     on_event(method, d)
@@ -671,6 +701,33 @@ class Session:
                 turn = d.get("turn") or {}
                 err = turn.get("error") or None
                 return str(turn.get("status") or "completed"), (err.get("message") if isinstance(err, dict) else None)
+
+    @staticmethod
+    def _patch_changes(item: dict[str, Any]) -> list[pe.PatchChange]:
+        """A completed patch's changes; one that failed part-way leaves its paths not recoverable."""
+        status = item.get("status")
+        changes = pe.changes_of(item)
+        if status == "completed":
+            return changes
+        if status == "failed":
+            return [pe.PatchChange(c.path, "failed", "") for c in changes]
+        return []  # declined: nothing was written
+
+    def _save_pre_edit(self, state: _TurnState, text: str) -> str | None:
+        """Record what every patched path held before the turn (content-addressed, keyed by absolute path)."""
+        if not state.patches:
+            return None
+        with SafeRoot(STATES_ROOT) as fs:
+            states, unknown = pe.pre_edit_states(state.patches, lambda p: pe.read_file_now(fs, p))
+        for path in [p for p in states if forbidden(p.lstrip("/"))]:
+            del states[path]
+            unknown[path] = "not recoverable: inside .git (never recorded or written)"
+        existed = pe.existed_before_turn(state.turn_diff, str(self.cwd))
+        for path in [p for p, st in states.items() if st.content is None and p in existed]:
+            del states[path]  # an Add File over an existing file: its earlier content is not in the patch
+            unknown[path] = "not recoverable: the patch added it over an existing file"
+        return save_states(self.store, states, label=f"pre-edit: {text[:60]}",
+                           meta={"unrecoverable": unknown})
 
     def _touch(self, state: _TurnState, change: dict[str, Any]) -> None:
         for key in ("path", "movePath", "move_path"):
@@ -727,28 +784,52 @@ class Session:
                 "--conversation-only")
         known = self._known_paths(side) if side else []
         restore: RestoreResult | None = None
+        targets: RewindTargets | None = None
+        ws_target = out_target = None
+        if files and target.pre:
+            # Paths the pre-turn snapshot does not hold get the pre-edit state the agent's patch recorded.
+            targets = rewind_targets(self.store, str(self.cwd), side, [p.turn_id for p in prompts[target.number - 1:]],
+                                     target.pre) if side else RewindTargets()
+            label = f"rewind to: {target.text[:50]}"
+            ws_target = inside_target(self.store, str(self.cwd), target.pre, targets, label, not dry_run)
+            out_target = outside_target(self.store, targets, label, not dry_run)
         if dry_run:
-            if files and target.pre:
-                restore = self.store.restore(target.pre, self.cwd, dry_run=True, known_paths=known, scope=self.scope)
+            if files and ws_target:
+                ws_res = self.store.restore(ws_target, self.cwd, dry_run=True, known_paths=known, scope=self.scope)
+                out_plan = self._prepare_outside(out_target, dry_run=True)
+                plan = merged_plan(ws_res.plan, out_plan.plan if out_plan else None, targets)
+                restore = merged_result(ws_res, plan, None, out_plan.plan if out_plan else None, targets)
             return RewindResult(thread_id, thread_id, mode, target.number, target.text, None, restore, True, why)
         landed: dict[str, str] = {}
+        outside: dict[str, StatesRestore] = {}
+        shown: dict[str, RestorePlan] = {}
 
         def go(plan: RestorePlan | None) -> bool:
+            out = self._prepare_outside(out_target, dry_run=False)
+            if out is not None:
+                outside["prep"] = out
+            if plan is not None:
+                plan = shown["plan"] = merged_plan(plan, out.plan if out else None, targets)
             if confirm is not None and not confirm(RewindPreview(thread_id, target.number, target.text, mode, plan)):
                 return False
             new_thread = self._fork_before(thread_id, target, prompts) if mode != "files" else thread_id
             try:
                 self._record_rewind(side, new_thread, thread_id, target, prompts, mode,
-                                    plan.safety_id if plan else None)
+                                    plan.safety_id if plan else None, ws_target,
+                                    out.safety_id if out else None, out_target)
             except BaseException:
                 self._drop_fork(new_thread, thread_id)
                 raise
             landed["thread"] = new_thread
             return True
 
-        if files and target.pre:
+        if files and ws_target:
             try:
-                restore = self.store.restore(target.pre, self.cwd, known_paths=known, scope=self.scope, confirm=go)
+                restore = self.store.restore(ws_target, self.cwd, known_paths=known, scope=self.scope, confirm=go)
+                if "thread" in landed:
+                    prep = outside.get("prep")
+                    out_res = prep.apply() if prep is not None else None
+                    restore = merged_result(restore, shown["plan"], out_res, None, targets)
             except StoreError as exc:
                 if "thread" not in landed:
                     raise
@@ -764,15 +845,23 @@ class Session:
         return RewindResult(landed["thread"], thread_id, mode, target.number, target.text, safety, restore,
                             no_snapshot_reason=why)
 
+    def _prepare_outside(self, snap_id: str | None, *, dry_run: bool) -> StatesRestore | None:
+        """Safety capture and plan of a restore of paths outside the workspace (None when there are none)."""
+        if snap_id is None:
+            return None
+        return prepare_states_restore(self.store, snap_id, dry_run=dry_run, protected=[str(self.opts.codex_home)])
+
     def _record_rewind(self, side: ThreadSidecar | None, dest_thread: str, origin: str, target: Prompt,
-                       prompts: list[Prompt], mode: str, safety_id: str | None) -> None:
-        """Save the redo entry on the destination thread before any file changes (it pins the safety)."""
+                       prompts: list[Prompt], mode: str, safety_id: str | None, target_snapshot: str | None,
+                       outside_safety: str | None, outside_target: str | None) -> None:
+        """Save the redo entry on the destination thread before any file changes (it pins the safeties)."""
         files = mode in ("both", "files")
         entry = RedoEntry(origin_thread=origin, mode=mode, safety_id=safety_id,
-                          target_snapshot=target.pre if files else None, to_prompt=target.number,
-                          prompt=target.text, origin_turns=len(prompts))
+                          target_snapshot=target_snapshot if files else None, to_prompt=target.number,
+                          prompt=target.text, origin_turns=len(prompts), outside_safety_id=outside_safety,
+                          outside_target=outside_target)
         event = {"event": "rewind", "from": origin, "to_prompt": target.number, "mode": mode,
-                 "safety_id": safety_id, "at": time.time()}
+                 "safety_id": safety_id, "outside_safety_id": outside_safety, "at": time.time()}
 
         def add(s: ThreadSidecar) -> None:
             s.redo.append(entry)
@@ -815,6 +904,19 @@ class Session:
             dest.agent_touched = list(side.agent_touched)
         return dest
 
+    def _changed_outside(self, entry: RedoEntry, out: StatesRestore | None) -> list[str]:
+        """Paths outside the workspace the redo overwrites or deletes that changed after the rewind."""
+        if out is None or entry.outside_target is None or not self.store.exists(entry.outside_target):
+            return []
+        left_by_rewind = self.store.files(entry.outside_target)
+        changed = []
+        for a in out.plan.actions:
+            then = left_by_rewind.get(a.path)
+            if a.op in ("write", "delete") and a.current != then and not (
+                    (a.current is None or a.current.kind == "-") and (then is None or then.kind == "-")):
+                changed.append("/" + a.path)
+        return sorted(changed)
+
     def _changed_since_rewind(self, entry: RedoEntry, plan: RestorePlan) -> list[str]:
         """Paths the redo will write or delete whose state is not the one the rewind left.
 
@@ -853,31 +955,49 @@ class Session:
         files = entry.mode in ("both", "files") and entry.safety_id is not None
         known = self._known_paths(side)
         restore: RestoreResult | None = None
+        out_safety = entry.outside_safety_id if files else None
         if dry_run:
             changed: list[str] = []
             if files and entry.safety_id:
-                restore = self.store.restore(entry.safety_id, self.cwd, dry_run=True, known_paths=known,
-                                             scope=self.scope)
-                changed = self._changed_since_rewind(entry, restore.plan)
+                ws_res = self.store.restore(entry.safety_id, self.cwd, dry_run=True, known_paths=known,
+                                            scope=self.scope)
+                out_prep = self._prepare_outside(out_safety, dry_run=True)
+                out_plan = out_prep.plan if out_prep else None
+                plan = merged_plan(ws_res.plan, out_plan, None, None)
+                restore = merged_result(ws_res, plan, None, out_plan, None)
+                changed = self._changed_since_rewind(entry, ws_res.plan) + self._changed_outside(entry, out_prep)
             return RedoResult(entry.origin_thread, thread_id, entry.mode, None, changed, turns_since, restore, True)
         if entry.mode in ("both", "conversation") and entry.origin_thread != thread_id:
             self.resume_thread(entry.origin_thread)
         seen: dict[str, list[str]] = {}
+        outside: dict[str, StatesRestore] = {}
+        shown: dict[str, RestorePlan] = {}
 
         def go(plan: RestorePlan | None) -> bool:
+            out = self._prepare_outside(out_safety, dry_run=False)
+            if out is not None:
+                outside["prep"] = out
             changed = self._changed_since_rewind(entry, plan) if plan is not None else []
+            changed += self._changed_outside(entry, out)
             seen["changed"] = changed
+            if plan is not None:
+                plan = shown["plan"] = merged_plan(plan, out.plan if out else None, None, None)
             preview = RedoPreview(thread_id, entry.origin_thread, entry.mode, plan, changed, turns_since)
             if confirm is not None and not confirm(preview):
                 return False
             event = {"event": "redo-started", "to": entry.origin_thread, "at": time.time(),
-                     "safety_id": plan.safety_id if plan else None}
+                     "safety_id": plan.safety_id if plan else None,
+                     "outside_safety_id": out.safety_id if out else None}
             self.sidecars.update(thread_id, lambda s: s.history.append(event))
             seen["accepted"] = []
             return True
 
         if files and entry.safety_id:
             restore = self.store.restore(entry.safety_id, self.cwd, known_paths=known, scope=self.scope, confirm=go)
+            if "accepted" in seen:
+                prep = outside.get("prep")
+                out_res = prep.apply() if prep is not None else None
+                restore = merged_result(restore, shown["plan"], out_res, None, None)
         else:
             go(None)
         if "accepted" not in seen:

@@ -45,6 +45,8 @@ class TurnRecord:
     post: str | None = None
     status: str = "inProgress"
     started: float = field(default_factory=time.time)
+    pre_edit: str | None = None  # states snapshot: each patched path as it was before the turn
+    commands: int = 0  # shell commands the turn ran (what they changed outside the workspace is not covered)
 
 
 @dataclass
@@ -59,6 +61,8 @@ class RedoEntry:
     prompt: str
     origin_turns: int
     at: float = field(default_factory=time.time)
+    outside_safety_id: str | None = None  # states snapshot of the paths outside the workspace the rewind wrote
+    outside_target: str | None = None  # what the rewind wrote there (redo compares against it)
 
 
 @dataclass

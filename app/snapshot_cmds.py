@@ -195,6 +195,8 @@ def print_plan(store: Store, plan: RestorePlan, with_diff: bool) -> None:
             sys.stdout.write(unified_diff(store, a))
     w, d, left = len(plan.writes), len(plan.deletes), len(plan.left)
     print(f"{w} to write, {d} to delete, {left} left alone")
+    for note in plan.notes:
+        print(f"note: {note}")
 
 
 def _restore(ctx: Context, args: argparse.Namespace) -> int:

@@ -60,6 +60,7 @@ class RestorePlan:
     target_id: str
     actions: list[Action]
     safety_id: str | None = None  # committed before the plan is shown (None for a dry run)
+    notes: list[str] = field(default_factory=list)  # what the plan cannot cover, said once
 
     @property
     def writes(self) -> list[Action]:
@@ -99,6 +100,7 @@ class RestoreResult:
             "deleted": self.deleted,
             "left": [a.as_json() for a in self.left],
             "plan": [a.as_json() for a in self.plan.actions],
+            "notes": list(self.plan.notes),
             "seconds": round(self.seconds, 6),
         }
 
@@ -294,6 +296,9 @@ def restore(
     """
     started = time.perf_counter()
     target_rec = store.record(snap_id)
+    if target_rec.root == "/" and target_rec.kind in ("pre-edit", "states-safety"):
+        raise StoreError(f"snapshot {snap_id[:12]} records single files by absolute path (agent edits); "
+                         "rewind and redo restore it, not a workspace restore")
     ws = resolve_root(root if root is not None else target_rec.root)
     foreign = str(ws) != target_rec.root
     if foreign and not into:

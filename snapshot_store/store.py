@@ -115,6 +115,7 @@ class Store:
         self._git: dict[str, scope_mod.GitTracked] = {}
         self._caches: dict[str, StatCache] = {}
         self._watched: dict[str, fastpath.Watched] = {}
+        self._volatile: dict[str, SnapshotRecord] = {}  # unlisted snapshots of dry runs, never written
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -208,7 +209,7 @@ class Store:
 
     def record(self, snap_id: str) -> SnapshotRecord:
         """Read one snapshot file, verifying its name is the hash of its bytes."""
-        rec = self._records.get(snap_id)
+        rec = self._records.get(snap_id) or self._volatile.get(snap_id)
         if rec is not None:
             return rec
         path = self._snapshot_path(snap_id)
@@ -524,6 +525,38 @@ class Store:
         self._remember(snap_id, files)
         self._append_ref(SnapshotInfo(snap_id, str(ws), rec.created, kind, label, file_count))
         return snap_id, unchanged
+
+    def write_unlisted(self, root: str, changes: dict[str, Entry], *, parent: str | None, kind: str,
+                       label: str | None, meta: dict[str, Any] | None = None, persist: bool = True) -> str:
+        """A snapshot no workspace ref lists (pre-edit states, derived rewind targets): kept by a pin.
+
+        Every blob it names must already be durable. With `persist` off it is only known to this
+        store object (dry runs): nothing is written.
+        """
+        base: FileMap = dict(self.files(parent)) if parent is not None else {}
+        depth = self.record(parent).depth + 1 if parent is not None else 0
+        if depth >= REBASE_DEPTH:
+            apply_delta(base, changes)
+            parent, depth, delta_changes = None, 0, dict(base)
+        else:
+            delta_changes = dict(changes)
+            apply_delta(base, changes)
+        doc_meta = {"file_count": sum(1 for e in base.values() if is_captured(e)), **(meta or {})}
+        rec = SnapshotRecord(root=root, created=time.time(), kind=kind, label=label, parent=parent,
+                             depth=depth, changes=dict(delta_changes), meta=doc_meta)
+        data = rec.encode()
+        snap_id = digest_hex(data)
+        if persist:
+            path = self._snapshot_path(snap_id)
+            with translate_os_errors("snapshot store"):
+                path.parent.mkdir(exist_ok=True)
+                if not path.exists():
+                    atomic_write(path, data)
+        else:
+            self._volatile[snap_id] = rec
+        self._records[snap_id] = rec
+        self._remember(snap_id, base)
+        return snap_id
 
     # ----------------------------------------------------------------- diff
     def diff(self, a: str, b: str | None = None, root: str | os.PathLike[str] | None = None,

@@ -32,9 +32,10 @@ def plan_summary(preview: Preview) -> str:
     written = sum(a.op == "write" for a in acts)
     deleted = sum(a.op in ("delete", "rmdir") for a in acts)
     left = sum(a.op == "leave" for a in acts)
+    notes = "".join(f"\nnote: {n}" for n in preview.restore.plan.notes) if preview.restore else ""
     if not acts:
-        return "files: the workspace already matches — nothing to write or delete"
-    return f"files: {count_text(written, 'file')} written, {deleted} deleted, {left} left alone"
+        return "files: the workspace already matches — nothing to write or delete" + notes
+    return f"files: {count_text(written, 'file')} written, {deleted} deleted, {left} left alone" + notes
 
 
 class PlanView(Vertical):

@@ -1,0 +1,132 @@
+"""What a rewind restores beyond the pre-turn snapshot: the pre-edit states of the agent's patches.
+
+A path the pre-turn snapshot holds (captured, or witnessed absent) keeps using the snapshot. Any
+other path a later patch touched — hidden, in a churn directory, beyond the residue limits, or
+outside the workspace — gets the state the earliest such patch recorded (`pre_edit.py`). Inside
+the workspace these states are laid over the snapshot (a derived snapshot the redo entry pins);
+outside it they form a states snapshot restored path by path (`snapshot_store.states`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from snapshot_store import RestorePlan, RestoreResult, Store
+from snapshot_store.manifest import Entry, is_captured, witnessed_absent
+from snapshot_store.restore import LEAVE, Action
+from snapshot_store.states import STATES_ROOT, key_path
+
+from .sidecar import ThreadSidecar, relative_to
+
+FROM_PATCH = "pre-edit state from the agent's patch"
+SHELL_NOTE = ("{n} of the prompts undone ran shell commands: files they changed outside the workspace are not "
+              "covered (only the agent's patches are recorded there)")
+
+
+@dataclass
+class RewindTargets:
+    """The restore targets of a rewind to one prompt, and what cannot be restored."""
+
+    inside: dict[str, Entry] = field(default_factory=dict)  # workspace-relative path -> pre-edit entry
+    outside: dict[str, Entry] = field(default_factory=dict)  # absolute-path key -> pre-edit entry
+    unrecoverable: dict[str, str] = field(default_factory=dict)  # shown path -> why
+    commands: int = 0  # prompts undone that ran shell commands
+
+    def notes(self) -> list[str]:
+        """The one-line notes every plan of this rewind shows."""
+        return [SHELL_NOTE.format(n=self.commands)] if self.commands else []
+
+
+def rewind_targets(store: Store, cwd: str, side: ThreadSidecar, turn_ids: Iterable[str],
+                   pre_snapshot: str) -> RewindTargets:
+    """Collect the pre-edit states of the turns undone (earliest wins per path)."""
+    out = RewindTargets()
+    pre_map = store.files(pre_snapshot)
+    decided: set[str] = set()
+    wanted = set(turn_ids)
+    for rec in side.turns:  # in the order the prompts ran
+        if rec.turn_id not in wanted:
+            continue
+        if rec.commands:
+            out.commands += 1
+        if not rec.pre_edit or not store.exists(rec.pre_edit):
+            continue
+        files = store.files(rec.pre_edit)
+        whys = store.record(rec.pre_edit).meta.get("unrecoverable") or {}
+        found: list[tuple[str, Entry | str]] = [(key_path(k), e) for k, e in files.items()]
+        found += [(str(p), str(w)) for p, w in whys.items() if isinstance(p, str)]
+        for path, what in sorted(found, key=lambda x: x[0]):
+            if path in decided:
+                continue
+            decided.add(path)
+            rel = relative_to(cwd, path)
+            if rel is not None and (is_captured(pre_map.get(rel)) or witnessed_absent(pre_map, rel)):
+                continue  # the pre-turn snapshot holds it
+            if isinstance(what, str):
+                out.unrecoverable[rel if rel is not None else path] = what
+            elif rel is not None:
+                out.inside[rel] = what
+            else:
+                out.outside[path.lstrip("/")] = what
+    return out
+
+
+def inside_target(store: Store, cwd: str, pre_snapshot: str, targets: RewindTargets, label: str,
+                  persist: bool) -> str:
+    """The pre-turn snapshot, with the pre-edit states it lacks laid over it."""
+    if not targets.inside:
+        return pre_snapshot
+    return store.write_unlisted(cwd, dict(targets.inside), parent=pre_snapshot, kind="rewind-target",
+                                label=label, persist=persist)
+
+
+def outside_target(store: Store, targets: RewindTargets, label: str, persist: bool) -> str | None:
+    """A states snapshot of the pre-edit states outside the workspace (None when there are none)."""
+    if not targets.outside:
+        return None
+    return store.write_unlisted(STATES_ROOT, dict(targets.outside), parent=None, kind="pre-edit",
+                                label=label, persist=persist)
+
+
+def _outside_actions(plan: RestorePlan | None, reason: str | None) -> list[Action]:
+    """The states plan's actions with absolute paths (for showing; applying uses the plan itself)."""
+    if plan is None:
+        return []
+    out = []
+    for a in plan.actions:
+        why = a.reason if reason is None or a.op == LEAVE else f"{a.reason}; {reason}"
+        out.append(replace(a, path=key_path(a.path), reason=why))
+    return out
+
+
+def merged_plan(ws: RestorePlan, outside: RestorePlan | None, targets: RewindTargets | None,
+                reason: str | None = FROM_PATCH) -> RestorePlan:
+    """One plan to show: the workspace's, then the paths outside it, then what cannot be restored."""
+    actions = []
+    for a in ws.actions:
+        if targets is not None and reason and a.path in targets.inside and a.op != LEAVE:
+            a = replace(a, reason=f"{a.reason}; {reason}")
+        actions.append(a)
+    actions += _outside_actions(outside, reason)
+    if targets is not None:
+        actions += [Action(LEAVE, p, why) for p, why in sorted(targets.unrecoverable.items())]
+    notes = [*ws.notes, *(targets.notes() if targets is not None else [])]
+    return RestorePlan(ws.root, ws.target_id, actions, ws.safety_id, notes)
+
+
+def merged_result(ws: RestoreResult, plan: RestorePlan, outside: RestoreResult | None,
+                  outside_plan: RestorePlan | None, targets: RewindTargets | None) -> RestoreResult:
+    """The workspace restore's result with the outside one and the unrecoverable paths folded in."""
+    res = RestoreResult(plan, ws.safety_id, list(ws.written), list(ws.deleted), list(ws.left), ws.dry_run,
+                        ws.seconds, ws.recovered)
+    if outside is not None:
+        res.written += [key_path(p) for p in outside.written]
+        res.deleted += [key_path(p) for p in outside.deleted]
+        res.left += [replace(a, path=key_path(a.path)) for a in outside.left]
+        res.seconds += outside.seconds
+    elif outside_plan is not None:
+        res.left += [replace(a, path=key_path(a.path)) for a in outside_plan.left]
+    if targets is not None:
+        res.left += [Action(LEAVE, p, why) for p, why in sorted(targets.unrecoverable.items())]
+    return res
