@@ -69,6 +69,13 @@ def test_codexr_config_prints_each_setting_with_its_source(
     assert rows["file_snapshots.include_hidden = true"] == "config.toml (as track_hidden_files)"
     assert rows["file_snapshots.auto_gc = false"] == "-c file_snapshots.auto_gc=false"
     assert rows['file_snapshots.max_store_bytes = "10GiB"'] == "default"
+    # The listing is valid TOML for codexr.toml: pasted there it gives the same settings.
+    pasted = tmp_path / "pasted"
+    pasted.mkdir()
+    (pasted / CODEXR_FILE_NAME).write_text(res.stdout)
+    assert load_config(pasted).settings == load_config(
+        tmp_path, overrides=["file_snapshots.auto_gc=false"], disable=["file_snapshots"]
+    ).settings.model_copy(update={"codex_home": pasted})
     # The unknown key of Codex's file is one warning line; the command went on.
     assert res.stderr.splitlines() == [
         f"codexr: warning: {tmp_path / 'config.toml'}: ignored [file_snapshots] typo (unknown setting)"
