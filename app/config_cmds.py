@@ -32,7 +32,8 @@ def _config(ctx: Context, args: argparse.Namespace) -> int:
     for path, exists in loaded.files:
         print(f"# {path.name}: {path}{'' if exists else ' (absent)'}")
     print("# later wins: default < config.toml < codexr.toml < -c (in order) < --enable/--disable")
-    rows = [(f"{o.key} = {o.text}", _origin_text(o.origin, o.detail)) for o in loaded.origins]
+    rows = [(f"{o.key} = {o.text}" if o.text else f"# {o.key} is not set", _origin_text(o.origin, o.detail))
+            for o in loaded.origins]
     width = min(max(len(left) for left, _ in rows), 56)
     for left, origin in rows:
         print(f"{left.ljust(width)}  # {origin}")

@@ -76,7 +76,7 @@ class SettingOrigin:
     value: Any
     """The value as JSON data (byte counts as integers)."""
     text: str
-    """The value as TOML text (byte counts as sizes such as "16MiB")."""
+    """The value as TOML text (byte counts as sizes such as "16MiB"); empty when the setting is unset."""
     origin: str
     """`default`, `codexr.toml`, `config.toml`, `-c`, `--enable` or `--disable`."""
     detail: str = ""
@@ -230,7 +230,9 @@ def _origins(
         value: Any = settings
         for part in loc:
             value = getattr(value, part)
-        if field_extra(field).get("size") and isinstance(value, int):
+        if value is None:
+            text = ""  # TOML has no null: an unset setting is a key left out
+        elif field_extra(field).get("size") and isinstance(value, int):
             text = toml_text(format_size(value))
         else:
             text = toml_text(value)

@@ -6,7 +6,7 @@ import json
 import math
 from datetime import date, datetime, time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from annotated_types import Ge, Gt
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
@@ -199,7 +199,11 @@ def expected_value(field: FieldInfo) -> str:
     if isinstance(expects, str):
         return expects
     kinds = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
-    text = kinds.get(field.annotation, "a valid value") if isinstance(field.annotation, type) else "a value"
+    annotation = field.annotation
+    optional = [arg for arg in get_args(annotation) if arg is not type(None)]
+    if len(optional) == 1:  # `X | None`: unset is written by leaving the key out, so describe X
+        annotation = optional[0]
+    text = kinds.get(annotation, "a valid value") if isinstance(annotation, type) else "a value"
     for item in field.metadata:
         if isinstance(item, Ge):
             text += f" >= {item.ge}"
