@@ -7,10 +7,10 @@ import codecs
 import sys
 from collections.abc import Sequence
 
-from config import ConfigError, codex_home, load_settings
+from config import ConfigError, codex_home, load_config
 from snapshot_store import StoreError
 
-from . import agent_cmds, demo, doctor, history_cmds, snapshot_cmds, tui_cmds
+from . import agent_cmds, config_cmds, demo, doctor, history_cmds, snapshot_cmds, tui_cmds
 from .context import Context, UsageError
 
 EXIT_USAGE = 2
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command tree; every command accepts --json."""
     parser = _Parser(prog="codexr", description="Codex with synchronized rewind of conversation and files.")
     parser.add_argument("-c", "--config", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config.toml setting (repeatable), like the official codex")
+                        help="override a setting (repeatable), like the official codex")
     parser.add_argument("--enable", action="append", default=[], metavar="FEATURE", help="enable a feature")
     parser.add_argument("--disable", action="append", default=[], metavar="FEATURE", help="disable a feature")
     parser.add_argument("-C", "--cd", dest="cd", default=".", metavar="DIR", help="the workspace directory")
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     tui_cmds.register(sub)
     doctor.register(sub)
     history_cmds.register(sub)
+    config_cmds.register(sub)
     return parser
 
 
@@ -110,8 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.handler = tui_cmds.run_app  # no subcommand: the app on the current directory
     try:
         home = codex_home()
-        settings = load_settings(home, overrides=args.overrides, enable=args.enable, disable=args.disable)
-        ctx = Context(home=home, settings=settings, json=bool(getattr(args, "json", False) or args.json_global))
+        loaded = load_config(home, overrides=args.overrides, enable=args.enable, disable=args.disable)
+        for warning in loaded.warnings:
+            print(f"codexr: warning: {warning}", file=sys.stderr)
+        ctx = Context(home=home, settings=loaded.settings,
+                      json=bool(getattr(args, "json", False) or args.json_global))
         try:
             return int(args.handler(ctx, args))
         finally:

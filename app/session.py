@@ -19,7 +19,7 @@ from openai_codex.client import CodexClient, CodexConfig
 from openai_codex.errors import CodexError, JsonRpcError, TransportClosedError
 from openai_codex.generated.v2_all import ThreadSourceKind
 
-from config import CodexrSettings
+from config import CodexrSettings, is_codexr_key
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.gc import maybe_auto_gc
 from snapshot_store.manifest import captured_items
@@ -1107,11 +1107,11 @@ def ensure_thread(session: Session, thread_id: str | None, last: bool) -> str:
 
 
 def split_overrides(overrides: Iterable[str]) -> tuple[str, ...]:
-    """`-c` overrides meant for Codex (ours, `file_snapshots.*` and `features.file_snapshots`, stay here)."""
+    """`-c` overrides meant for Codex: codexr's own keys (`file_snapshots.*`, `tui.keys`...) would make it warn."""
     out = []
     for kv in overrides:
         key = kv.split("=", 1)[0].strip()
-        if key.startswith("file_snapshots") or key == "features.file_snapshots":
+        if is_codexr_key(tuple(part.strip() for part in key.split("."))):
             continue
         out.append(kv)
     return tuple(out)

@@ -1,4 +1,4 @@
-"""codexr's settings models: the `[features]` flag and the `[file_snapshots]` table of `config.toml`."""
+"""codexr's settings models: what `$CODEX_HOME/codexr.toml` (and the command line) may set."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import math
 from datetime import date, datetime, time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from annotated_types import Ge, Gt
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
@@ -96,7 +96,7 @@ class FileSnapshotsSettings(BaseModel):
 
 
 class TuiSettings(BaseModel):
-    """The one key codexr owns in Codex's `[tui]` table: key remapping for the `codexr` app."""
+    """codexr's `[tui]` table: key remapping for the `codexr` app (Codex's own `[tui]` is a different table)."""
 
     model_config = _MODEL_CONFIG
 
@@ -108,7 +108,7 @@ class TuiSettings(BaseModel):
 
 
 class CodexrSettings(BaseModel):
-    """Everything codexr reads from `$CODEX_HOME/config.toml` and the command line."""
+    """Everything codexr reads from `codexr.toml`, its old places in `config.toml`, and the command line."""
 
     model_config = _MODEL_CONFIG
 
@@ -119,7 +119,7 @@ class CodexrSettings(BaseModel):
     tui: TuiSettings = Field(default_factory=TuiSettings)
     """The `[tui]` keys codexr reads (Codex's own `[tui]` keys are left to Codex)."""
     codex_home: Path = Field(strict=False)
-    """The Codex home directory whose `config.toml` these settings came from."""
+    """The Codex home directory these settings were read from (never set by a file)."""
 
     def scope(self) -> ScopeSettings:
         """Build the snapshot store's capture-scope settings from the `[file_snapshots]` table."""
@@ -148,6 +148,46 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "features": FeaturesSettings, "file_snapshots": FileSnapshotsSettings, "tui": TuiSettings,
 }
 
+#: Tables that also exist in Codex's own config: codexr owns only its model's keys in them, so `-c tui.theme=...`
+#: or `-c features.web_search_request=...` stay Codex's.
+SHARED_SECTIONS = frozenset({"features", "tui"})
+
+#: Names the codex-rewind Rust fork gives codexr's settings in `config.toml` (its `FileSnapshotsToml`):
+#: `track_hidden_files` scans dot-files too, with edited files and `.git` handled as here -> `include_hidden`.
+FORK_ALIASES: dict[str, dict[str, str]] = {"file_snapshots": {"track_hidden_files": "include_hidden"}}
+
+#: Keys the fork once had and retired with the tracking mode they tuned (no codexr equivalent): ignored.
+FORK_RETIRED: dict[str, frozenset[str]] = {
+    "file_snapshots": frozenset({"seed_full_limit", "seed_recent", "max_tracked_files"}),
+}
+
+#: Fields set by codexr itself, never by a file or `-c`.
+INTERNAL_FIELDS = frozenset({"codex_home"})
+
+
+def setting_fields() -> list[tuple[tuple[str, ...], FieldInfo]]:
+    """Every user setting as (key path, field): a table's keys, or a top-level key, in model order."""
+    out: list[tuple[tuple[str, ...], FieldInfo]] = []
+    for name, field in CodexrSettings.model_fields.items():
+        if name in INTERNAL_FIELDS:
+            continue
+        model = field.annotation
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            out.extend(((name, sub), sub_field) for sub, sub_field in model.model_fields.items())
+        else:
+            out.append(((name,), field))
+    return out
+
+
+def is_codexr_key(path: tuple[str, ...]) -> bool:
+    """Whether a dotted `-c` key is codexr's (kept here) rather than Codex's (passed on to Codex)."""
+    if not path or path[0] in INTERNAL_FIELDS or path[0] not in CodexrSettings.model_fields:
+        return False
+    if path[0] in SHARED_SECTIONS:
+        model = SECTIONS[path[0]]
+        return len(path) > 1 and path[1] in model.model_fields
+    return True
+
 
 def field_extra(field: FieldInfo) -> dict[str, Any]:
     """The `json_schema_extra` dict of a field (empty when absent) where codexr keeps its own hints."""
@@ -161,7 +201,11 @@ def expected_value(field: FieldInfo) -> str:
     if isinstance(expects, str):
         return expects
     kinds = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
-    text = kinds.get(field.annotation, "a valid value") if isinstance(field.annotation, type) else "a value"
+    annotation = field.annotation
+    optional = [arg for arg in get_args(annotation) if arg is not type(None)]
+    if len(optional) == 1:  # `X | None`: unset is written by leaving the key out, so describe X
+        annotation = optional[0]
+    text = kinds.get(annotation, "a valid value") if isinstance(annotation, type) else "a value"
     for item in field.metadata:
         if isinstance(item, Ge):
             text += f" >= {item.ge}"

@@ -22,7 +22,7 @@ from store_helpers import git
 
 from app.scripted_model import ScriptedModel, write_codex_home
 from app.session import ApprovalCallback, EventCallback, Session, SessionOptions, TurnOutcome
-from config import load_settings
+from config import CODEXR_FILE_NAME, load_settings
 
 TURN_TIMEOUT_S = 30.0
 
@@ -156,16 +156,15 @@ class RigFactory:
     def make(self, *, git_repo: bool = False, files: Mapping[str, str | bytes] | None = None,
              commit: bool = True, config_extra: str = "", approval: ApprovalCallback | None = None,
              approval_policy: str | None = None, sandbox: str | None = None, codex_bin: str | None = None) -> Rig:
-        """A fresh CODEX_HOME (+ `config_extra` appended to config.toml) and workspace, and a started Session
+        """A fresh CODEX_HOME (+ `config_extra` as its codexr.toml) and workspace, and a started Session
         (on the pinned Codex, or on `codex_bin`)."""
         n = len(self.rigs)
         home = self.tmp / f"home{n}"
         ws = self.tmp / f"ws{n}"
         ws.mkdir(parents=True)
         env = write_codex_home(home, self.model.base_url)
-        if config_extra:
-            with (home / "config.toml").open("a") as fh:
-                fh.write("\n" + config_extra + "\n")
+        if config_extra:  # codexr's own settings, in codexr's own file
+            (home / CODEXR_FILE_NAME).write_text(config_extra + "\n")
         if git_repo:
             git(ws, "-c", "init.defaultBranch=main", "init", "-q")
         for rel, data in (files or {}).items():
@@ -197,9 +196,8 @@ def session_options(model: ScriptedModel, base: Path, files: Mapping[str, str | 
     home, ws = base / "home", base / "ws"
     ws.mkdir(parents=True, exist_ok=True)
     env = write_codex_home(home, model.base_url)
-    if config_extra:
-        with (home / "config.toml").open("a") as fh:
-            fh.write("\n" + config_extra + "\n")
+    if config_extra:  # codexr's own settings, in codexr's own file
+        (home / CODEXR_FILE_NAME).write_text(config_extra + "\n")
     for rel, data in (files or {}).items():
         p = ws / rel
         p.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Tests for the `config` package: reading codexr's keys from Codex's shared config.toml."""
+"""Tests for the `config` package: codexr's own codexr.toml, its old places in Codex's config.toml, -c, flags."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from config import (
+    CODEXR_FILE_NAME,
+    CONFIG_FILE_NAME,
     FEATURE_FILE_SNAPSHOTS,
     CodexrSettings,
     ConfigError,
@@ -16,6 +18,8 @@ from config import (
     TuiSettings,
     codex_home,
     format_size,
+    is_codexr_key,
+    load_config,
     load_settings,
     parse_size,
     settings_reference,
@@ -26,9 +30,9 @@ from snapshot_store.settings import DEFAULT_CHURN_DIRS, GIB, MIB, RetentionPolic
 README = Path(__file__).parents[1] / "README.md"
 
 
-def write_config(home: Path, text: str) -> Path:
-    """Write `home/config.toml` and return its path."""
-    path = home / "config.toml"
+def write_config(home: Path, text: str, name: str = CODEXR_FILE_NAME) -> Path:
+    """Write `home/codexr.toml` (or Codex's `config.toml`) and return its path."""
+    path = home / name
     path.write_text(text, encoding="utf-8")
     return path
 
@@ -128,6 +132,7 @@ some_future_flag = { nested = 1 }
 [file_snapshots]
 residue_max_files = 5
 """,
+        CONFIG_FILE_NAME,
     )
     settings = load_settings(tmp_path)
     assert settings.features.file_snapshots is True
@@ -135,7 +140,7 @@ residue_max_files = 5
 
 
 def test_features_that_is_not_a_table_is_left_to_codex(tmp_path: Path) -> None:
-    write_config(tmp_path, "features = 3\n")
+    write_config(tmp_path, "features = 3\n", CONFIG_FILE_NAME)
     assert load_settings(tmp_path).features.file_snapshots is True
 
 
@@ -250,8 +255,123 @@ def test_error_shows_home_as_tilde(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     home.mkdir()
     write_config(home, "[file_snapshots]\nauto_gc = 3\n")
     assert (
-        config_error(home) == "~/.codex/config.toml: [file_snapshots] auto_gc must be true or false (got 3)"
+        config_error(home) == "~/.codex/codexr.toml: [file_snapshots] auto_gc must be true or false (got 3)"
     )
+
+
+# --- codexr.toml beside Codex's config.toml ---------------------------------------------------------
+
+
+def test_a_codex_rewind_fork_config_toml_is_read_with_the_forks_key_names(tmp_path: Path) -> None:
+    write_config(
+        tmp_path,
+        "[features]\nfile_snapshots = false\nweb_search_request = true\n"
+        "[file_snapshots]\ntrack_hidden_files = true\n",
+        CONFIG_FILE_NAME,
+    )
+    loaded = load_config(tmp_path)
+    assert loaded.settings.file_snapshots.include_hidden is True
+    assert loaded.settings.features.file_snapshots is False
+    assert loaded.warnings == ()
+    origin = {o.key: o for o in loaded.origins}["file_snapshots.include_hidden"]
+    assert (origin.origin, origin.detail) == ("config.toml", "as track_hidden_files")
+
+
+def test_a_bad_value_under_a_fork_name_is_reported_under_that_name(tmp_path: Path) -> None:
+    path = write_config(tmp_path, '[file_snapshots]\ntrack_hidden_files = "yes"\n', CONFIG_FILE_NAME)
+    assert config_error(tmp_path) == (
+        f'{path}: [file_snapshots] track_hidden_files must be true or false (got "yes")'
+    )
+
+
+def test_fork_names_are_errors_in_codexr_toml_with_codexrs_name(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "[file_snapshots]\ntrack_hidden_files = true\n")
+    assert config_error(tmp_path) == (
+        f"{path}: unknown setting [file_snapshots] track_hidden_files"
+        " (codex-rewind's name; codexr calls it include_hidden)"
+    )
+
+
+def test_unknown_keys_in_config_toml_are_one_warning_and_the_rest_is_read(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path, "[file_snapshots]\nresidue_max_file = 5\nseed_recent = 9\nauto_gc = false\n", CONFIG_FILE_NAME
+    )
+    loaded = load_config(tmp_path)
+    assert loaded.settings.file_snapshots.auto_gc is False
+    assert loaded.warnings == (
+        f"{path}: ignored [file_snapshots] residue_max_file (unknown setting),"
+        " [file_snapshots] seed_recent (retired in codex-rewind)",
+    )
+
+
+def test_codex_keys_in_codexr_toml_are_errors(tmp_path: Path) -> None:
+    path = write_config(tmp_path, 'model = "o3"\n')
+    assert config_error(tmp_path) == f"{path}: unknown setting model"
+    write_config(tmp_path, '[tui]\ntheme = "dark"\n')
+    assert config_error(tmp_path) == f"{path}: unknown setting [tui] theme"
+    write_config(tmp_path, 'codex_home = "/elsewhere"\n')
+    assert config_error(tmp_path) == f"{path}: unknown setting codex_home"
+
+
+def test_codexr_toml_wins_key_by_key_then_c_then_flags(tmp_path: Path) -> None:
+    write_config(
+        tmp_path,
+        "[features]\nfile_snapshots = false\n[file_snapshots]\nresidue_max_files = 7\nretention_days = 3\n",
+        CONFIG_FILE_NAME,
+    )
+    write_config(tmp_path, "[file_snapshots]\nresidue_max_files = 9\nauto_gc = false\n")
+    loaded = load_config(tmp_path, overrides=["file_snapshots.auto_gc=true"])
+    fs = loaded.settings.file_snapshots
+    assert (fs.residue_max_files, fs.retention_days, fs.auto_gc) == (9, 3, True)
+    assert loaded.settings.features.file_snapshots is False
+    origins = {o.key: (o.origin, o.detail) for o in loaded.origins}
+    assert origins["file_snapshots.residue_max_files"] == ("codexr.toml", "")
+    assert origins["file_snapshots.retention_days"] == ("config.toml", "")
+    assert origins["file_snapshots.auto_gc"] == ("-c", "file_snapshots.auto_gc=true")
+    assert origins["features.file_snapshots"] == ("config.toml", "")
+    assert origins["file_snapshots.churn_dirs"] == ("default", "")
+    flagged = load_config(tmp_path, enable=[FEATURE_FILE_SNAPSHOTS])
+    assert flagged.settings.features.file_snapshots is True
+    assert {o.key: o.origin for o in flagged.origins}["features.file_snapshots"] == "--enable"
+
+
+def test_a_bad_value_in_codexr_toml_is_blamed_on_codexr_toml(tmp_path: Path) -> None:
+    write_config(tmp_path, "[file_snapshots]\nauto_gc = true\n", CONFIG_FILE_NAME)
+    path = write_config(tmp_path, "[file_snapshots]\nauto_gc = 3\n")
+    assert config_error(tmp_path) == f"{path}: [file_snapshots] auto_gc must be true or false (got 3)"
+
+
+def test_tui_keys_in_config_toml_are_read_with_a_warning_and_codexr_toml_wins(tmp_path: Path) -> None:
+    shared = write_config(
+        tmp_path, '[tui]\ntheme = "dark"\nkeymap = { quit = "q" }\nkeys = { rewind = "f2" }\n', CONFIG_FILE_NAME
+    )
+    loaded = load_config(tmp_path)
+    assert loaded.settings.tui.keys == {"rewind": "f2"}  # Codex's own theme/keymap are not ours
+    assert loaded.warnings == (
+        f"{shared}: [tui] keys sits in Codex's [tui] table; "
+        f"move it to the [tui] table of {tmp_path / CODEXR_FILE_NAME}",
+    )
+    write_config(tmp_path, '[tui]\nkeys = { interrupt = "ctrl+g" }\n')
+    assert load_settings(tmp_path).tui.keys == {"interrupt": "ctrl+g"}
+
+
+@pytest.mark.parametrize(
+    ("key", "ours"),
+    [
+        ("file_snapshots.residue_max_files", True),
+        ("file_snapshots", True),
+        ("features.file_snapshots", True),
+        ("tui.keys.rewind", True),
+        ("features.web_search_request", False),
+        ("features", False),
+        ("tui.theme", False),
+        ("file_snapshots_extra", False),
+        ("model", False),
+        ("codex_home", False),
+    ],
+)
+def test_which_c_keys_are_codexrs_and_which_go_to_codex(key: str, ours: bool) -> None:
+    assert is_codexr_key(tuple(key.split("."))) is ours
 
 
 # --- -c overrides ---------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
             yield Static("codexr — keys and slash commands   (Esc closes · remap keys with [tui] keys "
-                         "in $CODEX_HOME/config.toml, e.g. keys = { rewind = \"f2\" })", id="help-title",
+                         "in $CODEX_HOME/codexr.toml, e.g. keys = { rewind = \"f2\" })", id="help-title",
                          markup=False)
             yield Static(help_table(self.keymap))
 
