@@ -354,6 +354,9 @@ def test_front_ends_get_typed_hits_marked_here_or_not_and_a_read_only_session(
     assert {h.session_id: h.here for h in found.hits} == {hist.original: False, hist.fork: False, hist.other: True}
     assert all(h.excerpt[h.start:h.end] == "answer" and h.kind == "agent" for h in found.hits)
     assert found.summary == f"{len(found.hits)} hits in 3 of 3 sessions"
+    few = search_hits(hist.home, "answer", str(hist.ws_b), limit=2, max_hits=1)
+    assert len(few.hits) == 1
+    assert few.summary == "2 hits in 2 of 3 sessions; 1 more session matches; showing the first 1"
     empty = search_hits(hist.home, "no-such-words-anywhere", str(hist.ws_a))
     assert empty.hits == [] and empty.summary == (f"no match for 'no-such-words-anywhere' in 3 sessions (searched "
                                                   f"{hist.home / 'sessions'}; user and agent messages)")

@@ -60,8 +60,9 @@ def nothing_found(text: str, res: SearchResult, workspace: str | None, tools: bo
             f"(searched {', '.join(res.roots)}; {kinds}){skipped_note(asdict(res.skipped))}")
 
 
-def search_hits(home: Path, text: str, here: str, *, limit: int = 20, context: int = 50) -> Found:
-    """Every workspace's sessions matching `text` (case-insensitive), newest first, at most `limit` sessions.
+def search_hits(home: Path, text: str, here: str, *, limit: int = 20, context: int = 50,
+                max_hits: int = 200) -> Found:
+    """Every workspace's sessions matching `text` (case-insensitive), newest first: `limit` sessions, `max_hits` rows.
 
     Raises HistoryError for an empty text. Read-only towards Codex's files.
     """
@@ -78,9 +79,11 @@ def search_hits(home: Path, text: str, here: str, *, limit: int = 20, context: i
             for h in res.hits for m in h.matches]
     more = res.total_sessions - len(res.hits)
     summary = (f"{len(hits)} hit{'s' if len(hits) != 1 else ''} in {len(res.hits)} of "
-               f"{res.searched_sessions} sessions" + (f" ({more} more sessions match)" if more > 0 else "")
+               f"{res.searched_sessions} sessions"
+               + (f"; {more} more session{'s match' if more != 1 else ' matches'}" if more > 0 else "")
+               + (f"; showing the first {max_hits}" if len(hits) > max_hits else "")
                + skipped_note(asdict(res.skipped)))
-    return Found(hits, summary)
+    return Found(hits[:max_hits], summary)
 
 
 def show_session(home: Path, ident: str, here: str) -> Shown:
