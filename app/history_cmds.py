@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .context import Context, UsageError
+from .history.browse import nothing_found, skipped_note
 from .history.catalog import Catalog, HistoryError, Session, conversation, source_label
 from .history.render import conversation_json, markdown, session_json, short_time
 from .history.search import Matcher
@@ -82,11 +83,6 @@ def _n(args: argparse.Namespace) -> int:
     return int(args.n)
 
 
-def _skipped_note(skipped: dict[str, int]) -> str:
-    parts = [f"{v} {k}" for k, v in skipped.items() if v]
-    return f" (skipped: {', '.join(parts)})" if parts else ""
-
-
 def _list(ctx: Context, args: argparse.Namespace) -> int:
     flt = Filter(workspace=None if args.all else _workspace(args, True), archived=args.archived)
     n = _n(args)
@@ -102,13 +98,13 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
             return 0
         if not sessions:
             where = f"in {flt.workspace}" if flt.workspace else "in any workspace"
-            print(f"no sessions {where} (looked in {', '.join(store.roots(flt))}){_skipped_note(skipped)}")
+            print(f"no sessions {where} (looked in {', '.join(store.roots(flt))}){skipped_note(skipped)}")
             return 0
         for s in shown:
             print(_list_line(s, cat))
         if len(shown) < len(sessions):
             print(f"… {len(sessions) - len(shown)} more (-n 0 lists all)")
-        note = _skipped_note(skipped)
+        note = skipped_note(skipped)
         if note:
             print(note.strip(), file=sys.stderr)
         return 0
@@ -151,11 +147,7 @@ def _search(ctx: Context, args: argparse.Namespace) -> int:
         ctx.emit(search_json(args.text, matcher, res))
         return 0
     if not res.hits:
-        where = f" of {flt.workspace}" if flt.workspace else ""
-        print(f"no match for {args.text!r} in {res.searched_sessions} sessions{where} "
-              f"(searched {', '.join(res.roots)}; "
-              f"{'user and agent messages' + (', commands, output and file paths' if 'tools' in args.include else '')}"
-              f"){_skipped_note(asdict(res.skipped))}")
+        print(nothing_found(args.text, res, flt.workspace, "tools" in args.include))
         return 0
     tty = sys.stdout.isatty()
     for h in res.hits:
@@ -167,7 +159,7 @@ def _search(ctx: Context, args: argparse.Namespace) -> int:
                   f"{_highlight(m.excerpt, m.start, m.end, tty)}{also}")
     if res.total_sessions > len(res.hits):
         print(f"… {res.total_sessions - len(res.hits)} more sessions match (-n 0 shows all)")
-    note = _skipped_note(asdict(res.skipped))
+    note = skipped_note(asdict(res.skipped))
     if note:
         print(note.strip(), file=sys.stderr)
     return 0

@@ -67,6 +67,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "/new": ("", "start a new thread"),
     "/resume": ("[N]", "list this workspace's threads and load one"),
     "/threads": ("", "list this workspace's threads"),
+    "/history": ("TEXT", "search every workspace's conversations, numbered; then a hit's number resumes its "
+                         "thread (this workspace) or prints it read-only (another)"),
     "/diff": ("[N]", "the workspace now against the start of the last prompt (or of prompt N)"),
     "/status": ("", "model, workspace, thread, tracking, store size, redo depth"),
     "/model": ("[NAME]", "the model and the ones Codex offers; with NAME, use it from the next prompt on"),
@@ -493,7 +495,7 @@ class LineMode:
         name, *args = text.split()
         handlers: dict[str, Callable[[list[str]], object]] = {
             "/rewind": self.rewind, "/redo": self.redo, "/new": self.new, "/resume": self.resume,
-            "/threads": self.list_threads, "/diff": self.diff, "/status": self.status,
+            "/threads": self.list_threads, "/history": self.history, "/diff": self.diff, "/status": self.status,
             "/snapshots": self.snapshots, "/help": self.help, "/model": self.model,
         }
         if name not in COMMANDS:  # a unique prefix will do: /red is /redo
@@ -713,6 +715,47 @@ class LineMode:
                 return
             tid = found[0]
         self.blocking(lambda: self.driver.load(tid))
+
+    def history(self, args: list[str]) -> None:
+        """/history TEXT: numbered hits from every workspace; a number resumes one here or prints it read-only."""
+        from .history.browse import resume_hint, search_hits, show_session  # imported when first used
+        from .history.catalog import HistoryError
+        from .history.render import short_time
+
+        p = self.printer
+        if not args:
+            p.line("usage: /history TEXT (searches every workspace's conversations)")
+            return
+        home, here = self.driver.opts.codex_home, str(self.driver.opts.cwd)
+        try:
+            found = self.blocking(lambda: search_hits(home, " ".join(args), here))
+        except HistoryError as exc:
+            p.line(f"error: {exc}")
+            return
+        for i, h in enumerate(found.hits, 1):
+            mark = "here" if h.here else "other"
+            ex = clean(f"{h.excerpt[:h.start]}**{h.excerpt[h.start:h.end]}**{h.excerpt[h.end:]}")
+            p.line(f"  {i}. {h.session_id}  #{h.prompt}  {short_time(h.at)}  {h.source}  [{mark}] {h.workspace}")
+            p.line(f"       {h.kind}: {ex}")
+        p.line(found.summary)
+        if not found.hits:
+            return
+        answer = self.ask("open which hit? (number; this workspace's resume, others print read-only; "
+                          "Enter for none) ")
+        if not answer.isdigit() or not 1 <= int(answer) <= len(found.hits):
+            return
+        hit = found.hits[int(answer) - 1]
+        if hit.here:
+            self.blocking(lambda: self.driver.load(hit.session_id,
+                                                   reason=f"resumed from history: the hit is in prompt {hit.prompt}"))
+            return
+        try:
+            shown = self.blocking(lambda: show_session(home, hit.session_id, here))
+        except HistoryError as exc:
+            p.line(f"error: {exc}")
+            return
+        p.block(clean(shown.text), indent="  ")
+        p.line(resume_hint(shown))
 
     def diff(self, args: list[str]) -> None:
         """/diff [N]: per-file changes since the start of the last prompt (or of prompt N)."""

@@ -24,6 +24,8 @@ import pytest
 from e2e_helpers import rollout_hashes
 
 from app.cli import main
+from app.history.browse import resume_hint, search_hits, show_session
+from app.history.catalog import HistoryError
 from app.history.search import Matcher
 from app.history.store import Filter, HistoryStore
 from app.scripted_model import ScriptedModel, add_file, message, shell, write_codex_home
@@ -342,3 +344,27 @@ def test_index_agrees_with_a_full_scan_after_files_change(hist: Home, tmp_path: 
         Path(str(idx) + suffix).unlink(missing_ok=True)
     idx.write_bytes(b"garbage" * 1000)
     assert agree() == after
+
+
+def test_front_ends_get_typed_hits_marked_here_or_not_and_a_read_only_session(
+        hist: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What /history in the app and the line mode build on: hits of every workspace, each marked here or not."""
+    monkeypatch.setenv("CODEXR_HISTORY_BACKGROUND", "0")
+    found = search_hits(hist.home, "ANSWER", str(hist.ws_b))
+    assert {h.session_id: h.here for h in found.hits} == {hist.original: False, hist.fork: False, hist.other: True}
+    assert all(h.excerpt[h.start:h.end] == "answer" and h.kind == "agent" for h in found.hits)
+    assert found.summary == f"{len(found.hits)} hits in 3 of 3 sessions"
+    few = search_hits(hist.home, "answer", str(hist.ws_b), limit=2, max_hits=1)
+    assert len(few.hits) == 1
+    assert few.summary == "2 hits in 2 of 3 sessions; 1 more session matches; showing the first 1"
+    empty = search_hits(hist.home, "no-such-words-anywhere", str(hist.ws_a))
+    assert empty.hits == [] and empty.summary == (f"no match for 'no-such-words-anywhere' in 3 sessions (searched "
+                                                  f"{hist.home / 'sessions'}; user and agent messages)")
+    shown = show_session(hist.home, hist.other, str(hist.ws_a))
+    assert (shown.session_id, shown.workspace, shown.here) == (hist.other, str(hist.ws_b), False)
+    assert "> hist-other question" in shown.text and "other workspace answer about oauth callback" in shown.text
+    assert resume_hint(shown).endswith(f"to continue it there: codexr -C {hist.ws_b} resume {hist.other}")
+    with pytest.raises(HistoryError, match="search text is empty"):
+        search_hits(hist.home, "", str(hist.ws_a))
+    with pytest.raises(HistoryError, match="no session 'ffffffff'"):
+        show_session(hist.home, "ffffffff", str(hist.ws_a))

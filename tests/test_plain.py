@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pexpect
 import pytest
+from e2e_helpers import official_codex_exec
 
-from app.scripted_model import ScriptedModel, responder, write_codex_home
+from app.events import short_thread
+from app.scripted_model import ScriptedModel, message, responder, write_codex_home
 
 REPO = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
@@ -189,3 +191,49 @@ def test_demo_on_a_terminal_is_interactive_with_its_vocabulary(tmp_path: Path) -
     assert child.exitstatus == 0
     assert (tmp_path / "demo" / "workspace" / "src" / "app.py").exists()
     assert not (tmp_path / "unused-home").exists()  # the demo never touches the user's CODEX_HOME
+
+
+def test_history_numbers_hits_of_every_workspace_then_resumes_one_here_or_prints_another(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    model.script("plh-far", [message("far answer")])
+    far = tmp_path / "far"
+    far.mkdir()
+    far_id = official_codex_exec(write_codex_home(tmp_path / "home", model.base_url), far, "plh-far the Zebra")
+    t = Term(model, tmp_path, "--plain")
+    t.until("codexr>")
+    t.prompt("create a.txt zebra one")
+    t.child.sendline("/new")
+    t.until("codexr>")
+    t.prompt("create b.txt zebra two")
+
+    def hits() -> dict[str, str]:
+        """Search, and map each hit's prompt text (or workspace) to its number."""
+        t.child.sendline("/history zebra")
+        listing = t.until("open which hit")
+        assert "3 hits in 3 of 3 sessions" in listing, listing
+        rows = re.findall(r"^  (\d+)\. ([0-9a-f-]{36})  #1  .*\[(here|other)\] (.+)\n\s+user: (.+)$", listing, re.M)
+        assert len(rows) == 3, listing
+        assert {r[1] for r in rows if r[2] == "other"} == {far_id} and {r[3] for r in rows} == {str(far), str(t.ws)}
+        assert "user: plh-far the **Zebra**" in listing  # the match marked without colour
+        return {r[4].strip(): r[0] for r in rows}
+
+    numbers = hits()
+    t.child.sendline(numbers["create a.txt **zebra** one"])
+    loaded = t.until("== end of thread")
+    resumed = re.search(r"== resumed from history: the hit is in prompt 1: thread ([0-9a-f-]{36}), 1 prompt ==", loaded)
+    assert resumed is not None and "create a.txt zebra one" in loaded, loaded
+    assert "create b.txt" not in loaded
+    t.until("codexr>")
+    numbers = hits()
+    t.child.sendline(numbers["plh-far the **Zebra**"])
+    shown = t.until(f"resume {far_id}")
+    assert "> plh-far the Zebra" in shown and "far answer" in shown
+    assert f"read-only: this conversation belongs to another workspace ({far}); to continue it there: codexr -C {far}" \
+        in shown
+    t.until("codexr>")
+    t.child.sendline("/status")
+    status = t.until("redo depth")  # still the resumed thread: reading another workspace's loads nothing
+    assert f"thread {short_thread(resumed.group(1))}," in status and resumed.group(1) != far_id, status
+    t.until("codexr>")
+    t.quit()
+    assert not (far / "a.txt").exists() and (t.ws / "b.txt").exists()

@@ -46,6 +46,8 @@ ACTIONS: tuple[Action, ...] = (
     Action("new", "", "Start a new thread (the next prompt begins it)", slash="/new"),
     Action("resume", "", "Resume one of this workspace's threads", slash="/resume"),
     Action("threads", "", "List this workspace's threads and switch to one", slash="/threads"),
+    Action("history", "", "Search every workspace's conversations; a hit here resumes its thread, another's is "
+           "shown read-only", slash="/history", args="TEXT"),
     Action("diff", "", "Workspace now vs the start of the current turn (or of prompt N)", slash="/diff", args="[N]"),
     Action("status", "", "Show the session's status in the transcript", slash="/status"),
     Action("snapshots", "", "This workspace's file snapshots; restore one", slash="/snapshots"),

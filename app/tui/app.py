@@ -329,6 +329,9 @@ class CodexrApp(App[int]):
                 return
             self.open_diff(int(arg) if arg else None)
             return
+        if action.id == "history":
+            self.open_history(arg.strip())
+            return
         if action.id == "model" and arg.strip():
             driver = self._need_driver()
             if driver is not None:
@@ -375,7 +378,15 @@ class CodexrApp(App[int]):
         """Open the diff screen (workspace now vs the start of the current turn or of prompt N)."""
         self._push("diff_screen", "DiffScreen", prompt)
 
+    def open_history(self, text: str) -> None:
+        """Open the history search (on `text` when given)."""
+        self._push("history_screen", "HistoryScreen", text)
+
     # ------------------------------------------------------------------ actions (keys from the registry)
+    def action_history(self) -> None:
+        """Search every workspace's conversations."""
+        self.open_history("")
+
     def action_rewind(self) -> None:
         """Rewind the conversation and the files."""
         self.start_rewind(None)

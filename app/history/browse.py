@@ -1,0 +1,105 @@
+"""What the front ends' `/history` needs from the history core: hits as flat rows, and one session as text."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .catalog import conversation, source_label
+from .render import markdown
+from .search import Matcher
+from .store import Filter, HistoryStore, SearchResult, same_dir
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One match: which session and prompt, where the session ran, and the excerpt with the match's span."""
+
+    session_id: str
+    workspace: str
+    prompt: int
+    at: str
+    kind: str  # user | agent (| command | files)
+    excerpt: str
+    start: int  # of the match inside `excerpt`
+    end: int
+    source: str  # codexr, CLI, exec, IDE…
+    here: bool  # the session ran in the front end's workspace (so it can be resumed there)
+
+
+@dataclass(frozen=True)
+class Found:
+    """A search's hits and the one line that says what was searched (or why nothing was found)."""
+
+    hits: list[Hit]
+    summary: str
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One session rendered for reading, and whether it belongs to the front end's workspace."""
+
+    session_id: str
+    workspace: str
+    here: bool
+    text: str  # Markdown (history show)
+
+
+def skipped_note(skipped: dict[str, int]) -> str:
+    """' (skipped: 2 malformed, 1 partial)' — or '' when nothing was skipped."""
+    parts = [f"{v} {k}" for k, v in skipped.items() if v]
+    return f" (skipped: {', '.join(parts)})" if parts else ""
+
+
+def nothing_found(text: str, res: SearchResult, workspace: str | None, tools: bool) -> str:
+    """An empty result says which sources and how many sessions were searched."""
+    where = f" of {workspace}" if workspace else ""
+    kinds = "user and agent messages" + (", commands, output and file paths" if tools else "")
+    return (f"no match for {text!r} in {res.searched_sessions} sessions{where} "
+            f"(searched {', '.join(res.roots)}; {kinds}){skipped_note(asdict(res.skipped))}")
+
+
+def search_hits(home: Path, text: str, here: str, *, limit: int = 20, context: int = 50,
+                max_hits: int = 200) -> Found:
+    """Every workspace's sessions matching `text` (case-insensitive), newest first: `limit` sessions, `max_hits` rows.
+
+    Raises HistoryError for an empty text. Read-only towards Codex's files.
+    """
+    matcher = Matcher(text)
+    store = HistoryStore(home)
+    try:
+        res = store.search(matcher, Filter(), limit, context)
+    finally:
+        store.close()
+    if not res.hits:
+        return Found([], nothing_found(text, res, None, False))
+    hits = [Hit(h.session.id, h.session.cwd, m.prompt, m.at, m.kind, m.excerpt, m.start, m.end,
+                source_label(h.session.source, h.session.client), same_dir(h.session.cwd, here))
+            for h in res.hits for m in h.matches]
+    more = res.total_sessions - len(res.hits)
+    summary = (f"{len(hits)} hit{'s' if len(hits) != 1 else ''} in {len(res.hits)} of "
+               f"{res.searched_sessions} sessions"
+               + (f"; {more} more session{'s match' if more != 1 else ' matches'}" if more > 0 else "")
+               + (f"; showing the first {max_hits}" if len(hits) > max_hits else "")
+               + skipped_note(asdict(res.skipped)))
+    return Found(hits[:max_hits], summary)
+
+
+def show_session(home: Path, ident: str, here: str) -> Shown:
+    """A session (UUID or 4+ character prefix) as `history show` prints it; HistoryError for a bad id."""
+    store = HistoryStore(home)
+    try:
+        cat = store.catalog()
+        sess = cat.resolve(ident)
+        text = markdown(sess, cat, conversation(cat, sess, store.digest))
+    finally:
+        store.close()
+    return Shown(sess.id, sess.cwd, same_dir(sess.cwd, here), text)
+
+
+def resume_hint(shown: Shown) -> str:
+    """How to continue a conversation of another workspace there."""
+    where = shlex.quote(shown.workspace) if shown.workspace else "DIR"
+    return (f"read-only: this conversation belongs to another workspace ({shown.workspace or 'unknown'}); "
+            f"to continue it there: codexr -C {where} resume {shown.session_id}")
