@@ -38,7 +38,7 @@ from .help_screen import HelpScreen
 from .messages import DriverEvent
 from .palette import ActionCommands
 from .start_failed import StartFailedScreen
-from .status import StatusBar, human_size
+from .status import StatusBar, human_size, short_thread
 from .transcript import Transcript
 
 if TYPE_CHECKING:
@@ -249,7 +249,7 @@ class CodexrApp(App[int]):
             if ev.reason == "new":
                 await self.say("new thread: the next prompt starts it")
             elif ev.reason:
-                await self.say(f"{ev.reason} (thread {ev.thread_id[:8]})")
+                await self.say(f"{ev.reason} (thread {short_thread(ev.thread_id)})")
         if ev.composer:
             self.composer.set_text(ev.composer)
             self.composer.focus_prompt()

@@ -29,6 +29,11 @@ def short_path(path: str) -> str:
     return path if len(path) <= 28 else "…" + path[-27:]
 
 
+def short_thread(thread_id: str) -> str:
+    """`…4c1f9a2b`: the random tail of Codex's UUIDv7 thread id (its head is a timestamp a fork shares)."""
+    return "…" + thread_id[-8:] if len(thread_id) > 8 else thread_id
+
+
 class StatusBar(Static):
     """One line of session state; `stable` hides values that change run to run (for snapshot tests)."""
 
@@ -76,7 +81,7 @@ class StatusBar(Static):
         out.append("workspace" if self.stable else short_path(s.workspace))
         out.append(*sep)
         if s.thread_id:
-            out.append("thread " + ("●" if self.stable else s.thread_id[:8]))
+            out.append("thread " + ("●" if self.stable else short_thread(s.thread_id)))
         else:
             out.append("new thread")
         out.append(*sep)
