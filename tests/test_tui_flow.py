@@ -4,13 +4,30 @@ the main app (picker, fork, composer, status bar), and the main screen mid-turn.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
+from e2e_helpers import session_options
+from test_tui_app import SIZE, drive, ready, screen_text, turns_done, type_and_send, until
 from textual import events
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 
+from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
+from app.tui.app import CodexrApp
+from app.tui.blocks import AgentBlock, CommandBlock, PromptBlock
 from app.tui.composer import Composer
+from app.tui.redo_dialog import RedoDialog
+from app.tui.rewind_picker import RewindPicker
+from app.tui.status import short_thread
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[ScriptedModel]:
+    with ScriptedModel() as m:
+        yield m
 
 
 class ComposerHost(App[None]):
@@ -58,3 +75,96 @@ def test_enter_waits_for_the_keys_typed_before_it() -> None:
 
     asyncio.run(main())
     assert len(app.sent) == 3
+
+
+def prompts_shown(app: CodexrApp) -> list[str]:
+    return [b.event.text for b in app.query(PromptBlock)]
+
+
+def answers_shown(app: CodexrApp) -> list[str]:
+    return [b.text for b in app.query(AgentBlock)]
+
+
+def test_rewind_from_esc_esc_then_redo_through_the_main_app(model: ScriptedModel, tmp_path: Path) -> None:
+    model.script("flow-one", [add_file("a.txt", "one\n"), message("made a.txt")])
+    model.script("flow-two", [shell("echo two >> a.txt && echo new > b.txt"), message("extended a.txt, made b.txt")])
+    opts = session_options(model, tmp_path, {"keep.txt": "k\n"})
+    ws = opts.cwd
+    app = CodexrApp(opts)
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await type_and_send(pilot, "flow-one please")
+        await until(pilot, lambda: turns_done(app) == 1, "prompt 1")
+        await type_and_send(pilot, "flow-two please")
+        await until(pilot, lambda: turns_done(app) == 2 and not app.busy, "prompt 2")
+        assert app.driver is not None
+        origin = app.driver.thread_id
+        assert origin is not None
+
+        await pilot.press("escape", "escape")  # on the empty composer: the picker, on the last prompt
+        picker = app.screen
+        assert isinstance(picker, RewindPicker)
+        await until(pilot, lambda: picker._ready and not picker.in_flight, "the plan of prompt 2")
+        assert "D delete: b.txt" in screen_text(app)
+        await pilot.press("enter")
+        await until(pilot, lambda: len(app.screen_stack) == 1 and app.driver is not None
+                    and app.driver.thread_id != origin and app.composer.text, "the fork")
+        await until(pilot, lambda: "↷ redo 1" in screen_text(app), "the status of the fork")
+        fork = app.driver.thread_id
+        assert fork is not None
+        text = screen_text(app)
+        # the forked conversation, read back from Codex: prompt 1 and its answer, nothing of prompt 2
+        assert prompts_shown(app) == ["flow-one please"] and answers_shown(app) == ["made a.txt"]
+        assert "rewound to prompt 2 (files and conversation): 1 file written, 1 deleted" in text
+        status = text.splitlines()[-2]
+        assert f"thread {short_thread(fork)}" in status and "↷ redo 1" in status
+        assert app.composer.text == "flow-two please" and app.focused is app.composer.area
+        assert (ws / "a.txt").read_text() == "one\n" and not (ws / "b.txt").exists()
+
+        app.composer.set_text("/redo")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, RedoDialog), "the redo dialog")
+        dialog = app.screen
+        assert isinstance(dialog, RedoDialog)
+        await until(pilot, lambda: dialog.preview is not None and not dialog.in_flight, "the redo's plan")
+        assert "no conflicts: nothing changed since the rewind" in screen_text(app)
+        await pilot.press("enter")
+        await until(pilot, lambda: len(app.screen_stack) == 1 and app.driver is not None
+                    and app.driver.thread_id == origin and len(app.query(PromptBlock)) == 2, "the original thread")
+        await until(pilot, lambda: "↷ redo" not in screen_text(app).splitlines()[-2], "the status of the original")
+        assert prompts_shown(app) == ["flow-one please", "flow-two please"]
+        assert answers_shown(app) == ["made a.txt", "extended a.txt, made b.txt"]
+        text = screen_text(app)
+        assert "redo: back where the rewind started (files and conversation)" in text
+        assert f"thread {short_thread(origin)}" in text.splitlines()[-2]
+
+    drive(app, scenario)
+    assert (ws / "a.txt").read_text() == "one\ntwo\n" and (ws / "b.txt").read_text() == "new\n"
+
+
+def test_snapshot_main_screen_mid_turn(model: ScriptedModel, tmp_path: Path, snap_compare: Any) -> None:
+    """The turn's blocks so far while Codex still works (the model is thinking), the next prompt queued."""
+    model.script("flow-busy", [reasoning("Plan: write the build script, then run it"),
+                               add_file("build.sh", "echo building\n"), shell("sh build.sh"),
+                               pause(15), message("built")])
+    app = CodexrApp(session_options(model, tmp_path, {"README.md": "demo\n"}), stable_status=True)
+
+    def ran() -> bool:
+        blocks = app.query(CommandBlock)
+        return bool(blocks) and blocks.last().finished is not None
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        app.composer.area.cursor_blink = False
+        await type_and_send(pilot, "flow-busy build it")
+        await until(pilot, ran, "the build command")
+        await type_and_send(pilot, "flow-next then test it")
+        await until(pilot, lambda: "queued (1)" in screen_text(app), "the queued prompt")
+        await until(pilot, lambda: "◆ tracking 1 file " in screen_text(app).splitlines()[-2],
+                    "the status bar to count README.md from the pre-turn capture")
+        await pilot.pause(0.3)
+        text = screen_text(app)
+        assert "● working · 1 queued" in text and "turn completed" not in text and "$ sh build.sh" in text
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

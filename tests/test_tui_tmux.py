@@ -6,7 +6,6 @@ Waiting is polling with a deadline (a bound on waiting, never a timing assertion
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import subprocess
@@ -80,7 +79,21 @@ class Tmux:
 def status_thread(screen: str) -> str:
     """The short thread id on the status bar (the line with the idle/working marker)."""
     line = next(ln for ln in reversed(screen.splitlines()) if "○ idle" in ln or "● working" in ln)
-    return line.split("thread ", 1)[1][:8]
+    return line.split("thread ", 1)[1].split()[0]
+
+
+def composer_text(screen: str) -> str:
+    """What the composer box (the last ╭…╰ box above the status bar) holds, its lines joined by newlines."""
+    lines = screen.splitlines()
+    top = max(i for i, ln in enumerate(lines) if ln.startswith("╭"))
+    bottom = next(i for i in range(top, len(lines)) if lines[i].startswith("╰"))
+    return "\n".join(ln.strip("│ ") for ln in lines[top + 1:bottom])
+
+
+def transcript_text(screen: str) -> str:
+    """The screen above the composer box."""
+    lines = screen.splitlines()
+    return "\n".join(lines[:max(i for i, ln in enumerate(lines) if ln.startswith("╭"))])
 
 
 @pytest.fixture
@@ -106,56 +119,54 @@ def test_rewind_and_redo_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
                                   delete_file("README.md"), shell("echo generated > docs.txt"),
                                   message("Shouting now, docs regenerated.")])
         env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
-               "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+               "TERM": "xterm-256color"}
         before_one = tree(ws)
         assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        cmd = f"{shlex.quote(sys.executable)} -m app.cli -C {shlex.quote(str(ws))}"
         # without COLUMNS/LINES: a shell may export them, and they would pin the app's size (shutil reads them first)
-        tmux.start(f"cd {shlex.quote(str(REPO))} && env -u COLUMNS -u LINES {assign} {cmd}; echo $? > {shlex.quote(str(rc_file))}")
+        codexr = f"env -u COLUMNS -u LINES {assign} {shlex.quote(sys.executable)} -m app.cli -C {shlex.quote(str(ws))}"
+        tmux.start(f"cd {shlex.quote(str(REPO))} && {codexr}; echo $? > {shlex.quote(str(rc_file))}")
 
-        tmux.wait_for("○ idle")  # Codex started: the status bar says idle with the model
+        tmux.wait_for("○ idle")  # Codex started
         tmux.type("tmux-one add a test")
         tmux.keys("Enter")
-        tmux.wait_for("Added the first test.")
-        tmux.wait_for("○ idle")
-        after_one = tree(ws)
-        assert after_one != before_one
+        tmux.wait(lambda s: "Added the first test." in s and "○ idle" in s, "the answer to prompt 1")
+        assert (ws / "tests" / "test_app.py").exists()
         tmux.type("tmux-two make it shout")
         tmux.keys("Enter")
-        tmux.wait_for("Shouting now, docs regenerated.")
-        shown = tmux.wait_for("○ idle")
+        shown = tmux.wait(lambda s: "Shouting now, docs regenerated." in s and "○ idle" in s, "the answer to prompt 2")
         after_two = tree(ws)
         assert (ws / "docs.txt").read_text() == "generated\n" and not (ws / "README.md").exists()
+        assert composer_text(shown) == "Ask Codex…  (Enter sends · Ctrl+J newline · / commands · @ paths)"
         thread = status_thread(shown)
 
-        tmux.keys("Escape", "Escape")  # on the empty composer: the rewind picker
-        tmux.wait_for("Rewind — choose the prompt")
-        tmux.wait(lambda s: "prompt 2 · files and conversation" in s, "the plan of prompt 2")
+        tmux.keys("Escape", "Escape")  # on the empty composer: the rewind picker, on the last prompt
+        tmux.wait(lambda s: "Rewind — choose the prompt" in s and "prompt 2 · files and conversation" in s,
+                  "the picker with the plan of prompt 2")
         tmux.keys("Up")
         shown = tmux.wait(lambda s: "prompt 1 · files and conversation" in s, "the plan of prompt 1")
-        assert "delete: tests/test_app.py" in shown
+        assert "delete: tests/test_app.py" in shown and "delete: docs.txt" in shown and "write: README.md" in shown
         tmux.keys("Enter")
-        shown = tmux.wait_for("rewound to prompt 1")
-        assert tree(ws) == before_one  # every file as before prompt 1 (the shell-made docs.txt too)
-        shown = tmux.wait(lambda s: "tmux-one add a test" in s and "○ idle" in s, "the prompt back in the composer")
-        assert "Added the first test." not in shown and "Shouting now" not in shown
-        new_thread = status_thread(shown)
-        assert new_thread != thread
+        shown = tmux.wait(lambda s: "rewound to prompt 1" in s and "○ idle" in s, "the rewind")
+        assert tree(ws) == before_one  # every file as before prompt 1, the shell-made docs.txt included
+        fork = status_thread(shown)
+        assert fork != thread  # the status bar shows the new thread
+        above = transcript_text(shown)
+        assert f"rewound to prompt 1 (both) (thread {fork})" in above
+        assert "▶ prompt" not in above and "Added the first test." not in above  # the fork has no turn yet
+        assert composer_text(shown) == "tmux-one add a test"  # the prompt, ready to edit and resend
 
         tmux.keys("C-c")  # clears the composer
-        tmux.wait(lambda s: "tmux-one add a test" not in s.split("rewound to prompt 1", 1)[-1], "an empty composer")
+        tmux.wait(lambda s: composer_text(s).startswith("Ask Codex…"), "an empty composer")
         tmux.type("/redo")
         tmux.keys("Enter")
-        tmux.wait_for("Redo — undo the last rewind")
-        tmux.wait_for("no conflicts")
+        tmux.wait(lambda s: "Redo — undo the last rewind" in s and "no conflicts" in s, "the redo dialog's plan")
         tmux.keys("Enter")
-        shown = tmux.wait_for("redo: back where the rewind started")
+        shown = tmux.wait(lambda s: "redo: back where the rewind started" in s and "○ idle" in s, "the redo")
         assert tree(ws) == after_two
-        shown = tmux.wait(lambda s: "Shouting now, docs regenerated." in s and "○ idle" in s, "the original thread")
-        assert "Added the first test." in shown or "tmux-one add a test" in shown
         assert status_thread(shown) == thread
+        above = transcript_text(shown)  # the original thread, redrawn from Codex's own turns
+        assert "Added the first test." in above and "▶ prompt 2" in above and "Shouting now" in above
 
-        tmux.keys("C-c", "C-c")
-        tmux.wait(lambda _s: rc_file.exists() and rc_file.read_text().strip() != "", "codexr to exit",
-                  timeout=30)
+        tmux.keys("C-c", "C-c")  # twice on an idle, empty composer: quit
+        tmux.wait(lambda _s: rc_file.exists() and rc_file.read_text().strip() != "", "codexr to exit", timeout=30)
     assert rc_file.read_text().strip() == "0"

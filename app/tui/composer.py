@@ -176,7 +176,7 @@ class Composer(Vertical):
         return choice
 
     # ------------------------------------------------------------------ actions (keys from the registry)
-    def _after_typed_keys(self, fn: Callable[[], None]) -> None:
+    def _after_typed_keys(self, fn: Callable[[], object]) -> None:
         """Run `fn` once the text area has taken the keys typed before this one (a burst: fast typing, tmux)."""
         # Enter, Ctrl+J, Up and Down are priority keys the app handles at once, while typed characters wait in
         # the text area's queue: queued behind them, the action sees the whole text.
