@@ -77,6 +77,11 @@ def test_enter_waits_for_the_keys_typed_before_it() -> None:
     assert len(app.sent) == 3
 
 
+def status_thread(screen: str) -> str:
+    """The thread as the status bar shows it (the line above the footer)."""
+    return screen.splitlines()[-2].split("thread ", 1)[1].split()[0]
+
+
 def prompts_shown(app: CodexrApp) -> list[str]:
     return [b.event.text for b in app.query(PromptBlock)]
 
@@ -101,6 +106,7 @@ def test_rewind_from_esc_esc_then_redo_through_the_main_app(model: ScriptedModel
         assert app.driver is not None
         origin = app.driver.thread_id
         assert origin is not None
+        shown_origin = status_thread(screen_text(app))
 
         await pilot.press("escape", "escape")  # on the empty composer: the picker, on the last prompt
         picker = app.screen
@@ -119,6 +125,7 @@ def test_rewind_from_esc_esc_then_redo_through_the_main_app(model: ScriptedModel
         assert "rewound to prompt 2 (files and conversation): 1 file written, 1 deleted" in text
         status = text.splitlines()[-2]
         assert f"thread {short_thread(fork)}" in status and "↷ redo 1" in status
+        assert status_thread(text) != shown_origin  # a user can tell the fork from the thread it left
         assert app.composer.text == "flow-two please" and app.focused is app.composer.area
         assert (ws / "a.txt").read_text() == "one\n" and not (ws / "b.txt").exists()
 
@@ -137,7 +144,7 @@ def test_rewind_from_esc_esc_then_redo_through_the_main_app(model: ScriptedModel
         assert answers_shown(app) == ["made a.txt", "extended a.txt, made b.txt"]
         text = screen_text(app)
         assert "redo: back where the rewind started (files and conversation)" in text
-        assert f"thread {short_thread(origin)}" in text.splitlines()[-2]
+        assert status_thread(text) == shown_origin
 
     drive(app, scenario)
     assert (ws / "a.txt").read_text() == "one\ntwo\n" and (ws / "b.txt").read_text() == "new\n"
