@@ -14,6 +14,7 @@ from test_tui_app import SIZE, drive, ready, screen_text, turns_done, type_and_s
 from textual import events
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
+from textual.widgets import Static
 
 from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
 from app.tui.app import CodexrApp
@@ -22,6 +23,7 @@ from app.tui.composer import Composer
 from app.tui.redo_dialog import RedoDialog
 from app.tui.rewind_picker import RewindPicker
 from app.tui.status import short_thread
+from app.tui.transcript import Transcript
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +177,34 @@ def test_snapshot_main_screen_mid_turn(model: ScriptedModel, tmp_path: Path, sna
         assert "● working · 1 queued" in text and "turn completed" not in text and "$ sh build.sh" in text
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+class TranscriptHost(App[None]):
+    """A transcript above a panel that comes and goes (an approval request in place of the composer)."""
+
+    CSS = "#transcript { height: 1fr; } #panel { height: 8; } .block { height: auto; }"
+
+    def compose(self) -> ComposeResult:
+        yield Transcript(id="transcript")
+        yield Static("\n".join(f"request line {i}" for i in range(8)), id="panel")
+
+
+def test_transcript_keeps_following_when_the_space_below_it_shrinks() -> None:
+    """Answering an approval gives the transcript its height back; that clamp is no scroll by the user."""
+    app = TranscriptHost()
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            t = app.query_one(Transcript)
+            for i in range(40):
+                await t.note(f"line {i}")
+            await pilot.pause(0.2)
+            assert t.scroll_y == t.max_scroll_y > 0
+            app.query_one("#panel").display = False  # the request answered: the transcript grows
+            await pilot.pause(0.2)
+            await t.note("✗ cancelled (turn stopped)")
+            await pilot.pause(0.2)
+            assert t.scroll_y == t.max_scroll_y
+            assert "✗ cancelled (turn stopped)" in "\n".join(s.text for s in app.screen._compositor.render_strips())
+
+    asyncio.run(main())
