@@ -279,9 +279,9 @@ def from_json(doc: dict[str, Any]) -> Any:
 
 
 def short_thread(thread_id: str) -> str:
-    """A thread id short enough for a status line yet distinct: its last 8 hex digits.
+    """A thread id short enough for a status line yet distinct: `…` and its last 8 hex digits.
 
     Codex's thread ids are UUIDv7, whose first 8 digits are a timestamp that stays the same for 65 s, so a
     fork made right after its original would show the same prefix; the tail is random.
     """
-    return thread_id.replace("-", "")[-8:] if thread_id else ""
+    return "…" + thread_id.replace("-", "")[-8:] if thread_id else ""

@@ -243,6 +243,8 @@ class CodexrApp(App[int]):
             await self.transcript.apply(ev)
             if isinstance(ev, UserPrompt):
                 self._show_queue()
+            elif isinstance(ev, TurnStarted):
+                self._refresh_status()  # the pre-turn capture is the latest one now (tracked files, store size)
             elif isinstance(ev, TurnFinished):
                 self._in_turn = False
                 self._show_queue()

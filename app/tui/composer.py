@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -69,7 +70,7 @@ class Composer(Vertical):
         self._hist_pos: int | None = None
         self._draft = ""
         self._completing = ""  # "slash" | "path" | ""
-        self._completed_for: str | None = None  # the text the dropdown was computed for
+        self._completed_for = ""  # the text the dropdown was made for
 
     def compose(self) -> ComposeResult:
         yield Static("", id="queued")
@@ -126,8 +127,7 @@ class Composer(Vertical):
         self._update_completions()
 
     def _update_completions(self) -> None:
-        text = self.text
-        self._completed_for = text
+        text = self._completed_for = self.text
         options: list[Option] = []
         kind = ""
         if text.startswith("/") and "\n" not in text and " " not in text:
@@ -176,20 +176,23 @@ class Composer(Vertical):
         return choice
 
     # ------------------------------------------------------------------ actions (keys from the registry)
-    # The composer's keys are priority bindings, so the App runs them as soon as it reads the key, while the
-    # keys typed before it may still wait in the text area's queue (a paste, tmux send-keys, a fast typist:
-    # "hello" + Enter sent "h" and left "ello" behind). Each action therefore runs from the text area's own
-    # queue, after every key that came before it.
+    def _after_typed_keys(self, fn: Callable[[], object]) -> None:
+        """Run `fn` once the text area has taken the keys typed before this one (a burst: fast typing, tmux)."""
+        # Enter, Ctrl+J, Up and Down are priority keys the app handles at once, while typed characters wait in
+        # the text area's queue: queued behind them, the action sees the whole text.
+
+        def run() -> None:
+            if self.text != self._completed_for:  # the dropdown must match the text the key acts on
+                self._update_completions()
+            fn()
+
+        self.area.call_later(run)
+
     def action_send(self) -> None:
         """Send the prompt (or accept a completion: a slash command runs at once)."""
-        self.area.call_later(self._send)
-
-    def _sync_completions(self) -> None:
-        if self._completed_for != self.text:
-            self._update_completions()
+        self._after_typed_keys(self._send)
 
     def _send(self) -> None:
-        self._sync_completions()
         if self._completing:
             kind = self._completing
             choice = self._accept()
@@ -207,7 +210,7 @@ class Composer(Vertical):
 
     def action_newline(self) -> None:
         """Insert a newline at the cursor."""
-        self.area.call_later(self.area.insert, "\n")
+        self._after_typed_keys(lambda: self.area.insert("\n"))
 
     def action_complete(self) -> None:
         """Accept the highlighted completion (Tab moves focus when none is open)."""
@@ -217,10 +220,9 @@ class Composer(Vertical):
 
     def action_history_prev(self) -> None:
         """Previous history entry (or move the dropdown / the cursor up)."""
-        self.area.call_later(self._history_prev)
+        self._after_typed_keys(self._history_prev)
 
     def _history_prev(self) -> None:
-        self._sync_completions()
         if self._completing:
             self.query_one("#completions", OptionList).action_cursor_up()
             return
@@ -237,10 +239,9 @@ class Composer(Vertical):
 
     def action_history_next(self) -> None:
         """Next history entry (or move the dropdown / the cursor down)."""
-        self.area.call_later(self._history_next)
+        self._after_typed_keys(self._history_next)
 
     def _history_next(self) -> None:
-        self._sync_completions()
         if self._completing:
             self.query_one("#completions", OptionList).action_cursor_down()
             return

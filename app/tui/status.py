@@ -1,4 +1,4 @@
-"""The status bar: model, workspace, thread, tracking, store, last capture, redo depth, other sessions, busy."""
+"""The status bar: busy, model, workspace, thread, redo depth, other sessions, tracking, store, last capture."""
 
 from __future__ import annotations
 
@@ -79,9 +79,16 @@ class StatusBar(Static):
             out.append("thread " + ("●" if self.stable else short_thread(s.thread_id)))
         else:
             out.append("new thread")
+        if s.redo_depth:  # before the capture details: what matters for /redo must not be cut off
+            out.append(*sep)
+            out.append(f"↷ redo {s.redo_depth}")
+        if s.others:
+            out.append(*sep)
+            n = len(s.others)
+            out.append(f"⚠ {n} other codexr session{'s' if n != 1 else ''} here", style="bold")
         out.append(*sep)
         if s.tracking:
-            out.append(f"◆ tracking {s.tracked_files} files")
+            out.append(f"◆ tracking {s.tracked_files} file{'' if s.tracked_files == 1 else 's'}")
             if not self.stable:
                 out.append(f" · {human_size(s.store_bytes)}")
                 if s.last_capture_at is not None:
@@ -90,11 +97,4 @@ class StatusBar(Static):
                     out.append(f" · snap {when}{took}")
         else:
             out.append("◇ tracking off")
-        if s.redo_depth:
-            out.append(*sep)
-            out.append(f"↷ redo {s.redo_depth}")
-        if s.others:
-            out.append(*sep)
-            n = len(s.others)
-            out.append(f"⚠ {n} other codexr session{'s' if n != 1 else ''} here", style="bold")
         return out

@@ -90,8 +90,8 @@ class Transcript(VerticalScroll, can_focus=True):
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
-        if new_value < old_value - 0.5:
-            self._stick = False  # the user scrolled up: stay where they are
+        if new_value < old_value - 0.5 and new_value < self.max_scroll_y:
+            self._stick = False  # the user scrolled up: stay where they are (a taller view clamping is not that)
         elif new_value >= self.max_scroll_y - 1:
             self._stick = True
 
@@ -172,11 +172,15 @@ class Transcript(VerticalScroll, can_focus=True):
     # ------------------------------------------------------------------ live
     async def apply(self, ev: Any) -> None:
         """Show one live event (streaming into the block it belongs to)."""
+        follow = self._following()
+        await self._apply(ev)
+        if follow:  # scrolled once the new content is laid out, so the end is the new end
+            self._follow()
+
+    async def _apply(self, ev: Any) -> None:
         entry, new = self.record(ev)
         if entry is None:
             return
-        if self._following():
-            self._follow()
         if new:
             if isinstance(ev, AgentDelta):
                 block: Block | None = AgentBlock(ev.item_id, live=True)

@@ -1,0 +1,210 @@
+"""Integrated flows of the Textual app: typed keys in the order a terminal delivers them, rewind and redo through
+the main app (picker, fork, composer, status bar), and the main screen mid-turn."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_helpers import session_options
+from test_tui_app import SIZE, drive, ready, screen_text, turns_done, type_and_send, until
+from textual import events
+from textual.app import App, ComposeResult
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from app.events import short_thread
+from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
+from app.tui.app import CodexrApp
+from app.tui.blocks import AgentBlock, CommandBlock, PromptBlock
+from app.tui.composer import Composer
+from app.tui.redo_dialog import RedoDialog
+from app.tui.rewind_picker import RewindPicker
+from app.tui.transcript import Transcript
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[ScriptedModel]:
+    with ScriptedModel() as m:
+        yield m
+
+
+class ComposerHost(App[None]):
+    """The composer alone, keeping what it sends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield Composer(id="composer")
+
+    def on_mount(self) -> None:
+        self.query_one(Composer).focus_prompt()
+
+    def on_composer_submitted(self, message: Composer.Submitted) -> None:
+        self.sent.append(message.text)
+
+
+def test_enter_waits_for_the_keys_typed_before_it() -> None:
+    """A terminal hands over a fast typist's (or a paste's, or tmux's) keys in one read; Enter and Ctrl+J are
+    priority keys handled by the app at once, while typed characters queue at the text area: they must not
+    overtake the characters typed before them."""
+    app = ComposerHost()
+
+    async def burst(pilot: Pilot[Any], text: str, newline_after: int | None = None) -> None:
+        gate = asyncio.Event()
+        area = app.query_one(Composer).area
+        area.call_later(gate.wait)  # the text area is busy (a slow machine): its keys wait in its queue
+        for i, ch in enumerate(text):
+            app.post_message(events.Key(ch, ch))
+            if i == newline_after:
+                app.post_message(events.Key("ctrl+j", None))
+        app.post_message(events.Key("enter", "\r"))
+        await asyncio.sleep(0.2)  # the app has seen every key by now; the text area has not
+        gate.set()
+        await pilot.pause(0.1)
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 12)) as pilot:
+            for text, newline_after, sent in (("fix the tests", None, "fix the tests"), ("/redo", None, "/redo"),
+                                              ("two lines", 2, "two\n lines")):
+                await burst(pilot, text, newline_after)
+                assert (app.sent[-1:], app.query_one(Composer).text) == ([sent], "")
+
+    asyncio.run(main())
+    assert len(app.sent) == 3
+
+
+def status_thread(screen: str) -> str:
+    """The thread as the status bar shows it (the line above the footer)."""
+    return screen.splitlines()[-2].split("thread ", 1)[1].split()[0]
+
+
+def prompts_shown(app: CodexrApp) -> list[str]:
+    return [b.event.text for b in app.query(PromptBlock)]
+
+
+def answers_shown(app: CodexrApp) -> list[str]:
+    return [b.text for b in app.query(AgentBlock)]
+
+
+def test_rewind_from_esc_esc_then_redo_through_the_main_app(model: ScriptedModel, tmp_path: Path) -> None:
+    model.script("flow-one", [add_file("a.txt", "one\n"), message("made a.txt")])
+    model.script("flow-two", [shell("echo two >> a.txt && echo new > b.txt"), message("extended a.txt, made b.txt")])
+    opts = session_options(model, tmp_path, {"keep.txt": "k\n"})
+    ws = opts.cwd
+    app = CodexrApp(opts)
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await type_and_send(pilot, "flow-one please")
+        await until(pilot, lambda: turns_done(app) == 1, "prompt 1")
+        await type_and_send(pilot, "flow-two please")
+        await until(pilot, lambda: turns_done(app) == 2 and not app.busy, "prompt 2")
+        assert app.driver is not None
+        origin = app.driver.thread_id
+        assert origin is not None
+        shown_origin = status_thread(screen_text(app))
+
+        await pilot.press("escape", "escape")  # on the empty composer: the picker, on the last prompt
+        picker = app.screen
+        assert isinstance(picker, RewindPicker)
+        await until(pilot, lambda: picker._ready and not picker.in_flight, "the plan of prompt 2")
+        assert "D delete: b.txt" in screen_text(app)
+        await pilot.press("enter")
+        await until(pilot, lambda: len(app.screen_stack) == 1 and app.driver is not None
+                    and app.driver.thread_id != origin and app.composer.text, "the fork")
+        await until(pilot, lambda: "↷ redo 1" in screen_text(app), "the status of the fork")
+        fork = app.driver.thread_id
+        assert fork is not None
+        text = screen_text(app)
+        # the forked conversation, read back from Codex: prompt 1 and its answer, nothing of prompt 2
+        assert prompts_shown(app) == ["flow-one please"] and answers_shown(app) == ["made a.txt"]
+        assert "rewound to prompt 2 (files and conversation): 1 file written, 1 deleted" in text
+        status = text.splitlines()[-2]
+        assert f"thread {short_thread(fork)}" in status and "↷ redo 1" in status
+        assert status_thread(text) != shown_origin  # a user can tell the fork from the thread it left
+        assert app.composer.text == "flow-two please" and app.focused is app.composer.area
+        assert (ws / "a.txt").read_text() == "one\n" and not (ws / "b.txt").exists()
+
+        app.composer.set_text("/redo")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, RedoDialog), "the redo dialog")
+        dialog = app.screen
+        assert isinstance(dialog, RedoDialog)
+        await until(pilot, lambda: dialog.preview is not None and not dialog.in_flight, "the redo's plan")
+        assert "no conflicts: nothing changed since the rewind" in screen_text(app)
+        await pilot.press("enter")
+        await until(pilot, lambda: len(app.screen_stack) == 1 and app.driver is not None
+                    and app.driver.thread_id == origin and len(app.query(PromptBlock)) == 2, "the original thread")
+        await until(pilot, lambda: "↷ redo" not in screen_text(app).splitlines()[-2], "the status of the original")
+        assert prompts_shown(app) == ["flow-one please", "flow-two please"]
+        assert answers_shown(app) == ["made a.txt", "extended a.txt, made b.txt"]
+        text = screen_text(app)
+        assert "redo: back where the rewind started (files and conversation)" in text
+        assert status_thread(text) == shown_origin
+
+    drive(app, scenario)
+    assert (ws / "a.txt").read_text() == "one\ntwo\n" and (ws / "b.txt").read_text() == "new\n"
+
+
+def test_snapshot_main_screen_mid_turn(model: ScriptedModel, tmp_path: Path, snap_compare: Any) -> None:
+    """The turn's blocks so far while Codex still works (the model is thinking), the next prompt queued."""
+    model.script("flow-busy", [reasoning("Plan: write the build script, then run it"),
+                               add_file("build.sh", "echo building\n"), shell("sh build.sh"),
+                               pause(15), message("built")])
+    app = CodexrApp(session_options(model, tmp_path, {"README.md": "demo\n"}), stable_status=True)
+
+    def ran() -> bool:
+        blocks = app.query(CommandBlock)
+        return bool(blocks) and blocks.last().finished is not None
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        app.composer.area.cursor_blink = False
+        await type_and_send(pilot, "flow-busy build it")
+        await until(pilot, ran, "the build command")
+        await type_and_send(pilot, "flow-next then test it")
+        await until(pilot, lambda: "queued (1)" in screen_text(app), "the queued prompt")
+        await until(pilot, lambda: "◆ tracking 1 file " in screen_text(app).splitlines()[-2],
+                    "the status bar to count README.md from the pre-turn capture")
+        await pilot.pause(0.3)
+        text = screen_text(app)
+        assert "● working · 1 queued" in text and "turn completed" not in text and "$ sh build.sh" in text
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+class TranscriptHost(App[None]):
+    """A transcript above a panel that comes and goes (an approval request in place of the composer)."""
+
+    CSS = "#transcript { height: 1fr; } #panel { height: 8; } .block { height: auto; }"
+
+    def compose(self) -> ComposeResult:
+        yield Transcript(id="transcript")
+        yield Static("\n".join(f"request line {i}" for i in range(8)), id="panel")
+
+
+def test_transcript_keeps_following_when_the_space_below_it_shrinks() -> None:
+    """Answering an approval gives the transcript its height back; that clamp is no scroll by the user."""
+    app = TranscriptHost()
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            t = app.query_one(Transcript)
+            for i in range(40):
+                await t.note(f"line {i}")
+            await pilot.pause(0.2)
+            assert t.scroll_y == t.max_scroll_y > 0
+            app.query_one("#panel").display = False  # the request answered: the transcript grows
+            await pilot.pause(0.2)
+            await t.note("✗ cancelled (turn stopped)")
+            await pilot.pause(0.2)
+            assert t.scroll_y == t.max_scroll_y
+            assert "✗ cancelled (turn stopped)" in "\n".join(s.text for s in app.screen._compositor.render_strips())
+
+    asyncio.run(main())

@@ -1,0 +1,172 @@
+"""`codexr` in a real terminal: tmux runs the console entry against the scripted model; keys go in with
+`send-keys`, the screen comes back with `capture-pane`, and the workspace on disk proves the rewind and the redo.
+
+Waiting is polling with a deadline (a bound on waiting, never a timing assertion); on failure the pane is dumped.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fs_helpers import tree
+
+from app.scripted_model import ScriptedModel, add_file, delete_file, message, shell, update_file, write_codex_home
+
+REPO = Path(__file__).parents[1]
+WIDTH, HEIGHT = 120, 40
+WAIT_S = 90.0  # a slow 2-core CI box starting Python, Textual and Codex
+
+
+class Tmux:
+    """One private tmux server (its own socket) with one fixed-size window running a command."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.socket = f"codexr-test-{uuid.uuid4().hex[:12]}"
+        self.tmp = tmp
+
+        self.conf = tmp / "tmux.conf"  # no user config; the size from the start (a detached session would
+        # otherwise begin at 80x24 and resize, which the app may miss while Python is still starting)
+        self.conf.write_text(f"set -g default-size {WIDTH}x{HEIGHT}\nset -g default-shell /bin/sh\n")
+
+    def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["tmux", "-L", self.socket, "-f", str(self.conf), *args], capture_output=True,
+                              text=True, check=check, timeout=30)
+
+    def start(self, command: str) -> None:
+        self.tmux("new-session", "-d", "-s", "codexr", "-x", str(WIDTH), "-y", str(HEIGHT), command)
+
+    def kill(self) -> None:
+        self.tmux("kill-server", check=False)
+
+    def screen(self) -> str:
+        res = self.tmux("capture-pane", "-p", "-t", "codexr", check=False)
+        return res.stdout if res.returncode == 0 else f"(no pane: {res.stderr.strip()})"
+
+    def keys(self, *keys: str) -> None:
+        """Send tmux key names (Enter, Escape, C-c) one call each, as separate keystrokes."""
+        for k in keys:
+            self.tmux("send-keys", "-t", "codexr", k)
+
+    def type(self, text: str) -> None:
+        """Type literal text (no key-name lookup)."""
+        self.tmux("send-keys", "-t", "codexr", "-l", text)
+
+    def wait(self, cond: Callable[[str], object], what: str, timeout: float = WAIT_S) -> str:
+        """Poll the pane until `cond(screen)` holds; fail with the pane on screen otherwise."""
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.screen()
+            if cond(text):
+                return text
+            if time.monotonic() > deadline:
+                size = self.tmux("display-message", "-p", "-t", "codexr", "#{window_width}x#{window_height}",
+                                 check=False).stdout.strip()
+                raise AssertionError(f"gave up waiting for {what}; the pane ({size}) shows:\n{text}")
+            time.sleep(0.2)
+
+    def wait_for(self, needle: str, timeout: float = WAIT_S) -> str:
+        return self.wait(lambda s: needle in s, repr(needle), timeout)
+
+
+def status_thread(screen: str) -> str:
+    """The short thread id on the status bar (the line with the idle/working marker)."""
+    line = next(ln for ln in reversed(screen.splitlines()) if "○ idle" in ln or "● working" in ln)
+    return line.split("thread ", 1)[1].split()[0]
+
+
+def composer_text(screen: str) -> str:
+    """What the composer box (the last ╭…╰ box above the status bar) holds, its lines joined by newlines."""
+    lines = screen.splitlines()
+    top = max(i for i, ln in enumerate(lines) if ln.startswith("╭"))
+    bottom = next(i for i in range(top, len(lines)) if lines[i].startswith("╰"))
+    return "\n".join(ln.strip("│ ") for ln in lines[top + 1:bottom])
+
+
+def transcript_text(screen: str) -> str:
+    """The screen above the composer box."""
+    lines = screen.splitlines()
+    return "\n".join(lines[:max(i for i, ln in enumerate(lines) if ln.startswith("╭"))])
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is not installed (the end-to-end terminal test needs it)")
+    t = Tmux(tmp_path)
+    yield t
+    t.kill()
+
+
+def test_rewind_and_redo_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "app.py").write_text("def greet():\n    return 'hi'\n")
+    (ws / "README.md").write_text("# tmux story\n")
+    rc_file = tmp_path / "rc"
+    with ScriptedModel() as model:
+        model.script("tmux-one", [add_file("tests/test_app.py", "from src.app import greet\n"),
+                                  update_file("src/app.py", "    return 'hi'", "    return 'hello'"),
+                                  message("Added the first test.")])
+        model.script("tmux-two", [update_file("src/app.py", "    return 'hello'", "    return 'HELLO'"),
+                                  delete_file("README.md"), shell("echo generated > docs.txt"),
+                                  message("Shouting now, docs regenerated.")])
+        env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
+               "TERM": "xterm-256color"}
+        before_one = tree(ws)
+        assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        # without COLUMNS/LINES: a shell may export them, and they would pin the app's size (shutil reads them first)
+        codexr = f"env -u COLUMNS -u LINES {assign} {shlex.quote(sys.executable)} -m app.cli -C {shlex.quote(str(ws))}"
+        tmux.start(f"cd {shlex.quote(str(REPO))} && {codexr}; echo $? > {shlex.quote(str(rc_file))}")
+
+        tmux.wait_for("○ idle")  # Codex started
+        tmux.type("tmux-one add a test")
+        tmux.keys("Enter")
+        tmux.wait(lambda s: "Added the first test." in s and "○ idle" in s, "the answer to prompt 1")
+        assert (ws / "tests" / "test_app.py").exists()
+        tmux.type("tmux-two make it shout")
+        tmux.keys("Enter")
+        shown = tmux.wait(lambda s: "Shouting now, docs regenerated." in s and "○ idle" in s, "the answer to prompt 2")
+        after_two = tree(ws)
+        assert (ws / "docs.txt").read_text() == "generated\n" and not (ws / "README.md").exists()
+        assert composer_text(shown) == "Ask Codex…  (Enter sends · Ctrl+J newline · / commands · @ paths)"
+        thread = status_thread(shown)
+
+        tmux.keys("Escape", "Escape")  # on the empty composer: the rewind picker, on the last prompt
+        tmux.wait(lambda s: "Rewind — choose the prompt" in s and "prompt 2 · files and conversation" in s,
+                  "the picker with the plan of prompt 2")
+        tmux.keys("Up")
+        shown = tmux.wait(lambda s: "prompt 1 · files and conversation" in s, "the plan of prompt 1")
+        assert "delete: tests/test_app.py" in shown and "delete: docs.txt" in shown and "write: README.md" in shown
+        tmux.keys("Enter")
+        shown = tmux.wait(lambda s: "rewound to prompt 1" in s and "○ idle" in s, "the rewind")
+        assert tree(ws) == before_one  # every file as before prompt 1, the shell-made docs.txt included
+        fork = status_thread(shown)
+        assert fork != thread  # the status bar shows the new thread
+        above = transcript_text(shown)
+        assert f"rewound to prompt 1 (both) (thread {fork})" in above
+        assert "▶ prompt" not in above and "Added the first test." not in above  # the fork has no turn yet
+        assert composer_text(shown) == "tmux-one add a test"  # the prompt, ready to edit and resend
+
+        tmux.keys("C-c")  # clears the composer
+        tmux.wait(lambda s: composer_text(s).startswith("Ask Codex…"), "an empty composer")
+        tmux.type("/redo")
+        tmux.keys("Enter")
+        tmux.wait(lambda s: "Redo — undo the last rewind" in s and "no conflicts" in s, "the redo dialog's plan")
+        tmux.keys("Enter")
+        shown = tmux.wait(lambda s: "redo: back where the rewind started" in s and "○ idle" in s, "the redo")
+        assert tree(ws) == after_two
+        assert status_thread(shown) == thread
+        above = transcript_text(shown)  # the original thread, redrawn from Codex's own turns
+        assert "Added the first test." in above and "▶ prompt 2" in above and "Shouting now" in above
+
+        tmux.keys("C-c", "C-c")  # twice on an idle, empty composer: quit
+        tmux.wait(lambda _s: rc_file.exists() and rc_file.read_text().strip() != "", "codexr to exit", timeout=30)
+    assert rc_file.read_text().strip() == "0"
