@@ -429,7 +429,9 @@ class Driver:
             if self.thread_id is None:
                 raise SessionError("nothing to rewind: no prompt was sent yet")
             res = s.rewind(self.thread_id, to, mode, confirm=lambda _p: True)
-            self.load(res.thread_id, reason=f"rewound to prompt {res.to_prompt} ({mode})", composer=res.prompt)
+            where = ("files restored to before prompt" if mode == "files"
+                     else "conversation forked before prompt")
+            self.load(res.thread_id, reason=f"{where} {res.to_prompt}", composer=res.prompt)
             return res
 
     def redo_preview(self) -> Preview:
@@ -447,7 +449,7 @@ class Driver:
             if self.thread_id is None:
                 raise SessionError("nothing to redo")
             res = s.redo(self.thread_id, confirm=lambda _p: True)
-            self.load(res.thread_id, reason="redo: back where the rewind started")
+            self.load(res.thread_id, reason="back on the thread the rewind left")
             return res
 
     # ------------------------------------------------------------------ diff and snapshots

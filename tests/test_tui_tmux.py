@@ -151,7 +151,7 @@ def test_rewind_and_redo_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
         fork = status_thread(shown)
         assert fork != thread  # the status bar shows the new thread
         above = transcript_text(shown)
-        assert f"rewound to prompt 1 (both) (thread {fork})" in above
+        assert f"conversation forked before prompt 1 (thread {fork})" in above
         assert "▶ prompt" not in above and "Added the first test." not in above  # the fork has no turn yet
         assert composer_text(shown) == "tmux-one add a test"  # the prompt, ready to edit and resend
 
