@@ -85,7 +85,7 @@ class CommandFinished:
     output: str
     exit_code: int | None
     duration_ms: int | None
-    status: str  # completed | failed | declined | interrupted
+    status: str  # completed | failed | declined | interrupted | background (still running; Codex stopped waiting)
 
 
 @dataclass(frozen=True)

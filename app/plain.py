@@ -295,6 +295,8 @@ class Printer:
         took = f", {ev.duration_ms / 1000:.1f} s" if ev.duration_ms is not None else ""
         if ev.status == "completed" or ev.exit_code is not None:
             self.line(f"  [exit {ev.exit_code if ev.exit_code is not None else '?'}{took}]")
+        elif ev.status == "background":
+            self.line("  [still running in the background: Codex stopped waiting for it]")
         else:
             self.line(f"  [{ev.status}]")
 

@@ -78,10 +78,14 @@ def item_events(item: dict[str, Any], *, completed: bool, cwd: str = "") -> list
             return [CommandStarted(iid, command, str(item.get("cwd") or ""))]
         code = item.get("exitCode")
         duration = item.get("durationMs")
+        status = str(item.get("status") or "completed")
+        if status == "failed" and code is None and item.get("processId"):
+            # Codex stopped waiting for a long command (its unified exec yields after ~10 s) and reports the item
+            # as failed with no exit code, while the process runs on in the background: say that, not "failed".
+            status = "background"
         return [CommandFinished(iid, command, str(item.get("aggregatedOutput") or ""),
                                 code if isinstance(code, int) else None,
-                                duration if isinstance(duration, int) else None,
-                                str(item.get("status") or "completed"))]
+                                duration if isinstance(duration, int) else None, status)]
     if kind == "fileChange":
         return [FileChanges(iid, str(item.get("status") or ("completed" if completed else "inProgress")),
                             file_diffs(item, cwd))]
