@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="when Codex asks before running commands")
     parser.add_argument("--plain", action="store_true",
                         help="line mode: the interactive session in a plain REPL (no full screen); with `demo` too")
+    tui_cmds.add_app_flags(parser)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     snapshot_cmds.register(sub)
     agent_cmds.register(sub)
@@ -100,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             args.handler = tui_cmds.run_app  # no subcommand: the app on the current directory
     try:
+        tui_cmds.check_app_flags(args)
         home = codex_home()
         settings = load_settings(home, overrides=args.overrides, enable=args.enable, disable=args.disable)
         ctx = Context(home=home, settings=settings, json=bool(getattr(args, "json", False)))
