@@ -98,3 +98,48 @@ def test_bad_replay_or_record_input_is_one_clear_error(tmp_path: Path, args: lis
     assert run.stderr.startswith("codexr: error: ") and says in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
     assert run.stdout == "" and not (tmp_path / "home").exists() and (content is not None) == log.exists()
+
+
+def test_a_long_replayed_thread_folds_old_blocks_and_brings_them_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from tui_log import session_log
+
+    from app.tui.transcript import Transcript
+
+    monkeypatch.setattr(Transcript, "MAX_MOUNTED", 20)  # the mechanism, at a size a test can afford
+    monkeypatch.setattr(Transcript, "SHOW_MORE", 8)
+    events = session_log(turns=8, output_mb=0.05)  # 48 blocks: more than the transcript keeps mounted
+    app = CodexrApp(driver_factory=lambda emit: ReplayDriver(events, emit), workspace="(replay)")
+
+    async def main() -> None:
+        async with app.run_test(size=(110, 40)) as pilot:
+            t = app.transcript
+            while len(t.entries) < 48 or app.status_bar.state != "ready":
+                await pilot.pause(0.05)
+            await pilot.pause(0.1)
+            assert len(t.mounted_blocks()) <= Transcript.MAX_MOUNTED < len(t.entries)
+            assert 1 not in [b.number for b in app.query(PromptBlock)]  # the oldest turns have no widgets
+            t.focus()
+            t.enter_cursor(last=False)  # the first block still mounted, then up: the folded ones come back
+            t.scroll_home(animate=False)
+            await pilot.pause(0.1)
+            assert "earlier blocks folded away" in screen_text(app)
+            folded = t._first
+            await pilot.press("up")  # on the first mounted block: the folded ones before it come back
+            assert 0 < t._first < folded
+            t.scroll_home(animate=False)
+            await pilot.pause(0.1)
+            top = t.mounted_blocks()[0][1]  # the first block before `e`
+            await pilot.press("e")
+            await pilot.pause(0.1)
+            assert "earlier blocks folded away" not in screen_text(app)  # the view stayed on what was read
+            assert top.region.y <= 2 and t.scroll_y > 0
+            while t._first:
+                await pilot.press("e")
+            t.scroll_home(animate=False)
+            await pilot.pause(0.1)
+            assert [b.number for b in app.query(PromptBlock)][:2] == [1, 2]
+            assert "Prompt 1: " in screen_text(app)
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main())
