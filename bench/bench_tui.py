@@ -295,23 +295,31 @@ def settle(app: PtyApp, key: str, quiet: float = 0.15, limit: float = 120.0) -> 
     return last - t, ANSI.sub("", app.raw)
 
 
-def scroll_to_top(app: PtyApp, top_marker: str, max_keys: int) -> dict[str, Any]:
-    """Page Up (and `e` where blocks were folded away) until `top_marker` shows and nothing is folded."""
+def scroll_to_top(app: PtyApp, top_marker: str, max_keys: int, max_s: float) -> dict[str, Any]:
+    """Page Up (and `e` where blocks were folded away) until `top_marker` shows and nothing is folded.
+
+    Gives up after `max_keys` keys or `max_s` seconds (the report says how far it got).
+    """
     settle(app, CLICK)  # the transcript (or the bare app's scroll view) gets the keys
     per_key: list[float] = []
     earlier: list[float] = []
     key = PAGE_UP
     start = time.monotonic()
     reached = False
-    while len(per_key) + len(earlier) < max_keys:
+    folded_left: int | None = None
+    while len(per_key) + len(earlier) < max_keys and time.monotonic() - start < max_s:
         took, painted = settle(app, key)
         (earlier if key == "e" else per_key).append(took)
+        m = re.search(r"(\d+) earlier blocks folded away", painted)
+        if m:
+            folded_left = int(m.group(1))
         if top_marker in painted and FOLDED not in painted:
             reached = True
             break
         key = "e" if FOLDED in painted else PAGE_UP
     return {"total_s": time.monotonic() - start, "page_ups": len(per_key), "show_earlier": len(earlier),
-            "page_up_s": per_key, "show_earlier_s": earlier, "reached_top": reached}
+            "page_up_s": per_key, "show_earlier_s": earlier, "reached_top": reached,
+            "folded_left": 0 if reached else folded_left}
 
 
 BARE_SCROLL_APP = '''
@@ -339,7 +347,7 @@ BareScroll().run()
 '''
 
 
-def scrolling(sc: Scratch, max_keys: int, blocks: int) -> dict[str, Any]:
+def scrolling(sc: Scratch, max_keys: int, max_s: float, blocks: int) -> dict[str, Any]:
     script = sc.base / "bare_scroll.py"
     script.write_text(BARE_SCROLL_APP)
     out: dict[str, Any] = {}
@@ -347,14 +355,14 @@ def scrolling(sc: Scratch, max_keys: int, blocks: int) -> dict[str, Any]:
     try:
         big.wait_for("resumed (thread", 300)
         big.drain(quiet=1.0)
-        out["500"] = scroll_to_top(big, "Prompt 1:", max_keys)
+        out["500"] = scroll_to_top(big, "Prompt 1:", max_keys, max_s)
     finally:
         big.quit()
     bare = PtyApp([sys.executable, str(script), str(blocks)], sc.env, sc.ws)
     try:
         bare.wait_for(f"block {blocks - 1} line 5:", 60)
         bare.drain(quiet=1.0)
-        out["bare"] = scroll_to_top(bare, "block 0 line 0:", max_keys)
+        out["bare"] = scroll_to_top(bare, "block 0 line 0:", max_keys, max_s)
     finally:
         bare.quit()
     out["page_up_median"] = {k: median(out[k]["page_up_s"]) for k in ("500", "bare")}
@@ -424,7 +432,8 @@ def report(res: dict[str, Any]) -> str:
         out += ["scrolling end -> top in a pty (Page Up; `e` where blocks were folded away; each key timed until "
                 "the screen is quiet for 0.15 s):",
                 f"  codexr, {res['turns']} turns: {b['page_ups']} Page Ups + {b['show_earlier']} x `e` in "
-                f"{b['total_s']:.1f} s (reached the top: {b['reached_top']}); Page Up "
+                f"{b['total_s']:.1f} s (reached the top: {b['reached_top']}; blocks still folded: "
+                f"{b['folded_left']}); Page Up "
                 f"{1000 * sc['page_up_median']['500']:.0f} ms median / {1000 * sc['page_up_p90']['500']:.0f} ms "
                 f"p90, `e` {1000 * sc['show_earlier_median']:.0f} ms median",
                 f"  bare Textual, {sc['bare_blocks']} six-line Statics: {bare['page_ups']} Page Ups in "
@@ -445,6 +454,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--turns", type=int, default=500)
     p.add_argument("--mb", type=float, default=20.0, help="MB of command output in the log (default 20)")
     p.add_argument("--scroll-keys", type=int, default=3000, help="give up scrolling after this many keys")
+    p.add_argument("--scroll-seconds", type=float, default=180.0, help="give up scrolling after this long")
     p.add_argument("--bare-blocks", type=int, default=100,
                    help="Statics in the bare scroll baseline (default 100: as many as the transcript mounts)")
     p.add_argument("--only", default="frame,keys,scroll,resume", help="comma-separated parts (default all)")
@@ -469,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("frame", lambda: first_frame(sc, args.rounds)),
             ("keys", lambda: keys_and_memory(sc, max(3, args.rounds // 2), args.keys)),
-            ("scroll", lambda: scrolling(sc, args.scroll_keys, args.bare_blocks)),
+            ("scroll", lambda: scrolling(sc, args.scroll_keys, args.scroll_seconds, args.bare_blocks)),
             ("resume", lambda: resume_draw(sc, 3)),
         ]
         if parts & {"keys", "scroll", "resume"}:

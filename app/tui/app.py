@@ -138,7 +138,9 @@ class CodexrApp(App[int]):
         panel.display = False
         panel.hide_clock = self.stable_status
         self.composer.focus_prompt()
-        self.run_worker(self._start, thread=True, exit_on_error=False, group="start", name="start Codex")
+        # after the first frame: the worker's imports (the SDK, ~0.4 s) would hold the GIL while it paints
+        self.call_after_refresh(self.run_worker, self._start, thread=True, exit_on_error=False, group="start",
+                                name="start Codex")
 
     def _start(self) -> None:
         """Worker: import the core, make the driver, start Codex (emits Ready or StartFailed)."""
