@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", dest="json_global", action="store_true", help="print JSON")
     parser.add_argument("--plain", action="store_true",
                         help="line mode: the interactive session in a plain REPL (no full screen); with `demo` too")
+    tui_cmds.add_app_flags(parser)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     snapshot_cmds.register(sub)
     agent_cmds.register(sub)
@@ -110,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             args.handler = tui_cmds.run_app  # no subcommand: the app on the current directory
     try:
+        tui_cmds.check_app_flags(args)
         home = codex_home()
         loaded = load_config(home, overrides=args.overrides, enable=args.enable, disable=args.disable)
         for warning in loaded.warnings:

@@ -97,9 +97,14 @@ def write_log(path: Path, events: Iterable[Any]) -> int:
 class ReplayDriver:
     """Plays a log into a front end in place of a `Driver`: no Codex, no store, nothing written.
 
-    Offers the Driver's interface; operations that need a live session raise a clear SessionError.
+    Offers the Driver's interface; operations that need a live session raise a clear SessionError
+    (`session` is None, and `unavailable` is what a front end tells a user who asks for one).
     `delay` seconds pass between events (0: as fast as the front end takes them).
     """
+
+    session: None = None
+    opts: None = None  # no SessionOptions: no workspace, no Codex
+    unavailable = "not available in a replay (no Codex runs)"
 
     def __init__(self, events: list[Any], emit: Emit, *, delay: float = 0.0, workspace: str = "(replay)") -> None:
         self.events = events
@@ -130,12 +135,19 @@ class ReplayDriver:
         self.emit(Notice(f"replay: not sent to any agent: {text[:60]}", "warning"))
 
     def pending(self) -> list[str]:
+        """Nothing is ever queued."""
         return []
 
+    def new_thread(self) -> None:
+        """A replay has one thread."""
+        raise SessionError(f"a new thread is {self.unavailable}")
+
     def interrupt(self) -> bool:
+        """Nothing runs to interrupt."""
         return False
 
     def close(self) -> None:
+        """Nothing to stop."""
         return None
 
     def __getattr__(self, name: str) -> Any:

@@ -1,4 +1,4 @@
-"""`codexr` (no subcommand), `codexr resume` and `codexr login`: the interactive entry points.
+"""`codexr` (no subcommand), `codexr resume`, `codexr login` and `codexr replay`: the interactive entry points.
 
 Nothing heavy is imported here: Textual loads when the app runs, the Codex SDK only in the app's worker,
 so the first frame is not kept waiting.
@@ -10,6 +10,7 @@ import argparse
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from .agent_cmds import _codex_flags
@@ -26,13 +27,41 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(handler=_resume)
     p = sub.add_parser("login", help="log in to Codex (runs the bundled codex's `login` with your arguments)")
     p.set_defaults(handler=lambda _ctx, args: login(list(getattr(args, "rest", []))))
+    p = sub.add_parser("replay", help="for developers: open the app on a recorded event log (codexr --record FILE)"
+                                      " without Codex")
+    p.add_argument("file", metavar="FILE", help="the log (JSON Lines)")
+    p.add_argument("--delay", type=float, default=0.0, metavar="S", help="seconds between events (default 0)")
+    p.set_defaults(handler=_replay)
+
+
+def add_app_flags(parser: argparse.ArgumentParser) -> None:
+    """Top-level flags that only the app takes."""
+    parser.add_argument("--record", metavar="FILE", help="for developers: append the app session's events to FILE,"
+                                                         " a log `codexr replay FILE` plays back")
+
+
+def check_app_flags(args: argparse.Namespace) -> None:
+    """--record with a command that is not the app: say so rather than ignore it."""
+    if getattr(args, "record", None) and args.handler not in (run_app, _resume):
+        raise UsageError("--record works with the app only (codexr, codexr resume)")
+
+
+def _record_path(args: argparse.Namespace) -> Path | None:
+    """The --record file, opened once here so that a bad path is a one-line error before the app starts."""
+    if not getattr(args, "record", None):
+        return None
+    path = Path(args.record)
+    if path.is_dir():
+        raise UsageError(f"--record {path}: is a directory")
+    path.open("a", encoding="utf-8").close()  # OSError: one line from main
+    return path
 
 
 def run_app(ctx: Context, args: argparse.Namespace, *, thread_id: str | None = None,
             resume_last: bool = False) -> int:
     """Open the terminal UI on the workspace (-C) with the pass-through Codex flags."""
-    if not sys.stdin.isatty() or not sys.stdout.isatty():
-        raise UsageError("the app needs a terminal; use `codexr exec PROMPT` for scripts")
+    _need_terminal()
+    record = _record_path(args)
     from .agent_cmds import session_options
     from .codex_bin import choose
 
@@ -40,7 +69,31 @@ def run_app(ctx: Context, args: argparse.Namespace, *, thread_id: str | None = N
     from .tui.app import run_tui
 
     return run_tui(lambda: session_options(ctx, args), thread_id=thread_id, resume_last=resume_last,
-                   settings=ctx.settings, workspace=str(args.cd))
+                   settings=ctx.settings, workspace=str(args.cd), record=record)
+
+
+def _need_terminal() -> None:
+    if not sys.stdin.isatty() or not sys.stdout.isatty():
+        raise UsageError("the app needs a terminal; use `codexr exec PROMPT` for scripts")
+
+
+def _replay(ctx: Context, args: argparse.Namespace) -> int:
+    """`codexr replay FILE`: the app drawing a recorded log, no Codex (for UI work and the benchmark)."""
+    from .errors import SessionError
+    from .replay import ReplayDriver, read_log
+
+    if args.delay < 0:
+        raise UsageError("--delay must be 0 or more seconds")
+    try:
+        events = read_log(Path(args.file))
+    except SessionError as exc:
+        raise UsageError(str(exc)) from exc
+    _need_terminal()
+    from .tui.app import run_tui
+
+    delay = float(args.delay)
+    return run_tui(driver_factory=lambda emit: ReplayDriver(events, emit, delay=delay), settings=ctx.settings,
+                   workspace="(replay)")
 
 
 def _resume(ctx: Context, args: argparse.Namespace) -> int:

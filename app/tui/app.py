@@ -12,7 +12,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult
@@ -47,10 +48,44 @@ from .transcript import Transcript
 if TYPE_CHECKING:
     from config import CodexrSettings
 
-    from ..driver import Driver
+    from ..replay import Recorder
     from ..session import SessionOptions
 
 DOUBLE_PRESS_S = 1.5  # Esc Esc / Ctrl+C Ctrl+C
+Emit = Callable[[Any], None]
+
+
+class DriverLike(Protocol):
+    """What the app needs of its driver: the live `Driver`, or a `ReplayDriver` playing a recorded log."""
+
+    thread_id: str | None
+
+    @property
+    def busy(self) -> bool: ...
+
+    @property
+    def session(self) -> object | None: ...  # None: no live Codex session (yet)
+
+    def start(self) -> bool: ...
+
+    def submit(self, text: str) -> None: ...
+
+    def pending(self) -> list[str]: ...
+
+    def interrupt(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+    def status(self) -> Status: ...
+
+    def new_thread(self) -> None: ...
+
+    def models(self) -> list[str]: ...
+
+    def set_model(self, model: str) -> str: ...
+
+
+DriverFactory = Callable[[Emit], DriverLike]
 
 
 class CodexrApp(App[int]):
@@ -61,11 +96,22 @@ class CodexrApp(App[int]):
     BINDINGS = bindings("app")  # type: ignore[assignment]
     COMMANDS = App.COMMANDS | {ActionCommands}
 
-    def __init__(self, opts: SessionOptions | Callable[[], SessionOptions], *, thread_id: str | None = None,
-                 resume_last: bool = False, banner: str = "", keymap: Mapping[str, str] | None = None,
-                 stable_status: bool = False, workspace: str = "") -> None:
+    def __init__(self, opts: SessionOptions | Callable[[], SessionOptions] | None = None, *,
+                 driver_factory: DriverFactory | None = None, record: Path | None = None,
+                 thread_id: str | None = None, resume_last: bool = False, banner: str = "",
+                 keymap: Mapping[str, str] | None = None, stable_status: bool = False,
+                 workspace: str = "") -> None:
+        """`opts` (or a factory of them) builds a live Driver; `driver_factory` replaces it (a replay).
+
+        `record`: append every event the driver emits to this replay log (app/replay.py).
+        """
         super().__init__()
+        if (opts is None) == (driver_factory is None):
+            raise ValueError("CodexrApp needs session options or a driver factory (one of them)")
         self._opts = opts
+        self._driver_factory = driver_factory
+        self._record = record
+        self._recorder: Recorder | None = None
         self._resume_id = thread_id
         self._resume_last = resume_last
         self.banner = banner
@@ -75,7 +121,7 @@ class CodexrApp(App[int]):
         self.keymap = validate_keymap(keymap)
         self.stable_status = stable_status
         self.workspace = workspace or (str(getattr(opts, "cwd", "")) if not callable(opts) else "")
-        self.driver: Driver | None = None
+        self.driver: DriverLike | None = None
         self._early: list[str] = []  # prompts typed before the driver existed
         self._in_turn = False
         self._approvals: deque[ApprovalAsked] = deque()
@@ -102,16 +148,20 @@ class CodexrApp(App[int]):
         panel.display = False
         panel.hide_clock = self.stable_status
         self.composer.focus_prompt()
-        self.run_worker(self._start, thread=True, exit_on_error=False, group="start", name="start Codex")
+        # after the first frame: the worker's imports (the SDK, ~0.4 s) would hold the GIL while it paints
+        self.call_after_refresh(self.run_worker, self._start, thread=True, exit_on_error=False, group="start",
+                                name="start Codex")
 
     def _start(self) -> None:
         """Worker: import the core, make the driver, start Codex (emits Ready or StartFailed)."""
-        emit = self._emit
+        emit: Emit = self._emit
         try:
-            opts = self._opts() if callable(self._opts) else self._opts
-            from ..driver import Driver
+            if self._record is not None:
+                from ..replay import Recorder
 
-            driver = Driver(opts, emit, thread_id=self._resume_id, resume_last=self._resume_last)
+                self._recorder = Recorder(emit, self._record)
+                emit = self._recorder
+            driver = self._make_driver(emit)
         except Exception as exc:  # a bad option or environment: the start-failed screen says what
             emit(StartFailed(f"cannot start: {exc}"))
             return
@@ -121,14 +171,25 @@ class CodexrApp(App[int]):
             return
         driver.start()
 
+    def _make_driver(self, emit: Emit) -> DriverLike:
+        if self._driver_factory is not None:
+            return self._driver_factory(emit)
+        opts = self._opts() if callable(self._opts) else self._opts
+        assert opts is not None
+        from ..driver import Driver
+
+        return Driver(opts, emit, thread_id=self._resume_id, resume_last=self._resume_last)
+
     def _emit(self, ev: Any) -> None:
         """The driver's emit: any thread; post_message is thread-safe."""
         self.post_message(DriverEvent(ev))
 
-    def _attach_driver(self, driver: Driver) -> None:
+    def _attach_driver(self, driver: DriverLike) -> None:
         """UI thread: the driver exists; hand it the prompts typed meanwhile."""
         self.driver = driver
-        self.composer.workspace = str(driver.opts.cwd)
+        opts = getattr(driver, "opts", None)  # a replay has no workspace of its own
+        if opts is not None:
+            self.composer.workspace = str(opts.cwd)
         for text in self._early:
             driver.submit(text)
         self._early.clear()
@@ -140,6 +201,8 @@ class CodexrApp(App[int]):
                     asked.future.set_result("cancel")
         if self.driver is not None:
             self.driver.close()
+        if self._recorder is not None:
+            self._recorder.close()
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -348,11 +411,16 @@ class CodexrApp(App[int]):
         self.composer.focus_prompt()
 
     # ------------------------------------------------------------------ the other helpers' screens
-    def _need_driver(self) -> Driver | None:
-        if self.driver is None or self.driver.session is None:
-            self.notify("Codex is still starting", severity="warning")
+    def _need_driver(self) -> DriverLike | None:
+        driver = self.driver
+        if driver is None or driver.session is None:
+            why = getattr(driver, "unavailable", None)  # a replay: for good, so a transcript line
+            if why:
+                self.call_later(self.say, why, "warning")
+            else:
+                self.notify("Codex is still starting", severity="warning")
             return None
-        return self.driver
+        return driver
 
     def _summary(self, text: str | None) -> None:
         if text:
@@ -533,13 +601,13 @@ def status_text(s: Status) -> str:
     return "status\n  " + "\n  ".join(lines)
 
 
-def run_tui(opts: SessionOptions | Callable[[], SessionOptions], *, thread_id: str | None = None,
+def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *, thread_id: str | None = None,
             resume_last: bool = False, banner: str = "", settings: CodexrSettings | None = None,
-            workspace: str = "") -> int:
+            workspace: str = "", driver_factory: DriverFactory | None = None, record: Path | None = None) -> int:
     """Run the app until the user quits; `opts` may be a factory so the SDK loads after the first frame."""
     conf = settings if settings is not None else getattr(opts, "settings", None)
     keys = dict(conf.tui.keys) if conf is not None else {}
-    app = CodexrApp(opts, thread_id=thread_id, resume_last=resume_last, banner=banner, keymap=keys,
-                    workspace=workspace)
+    app = CodexrApp(opts, driver_factory=driver_factory, record=record, thread_id=thread_id,
+                    resume_last=resume_last, banner=banner, keymap=keys, workspace=workspace)
     code = app.run()
     return int(code or 0)

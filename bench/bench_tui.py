@@ -1,0 +1,500 @@
+#!/usr/bin/env python3
+"""Benchmark the terminal UI: first frame, keystroke echo at 500 turns, scrolling and memory, vs bare Textual.
+
+Run from the repository root:  .venv/bin/python bench/bench_tui.py [--rounds N] [--turns 500] [--mb 20]
+
+Every app runs as a user runs it, in a pseudo-terminal (pexpect), except the resume measurement
+(headless `run_test()`; keys are never timed headless: Pilot's own waits cost O(widgets) per key).
+The baseline is a bare Textual app (a TextArea and a Footer) run the same way in the same rounds, so
+the ratios say what codexr adds to Textual's own cost on this machine. Reports medians over interleaved
+rounds; no PASS is a promise on another machine.
+
+* first frame: exec of the `codexr` console script (scratch CODEX_HOME without a login, scratch
+  workspace) until the composer's placeholder is on screen; Codex starts in a worker after the frame.
+* keystroke echo: `codexr replay LOG` of `tui_log.session_log()` (500 turns, 20 MB of command output)
+  vs `codexr replay` of an empty log vs bare Textual: send one character, wait until the composer
+  shows everything typed so far.
+* memory: VmRSS of those processes after the log is drawn.
+* scrolling: block cursor in the transcript (Alt+Up), Page Up until the top, `e` (show earlier
+  blocks) whenever blocks were folded away, until the first prompt is on screen; each key timed until
+  the screen is quiet; vs Page Up in a bare Textual VerticalScroll (an empty transcript cannot scroll).
+* resuming: headless, the time to draw a 500-turn thread (Transcript.reset) vs a 1-turn thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+for _p in (str(BENCH_DIR), str(REPO_ROOT)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import pexpect  # noqa: E402
+
+SIZE = (120, 40)  # columns, rows
+PLACEHOLDER = "Ask Codex"  # the composer's placeholder: in codexr and in the bare app
+FIRST_FRAME_TARGET_S = 0.5
+KEY_TARGET_S = 0.050
+ANSI = re.compile(r"\x1b\[[0-9;?<>=$]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
+BARE_APP = '''
+from textual.app import App, ComposeResult
+from textual.widgets import Footer, TextArea
+
+
+class Bare(App[None]):
+    BINDINGS = [("ctrl+q", "quit", "Quit")]
+
+    def compose(self) -> ComposeResult:
+        yield TextArea(placeholder="Ask Codex (bare Textual)", id="prompt")
+        yield Footer()
+
+
+Bare().run()
+'''
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+# ------------------------------------------------------------------------------------------ a pty app
+
+
+class PtyApp:
+    """One process in a pseudo-terminal; waits read its output with the escape sequences stripped."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.t0 = time.monotonic()
+        self.child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(cwd), dimensions=(SIZE[1], SIZE[0]),
+                                   encoding="utf-8", codec_errors="replace", timeout=None)
+        self.child.delaybeforesend = None  # pexpect sleeps 50 ms before every send by default
+        self.raw = ""
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> float:
+        """Seconds since spawn when `text` first shows in the output since the last wait (TimeoutError)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if text in ANSI.sub("", self.raw):
+                self.raw = ""
+                return time.monotonic() - self.t0
+            left = deadline - time.monotonic()
+            if left <= 0:
+                tail = ANSI.sub("", self.raw)[-400:]
+                raise TimeoutError(f"{text!r} not shown within {timeout:.0f}s; output ends: {tail!r}")
+            try:
+                self.raw += self.child.read_nonblocking(1 << 20, timeout=min(left, 0.5))
+            except pexpect.TIMEOUT:
+                pass
+            except pexpect.EOF as exc:
+                raise RuntimeError(f"the app exited while waiting for {text!r}: {ANSI.sub('', self.raw)[-400:]!r}") \
+                    from exc
+
+    def drain(self, quiet: float = 0.3, limit: float = 10.0) -> None:
+        """Read until the app has been quiet for `quiet` seconds (the cursor blinks every 0.5 s)."""
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            try:
+                self.child.read_nonblocking(1 << 20, timeout=quiet)
+            except pexpect.TIMEOUT:
+                break
+        self.raw = ""
+
+    def key_echo(self, typed_before: str, ch: str, timeout: float = 10.0) -> float:
+        """Seconds from writing `ch` until the composer shows `typed_before + ch`."""
+        self.raw = ""
+        t = time.monotonic()
+        self.child.send(ch)
+        self.wait_for(typed_before + ch, timeout)
+        return time.monotonic() - t
+
+    def rss_mb(self) -> float:
+        status = Path(f"/proc/{self.child.pid}/status").read_text()
+        kb = int(re.search(r"VmRSS:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+        return kb / 1024
+
+    def quit(self) -> None:
+        """Ctrl+Q (codexr and the bare app quit on it); force only if it does not."""
+        with contextlib.suppress(Exception):
+            self.child.send("\x11")
+            self.child.expect(pexpect.EOF, timeout=20)
+        if self.child.isalive():
+            self.child.terminate(force=True)
+        self.child.close()
+
+
+# ------------------------------------------------------------------------------------------ setup
+
+
+class Scratch:
+    """A scratch CODEX_HOME (no login) and workspace, the bare app's script and the replay logs."""
+
+    def __init__(self, base: Path, turns: int, mb: float) -> None:
+        self.base = base
+        self.home = base / "codex-home"
+        self.ws = base / "workspace"
+        self.home.mkdir()
+        self.ws.mkdir()
+        for i in range(20):
+            (self.ws / f"module_{i}.py").write_text(f"def f_{i}():\n    return {i}\n")
+        (self.ws / "README.md").write_text("# a scratch workspace\n")
+        self.bare = base / "bare_app.py"
+        self.bare.write_text(BARE_APP)
+        self.empty_log = base / "empty.jsonl"
+        self.empty_log.write_text("")
+        self.big_log = base / "session.jsonl"
+        self.turns, self.mb = turns, mb
+        self.events: list[Any] = []
+        self.env = dict(os.environ, CODEX_HOME=str(self.home), TERM="xterm-256color", COLORTERM="truecolor",
+                        PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        self.env.pop("NO_COLOR", None)
+        self.env.pop("TEXTUAL", None)
+
+    def write_big_log(self) -> None:
+        from tui_log import session_log
+
+        from app.replay import write_log
+
+        self.events = session_log(self.turns, self.mb)
+        write_log(self.big_log, self.events)
+
+    def codexr(self, *args: str) -> list[str]:
+        exe = Path(sys.executable).with_name("codexr")  # the real console entry point
+        return [str(exe), *args] if exe.exists() else [sys.executable, "-m", "app.cli", *args]
+
+    def bare_argv(self) -> list[str]:
+        return [sys.executable, str(self.bare)]
+
+
+# ------------------------------------------------------------------------------------------ first frame
+
+
+def first_frame(sc: Scratch, rounds: int) -> dict[str, Any]:
+    samples: dict[str, list[float]] = {"bare": [], "codexr": []}
+    argvs = {"bare": sc.bare_argv(), "codexr": sc.codexr()}
+    for r in range(rounds):
+        order = list(argvs) if r % 2 == 0 else list(reversed(argvs))
+        for name in order:
+            app = PtyApp(argvs[name], sc.env, sc.ws)
+            try:
+                samples[name].append(app.wait_for(PLACEHOLDER, 30))
+            finally:
+                app.quit()
+            time.sleep(0.3)
+        log(f"  first frame round {r + 1}/{rounds}: bare {samples['bare'][-1]:.3f}s, "
+            f"codexr {samples['codexr'][-1]:.3f}s")
+    ratios = [c / b for c, b in zip(samples["codexr"], samples["bare"], strict=True)]
+    return {"samples": samples, "median": {k: median(v) for k, v in samples.items()},
+            "ratio_median": median(ratios), "target_s": FIRST_FRAME_TARGET_S,
+            "pass": median(samples["codexr"]) <= FIRST_FRAME_TARGET_S}
+
+
+# ------------------------------------------------------------------------------------------ keys + memory
+
+
+def keys_and_memory(sc: Scratch, rounds: int, keys_per_round: int) -> dict[str, Any]:
+    apps: dict[str, PtyApp] = {}
+    loaded: dict[str, float] = {}
+    try:
+        apps["bare"] = PtyApp(sc.bare_argv(), sc.env, sc.ws)
+        apps["bare"].wait_for(PLACEHOLDER, 30)
+        apps["empty"] = PtyApp(sc.codexr("replay", str(sc.empty_log)), sc.env, sc.ws)
+        loaded["empty"] = apps["empty"].wait_for("○ idle", 60)
+        apps["500"] = PtyApp(sc.codexr("replay", str(sc.big_log)), sc.env, sc.ws)
+        apps["500"].wait_for(PLACEHOLDER, 120)
+        loaded["500"] = apps["500"].wait_for("resumed (thread", 300)
+        log(f"  replay drawn: empty log {loaded['empty']:.2f}s, {sc.turns}-turn log {loaded['500']:.2f}s")
+        for app in apps.values():
+            app.drain(quiet=1.0)
+        rss = {name: app.rss_mb() for name, app in apps.items()}
+        samples: dict[str, list[float]] = {name: [] for name in apps}
+        typed = {name: "" for name in apps}
+        alphabet = "ZQXJ"
+        for r in range(rounds):
+            order = list(apps) if r % 2 == 0 else list(reversed(apps))
+            for name in order:
+                app = apps[name]
+                for _ in range(keys_per_round):
+                    ch = alphabet[len(typed[name]) % len(alphabet)]
+                    samples[name].append(app.key_echo(typed[name], ch))
+                    typed[name] += ch
+                    time.sleep(0.05)
+                # clear the composer between rounds so the line never wraps (Ctrl+U: select-all-free clear)
+                for _ in typed[name]:
+                    app.child.send("\x7f")
+                typed[name] = ""
+                app.drain(quiet=0.6)
+            log(f"  keys round {r + 1}/{rounds}: " + ", ".join(
+                f"{n} {1000 * median(samples[n][-keys_per_round:]):.1f}ms" for n in apps))
+        rss_after = {name: app.rss_mb() for name, app in apps.items()}
+    finally:
+        for app in apps.values():
+            app.quit()
+    med = {n: median(v) for n, v in samples.items()}
+    return {
+        "samples": samples, "median": med, "p90": {n: pct(v, 0.9) for n, v in samples.items()},
+        "ratio_500_vs_empty": med["500"] / med["empty"], "ratio_500_vs_bare": med["500"] / med["bare"],
+        "ratio_empty_vs_bare": med["empty"] / med["bare"], "target_s": KEY_TARGET_S,
+        "pass": med["500"] <= KEY_TARGET_S, "rss_mb": rss, "rss_mb_after_typing": rss_after,
+        "replay_drawn_s": loaded,
+    }
+
+
+# ------------------------------------------------------------------------------------------ scrolling
+
+PAGE_UP = "\x1b[5~"
+# Focus the transcript with a mouse click near its top right (SGR mouse report, 1-based column;row):
+# Alt+Up arrives from an xterm as ESC + Up under Textual 8 (see bench/README.md), so it cannot be used here.
+CLICK = "\x1b[<0;115;2M\x1b[<0;115;2m"
+FOLDED = "earlier blocks folded away"
+
+
+def settle(app: PtyApp, key: str, quiet: float = 0.15, limit: float = 120.0) -> tuple[float, str]:
+    """Send `key`; (seconds until the last repaint before `quiet` s of silence, what was painted).
+
+    The first repaint is awaited up to 10 s (a key that changes nothing paints nothing: 0 s).
+    """
+    app.raw = ""
+    t = time.monotonic()
+    last = t
+    end = t + limit
+    app.child.send(key)
+    wait = 10.0
+    while time.monotonic() < end:
+        try:
+            app.raw += app.child.read_nonblocking(1 << 20, timeout=wait)
+            last = time.monotonic()
+            wait = quiet
+        except pexpect.TIMEOUT:
+            break
+    return last - t, ANSI.sub("", app.raw)
+
+
+def scroll_to_top(app: PtyApp, top_marker: str, max_keys: int, max_s: float) -> dict[str, Any]:
+    """Page Up (and `e` where blocks were folded away) until `top_marker` shows and nothing is folded.
+
+    Gives up after `max_keys` keys or `max_s` seconds (the report says how far it got).
+    """
+    settle(app, CLICK)  # the transcript (or the bare app's scroll view) gets the keys
+    per_key: list[float] = []
+    earlier: list[float] = []
+    key = PAGE_UP
+    start = time.monotonic()
+    reached = False
+    folded_left: int | None = None
+    while len(per_key) + len(earlier) < max_keys and time.monotonic() - start < max_s:
+        took, painted = settle(app, key)
+        (earlier if key == "e" else per_key).append(took)
+        m = re.search(r"(\d+) earlier blocks folded away", painted)
+        if m:
+            folded_left = int(m.group(1))
+        if top_marker in painted and FOLDED not in painted:
+            reached = True
+            break
+        key = "e" if FOLDED in painted else PAGE_UP
+    return {"total_s": time.monotonic() - start, "page_ups": len(per_key), "show_earlier": len(earlier),
+            "page_up_s": per_key, "show_earlier_s": earlier, "reached_top": reached,
+            "folded_left": 0 if reached else folded_left}
+
+
+BARE_SCROLL_APP = '''
+import sys
+from textual.app import App, ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+
+class BareScroll(App[None]):
+    BINDINGS = [("ctrl+q", "quit", "Quit")]
+
+    def compose(self) -> ComposeResult:
+        blocks = int(sys.argv[1])
+        with VerticalScroll(id="log"):
+            for i in range(blocks):
+                yield Static("\\n".join(f"block {i} line {j}: the bare Textual baseline" for j in range(6)))
+
+    def on_mount(self) -> None:
+        self.query_one("#log").focus()
+        self.query_one("#log").scroll_end(animate=False)
+
+
+BareScroll().run()
+'''
+
+
+def scrolling(sc: Scratch, max_keys: int, max_s: float, blocks: int) -> dict[str, Any]:
+    script = sc.base / "bare_scroll.py"
+    script.write_text(BARE_SCROLL_APP)
+    out: dict[str, Any] = {}
+    big = PtyApp(sc.codexr("replay", str(sc.big_log)), sc.env, sc.ws)
+    try:
+        big.wait_for("resumed (thread", 300)
+        big.drain(quiet=1.0)
+        out["500"] = scroll_to_top(big, "Prompt 1:", max_keys, max_s)
+    finally:
+        big.quit()
+    bare = PtyApp([sys.executable, str(script), str(blocks)], sc.env, sc.ws)
+    try:
+        bare.wait_for(f"block {blocks - 1} line 5:", 60)
+        bare.drain(quiet=1.0)
+        out["bare"] = scroll_to_top(bare, "block 0 line 0:", max_keys, max_s)
+    finally:
+        bare.quit()
+    out["page_up_median"] = {k: median(out[k]["page_up_s"]) for k in ("500", "bare")}
+    out["page_up_p90"] = {k: pct(out[k]["page_up_s"], 0.9) for k in ("500", "bare")}
+    out["show_earlier_median"] = median(out["500"]["show_earlier_s"])
+    out["ratio_page_up"] = out["page_up_median"]["500"] / out["page_up_median"]["bare"]
+    out["bare_blocks"] = blocks
+    return out
+
+
+async def _resume_draw(events: list[Any]) -> float:
+    """Headless: seconds to draw a resumed thread (Transcript.reset) until the screen has settled."""
+    from app.events import ThreadLoaded
+    from app.replay import ReplayDriver
+    from app.tui.app import CodexrApp
+
+    app = CodexrApp(driver_factory=lambda emit: ReplayDriver([], emit), workspace="(replay)")
+    async with app.run_test(size=SIZE) as pilot:
+        while app.status_bar.state != "ready":
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+        t = time.perf_counter()
+        await app._thread_loaded(ThreadLoaded("bench", tuple(events), "resumed"))
+        await pilot.pause()
+        return time.perf_counter() - t
+
+
+def resume_draw(sc: Scratch, rounds: int) -> dict[str, Any]:
+    one_turn = [e for e in sc.events[0].events[:10]]
+    samples: dict[str, list[float]] = {"1": [], "500": []}
+    for _ in range(rounds):
+        samples["1"].append(asyncio.run(_resume_draw(one_turn)))
+        samples["500"].append(asyncio.run(_resume_draw(list(sc.events[0].events))))
+    med = {k: median(v) for k, v in samples.items()}
+    return {"samples": samples, "median": med, "ratio": med["500"] / med["1"]}
+
+
+# ------------------------------------------------------------------------------------------ report
+
+
+def report(res: dict[str, Any]) -> str:
+    out = [f"machine: {res['machine']}", f"command: {res['command']}", ""]
+    ff = res.get("first_frame")
+    if ff:
+        m = ff["median"]
+        out += ["first frame (exec -> composer on screen), median of "
+                f"{len(ff['samples']['codexr'])} rounds:",
+                f"  bare Textual app   {m['bare']:.3f} s",
+                f"  codexr             {m['codexr']:.3f} s   ratio {ff['ratio_median']:.2f}x   "
+                f"target {ff['target_s']} s: {'PASS' if ff['pass'] else 'MISS'}", ""]
+    ks = res.get("keys")
+    if ks:
+        m, p = ks["median"], ks["p90"]
+        out += [f"keystroke echo in a pty (median / p90 of {len(ks['samples']['500'])} keys each):",
+                f"  bare Textual app         {1000 * m['bare']:.1f} / {1000 * p['bare']:.1f} ms",
+                f"  codexr, empty replay     {1000 * m['empty']:.1f} / {1000 * p['empty']:.1f} ms",
+                f"  codexr, {res['turns']} turns      {1000 * m['500']:.1f} / {1000 * p['500']:.1f} ms   "
+                f"vs empty {ks['ratio_500_vs_empty']:.2f}x, vs bare {ks['ratio_500_vs_bare']:.2f}x   "
+                f"target {1000 * ks['target_s']:.0f} ms: {'PASS' if ks['pass'] else 'MISS'}",
+                f"  replay drawn after       empty {ks['replay_drawn_s']['empty']:.2f} s, "
+                f"{res['turns']} turns {ks['replay_drawn_s']['500']:.2f} s (incl. reading the log)",
+                "memory (VmRSS after drawing):",
+                "  " + ", ".join(f"{n} {v:.0f} MB" for n, v in ks["rss_mb"].items()), ""]
+    sc = res.get("scroll")
+    if sc:
+        b, bare = sc["500"], sc["bare"]
+        out += ["scrolling end -> top in a pty (Page Up; `e` where blocks were folded away; each key timed until "
+                "the screen is quiet for 0.15 s):",
+                f"  codexr, {res['turns']} turns: {b['page_ups']} Page Ups + {b['show_earlier']} x `e` in "
+                f"{b['total_s']:.1f} s (reached the top: {b['reached_top']}; blocks still folded: "
+                f"{b['folded_left']}); Page Up "
+                f"{1000 * sc['page_up_median']['500']:.0f} ms median / {1000 * sc['page_up_p90']['500']:.0f} ms "
+                f"p90, `e` {1000 * sc['show_earlier_median']:.0f} ms median",
+                f"  bare Textual, {sc['bare_blocks']} six-line Statics: {bare['page_ups']} Page Ups in "
+                f"{bare['total_s']:.1f} s; Page Up {1000 * sc['page_up_median']['bare']:.0f} ms median",
+                f"  Page Up ratio codexr / bare: {sc['ratio_page_up']:.2f}x", ""]
+    rd = res.get("resume")
+    if rd:
+        out += ["drawing a resumed thread (headless Transcript.reset until settled), median:",
+                f"  1 turn {rd['median']['1']:.2f} s, {res['turns']} turns {rd['median']['500']:.2f} s "
+                f"(ratio {rd['ratio']:.1f}x)"]
+    return "\n".join(out)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
+    p.add_argument("--keys", type=int, default=10, help="keystrokes per app per round (default 10)")
+    p.add_argument("--turns", type=int, default=500)
+    p.add_argument("--mb", type=float, default=20.0, help="MB of command output in the log (default 20)")
+    p.add_argument("--scroll-keys", type=int, default=3000, help="give up scrolling after this many keys")
+    p.add_argument("--scroll-seconds", type=float, default=180.0, help="give up scrolling after this long")
+    p.add_argument("--bare-blocks", type=int, default=100,
+                   help="Statics in the bare scroll baseline (default 100: as many as the transcript mounts)")
+    p.add_argument("--only", default="frame,keys,scroll,resume", help="comma-separated parts (default all)")
+    p.add_argument("--json", type=Path, help="write every sample as JSON")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    parts = set(args.only.split(","))
+    res: dict[str, Any] = {
+        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, {platform.system()} "
+                   f"{platform.release()}, Python {platform.python_version()}, load {os.getloadavg()[0]:.1f}",
+        "command": " ".join(["bench/bench_tui.py", *(argv if argv is not None else sys.argv[1:])]),
+        "turns": args.turns, "mb": args.mb,
+    }
+    import textual
+
+    res["machine"] += f", Textual {textual.__version__}"
+    with tempfile.TemporaryDirectory(prefix="bench-tui-") as tmp:
+        sc = Scratch(Path(tmp), args.turns, args.mb)
+        steps: list[tuple[str, Callable[[], Any]]] = [
+            ("frame", lambda: first_frame(sc, args.rounds)),
+            ("keys", lambda: keys_and_memory(sc, max(3, args.rounds // 2), args.keys)),
+            ("scroll", lambda: scrolling(sc, args.scroll_keys, args.scroll_seconds, args.bare_blocks)),
+            ("resume", lambda: resume_draw(sc, 3)),
+        ]
+        if parts & {"keys", "scroll", "resume"}:
+            log(f"building the {args.turns}-turn log ({args.mb} MB of output)…")
+            sc.write_big_log()
+        for name, fn in steps:
+            if name in parts:
+                log(f"{name}…")
+                res["first_frame" if name == "frame" else name] = fn()
+    res["load_after"] = os.getloadavg()[0]
+    print(report(res))
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""`codexr replay`: a recorded event log drives the real app without Codex; `--record` writes such a log."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.events import (
+    AgentMessage,
+    CommandFinished,
+    CommandStarted,
+    FileChanges,
+    FileDiff,
+    FileStat,
+    ThreadLoaded,
+    TurnFinished,
+    UserPrompt,
+    short_thread,
+)
+from app.replay import ReplayDriver, read_log, write_log
+from app.tui.app import CodexrApp
+from app.tui.blocks import PromptBlock, TurnBlock
+
+ROOT = Path(__file__).resolve().parent.parent
+EVENTS: list[Any] = [
+    ThreadLoaded("thread-replay-1", (
+        UserPrompt("", "first: the old prompt", 1, True),
+        AgentMessage("m0", "The **first** answer"),
+        TurnFinished("turn-1", "completed", None, 1.0, (), "a" * 64, "b" * 64),
+    ), "resumed"),
+    UserPrompt("", "second: add a greeting", 2, True),
+    CommandStarted("c1", "printf replayed-output", "/ws"),
+    CommandFinished("c1", "printf replayed-output", "replayed-output", 0, 12, "completed"),
+    FileChanges("f1", "completed", (FileDiff("hello.py", "update", "@@ -1 +1 @@\n-print('hi')\n+print('hello')\n"),)),
+    AgentMessage("m1", "Added the *greeting* to `hello.py`."),
+    TurnFinished("turn-2", "completed", None, 2.0, (FileStat("hello.py", "modified", 1, 1),), "c" * 64, "d" * 64),
+]
+
+
+def screen_text(app: CodexrApp) -> str:
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def test_a_replayed_log_draws_its_thread_and_records_again(tmp_path: Path) -> None:
+    log, again = tmp_path / "session.jsonl", tmp_path / "again.jsonl"
+    write_log(log, EVENTS)
+    events = read_log(log)
+    app = CodexrApp(driver_factory=lambda emit: ReplayDriver(events, emit), record=again, workspace="(replay)")
+
+    async def main() -> None:
+        async with app.run_test(size=(110, 50)) as pilot:
+            deadline = time.monotonic() + 30
+            while len(app.query(TurnBlock)) < 2 or app.status_bar.state != "ready":
+                assert time.monotonic() < deadline, screen_text(app)
+                await pilot.pause(0.05)
+            await pilot.pause(0.1)
+            text = screen_text(app)
+            assert [b.number for b in app.query(PromptBlock)] == [1, 2]
+            for shown in ("first: the old prompt", "The first answer", "second: add a greeting",
+                          "$ printf replayed-output", "✓ exit 0", "hello.py", "Added the greeting to hello.py",
+                          f"resumed (thread {short_thread('thread-replay-1')})"):
+                assert shown in text, f"{shown!r} not on screen:\n{text}"
+            app.composer.set_text("a new prompt")
+            await pilot.press("enter")  # nothing is sent anywhere, and the user is told so
+            await pilot.press("ctrl+r")  # neither does a rewind pretend to work
+            await pilot.pause(0.2)
+            text = screen_text(app)
+            assert "replay: not sent to any agent: a new prompt" in text
+            assert "not available in a replay" in text, text
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main())
+    *recorded, notice = read_log(again)
+    assert recorded == EVENTS  # the recording is the log, plus the notice the prompt above got
+    assert "not sent to any agent: a new prompt" in notice.text
+
+
+@pytest.mark.parametrize("args, content, says", [
+    (["replay", "LOG"], '{"type": "UserPrompt", "turn_id": "", "text": "ok", "number": 1, "has_snapshot": true}\n'
+     'not json\n', "line 2 is not an event"),
+    (["replay", "LOG"], None, "cannot read replay log"),
+    (["--record", "LOG", "exec", "hi"], None, "--record works with the app only"),
+])
+def test_bad_replay_or_record_input_is_one_clear_error(tmp_path: Path, args: list[str], content: str | None,
+                                                       says: str) -> None:
+    log = tmp_path / "bad.jsonl"
+    if content is not None:
+        log.write_text(content)
+    argv = [str(log) if a == "LOG" else a for a in args]
+    run = subprocess.run([sys.executable, "-m", "app.cli", *argv], cwd=ROOT, capture_output=True, text=True,
+                         env={"CODEX_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert run.returncode == 2
+    assert run.stderr.startswith("codexr: error: ") and says in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+    assert run.stdout == "" and not (tmp_path / "home").exists() and (content is not None) == log.exists()
+
+
+def test_a_long_replayed_thread_folds_old_blocks_and_brings_them_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from tui_log import session_log
+
+    from app.tui.transcript import Transcript
+
+    monkeypatch.setattr(Transcript, "MAX_MOUNTED", 20)  # the mechanism, at a size a test can afford
+    monkeypatch.setattr(Transcript, "SHOW_MORE", 8)
+    events = session_log(turns=8, output_mb=0.05)  # 48 blocks: more than the transcript keeps mounted
+    app = CodexrApp(driver_factory=lambda emit: ReplayDriver(events, emit), workspace="(replay)")
+
+    async def main() -> None:
+        async with app.run_test(size=(110, 40)) as pilot:
+            t = app.transcript
+            while len(t.entries) < 48 or app.status_bar.state != "ready":
+                await pilot.pause(0.05)
+            await pilot.pause(0.1)
+            assert len(t.mounted_blocks()) <= Transcript.MAX_MOUNTED < len(t.entries)
+            assert 1 not in [b.number for b in app.query(PromptBlock)]  # the oldest turns have no widgets
+            t.focus()
+            t.enter_cursor(last=False)  # the first block still mounted, then up: the folded ones come back
+            t.scroll_home(animate=False)
+            await pilot.pause(0.1)
+            assert "earlier blocks folded away" in screen_text(app)
+            folded = t._first
+            await pilot.press("up")  # on the first mounted block: the folded ones before it come back
+            assert 0 < t._first < folded
+            t.scroll_home(animate=False)
+            await pilot.pause(0.1)
+            top = t.mounted_blocks()[0][1]  # the first block before `e`
+            await pilot.press("e")
+            await pilot.pause(0.1)
+            assert "earlier blocks folded away" not in screen_text(app)  # the view stayed on what was read
+            assert top.region.y <= 2 and t.scroll_y > 0
+            while t._first:
+                await pilot.press("e")
+            t.scroll_home(animate=False)
+            await pilot.pause(0.1)
+            assert [b.number for b in app.query(PromptBlock)][:2] == [1, 2]
+            assert "Prompt 1: " in screen_text(app)
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main())
