@@ -55,8 +55,9 @@ ACTIONS: tuple[Action, ...] = (
            slash="/model", args="[NAME]"),
     Action("help", "f1", "Keys and slash commands", slash="/help", label="Help"),
     Action("quit", "ctrl+q", "Quit codexr", slash="/quit", priority=True, label="Quit"),
-    Action("block_prev", "alt+up", "Move the block cursor to the previous transcript block", show=False),
-    Action("block_next", "alt+down", "Move the block cursor to the next transcript block", show=False),
+    # Ctrl+Up first: Textual 8 reads Alt+Up from a real terminal as Esc then Up, so Alt alone never reached it.
+    Action("block_prev", "ctrl+up,alt+up", "Move the block cursor to the previous transcript block", show=False),
+    Action("block_next", "ctrl+down,alt+down", "Move the block cursor to the next transcript block", show=False),
     # ---- composer
     Action("send", "enter", "Send the prompt (queued while a turn runs)", scope="composer", priority=True,
            label="Send"),
@@ -67,8 +68,8 @@ ACTIONS: tuple[Action, ...] = (
            priority=True, show=False),
     Action("complete", "tab", "Accept the highlighted completion", scope="composer", priority=True, show=False),
     # ---- transcript (block cursor)
-    Action("cursor_up", "up,k,alt+up", "Previous block", scope="transcript", show=False),
-    Action("cursor_down", "down,j,alt+down", "Next block", scope="transcript", show=False),
+    Action("cursor_up", "up,k,ctrl+up,alt+up", "Previous block", scope="transcript", show=False),
+    Action("cursor_down", "down,j,ctrl+down,alt+down", "Next block", scope="transcript", show=False),
     Action("toggle_block", "enter,space", "Expand or collapse the block", scope="transcript", label="Expand"),
     Action("copy_block", "c,y", "Copy the block's text to the clipboard", scope="transcript", label="Copy"),
     Action("rewind_here", "r", "Rewind to the prompt under the block cursor", scope="transcript",

@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from .actions import ACTIONS, effective_key
 
-SCOPES = {"app": "Anywhere", "composer": "In the composer", "transcript": "Block cursor (Alt+Up to enter)",
+SCOPES = {"app": "Anywhere", "composer": "In the composer", "transcript": "Block cursor (Ctrl+Up to enter)",
           "approval": "Approval requests"}
 
 

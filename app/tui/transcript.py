@@ -46,7 +46,7 @@ class Entry:
 
 
 class Transcript(VerticalScroll, can_focus=True):
-    """The scrolling list of blocks; focus it (Alt+Up) to move the block cursor."""
+    """The scrolling list of blocks; focus it (Ctrl+Up) to move the block cursor."""
 
     BINDINGS = bindings("transcript")  # type: ignore[assignment]
     # Mounting is what costs: a resumed 500-turn thread (bench/bench_tui.py, 2-core VM under load 7) drew in
@@ -102,7 +102,7 @@ class Transcript(VerticalScroll, can_focus=True):
         fold = self.query_one("#fold", Static)
         fold.display = self._first > 0
         if self._first:
-            fold.update(Text(f"⋯ {self._first} earlier blocks folded away (Alt+Up, then e: show them)"))
+            fold.update(Text(f"⋯ {self._first} earlier blocks folded away (Ctrl+Up, then e: show them)"))
         self.query_one("#banner", Markdown).display = bool(self.banner) and not self.entries
 
     # ------------------------------------------------------------------ the log
