@@ -6,10 +6,11 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from config import CodexrSettings
-from snapshot_store import Store
+if TYPE_CHECKING:  # both load on first use: a one-shot command pays only for what it touches
+    from config import CodexrSettings
+    from snapshot_store import Store
 
 
 class UsageError(Exception):
@@ -33,6 +34,8 @@ class Context:
     def store(self) -> Store:
         """Open the store once per command; Codex's home is protected from capture and restore."""
         if self._store is None:
+            from snapshot_store import Store
+
             self._store = Store.open(self.store_dir, protected=[self.home])
         return self._store
 

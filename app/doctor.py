@@ -12,8 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from snapshot_store import Store, StoreError
-from snapshot_store.verify import verify
+from snapshot_store import StoreError
 
 from .codex_bin import CodexBinary, binary_version, choose, pinned_path
 from .context import Context, UsageError
@@ -166,6 +165,9 @@ def _app_server_checks(ctx: Context, args: argparse.Namespace, binary: CodexBina
 
 def _store_check(ctx: Context) -> Check:
     """A quick (not --full) verify of the snapshot store, and its size on disk."""
+    from snapshot_store import Store
+    from snapshot_store.verify import verify
+
     path = ctx.store_dir
     if not (path / "format").exists():
         return Check("store", "ok", f"snapshot store {path}: none yet (created by the first snapshot)")

@@ -7,16 +7,16 @@ import datetime as dt
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from snapshot_store import RestorePlan, Store, StoreError
-from snapshot_store.gc import gc, maybe_auto_gc
-from snapshot_store.manifest import Entry
-from snapshot_store.restore import unified_diff
-from snapshot_store.verify import verify
+from snapshot_store import StoreError
 
 from .context import Context, UsageError
 from .workspace_lock import SessionLock
+
+if TYPE_CHECKING:  # the store's modules load in the handler that needs them (start-up: see bench_startup.py)
+    from snapshot_store import RestorePlan, Store
+    from snapshot_store.manifest import Entry
 
 
 def show_path(path: str) -> str:
@@ -105,6 +105,8 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
             print(f"  skipped {show_path(path)}: {reason}", file=sys.stderr)
     if ctx.settings.file_snapshots.auto_gc:
         try:
+            from snapshot_store.gc import maybe_auto_gc
+
             maybe_auto_gc(store, ctx.settings.retention())
         except StoreError as exc:
             # The snapshot is committed: a refused auto-gc is reported, not a failed capture.
@@ -192,6 +194,8 @@ def print_plan(store: Store, plan: RestorePlan, with_diff: bool) -> None:
     for a in shown:
         print(f"{labels[a.op]} {show_path(a.path)}  ({a.reason})")
         if with_diff and a.op in ("write", "delete"):
+            from snapshot_store.restore import unified_diff
+
             sys.stdout.write(unified_diff(store, a))
     w, d, left = len(plan.writes), len(plan.deletes), len(plan.left)
     print(f"{w} to write, {d} to delete, {left} left alone")
@@ -263,6 +267,8 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
 def _verify(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     try:
+        from snapshot_store.verify import verify
+
         report = verify(store, full=args.full, repair=args.repair, retention=ctx.settings.retention(),
                         progress=lambda n, t: ctx.progress(f"verified {n}/{t} blobs"))
     finally:
@@ -284,6 +290,8 @@ def _verify(ctx: Context, args: argparse.Namespace) -> int:
 
 def _gc(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
+    from snapshot_store.gc import gc
+
     plan = gc(store, ctx.settings.retention(), dry_run=args.dry_run)
     if ctx.json:
         ctx.emit(plan.as_json())
