@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.metadata
 import os
 import re
 import sys
@@ -31,6 +30,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _dist_version(name: str) -> str:
+    import importlib.metadata  # ~20 ms: only --version and doctor read package metadata
+
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
@@ -44,6 +45,8 @@ def codexr_version() -> str:
 
 def sdk_protocol_version() -> str:
     """The Codex version whose app-server protocol the SDK was generated from: the runtime it pins."""
+    import importlib.metadata
+
     for req in importlib.metadata.requires(SDK_DIST) or []:
         match = re.fullmatch(rf"{PINNED_DIST}\s*==\s*([\w.+-]+)", req.split(";")[0].strip())
         if match:

@@ -89,7 +89,7 @@ def _group_help(parser: argparse.ArgumentParser) -> int:
 def _capture(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     try:
-        res = store.capture(args.cd, label=args.label, scope=ctx.settings.scope(), progress=ctx.read_progress)
+        res = store.capture(args.cd, label=args.label, scope=ctx.scope(), progress=ctx.read_progress)
     finally:
         ctx.done_progress()
     if res.recovered is not None:
@@ -103,11 +103,11 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
               f"{human_bytes(res.bytes_stored)} stored, {res.seconds:.2f} s{state}", file=sys.stderr)
         for path, reason in res.skipped:
             print(f"  skipped {show_path(path)}: {reason}", file=sys.stderr)
-    if ctx.settings.file_snapshots.auto_gc:
+    if ctx.auto_gc():
         try:
             from snapshot_store.gc import maybe_auto_gc
 
-            maybe_auto_gc(store, ctx.settings.retention())
+            maybe_auto_gc(store, ctx.retention())
         except StoreError as exc:
             # The snapshot is committed: a refused auto-gc is reported, not a failed capture.
             print(f"codexr: warning: automatic gc skipped: {exc}", file=sys.stderr)
@@ -173,7 +173,7 @@ def _diff(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     a = store.resolve(args.id)
     b = store.resolve(args.id2) if args.id2 else None
-    changes = store.diff(a, b, root=None if b else _workspace(args.cd), scope=ctx.settings.scope())
+    changes = store.diff(a, b, root=None if b else _workspace(args.cd), scope=ctx.scope())
     if ctx.json:
         ctx.emit({"from": a, "to": b or "workspace", "changes": [{"path": c.path, "change": c.change}
                                                                  for c in changes]})
@@ -208,7 +208,7 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
     snap = store.resolve(args.id)
     root = _workspace(args.into or args.cd)
     into = args.into is not None
-    scope = ctx.settings.scope()
+    scope = ctx.scope()
     if args.dry_run:
         res = store.restore(snap, root, dry_run=True, scope=scope, into=into)
         if ctx.json:
@@ -269,7 +269,7 @@ def _verify(ctx: Context, args: argparse.Namespace) -> int:
     try:
         from snapshot_store.verify import verify
 
-        report = verify(store, full=args.full, repair=args.repair, retention=ctx.settings.retention(),
+        report = verify(store, full=args.full, repair=args.repair, retention=ctx.retention(),
                         progress=lambda n, t: ctx.progress(f"verified {n}/{t} blobs"))
     finally:
         ctx.done_progress()
@@ -292,7 +292,7 @@ def _gc(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     from snapshot_store.gc import gc
 
-    plan = gc(store, ctx.settings.retention(), dry_run=args.dry_run)
+    plan = gc(store, ctx.retention(), dry_run=args.dry_run)
     if ctx.json:
         ctx.emit(plan.as_json())
         return 0

@@ -90,6 +90,9 @@ class Bench:
         self.run_dir = run_dir
         self.rec = Recorder(args.rounds)
         self.base_env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+        # An installed codexr has its bytecode compiled (pip does it); with PYTHONDONTWRITEBYTECODE set (as in
+        # this project's sandboxes) every command would re-compile this checkout's sources (~0.1 s, measured).
+        self.base_env.pop("PYTHONDONTWRITEBYTECODE", None)
 
     # ---------------------------------------------------------------------------------------- setup
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .errors import IgnoreFileError, WorkspaceError
 from .fsutil import NotSmallRegular, read_small_regular
 from .manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, UnlistedDir
+from .manifest import forbidden as forbidden  # defined there, next to valid_key; named here for callers
 from .reasons import Reason, unreadable
 from .settings import ScopeSettings
 
@@ -102,15 +102,6 @@ def _read_ignore_file(path: Path) -> bytes | None:
         if exc.errno == errno.ELOOP:
             raise IgnoreFileError(f"{path}: is a symlink; it must be a regular file") from exc
         raise IgnoreFileError(f"{path}: cannot be read: {exc.strerror}") from exc
-
-
-# `.git` in any letter case: macOS and Windows file systems are case-insensitive.
-_FORBIDDEN = re.compile(r"(?:^|/)(?:\.{1,2}|\.git)?(?:/|$)", re.IGNORECASE)
-
-
-def forbidden(rel: str) -> bool:
-    """Paths the store never reads or writes: anything inside a `.git`, and malformed names."""
-    return _FORBIDDEN.search(rel) is not None
 
 
 @dataclass
