@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import errno
+import marshal
 import os
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import blake3
 import pygit2
 
 from . import wildmatch
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .errors import IgnoreFileError, WorkspaceError
-from .fsutil import NotSmallRegular, read_small_regular
+from .fsutil import NotSmallRegular, atomic_write, read_small_regular
 from .manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, UnlistedDir
 from .manifest import forbidden as forbidden  # defined there, next to valid_key; named here for callers
 from .reasons import Reason, unreadable
@@ -110,10 +112,47 @@ class GitTracked:
 
     paths: list[str]
     signature: tuple[int, ...] | None
+    source: tuple[str, str] = ("", "")
+    """(index file, workspace prefix in the work tree): with `signature`, what a cached listing must match."""
+
+    @classmethod
+    def load(cls, path: Path) -> GitTracked | None:
+        """The listing a previous process saved (see `save`), or None when absent or damaged."""
+        try:
+            data = path.read_bytes()
+            magic, head = len(GIT_CACHE_MAGIC), len(GIT_CACHE_MAGIC) + 32
+            if not data.startswith(GIT_CACHE_MAGIC) or blake3.blake3(data[head:]).digest() != data[magic:head]:
+                return None
+            index, prefix, signature, paths = marshal.loads(data[head:])
+        except (OSError, ValueError, EOFError, TypeError):
+            return None
+        if not (isinstance(index, str) and isinstance(prefix, str) and isinstance(signature, tuple)
+                and all(type(v) is int for v in signature) and isinstance(paths, list)
+                and all(type(p) is str for p in paths)):
+            return None
+        return cls(paths, signature, (index, prefix))
+
+    def save(self, path: Path) -> None:
+        """Keep the listing for the next process (disposable, checksummed, no fsync, like the stat cache).
+
+        Reading 11,000 entries through pygit2 costs ~55 ms per one-shot command; loading them back ~3 ms
+        (measured). `git_tracked` trusts it only for the same index file whose stat signature is unchanged,
+        the rule it already applies to the listing it keeps in memory.
+        """
+        if self.signature is None:
+            return
+        payload = marshal.dumps((self.source[0], self.source[1], self.signature, self.paths))
+        atomic_write(path, GIT_CACHE_MAGIC + blake3.blake3(payload).digest() + payload, sync=False)
+
+
+GIT_CACHE_MAGIC = b"CRGIT1\n"
 
 
 def git_tracked(root: Path, cached: GitTracked | None = None) -> GitTracked:
-    """Read the Git index with pygit2; the workspace may be a subdirectory of the work tree."""
+    """Read the Git index with pygit2; the workspace may be a subdirectory of the work tree.
+
+    `cached` (the previous listing) is returned as it is while the same index file keeps its signature.
+    """
     found = pygit2.discover_repository(str(root))
     if found is None:
         return GitTracked([], None)
@@ -130,12 +169,13 @@ def git_tracked(root: Path, cached: GitTracked | None = None) -> GitTracked:
         signature: tuple[int, ...] | None = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
     except FileNotFoundError:
         return GitTracked([], None)
-    if cached is not None and cached.signature == signature:
-        return cached
     prefix = os.path.relpath(os.path.realpath(root), os.path.realpath(workdir)).replace(os.sep, "/")
     if prefix == ".." or prefix.startswith("../"):
         return GitTracked([], signature)
     prefix = "" if prefix == "." else prefix + "/"
+    source = (str(index_path), prefix)
+    if cached is not None and cached.signature == signature and cached.source == source:
+        return cached
     cut = len(prefix)
     paths: list[str] = []
     try:
@@ -147,7 +187,7 @@ def git_tracked(root: Path, cached: GitTracked | None = None) -> GitTracked:
         if entry.mode == GITLINK_MODE or not p.startswith(prefix):
             continue
         paths.append(p[cut:])
-    return GitTracked(paths, signature)
+    return GitTracked(paths, signature, source)
 
 
 @dataclass
