@@ -386,11 +386,10 @@ def _select(
 
     limit = settings.residue_max_files
     max_bytes = settings.residue_max_file_bytes
-    residue_candidates.sort(reverse=True)
+    # Newest first; the covered (tracked, known) files drop out before the sort rather than after it.
+    residue = sorted(((mtime, rel) for mtime, rel in residue_candidates if rel not in covered), reverse=True)
     taken = 0
-    for _mtime, rel in residue_candidates:
-        if rel in covered:
-            continue
+    for _mtime, rel in residue:
         st = walk_stats[rel]
         if force is not None and force(rel):
             scope.to_capture[rel] = st
@@ -411,8 +410,8 @@ def too_large_skipped(files: FileMap, skipped: list[tuple[str, str]], limit: int
     """
     listed = {p for p, _why in skipped}
     reason = f"{TOO_LARGE} ({limit} bytes); not captured"
-    return [(p, reason) for p, e in sorted(files.items())
-            if e.kind == "x" and e.reason == TOO_LARGE and p not in listed]
+    return [(p, reason) for p in sorted(p for p, e in files.items()
+                                        if e.kind == "x" and e.reason == TOO_LARGE and p not in listed)]
 
 
 def _under(rel: str, dirs: tuple[str, ...]) -> bool:
