@@ -12,6 +12,8 @@ Every row is a whole process, timed from spawn to exit, in interleaved rounds (b
 * restore: rewrite 1 tracked file, then `codexr snapshots restore ID --yes` vs `git read-tree -u --reset TREE`.
 
 Reference rows: `python -c pass` and `python -c "import app.cli"` (what every codexr command pays first).
+With `--baseline DIR` (another checkout, e.g. `git worktree add /tmp/main-wt main`) every codexr row is also
+timed from that checkout in the same rounds, with its own CODEX_HOMEs, and the report adds after/before ratios.
 The report gives medians over rounds, min-max, and medians of per-round ratios against the baseline measured
 in the same round (see /work/shared/BENCH_NOTES.md and bench/README.md). Progress goes to stderr.
 """
@@ -19,6 +21,7 @@ in the same round (see /work/shared/BENCH_NOTES.md and bench/README.md). Progres
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -44,16 +47,16 @@ from workspace_gen import WorkspaceSpec, generate  # noqa: E402
 PROMPT = "startup bench ping"
 REPLY = "pong from the scripted model"
 
-# (label, op, [(ratio name, denominator op)], target: (denominator op, limit) or None)
+# (label, op, denominator op for the ratio or None, target limit or None); "{tree}" rows repeat per codexr tree
 ROWS: list[tuple[str, str, str | None, float | None]] = [
     ("python -c pass", "py.pass", None, None),
-    ('python -c "import app.cli"', "py.import_cli", "py.pass", None),
+    ('python -c "import app.cli"', "{tree}.import_cli", "py.pass", None),
     ("codex exec (pinned binary)", "codex.exec", None, None),
-    ("codexr exec", "codexr.exec", "codex.exec", 1.5),
+    ("codexr exec", "{tree}.exec", "codex.exec", 1.5),
     ("git add -A + write-tree, unchanged", "git.unchanged", None, None),
-    ("codexr snapshots capture, unchanged", "codexr.capture", "git.unchanged", 3.0),
+    ("codexr snapshots capture, unchanged", "{tree}.capture", "git.unchanged", 3.0),
     ("git read-tree -u --reset, 1 file", "git.restore1", None, None),
-    ("codexr snapshots restore --yes, 1 file", "codexr.restore1", "git.restore1", 3.0),
+    ("codexr snapshots restore --yes, 1 file", "{tree}.restore1", "git.restore1", 3.0),
 ]
 
 
@@ -79,9 +82,19 @@ def timed(cmd: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[float, sub
     return time.perf_counter() - t0, res
 
 
-def codexr_cmd(*args: str) -> list[str]:
-    """`codexr ARGS` as the tests run it (this checkout's packages first: cwd is the repository root)."""
-    return [sys.executable, "-m", "app.cli", *args]
+@dataclass
+class Tree:
+    """One codexr checkout whose commands are timed: `codexr` (this one) or `baseline` (--baseline DIR)."""
+
+    name: str
+    root: Path
+    exec_env: dict[str, str] = field(default_factory=dict)
+    snap_env: dict[str, str] = field(default_factory=dict)
+    snap_id: str = ""
+
+    def cmd(self, *args: str) -> list[str]:
+        """`codexr ARGS` as the tests run it: `python -m app.cli` with cwd = the checkout (its packages first)."""
+        return [sys.executable, "-m", "app.cli", *args]
 
 
 class Bench:
@@ -93,6 +106,9 @@ class Bench:
         # An installed codexr has its bytecode compiled (pip does it); with PYTHONDONTWRITEBYTECODE set (as in
         # this project's sandboxes) every command would re-compile this checkout's sources (~0.1 s, measured).
         self.base_env.pop("PYTHONDONTWRITEBYTECODE", None)
+        self.trees = [Tree("codexr", REPO_ROOT)]
+        if args.baseline:
+            self.trees.append(Tree("baseline", Path(args.baseline).resolve()))
 
     # ---------------------------------------------------------------------------------------- setup
 
@@ -110,61 +126,66 @@ class Bench:
         (self.exec_ws / "main.py").write_text("print('hello')\n")
         subprocess.run(["git", "init", "-q"], cwd=self.exec_ws, check=True)
         subprocess.run(["git", "add", "-A"], cwd=self.exec_ws, check=True)
-        home = self.run_dir / "exec-home"
-        self.exec_env = {**self.base_env, **write_codex_home(home, self.model.base_url)}
-        # One untimed run of each first: Codex's first start on a never-used CODEX_HOME migrates/creates its
-        # state files (and two first starts must not race).
-        for fn in (self.codex_exec, self.codexr_exec):
-            fn(-1)
+        self.codex_env = {**self.base_env, **write_codex_home(self.run_dir / "exec-home", self.model.base_url)}
+        for tree in self.trees:
+            tree.exec_env = {**self.base_env,
+                             **write_codex_home(self.run_dir / f"exec-home-{tree.name}", self.model.base_url)}
+        # One untimed run of each first: Codex's first start on a never-used CODEX_HOME creates its state files
+        # (and two first starts must not race); Python writes the checkout's bytecode.
+        self.codex_exec(-1)
+        for tree in self.trees:
+            self.codexr_exec(tree, -1)
 
     def setup_store(self) -> None:
         spec = WorkspaceSpec(files=self.args.files, mb=self.args.mb)
         log(f"generating a {spec.files}-file / {spec.mb} MB workspace ...")
         self.ws = generate(self.run_dir / "ws", spec, log=log)
         self.modifier = Modifier(self.ws, seed=7)
-        self.snap_env = {**self.base_env, "CODEX_HOME": str(self.run_dir / "snap-home")}
-        (self.run_dir / "snap-home").mkdir()
         self.shadow = GitShadow(self.run_dir / "shadow.git", self.ws.root)
         log("cold snapshots (untimed): internal git repository, codexr ...")
         self.shadow.init()
         self.git_tree = self.shadow.snapshot()
-        self.snap_id = self.codexr_capture(-1)
-        if not self.snap_id:
-            raise SystemExit("codexr snapshots capture failed on the cold run: see the PROBLEM above")
+        for tree in self.trees:
+            home = self.run_dir / f"snap-home-{tree.name}"
+            home.mkdir()
+            tree.snap_env = {**self.base_env, "CODEX_HOME": str(home)}
+            tree.snap_id = self.codexr_capture(tree, -1)
+            if not tree.snap_id:
+                raise SystemExit(f"{tree.name}: snapshots capture failed on the cold run: see the PROBLEM above")
 
     # ----------------------------------------------------------------------------------------- blocks
 
     def codex_exec(self, rnd: int) -> None:
         cmd = [self.codex, "exec", "--skip-git-repo-check", PROMPT]
-        secs, res = timed(cmd, cwd=self.exec_ws, env=self.exec_env)
+        secs, res = timed(cmd, cwd=self.exec_ws, env=self.codex_env)
         if res.returncode != 0 or REPLY not in res.stdout:
             self.rec.problem(f"codex exec failed ({res.returncode}): {res.stdout[-300:]} {res.stderr[-500:]}")
         elif rnd >= 0:
             self.rec.record("codex.exec", rnd, secs)
 
-    def codexr_exec(self, rnd: int) -> None:
-        secs, res = timed(codexr_cmd("-C", str(self.exec_ws), "exec", PROMPT), cwd=REPO_ROOT, env=self.exec_env)
+    def codexr_exec(self, tree: Tree, rnd: int) -> None:
+        secs, res = timed(tree.cmd("-C", str(self.exec_ws), "exec", PROMPT), cwd=tree.root, env=tree.exec_env)
         if res.returncode != 0 or REPLY not in res.stdout:
-            self.rec.problem(f"codexr exec failed ({res.returncode}): {res.stdout[-300:]} {res.stderr[-500:]}")
+            self.rec.problem(f"{tree.name} exec failed ({res.returncode}): {res.stdout[-300:]} {res.stderr[-500:]}")
         elif rnd >= 0:
-            self.rec.record("codexr.exec", rnd, secs)
+            self.rec.record(f"{tree.name}.exec", rnd, secs)
 
-    def codexr_capture(self, rnd: int, *, expect_unchanged: bool = False) -> str:
-        cmd = codexr_cmd("snapshots", "capture", "-C", str(self.ws.root), "--json")
-        secs, res = timed(cmd, cwd=REPO_ROOT, env=self.snap_env)
+    def codexr_capture(self, tree: Tree, rnd: int, *, expect_unchanged: bool = False) -> str:
+        cmd = tree.cmd("snapshots", "capture", "-C", str(self.ws.root), "--json")
+        secs, res = timed(cmd, cwd=tree.root, env=tree.snap_env)
         if res.returncode != 0:
-            self.rec.problem(f"codexr snapshots capture failed ({res.returncode}): {res.stderr[-500:]}")
+            self.rec.problem(f"{tree.name} snapshots capture failed ({res.returncode}): {res.stderr[-500:]}")
             return ""
         doc = json.loads(res.stdout)
         if expect_unchanged and not doc.get("unchanged"):
-            self.rec.problem(f"round {rnd}: an 'unchanged' codexr capture reported changes")
+            self.rec.problem(f"round {rnd}: an 'unchanged' {tree.name} capture reported changes")
         if rnd >= 0:
-            self.rec.record("codexr.capture", rnd, secs)
+            self.rec.record(f"{tree.name}.capture", rnd, secs)
         return str(doc["id"])
 
-    def block_capture(self, rnd: int) -> None:
-        self.codexr_capture(-1)  # untimed sync: absorbs the restore blocks' rewrites (new mtimes)
-        self.codexr_capture(rnd, expect_unchanged=True)
+    def block_capture(self, tree: Tree, rnd: int) -> None:
+        self.codexr_capture(tree, -1)  # untimed sync: absorbs the restore blocks' rewrites (new mtimes)
+        self.codexr_capture(tree, rnd, expect_unchanged=True)
 
     def block_git_capture(self, rnd: int) -> None:
         self.shadow.snapshot()  # untimed sync
@@ -174,18 +195,18 @@ class Bench:
         if tree != self.git_tree:
             self.rec.problem(f"round {rnd}: git's unchanged tree is {tree}, expected {self.git_tree}")
 
-    def block_restore(self, rnd: int) -> None:
+    def block_restore(self, tree: Tree, rnd: int) -> None:
         rels = self.modifier.take(1)
         expected = self.modifier.read(rels)
         self.modifier.rewrite(rels)
-        cmd = codexr_cmd("-C", str(self.ws.root), "snapshots", "restore", self.snap_id, "--yes")
-        secs, res = timed(cmd, cwd=REPO_ROOT, env=self.snap_env)
+        cmd = tree.cmd("-C", str(self.ws.root), "snapshots", "restore", tree.snap_id, "--yes")
+        secs, res = timed(cmd, cwd=tree.root, env=tree.snap_env)
         if res.returncode != 0 or self.modifier.check_restored(expected):
-            self.rec.problem(f"round {rnd}: codexr restore failed ({res.returncode}): {res.stderr[-500:]}")
+            self.rec.problem(f"round {rnd}: {tree.name} restore failed ({res.returncode}): {res.stderr[-500:]}")
             for rel, data in expected.items():  # put it back so the other blocks see the base tree
                 (self.ws.root / rel).write_bytes(data)
             return
-        self.rec.record("codexr.restore1", rnd, secs)
+        self.rec.record(f"{tree.name}.restore1", rnd, secs)
 
     def block_git_restore(self, rnd: int) -> None:
         rels = self.modifier.take(1)
@@ -202,28 +223,37 @@ class Bench:
         self.rec.record("git.restore1", rnd, secs)
 
     def block_python(self, rnd: int) -> None:
-        for op, code in (("py.pass", "pass"), ("py.import_cli", "import app.cli")):
-            secs, res = timed([sys.executable, "-c", code], cwd=REPO_ROOT, env=self.base_env)
+        secs, res = timed([sys.executable, "-c", "pass"], cwd=REPO_ROOT, env=self.base_env)
+        self.rec.record("py.pass", rnd, secs)
+        for tree in self.trees:
+            secs, res = timed([sys.executable, "-c", "import app.cli"], cwd=tree.root, env=self.base_env)
             if res.returncode != 0:
-                self.rec.problem(f"python -c {code!r} failed: {res.stderr[-300:]}")
+                self.rec.problem(f"{tree.name}: python -c 'import app.cli' failed: {res.stderr[-300:]}")
             else:
-                self.rec.record(op, rnd, secs)
+                self.rec.record(f"{tree.name}.import_cli", rnd, secs)
 
     # -------------------------------------------------------------------------------------------- run
 
     def run(self) -> None:
         parts = set(self.args.only.split(","))
         blocks: list[tuple[str, Callable[[int], None]]] = [("python", self.block_python)]
+        per_tree: list[tuple[str, Callable[[Tree, int], None]]] = []
         if "exec" in parts:
-            log("exec: starting the scripted model and warming up both commands ...")
+            log("exec: starting the scripted model and warming up the commands ...")
             self.setup_exec()
-            blocks += [("codex exec", self.codex_exec), ("codexr exec", self.codexr_exec)]
+            blocks.append(("codex exec", self.codex_exec))
+            per_tree.append(("exec", self.codexr_exec))
         if parts & {"capture", "restore"}:
             self.setup_store()
         if "capture" in parts:
-            blocks += [("git capture", self.block_git_capture), ("codexr capture", self.block_capture)]
+            blocks.append(("git capture", self.block_git_capture))
+            per_tree.append(("capture", self.block_capture))
         if "restore" in parts:
-            blocks += [("git restore", self.block_git_restore), ("codexr restore", self.block_restore)]
+            blocks.append(("git restore", self.block_git_restore))
+            per_tree.append(("restore", self.block_restore))
+        for name, fn in per_tree:
+            for tree in self.trees:
+                blocks.append((f"{tree.name} {name}", functools.partial(fn, tree)))
         for rnd in range(self.args.rounds):
             shift = rnd % len(blocks)
             order = blocks[shift:] + blocks[:shift]
@@ -233,33 +263,51 @@ class Bench:
 
     # ----------------------------------------------------------------------------------------- report
 
+    def rows(self) -> list[tuple[str, str, str | None, float | None]]:
+        """ROWS with the per-tree rows repeated; the baseline's rows get no target but an after/before ratio."""
+        out = []
+        for label, op, denom, limit in ROWS:
+            if "{tree}" not in op:
+                out.append((label, op, denom, limit))
+                continue
+            for tree in self.trees:
+                suffix = "" if tree.name == "codexr" else f" [{tree.name}]"
+                out.append((label + suffix, op.format(tree=tree.name), denom,
+                            limit if tree.name == "codexr" else None))
+        return out
+
     def report(self) -> dict[str, Any]:
         s = self.rec.samples
         load = os.getloadavg() if hasattr(os, "getloadavg") else ()
         print(f"bench_startup: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
               f"loadavg {' '.join(f'{x:.2f}' for x in load)}")
-        print(f"{self.args.rounds} rounds; whole processes; ratios are medians of per-round ratios\n")
+        print(f"{self.args.rounds} rounds; whole processes; capture tree {self.args.files} files / {self.args.mb} MB; "
+              "ratios are medians of per-round ratios")
+        for tree in self.trees:
+            print(f"  {tree.name}: {tree.root}")
+        print()
         print(f"  {'operation':<42} {'median':>9} {'min-max':>15}  ratio")
         out: dict[str, Any] = {"rows": {}, "targets": {}, "problems": self.rec.problems}
-        for label, op, denom, limit in ROWS:
+        for label, op, denom, limit in self.rows():
             summ = summary(list(s.get(op, {}).values()))
             if summ is None:
                 continue
             r = ratio(s.get(op), s.get(denom)) if denom else None
-            rtext = ""
-            if r is not None:
-                rtext = f"{r['median']:.2f}x {denom} ({r['min']:.2f}-{r['max']:.2f})"
+            rtext = f"{r['median']:.2f}x {denom} ({r['min']:.2f}-{r['max']:.2f})" if r is not None else ""
+            if op.startswith("codexr.") and len(self.trees) > 1:
+                before = ratio(s.get(op), s.get(op.replace("codexr.", "baseline.", 1)))
+                if before is not None:
+                    rtext += f"; {before['median']:.2f}x baseline"
             print(f"  {label:<42} {summ['median'] * 1000:7.0f} ms "
                   f"{summ['min'] * 1000:6.0f}-{summ['max'] * 1000:<6.0f}  {rtext}")
-            out["rows"][op] = {"summary": summ, "samples": s.get(op), "ratio": r}
+            out["rows"][op] = {"label": label, "summary": summ, "samples": s.get(op), "ratio": r}
             if limit is not None and r is not None:
                 verdict = "PASS" if r["median"] <= limit else "MISS"
-                out["targets"][op] = {"ratio": r["median"], "limit": limit, "verdict": verdict}
+                out["targets"][op] = {"ratio": r["median"], "limit": limit, "verdict": verdict, "of": denom}
         if out["targets"]:
             print("\n== targets ==")
             for op, t in out["targets"].items():
-                print(f"  {op} / {dict((o, d) for _l, o, d, _x in ROWS)[op]:<16} {t['ratio']:5.2f}x  "
-                      f"<= {t['limit']:.1f}x  {t['verdict']}")
+                print(f"  {op + ' / ' + t['of']:<36} {t['ratio']:6.2f}x  <= {t['limit']:.1f}x  {t['verdict']}")
         for msg in self.rec.problems:
             print(f"PROBLEM: {msg}")
         return out
@@ -272,6 +320,8 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=None, help="tracked files of the capture tree (default 11,000)")
     ap.add_argument("--mb", type=float, default=None, help="MB of the capture tree (default 75)")
     ap.add_argument("--only", default="exec,capture,restore", help="comma list of exec, capture, restore")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="another codexr checkout (e.g. a worktree of main) timed in the same rounds, for before/after")
     ap.add_argument("--dir", default=None, help="parent of the run's fresh temporary directory")
     ap.add_argument("--keep", action="store_true", help="keep the run directory")
     ap.add_argument("--json", metavar="FILE", help="write samples, summaries, ratios and targets as JSON")
@@ -285,7 +335,8 @@ def main() -> int:
         bench.run()
         out = bench.report()
         if args.json:
-            out["meta"] = {"rounds": args.rounds, "files": args.files, "mb": args.mb, "python": sys.version}
+            out["meta"] = {"rounds": args.rounds, "files": args.files, "mb": args.mb, "python": sys.version,
+                           "baseline": args.baseline}
             Path(args.json).write_text(json.dumps(out, indent=2, default=str))
     finally:
         model = getattr(bench, "model", None)

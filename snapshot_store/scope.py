@@ -141,7 +141,7 @@ class GitTracked:
         """
         if self.signature is None:
             return
-        payload = marshal.dumps((self.source[0], self.source[1], self.signature, self.paths))
+        payload = marshal.dumps((self.source[0], self.source[1], self.signature, self.paths), 2)  # see StatCache
         atomic_write(path, GIT_CACHE_MAGIC + blake3.blake3(payload).digest() + payload, sync=False)
 
 
