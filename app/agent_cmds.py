@@ -7,12 +7,12 @@ import datetime as dt
 import sys
 from typing import TYPE_CHECKING, Any
 
-from snapshot_store import RestorePlan
-
 from .context import Context, UsageError
 from .snapshot_cmds import print_plan, show_path
 
 if TYPE_CHECKING:  # the SDK import costs ~0.5 s: only commands that start Codex pay it
+    from snapshot_store import RestorePlan
+
     from .session import ApprovalRequest, RedoPreview, RewindPreview, RewindResult, Session, SessionOptions
 
 

@@ -7,7 +7,7 @@ import codecs
 import sys
 from collections.abc import Sequence
 
-from config import ConfigError, codex_home, load_config
+from config import ConfigError, codex_home, defaults_apply
 from snapshot_store import StoreError
 
 from . import agent_cmds, config_cmds, demo, doctor, history_cmds, snapshot_cmds, tui_cmds
@@ -113,11 +113,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         tui_cmds.check_app_flags(args)
         home = codex_home()
-        loaded = load_config(home, overrides=args.overrides, enable=args.enable, disable=args.disable)
-        for warning in loaded.warnings:
-            print(f"codexr: warning: {warning}", file=sys.stderr)
-        ctx = Context(home=home, settings=loaded.settings,
-                      json=bool(getattr(args, "json", False) or args.json_global))
+        settings = None  # no source sets a codexr key: the defaults, validated only if a command asks
+        if not defaults_apply(home, overrides=args.overrides, enable=args.enable, disable=args.disable):
+            from config import load_config  # pydantic: ~0.1-0.25 s (bench/bench_startup.py)
+
+            loaded = load_config(home, overrides=args.overrides, enable=args.enable, disable=args.disable)
+            for warning in loaded.warnings:
+                print(f"codexr: warning: {warning}", file=sys.stderr)
+            settings = loaded.settings
+        ctx = Context(home=home, loaded=settings, json=bool(getattr(args, "json", False) or args.json_global))
         try:
             return int(args.handler(ctx, args))
         finally:

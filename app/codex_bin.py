@@ -13,10 +13,12 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-from config import CodexrSettings
+from typing import TYPE_CHECKING
 
 from .context import UsageError
+
+if TYPE_CHECKING:
+    from config import CodexrSettings
 
 #: The environment variable naming the Codex executable (below `--codex-bin`, above the config key).
 ENV_VAR = "CODEXR_CODEX_BIN"

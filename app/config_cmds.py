@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from config import load_config
-
 from .context import Context
 
 
@@ -20,6 +18,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def _config(ctx: Context, args: argparse.Namespace) -> int:
     """Print every setting as `key = value  # source`; the text is valid TOML for codexr.toml."""
+    from config import load_config  # pydantic: only this command and configured ones pay for it
+
     loaded = load_config(ctx.home, overrides=args.overrides, enable=args.enable, disable=args.disable)
     if ctx.json:
         ctx.emit({

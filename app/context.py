@@ -6,10 +6,13 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from config import CodexrSettings
-from snapshot_store import Store
+from snapshot_store.settings import RetentionPolicy, ScopeSettings
+
+if TYPE_CHECKING:  # both load on first use: a one-shot command pays only for what it touches
+    from config import CodexrSettings
+    from snapshot_store import Store
 
 
 class UsageError(Exception):
@@ -21,9 +24,33 @@ class Context:
     """Per-invocation state shared by command handlers."""
 
     home: Path
-    settings: CodexrSettings
+    loaded: CodexrSettings | None = None
+    """The validated settings; None when no source sets a codexr key (`config.defaults_apply`): the
+    defaults then hold, and pydantic loads only if a command asks for `settings` (a one-shot
+    `snapshots capture` skips ~0.1-0.25 s of imports; see bench/bench_startup.py)."""
     json: bool = False
     _store: Store | None = field(default=None, repr=False)
+
+    @property
+    def settings(self) -> CodexrSettings:
+        """The validated settings (the defaults are validated on first use)."""
+        if self.loaded is None:
+            from config import load_settings
+
+            self.loaded = load_settings(self.home)
+        return self.loaded
+
+    def scope(self) -> ScopeSettings:
+        """The capture scope of `[file_snapshots]` (the defaults need no pydantic)."""
+        return ScopeSettings() if self.loaded is None else self.loaded.scope()
+
+    def retention(self) -> RetentionPolicy:
+        """The gc policy of `[file_snapshots]` (the defaults need no pydantic)."""
+        return RetentionPolicy() if self.loaded is None else self.loaded.retention()
+
+    def auto_gc(self) -> bool:
+        """`file_snapshots.auto_gc` (on by default)."""
+        return True if self.loaded is None else self.loaded.file_snapshots.auto_gc
 
     @property
     def store_dir(self) -> Path:
@@ -33,6 +60,8 @@ class Context:
     def store(self) -> Store:
         """Open the store once per command; Codex's home is protected from capture and restore."""
         if self._store is None:
+            from snapshot_store import Store
+
             self._store = Store.open(self.store_dir, protected=[self.home])
         return self._store
 

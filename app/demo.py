@@ -15,22 +15,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
-
-from config import load_settings
+from typing import TYPE_CHECKING, Any
 
 from .context import Context
-from .scripted_model import (
-    RESPONDER_HELP,
-    ScriptedModel,
-    add_file,
-    delete_file,
-    message,
-    responder,
-    shell,
-    update_file,
-    write_codex_home,
-)
+
+if TYPE_CHECKING:  # the scripted model (an HTTP server) loads only when the demo runs
+    from .scripted_model import ScriptedModel
 
 PROMPT_1 = "Add a test for greet()"
 PROMPT_2 = "Make greet() shout, drop the notes, regenerate the docs"
@@ -61,6 +51,8 @@ def dispatch(ctx: Context, args: argparse.Namespace) -> int:
 
 def banner(ws: Path, *, app: bool = False) -> str:
     """The first screen of the interactive demo: what this is and the scripted model's vocabulary."""
+    from .scripted_model import RESPONDER_HELP
+
     if app:  # Markdown in the app's transcript: one line per idea, the app's own keys
         vocabulary = RESPONDER_HELP.replace("\n", " ")
         return (f"**codexr demo**: the real Codex against a scripted model on 127.0.0.1, in a scratch workspace "
@@ -77,6 +69,9 @@ def banner(ws: Path, *, app: bool = False) -> str:
 
 def interactive(args: argparse.Namespace, *, plain: bool, codex_bin: str | None = None) -> int:
     """The demo a person plays with: the TUI (or line mode) on a scratch workspace and CODEX_HOME."""
+    from config import load_settings
+
+    from .scripted_model import ScriptedModel, responder, write_codex_home
     from .session import SessionOptions
 
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="codexr-demo-"))
@@ -130,6 +125,8 @@ def _make_workspace(ws: Path) -> None:
 
 
 def _script(model: ScriptedModel) -> None:
+    from .scripted_model import add_file, delete_file, message, shell, update_file
+
     model.script(PROMPT_1, [
         add_file("tests/test_app.py", "from src.app import greet\n\n\ndef test_greet():\n"
                                       "    assert greet('x') == 'hello x'\n"),
@@ -145,6 +142,9 @@ def _script(model: ScriptedModel) -> None:
 
 def run(ctx: Context, args: argparse.Namespace, codex_bin: str | None = None) -> int:
     """Two prompts, the second a bad experiment; rewind to it, then redo."""
+    from config import load_settings
+
+    from .scripted_model import ScriptedModel, write_codex_home
     from .session import Session, SessionOptions
 
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="codexr-demo-"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.metadata
 import os
 import re
 import sys
@@ -12,8 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from snapshot_store import Store, StoreError
-from snapshot_store.verify import verify
+from snapshot_store import StoreError
 
 from .codex_bin import CodexBinary, binary_version, choose, pinned_path
 from .context import Context, UsageError
@@ -32,6 +30,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _dist_version(name: str) -> str:
+    import importlib.metadata  # ~20 ms: only --version and doctor read package metadata
+
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
@@ -45,6 +45,8 @@ def codexr_version() -> str:
 
 def sdk_protocol_version() -> str:
     """The Codex version whose app-server protocol the SDK was generated from: the runtime it pins."""
+    import importlib.metadata
+
     for req in importlib.metadata.requires(SDK_DIST) or []:
         match = re.fullmatch(rf"{PINNED_DIST}\s*==\s*([\w.+-]+)", req.split(";")[0].strip())
         if match:
@@ -166,6 +168,9 @@ def _app_server_checks(ctx: Context, args: argparse.Namespace, binary: CodexBina
 
 def _store_check(ctx: Context) -> Check:
     """A quick (not --full) verify of the snapshot store, and its size on disk."""
+    from snapshot_store import Store
+    from snapshot_store.verify import verify
+
     path = ctx.store_dir
     if not (path / "format").exists():
         return Check("store", "ok", f"snapshot store {path}: none yet (created by the first snapshot)")

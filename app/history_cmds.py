@@ -10,14 +10,14 @@ import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .context import Context, UsageError
-from .history.browse import nothing_found, skipped_note
-from .history.catalog import Catalog, HistoryError, Session, conversation, source_label
-from .history.render import conversation_json, markdown, session_json, short_time
-from .history.search import Matcher
-from .history.store import Filter, HistoryStore, SearchResult
+
+if TYPE_CHECKING:  # the history modules load in the handlers: every other command skips them (~45 ms)
+    from .history.catalog import Catalog, Session
+    from .history.search import Matcher
+    from .history.store import HistoryStore, SearchResult
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -63,6 +63,8 @@ def _group_help(p: argparse.ArgumentParser) -> int:
 
 
 def _open(ctx: Context) -> HistoryStore:
+    from .history.store import HistoryStore
+
     return HistoryStore(ctx.home)
 
 
@@ -84,6 +86,10 @@ def _n(args: argparse.Namespace) -> int:
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> int:
+    from .history.browse import skipped_note
+    from .history.render import session_json
+    from .history.store import Filter
+
     flt = Filter(workspace=None if args.all else _workspace(args, True), archived=args.archived)
     n = _n(args)
     store = _open(ctx)
@@ -113,6 +119,9 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _list_line(s: Session, cat: Catalog) -> str:
+    from .history.catalog import source_label
+    from .history.render import session_json, short_time
+
     d = session_json(s, cat)
     bits = [s.id, short_time(d["last_activity"]), source_label(s.source, s.client), f"{d['prompts']} prompts"]
     if d["snapshots"]:
@@ -131,6 +140,12 @@ def _highlight(text: str, a: int, b: int, tty: bool) -> str:
 
 
 def _search(ctx: Context, args: argparse.Namespace) -> int:
+    from .history.browse import nothing_found, skipped_note
+    from .history.catalog import HistoryError, source_label
+    from .history.render import short_time
+    from .history.search import Matcher
+    from .history.store import Filter
+
     flt = Filter(workspace=_workspace(args, False), archived=args.archived)
     if args.context < 0:
         raise UsageError("--context must be 0 or more")
@@ -167,6 +182,8 @@ def _search(ctx: Context, args: argparse.Namespace) -> int:
 
 def search_json(text: str, matcher: Matcher, res: SearchResult) -> dict[str, Any]:
     """The stable `history search --json` document."""
+    from .history.catalog import source_label
+
     return {
         "query": text, "regex": matcher.regex, "kinds": list(matcher.kinds),
         "results": [{"session_id": h.session.id, "workspace": h.session.cwd, "source": h.session.source,
@@ -180,6 +197,8 @@ def search_json(text: str, matcher: Matcher, res: SearchResult) -> dict[str, Any
 
 
 def _load(ctx: Context, ident: str) -> tuple[HistoryStore, Catalog, Session, Any]:
+    from .history.catalog import HistoryError, conversation
+
     store = _open(ctx)
     try:
         cat = store.catalog()
@@ -191,6 +210,8 @@ def _load(ctx: Context, ident: str) -> tuple[HistoryStore, Catalog, Session, Any
 
 
 def _show(ctx: Context, args: argparse.Namespace) -> int:
+    from .history.render import conversation_json, markdown
+
     store, cat, sess, prompts = _load(ctx, args.id)
     try:
         if args.prompt is not None and not any(p.number == args.prompt for p in prompts):
@@ -217,6 +238,8 @@ def _inside(path: Path, root: Path) -> bool:
 
 
 def _export(ctx: Context, args: argparse.Namespace) -> int:
+    from .history.render import conversation_json, markdown
+
     out = Path(args.output)
     if any(_inside(out, ctx.home / d) for d in ("sessions", "archived_sessions")):
         raise UsageError(f"{out} is among Codex's own files; export elsewhere")

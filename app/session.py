@@ -293,6 +293,7 @@ class Session:
         self.model = opts.model or ""  # as Codex reports it once a thread is started or resumed
         self.next_model: str | None = None  # chosen with /model: sent with every later turn/start
         self.lock = SessionLock(self.store_dir, self.cwd)
+        self._started: set[str] = set()  # threads this session started: no turn ran on them before ours
         self.client = self._start_codex()
         self._drain = threading.Thread(target=self._drain_global, daemon=True, name="codexr-notices")
         self._drain.start()
@@ -453,6 +454,7 @@ class Session:
         """A new thread in this workspace; its sidecar is written with its first turn."""
         resp = self._rpc("cannot start a thread", lambda: self.client.thread_start(self._thread_params()))
         self.model = str(getattr(resp, "model", "") or self.model)
+        self._started.add(str(resp.thread.id))
         return str(resp.thread.id)
 
     def resume_thread(self, thread_id: str) -> str:
@@ -545,7 +547,9 @@ class Session:
         started = time.perf_counter()
         side = self.sidecar(thread_id)
         notice = None
-        if not self.sidecars.exists(thread_id):
+        # A thread this session just started has no earlier turns: asking Codex (thread/read) cost 30-70 ms of
+        # every `codexr exec` on a new thread (measured with bench/bench_startup.py).
+        if not self.sidecars.exists(thread_id) and thread_id not in self._started:
             notice = self._continuing_notice(thread_id, side)
         t0 = time.perf_counter()
         pre = self._capture(side, "pre-turn", f"before: {text[:60]}")

@@ -7,16 +7,16 @@ import datetime as dt
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from snapshot_store import RestorePlan, Store, StoreError
-from snapshot_store.gc import gc, maybe_auto_gc
-from snapshot_store.manifest import Entry
-from snapshot_store.restore import unified_diff
-from snapshot_store.verify import verify
+from snapshot_store import StoreError
 
 from .context import Context, UsageError
 from .workspace_lock import SessionLock
+
+if TYPE_CHECKING:  # the store's modules load in the handler that needs them (start-up: see bench_startup.py)
+    from snapshot_store import RestorePlan, Store
+    from snapshot_store.manifest import Entry
 
 
 def show_path(path: str) -> str:
@@ -89,7 +89,7 @@ def _group_help(parser: argparse.ArgumentParser) -> int:
 def _capture(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     try:
-        res = store.capture(args.cd, label=args.label, scope=ctx.settings.scope(), progress=ctx.read_progress)
+        res = store.capture(args.cd, label=args.label, scope=ctx.scope(), progress=ctx.read_progress)
     finally:
         ctx.done_progress()
     if res.recovered is not None:
@@ -103,9 +103,11 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
               f"{human_bytes(res.bytes_stored)} stored, {res.seconds:.2f} s{state}", file=sys.stderr)
         for path, reason in res.skipped:
             print(f"  skipped {show_path(path)}: {reason}", file=sys.stderr)
-    if ctx.settings.file_snapshots.auto_gc:
+    if ctx.auto_gc():
         try:
-            maybe_auto_gc(store, ctx.settings.retention())
+            from snapshot_store.gc import maybe_auto_gc
+
+            maybe_auto_gc(store, ctx.retention())
         except StoreError as exc:
             # The snapshot is committed: a refused auto-gc is reported, not a failed capture.
             print(f"codexr: warning: automatic gc skipped: {exc}", file=sys.stderr)
@@ -171,7 +173,7 @@ def _diff(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     a = store.resolve(args.id)
     b = store.resolve(args.id2) if args.id2 else None
-    changes = store.diff(a, b, root=None if b else _workspace(args.cd), scope=ctx.settings.scope())
+    changes = store.diff(a, b, root=None if b else _workspace(args.cd), scope=ctx.scope())
     if ctx.json:
         ctx.emit({"from": a, "to": b or "workspace", "changes": [{"path": c.path, "change": c.change}
                                                                  for c in changes]})
@@ -192,6 +194,8 @@ def print_plan(store: Store, plan: RestorePlan, with_diff: bool) -> None:
     for a in shown:
         print(f"{labels[a.op]} {show_path(a.path)}  ({a.reason})")
         if with_diff and a.op in ("write", "delete"):
+            from snapshot_store.restore import unified_diff
+
             sys.stdout.write(unified_diff(store, a))
     w, d, left = len(plan.writes), len(plan.deletes), len(plan.left)
     print(f"{w} to write, {d} to delete, {left} left alone")
@@ -204,7 +208,7 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
     snap = store.resolve(args.id)
     root = _workspace(args.into or args.cd)
     into = args.into is not None
-    scope = ctx.settings.scope()
+    scope = ctx.scope()
     if args.dry_run:
         res = store.restore(snap, root, dry_run=True, scope=scope, into=into)
         if ctx.json:
@@ -263,7 +267,9 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
 def _verify(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     try:
-        report = verify(store, full=args.full, repair=args.repair, retention=ctx.settings.retention(),
+        from snapshot_store.verify import verify
+
+        report = verify(store, full=args.full, repair=args.repair, retention=ctx.retention(),
                         progress=lambda n, t: ctx.progress(f"verified {n}/{t} blobs"))
     finally:
         ctx.done_progress()
@@ -284,7 +290,9 @@ def _verify(ctx: Context, args: argparse.Namespace) -> int:
 
 def _gc(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
-    plan = gc(store, ctx.settings.retention(), dry_run=args.dry_run)
+    from snapshot_store.gc import gc
+
+    plan = gc(store, ctx.retention(), dry_run=args.dry_run)
     if ctx.json:
         ctx.emit(plan.as_json())
         return 0

@@ -1,27 +1,55 @@
-"""codexr's settings: its own `$CODEX_HOME/codexr.toml`, plus what it still honours in Codex's `config.toml`."""
+"""codexr's settings: its own `$CODEX_HOME/codexr.toml`, plus what it still honours in Codex's `config.toml`.
 
-from .loader import (
-    CODEXR_FILE_NAME,
-    CONFIG_FILE_NAME,
-    ConfigError,
-    LoadedSettings,
-    SettingOrigin,
-    codex_home,
-    load_config,
-    load_settings,
-)
-from .settings import (
-    FEATURE_FILE_SNAPSHOTS,
-    FORK_ALIASES,
-    CodexrSettings,
-    FeaturesSettings,
-    FileSnapshotsSettings,
-    TuiSettings,
-    is_codexr_key,
-    settings_reference,
-    settings_reference_markdown,
-)
+The names load lazily (PEP 562): `config.files` (finding and reading the files) is cheap, while the loader and
+the models import pydantic (~0.1-0.25 s, measured with bench/bench_startup.py), which a one-shot command whose
+settings are all defaults never needs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .files import CODEXR_FILE_NAME, CONFIG_FILE_NAME, ConfigError, codex_home, defaults_apply
 from .sizes import format_size, parse_size
+
+if TYPE_CHECKING:
+    from .loader import LoadedSettings, SettingOrigin, load_config, load_settings
+    from .settings import (
+        FEATURE_FILE_SNAPSHOTS,
+        FORK_ALIASES,
+        CodexrSettings,
+        FeaturesSettings,
+        FileSnapshotsSettings,
+        TuiSettings,
+        is_codexr_key,
+        settings_reference,
+        settings_reference_markdown,
+    )
+
+#: Public name -> the submodule that defines it, imported on first use.
+_LAZY = {
+    **dict.fromkeys(("LoadedSettings", "SettingOrigin", "load_config", "load_settings"), "loader"),
+    **dict.fromkeys(("FEATURE_FILE_SNAPSHOTS", "FORK_ALIASES", "CodexrSettings", "FeaturesSettings",
+                     "FileSnapshotsSettings", "TuiSettings", "is_codexr_key", "settings_reference",
+                     "settings_reference_markdown"), "settings"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the submodule behind a public name the first time it is asked for."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """List the lazy names too."""
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "CODEXR_FILE_NAME",
@@ -36,6 +64,7 @@ __all__ = [
     "SettingOrigin",
     "TuiSettings",
     "codex_home",
+    "defaults_apply",
     "format_size",
     "is_codexr_key",
     "load_config",

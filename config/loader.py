@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -13,8 +11,10 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from snapshot_store.fsutil import NotSmallRegular, read_small_regular
-
+from .files import CODEXR_FILE_NAME as CODEXR_FILE_NAME
+from .files import CONFIG_FILE_NAME as CONFIG_FILE_NAME
+from .files import MAX_NESTING, ConfigError, check_nesting, display_path, read_toml
+from .files import codex_home as codex_home
 from .settings import (
     FEATURE_FILE_SNAPSHOTS,
     FORK_ALIASES,
@@ -29,19 +29,6 @@ from .settings import (
     toml_text,
 )
 from .sizes import format_size
-
-#: codexr's own settings file under CODEX_HOME: Codex never reads it, so Codex never warns about it.
-CODEXR_FILE_NAME = "codexr.toml"
-#: Codex's file; codexr still reads `features.file_snapshots`, `[file_snapshots]` and `[tui] keys` from it.
-CONFIG_FILE_NAME = "config.toml"
-
-MAX_CONFIG_BYTES = 16 * 1024 * 1024
-MAX_NESTING = 32  # no setting nests deeper than a few levels; deeper input only feeds recursion
-_TOML_POSITION_RE = re.compile(r"^(?P<msg>.*?)\s*\(at line (?P<line>\d+), column (?P<col>\d+)\)$")
-
-
-class ConfigError(Exception):
-    """A settings problem, phrased as one line naming where it came from (file or `-c`) and which key."""
 
 
 @dataclass(frozen=True)
@@ -94,13 +81,6 @@ class LoadedSettings:
     """(path, exists) of `codexr.toml` and `config.toml`, in precedence order (first wins)."""
 
 
-def codex_home(env: Mapping[str, str] | None = None) -> Path:
-    """Where Codex (and so codexr) keeps its files: non-empty `$CODEX_HOME`, else `~/.codex`."""
-    environ = os.environ if env is None else env
-    value = environ.get("CODEX_HOME", "")
-    return Path(value) if value else Path.home() / ".codex"
-
-
 def load_settings(
     codex_home: Path,
     *,
@@ -121,10 +101,10 @@ def load_config(
 ) -> LoadedSettings:
     """Merge defaults < `config.toml` < `codexr.toml` < `-c` (in order) < `--enable`/`--disable`, and validate."""
     own_path, shared_path = codex_home / CODEXR_FILE_NAME, codex_home / CONFIG_FILE_NAME
-    own = _Source(_display_path(own_path), dotted=False, origin=CODEXR_FILE_NAME)
-    shared = _Source(_display_path(shared_path), dotted=False, origin=CONFIG_FILE_NAME)
-    shared_doc = _read_toml(shared_path, shared)
-    own_doc = _read_toml(own_path, own)
+    own = _Source(display_path(own_path), dotted=False, origin=CODEXR_FILE_NAME)
+    shared = _Source(display_path(shared_path), dotted=False, origin=CONFIG_FILE_NAME)
+    shared_doc = read_toml(shared_path, shared.label)
+    own_doc = read_toml(own_path, own.label)
     data: dict[str, Any] = {}
     # Insertion order is recency: _set re-inserts, and _latest relies on it.
     sources: dict[tuple[str, ...], _Source] = {}
@@ -177,7 +157,10 @@ def _take_from_codex_config(
     sources: dict[tuple[str, ...], _Source],
     warnings: list[str],
 ) -> None:
-    """Read codexr's old places in Codex's file; keys codexr does not know there are warnings, not errors."""
+    """Read codexr's old places in Codex's file; keys codexr does not know there are warnings, not errors.
+
+    The places read here are the ones `files.codex_config_sets_codexr` looks for: keep the two in step.
+    """
     features = doc.get("features")
     if isinstance(features, dict) and FEATURE_FILE_SNAPSHOTS in features:
         _set(data, sources, ("features", FEATURE_FILE_SNAPSHOTS), features[FEATURE_FILE_SNAPSHOTS], source)
@@ -254,64 +237,6 @@ def _present(data: Mapping[str, Any], loc: tuple[str, ...]) -> bool:
     return True
 
 
-def _display_path(path: Path) -> str:
-    """Show a path with the home directory as `~`, the way users think of `~/.codex/config.toml`."""
-    try:
-        return "~/" + path.relative_to(Path.home()).as_posix()
-    except (ValueError, RuntimeError):
-        return str(path)
-
-
-def _read_toml(path: Path, source: _Source) -> dict[str, Any] | None:
-    """Parse a config file; None when it is missing (all defaults), any other failure is a ConfigError."""
-    try:
-        raw = _read_regular_file(path, source)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ConfigError(f"{source.label}: cannot read file: {exc.strerror or exc}") from None
-    try:
-        document = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{source.label}: invalid TOML: not UTF-8 text (byte {exc.start})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source.label}: {_toml_error_text(exc)}") from None
-    except RecursionError:
-        raise ConfigError(f"{source.label}: invalid TOML: nested too deeply") from None
-    _check_nesting(document, source.label)
-    return document
-
-
-def _check_nesting(value: Any, label: str) -> None:
-    """Refuse values nested beyond MAX_NESTING (walked without recursion), before recursive code sees them."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_NESTING:
-            raise ConfigError(f"{label}: nested more than {MAX_NESTING} levels deep")
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-
-
-def _read_regular_file(path: Path, source: _Source) -> bytes:
-    """The file's bytes if it is a regular file of sane size: a FIFO must not hang the command."""
-    try:
-        return read_small_regular(path, MAX_CONFIG_BYTES)
-    except NotSmallRegular as exc:
-        raise ConfigError(f"{source.label}: cannot read file: {exc}") from exc
-
-
-def _toml_error_text(exc: tomllib.TOMLDecodeError) -> str:
-    """Turn tomllib's "Msg (at line 3, column 5)" into "invalid TOML at line 3, column 5: msg"."""
-    message = str(exc).splitlines()[0] if str(exc) else "parse error"
-    match = _TOML_POSITION_RE.match(message)
-    if match is None:
-        return f"invalid TOML: {message}"
-    return f"invalid TOML at line {match['line']}, column {match['col']}: {match['msg']}"
-
-
 def _parse_override(raw: str) -> tuple[tuple[str, ...], Any]:
     """Split a Codex-style `-c key=value`; the value is TOML, or a plain string when it is not TOML."""
     key, sep, value_text = raw.partition("=")
@@ -329,7 +254,7 @@ def _parse_override(raw: str) -> tuple[tuple[str, ...], Any]:
         value = value_text
     except RecursionError:
         raise ConfigError(f"-c {key}=...: the value is nested too deeply") from None
-    _check_nesting(value, f"-c {key}=...")
+    check_nesting(value, f"-c {key}=...")
     return parts, value
 
 

@@ -14,10 +14,11 @@ from pydantic.fields import FieldInfo
 
 from snapshot_store.settings import DEFAULT_CHURN_DIRS, GIB, MIB, RetentionPolicy, ScopeSettings
 
+from .files import FEATURE_NAME
 from .sizes import format_size, parse_size
 
 #: The feature name used by `[features] file_snapshots` and `codexr --enable/--disable file_snapshots`.
-FEATURE_FILE_SNAPSHOTS = "file_snapshots"
+FEATURE_FILE_SNAPSHOTS = FEATURE_NAME
 
 _SIZE_EXPECTS = 'a byte count >= 0 or a size such as "500MB" or "10GiB"'
 

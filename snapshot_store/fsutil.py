@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import errno
 import fcntl
+import functools
 import os
 import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from .errors import StoreError, StoreFull
 
@@ -142,14 +142,24 @@ def complete_lines(data: bytes) -> list[bytes]:
     return data.split(b"\n")[:-1]
 
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+@functools.cache
+def libc_function(name: str) -> Any:
+    """A C library function (None if this libc lacks it), looked up on first use.
+
+    `ctypes.CDLL(None)` is dlopen(NULL): the symbols of the interpreter and the libc it is linked against, the
+    same functions `CDLL(find_library("c"))` gave; find_library ran `ldconfig -p` at import time (3-6 ms, twice
+    per command, measured).
+    """
+    import ctypes
+
+    return getattr(ctypes.CDLL(None, use_errno=True), name, None)
 
 
 def syncfs(path: Path) -> None:
     """Flush every dirty page of the file system holding `path` (one call instead of N fsyncs)."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fn = getattr(_libc, "syncfs", None)
+        fn = libc_function("syncfs")
         if fn is None or fn(fd) != 0:
             os.sync()
     finally:

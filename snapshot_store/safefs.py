@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import os
 import secrets
@@ -17,6 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from .dirfd import DIR_FLAGS as _DIR_FLAGS
 from .dirfd import SymlinkInPath, open_dir
+from .fsutil import libc_function
 from .scope import forbidden
 from .statcache import Key, stat_key
 
@@ -30,14 +30,13 @@ class UnsafePath(Exception):
 
 
 RENAME_NOREPLACE = 1
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-_renameat2 = getattr(_libc, "renameat2", None)
 
 
 def _rename_noreplace(dir_fd: int, src: str, dst: str) -> bool:
     """Rename within one directory unless `dst` exists (then False); never replaces anything."""
-    if _renameat2 is not None:
-        if _renameat2(dir_fd, os.fsencode(src), dir_fd, os.fsencode(dst), RENAME_NOREPLACE) == 0:
+    renameat2 = libc_function("renameat2")
+    if renameat2 is not None:
+        if renameat2(dir_fd, os.fsencode(src), dir_fd, os.fsencode(dst), RENAME_NOREPLACE) == 0:
             return True
         err = ctypes.get_errno()
         if err == errno.EEXIST:

@@ -635,3 +635,27 @@ def test_readme_documents_every_setting() -> None:
     for key, _, _ in settings_reference():
         assert f"`{key}`" in section, f"README config section does not document {key}"
     assert settings_reference_markdown() in section, "README settings table is stale; regenerate it"
+
+
+def test_a_command_with_nothing_configured_skips_validation_and_gets_the_same_defaults(tmp_path: Path) -> None:
+    """One-shot commands skip pydantic when no source sets a codexr key (`defaults_apply`); that shortcut must
+    give exactly the models' defaults, and must never be taken when some file, `-c` or flag sets one."""
+    from app.context import Context
+    from config import defaults_apply
+
+    write_config(tmp_path, 'model = "o3"\n[features]\nweb_search_request = true\n[tui]\ntheme = "dark"\n',
+                 CONFIG_FILE_NAME)  # Codex's own keys only
+    assert defaults_apply(tmp_path, enable=["web_search_request"])
+    quick, full = Context(home=tmp_path), load_settings(tmp_path)
+    assert (quick.scope(), quick.retention(), quick.auto_gc()) == (full.scope(), full.retention(), True)
+    assert quick.settings == full  # asked for, the settings are validated then
+    assert not defaults_apply(tmp_path, overrides=["model=o3"])
+    assert not defaults_apply(tmp_path, disable=[FEATURE_FILE_SNAPSHOTS])
+    for name, text in ((CONFIG_FILE_NAME, "[file_snapshots]\nauto_gc = false\n"),
+                       (CONFIG_FILE_NAME, "[features]\nfile_snapshots = false\n"),
+                       (CONFIG_FILE_NAME, '[tui]\nkeys = { rewind = "f2" }\n'),
+                       (CODEXR_FILE_NAME, "")):
+        home = tmp_path / f"home-{len(text)}-{name}"
+        home.mkdir()
+        write_config(home, text, name)
+        assert not defaults_apply(home), (name, text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import marshal
 import os
 import shutil
 import stat
@@ -33,6 +34,7 @@ from snapshot_store import (
     WorkspaceError,
 )
 from snapshot_store.manifest import witnessed_absent
+from snapshot_store.scope import GIT_CACHE_MAGIC, GitTracked
 
 MIB = 1024 * 1024
 
@@ -1201,3 +1203,30 @@ def test_manifest_entries_are_named_and_keep_their_on_disk_form(tmp_path: Path, 
     assert a == ("f", 0o640, 5, a.blob) and hash(a) == hash(("f", 0o640, 5, a.blob))
     assert rec.changes["link"] == ("l", "a.txt") and rec.changes["gone.txt"] == ("-",)
     assert digest_hex(rec.encode()) == c.id
+
+
+def test_a_new_process_reuses_the_git_listing_only_while_the_index_is_unchanged(tmp_path: Path) -> None:
+    """Every one-shot command is a new process reusing the tracked paths the last capture saved (FORMAT.md §7):
+    a `git add`/`git rm --cached` between commands, or a damaged listing, must not leave a stale tracked set."""
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a"})
+    write(repo, ".env_local", "hidden: captured only while Git tracks it")
+
+    def hidden_entry() -> tuple[object, ...]:
+        s = Store.open(tmp_path / "store")  # a fresh Store, as in a new `codexr` process
+        try:
+            return tuple(s.capture(repo, grow=False).files[".env_local"])
+        finally:
+            s.close()
+
+    assert hidden_entry() == ("x", "hidden")
+    git(repo, "add", ".env_local")
+    assert hidden_entry()[0] == "f"
+    git(repo, "rm", "-q", "--cached", ".env_local")
+    assert hidden_entry() == ("x", "hidden")
+    # A listing that claims the path for the current index but fails its checksum is not believed.
+    [listing] = (tmp_path / "store" / "cache").glob("*.git")
+    saved = GitTracked.load(listing)
+    assert saved is not None and saved.paths == ["a.txt"]
+    forged = marshal.dumps((*saved.source, saved.signature, [".env_local", "a.txt"]))
+    listing.write_bytes(listing.read_bytes()[: len(GIT_CACHE_MAGIC) + 32] + forged)
+    assert hidden_entry() == ("x", "hidden")

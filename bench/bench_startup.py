@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""Benchmark the start-up cost of one-shot `codexr` commands against what they stand beside.
+
+Run from the repository root:  .venv/bin/python bench/bench_startup.py [--quick] [--json out.json]
+
+Every row is a whole process, timed from spawn to exit, in interleaved rounds (block order rotated):
+
+* exec:    `codexr exec PROMPT` vs the pinned `codex exec PROMPT` (``codex_cli_bin.bundled_codex_path()``), on
+           one small Git workspace, both against the same local ScriptedModel (one `message` per turn).
+* capture: `codexr snapshots capture` of an unchanged ~11,000-file tree vs `git add -A . && git write-tree`
+           in an internal Git repository (separate GIT_DIR) on the same tree.
+* restore: rewrite 1 tracked file, then `codexr snapshots restore ID --yes` vs `git read-tree -u --reset TREE`.
+
+Reference rows: `python -c pass` and `python -c "import app.cli"` (what every codexr command pays first).
+With `--baseline DIR` (another checkout, e.g. `git worktree add /tmp/main-wt main`) every codexr row is also
+timed from that checkout in the same rounds, with its own CODEX_HOMEs, and the report adds after/before ratios.
+The report gives medians over rounds, min-max, and medians of per-round ratios against the baseline measured
+in the same round (see /work/shared/BENCH_NOTES.md and bench/README.md). Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+for _p in (str(BENCH_DIR), str(REPO_ROOT)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from bench_store import GitShadow, Modifier, log, ratio, summary  # noqa: E402
+from workspace_gen import WorkspaceSpec, generate  # noqa: E402
+
+PROMPT = "startup bench ping"
+REPLY = "pong from the scripted model"
+
+# (label, op, denominator op for the ratio or None, target limit or None); "{tree}" rows repeat per codexr tree
+ROWS: list[tuple[str, str, str | None, float | None]] = [
+    ("python -c pass", "py.pass", None, None),
+    ('python -c "import app.cli"', "{tree}.import_cli", "py.pass", None),
+    ("codex exec (pinned binary)", "codex.exec", None, None),
+    ("codexr exec", "{tree}.exec", "codex.exec", 1.5),
+    ("git add -A + write-tree, unchanged", "git.unchanged", None, None),
+    ("codexr snapshots capture, unchanged", "{tree}.capture", "git.unchanged", 3.0),
+    ("git read-tree -u --reset, 1 file", "git.restore1", None, None),
+    ("codexr snapshots restore --yes, 1 file", "{tree}.restore1", "git.restore1", 3.0),
+]
+
+
+@dataclass
+class Recorder:
+    rounds: int
+    samples: dict[str, dict[int, float]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def record(self, op: str, rnd: int, value: float) -> None:
+        self.samples.setdefault(op, {})[rnd] = value
+
+    def problem(self, msg: str) -> None:
+        log(f"PROBLEM {msg}")
+        self.problems.append(msg)
+
+
+def timed(cmd: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """Run one whole process; wall time from spawn to exit."""
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         timeout=120)
+    return time.perf_counter() - t0, res
+
+
+@dataclass
+class Tree:
+    """One codexr checkout whose commands are timed: `codexr` (this one) or `baseline` (--baseline DIR)."""
+
+    name: str
+    root: Path
+    exec_env: dict[str, str] = field(default_factory=dict)
+    snap_env: dict[str, str] = field(default_factory=dict)
+    snap_id: str = ""
+
+    def cmd(self, *args: str) -> list[str]:
+        """`codexr ARGS` as the tests run it: `python -m app.cli` with cwd = the checkout (its packages first)."""
+        return [sys.executable, "-m", "app.cli", *args]
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, run_dir: Path) -> None:
+        self.args = args
+        self.run_dir = run_dir
+        self.rec = Recorder(args.rounds)
+        self.base_env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+        # An installed codexr has its bytecode compiled (pip does it); with PYTHONDONTWRITEBYTECODE set (as in
+        # this project's sandboxes) every command would re-compile this checkout's sources (~0.1 s, measured).
+        self.base_env.pop("PYTHONDONTWRITEBYTECODE", None)
+        self.trees = [Tree("codexr", REPO_ROOT)]
+        if args.baseline:
+            self.trees.append(Tree("baseline", Path(args.baseline).resolve()))
+
+    # ---------------------------------------------------------------------------------------- setup
+
+    def setup_exec(self) -> None:
+        import codex_cli_bin  # type: ignore[import-untyped]
+
+        from app.scripted_model import ScriptedModel, message, write_codex_home
+
+        self.codex = str(codex_cli_bin.bundled_codex_path())
+        self.model = ScriptedModel().start()
+        self.model.script(PROMPT, [message(REPLY)])
+        self.exec_ws = self.run_dir / "exec-ws"
+        self.exec_ws.mkdir()
+        (self.exec_ws / "README.md").write_text("a small workspace for a trivial turn\n")
+        (self.exec_ws / "main.py").write_text("print('hello')\n")
+        subprocess.run(["git", "init", "-q"], cwd=self.exec_ws, check=True)
+        subprocess.run(["git", "add", "-A"], cwd=self.exec_ws, check=True)
+        self.codex_env = {**self.base_env, **write_codex_home(self.run_dir / "exec-home", self.model.base_url)}
+        for tree in self.trees:
+            tree.exec_env = {**self.base_env,
+                             **write_codex_home(self.run_dir / f"exec-home-{tree.name}", self.model.base_url)}
+        # One untimed run of each first: Codex's first start on a never-used CODEX_HOME creates its state files
+        # (and two first starts must not race); Python writes the checkout's bytecode.
+        self.codex_exec(-1)
+        for tree in self.trees:
+            self.codexr_exec(tree, -1)
+
+    def setup_store(self) -> None:
+        spec = WorkspaceSpec(files=self.args.files, mb=self.args.mb)
+        log(f"generating a {spec.files}-file / {spec.mb} MB workspace ...")
+        self.ws = generate(self.run_dir / "ws", spec, log=log)
+        self.modifier = Modifier(self.ws, seed=7)
+        self.shadow = GitShadow(self.run_dir / "shadow.git", self.ws.root)
+        log("cold snapshots (untimed): internal git repository, codexr ...")
+        self.shadow.init()
+        self.git_tree = self.shadow.snapshot()
+        for tree in self.trees:
+            home = self.run_dir / f"snap-home-{tree.name}"
+            home.mkdir()
+            tree.snap_env = {**self.base_env, "CODEX_HOME": str(home)}
+            tree.snap_id = self.codexr_capture(tree, -1)
+            if not tree.snap_id:
+                raise SystemExit(f"{tree.name}: snapshots capture failed on the cold run: see the PROBLEM above")
+
+    # ----------------------------------------------------------------------------------------- blocks
+
+    def codex_exec(self, rnd: int) -> None:
+        cmd = [self.codex, "exec", "--skip-git-repo-check", PROMPT]
+        secs, res = timed(cmd, cwd=self.exec_ws, env=self.codex_env)
+        if res.returncode != 0 or REPLY not in res.stdout:
+            self.rec.problem(f"codex exec failed ({res.returncode}): {res.stdout[-300:]} {res.stderr[-500:]}")
+        elif rnd >= 0:
+            self.rec.record("codex.exec", rnd, secs)
+
+    def codexr_exec(self, tree: Tree, rnd: int) -> None:
+        secs, res = timed(tree.cmd("-C", str(self.exec_ws), "exec", PROMPT), cwd=tree.root, env=tree.exec_env)
+        if res.returncode != 0 or REPLY not in res.stdout:
+            self.rec.problem(f"{tree.name} exec failed ({res.returncode}): {res.stdout[-300:]} {res.stderr[-500:]}")
+        elif rnd >= 0:
+            self.rec.record(f"{tree.name}.exec", rnd, secs)
+
+    def codexr_capture(self, tree: Tree, rnd: int, *, expect_unchanged: bool = False) -> str:
+        cmd = tree.cmd("snapshots", "capture", "-C", str(self.ws.root), "--json")
+        secs, res = timed(cmd, cwd=tree.root, env=tree.snap_env)
+        if res.returncode != 0:
+            self.rec.problem(f"{tree.name} snapshots capture failed ({res.returncode}): {res.stderr[-500:]}")
+            return ""
+        doc = json.loads(res.stdout)
+        if expect_unchanged and not doc.get("unchanged"):
+            self.rec.problem(f"round {rnd}: an 'unchanged' {tree.name} capture reported changes")
+        if rnd >= 0:
+            self.rec.record(f"{tree.name}.capture", rnd, secs)
+        return str(doc["id"])
+
+    def block_capture(self, tree: Tree, rnd: int) -> None:
+        self.codexr_capture(tree, -1)  # untimed sync: absorbs the restore blocks' rewrites (new mtimes)
+        self.codexr_capture(tree, rnd, expect_unchanged=True)
+
+    def block_git_capture(self, rnd: int) -> None:
+        self.shadow.snapshot()  # untimed sync
+        t0 = time.perf_counter()
+        tree = self.shadow.snapshot()  # two processes: add -A . and write-tree
+        self.rec.record("git.unchanged", rnd, time.perf_counter() - t0)
+        if tree != self.git_tree:
+            self.rec.problem(f"round {rnd}: git's unchanged tree is {tree}, expected {self.git_tree}")
+
+    def block_restore(self, tree: Tree, rnd: int) -> None:
+        rels = self.modifier.take(1)
+        expected = self.modifier.read(rels)
+        self.modifier.rewrite(rels)
+        cmd = tree.cmd("-C", str(self.ws.root), "snapshots", "restore", tree.snap_id, "--yes")
+        secs, res = timed(cmd, cwd=tree.root, env=tree.snap_env)
+        if res.returncode != 0 or self.modifier.check_restored(expected):
+            self.rec.problem(f"round {rnd}: {tree.name} restore failed ({res.returncode}): {res.stderr[-500:]}")
+            for rel, data in expected.items():  # put it back so the other blocks see the base tree
+                (self.ws.root / rel).write_bytes(data)
+            return
+        self.rec.record(f"{tree.name}.restore1", rnd, secs)
+
+    def block_git_restore(self, rnd: int) -> None:
+        rels = self.modifier.take(1)
+        expected = self.modifier.read(rels)
+        self.modifier.rewrite(rels)
+        t0 = time.perf_counter()
+        self.shadow.git("read-tree", "-u", "--reset", self.git_tree)
+        secs = time.perf_counter() - t0
+        if self.modifier.check_restored(expected):
+            self.rec.problem(f"round {rnd}: git read-tree did not restore {rels}")
+            for rel, data in expected.items():
+                (self.ws.root / rel).write_bytes(data)
+            return
+        self.rec.record("git.restore1", rnd, secs)
+
+    def block_python(self, rnd: int) -> None:
+        secs, res = timed([sys.executable, "-c", "pass"], cwd=REPO_ROOT, env=self.base_env)
+        self.rec.record("py.pass", rnd, secs)
+        for tree in self.trees:
+            secs, res = timed([sys.executable, "-c", "import app.cli"], cwd=tree.root, env=self.base_env)
+            if res.returncode != 0:
+                self.rec.problem(f"{tree.name}: python -c 'import app.cli' failed: {res.stderr[-300:]}")
+            else:
+                self.rec.record(f"{tree.name}.import_cli", rnd, secs)
+
+    # -------------------------------------------------------------------------------------------- run
+
+    def run(self) -> None:
+        parts = set(self.args.only.split(","))
+        blocks: list[tuple[str, Callable[[int], None]]] = [("python", self.block_python)]
+        per_tree: list[tuple[str, Callable[[Tree, int], None]]] = []
+        if "exec" in parts:
+            log("exec: starting the scripted model and warming up the commands ...")
+            self.setup_exec()
+            blocks.append(("codex exec", self.codex_exec))
+            per_tree.append(("exec", self.codexr_exec))
+        if parts & {"capture", "restore"}:
+            self.setup_store()
+        if "capture" in parts:
+            blocks.append(("git capture", self.block_git_capture))
+            per_tree.append(("capture", self.block_capture))
+        if "restore" in parts:
+            blocks.append(("git restore", self.block_git_restore))
+            per_tree.append(("restore", self.block_restore))
+        for name, fn in per_tree:
+            for tree in self.trees:
+                blocks.append((f"{tree.name} {name}", functools.partial(fn, tree)))
+        for rnd in range(self.args.rounds):
+            shift = rnd % len(blocks)
+            order = blocks[shift:] + blocks[:shift]
+            log(f"round {rnd + 1}/{self.args.rounds}: {', '.join(name for name, _ in order)}")
+            for _name, fn in order:
+                fn(rnd)
+
+    # ----------------------------------------------------------------------------------------- report
+
+    def rows(self) -> list[tuple[str, str, str | None, float | None]]:
+        """ROWS with the per-tree rows repeated; the baseline's rows get no target but an after/before ratio."""
+        out = []
+        for label, op, denom, limit in ROWS:
+            if "{tree}" not in op:
+                out.append((label, op, denom, limit))
+                continue
+            for tree in self.trees:
+                suffix = "" if tree.name == "codexr" else f" [{tree.name}]"
+                out.append((label + suffix, op.format(tree=tree.name), denom,
+                            limit if tree.name == "codexr" else None))
+        return out
+
+    def report(self) -> dict[str, Any]:
+        s = self.rec.samples
+        load = os.getloadavg() if hasattr(os, "getloadavg") else ()
+        print(f"bench_startup: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+              f"loadavg {' '.join(f'{x:.2f}' for x in load)}")
+        print(f"{self.args.rounds} rounds; whole processes; capture tree {self.args.files} files / {self.args.mb} MB; "
+              "ratios are medians of per-round ratios")
+        for tree in self.trees:
+            print(f"  {tree.name}: {tree.root}")
+        print()
+        print(f"  {'operation':<42} {'median':>9} {'min-max':>15}  ratio")
+        out: dict[str, Any] = {"rows": {}, "targets": {}, "problems": self.rec.problems}
+        for label, op, denom, limit in self.rows():
+            summ = summary(list(s.get(op, {}).values()))
+            if summ is None:
+                continue
+            r = ratio(s.get(op), s.get(denom)) if denom else None
+            rtext = f"{r['median']:.2f}x {denom} ({r['min']:.2f}-{r['max']:.2f})" if r is not None else ""
+            if op.startswith("codexr.") and len(self.trees) > 1:
+                before = ratio(s.get(op), s.get(op.replace("codexr.", "baseline.", 1)))
+                if before is not None:
+                    rtext += f"; {before['median']:.2f}x baseline"
+            print(f"  {label:<42} {summ['median'] * 1000:7.0f} ms "
+                  f"{summ['min'] * 1000:6.0f}-{summ['max'] * 1000:<6.0f}  {rtext}")
+            out["rows"][op] = {"label": label, "summary": summ, "samples": s.get(op), "ratio": r}
+            if limit is not None and r is not None:
+                verdict = "PASS" if r["median"] <= limit else "MISS"
+                out["targets"][op] = {"ratio": r["median"], "limit": limit, "verdict": verdict, "of": denom}
+        if out["targets"]:
+            print("\n== targets ==")
+            for op, t in out["targets"].items():
+                print(f"  {op + ' / ' + t['of']:<36} {t['ratio']:6.2f}x  <= {t['limit']:.1f}x  {t['verdict']}")
+        for msg in self.rec.problems:
+            print(f"PROBLEM: {msg}")
+        return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--quick", action="store_true", help="a 2,000-file / 10 MB tree and 3 rounds")
+    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 7, --quick 3)")
+    ap.add_argument("--files", type=int, default=None, help="tracked files of the capture tree (default 11,000)")
+    ap.add_argument("--mb", type=float, default=None, help="MB of the capture tree (default 75)")
+    ap.add_argument("--only", default="exec,capture,restore", help="comma list of exec, capture, restore")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="another codexr checkout (e.g. a worktree of main) timed in the same rounds, for before/after")
+    ap.add_argument("--dir", default=None, help="parent of the run's fresh temporary directory")
+    ap.add_argument("--keep", action="store_true", help="keep the run directory")
+    ap.add_argument("--json", metavar="FILE", help="write samples, summaries, ratios and targets as JSON")
+    args = ap.parse_args()
+    args.rounds = args.rounds or (3 if args.quick else 7)
+    args.files = args.files or (2000 if args.quick else 11000)
+    args.mb = args.mb or (10.0 if args.quick else 75.0)
+    run_dir = Path(tempfile.mkdtemp(prefix="bench-startup-", dir=args.dir))
+    bench = Bench(args, run_dir)
+    try:
+        bench.run()
+        out = bench.report()
+        if args.json:
+            out["meta"] = {"rounds": args.rounds, "files": args.files, "mb": args.mb, "python": sys.version,
+                           "baseline": args.baseline}
+            Path(args.json).write_text(json.dumps(out, indent=2, default=str))
+    finally:
+        model = getattr(bench, "model", None)
+        if model is not None:
+            model.stop()
+        if args.keep:
+            log(f"kept {run_dir}")
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    return 1 if bench.rec.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
