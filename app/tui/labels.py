@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from snapshot_store.restore import Action
+from snapshot_store.restore import Action, RestoreResult
 
 from ..events import FileStat
 from .diffview import stat_label
@@ -65,3 +65,8 @@ def plan_line(action: Action, stat: FileStat | None) -> str:
 def count_text(n: int, word: str) -> str:
     """`1 file`, `3 files`."""
     return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def restored_counts(res: RestoreResult) -> str:
+    """`2 files written, 1 deleted` — what a restore, rewind or redo did to the files."""
+    return f"{count_text(len(res.written), 'file')} written, {len(res.deleted)} deleted"

@@ -12,7 +12,7 @@ from textual.widgets import Button, Static
 from ..driver import Driver, Preview
 from ..session import RedoResult
 from .driver_screen import CallDone, DriverScreen
-from .labels import MODE_NAMES, count_text
+from .labels import MODE_NAMES, count_text, restored_counts
 from .plan_view import PlanView
 
 
@@ -33,7 +33,7 @@ def redo_summary(res: RedoResult) -> str:
     """The one line the main app shows after a redo."""
     files = ""
     if res.restore is not None:
-        files = f": {count_text(len(res.restore.written), 'file')} written, {len(res.restore.deleted)} deleted"
+        files = f": {restored_counts(res.restore)}"
     return f"redo: back where the rewind started ({MODE_NAMES.get(res.mode, res.mode)}){files}"
 
 

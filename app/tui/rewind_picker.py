@@ -14,7 +14,7 @@ from textual.widgets.option_list import Option
 from ..driver import Driver, PromptRow
 from ..session import RewindResult
 from .driver_screen import CallDone, DriverScreen
-from .labels import MODE_KEYS, MODE_NAMES, ago, count_text, files_label, first_line
+from .labels import MODE_KEYS, MODE_NAMES, ago, files_label, first_line, restored_counts
 from .plan_view import PlanView
 
 MODES = ("both", "files", "conversation")
@@ -50,7 +50,7 @@ def rewind_summary(res: RewindResult) -> str:
     """The one line the main app shows after a rewind."""
     files = ""
     if res.restore is not None:
-        files = f": {count_text(len(res.restore.written), 'file')} written, {len(res.restore.deleted)} deleted"
+        files = f": {restored_counts(res.restore)}"
     return f"rewound to prompt {res.to_prompt} ({MODE_NAMES.get(res.mode, res.mode)}){files}; /redo brings it back"
 
 

@@ -16,7 +16,7 @@ from snapshot_store.store import SnapshotInfo
 
 from ..driver import Driver
 from .driver_screen import CallDone, DriverScreen
-from .labels import ago, count_text, short
+from .labels import ago, count_text, restored_counts, short
 from .plan_view import PlanView
 
 
@@ -31,8 +31,8 @@ def snapshot_label(s: SnapshotInfo, now: float | None = None) -> str:
 
 def restore_summary(snap: str, res: RestoreResult) -> str:
     """The one line the main app shows after a restore (with the id that undoes it)."""
-    return (f"restored snapshot {short(snap)}: {count_text(len(res.written), 'file')} written, "
-            f"{len(res.deleted)} deleted; the state before is snapshot {short(res.safety_id)}")
+    return (f"restored snapshot {short(snap)}: {restored_counts(res)}; "
+            f"the state before is snapshot {short(res.safety_id)}")
 
 
 class SnapshotsScreen(DriverScreen[str | None]):
