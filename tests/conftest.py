@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from e2e_helpers import RigFactory
+
+from app.scripted_model import ScriptedModel
 
 
 @pytest.fixture
@@ -14,3 +18,18 @@ def ws(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
     root.mkdir()
     return Path(os.path.realpath(root))
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[ScriptedModel]:
+    """One scripted Responses server per test module (tests script it with their own trigger words)."""
+    with ScriptedModel() as m:
+        yield m
+
+
+@pytest.fixture
+def rigs(model: ScriptedModel, tmp_path: Path) -> Iterator[RigFactory]:
+    """Fresh CODEX_HOME + workspace + Session rigs against the module's model, closed after the test."""
+    factory = RigFactory(model, tmp_path)
+    yield factory
+    factory.close()

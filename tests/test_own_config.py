@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,12 +98,6 @@ def test_codexr_config_prints_each_setting_with_its_source(
 
 
 # --- what stock Codex sees -----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModel]:
-    with ScriptedModel() as m:
-        yield m
 
 
 def codex_exec(home: Path, env: dict[str, str], ws: Path, overrides: tuple[str, ...]) -> list[dict[str, Any]]:

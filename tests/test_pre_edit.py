@@ -8,7 +8,6 @@ The end-to-end tests run the real Codex against the scripted model; the rest nee
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,26 +15,13 @@ from e2e_helpers import RigFactory
 
 from app.changes import plan_diffs
 from app.pre_edit import NotRecoverable, PatchChange, pre_edit_states, reverse_update
-from app.scripted_model import ScriptedModel, message, patch, shell
+from app.scripted_model import message, patch, shell
 from snapshot_store import RetentionPolicy, Store, StoreError
 from snapshot_store.gc import gc
 from snapshot_store.states import FileState, prepare_states_restore, save_states
 from snapshot_store.verify import verify
 
 FROM_PATCH = "pre-edit state from the agent's patch"
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModel]:
-    with ScriptedModel() as m:
-        yield m
-
-
-@pytest.fixture
-def rigs(model: ScriptedModel, tmp_path: Path) -> Iterator[RigFactory]:
-    factory = RigFactory(model, tmp_path)
-    yield factory
-    factory.close()
 
 
 def _files(root: Path) -> dict[str, bytes]:

@@ -11,31 +11,17 @@ import pty
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from e2e_helpers import Rig, RigFactory, files_only, tree_diff
 
-from app.scripted_model import ScriptedModel, add_file, delete_file, message, update_file
+from app.scripted_model import add_file, delete_file, message, update_file
 from app.session import Declined, RedoPreview, RewindPreview
 from snapshot_store.ids import workspace_key
 
 REPO = Path(__file__).parents[1]
 STRACE = shutil.which("strace")
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModel]:
-    with ScriptedModel() as m:
-        yield m
-
-
-@pytest.fixture
-def rigs(model: ScriptedModel, tmp_path: Path) -> Iterator[RigFactory]:
-    factory = RigFactory(model, tmp_path)
-    yield factory
-    factory.close()
 
 
 def _two_prompts(rig: Rig, tag: str) -> tuple[str, list[dict[str, object]]]:

@@ -10,7 +10,6 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,19 +40,6 @@ from app.scripted_model import (
 )
 from app.session import ApprovalRequest, Prompt, SessionError
 from snapshot_store.manifest import captured_items
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModel]:
-    with ScriptedModel() as m:
-        yield m
-
-
-@pytest.fixture
-def rigs(model: ScriptedModel, tmp_path: Path) -> Iterator[RigFactory]:
-    factory = RigFactory(model, tmp_path)
-    yield factory
-    factory.close()
 
 
 def _same_files(rig: Rig, expected: dict[str, Any], *, ignore: tuple[str, ...] = (), what: str = "") -> None:

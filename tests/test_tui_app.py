@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,12 +21,6 @@ from app.tui.start_failed import StartFailedScreen
 
 SIZE = (110, 40)
 WAIT_S = 45.0
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModel]:
-    with ScriptedModel() as m:
-        yield m
 
 
 def screen_text(app: CodexrApp) -> str:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from e2e_helpers import official_codex_exec, session_options
 from rich.syntax import Syntax
 from test_driver import Events
@@ -28,12 +27,6 @@ from app.tui.threads_screen import ThreadsScreen
 
 SIZE = (110, 34)
 UNSET = object()
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModel]:
-    with ScriptedModel() as m:
-        yield m
 
 
 class Host(App[None]):

@@ -4,11 +4,9 @@ the main app (picker, fork, composer, status bar), and the main screen mid-turn.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from e2e_helpers import session_options
 from test_tui_app import SIZE, drive, ready, screen_text, turns_done, type_and_send, until
 from textual import events
@@ -24,12 +22,6 @@ from app.tui.composer import Composer
 from app.tui.redo_dialog import RedoDialog
 from app.tui.rewind_picker import RewindPicker
 from app.tui.transcript import Transcript
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModel]:
-    with ScriptedModel() as m:
-        yield m
 
 
 class ComposerHost(App[None]):

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from e2e_helpers import official_codex_exec, rollout_hashes, session_options
 from test_tui_app import drive, ready, screen_text, turns_done, type_and_send, until
 from textual.pilot import Pilot
@@ -17,12 +15,6 @@ from app.scripted_model import ScriptedModel, add_file, message
 from app.tui.app import CodexrApp
 from app.tui.blocks import PromptBlock
 from app.tui.history_screen import MATCH_STYLE, ConversationView, HistoryScreen
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModel]:
-    with ScriptedModel() as m:
-        yield m
 
 
 def test_history_lists_every_workspace_resumes_a_hit_here_and_reads_another_only(
