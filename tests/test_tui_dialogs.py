@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ from textual.app import App
 from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widgets import OptionList, Static
+from textual.worker import WorkerCancelled
 
 from app.driver import Driver
 from app.events import ApprovalAsked, Notice, ThreadLoaded, TurnFinished, UserPrompt
@@ -67,7 +69,8 @@ async def settle(pilot: Pilot[Any]) -> None:
     quiet = 0
     while quiet < 2:
         assert time.monotonic() < deadline, "the dialog's workers did not finish"
-        await app.workers.wait_for_complete()
+        with contextlib.suppress(WorkerCancelled):  # a dismissed dialog cancels its workers; that is settled too
+            await app.workers.wait_for_complete()
         await pilot.pause()
         waiting = getattr(app.screen, "in_flight", 0)  # results not yet shown (a posted message may be in transit)
         quiet = quiet + 1 if not waiting and not any(w.is_running for w in app.workers) else 0
