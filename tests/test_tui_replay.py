@@ -115,32 +115,38 @@ def test_a_long_replayed_thread_folds_old_blocks_and_brings_them_back(monkeypatc
     async def main() -> None:
         async with app.run_test(size=(110, 40)) as pilot:
             t = app.transcript
-            while len(t.entries) < 48 or app.status_bar.state != "ready":
-                await pilot.pause(0.05)
-            await pilot.pause(0.1)
+
+            async def until(cond: Any, what: str, home: bool = False) -> None:
+                """Let the app settle until `cond()` holds (under load a fixed pause is not enough to repaint)."""
+                deadline = time.monotonic() + 30
+                while True:
+                    if home:
+                        t.scroll_home(animate=False)
+                    await pilot.pause(0.05)
+                    if cond():
+                        return
+                    assert time.monotonic() < deadline, f"gave up waiting for {what}:\n{screen_text(app)}"
+
+            await until(lambda: len(t.entries) >= 48 and app.status_bar.state == "ready", "the replay")
             assert len(t.mounted_blocks()) <= Transcript.MAX_MOUNTED < len(t.entries)
             assert 1 not in [b.number for b in app.query(PromptBlock)]  # the oldest turns have no widgets
             t.focus()
             t.enter_cursor(last=False)  # the first block still mounted, then up: the folded ones come back
-            t.scroll_home(animate=False)
-            await pilot.pause(0.1)
-            assert "earlier blocks folded away" in screen_text(app)
+            await until(lambda: "earlier blocks folded away" in screen_text(app), "the fold notice", home=True)
             folded = t._first
             await pilot.press("up")  # on the first mounted block: the folded ones before it come back
             assert 0 < t._first < folded
-            t.scroll_home(animate=False)
-            await pilot.pause(0.1)
+            await until(lambda: t.scroll_y == 0, "the top", home=True)
             top = t.mounted_blocks()[0][1]  # the first block before `e`
             await pilot.press("e")
-            await pilot.pause(0.1)
-            assert "earlier blocks folded away" not in screen_text(app)  # the view stayed on what was read
-            assert top.region.y <= 2 and t.scroll_y > 0
+            # the view stays on what was read: the blocks shown above it are not on screen
+            await until(lambda: "earlier blocks folded away" not in screen_text(app) and top.region.y <= 2,
+                        "the view to stay on the block that was read")
+            assert t.scroll_y > 0
             while t._first:
                 await pilot.press("e")
-            t.scroll_home(animate=False)
-            await pilot.pause(0.1)
+            await until(lambda: "Prompt 1: " in screen_text(app), "the first prompt", home=True)
             assert [b.number for b in app.query(PromptBlock)][:2] == [1, 2]
-            assert "Prompt 1: " in screen_text(app)
             await pilot.press("ctrl+q")
 
     asyncio.run(main())
