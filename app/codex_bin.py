@@ -62,14 +62,18 @@ def pinned_path() -> Path:
                          f"reinstall codexr or pass --codex-bin") from None
 
 
-def choose(flag: str | None, settings: CodexrSettings, environ: Mapping[str, str] | None = None) -> CodexBinary:
-    """Resolve the precedence flag > env > config > pinned; a bad choice is one UsageError line."""
+def choose(flag: str | None, settings: CodexrSettings | None, environ: Mapping[str, str] | None = None) -> CodexBinary:
+    """Resolve the precedence flag > env > config > pinned; a bad choice is one UsageError line.
+
+    `settings` None: no source sets a codexr key (`Context.loaded`), so the config has no binary either
+    and the app's first frame need not wait for pydantic.
+    """
     env = os.environ if environ is None else environ
-    config_value = settings.file_snapshots.codex_bin
+    config_value = settings.file_snapshots.codex_bin if settings is not None else None
     candidates = (
         ("--codex-bin", flag, Path.cwd()),
         (ENV_VAR, env.get(ENV_VAR), Path.cwd()),
-        (CONFIG_KEY, config_value, settings.codex_home),
+        (CONFIG_KEY, config_value, settings.codex_home if settings is not None else Path.cwd()),
     )
     for source, value, base in candidates:
         if value:

@@ -65,11 +65,13 @@ def run_app(ctx: Context, args: argparse.Namespace, *, thread_id: str | None = N
     from .agent_cmds import session_options
     from .codex_bin import choose
 
-    choose(args.codex_bin, ctx.settings)  # a bad --codex-bin is one error line, not an app that cannot start
+    # A bad --codex-bin is one error line, not an app that cannot start. `ctx.loaded` is None when every
+    # setting is a default: pydantic (~0.2 s) then loads in the worker after the first frame.
+    choose(args.codex_bin, ctx.loaded)
     from .tui.app import run_tui
 
     return run_tui(lambda: session_options(ctx, args), thread_id=thread_id, resume_last=resume_last,
-                   settings=ctx.settings, workspace=str(args.cd), record=record)
+                   settings=ctx.loaded, workspace=str(args.cd), record=record)
 
 
 def _need_terminal() -> None:

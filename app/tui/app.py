@@ -35,12 +35,9 @@ from ..events import (
 )
 from .actions import SLASH, bindings, validate_keymap
 from .approval import ApprovalPanel
-from .approval_review import ApprovalReview
 from .composer import Composer
-from .help_screen import HelpScreen
 from .messages import DriverEvent
 from .palette import ActionCommands
-from .start_failed import StartFailedScreen
 from .status import StatusBar, human_size
 from .theme import terminal_theme
 from .transcript import Transcript
@@ -282,6 +279,8 @@ class CodexrApp(App[int]):
             self._terminal_title("codexr")
         elif isinstance(ev, StartFailed):
             self.status_bar.show(state="failed")
+            from .start_failed import StartFailedScreen
+
             await self.push_screen(StartFailedScreen(ev.message, ev.login_hint))
         elif isinstance(ev, StatusChanged):
             self.last_status = ev.status
@@ -344,6 +343,8 @@ class CodexrApp(App[int]):
             self.composer.display = True
             if self._reviewing is None:
                 self._reviewing = asked
+                from .approval_review import ApprovalReview
+
                 self.push_screen(ApprovalReview(asked, self.workspace), partial(self._reviewed, asked))
             return
         panel.display = True
@@ -510,6 +511,8 @@ class CodexrApp(App[int]):
 
     def action_help(self) -> None:
         """Keys and slash commands."""
+        from .help_screen import HelpScreen
+
         self.push_screen(HelpScreen(self.keymap))
 
     async def action_quit(self) -> None:

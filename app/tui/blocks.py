@@ -6,13 +6,12 @@ rebuilt from its (latest) event, which is what lets the transcript unmount old b
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Collapsible, Markdown, Static
-from textual.widgets.markdown import MarkdownStream
+from textual.widgets import Collapsible, Static
 
 from ..events import (
     AgentDelta,
@@ -31,6 +30,9 @@ from ..events import (
 )
 from ..translate import short_command
 from .diffview import DiffView, stat_label
+
+if TYPE_CHECKING:  # Textual's Markdown (markdown-it) loads with the first answer, not before the first frame
+    from textual.widgets.markdown import MarkdownStream
 
 OUTPUT_TAIL_LINES = 400  # a command's output shown in the block; the copy has all of it
 
@@ -92,11 +94,15 @@ class AgentBlock(Block):
         self._stream: MarkdownStream | None = None
 
     def compose(self) -> ComposeResult:
+        from textual.widgets import Markdown  # ~60-100 ms of imports, paid at the first answer (bench_tui.py)
+
         yield Static(Text("● codex", style="bold"), classes="block-head")
         yield Markdown("" if self._live else self.text, classes="agent-md")
 
     async def write(self, delta: str) -> None:
         """Append a streamed piece (the stream batches pieces that arrive faster than it renders)."""
+        from textual.widgets import Markdown
+
         self.text += delta
         if self._stream is None:
             self._stream = Markdown.get_stream(self.query_one(Markdown))
@@ -111,6 +117,8 @@ class AgentBlock(Block):
         self._live = False
         self.text = text
         if text != streamed:
+            from textual.widgets import Markdown
+
             await self.query_one(Markdown).update(text)
 
     def copy_text(self) -> str:

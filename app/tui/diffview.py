@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from rich.syntax import Syntax
+from typing import TYPE_CHECKING
+
 from textual.widgets import Static
 
 from ..events import FileStat
+
+if TYPE_CHECKING:  # rich.syntax pulls in pygments (~25 ms): loaded with the first diff, not before the first frame
+    from rich.syntax import Syntax
 
 
 def stat_label(st: FileStat) -> str:
@@ -27,6 +31,8 @@ class DiffView(Static):
 
     @staticmethod
     def _render_diff(diff: str) -> Syntax:
+        from rich.syntax import Syntax
+
         return Syntax(diff.rstrip("\n") or "(no textual change)", "diff", theme="ansi_dark", word_wrap=True,
                       background_color="default")
 

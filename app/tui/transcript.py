@@ -13,7 +13,8 @@ from typing import Any
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.widgets import Markdown, Static
+from textual.widget import Widget
+from textual.widgets import Static
 
 from ..events import (
     AgentDelta,
@@ -76,9 +77,14 @@ class Transcript(VerticalScroll, can_focus=True):
         self.cursor: int | None = None
         self._stick = True
 
-    def compose(self) -> Iterable[Static | Markdown]:
+    def compose(self) -> Iterable[Widget]:
         yield Static("", id="fold")
-        yield Markdown(self.banner, id="banner")
+        if self.banner:  # the demo's Markdown; the plain app does not load Markdown before its first frame
+            from textual.widgets import Markdown
+
+            yield Markdown(self.banner, id="banner")
+        else:
+            yield Static("", id="banner")
 
     def on_mount(self) -> None:
         self._show_chrome()
@@ -103,7 +109,7 @@ class Transcript(VerticalScroll, can_focus=True):
         fold.display = self._first > 0
         if self._first:
             fold.update(Text(f"⋯ {self._first} earlier blocks folded away (Ctrl+Up, then e: show them)"))
-        self.query_one("#banner", Markdown).display = bool(self.banner) and not self.entries
+        self.query_one("#banner").display = bool(self.banner) and not self.entries
 
     # ------------------------------------------------------------------ the log
     def _key(self, prefix: str, item_id: str) -> str:
