@@ -68,10 +68,17 @@ def run_app(ctx: Context, args: argparse.Namespace, *, thread_id: str | None = N
     # A bad --codex-bin is one error line, not an app that cannot start. `ctx.loaded` is None when every
     # setting is a default: pydantic (~0.2 s) then loads in the worker after the first frame.
     choose(args.codex_bin, ctx.loaded)
-    from .tui.app import run_tui
+    from .tui.splash import Splash
 
+    splash = Splash.show()  # the first frame now; Textual and the app take ~0.5 s more to import
+    try:
+        from .tui.app import run_tui
+    except BaseException:
+        if splash is not None:
+            splash.close()
+        raise
     return run_tui(lambda: session_options(ctx, args), thread_id=thread_id, resume_last=resume_last,
-                   settings=ctx.loaded, workspace=str(args.cd), record=record)
+                   settings=ctx.loaded, workspace=str(args.cd), record=record, splash=splash)
 
 
 def _need_terminal() -> None:

@@ -10,7 +10,9 @@ the ratios say what codexr adds to Textual's own cost on this machine. Reports m
 rounds; no PASS is a promise on another machine.
 
 * first frame: exec of the `codexr` console script (scratch CODEX_HOME without a login, scratch
-  workspace) until the composer's placeholder is on screen; Codex starts in a worker after the frame.
+  workspace) until the composer's placeholder is on screen (codexr: its splash, drawn before Textual
+  loads); then three keys typed at once until the composer shows them (the app is live and kept what
+  was typed under the splash). Codex starts in a worker after the frame.
 * keystroke echo: `codexr replay LOG` of `tui_log.session_log()` (500 turns, 20 MB of command output)
   vs `codexr replay` of an empty log vs bare Textual: send one character, wait until the composer
   shows everything typed so far.
@@ -47,7 +49,8 @@ for _p in (str(BENCH_DIR), str(REPO_ROOT)):
 import pexpect  # noqa: E402
 
 SIZE = (120, 40)  # columns, rows
-PLACEHOLDER = "Ask Codex"  # the composer's placeholder: in codexr and in the bare app
+PLACEHOLDER = "Ask Codex"  # the composer's placeholder: in codexr (its splash, then the app) and in the bare app
+TYPED_AHEAD = "zq7"  # typed as soon as the placeholder shows; on screen once the app has read and drawn it
 FIRST_FRAME_TARGET_S = 0.5
 KEY_TARGET_S = 0.050
 ANSI = re.compile(r"\x1b\[[0-9;?<>=$]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
@@ -195,7 +198,13 @@ class Scratch:
 
 
 def first_frame(sc: Scratch, rounds: int) -> dict[str, Any]:
+    """Exec -> placeholder on screen (codexr: the splash), then a key typed at once -> shown in the composer.
+
+    The second number is when the app is live: codexr's splash (app/tui/splash.py) has echo off, so the key
+    shows only once Textual has read it from the terminal's queue and drawn it in the composer.
+    """
     samples: dict[str, list[float]] = {"bare": [], "codexr": []}
+    live: dict[str, list[float]] = {"bare": [], "codexr": []}
     argvs = {"bare": sc.bare_argv(), "codexr": sc.codexr()}
     for r in range(rounds):
         order = list(argvs) if r % 2 == 0 else list(reversed(argvs))
@@ -203,15 +212,20 @@ def first_frame(sc: Scratch, rounds: int) -> dict[str, Any]:
             app = PtyApp(argvs[name], sc.env, sc.ws)
             try:
                 samples[name].append(app.wait_for(PLACEHOLDER, 30))
+                app.child.send(TYPED_AHEAD)
+                live[name].append(app.wait_for(TYPED_AHEAD, 30))
             finally:
                 app.quit()
             time.sleep(0.3)
-        log(f"  first frame round {r + 1}/{rounds}: bare {samples['bare'][-1]:.3f}s, "
-            f"codexr {samples['codexr'][-1]:.3f}s")
+        log(f"  first frame round {r + 1}/{rounds}: bare {samples['bare'][-1]:.3f}s (key shown "
+            f"{live['bare'][-1]:.3f}s), codexr {samples['codexr'][-1]:.3f}s (key shown {live['codexr'][-1]:.3f}s)")
     ratios = [c / b for c, b in zip(samples["codexr"], samples["bare"], strict=True)]
+    live_ratios = [c / b for c, b in zip(live["codexr"], live["bare"], strict=True)]
     return {"samples": samples, "median": {k: median(v) for k, v in samples.items()},
             "ratio_median": median(ratios), "target_s": FIRST_FRAME_TARGET_S,
-            "pass": median(samples["codexr"]) <= FIRST_FRAME_TARGET_S}
+            "pass": median(samples["codexr"]) <= FIRST_FRAME_TARGET_S,
+            "live_samples": live, "live_median": {k: median(v) for k, v in live.items()},
+            "live_ratio_median": median(live_ratios)}
 
 
 # ------------------------------------------------------------------------------------------ keys + memory
@@ -408,11 +422,13 @@ def report(res: dict[str, Any]) -> str:
     ff = res.get("first_frame")
     if ff:
         m = ff["median"]
-        out += ["first frame (exec -> composer on screen), median of "
-                f"{len(ff['samples']['codexr'])} rounds:",
-                f"  bare Textual app   {m['bare']:.3f} s",
-                f"  codexr             {m['codexr']:.3f} s   ratio {ff['ratio_median']:.2f}x   "
-                f"target {ff['target_s']} s: {'PASS' if ff['pass'] else 'MISS'}", ""]
+        lm = ff["live_median"]
+        out += ["first frame (exec -> composer on screen; codexr: its splash), then a key typed at once -> shown "
+                f"by the live app, median of {len(ff['samples']['codexr'])} rounds:",
+                f"  bare Textual app   frame {m['bare']:.3f} s   key shown {lm['bare']:.3f} s",
+                f"  codexr             frame {m['codexr']:.3f} s   key shown {lm['codexr']:.3f} s   ratios "
+                f"{ff['ratio_median']:.2f}x / {ff['live_ratio_median']:.2f}x   "
+                f"frame target {ff['target_s']} s: {'PASS' if ff['pass'] else 'MISS'}", ""]
     ks = res.get("keys")
     if ks:
         m, p = ks["median"], ks["p90"]

@@ -170,3 +170,33 @@ def test_rewind_and_redo_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
         tmux.keys("C-c", "C-c")  # twice on an idle, empty composer: quit
         tmux.wait(lambda _s: rc_file.exists() and rc_file.read_text().strip() != "", "codexr to exit", timeout=30)
     assert rc_file.read_text().strip() == "0"
+
+
+def test_keys_typed_under_the_first_frame_reach_the_composer_and_the_terminal_comes_back(
+        tmux: Tmux, tmp_path: Path) -> None:
+    """`codexr` draws its first frame before Textual has loaded (app/tui/splash.py): what the user types then is
+    neither echoed over it nor lost, and quitting gives the shell its terminal settings back."""
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    home.mkdir()
+    env = f"env -u COLUMNS -u LINES CODEX_HOME={shlex.quote(str(home))} PYTHONPATH={shlex.quote(str(REPO))} " \
+          "TERM=xterm-256color"
+    tmux.start(f"cd {shlex.quote(str(ws))} && {env} {shlex.quote(sys.executable)} -m app.cli; stty -a; "
+               "echo SHELL-BACK; sleep 60")
+    deadline = time.monotonic() + WAIT_S
+    while "Ask Codex" not in (first := tmux.screen()):  # polled tightly: the splash is up for ~0.3-0.6 s
+        assert time.monotonic() < deadline, f"no first frame; the pane shows:\n{first}"
+        time.sleep(0.01)
+    assert "palette" not in first, first  # the splash: the live app's footer is not drawn yet
+    typed = "typed under the splash"
+    tmux.type(typed)
+    right_after = tmux.screen()
+    if "palette" not in right_after:  # still the splash (nearly always): the terminal did not echo the keys
+        assert typed not in right_after, right_after
+    shown = tmux.wait(lambda s: typed in s and "palette" in s, "the live app showing what was typed")
+    assert composer_text(shown) == typed and shown.count(typed) == 1
+    tmux.keys("C-q")
+    after = tmux.wait_for("SHELL-BACK")
+    settings = after.split()
+    assert "echo" in settings and "icrnl" in settings and "icanon" in settings, after
+    assert "-echo" not in settings and "-icrnl" not in settings, after

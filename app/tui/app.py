@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult
+from textual.screen import Screen
 from textual.widgets import Footer
 
 from ..events import (
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
     from ..replay import Recorder
     from ..session import SessionOptions
+    from .splash import Splash
 
 DOUBLE_PRESS_S = 1.5  # Esc Esc / Ctrl+C Ctrl+C
 Emit = Callable[[Any], None]
@@ -83,6 +85,13 @@ class DriverLike(Protocol):
 
 
 DriverFactory = Callable[[Emit], DriverLike]
+
+
+class MainScreen(Screen[int]):
+    """The app's own screen: the composer has the keyboard from the first frame on, so keys typed while the app
+    starts (queued by the terminal under the splash) reach the prompt rather than the transcript."""
+
+    AUTO_FOCUS = "#prompt"
 
 
 class CodexrApp(App[int]):
@@ -128,6 +137,9 @@ class CodexrApp(App[int]):
         self.last_status = Status()
 
     # ------------------------------------------------------------------ layout and start
+    def get_default_screen(self) -> Screen[int]:
+        return MainScreen(id="_default")
+
     def compose(self) -> ComposeResult:
         yield Transcript(self.banner, id="transcript")
         yield ApprovalPanel(id="approval")
@@ -606,11 +618,23 @@ def status_text(s: Status) -> str:
 
 def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *, thread_id: str | None = None,
             resume_last: bool = False, banner: str = "", settings: CodexrSettings | None = None,
-            workspace: str = "", driver_factory: DriverFactory | None = None, record: Path | None = None) -> int:
-    """Run the app until the user quits; `opts` may be a factory so the SDK loads after the first frame."""
-    conf = settings if settings is not None else getattr(opts, "settings", None)
-    keys = dict(conf.tui.keys) if conf is not None else {}
-    app = CodexrApp(opts, driver_factory=driver_factory, record=record, thread_id=thread_id,
-                    resume_last=resume_last, banner=banner, keymap=keys, workspace=workspace)
+            workspace: str = "", driver_factory: DriverFactory | None = None, record: Path | None = None,
+            splash: Splash | None = None) -> int:
+    """Run the app until the user quits; `opts` may be a factory so the SDK loads after the first frame.
+
+    `splash`: the frame drawn before Textual loaded; the terminal gets its settings back just before Textual
+    saves them, and the frame is taken down if the app fails before it starts.
+    """
+    try:
+        conf = settings if settings is not None else getattr(opts, "settings", None)
+        keys = dict(conf.tui.keys) if conf is not None else {}
+        app = CodexrApp(opts, driver_factory=driver_factory, record=record, thread_id=thread_id,
+                        resume_last=resume_last, banner=banner, keymap=keys, workspace=workspace)
+    except BaseException:
+        if splash is not None:
+            splash.close()
+        raise
+    if splash is not None:
+        splash.release()
     code = app.run()
     return int(code or 0)

@@ -20,6 +20,7 @@ from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from .actions import bindings, slash_matches
+from .splash import PLACEHOLDER
 
 MAX_PATHS = 40
 _AT_PATH = re.compile(r"(?:^|\s)@(\S*)$")
@@ -76,7 +77,7 @@ class Composer(Vertical):
         yield Static("", id="queued")
         yield OptionList(id="completions")
         yield PromptArea(id="prompt", soft_wrap=True, show_line_numbers=False, compact=True,
-                         placeholder="Ask Codex…  (Enter sends · Ctrl+J newline · / commands · @ paths)")
+                         placeholder=PLACEHOLDER)
 
     def on_mount(self) -> None:
         self.query_one("#completions", OptionList).display = False

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ..events import Status, short_thread
+from .splash import STARTING
 
 
 def human_size(n: int) -> str:
@@ -33,7 +34,7 @@ class StatusBar(Static):
     """One line of session state; `stable` hides values that change run to run (for snapshot tests)."""
 
     def __init__(self, *, stable: bool = False, **kwargs: object) -> None:
-        super().__init__("starting Codex…", **kwargs)  # type: ignore[arg-type]
+        super().__init__(STARTING, **kwargs)  # type: ignore[arg-type]
         self.stable = stable
         self.status = Status()
         self.busy = False
