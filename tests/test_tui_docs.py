@@ -70,3 +70,19 @@ def test_a_fork_made_within_a_minute_gets_a_different_short_thread_label() -> No
     assert original[:8] == fork[:8]
     assert short_thread(original) != short_thread(fork)
     assert short_thread(original) == "…2d1b8a41" and short_thread("") == ""
+
+
+def test_the_plan_counts_deletions_as_the_result_will() -> None:
+    """The picker said "2 deleted" for one file and the directory it emptied; the result then said "1 deleted"."""
+    from app.driver import Preview
+    from app.tui.labels import restored_counts
+    from app.tui.plan_view import plan_summary
+    from snapshot_store.restore import Action, RestorePlan, RestoreResult
+
+    plan = RestorePlan("/ws", "t" * 64, [Action("delete", "gen/out.txt", "absent in the snapshot"),
+                                         Action("rmdir", "gen", "empty after the rewind")])
+    dry = RestoreResult(plan, None, dry_run=True)
+    summary = plan_summary(Preview("rewind", dry, dry, {}))
+    assert summary == "files: 0 files written, 1 deleted, 0 left alone, 1 empty directory removed"
+    done = RestoreResult(plan, "s" * 64, written=[], deleted=["gen/out.txt"])
+    assert restored_counts(done) == "0 files written, 1 deleted"

@@ -27,15 +27,20 @@ def plan_actions(preview: Preview) -> list[Action]:
 
 
 def plan_summary(preview: Preview) -> str:
-    """`files: 2 written, 1 deleted, 3 left alone` for the dry run."""
+    """`files: 2 written, 1 deleted, 3 left alone` for the dry run — counted as the result will count them.
+
+    Directories emptied by the rewind are named apart: the result's "deleted" counts files only.
+    """
     acts = plan_actions(preview)
     written = sum(a.op == "write" for a in acts)
-    deleted = sum(a.op in ("delete", "rmdir") for a in acts)
+    deleted = sum(a.op == "delete" for a in acts)
+    dirs = sum(a.op == "rmdir" for a in acts)
     left = sum(a.op == "leave" for a in acts)
     notes = "".join(f"\nnote: {n}" for n in preview.restore.plan.notes) if preview.restore else ""
     if not acts:
         return "files: the workspace already matches — nothing to write or delete" + notes
-    return f"files: {count_text(written, 'file')} written, {deleted} deleted, {left} left alone" + notes
+    gone = f", {dirs} empty director{'y' if dirs == 1 else 'ies'} removed" if dirs else ""
+    return f"files: {count_text(written, 'file')} written, {deleted} deleted, {left} left alone{gone}" + notes
 
 
 class PlanView(Vertical):
