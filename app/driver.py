@@ -326,7 +326,7 @@ class Driver:
                 side = s.sidecars.load(self.thread_id)
                 if side is not None:
                     redo = len(side.redo)
-                    latest = side.latest_snapshot()
+                    latest = side.files_snapshot()
                     if latest is not None:
                         tracked = s.store.info(latest).file_count
         at, secs = self._last_capture or (None, None)

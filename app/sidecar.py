@@ -101,6 +101,14 @@ class ThreadSidecar:
                 return t.post or t.pre
         return None
 
+    def files_snapshot(self) -> str | None:
+        """The snapshot the workspace's tracked files last matched: the newest turn's, else (a fork made by a
+        rewind to its first prompt has no turns) the one the rewind restored."""
+        latest = self.latest_snapshot()
+        if latest is None:
+            latest = next((r.target_snapshot for r in reversed(self.redo) if r.target_snapshot), None)
+        return latest
+
 
 class Sidecars:
     """Reads and writes thread sidecars atomically, under a lock per thread."""

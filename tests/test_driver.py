@@ -142,6 +142,9 @@ def test_a_prompt_being_prepared_counts_as_busy_and_blocks_a_rewind(model: Scrip
         assert ev.wait(TurnFinished).status == "completed"
         assert (d.opts.cwd / "one.txt").exists() and (d.opts.cwd / "two.txt").exists()
         assert [r.text for r in d.prompt_rows()] == ["drv-prep-one", "drv-prep-two"]
+        d.rewind(1)  # idle now: back before the first prompt, on a fork with no turns of its own
+        assert not (d.opts.cwd / "one.txt").exists()
+        assert d.status().tracked_files == len([p for p in d.opts.cwd.rglob("*") if p.is_file()]) > 0
     finally:
         d.close()
 
