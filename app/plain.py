@@ -9,6 +9,7 @@ not a terminal, lines are read plainly from it (no editing, no completion), so p
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
 import os
 import queue
@@ -81,6 +82,7 @@ KEYS = ("Enter sends · Esc then Enter inserts a newline · Up/Down: earlier pro
 ANSWERS = {"y": "accept", "yes": "accept", "a": "acceptForSession", "always": "acceptForSession",
            "n": "decline", "no": "decline", "c": "cancel", "cancel": "cancel"}
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+ESCAPES = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|O.|.)?")  # arrows, function keys: not text
 
 
 def clean(text: str) -> str:
@@ -172,11 +174,14 @@ class PipeReader:
 
 class KeyWatch:
     """While a turn or a store operation runs, Ctrl+C reaches codexr as a key, not as SIGINT to the terminal's
-    whole process group (which would also kill the Codex app-server). Other keys typed meanwhile are dropped."""
+    whole process group (which would also kill the Codex app-server). Other keys typed meanwhile are kept
+    (`typed`): the next prompt starts with them, as the app's composer keeps what is typed during a turn."""
 
     def __init__(self, stdin: TextIO) -> None:
         self.fd = stdin.fileno() if stdin.isatty() else None
         self.saved: list[Any] | None = None
+        self._chars: list[str] = []
+        self._decode = codecs.getincrementaldecoder("utf-8")("replace").decode
 
     def __enter__(self) -> KeyWatch:
         if self.fd is not None:
@@ -190,14 +195,35 @@ class KeyWatch:
 
     def __exit__(self, *exc: object) -> None:
         if self.fd is not None and self.saved is not None:
+            self.interrupted()  # what is still queued belongs to `typed`, not to the next reader
             termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)
 
     def interrupted(self, wait: float = 0.0) -> bool:
-        """Ctrl+C was pressed since the last look (waits up to `wait` seconds for a key)."""
+        """Ctrl+C was pressed since the last look (waits up to `wait` seconds for a key); keeps other keys."""
         if self.fd is None:
             return False
         ready, _, _ = select.select([self.fd], [], [], wait)
-        return bool(ready) and b"\x03" in os.read(self.fd, 1024)
+        if not ready:
+            return False
+        data = os.read(self.fd, 1024)
+        self.keep(self._decode(data.replace(b"\x03", b"")))
+        return b"\x03" in data
+
+    def keep(self, text: str) -> None:
+        """Add typed text: Backspace edits it, Enter becomes a newline, escape sequences (arrows) are dropped."""
+        for ch in ESCAPES.sub("", text):
+            if ch in ("\x7f", "\b"):
+                if self._chars:
+                    self._chars.pop()
+            elif ch in ("\r", "\n"):
+                self._chars.append("\n")
+            elif ch.isprintable() or ch == "\t":
+                self._chars.append(ch)
+
+    @property
+    def typed(self) -> str:
+        """What was typed ahead, without the Enter that ended it (the user sends it when they see it)."""
+        return "".join(self._chars).strip("\n")
 
 
 # ------------------------------------------------------------------------------------------ output
@@ -366,6 +392,7 @@ class LineMode:
         self.reader = reader or (TerminalReader() if sys.stdin.isatty() else PipeReader(sys.stdin, self.out))
         self.banner = banner
         self.composer = ""  # text for the next prompt (a rewind hands back the chosen prompt)
+        self.typed_ahead = ""  # typed while a turn or an operation ran: follows the composer's text
 
     # ---------------------------------------------------------------- loop
     def run(self) -> int:
@@ -382,14 +409,14 @@ class LineMode:
             p.line("type a prompt, or /help")
             while True:
                 self.drain()
+                default = "\n".join(t for t in (self.composer, self.typed_ahead) if t)
+                self.composer = self.typed_ahead = ""
                 try:
-                    line = self.reader.read(PROMPT, default=self.composer, main=True)
+                    line = self.reader.read(PROMPT, default=default, main=True)
                 except KeyboardInterrupt:
-                    self.composer = ""
                     continue
                 except EOFError:
                     break
-                self.composer = ""
                 self.drain()
                 text = line.strip()
                 if not text:
@@ -427,6 +454,12 @@ class LineMode:
         self.driver.submit(text)
         with KeyWatch(self.stdin) as keys:
             self._follow(keys)
+        self.type_ahead(keys)
+
+    def type_ahead(self, keys: KeyWatch) -> None:
+        """Keep what was typed while codexr worked: the next prompt starts with it."""
+        if keys.typed:
+            self.typed_ahead = f"{self.typed_ahead}\n{keys.typed}" if self.typed_ahead else keys.typed
 
     def _follow(self, keys: KeyWatch) -> None:
         started = stopping = False
@@ -538,6 +571,7 @@ class LineMode:
                         raise KeyboardInterrupt
                 except KeyboardInterrupt:
                     self.printer.line("(working: this step cannot be interrupted, a moment please)")
+        self.type_ahead(keys)
         if "err" in box:
             raise box["err"]
         result: T = box["out"]

@@ -160,6 +160,26 @@ def test_approvals_cancel_decline_accept_and_ctrl_c_interrupts(model: ScriptedMo
     t.child.expect(pexpect.EOF)
 
 
+def test_what_is_typed_during_a_turn_starts_the_next_prompt(model: ScriptedModel, tmp_path: Path) -> None:
+    """Keys typed while a turn runs were dropped; now the next prompt starts with them (not echoed meanwhile)."""
+    t = Term(model, tmp_path, "--plain")
+    t.until("codexr>")
+    t.child.sendline("run sleep 2")
+    t.until(r"\$ sleep 2")  # the turn is running
+    t.child.send("create ahead.txt typed ahead")
+    t.child.send("\x7f" * 6)  # Backspace edits what was typed: "...typed"
+    t.child.send("\x1b[A")  # an arrow key is not text
+    out = t.until(r"-- turn \w+")
+    assert "typed" not in out  # nothing echoed over the turn's output
+    t.until("codexr>")
+    t.until("create ahead.txt typed")  # the next prompt starts with it, ready to edit or send
+    t.child.send("\r")
+    sent = t.until(r"-- turn \w+")
+    t.until("codexr>")
+    assert t.read("ahead.txt") is not None, sent
+    t.quit()
+
+
 def test_a_pipe_is_read_line_by_line(model: ScriptedModel, tmp_path: Path) -> None:
     """Without a terminal the REPL reads plain lines: scripting by pipe works, each prompt in turn."""
     ws = tmp_path / "ws"
