@@ -1,14 +1,16 @@
 """The official Codex SDK, imported with its ~1,000 generated pydantic models built on first use, not at import.
 
 `openai_codex.generated.v2_all` defines every app-server protocol type (1,054 classes); pydantic builds each
-model's validator and serializer when its class statement runs, which was 55-60% of importing the SDK, and the
+model's validator and serializer when its class statement runs (~40% of importing the SDK, profiled), and the
 SDK is imported by every `codexr exec` before Codex is even started. pydantic's documented `defer_build` config
 option postpones that work to a model's first validation; a session validates a few dozen models. Generated
 code cannot be given the option without editing it, so while (and only while) the module runs, pydantic's two
 root classes carry `defer_build=True`, which pydantic's documented config inheritance hands to every class the
 module defines (and which they keep: `model_config` is merged into each class). The root classes get their own
-configs back afterwards. Measured on the pinned openai-codex 0.163.0 / pydantic 2.14 (2 cores, loaded):
-`import openai_codex` 1.2-1.8 s -> 0.7-1.0 s, first validation of a deferred model 30-50 ms.
+configs back afterwards. Measured on the pinned openai-codex 0.163.0 / pydantic 2.14.4 (2 shared cores):
+`import app.session` 1.75-2.17 s -> 1.32-1.54 s (`-X importtime`, 5 runs each); a deferred model's first
+validation 30-50 ms; a whole `codexr exec` 0.72-0.90x of before (bench/bench_startup.py). What is left of the
+import (~0.8 s here) is pydantic collecting the 1,054 classes' fields (evaluating their string annotations).
 
 Setting `BaseModel.model_config` is not pydantic API: `lazy_models_usable()` checks what this relies on and,
 if anything differs, the SDK is imported as it always was (slower, same behaviour);
@@ -52,7 +54,9 @@ def _import_models() -> None:
         saved = {cls: cls.__dict__["model_config"] for cls in (BaseModel, RootModel)}
         try:
             for cls, config in saved.items():
-                cls.model_config = {**config, "defer_build": True}
+                deferred = config.copy()
+                deferred["defer_build"] = True
+                cls.model_config = deferred
             import openai_codex.generated.v2_all  # noqa: F401
         finally:
             for cls, config in saved.items():
