@@ -15,10 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openai_codex.client import CodexClient, CodexConfig
-from openai_codex.errors import CodexError, JsonRpcError, TransportClosedError
-from openai_codex.generated.v2_all import ThreadSourceKind
-
 from config import CodexrSettings, is_codexr_key
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.gc import maybe_auto_gc
@@ -30,6 +26,7 @@ from snapshot_store.workspace import resolve_root
 
 from . import pre_edit as pe
 from .approval import ApprovalRequest as ApprovalRequest
+from .codex_sdk import CodexClient, CodexConfig, CodexError, JsonRpcError, ThreadSourceKind, TransportClosedError
 from .errors import Declined as Declined
 from .errors import SessionError as SessionError
 from .rewind_targets import (

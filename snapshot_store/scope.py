@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import blake3
-import pygit2
 
 from . import wildmatch
 from .dirfd import DirCache, DirChanged, SymlinkInPath
@@ -106,6 +105,12 @@ def _read_ignore_file(path: Path) -> bytes | None:
         raise IgnoreFileError(f"{path}: cannot be read: {exc.strerror}") from exc
 
 
+Place = tuple[tuple[tuple[str, int, int], ...], tuple[int, ...] | None]
+"""Where Git discovery found the repository, in stats (see `git_place`): the directories from the workspace root
+up to the work tree (or to `/` when there is no repository), each as (path, st_dev, st_ino), and the `.git`
+directory's (st_dev, st_ino, mtime_ns, ctime_ns) followed by its `config`'s (mtime_ns, size, ino, ctime_ns)."""
+
+
 @dataclass
 class GitTracked:
     """Git-indexed paths under the workspace root, and the index signature they came from."""
@@ -114,6 +119,8 @@ class GitTracked:
     signature: tuple[int, ...] | None
     source: tuple[str, str] = ("", "")
     """(index file, workspace prefix in the work tree): with `signature`, what a cached listing must match."""
+    place: Place | None = None
+    """What discovery saw; while `place_holds`, the listing is reused without importing pygit2."""
 
     @classmethod
     def load(cls, path: Path) -> GitTracked | None:
@@ -123,39 +130,135 @@ class GitTracked:
             magic, head = len(GIT_CACHE_MAGIC), len(GIT_CACHE_MAGIC) + 32
             if not data.startswith(GIT_CACHE_MAGIC) or blake3.blake3(data[head:]).digest() != data[magic:head]:
                 return None
-            index, prefix, signature, paths = marshal.loads(data[head:])
+            index, prefix, signature, paths, place = marshal.loads(data[head:])
         except (OSError, ValueError, EOFError, TypeError):
             return None
-        if not (isinstance(index, str) and isinstance(prefix, str) and isinstance(signature, tuple)
-                and all(type(v) is int for v in signature) and isinstance(paths, list)
-                and all(type(p) is str for p in paths)):
+        if not (isinstance(index, str) and isinstance(prefix, str) and _ints(signature, none=True)
+                and isinstance(paths, list) and all(type(p) is str for p in paths) and _is_place(place)):
             return None
-        return cls(paths, signature, (index, prefix))
+        return cls(paths, signature, (index, prefix), place)
 
     def save(self, path: Path) -> None:
         """Keep the listing for the next process (disposable, checksummed, no fsync, like the stat cache).
 
         Reading 11,000 entries through pygit2 costs ~55 ms per one-shot command; loading them back ~3 ms
-        (measured). `git_tracked` trusts it only for the same index file whose stat signature is unchanged,
+        (measured), and importing pygit2 to find the repository first 60-200 ms more (`place_holds` avoids it).
+        `git_tracked` trusts it only for the same index file whose stat signature is unchanged,
         the rule it already applies to the listing it keeps in memory.
         """
-        if self.signature is None:
+        if self.signature is None and self.place is None:
             return
-        payload = marshal.dumps((self.source[0], self.source[1], self.signature, self.paths), 2)  # see StatCache
+        payload = marshal.dumps((self.source[0], self.source[1], self.signature, self.paths, self.place), 2)
         atomic_write(path, GIT_CACHE_MAGIC + blake3.blake3(payload).digest() + payload, sync=False)
 
+    def place_holds(self, root: Path) -> bool:
+        """Would pygit2 find the same repository, work tree and index (same signature) for `root` now?
 
-GIT_CACHE_MAGIC = b"CRGIT1\n"
+        Checked with a few stats instead of importing pygit2 (60-200 ms of every one-shot capture or restore,
+        measured): see `git_place` for what is compared and why it suffices.
+        """
+        if self.place is None:
+            return False
+        chain, _repo = self.place
+        if not chain or chain[0][0] != os.path.realpath(root):
+            return False
+        if git_place(chain[0][0], chain[-1][0] if self.signature is not None else None) != self.place:
+            return False
+        if self.signature is None:
+            return True
+        try:
+            st = os.stat(self.source[0])
+        except OSError:
+            return False
+        return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns) == self.signature
+
+
+GIT_CACHE_MAGIC = b"CRGIT2\n"
+
+
+def _ints(value: object, *, none: bool = False) -> bool:
+    return (value is None and none) or (isinstance(value, tuple) and all(type(v) is int for v in value))
+
+
+def _is_place(value: object) -> bool:
+    if value is None:
+        return True
+    if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], tuple)
+            and _ints(value[1], none=True)):
+        return False
+    return all(isinstance(d, tuple) and len(d) == 3 and type(d[0]) is str and type(d[1]) is int
+               and type(d[2]) is int for d in value[0])
+
+
+def _absent(path: str) -> bool | None:
+    """True if nothing is at `path` (following symlinks, as Git discovery does); None if that is unknown."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return None
+    return False
+
+
+def git_place(root_real: str, workdir: str | None) -> Place | None:
+    """What Git discovery from `root_real` depends on, when it is the plain case; None otherwise.
+
+    libgit2's discovery (`find_repo_traverse`) looks in each directory from the start upwards for `.git`
+    (a repository directory or a `gitdir:` file), then at the directory itself (a repository needs `HEAD`),
+    and stops at a device change. So while every directory below the work tree (or, with no repository,
+    up to `/`) keeps its device and inode and has neither `.git` nor `HEAD`, and the work tree's `.git` is
+    the same directory, unchanged (Git renames files into it, which moves its mtime/ctime: `HEAD`, `config`,
+    `index`, `commondir`) with the same `config` (it may set core.worktree or core.bare), discovery and
+    opening find the same repository and work tree. Anything else (a `.git` file: worktrees, submodules)
+    gets None: pygit2 decides each time.
+    """
+    chain: list[tuple[str, int, int]] = []
+    d = root_real
+    while True:
+        try:
+            st = os.stat(d)
+        except OSError:
+            return None
+        chain.append((d, st.st_dev, st.st_ino))
+        if d == workdir:
+            break
+        if _absent(os.path.join(d, ".git")) is not True or _absent(os.path.join(d, "HEAD")) is not True:
+            return None
+        parent = os.path.dirname(d)
+        if parent == d:
+            return (tuple(chain), None) if workdir is None else None
+        d = parent
+    dot_git = os.path.join(d, ".git")
+    try:
+        gst = os.lstat(dot_git)
+        if not stat.S_ISDIR(gst.st_mode):
+            return None
+        repo: tuple[int, ...] = (gst.st_dev, gst.st_ino, gst.st_mtime_ns, gst.st_ctime_ns)
+        try:
+            cst = os.stat(os.path.join(dot_git, "config"))
+            repo += (cst.st_mtime_ns, cst.st_size, cst.st_ino, cst.st_ctime_ns)
+        except FileNotFoundError:
+            repo += (-1,)
+    except OSError:
+        return None
+    return tuple(chain), repo
 
 
 def git_tracked(root: Path, cached: GitTracked | None = None) -> GitTracked:
     """Read the Git index with pygit2; the workspace may be a subdirectory of the work tree.
 
-    `cached` (the previous listing) is returned as it is while the same index file keeps its signature.
+    `cached` (the previous listing) is returned as it is while the same index file keeps its signature,
+    and without importing pygit2 while its `place` still holds.
     """
+    if cached is not None and cached.place_holds(root):
+        return cached
+    import pygit2  # ~60-200 ms: only when the listing must be read or the repository found again
+
+    root_real = os.path.realpath(root)
     found = pygit2.discover_repository(str(root))
     if found is None:
-        return GitTracked([], None)
+        return GitTracked([], None, place=git_place(root_real, None))
     try:
         repo = pygit2.Repository(found)
     except pygit2.GitError:
@@ -169,13 +272,17 @@ def git_tracked(root: Path, cached: GitTracked | None = None) -> GitTracked:
         signature: tuple[int, ...] | None = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
     except FileNotFoundError:
         return GitTracked([], None)
-    prefix = os.path.relpath(os.path.realpath(root), os.path.realpath(workdir)).replace(os.sep, "/")
+    workdir_real = os.path.realpath(workdir)
+    prefix = os.path.relpath(root_real, workdir_real).replace(os.sep, "/")
     if prefix == ".." or prefix.startswith("../"):
         return GitTracked([], signature)
     prefix = "" if prefix == "." else prefix + "/"
     source = (str(index_path), prefix)
+    place = None
+    if os.path.realpath(repo.path) == os.path.join(workdir_real, ".git"):
+        place = git_place(root_real, workdir_real)
     if cached is not None and cached.signature == signature and cached.source == source:
-        return cached
+        return cached if cached.place == place else GitTracked(cached.paths, signature, source, place)
     cut = len(prefix)
     paths: list[str] = []
     try:
@@ -187,7 +294,7 @@ def git_tracked(root: Path, cached: GitTracked | None = None) -> GitTracked:
         if entry.mode == GITLINK_MODE or not p.startswith(prefix):
             continue
         paths.append(p[cut:])
-    return GitTracked(paths, signature, source)
+    return GitTracked(paths, signature, source, place)
 
 
 @dataclass

@@ -1227,6 +1227,30 @@ def test_a_new_process_reuses_the_git_listing_only_while_the_index_is_unchanged(
     [listing] = (tmp_path / "store" / "cache").glob("*.git")
     saved = GitTracked.load(listing)
     assert saved is not None and saved.paths == ["a.txt"]
-    forged = marshal.dumps((*saved.source, saved.signature, [".env_local", "a.txt"]))
+    forged = marshal.dumps((*saved.source, saved.signature, [".env_local", "a.txt"], saved.place))
     listing.write_bytes(listing.read_bytes()[: len(GIT_CACHE_MAGIC) + 32] + forged)
+    assert hidden_entry() == ("x", "hidden")
+
+
+def test_a_saved_git_listing_is_not_reused_once_git_would_find_another_repository(tmp_path: Path) -> None:
+    """A new process reuses the saved listing without asking pygit2 where the repository is (FORMAT.md §7):
+    a repository created inside the workspace since (its own index, here empty) must still be the one read."""
+    outer = make_repo(tmp_path / "outer", {"sub/a.txt": "a"})
+    write(outer, "sub/.env_local", "tracked by the outer repository")
+    git(outer, "add", "-f", "sub/.env_local")
+    ws = outer / "sub"
+
+    def hidden_entry() -> tuple[object, ...]:
+        s = Store.open(tmp_path / "store")  # a fresh Store, as in a new `codexr` process
+        try:
+            return tuple(s.capture(ws, grow=False).files[".env_local"])
+        finally:
+            s.close()
+
+    assert hidden_entry()[0] == "f"
+    [listing] = (tmp_path / "store" / "cache").glob("*.git")
+    saved = GitTracked.load(listing)
+    assert saved is not None and saved.place_holds(ws)  # the fast path is taken while nothing changed
+    git(ws, "init", "-q")  # sub/.git: Git now finds this (empty) repository first; the outer index is unchanged
+    assert not saved.place_holds(ws)
     assert hidden_entry() == ("x", "hidden")
