@@ -18,6 +18,7 @@ from app.events import (
     FileChanges,
     FileDiff,
     FileStat,
+    Notice,
     ThreadLoaded,
     TurnFinished,
     UserPrompt,
@@ -147,6 +148,65 @@ def test_a_long_replayed_thread_folds_old_blocks_and_brings_them_back(monkeypatc
                 await pilot.press("e")
             await until(lambda: "Prompt 1: " in screen_text(app), "the first prompt", home=True)
             assert [b.number for b in app.query(PromptBlock)][:2] == [1, 2]
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main())
+
+
+def test_reading_back_to_the_first_prompt_slides_a_bounded_window_and_tab_brings_the_end_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading far back used to mount every block shown on the way (the top of a 500-turn thread was out of
+    reach); now the blocks at the other end are unmounted as earlier ones come back, in both directions."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from tui_log import session_log
+
+    from app.tui.transcript import Transcript
+
+    monkeypatch.setattr(Transcript, "MAX_MOUNTED", 20)
+    monkeypatch.setattr(Transcript, "SHOW_MORE", 8)
+    bound = Transcript.MAX_MOUNTED + Transcript.SHOW_MORE
+    events = session_log(turns=16, output_mb=0.05)  # 96 blocks
+    app = CodexrApp(driver_factory=lambda emit: ReplayDriver(events, emit), workspace="(replay)")
+
+    async def main() -> None:
+        async with app.run_test(size=(110, 40)) as pilot:
+            t = app.transcript
+
+            async def until(cond: Any, what: str, home: bool = False) -> None:
+                deadline = time.monotonic() + 30
+                while True:
+                    if home:
+                        t.scroll_home(animate=False)
+                    await pilot.pause(0.05)
+                    if cond():
+                        return
+                    assert time.monotonic() < deadline, f"gave up waiting for {what}:\n{screen_text(app)}"
+
+            await until(lambda: len(t.entries) >= 96 and app.status_bar.state == "ready", "the replay")
+            newest = t.entries[-1].widget
+            assert newest is not None
+            t.focus()
+            t.enter_cursor(last=False)
+            peak = 0
+            while t._first:  # `e` all the way back to the first prompt
+                await pilot.press("e")
+                peak = max(peak, len(t.mounted_blocks()))
+            assert peak <= bound and not newest.is_attached  # the newest blocks made room
+            await until(lambda: "Prompt 1: " in screen_text(app), "the first prompt", home=True)
+            await t.apply(Notice("news while reading far back"))  # live output does not pull the view away
+            assert t.entries[-1].widget is None
+            later = t.query_one("#later")
+            assert later.display and t.children[-1] is later  # the count of later blocks, under the last one
+            while t._end < len(t.entries):  # Down past the last mounted block, all the way to the end
+                await pilot.press("down")
+                peak = max(peak, len(t.mounted_blocks()))
+            assert peak <= bound and t._first > 0
+            t.enter_cursor(last=False)
+            while t._first:
+                await pilot.press("e")
+            await pilot.press("tab")  # back to the composer: the newest blocks come back
+            await until(lambda: "news while reading far back" in screen_text(app), "the newest blocks")
+            assert t._end == len(t.entries) and len(t.mounted_blocks()) <= bound
             await pilot.press("ctrl+q")
 
     asyncio.run(main())

@@ -1,7 +1,10 @@
 """The transcript: a view of the thread's append-only event log, with a block cursor.
 
-Events are folded into entries (one per block); only the newest `MAX_MOUNTED` entries have widgets, older
-ones are rebuilt from their events when the user asks for them, so a long session stays responsive.
+Events are folded into entries (one per block); only a window of at most `MAX_MOUNTED` entries has widgets —
+normally the newest. The window slides: `e` (or Up on the first block) rebuilds earlier blocks from their events
+and unmounts as many at the bottom, Down past the last block does the reverse, and leaving the transcript (or
+new output while the view follows the end) brings the newest back. So a long session stays responsive however
+far back the user reads.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ class Transcript(VerticalScroll, can_focus=True):
         self.entries: list[Entry] = []
         self._by_key: dict[str, Entry] = {}
         self._first = 0  # index of the first entry with a widget
+        self._end = 0  # one past the last entry with a widget (len(entries) when the window holds the end)
         self._usage: TokenUsage | None = None
         self._seq = 0
         self.cursor: int | None = None
@@ -85,6 +89,7 @@ class Transcript(VerticalScroll, can_focus=True):
             yield Markdown(self.banner, id="banner")
         else:
             yield Static("", id="banner")
+        yield Static("", id="later")
 
     def on_mount(self) -> None:
         self._show_chrome()
@@ -110,6 +115,13 @@ class Transcript(VerticalScroll, can_focus=True):
         if self._first:
             fold.update(Text(f"⋯ {self._first} earlier blocks folded away (Ctrl+Up, then e: show them)"))
         self.query_one("#banner").display = bool(self.banner) and not self.entries
+        later = self.query_one("#later", Static)
+        newer = len(self.entries) - self._end
+        later.display = newer > 0
+        if newer:
+            later.update(Text(f"⋯ {newer} later blocks (Down on the last block shows them; Tab: back to the newest)"))
+            if self.children[-1] is not later:
+                self.move_child(later, after=self.children[-1])
 
     # ------------------------------------------------------------------ the log
     def _key(self, prefix: str, item_id: str) -> str:
@@ -182,15 +194,23 @@ class Transcript(VerticalScroll, can_focus=True):
     async def apply(self, ev: Any) -> None:
         """Show one live event (streaming into the block it belongs to)."""
         follow = self._following()
-        await self._apply(ev)
+        await self._apply(ev, follow)
         if follow:  # scrolled once the new content is laid out, so the end is the new end
             self._follow()
 
-    async def _apply(self, ev: Any) -> None:
+    async def _apply(self, ev: Any, follow: bool) -> None:
+        at_end = self._end == len(self.entries)
         entry, new = self.record(ev)
         if entry is None:
             return
+        if new and not at_end:  # the user reads earlier blocks: the new one waits (counted) unless they follow
+            if follow:
+                await self.to_end()
+            else:
+                self._show_chrome()
+            return
         if new:
+            self._end = len(self.entries)
             if isinstance(ev, AgentDelta):
                 block: Block | None = AgentBlock(ev.item_id, live=True)
             else:
@@ -198,7 +218,7 @@ class Transcript(VerticalScroll, can_focus=True):
             if block is None:
                 return
             entry.widget = block
-            await self.mount(block)
+            await self.mount(block, before=self.query_one("#later"))
             if isinstance(ev, AgentDelta) and isinstance(block, AgentBlock):
                 await block.write(ev.delta)
             await self._fold()
@@ -239,30 +259,67 @@ class Transcript(VerticalScroll, can_focus=True):
         self.cursor = None
         for ev in events:
             self.record(ev)
+        self._first = self._end = len(self.entries)
+        await self._mount_end()
+        self._follow()
+
+    async def _mount_end(self) -> None:
+        """Mount the newest MAX_MOUNTED entries (nothing is mounted when this is called)."""
         self._first = max(0, len(self.entries) - self.MAX_MOUNTED)
+        self._end = len(self.entries)
         widgets = []
         for entry in self.entries[self._first:]:
             entry.widget = self._build(entry)
             if entry.widget is not None:
                 widgets.append(entry.widget)
         if widgets:
-            await self.mount_all(widgets)
+            await self.mount_all(widgets, before=self.query_one("#later"))
         self._show_chrome()
-        self._follow()
+
+    async def to_end(self) -> None:
+        """Bring the window back to the newest blocks (after reading far back)."""
+        if self._end == len(self.entries):
+            return
+        old = [e.widget for e in self.entries[self._first:self._end] if e.widget is not None]
+        for e in self.entries[self._first:self._end]:
+            e.widget = None
+        self._set_cursor(None)
+        await self.remove_children(old)
+        await self._mount_end()
 
     async def _fold(self) -> None:
         """Unmount the oldest blocks once too many are mounted (they are rebuilt on demand)."""
-        mounted = len(self.entries) - self._first
+        mounted = self._end - self._first
         if mounted <= self.MAX_MOUNTED:
             return
         cut = self._first + (mounted - self.MAX_MOUNTED) + self.SHOW_MORE // 2
-        cut = min(cut, len(self.entries) - 1)
+        cut = min(cut, self._end - 1)
         old = [e.widget for e in self.entries[self._first:cut] if e.widget is not None]
+        anchor = next((e.widget for e in self.entries[cut:self._end] if e.widget is not None), None)
+        offset = anchor.virtual_region.y - self.scroll_y if anchor is not None else 0.0
         for e in self.entries[self._first:cut]:
             e.widget = None
         self._first = cut
         if self.cursor is not None and self.cursor < cut:
             self.cursor = cut
+        await self.remove_children(old)
+        if anchor is not None and not self._following():
+            # what the user reads stays where it was on screen (the blocks above it went away)
+            self.call_after_refresh(lambda: self.scroll_to(y=anchor.virtual_region.y - offset, animate=False,
+                                                           immediate=True))
+
+    async def _unfold_bottom(self) -> None:
+        """Unmount the newest mounted blocks once too many are mounted (reading far back)."""
+        mounted = self._end - self._first
+        if mounted <= self.MAX_MOUNTED:
+            return
+        cut = max(self._first + 1, self._end - (mounted - self.MAX_MOUNTED) - self.SHOW_MORE // 2)
+        old = [e.widget for e in self.entries[cut:self._end] if e.widget is not None]
+        for e in self.entries[cut:self._end]:
+            e.widget = None
+        self._end = cut
+        if self.cursor is not None and self.cursor >= cut:
+            self.cursor = cut - 1
         await self.remove_children(old)
 
     async def show_earlier(self) -> None:
@@ -283,13 +340,31 @@ class Transcript(VerticalScroll, can_focus=True):
                 # keep the block the user was reading in place: Page Up then walks the blocks just shown
                 self.call_after_refresh(self.scroll_to_widget, anchor, animate=False, top=True)
             else:
-                await self.mount_all(widgets)
+                await self.mount_all(widgets, before=self.query_one("#later"))
+        await self._unfold_bottom()
+        self._show_chrome()
+
+    async def show_later(self) -> None:
+        """Rebuild up to SHOW_MORE blocks after the last one shown (the reverse of show_earlier)."""
+        if self._end >= len(self.entries):
+            return
+        stop = min(len(self.entries), self._end + self.SHOW_MORE)
+        widgets = []
+        for entry in self.entries[self._end:stop]:
+            entry.widget = self._build(entry)
+            if entry.widget is not None:
+                widgets.append(entry.widget)
+        self._end = stop
+        if widgets:
+            await self.mount_all(widgets, before=self.query_one("#later"))
+        await self._fold()
         self._show_chrome()
 
     # ------------------------------------------------------------------ block cursor
     def mounted_blocks(self) -> list[tuple[int, Block]]:
         """(entry index, widget) of every block on screen, in order."""
-        return [(i, e.widget) for i, e in enumerate(self.entries) if e.widget is not None and i >= self._first]
+        return [(i, e.widget) for i, e in enumerate(self.entries[self._first:self._end], self._first)
+                if e.widget is not None]
 
     def _set_cursor(self, index: int | None) -> None:
         for b in self.query(".-cursor"):
@@ -325,8 +400,9 @@ class Transcript(VerticalScroll, can_focus=True):
         pos = blocks.index(self.cursor) + step
         self._set_cursor(blocks[max(0, min(len(blocks) - 1, pos))])
 
-    def on_blur(self) -> None:
+    async def on_blur(self) -> None:
         self._set_cursor(None)
+        await self.to_end()
         self._follow()
 
     async def action_cursor_up(self) -> None:
@@ -336,8 +412,11 @@ class Transcript(VerticalScroll, can_focus=True):
             await self.show_earlier()
         self.move(-1)
 
-    def action_cursor_down(self) -> None:
-        """Next block."""
+    async def action_cursor_down(self) -> None:
+        """Next block (shows later blocks when at the bottom of what is mounted)."""
+        blocks = self.mounted_blocks()
+        if blocks and self.cursor == blocks[-1][0] and self._end < len(self.entries):
+            await self.show_later()
         self.move(1)
 
     def action_toggle_block(self) -> None:
