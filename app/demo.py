@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from .context import Context
 
-if TYPE_CHECKING:  # the scripted model (an HTTP server) loads only when the demo runs
+if TYPE_CHECKING:  # the scripted model (an HTTP server) and the session (the SDK) load only when the demo runs
     from .scripted_model import ScriptedModel
+    from .session import SessionOptions
 
 PROMPT_1 = "Add a test for greet()"
 PROMPT_2 = "Make greet() shout, drop the notes, regenerate the docs"
@@ -43,7 +44,8 @@ def dispatch(ctx: Context, args: argparse.Namespace) -> int:
     """Interactive on a terminal; the self-checking story on a pipe, in CI, with --script or --json."""
     from .codex_bin import choose
 
-    codex_bin = choose(args.codex_bin, ctx.settings).sdk_value()  # `codexr --codex-bin X demo` tries build X
+    # `codexr --codex-bin X demo` tries build X; `ctx.loaded` (None: every setting a default) spares pydantic
+    codex_bin = choose(args.codex_bin, ctx.loaded).sdk_value()
     if args.script or args.json or not (sys.stdin.isatty() and sys.stdout.isatty()):
         return run(ctx, args, codex_bin)
     return interactive(args, plain=bool(getattr(args, "plain", False)), codex_bin=codex_bin)
@@ -69,28 +71,42 @@ def banner(ws: Path, *, app: bool = False) -> str:
 
 def interactive(args: argparse.Namespace, *, plain: bool, codex_bin: str | None = None) -> int:
     """The demo a person plays with: the TUI (or line mode) on a scratch workspace and CODEX_HOME."""
-    from config import load_settings
+    splash = None
+    if not plain:  # the app's first frame now: the SDK and Textual load behind it (app/tui/splash.py)
+        from .tui.splash import Splash
 
-    from .scripted_model import ScriptedModel, responder, write_codex_home
-    from .session import SessionOptions
-
+        splash = Splash.show()
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="codexr-demo-"))
     ws, home = base / "workspace", base / "codex-home"
-    ws.mkdir(parents=True, exist_ok=True)
     try:
+        ws.mkdir(parents=True, exist_ok=True)
+        from .scripted_model import ScriptedModel, responder, write_codex_home
+
         _make_workspace(ws)
         with ScriptedModel() as model:
             model.script("", [responder()])
             env = write_codex_home(home, model.base_url)
-            opts = SessionOptions(cwd=ws, codex_home=home, settings=load_settings(home), env=env,
-                                  codex_bin=codex_bin)
+
+            def options() -> SessionOptions:
+                """Built in the app's worker: importing the session (the SDK) does not delay the first frame."""
+                from config import load_settings
+
+                from .session import SessionOptions
+
+                return SessionOptions(cwd=ws, codex_home=home, settings=load_settings(home), env=env,
+                                      codex_bin=codex_bin)
+
             if plain:
                 from .plain import run_plain
 
-                return run_plain(opts, banner=banner(ws))
+                return run_plain(options(), banner=banner(ws))
             from .tui.app import run_tui
 
-            return int(run_tui(opts, banner=banner(ws, app=True)))
+            return int(run_tui(options, banner=banner(ws, app=True), workspace=str(ws), splash=splash))
+    except BaseException:
+        if splash is not None:
+            splash.close()
+        raise
     finally:
         if not args.keep and not args.dir:
             shutil.rmtree(base, ignore_errors=True)
