@@ -200,3 +200,23 @@ def test_keys_typed_under_the_first_frame_reach_the_composer_and_the_terminal_co
     settings = after.split()
     assert "echo" in settings and "icrnl" in settings and "icanon" in settings, after
     assert "-echo" not in settings and "-icrnl" not in settings, after
+
+
+def test_the_demo_on_a_terminal_opens_the_app_and_takes_a_prompt_typed_under_its_first_frame(
+        tmux: Tmux, tmp_path: Path) -> None:
+    """`python3 bootstrap.py demo` on a terminal: the app on a scratch workspace against the scripted model; a
+    prompt typed and sent (Enter) before the app is live runs once Codex has started."""
+    demo = tmp_path / "demo"
+    env = f"env -u COLUMNS -u LINES CODEX_HOME={shlex.quote(str(tmp_path / 'unused-home'))} " \
+          f"PYTHONPATH={shlex.quote(str(REPO))} TERM=xterm-256color"
+    tmux.start(f"cd {shlex.quote(str(tmp_path))} && {env} {shlex.quote(sys.executable)} -m app.cli demo "
+               f"--dir {shlex.quote(str(demo))}; echo DEMO-OVER; sleep 60")
+    tmux.wait_for("Ask Codex", timeout=WAIT_S)
+    tmux.type("create hello.txt typed before the app was live")
+    tmux.keys("Enter")
+    shown = tmux.wait(lambda s: "turn completed" in s and "○ idle" in s, "the demo's answer")
+    assert "created hello.txt" in shown and "A hello.txt +1 -0" in shown
+    assert (demo / "workspace" / "hello.txt").read_text() == "typed before the app was live\n"
+    tmux.keys("C-q")
+    tmux.wait_for("DEMO-OVER")
+    assert not (tmp_path / "unused-home").exists()  # the demo never touches the user's CODEX_HOME
