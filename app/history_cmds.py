@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -249,6 +248,8 @@ def _export(ctx: Context, args: argparse.Namespace) -> int:
         raise UsageError(f"{out} exists; add --force to overwrite it")
     if not out.parent.is_dir():
         raise UsageError(f"{out.parent} is not a directory")
+    import tempfile
+
     store, cat, sess, prompts = _load(ctx, args.id)
     try:
         if args.format == "json":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -100,6 +99,8 @@ def show_session(home: Path, ident: str, here: str) -> Shown:
 
 def resume_hint(shown: Shown) -> str:
     """How to continue a conversation of another workspace there."""
+    import shlex
+
     where = shlex.quote(shown.workspace) if shown.workspace else "DIR"
     return (f"read-only: this conversation belongs to another workspace ({shown.workspace or 'unknown'}); "
             f"to continue it there: codexr -C {where} resume {shown.session_id}")

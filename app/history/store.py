@@ -13,7 +13,6 @@ import json
 import os
 import re
 import sqlite3
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -163,6 +162,8 @@ class HistoryStore:
         """Refresh the index in a detached process, so this command answers from the scan now."""
         if not self.background or self.index is None:
             return
+        import subprocess  # only a search that starts the refresh pays for it
+
         with contextlib.suppress(OSError):
             subprocess.Popen([sys.executable, "-m", "app.history", "refresh", str(self.home)],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
