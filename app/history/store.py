@@ -18,11 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import zstandard
-
 from .catalog import Catalog, FileSummary, RolloutFile, Session, discover
 from .index import Index, open_index, split_rowid
-from .rollout import Digest, Skipped, parse_bytes, read_rollout
+from .rollout import Digest, Skipped, parse_bytes, read_rollout, read_zst
 from .search import Match, Matcher, excerpt
 
 SYNC_REFRESH_BYTES = 32 * 1024 * 1024  # a search refreshes up to this much changed rollout data itself
@@ -75,11 +73,10 @@ class SearchResult:
 def _read(path: str) -> bytes | None:
     try:
         if path.endswith(".zst"):
-            with open(path, "rb") as fh:
-                return bytes(zstandard.ZstdDecompressor().stream_reader(fh).read())
+            return read_zst(path)
         with open(path, "rb") as fh:
             return fh.read()
-    except (OSError, zstandard.ZstdError):
+    except OSError:
         return None
 
 
