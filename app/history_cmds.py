@@ -85,8 +85,7 @@ def _n(args: argparse.Namespace) -> int:
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> int:
-    from .history.browse import skipped_note
-    from .history.render import session_json
+    from .history.render import session_json, skipped_note
     from .history.store import Filter
 
     flt = Filter(workspace=None if args.all else _workspace(args, True), archived=args.archived)
@@ -139,9 +138,8 @@ def _highlight(text: str, a: int, b: int, tty: bool) -> str:
 
 
 def _search(ctx: Context, args: argparse.Namespace) -> int:
-    from .history.browse import nothing_found, skipped_note
     from .history.catalog import HistoryError, source_label
-    from .history.render import short_time
+    from .history.render import nothing_found, short_time, skipped_note
     from .history.search import Matcher
     from .history.store import Filter
 
