@@ -72,9 +72,12 @@ class Context:
             self._store = None
 
     def emit(self, doc: Any) -> None:
-        """Print one JSON document to stdout."""
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        """Print one JSON document to stdout, in one write.
+
+        json.dump(indent=2) writes piece by piece: 70,000 writes for `history list --all` of 1,000 sessions,
+        0.1-0.2 s under PYTHONUNBUFFERED (bench/bench_history.py), against ~30 ms to build the string.
+        """
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
 
     def info(self, text: str) -> None:
         """Human output (suppressed in --json mode, where stdout carries JSON only)."""

@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,8 +85,7 @@ def _n(args: argparse.Namespace) -> int:
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> int:
-    from .history.browse import skipped_note
-    from .history.render import session_json
+    from .history.render import session_json, skipped_note
     from .history.store import Filter
 
     flt = Filter(workspace=None if args.all else _workspace(args, True), archived=args.archived)
@@ -140,9 +138,8 @@ def _highlight(text: str, a: int, b: int, tty: bool) -> str:
 
 
 def _search(ctx: Context, args: argparse.Namespace) -> int:
-    from .history.browse import nothing_found, skipped_note
     from .history.catalog import HistoryError, source_label
-    from .history.render import short_time
+    from .history.render import nothing_found, short_time, skipped_note
     from .history.search import Matcher
     from .history.store import Filter
 
@@ -249,6 +246,8 @@ def _export(ctx: Context, args: argparse.Namespace) -> int:
         raise UsageError(f"{out} exists; add --force to overwrite it")
     if not out.parent.is_dir():
         raise UsageError(f"{out.parent} is not a directory")
+    import tempfile
+
     store, cat, sess, prompts = _load(ctx, args.id)
     try:
         if args.format == "json":

@@ -7,7 +7,6 @@ import errno
 import fcntl
 import functools
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ TMP_PREFIX = ".tmp-"
 
 def tmp_name(prefix: str = TMP_PREFIX) -> str:
     """A collision-free temporary file name for the same directory as the final file."""
-    return f"{prefix}{secrets.token_hex(8)}"
+    return f"{prefix}{os.urandom(8).hex()}"  # secrets.token_hex, without importing secrets (~9 ms)
 
 
 def fsync_dir(path: Path) -> None:

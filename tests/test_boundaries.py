@@ -137,3 +137,22 @@ def test_store_restore_spells_out_the_options_of_restore() -> None:
     assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in method.values())
     assert list(method)[1:] == list(func)[1:]  # both after self / store
     assert all(method[n].default == func[n].default for n in list(func)[1:])
+
+
+def test_a_command_starts_with_its_own_code_only(tmp_path: Path) -> None:
+    """`codexr history list` loads neither the other commands nor pydantic, the SDK or Textual: every codexr
+    process pays for what it imports (start-up is most of a `history` command, see bench/bench_history.py)."""
+    code = ("import json, sys\n"
+            "import app.cli\n"
+            "bare = sorted(sys.modules)\n"
+            "rc = app.cli.main(['history', 'list', '--all', '--json'])\n"
+            "print(json.dumps([rc, bare, sorted(sys.modules)]), file=sys.stderr)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    rc, bare, loaded = json.loads(out.stderr.splitlines()[-1])
+    assert rc == 0 and json.loads(out.stdout)["total"] == 0, out.stderr
+    other_commands = {f"app.{m}" for m in ("agent_cmds", "snapshot_cmds", "demo", "doctor", "tui_cmds", "config_cmds")}
+    early = set(bare) & (other_commands | {"app.history_cmds", "config", "snapshot_store"})
+    assert not early, f"`import app.cli` loads {sorted(early)}"
+    assert not set(loaded) & other_commands, sorted(set(loaded) & other_commands)
+    assert not top_level(set(loaded)) & {"pydantic", "openai_codex", "textual", "prompt_toolkit"}

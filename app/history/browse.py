@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .catalog import conversation, source_label
-from .render import markdown
+from .render import markdown, nothing_found, skipped_note
 from .search import Matcher
-from .store import Filter, HistoryStore, SearchResult, same_dir
+from .store import Filter, HistoryStore, same_dir
 
 
 @dataclass(frozen=True)
@@ -44,20 +43,6 @@ class Shown:
     workspace: str
     here: bool
     text: str  # Markdown (history show)
-
-
-def skipped_note(skipped: dict[str, int]) -> str:
-    """' (skipped: 2 malformed, 1 partial)' — or '' when nothing was skipped."""
-    parts = [f"{v} {k}" for k, v in skipped.items() if v]
-    return f" (skipped: {', '.join(parts)})" if parts else ""
-
-
-def nothing_found(text: str, res: SearchResult, workspace: str | None, tools: bool) -> str:
-    """An empty result says which sources and how many sessions were searched."""
-    where = f" of {workspace}" if workspace else ""
-    kinds = "user and agent messages" + (", commands, output and file paths" if tools else "")
-    return (f"no match for {text!r} in {res.searched_sessions} sessions{where} "
-            f"(searched {', '.join(res.roots)}; {kinds}){skipped_note(asdict(res.skipped))}")
 
 
 def search_hits(home: Path, text: str, here: str, *, limit: int = 20, context: int = 50,
@@ -100,6 +85,8 @@ def show_session(home: Path, ident: str, here: str) -> Shown:
 
 def resume_hint(shown: Shown) -> str:
     """How to continue a conversation of another workspace there."""
+    import shlex
+
     where = shlex.quote(shown.workspace) if shown.workspace else "DIR"
     return (f"read-only: this conversation belongs to another workspace ({shown.workspace or 'unknown'}); "
             f"to continue it there: codexr -C {where} resume {shown.session_id}")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .catalog import Catalog, Prompt, Session, rewind_marks, source_label
 from .rollout import Entry
+
+if TYPE_CHECKING:
+    from .store import SearchResult
 
 OUTPUT_LINES = 12  # command output lines shown by `show` (export json keeps all that was read)
 
@@ -23,6 +26,20 @@ def rel(cwd: str, path: str) -> str:
         if not r.startswith(".."):
             return r
     return path
+
+
+def skipped_note(skipped: dict[str, int]) -> str:
+    """' (skipped: 2 malformed, 1 partial)' — or '' when nothing was skipped."""
+    parts = [f"{v} {k}" for k, v in skipped.items() if v]
+    return f" (skipped: {', '.join(parts)})" if parts else ""
+
+
+def nothing_found(text: str, res: SearchResult, workspace: str | None, tools: bool) -> str:
+    """An empty result says which sources and how many sessions were searched."""
+    where = f" of {workspace}" if workspace else ""
+    kinds = "user and agent messages" + (", commands, output and file paths" if tools else "")
+    return (f"no match for {text!r} in {res.searched_sessions} sessions{where} "
+            f"(searched {', '.join(res.roots)}; {kinds}){skipped_note(asdict(res.skipped))}")
 
 
 def session_json(s: Session, cat: Catalog) -> dict[str, Any]:

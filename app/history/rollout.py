@@ -23,8 +23,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import zstandard
-
 USER_MESSAGE_BEGIN = "## My request for Codex:"
 HUGE_LINE = 16 * 1024 * 1024  # a longer line is skipped (and counted), not decoded
 MAX_OUTPUT = 64 * 1024  # command output kept per command (head), enough to search and show
@@ -402,10 +400,20 @@ class _Reader:
 def _open_bytes(path: Path) -> bytes:
     """The whole rollout (plain or zstd-compressed), read once."""
     if path.name.endswith(".zst"):
-        with path.open("rb") as fh:
-            return zstandard.ZstdDecompressor().stream_reader(fh).read(MAX_FILE)
+        return read_zst(path, MAX_FILE)
     with path.open("rb") as fh:
         return fh.read(MAX_FILE)
+
+
+def read_zst(path: Path | str, limit: int = -1) -> bytes:
+    """A compressed rollout's bytes; damage is an OSError, as for any file that cannot be read."""
+    import zstandard  # ~8 ms (it imports platform): only .zst rollouts and the index's digests need it
+
+    with open(path, "rb") as fh:
+        try:
+            return bytes(zstandard.ZstdDecompressor().stream_reader(fh).read(limit))
+        except zstandard.ZstdError as exc:
+            raise OSError(f"{path}: not a readable zstd stream: {exc}") from exc
 
 
 def parse_bytes(path: str, data: bytes) -> Digest:
@@ -431,6 +439,6 @@ def read_rollout(path: Path) -> Digest:
     """The digest of one rollout file; an unreadable file is an empty digest with `unreadable` counted."""
     try:
         data = _open_bytes(path)
-    except (OSError, zstandard.ZstdError):
+    except OSError:
         return Digest(str(path), Meta(), [], Skipped(unreadable=1))
     return parse_bytes(str(path), data)

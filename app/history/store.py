@@ -13,17 +13,14 @@ import json
 import os
 import re
 import sqlite3
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import zstandard
-
 from .catalog import Catalog, FileSummary, RolloutFile, Session, discover
 from .index import Index, open_index, split_rowid
-from .rollout import Digest, Skipped, parse_bytes, read_rollout
+from .rollout import Digest, Skipped, parse_bytes, read_rollout, read_zst
 from .search import Match, Matcher, excerpt
 
 SYNC_REFRESH_BYTES = 32 * 1024 * 1024  # a search refreshes up to this much changed rollout data itself
@@ -76,11 +73,10 @@ class SearchResult:
 def _read(path: str) -> bytes | None:
     try:
         if path.endswith(".zst"):
-            with open(path, "rb") as fh:
-                return bytes(zstandard.ZstdDecompressor().stream_reader(fh).read())
+            return read_zst(path)
         with open(path, "rb") as fh:
             return fh.read()
-    except (OSError, zstandard.ZstdError):
+    except OSError:
         return None
 
 
@@ -119,6 +115,7 @@ class HistoryStore:
         self.background = background and os.environ.get(BACKGROUND_ENV, "1") != "0"
         self._digests: dict[str, Digest] = {}
         self._catalog: Catalog | None = None
+        self._stored: dict[str, tuple[int, int, int]] | None = None  # index.stored(), until the index changes
 
     def close(self) -> None:
         if self.index is not None:
@@ -137,10 +134,18 @@ class HistoryStore:
         """Files the index lacks or holds an older version of, and indexed paths that are gone."""
         if self.index is None:
             return list(self.files), []
-        stored = self.index.stored()
+        stored = self._stored_rows()
         changed = [f for f in self.files if stored.get(f.path, (0, -1, -1))[1:] != (f.size, f.mtime_ns)]
         removed = [p for p in stored if p not in self.by_path]
         return changed, removed
+
+    def _stored_rows(self) -> dict[str, tuple[int, int, int]]:
+        """What the index holds, for freshness checks: a search checked twice (~4 ms each for 1,000 files)."""
+        if self.index is None:
+            raise sqlite3.OperationalError("no index")
+        if self._stored is None:
+            self._stored = self.index.stored()
+        return self._stored
 
     def refresh(self) -> None:
         """Bring the index up to date with the rollouts (in batches, so a kill keeps what was done)."""
@@ -152,9 +157,11 @@ class HistoryStore:
             for f in changed:
                 batch.append((f, self.digest(f.path, use_index=False)))
                 if len(batch) >= 64:
+                    self._stored = None
                     self.index.update(batch, removed)
                     batch, removed = [], []
             if batch or removed:
+                self._stored = None
                 self.index.update(batch, removed)
         except sqlite3.Error:
             self._index_failed()
@@ -163,6 +170,8 @@ class HistoryStore:
         """Refresh the index in a detached process, so this command answers from the scan now."""
         if not self.background or self.index is None:
             return
+        import subprocess  # only a search that starts the refresh pays for it
+
         with contextlib.suppress(OSError):
             subprocess.Popen([sys.executable, "-m", "app.history", "refresh", str(self.home)],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -233,7 +242,7 @@ class HistoryStore:
         cat = self.catalog()
         if self.index is None:
             raise sqlite3.OperationalError("index went away")
-        stored = self.index.stored()
+        stored = self.index.stored()  # read again: a background refresh may have renumbered files meanwhile
         id_to_path = {fid: p for p, (fid, _s, _m) in stored.items()}
         if matcher.phrase is not None:
             rows = self.index.match(matcher.phrase)
