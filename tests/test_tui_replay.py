@@ -207,6 +207,13 @@ def test_reading_back_to_the_first_prompt_slides_a_bounded_window_and_tab_brings
             await pilot.press("tab")  # back to the composer: the newest blocks come back
             await until(lambda: "news while reading far back" in screen_text(app), "the newest blocks")
             assert t._end == len(t.entries) and len(t.mounted_blocks()) <= bound
+            t.focus()
+            t.enter_cursor()
+            await pilot.press("home")  # one key to the first prompt, however long the thread
+            await until(lambda: "Prompt 1: " in screen_text(app), "the first prompt after Home")
+            assert t._first == 0 and len(t.mounted_blocks()) <= bound
+            await pilot.press("end")  # and back to the newest
+            await until(lambda: "news while reading far back" in screen_text(app), "the newest block after End")
             await pilot.press("ctrl+q")
 
     asyncio.run(main())

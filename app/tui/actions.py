@@ -75,6 +75,9 @@ ACTIONS: tuple[Action, ...] = (
     Action("rewind_here", "r", "Rewind to the prompt under the block cursor", scope="transcript",
            label="Rewind here"),
     Action("show_earlier", "e", "Show earlier blocks that were folded away", scope="transcript", show=False),
+    Action("first_block", "home,g", "First block of the thread (however long, folded blocks included)",
+           scope="transcript", show=False),
+    Action("last_block", "end,G", "Last block of the thread", scope="transcript", show=False),
     Action("to_composer", "i,tab", "Back to the composer", scope="transcript", label="Compose"),
     # ---- approval (inline request)
     Action("accept", "y", "Accept the request", scope="approval", label="Yes"),

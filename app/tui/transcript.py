@@ -265,10 +265,13 @@ class Transcript(VerticalScroll, can_focus=True):
 
     async def _mount_end(self) -> None:
         """Mount the newest MAX_MOUNTED entries (nothing is mounted when this is called)."""
-        self._first = max(0, len(self.entries) - self.MAX_MOUNTED)
-        self._end = len(self.entries)
+        await self._mount_window(max(0, len(self.entries) - self.MAX_MOUNTED), len(self.entries))
+
+    async def _mount_window(self, start: int, end: int) -> None:
+        """Mount entries [start, end) (nothing is mounted when this is called)."""
+        self._first, self._end = start, end
         widgets = []
-        for entry in self.entries[self._first:]:
+        for entry in self.entries[start:end]:
             entry.widget = self._build(entry)
             if entry.widget is not None:
                 widgets.append(entry.widget)
@@ -276,16 +279,26 @@ class Transcript(VerticalScroll, can_focus=True):
             await self.mount_all(widgets, before=self.query_one("#later"))
         self._show_chrome()
 
-    async def to_end(self) -> None:
-        """Bring the window back to the newest blocks (after reading far back)."""
-        if self._end == len(self.entries):
-            return
+    async def _unmount_window(self) -> None:
         old = [e.widget for e in self.entries[self._first:self._end] if e.widget is not None]
         for e in self.entries[self._first:self._end]:
             e.widget = None
         self._set_cursor(None)
         await self.remove_children(old)
+
+    async def to_end(self) -> None:
+        """Bring the window back to the newest blocks (after reading far back)."""
+        if self._end == len(self.entries):
+            return
+        await self._unmount_window()
         await self._mount_end()
+
+    async def to_start(self) -> None:
+        """Bring the window to the oldest blocks: the thread's first prompt, however long the thread."""
+        if self._first == 0:
+            return
+        await self._unmount_window()
+        await self._mount_window(0, min(len(self.entries), self.MAX_MOUNTED))
 
     async def _fold(self) -> None:
         """Unmount the oldest blocks once too many are mounted (they are rebuilt on demand)."""
@@ -439,6 +452,16 @@ class Transcript(VerticalScroll, can_focus=True):
             self.post_message(self.RewindHere(b.number))
         else:
             self.app.notify("move the cursor to a prompt (▶) to rewind to it", severity="warning")
+
+    async def action_first_block(self) -> None:
+        """The thread's first block (folded ones come back)."""
+        await self.to_start()
+        self.call_after_refresh(self.enter_cursor, False)  # once the blocks just mounted have their sizes
+
+    async def action_last_block(self) -> None:
+        """The thread's last block."""
+        await self.to_end()
+        self.call_after_refresh(self.enter_cursor, True)
 
     async def action_show_earlier(self) -> None:
         """Show blocks that were folded away."""
