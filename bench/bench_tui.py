@@ -282,6 +282,7 @@ def keys_and_memory(sc: Scratch, rounds: int, keys_per_round: int) -> dict[str, 
 # ------------------------------------------------------------------------------------------ scrolling
 
 PAGE_UP = "\x1b[5~"
+HOME, END = "\x1b[H", "\x1b[F"  # xterm Home / End: the transcript's jumps to its first and last block
 # Focus the transcript with a mouse click near its top right (SGR mouse report, 1-based column;row):
 # Alt+Up arrives from an xterm as ESC + Up under Textual 8 (see bench/README.md), so it cannot be used here.
 CLICK = "\x1b[<0;115;2M\x1b[<0;115;2m"
@@ -336,6 +337,18 @@ def scroll_to_top(app: PtyApp, top_marker: str, max_keys: int, max_s: float) -> 
             "folded_left": 0 if reached else folded_left}
 
 
+def jump(app: PtyApp, key: str, marker: str, limit: float = 60.0) -> tuple[float, bool]:
+    """Send `key`; (seconds until `marker` is painted, whether it was within `limit`)."""
+    app.drain(quiet=0.3)
+    t = time.monotonic()
+    app.child.send(key)
+    try:
+        app.wait_for(marker, limit)
+    except TimeoutError:
+        return limit, False
+    return time.monotonic() - t, True
+
+
 BARE_SCROLL_APP = '''
 import sys
 from textual.app import App, ComposeResult
@@ -370,6 +383,9 @@ def scrolling(sc: Scratch, max_keys: int, max_s: float, blocks: int) -> dict[str
         big.wait_for("resumed (thread", 300)
         big.drain(quiet=1.0)
         out["500"] = scroll_to_top(big, "Prompt 1:", max_keys, max_s)
+        # the jumps (timed until what they jump to is painted): End to the newest, Home to the first prompt
+        out["end_s"], _ = jump(big, END, f"Turn {sc.turns}")
+        out["home_s"], out["home_reached"] = jump(big, HOME, "Prompt 1:")
     finally:
         big.quit()
     bare = PtyApp([sys.executable, str(script), str(blocks)], sc.env, sc.ws)
@@ -454,7 +470,10 @@ def report(res: dict[str, Any]) -> str:
                 f"p90, `e` {1000 * sc['show_earlier_median']:.0f} ms median",
                 f"  bare Textual, {sc['bare_blocks']} six-line Statics: {bare['page_ups']} Page Ups in "
                 f"{bare['total_s']:.1f} s; Page Up {1000 * sc['page_up_median']['bare']:.0f} ms median",
-                f"  Page Up ratio codexr / bare: {sc['ratio_page_up']:.2f}x", ""]
+                f"  Page Up ratio codexr / bare: {sc['ratio_page_up']:.2f}x",
+                f"  jumps in the transcript: End (the newest blocks) {1000 * sc['end_s']:.0f} ms, Home (the first "
+                f"prompt, window moved there) {1000 * sc['home_s']:.0f} ms, first prompt on screen: "
+                f"{sc['home_reached']}", ""]
     rd = res.get("resume")
     if rd:
         out += ["drawing a resumed thread (headless Transcript.reset until settled), median:",

@@ -1,7 +1,7 @@
 """The transcript: a view of the thread's append-only event log, with a block cursor.
 
 Events are folded into entries (one per block); only a window of at most `MAX_MOUNTED` entries has widgets —
-normally the newest. The window slides: `e` (or Up on the first block) rebuilds earlier blocks from their events
+normally the newest (a fresh one holds `SHOW_MORE`). The window slides: `e` (or Up on the first block) rebuilds earlier blocks from their events
 and unmounts as many at the bottom, Down past the last block does the reverse, and leaving the transcript (or
 new output while the view follows the end) brings the newest back. So a long session stays responsive however
 far back the user reads.
@@ -56,8 +56,8 @@ class Transcript(VerticalScroll, can_focus=True):
     # Mounting is what costs: a resumed 500-turn thread (bench/bench_tui.py, 2-core VM under load 7) drew in
     # 14-20 s with 300 blocks mounted, 5 s with 100 and 2.3 s with 50 (a finished agent message, a Markdown
     # widget of ~25 widgets, is ~4x any other block); keys echo in under 10 ms either way once drawn.
-    MAX_MOUNTED = 100  # ~16 turns, ~20 screens of a 40-row terminal
-    SHOW_MORE = 40
+    MAX_MOUNTED = 100  # the bound as the window grows: ~16 turns, ~20 screens of a 40-row terminal
+    SHOW_MORE = 40  # blocks shown per step, and the size of a fresh window (a resumed thread, a jump)
 
     class RewindHere(Message):
         """The user asked to rewind to the prompt under the cursor."""
@@ -264,8 +264,12 @@ class Transcript(VerticalScroll, can_focus=True):
         self._follow()
 
     async def _mount_end(self) -> None:
-        """Mount the newest MAX_MOUNTED entries (nothing is mounted when this is called)."""
-        await self._mount_window(max(0, len(self.entries) - self.MAX_MOUNTED), len(self.entries))
+        """Mount the newest entries (nothing is mounted when this is called).
+
+        A fresh window (a resumed thread, a jump) holds SHOW_MORE blocks, several screens, not MAX_MOUNTED: it
+        grows as the user reads on. Mounting 100 blocks of a 500-turn thread took 3.6-5.7 s (bench_tui.py).
+        """
+        await self._mount_window(max(0, len(self.entries) - self.SHOW_MORE), len(self.entries))
 
     async def _mount_window(self, start: int, end: int) -> None:
         """Mount entries [start, end) (nothing is mounted when this is called)."""
@@ -298,7 +302,7 @@ class Transcript(VerticalScroll, can_focus=True):
         if self._first == 0:
             return
         await self._unmount_window()
-        await self._mount_window(0, min(len(self.entries), self.MAX_MOUNTED))
+        await self._mount_window(0, min(len(self.entries), self.SHOW_MORE))
 
     async def _fold(self) -> None:
         """Unmount the oldest blocks once too many are mounted (they are rebuilt on demand)."""
