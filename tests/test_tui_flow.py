@@ -4,15 +4,17 @@ the main app (picker, fork, composer, status bar), and the main screen mid-turn.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
 from e2e_helpers import session_options
-from test_tui_app import SIZE, drive, ready, screen_text, turns_done, type_and_send, until
+from test_tui_app import SIZE, drive, ready, turns_done, type_and_send
 from textual import events
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Static
+from tui_helpers import WAIT_S, screen_text, until, until_shown
 
 from app.events import short_thread
 from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
@@ -56,15 +58,22 @@ def test_enter_waits_for_the_keys_typed_before_it() -> None:
             if i == newline_after:
                 app.post_message(events.Key("ctrl+j", None))
         app.post_message(events.Key("enter", "\r"))
-        await asyncio.sleep(0.2)  # the app has seen every key by now; the text area has not
-        gate.set()
-        await pilot.pause(0.1)
+        try:  # the app has seen every key: the characters, and what Ctrl+J and Enter do, wait at the text area
+            waiting = len(text) + 1 + (newline_after is not None)
+            deadline = time.monotonic() + WAIT_S
+            while area._message_queue.qsize() + (area._pending_message is not None) < waiting:  # queued or peeked
+                assert time.monotonic() < deadline, "the app did not hand the keys to the text area"
+                await asyncio.sleep(0.01)  # not pilot.pause: that waits for the text area, which is blocked
+        finally:
+            gate.set()
 
     async def main() -> None:
         async with app.run_test(size=(80, 12)) as pilot:
-            for text, newline_after, sent in (("fix the tests", None, "fix the tests"), ("/redo", None, "/redo"),
-                                              ("two lines", 2, "two\n lines")):
+            cases = (("fix the tests", None, "fix the tests"), ("/redo", None, "/redo"),
+                     ("two lines", 2, "two\n lines"))
+            for n, (text, newline_after, sent) in enumerate(cases, 1):
                 await burst(pilot, text, newline_after)
+                await until(pilot, lambda: len(app.sent) >= n, "the burst to be sent")  # noqa: B023
                 assert (app.sent[-1:], app.query_one(Composer).text) == ([sent], "")
 
     asyncio.run(main())
@@ -164,9 +173,9 @@ def test_snapshot_main_screen_mid_turn(model: ScriptedModel, tmp_path: Path, sna
         await until(pilot, lambda: "queued (1)" in screen_text(app), "the queued prompt")
         await until(pilot, lambda: "◆ tracking 1 file " in screen_text(app).splitlines()[-2],
                     "the status bar to count README.md from the pre-turn capture")
-        await pilot.pause(0.3)
-        text = screen_text(app)
-        assert "● working · 1 queued" in text and "turn completed" not in text and "$ sh build.sh" in text
+        text = await until_shown(pilot, "● working · 1 queued", "∴ thinking: Plan: write the build script",
+                                 "+echo building", "$ sh build.sh   ✓ exit 0", "⏳ queued (1): flow-next then test it")
+        assert "turn completed" not in text
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
@@ -190,13 +199,14 @@ def test_transcript_keeps_following_when_the_space_below_it_shrinks() -> None:
             t = app.query_one(Transcript)
             for i in range(40):
                 await t.note(f"line {i}")
-            await pilot.pause(0.2)
+            await until_shown(pilot, "line 39")  # laid out, and followed to the end
             assert t.scroll_y == t.max_scroll_y > 0
             app.query_one("#panel").display = False  # the request answered: the transcript grows
-            await pilot.pause(0.2)
+            await until(pilot, lambda: t.region.height == app.size.height, "the transcript to take the space")
+            await until_shown(pilot, "line 16")  # the clamp: 8 more rows show earlier lines
             await t.note("✗ cancelled (turn stopped)")
-            await pilot.pause(0.2)
+            await until(pilot, lambda: t.max_scroll_y > 16, "the new line to be laid out")
+            await until_shown(pilot, "✗ cancelled (turn stopped)")
             assert t.scroll_y == t.max_scroll_y
-            assert "✗ cancelled (turn stopped)" in "\n".join(s.text for s in app.screen._compositor.render_strips())
 
     asyncio.run(main())
