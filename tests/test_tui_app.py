@@ -12,7 +12,7 @@ import pytest
 from e2e_helpers import session_options
 from textual.pilot import Pilot
 from textual.widgets import OptionList
-from tui_helpers import screen_text, until, until_shown
+from tui_helpers import screen_text, until, until_shown, words
 
 from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
 from app.tui.app import CodexrApp
@@ -88,8 +88,7 @@ def test_prompt_sent_while_a_turn_runs_is_queued_then_runs(model: ScriptedModel,
         await type_and_send(pilot, "tui-slow first")
         await until(pilot, lambda: app._in_turn, "the first turn to start")
         await type_and_send(pilot, "tui-queued second")
-        await until(pilot, lambda: "queued (1): tui-queued second" in screen_text(app), "the queued line")
-        assert "● working · 1 queued" in screen_text(app)
+        await until_shown(pilot, "queued (1): tui-queued second", "● working · 1 queued")
         await until(pilot, lambda: turns_done(app) == 2, "both turns")
         text = await until_shown(pilot, "○ idle", "queued one done")  # the status after the queue ran dry
         assert "queued (" not in text
@@ -141,7 +140,7 @@ def test_approvals_accept_decline_cancel_from_the_keyboard(model: ScriptedModel,
         await type_and_send(pilot, prompt)
         panel = app.query_one("#approval")
         await until(pilot, lambda: panel.display and app.focused is panel, "the approval request")
-        shown = screen_text(app)
+        shown = await until_shown(pilot, "Codex asks to run a command", "[y] accept")
         assert not app.composer.display  # the request replaces the composer
         await pilot.press(key)
         await until(pilot, lambda: turns_done(app) == n, "the turn to end")
@@ -175,8 +174,7 @@ def test_file_change_approval_reviews_the_diff(model: ScriptedModel, tmp_path: P
         await ready(pilot)
         await type_and_send(pilot, "tui-fc go")
         await until(pilot, lambda: isinstance(app.screen, ApprovalReview), "the review screen")
-        text = screen_text(app)
-        assert "Codex asks to change 1 file(s)" in text and "A new.txt +1 -0" in text and "+fresh line" in text
+        await until_shown(pilot, "Codex asks to change 1 file(s)", "A new.txt +1 -0", "+fresh line")
         assert not (opts.cwd / "new.txt").exists()
         await pilot.press("y")
         await until(pilot, lambda: turns_done(app) == 1, "the turn")
@@ -252,7 +250,9 @@ def test_codex_death_is_shown_and_the_prompt_continues_the_thread(model: Scripte
         thread = driver.thread_id
         driver.session.client._proc.kill()
         await type_and_send(pilot, "tui-again two")  # reaches no Codex: sent again once it is restarted
-        await until(pilot, lambda: "restarted it and resumed the thread" in screen_text(app), "the restart line")
+        # the line quotes Codex's error, which may be long: the phrase can wrap
+        await until(pilot, lambda: "restarted it and resumed the thread" in words(screen_text(app)),
+                    "the restart line")
         await until(pilot, lambda: turns_done(app) == 2, "the turn after the restart")
         await until_shown(pilot, "second answer")
         assert driver.thread_id == thread

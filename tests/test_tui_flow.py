@@ -109,20 +109,25 @@ def test_rewind_from_esc_esc_then_redo_through_the_main_app(model: ScriptedModel
         assert app.driver is not None
         origin = app.driver.thread_id
         assert origin is not None
+        await until(pilot, lambda: f"thread {short_thread(origin)}" in screen_text(app).splitlines()[-2],
+                    "the status bar's thread")
         shown_origin = status_thread(screen_text(app))
 
         await pilot.press("escape", "escape")  # on the empty composer: the picker, on the last prompt
+        await until(pilot, lambda: isinstance(app.screen, RewindPicker), "the picker")
         picker = app.screen
         assert isinstance(picker, RewindPicker)
         await until(pilot, lambda: picker._ready and not picker.in_flight, "the plan of prompt 2")
-        assert "D delete: b.txt" in screen_text(app)
+        await until_shown(pilot, "D delete: b.txt")
         await pilot.press("enter")
         await until(pilot, lambda: len(app.screen_stack) == 1 and app.driver is not None
                     and app.driver.thread_id != origin and app.composer.text, "the fork")
         await until(pilot, lambda: "↷ redo 1" in screen_text(app), "the status of the fork")
         fork = app.driver.thread_id
         assert fork is not None
-        text = screen_text(app)
+        # the notice and the status bar are drawn as each arrives: wait for both
+        text = await until_shown(pilot, "rewound to prompt 2 (files and conversation): 1 file written, 1 deleted",
+                                 f"thread {short_thread(fork)}")
         # the forked conversation, read back from Codex: prompt 1 and its answer, nothing of prompt 2
         assert prompts_shown(app) == ["flow-one please"] and answers_shown(app) == ["made a.txt"]
         assert "rewound to prompt 2 (files and conversation): 1 file written, 1 deleted" in text
@@ -138,15 +143,15 @@ def test_rewind_from_esc_esc_then_redo_through_the_main_app(model: ScriptedModel
         dialog = app.screen
         assert isinstance(dialog, RedoDialog)
         await until(pilot, lambda: dialog.preview is not None and not dialog.in_flight, "the redo's plan")
-        assert "no conflicts: nothing changed since the rewind" in screen_text(app)
+        await until_shown(pilot, "no conflicts: nothing changed since the rewind")
         await pilot.press("enter")
         await until(pilot, lambda: len(app.screen_stack) == 1 and app.driver is not None
                     and app.driver.thread_id == origin and len(app.query(PromptBlock)) == 2, "the original thread")
         await until(pilot, lambda: "↷ redo" not in screen_text(app).splitlines()[-2], "the status of the original")
         assert prompts_shown(app) == ["flow-one please", "flow-two please"]
         assert answers_shown(app) == ["made a.txt", "extended a.txt, made b.txt"]
-        text = screen_text(app)
-        assert "redo: back where the rewind started (files and conversation)" in text
+        text = await until_shown(pilot, "redo: back where the rewind started (files and conversation)",
+                                 f"thread {shown_origin}")
         assert status_thread(text) == shown_origin
 
     drive(app, scenario)

@@ -17,6 +17,11 @@ def screen_text(app: App[Any]) -> str:
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
 
 
+def words(text: str) -> str:
+    """`text` with every run of whitespace, line ends included, as one space: a phrase however it wraps."""
+    return " ".join(text.split())
+
+
 async def until(pilot: Pilot[Any], cond: Callable[[], object], what: str, timeout: float = WAIT_S) -> None:
     """Let the app run until `cond()` holds (a bound on waiting, not a timing assertion)."""
     deadline = time.monotonic() + timeout
