@@ -58,10 +58,14 @@ def test_enter_waits_for_the_keys_typed_before_it() -> None:
             if i == newline_after:
                 app.post_message(events.Key("ctrl+j", None))
         app.post_message(events.Key("enter", "\r"))
-        try:  # the app has seen every key: the characters, and what Ctrl+J and Enter do, wait at the text area
-            waiting = len(text) + 1 + (newline_after is not None)
+
+        def typed_waiting() -> int:
+            """The typed characters waiting at the blocked text area (queued, or peeked at by its loop)."""
+            return sum(isinstance(m, events.Key) for m in (*area._message_queue.values, area._pending_message))
+
+        try:  # the app has seen every key (its queue is empty), the text area none of the characters
             deadline = time.monotonic() + WAIT_S
-            while area._message_queue.qsize() + (area._pending_message is not None) < waiting:  # queued or peeked
+            while typed_waiting() < len(text) or not app._message_queue.empty():
                 assert time.monotonic() < deadline, "the app did not hand the keys to the text area"
                 await asyncio.sleep(0.01)  # not pilot.pause: that waits for the text area, which is blocked
         finally:
