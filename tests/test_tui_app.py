@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +11,8 @@ from typing import Any
 import pytest
 from e2e_helpers import session_options
 from textual.pilot import Pilot
+from textual.widgets import OptionList
+from tui_helpers import screen_text, until, until_shown, words
 
 from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
 from app.tui.app import CodexrApp
@@ -20,22 +21,6 @@ from app.tui.blocks import AgentBlock, CommandBlock, FileChangeBlock, PromptBloc
 from app.tui.start_failed import StartFailedScreen
 
 SIZE = (110, 40)
-WAIT_S = 45.0
-
-
-def screen_text(app: CodexrApp) -> str:
-    """What the terminal shows now, as plain text."""
-    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
-
-
-async def until(pilot: Pilot[Any], cond: Callable[[], object], what: str, timeout: float = WAIT_S) -> None:
-    """Let the app run until `cond()` holds (a bound on waiting, not a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}; screen:\n{screen_text(pilot.app)}")  # type: ignore[arg-type]
-        await pilot.pause(0.05)
-    await pilot.pause(0.05)  # let the screen repaint what the condition saw
 
 
 async def ready(pilot: Pilot[Any]) -> CodexrApp:
@@ -76,17 +61,14 @@ def test_prompt_streams_markdown_command_and_diff(model: ScriptedModel, tmp_path
         await ready(pilot)
         await type_and_send(pilot, "tui-one please")
         await until(pilot, lambda: turns_done(app) == 1, "the turn to finish")
-        await pilot.pause(0.2)
         agent = app.query(AgentBlock).last()
         assert agent.text.startswith("Made **notes.md**")
-        text = screen_text(app)
-        assert "▶ prompt 1" in text and "tui-one please" in text
-        assert "Made notes.md and out.txt" in text  # Markdown rendered, not raw asterisks
-        assert "• alpha" in text
-        assert "$ echo hi-from-shell > out.txt" in text and "✓ exit 0" in text
-        assert "A notes.md +2 -0" in text  # the edit block and the turn's files
-        assert "A out.txt +1 -0" in text  # shell-made change counted from the snapshots
-        assert "turn completed" in text
+        await until_shown(pilot, "▶ prompt 1", "tui-one please",
+                          "Made notes.md and out.txt",  # Markdown rendered, not raw asterisks
+                          "• alpha", "$ echo hi-from-shell > out.txt", "✓ exit 0",
+                          "A notes.md +2 -0",  # the edit block and the turn's files
+                          "A out.txt +1 -0",  # shell-made change counted from the snapshots
+                          "turn completed")
         assert len(app.query(FileChangeBlock)) == 1 and len(app.query(CommandBlock)) == 1
         assert len(app.query(PromptBlock)) == 1
 
@@ -106,12 +88,10 @@ def test_prompt_sent_while_a_turn_runs_is_queued_then_runs(model: ScriptedModel,
         await type_and_send(pilot, "tui-slow first")
         await until(pilot, lambda: app._in_turn, "the first turn to start")
         await type_and_send(pilot, "tui-queued second")
-        await until(pilot, lambda: "queued (1): tui-queued second" in screen_text(app), "the queued line")
-        assert "● working · 1 queued" in screen_text(app)
+        await until_shown(pilot, "queued (1): tui-queued second", "● working · 1 queued")
         await until(pilot, lambda: turns_done(app) == 2, "both turns")
-        await pilot.pause(0.2)
-        text = screen_text(app)
-        assert "queued (" not in text and "○ idle" in text
+        text = await until_shown(pilot, "○ idle", "queued one done")  # the status after the queue ran dry
+        assert "queued (" not in text
         assert [b.event.text for b in app.query(PromptBlock)] == ["tui-slow first", "tui-queued second"]
         assert app.driver is not None
         assert [r.text for r in app.driver.prompt_rows()] == ["tui-slow first", "tui-queued second"]
@@ -136,13 +116,11 @@ def test_esc_interrupts_the_running_turn_and_drops_the_queue(model: ScriptedMode
         await until(pilot, lambda: app.driver is not None and app.driver._running is not None, "Codex's turn id")
         await pilot.press("escape")
         await until(pilot, lambda: turns_done(app) == 1, "the interrupted turn to end")
-        await pilot.pause(0.2)
-        text = screen_text(app)
-        assert "turn interrupted" in text and "queued (" not in text
+        text = await until_shown(pilot, "turn interrupted", "○ idle")  # idle: the queue line is redrawn too
+        assert "queued (" not in text
         await type_and_send(pilot, "tui-after it")
         await until(pilot, lambda: turns_done(app) == 2, "the next turn")
-        await pilot.pause(0.2)
-        assert "after the interrupt" in screen_text(app)
+        await until_shown(pilot, "after the interrupt")
         assert app.driver is not None
         assert [r.text for r in app.driver.prompt_rows()] == ["tui-long work", "tui-after it"]
 
@@ -162,11 +140,10 @@ def test_approvals_accept_decline_cancel_from_the_keyboard(model: ScriptedModel,
         await type_and_send(pilot, prompt)
         panel = app.query_one("#approval")
         await until(pilot, lambda: panel.display and app.focused is panel, "the approval request")
-        shown = screen_text(app)
+        shown = await until_shown(pilot, "Codex asks to run a command", "[y] accept")
         assert not app.composer.display  # the request replaces the composer
         await pilot.press(key)
         await until(pilot, lambda: turns_done(app) == n, "the turn to end")
-        await pilot.pause(0.2)
         assert app.composer.display and not app.query_one("#approval").display
         return shown
 
@@ -175,14 +152,13 @@ def test_approvals_accept_decline_cancel_from_the_keyboard(model: ScriptedModel,
         shown = await ask(pilot, "tui-acc go", "y", 1)
         assert "Codex asks to run a command" in shown and "echo acc > acc.txt" in shown
         assert "in ./ (the workspace)" in shown and "[y] accept" in shown and "declines by itself in" in shown
-        assert "✓ approved: echo acc > acc.txt" in screen_text(app)
+        await until_shown(pilot, "✓ approved: echo acc > acc.txt")
         await ask(pilot, "tui-dec go", "n", 2)
-        assert "✗ declined: echo dec > dec.txt" in screen_text(app)
-        assert "went on without it" in screen_text(app)
+        await until_shown(pilot, "✗ declined: echo dec > dec.txt", "went on without it")
         await ask(pilot, "tui-can go", "c", 3)
-        text = screen_text(app)
-        assert "✗ cancelled (turn stopped): echo can > can.txt" in text
+        text = await until_shown(pilot, "✗ cancelled (turn stopped): echo can > can.txt", "turn interrupted")
         assert "should not be said" not in text
+        assert not [b for b in app.query(AgentBlock) if "should not be said" in b.text]
 
     drive(app, scenario)
     assert (opts.cwd / "acc.txt").read_text() == "acc\n"
@@ -198,12 +174,12 @@ def test_file_change_approval_reviews_the_diff(model: ScriptedModel, tmp_path: P
         await ready(pilot)
         await type_and_send(pilot, "tui-fc go")
         await until(pilot, lambda: isinstance(app.screen, ApprovalReview), "the review screen")
-        text = screen_text(app)
-        assert "Codex asks to change 1 file(s)" in text and "A new.txt +1 -0" in text and "+fresh line" in text
+        await until_shown(pilot, "Codex asks to change 1 file(s)", "A new.txt +1 -0", "+fresh line")
         assert not (opts.cwd / "new.txt").exists()
         await pilot.press("y")
         await until(pilot, lambda: turns_done(app) == 1, "the turn")
-        assert "✓ approved: new.txt" in screen_text(app) and len(app.screen_stack) == 1  # workspace-relative
+        await until_shown(pilot, "✓ approved: new.txt")  # workspace-relative
+        assert len(app.screen_stack) == 1
 
     drive(app, scenario)
     assert (opts.cwd / "new.txt").read_text() == "fresh line\n"
@@ -217,28 +193,35 @@ def test_slash_completion_help_and_remapped_keys(model: ScriptedModel, tmp_path:
 
     async def scenario(pilot: Pilot[Any]) -> None:
         await ready(pilot)
+        completions = app.query_one("#completions", OptionList)
+
+        def completing(text: str, n: int) -> Callable[[], bool]:
+            """The dropdown is made for `text` (n rows): the keys typed before it have all arrived."""
+            return lambda: app.composer.text == text and completions.display and completions.option_count == n
+
         await pilot.press("/", "r", "e")
-        await pilot.pause(0.1)
-        text = screen_text(app)
-        assert "/rewind  Rewind the conversation and the files to an earlier prompt" in text
-        assert "/redo  Undo the last rewind" in text and "/resume" in text and "/status" not in text
+        await until(pilot, completing("/re", 3), "the completions of /re")
+        text = await until_shown(pilot, "/rewind  Rewind the conversation and the files to an earlier prompt",
+                                 "/redo  Undo the last rewind", "/resume")
+        assert "/status" not in text
         await pilot.press("down", "down", "tab")  # /resume highlighted, Tab puts it in the composer
+        await until(pilot, lambda: not app.composer.completing, "Tab to take the completion")
         assert app.composer.text == "/resume"
         app.composer.set_text("look at @src/m")
-        await pilot.pause(0.1)
-        assert "@src/main.py" in screen_text(app) and "@src/mod.py" in screen_text(app)
+        await until(pilot, completing("look at @src/m", 2), "the completions of @src/m")
+        await until_shown(pilot, "@src/main.py", "@src/mod.py")
         await pilot.press("tab")
+        await until(pilot, lambda: not app.composer.completing, "Tab to take the completion")
         assert app.composer.text == "look at @src/main.py "
         app.composer.set_text("")
         await pilot.press("f1")  # remapped away: nothing opens
         assert len(app.screen_stack) == 1
         await pilot.press("f5")
-        await pilot.pause(0.1)
-        text = screen_text(app)
-        assert "keys and slash commands" in text
-        assert "f5" in text and "f2" in text and "/rewind" in text and "interrupt_or_quit" in text
+        text = await until_shown(pilot, "keys and slash commands", "f5", "f2", "/rewind", "interrupt_or_quit")
+        assert len(app.screen_stack) == 2  # the help screen, and nothing that f1 opened late
         await pilot.press("escape")
-        assert len(app.screen_stack) == 1
+        await until(pilot, lambda: len(app.screen_stack) == 1, "the help screen to close")
+        await until(pilot, lambda: "f5 Help" in screen_text(app).splitlines()[-1], "the main screen's footer")
         assert "f5 Help" in screen_text(app).splitlines()[-1] and "f2 Rewind" in screen_text(app).splitlines()[-1]
 
     drive(app, scenario)
@@ -267,10 +250,11 @@ def test_codex_death_is_shown_and_the_prompt_continues_the_thread(model: Scripte
         thread = driver.thread_id
         driver.session.client._proc.kill()
         await type_and_send(pilot, "tui-again two")  # reaches no Codex: sent again once it is restarted
-        await until(pilot, lambda: "restarted it and resumed the thread" in screen_text(app), "the restart line")
+        # the line quotes Codex's error, which may be long: the phrase can wrap
+        await until(pilot, lambda: "restarted it and resumed the thread" in words(screen_text(app)),
+                    "the restart line")
         await until(pilot, lambda: turns_done(app) == 2, "the turn after the restart")
-        await pilot.pause(0.2)
-        assert "second answer" in screen_text(app)
+        await until_shown(pilot, "second answer")
         assert driver.thread_id == thread
         assert [r.text for r in driver.prompt_rows()] == ["tui-alive one", "tui-again two"]
 
@@ -284,10 +268,10 @@ def test_codex_that_cannot_start_gets_a_screen_saying_how_to_log_in(model: Scrip
 
     async def scenario(pilot: Pilot[Any]) -> None:
         await until(pilot, lambda: isinstance(app.screen, StartFailedScreen), "the start-failed screen")
-        await pilot.pause(0.1)
-        text = screen_text(app)
-        assert "✗ Codex could not start" in text and "no-such-codex" in text
-        assert "codexr login" in text and "Traceback" not in text
+        text = await until_shown(pilot, "✗ Codex could not start", "codexr login", "Press q to quit.")
+        # the binary's path, however a long temporary directory wraps it across lines
+        assert str(opts.codex_bin) in "".join(line.strip() for line in text.splitlines()), text
+        assert "Traceback" not in text
         await pilot.press("q")
 
     drive(app, scenario)
@@ -305,7 +289,8 @@ def test_snapshot_main_screen_after_a_turn(model: ScriptedModel, tmp_path: Path,
         await type_and_send(pilot, "tui-snap add a greeting")
         await until(pilot, lambda: turns_done(app) == 1, "the turn")
         await until(pilot, lambda: not app.busy, "the session to be idle")
-        await pilot.pause(0.3)
+        await until_shown(pilot, "∴ thinking: Plan: add a greeting module", "+print('hello')", "✓ exit 0",
+                          "Next: run it.", "turn completed", "○ idle", "◆ tracking 2 files")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
@@ -321,6 +306,7 @@ def test_snapshot_approval_request(model: ScriptedModel, tmp_path: Path, snap_co
         await type_and_send(pilot, "tui-snap-ask touch it")
         panel = app.query_one("#approval")
         await until(pilot, lambda: panel.display and app.focused is panel, "the approval request")
-        await pilot.pause(0.3)
+        await until_shown(pilot, "$ touch approved.txt   … running", "(no output)", "⚠ Codex asks to run a command",
+                          "[c/Esc] cancel the turn", "◆ tracking 0 files", " y Yes  a Always")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

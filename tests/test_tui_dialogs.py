@@ -17,11 +17,13 @@ from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widgets import OptionList, Static
 from textual.worker import WorkerCancelled
+from tui_helpers import until, until_shown
 
 from app.driver import Driver
 from app.events import ApprovalAsked, Notice, ThreadLoaded, TurnFinished, UserPrompt
 from app.scripted_model import ScriptedModel, add_file, message, shell
 from app.tui.diff_screen import DiffScreen
+from app.tui.driver_screen import DriverScreen
 from app.tui.redo_dialog import RedoDialog
 from app.tui.rewind_picker import RewindPicker
 from app.tui.snapshots_screen import SnapshotsScreen
@@ -90,10 +92,23 @@ def shown(screen: Screen[Any]) -> str:
     return "\n".join(out)
 
 
+async def opened(pilot: Pilot[Any]) -> None:
+    """The Host's dialog is on screen and has begun its first Driver call, then every call has come back."""
+    app = pilot.app
+    await until(pilot, lambda: isinstance(app.screen, DriverScreen) and app.screen.is_mounted, "the dialog to open")
+    await settle(pilot)
+
+
+async def showing(pilot: Pilot[Any], *needles: str) -> str:
+    """Wait until the dialog shows every needle (a key's effect arrives by messages); what it shows then."""
+    await until(pilot, lambda: all(n in shown(pilot.app.screen) for n in needles), f"the dialog to show {needles}")
+    return shown(pilot.app.screen)
+
+
 def run(app: Host, story: Callable[[Pilot[Any]], Any]) -> None:
     async def go() -> None:
         async with app.run_test(size=SIZE) as pilot:
-            await settle(pilot)
+            await opened(pilot)
             await story(pilot)
     asyncio.run(go())
 
@@ -121,7 +136,7 @@ def test_picker_lists_prompts_previews_the_plan_and_rewinds_both(model: Scripted
             assert "D delete: b.txt +0 -2 — absent in the target snapshot" in text
             assert "-x\n-y" in text  # the diff of the first step
             await pilot.press("tab", "tab", "down")  # into the plan: the diff follows the highlighted file
-            assert "-more" in shown(pilot.app.screen)
+            await showing(pilot, "-more")
             await pilot.press("enter")
             await settle(pilot)
 
@@ -146,8 +161,8 @@ def test_picker_files_only_keeps_the_thread_and_conversation_only_keeps_the_file
 
         async def files_only(pilot: Pilot[Any]) -> None:
             await pilot.press("f")
+            await showing(pilot, "prompt 2 · files only · conversation: stays as it is")
             await settle(pilot)
-            assert "prompt 2 · files only · conversation: stays as it is" in shown(pilot.app.screen)
             await pilot.press("enter")
             await settle(pilot)
 
@@ -161,9 +176,8 @@ def test_picker_files_only_keeps_the_thread_and_conversation_only_keeps_the_file
 
         async def conversation_only(pilot: Pilot[Any]) -> None:
             await pilot.press("c")
+            text = await showing(pilot, "files: left exactly as they are (conversation only)")
             await settle(pilot)
-            text = shown(pilot.app.screen)
-            assert "files: left exactly as they are (conversation only)" in text
             assert "D delete" not in text  # no plan: files are not touched
             await pilot.press("enter")
             await settle(pilot)
@@ -193,8 +207,7 @@ def test_files_modes_are_disabled_with_the_reason_when_a_prompt_has_no_snapshot(
             assert "(•) [c] conversation only" in text
             assert "prompt 1 · conversation only" in text  # the one mode that applies is chosen
             await pilot.press("f")
-            text = shown(pilot.app.screen)
-            assert "error: files only is unavailable: prompt 1 ran without a file snapshot" in text
+            await showing(pilot, "error: files only is unavailable: prompt 1 ran without a file snapshot")
             await pilot.press("enter")
             await settle(pilot)
 
@@ -327,10 +340,8 @@ def test_snapshots_screen_previews_and_restores(model: ScriptedModel, tmp_path: 
 
         async def story(pilot: Pilot[Any]) -> None:
             await pilot.press("end")  # the oldest: before the prompt ran
+            await showing(pilot, f"id {oldest.id[:8]}", "D delete: s.txt +0 -1", "-s")
             await settle(pilot)
-            text = shown(pilot.app.screen)
-            assert f"id {oldest.id[:8]}" in text
-            assert "D delete: s.txt +0 -1" in text and "-s" in text
             await pilot.press("enter")
             await settle(pilot)
 
@@ -351,7 +362,7 @@ def test_diff_screen_shows_each_file_and_its_diff(model: ScriptedModel, tmp_path
             assert "M a.txt +1 -0\nA b.txt +2 -0" in text and "2 files changed, +3 -0" in text
             assert "+more" in text
             await pilot.press("down")
-            assert "+x\n+y" in shown(pilot.app.screen)
+            await showing(pilot, "+x\n+y")
             await pilot.press("escape")
 
         run(app, last)
@@ -370,10 +381,20 @@ def test_snapshots_of_the_rewind_picker_and_the_redo_dialog(model: ScriptedModel
                                                             snap_compare: Any) -> None:
     d = started(model, tmp_path, story_files(model, "sv"))
     try:
-        assert snap_compare(Host(lambda: RewindPicker(d, start_prompt=2)), terminal_size=SIZE, run_before=settle)
+        async def plan_shown(pilot: Pilot[Any]) -> None:
+            await opened(pilot)
+            await until_shown(pilot, "prompt 2 · files and conversation", "D delete: b.txt", "-y")
+
+        assert snap_compare(Host(lambda: RewindPicker(d, start_prompt=2)), terminal_size=SIZE, run_before=plan_shown)
         d.rewind(2)
         (d.opts.cwd / "a.txt").write_text("edited after the rewind\n")
-        assert snap_compare(Host(lambda: RedoDialog(d)), terminal_size=SIZE, run_before=settle)
+
+        async def redo_shown(pilot: Pilot[Any]) -> None:
+            await opened(pilot)
+            await until_shown(pilot, "! 1 file changed since the rewind", "W write: b.txt", "+more",
+                              "conversation: back to the original thread")
+
+        assert snap_compare(Host(lambda: RedoDialog(d)), terminal_size=SIZE, run_before=redo_shown)
     finally:
         d.close()
 

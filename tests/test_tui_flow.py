@@ -4,15 +4,17 @@ the main app (picker, fork, composer, status bar), and the main screen mid-turn.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
 from e2e_helpers import session_options
-from test_tui_app import SIZE, drive, ready, screen_text, turns_done, type_and_send, until
+from test_tui_app import SIZE, drive, ready, turns_done, type_and_send
 from textual import events
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Static
+from tui_helpers import WAIT_S, screen_text, until, until_shown
 
 from app.events import short_thread
 from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
@@ -56,15 +58,26 @@ def test_enter_waits_for_the_keys_typed_before_it() -> None:
             if i == newline_after:
                 app.post_message(events.Key("ctrl+j", None))
         app.post_message(events.Key("enter", "\r"))
-        await asyncio.sleep(0.2)  # the app has seen every key by now; the text area has not
-        gate.set()
-        await pilot.pause(0.1)
+
+        def typed_waiting() -> int:
+            """The typed characters waiting at the blocked text area (queued, or peeked at by its loop)."""
+            return sum(isinstance(m, events.Key) for m in (*area._message_queue.values, area._pending_message))
+
+        try:  # the app has seen every key (its queue is empty), the text area none of the characters
+            deadline = time.monotonic() + WAIT_S
+            while typed_waiting() < len(text) or not app._message_queue.empty():
+                assert time.monotonic() < deadline, "the app did not hand the keys to the text area"
+                await asyncio.sleep(0.01)  # not pilot.pause: that waits for the text area, which is blocked
+        finally:
+            gate.set()
 
     async def main() -> None:
         async with app.run_test(size=(80, 12)) as pilot:
-            for text, newline_after, sent in (("fix the tests", None, "fix the tests"), ("/redo", None, "/redo"),
-                                              ("two lines", 2, "two\n lines")):
+            cases = (("fix the tests", None, "fix the tests"), ("/redo", None, "/redo"),
+                     ("two lines", 2, "two\n lines"))
+            for n, (text, newline_after, sent) in enumerate(cases, 1):
                 await burst(pilot, text, newline_after)
+                await until(pilot, lambda: len(app.sent) >= n, "the burst to be sent")  # noqa: B023
                 assert (app.sent[-1:], app.query_one(Composer).text) == ([sent], "")
 
     asyncio.run(main())
@@ -100,20 +113,25 @@ def test_rewind_from_esc_esc_then_redo_through_the_main_app(model: ScriptedModel
         assert app.driver is not None
         origin = app.driver.thread_id
         assert origin is not None
+        await until(pilot, lambda: f"thread {short_thread(origin)}" in screen_text(app).splitlines()[-2],
+                    "the status bar's thread")
         shown_origin = status_thread(screen_text(app))
 
         await pilot.press("escape", "escape")  # on the empty composer: the picker, on the last prompt
+        await until(pilot, lambda: isinstance(app.screen, RewindPicker), "the picker")
         picker = app.screen
         assert isinstance(picker, RewindPicker)
         await until(pilot, lambda: picker._ready and not picker.in_flight, "the plan of prompt 2")
-        assert "D delete: b.txt" in screen_text(app)
+        await until_shown(pilot, "D delete: b.txt")
         await pilot.press("enter")
         await until(pilot, lambda: len(app.screen_stack) == 1 and app.driver is not None
                     and app.driver.thread_id != origin and app.composer.text, "the fork")
         await until(pilot, lambda: "↷ redo 1" in screen_text(app), "the status of the fork")
         fork = app.driver.thread_id
         assert fork is not None
-        text = screen_text(app)
+        # the notice and the status bar are drawn as each arrives: wait for both
+        text = await until_shown(pilot, "rewound to prompt 2 (files and conversation): 1 file written, 1 deleted",
+                                 f"thread {short_thread(fork)}")
         # the forked conversation, read back from Codex: prompt 1 and its answer, nothing of prompt 2
         assert prompts_shown(app) == ["flow-one please"] and answers_shown(app) == ["made a.txt"]
         assert "rewound to prompt 2 (files and conversation): 1 file written, 1 deleted" in text
@@ -129,15 +147,15 @@ def test_rewind_from_esc_esc_then_redo_through_the_main_app(model: ScriptedModel
         dialog = app.screen
         assert isinstance(dialog, RedoDialog)
         await until(pilot, lambda: dialog.preview is not None and not dialog.in_flight, "the redo's plan")
-        assert "no conflicts: nothing changed since the rewind" in screen_text(app)
+        await until_shown(pilot, "no conflicts: nothing changed since the rewind")
         await pilot.press("enter")
         await until(pilot, lambda: len(app.screen_stack) == 1 and app.driver is not None
                     and app.driver.thread_id == origin and len(app.query(PromptBlock)) == 2, "the original thread")
         await until(pilot, lambda: "↷ redo" not in screen_text(app).splitlines()[-2], "the status of the original")
         assert prompts_shown(app) == ["flow-one please", "flow-two please"]
         assert answers_shown(app) == ["made a.txt", "extended a.txt, made b.txt"]
-        text = screen_text(app)
-        assert "redo: back where the rewind started (files and conversation)" in text
+        text = await until_shown(pilot, "redo: back where the rewind started (files and conversation)",
+                                 f"thread {shown_origin}")
         assert status_thread(text) == shown_origin
 
     drive(app, scenario)
@@ -164,9 +182,9 @@ def test_snapshot_main_screen_mid_turn(model: ScriptedModel, tmp_path: Path, sna
         await until(pilot, lambda: "queued (1)" in screen_text(app), "the queued prompt")
         await until(pilot, lambda: "◆ tracking 1 file " in screen_text(app).splitlines()[-2],
                     "the status bar to count README.md from the pre-turn capture")
-        await pilot.pause(0.3)
-        text = screen_text(app)
-        assert "● working · 1 queued" in text and "turn completed" not in text and "$ sh build.sh" in text
+        text = await until_shown(pilot, "● working · 1 queued", "∴ thinking: Plan: write the build script",
+                                 "+echo building", "$ sh build.sh   ✓ exit 0", "⏳ queued (1): flow-next then test it")
+        assert "turn completed" not in text
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
@@ -190,13 +208,14 @@ def test_transcript_keeps_following_when_the_space_below_it_shrinks() -> None:
             t = app.query_one(Transcript)
             for i in range(40):
                 await t.note(f"line {i}")
-            await pilot.pause(0.2)
+            await until_shown(pilot, "line 39")  # laid out, and followed to the end
             assert t.scroll_y == t.max_scroll_y > 0
             app.query_one("#panel").display = False  # the request answered: the transcript grows
-            await pilot.pause(0.2)
+            await until(pilot, lambda: t.region.height == app.size.height, "the transcript to take the space")
+            await until_shown(pilot, "line 16")  # the clamp: 8 more rows show earlier lines
             await t.note("✗ cancelled (turn stopped)")
-            await pilot.pause(0.2)
+            await until(pilot, lambda: t.max_scroll_y > 16, "the new line to be laid out")
+            await until_shown(pilot, "✗ cancelled (turn stopped)")
             assert t.scroll_y == t.max_scroll_y
-            assert "✗ cancelled (turn stopped)" in "\n".join(s.text for s in app.screen._compositor.render_strips())
 
     asyncio.run(main())

@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from e2e_helpers import official_codex_exec, rollout_hashes, session_options
-from test_tui_app import drive, ready, screen_text, turns_done, type_and_send, until
+from test_tui_app import drive, ready, turns_done, type_and_send
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, Static
+from tui_helpers import screen_text, until, until_shown
 
 from app.events import short_thread
 from app.scripted_model import ScriptedModel, add_file, message
@@ -70,7 +71,7 @@ def test_history_lists_every_workspace_resumes_a_hit_here_and_reads_another_only
                     and [b.event.text for b in app.query(PromptBlock)] == ["hx-one the zebra stripes"],
                     "the thread to load")
         await until(pilot, lambda: short_thread(ids["one"]) in screen_text(app), "the status bar's thread id")
-        assert "resumed from history: the hit is in prompt 1" in screen_text(app)
+        await until_shown(pilot, "resumed from history: the hit is in prompt 1")
 
         # another workspace's thread: read-only, nothing changes
         before = rollout_hashes(opts.codex_home)
@@ -82,7 +83,7 @@ def test_history_lists_every_workspace_resumes_a_hit_here_and_reads_another_only
         note = str(view.query_one("#readonly", Static).content)
         assert f"codexr -C '{far}' resume {far_id}" in note and "another workspace" in note, note
         assert "> hx-far about the Zebra crossing" in view.shown.text and "far away answer" in view.shown.text
-        assert "hx-far about the Zebra crossing" in screen_text(app)  # rendered on screen
+        await until_shown(pilot, "hx-far about the Zebra crossing")  # rendered on screen
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, HistoryScreen), "back to the hits")
         # a search that finds nothing says where it looked

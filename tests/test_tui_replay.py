@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tui_helpers import screen_text, until, until_shown
 
 from app.events import (
     AgentMessage,
@@ -44,10 +45,6 @@ EVENTS: list[Any] = [
 ]
 
 
-def screen_text(app: CodexrApp) -> str:
-    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
-
-
 def test_a_replayed_log_draws_its_thread_and_records_again(tmp_path: Path) -> None:
     log, again = tmp_path / "session.jsonl", tmp_path / "again.jsonl"
     write_log(log, EVENTS)
@@ -56,24 +53,17 @@ def test_a_replayed_log_draws_its_thread_and_records_again(tmp_path: Path) -> No
 
     async def main() -> None:
         async with app.run_test(size=(110, 50)) as pilot:
-            deadline = time.monotonic() + 30
-            while len(app.query(TurnBlock)) < 2 or app.status_bar.state != "ready":
-                assert time.monotonic() < deadline, screen_text(app)
-                await pilot.pause(0.05)
-            await pilot.pause(0.1)
-            text = screen_text(app)
+            await until(pilot, lambda: len(app.query(TurnBlock)) >= 2 and app.status_bar.state == "ready",
+                        "the replay", timeout=30)
             assert [b.number for b in app.query(PromptBlock)] == [1, 2]
-            for shown in ("first: the old prompt", "The first answer", "second: add a greeting",
-                          "$ printf replayed-output", "✓ exit 0", "hello.py", "Added the greeting to hello.py",
-                          f"resumed (thread {short_thread('thread-replay-1')})"):
-                assert shown in text, f"{shown!r} not on screen:\n{text}"
+            await until_shown(pilot, "first: the old prompt", "The first answer", "second: add a greeting",
+                              "$ printf replayed-output", "✓ exit 0", "hello.py", "Added the greeting to hello.py",
+                              f"resumed (thread {short_thread('thread-replay-1')})", timeout=30)
             app.composer.set_text("a new prompt")
             await pilot.press("enter")  # nothing is sent anywhere, and the user is told so
             await pilot.press("ctrl+r")  # neither does a rewind pretend to work
-            await pilot.pause(0.2)
-            text = screen_text(app)
-            assert "replay: not sent to any agent: a new prompt" in text
-            assert "not available in a replay" in text, text
+            await until_shown(pilot, "replay: not sent to any agent: a new prompt", "not available in a replay",
+                              timeout=30)
             await pilot.press("ctrl+q")
 
     asyncio.run(main())
@@ -117,36 +107,35 @@ def test_a_long_replayed_thread_folds_old_blocks_and_brings_them_back(monkeypatc
         async with app.run_test(size=(110, 40)) as pilot:
             t = app.transcript
 
-            async def until(cond: Any, what: str, home: bool = False) -> None:
-                """Let the app settle until `cond()` holds (under load a fixed pause is not enough to repaint)."""
-                deadline = time.monotonic() + 30
-                while True:
-                    if home:
-                        t.scroll_home(animate=False)
-                    await pilot.pause(0.05)
-                    if cond():
-                        return
-                    assert time.monotonic() < deadline, f"gave up waiting for {what}:\n{screen_text(app)}"
+            async def at_top(cond: Callable[[], object], what: str) -> None:
+                """Wait for `cond()` with the transcript scrolled home before each look (a repaint may move it)."""
 
-            await until(lambda: len(t.entries) >= 48 and app.status_bar.state == "ready", "the replay")
+                def home_then() -> object:
+                    t.scroll_home(animate=False)
+                    return cond()
+
+                await until(pilot, home_then, what, timeout=30)
+
+            await until(pilot, lambda: len(t.entries) >= 48 and app.status_bar.state == "ready", "the replay",
+                        timeout=30)
             assert len(t.mounted_blocks()) <= Transcript.MAX_MOUNTED < len(t.entries)
             assert 1 not in [b.number for b in app.query(PromptBlock)]  # the oldest turns have no widgets
             t.focus()
             t.enter_cursor(last=False)  # the first block still mounted, then up: the folded ones come back
-            await until(lambda: "earlier blocks folded away" in screen_text(app), "the fold notice", home=True)
+            await at_top(lambda: "earlier blocks folded away" in screen_text(app), "the fold notice")
             folded = t._first
             await pilot.press("up")  # on the first mounted block: the folded ones before it come back
             assert 0 < t._first < folded
-            await until(lambda: t.scroll_y == 0, "the top", home=True)
+            await at_top(lambda: t.scroll_y == 0, "the top")
             top = t.mounted_blocks()[0][1]  # the first block before `e`
             await pilot.press("e")
             # the view stays on what was read: the blocks shown above it are not on screen
-            await until(lambda: "earlier blocks folded away" not in screen_text(app) and top.region.y <= 2,
-                        "the view to stay on the block that was read")
+            await until(pilot, lambda: "earlier blocks folded away" not in screen_text(app) and top.region.y <= 2,
+                        "the view to stay on the block that was read", timeout=30)
             assert t.scroll_y > 0
             while t._first:
                 await pilot.press("e")
-            await until(lambda: "Prompt 1: " in screen_text(app), "the first prompt", home=True)
+            await at_top(lambda: "Prompt 1: " in screen_text(app), "the first prompt")
             assert [b.number for b in app.query(PromptBlock)][:2] == [1, 2]
             await pilot.press("ctrl+q")
 

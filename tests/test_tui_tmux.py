@@ -143,10 +143,15 @@ def test_rewind_and_redo_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
         tmux.wait(lambda s: "Rewind — choose the prompt" in s and "prompt 2 · files and conversation" in s,
                   "the picker with the plan of prompt 2")
         tmux.keys("Up")
-        shown = tmux.wait(lambda s: "prompt 1 · files and conversation" in s, "the plan of prompt 1")
-        assert "delete: tests/test_app.py" in shown and "delete: docs.txt" in shown and "write: README.md" in shown
+        plan = ("prompt 1 · files and conversation", "delete: tests/test_app.py", "delete: docs.txt",
+                "write: README.md")
+        tmux.wait(lambda s: all(n in s for n in plan), "the plan of prompt 1")  # the whole frame drawn
         tmux.keys("Enter")
-        shown = tmux.wait(lambda s: "rewound to prompt 1" in s and "○ idle" in s, "the rewind")
+        # the notice, the status bar of the fork (its redo depth) and the prompt back in the composer: each is
+        # drawn when it arrives, and a capture can come between two of them
+        shown = tmux.wait(lambda s: "rewound to prompt 1" in s and "○ idle" in s and "↷ redo 1" in s
+                          and "conversation forked before prompt 1" in s
+                          and composer_text(s) == "tmux-one add a test", "the rewind")
         assert tree(ws) == before_one  # every file as before prompt 1, the shell-made docs.txt included
         fork = status_thread(shown)
         assert fork != thread  # the status bar shows the new thread
@@ -161,7 +166,8 @@ def test_rewind_and_redo_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
         tmux.keys("Enter")
         tmux.wait(lambda s: "Redo — undo the last rewind" in s and "no conflicts" in s, "the redo dialog's plan")
         tmux.keys("Enter")
-        shown = tmux.wait(lambda s: "redo: back where the rewind started" in s and "○ idle" in s, "the redo")
+        shown = tmux.wait(lambda s: "redo: back where the rewind started" in s and "○ idle" in s
+                          and "↷ redo" not in s and "Shouting now" in s, "the redo and the status of the original")
         assert tree(ws) == after_two
         assert status_thread(shown) == thread
         above = transcript_text(shown)  # the original thread, redrawn from Codex's own turns
