@@ -161,17 +161,11 @@ def test_reading_back_to_the_first_prompt_slides_a_bounded_window_and_tab_brings
         async with app.run_test(size=(110, 40)) as pilot:
             t = app.transcript
 
-            async def until(cond: Any, what: str, home: bool = False) -> None:
-                deadline = time.monotonic() + 30
-                while True:
-                    if home:
-                        t.scroll_home(animate=False)
-                    await pilot.pause(0.05)
-                    if cond():
-                        return
-                    assert time.monotonic() < deadline, f"gave up waiting for {what}:\n{screen_text(app)}"
+            def home_then(cond: Callable[[], object]) -> Callable[[], object]:
+                """`cond` looked at with the transcript scrolled home first (a repaint may move it)."""
+                return lambda: (t.scroll_home(animate=False), cond())[1]
 
-            await until(lambda: len(t.entries) >= 96 and app.status_bar.state == "ready", "the replay")
+            await until(pilot, lambda: len(t.entries) >= 96 and app.status_bar.state == "ready", "the replay")
             newest = t.entries[-1].widget
             assert newest is not None
             t.focus()
@@ -181,7 +175,7 @@ def test_reading_back_to_the_first_prompt_slides_a_bounded_window_and_tab_brings
                 await pilot.press("e")
                 peak = max(peak, len(t.mounted_blocks()))
             assert peak <= bound and not newest.is_attached  # the newest blocks made room
-            await until(lambda: "Prompt 1: " in screen_text(app), "the first prompt", home=True)
+            await until(pilot, home_then(lambda: "Prompt 1: " in screen_text(app)), "the first prompt")
             await t.apply(Notice("news while reading far back"))  # live output does not pull the view away
             assert t.entries[-1].widget is None
             later = t.query_one("#later")
@@ -194,15 +188,15 @@ def test_reading_back_to_the_first_prompt_slides_a_bounded_window_and_tab_brings
             while t._first:
                 await pilot.press("e")
             await pilot.press("tab")  # back to the composer: the newest blocks come back
-            await until(lambda: "news while reading far back" in screen_text(app), "the newest blocks")
+            await until_shown(pilot, "news while reading far back")
             assert t._end == len(t.entries) and len(t.mounted_blocks()) <= bound
             t.focus()
             t.enter_cursor()
             await pilot.press("home")  # one key to the first prompt, however long the thread
-            await until(lambda: "Prompt 1: " in screen_text(app), "the first prompt after Home")
+            await until_shown(pilot, "Prompt 1: ")
             assert t._first == 0 and len(t.mounted_blocks()) <= bound
             await pilot.press("end")  # and back to the newest
-            await until(lambda: "news while reading far back" in screen_text(app), "the newest block after End")
+            await until_shown(pilot, "news while reading far back")
             await pilot.press("ctrl+q")
 
     asyncio.run(main())
