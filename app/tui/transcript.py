@@ -1,10 +1,10 @@
 """The transcript: a view of the thread's append-only event log, with a block cursor.
 
 Events are folded into entries (one per block); only a window of at most `MAX_MOUNTED` entries has widgets —
-normally the newest (a fresh one holds `SHOW_MORE`). The window slides: `e` (or Up on the first block) rebuilds earlier blocks from their events
-and unmounts as many at the bottom, Down past the last block does the reverse, and leaving the transcript (or
-new output while the view follows the end) brings the newest back. So a long session stays responsive however
-far back the user reads.
+normally the newest (a fresh one holds `SHOW_MORE`). The window slides: `e` (or Up on the first block)
+rebuilds earlier blocks from their events and unmounts as many at the bottom, Down past the last block does
+the reverse, Home and End jump, and leaving the transcript (or new output while the view follows the end)
+brings the newest back. So a long session stays responsive however far back the user reads.
 """
 
 from __future__ import annotations
