@@ -8,9 +8,10 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import os
+import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,25 @@ CLIENT_NAME = "codexr"  # Codex records it as the `originator` of the threads co
 SOURCE_KINDS = tuple(k.value for k in ThreadSourceKind)
 SESSION_KINDS = ("cli", "vscode", "exec", "appServer")  # asked for alone when a binary rejects the others
 SOURCE_LABELS = {"appServer": "app-server"}
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Spawn Codex with SIGINT blocked: Ctrl+C in the terminal is codexr's to handle (it interrupts the turn).
+
+    SIGINT goes to the terminal's whole foreground process group; without this, a Ctrl+C in `codexr exec` or the
+    line mode on a pipe also killed the Codex app-server mid-turn. The mask is inherited across exec; Codex's own
+    children (the agent's commands) start with an empty mask (Rust's std resets it), so Ctrl+C still reaches them
+    through codexr's interrupt. Only the calling thread's mask changes, for the time of the spawn.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @dataclass
@@ -306,7 +326,8 @@ class Session:
                           client_title="codex-rewind")
         client = CodexClient(cfg, approval_handler=self._handle_server_request)
         try:
-            client.start()
+            with _sigint_blocked():  # the app-server is spawned here and inherits the mask
+                client.start()
             client.initialize()
         except (OSError, CodexError) as exc:
             # Codex closes stdout a moment before its last stderr line ("Error: ...") reaches the SDK's

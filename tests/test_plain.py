@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import queue
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -178,6 +182,45 @@ def test_what_is_typed_during_a_turn_starts_the_next_prompt(model: ScriptedModel
     t.until("codexr>")
     assert t.read("ahead.txt") is not None, sent
     t.quit()
+
+
+def test_ctrl_c_on_a_pipe_interrupts_the_turn_and_codex_lives_on(model: ScriptedModel, tmp_path: Path) -> None:
+    """A terminal's Ctrl+C signals its whole foreground process group: it used to kill the Codex app-server
+    too (the turn died with it). Now codexr alone gets it and interrupts the turn; the next prompt just works."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "--plain"], cwd=ws, env=_env(model, tmp_path / "home"),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # its own group, as a terminal's foreground job is
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stdout or ()], daemon=True).start()
+    seen: list[str] = []
+
+    def until(text: str) -> None:
+        deadline = time.monotonic() + TIMEOUT
+        while not any(text in ln for ln in seen):
+            try:
+                seen.append(lines.get(timeout=max(0.1, deadline - time.monotonic())))
+            except queue.Empty:
+                raise AssertionError(f"no {text!r}; output so far:\n{''.join(seen)}") from None
+
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write("run sleep 30\n")
+        proc.stdin.flush()
+        until("$ sleep 30")
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl+C in the terminal
+        until("-- turn interrupted")
+        proc.stdin.write("create after.txt still alive\n")
+        proc.stdin.flush()
+        until("-- turn completed")
+        proc.stdin.close()
+        assert proc.wait(TIMEOUT) == 0, "".join(seen)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert (ws / "after.txt").read_text() == "still alive\n"
+    assert "restarted" not in "".join(seen)
 
 
 def test_a_pipe_is_read_line_by_line(model: ScriptedModel, tmp_path: Path) -> None:
