@@ -259,7 +259,6 @@ class Transcript(VerticalScroll, can_focus=True):
         self.cursor = None
         for ev in events:
             self.record(ev)
-        self._first = self._end = len(self.entries)
         await self._mount_end()
         self._follow()
 
@@ -274,16 +273,22 @@ class Transcript(VerticalScroll, can_focus=True):
     async def _mount_window(self, start: int, end: int) -> None:
         """Mount entries [start, end) (nothing is mounted when this is called)."""
         self._first, self._end = start, end
-        widgets = []
-        for entry in self.entries[start:end]:
-            entry.widget = self._build(entry)
-            if entry.widget is not None:
-                widgets.append(entry.widget)
+        widgets = self._build_range(start, end)
         if widgets:
             await self.mount_all(widgets, before=self.query_one("#later"))
         self._show_chrome()
 
+    def _build_range(self, start: int, stop: int) -> list[Block]:
+        """Build the widgets of entries [start, stop) from their events (to be mounted by the caller)."""
+        widgets = []
+        for entry in self.entries[start:stop]:
+            entry.widget = self._build(entry)
+            if entry.widget is not None:
+                widgets.append(entry.widget)
+        return widgets
+
     async def _unmount_window(self) -> None:
+        """Unmount every mounted block (a jump or a return to the end mounts a fresh window)."""
         old = [e.widget for e in self.entries[self._first:self._end] if e.widget is not None]
         for e in self.entries[self._first:self._end]:
             e.widget = None
@@ -344,11 +349,7 @@ class Transcript(VerticalScroll, can_focus=True):
         if self._first == 0:
             return
         start = max(0, self._first - self.SHOW_MORE)
-        widgets = []
-        for entry in self.entries[start:self._first]:
-            entry.widget = self._build(entry)
-            if entry.widget is not None:
-                widgets.append(entry.widget)
+        widgets = self._build_range(start, self._first)
         anchor = next((e.widget for e in self.entries[self._first:] if e.widget is not None), None)
         self._first = start
         if widgets:
@@ -366,11 +367,7 @@ class Transcript(VerticalScroll, can_focus=True):
         if self._end >= len(self.entries):
             return
         stop = min(len(self.entries), self._end + self.SHOW_MORE)
-        widgets = []
-        for entry in self.entries[self._end:stop]:
-            entry.widget = self._build(entry)
-            if entry.widget is not None:
-                widgets.append(entry.widget)
+        widgets = self._build_range(self._end, stop)
         self._end = stop
         if widgets:
             await self.mount_all(widgets, before=self.query_one("#later"))
