@@ -1,7 +1,7 @@
 """The app's first frame in plain escape codes, drawn before Textual loads, so `codexr` answers at once.
 
 Importing Textual and the app costs ~0.5 s on this project's 2-core machines, and even a bare Textual app paints
-its first frame 0.5-0.6 s after exec (bench/bench_tui.py); this frame is on screen ~0.15 s after exec. It draws
+its first frame 0.5-0.9 s after exec (bench/bench_tui.py); this frame is on screen 0.15-0.3 s after exec. It draws
 the layout the app is about to paint (an empty transcript, the composer with its placeholder, the status line)
 on the alternate screen, which the app then paints over without a flash (entering the alternate screen again is
 a no-op in xterm, VTE and tmux). Keys typed meanwhile stay in the terminal's input queue — echo is off, and Enter
