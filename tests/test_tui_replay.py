@@ -200,3 +200,27 @@ def test_reading_back_to_the_first_prompt_slides_a_bounded_window_and_tab_brings
             await pilot.press("ctrl+q")
 
     asyncio.run(main())
+
+
+def test_r_on_any_block_of_a_turn_rewinds_to_that_turns_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`r` only worked on the ▶ prompt line; on the answer or the command of a turn it only warned."""
+    asked: list[int] = []
+    monkeypatch.setattr(CodexrApp, "start_rewind", lambda self, number=None: asked.append(number))
+    app = CodexrApp(driver_factory=lambda emit: ReplayDriver(EVENTS, emit), workspace="(replay)")
+
+    async def main() -> None:
+        async with app.run_test(size=(110, 50)) as pilot:
+            await until(pilot, lambda: len(app.query(TurnBlock)) >= 2 and app.status_bar.state == "ready",
+                        "the replay")
+            t = app.transcript
+            t.focus()
+            t.enter_cursor()  # the last block: turn 2's summary
+            await pilot.press("r")
+            rows = [i for i, _ in t.mounted_blocks()]
+            t._set_cursor(rows[2])  # turn 1's summary (after its prompt and its answer)
+            await pilot.press("r")
+            await until(pilot, lambda: len(asked) == 2, "both rewinds to be asked for")
+            assert asked == [2, 1]
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main())

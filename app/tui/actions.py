@@ -72,7 +72,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("cursor_down", "down,j,ctrl+down,alt+down", "Next block", scope="transcript", show=False),
     Action("toggle_block", "enter,space", "Expand or collapse the block", scope="transcript", label="Expand"),
     Action("copy_block", "c,y", "Copy the block's text to the clipboard", scope="transcript", label="Copy"),
-    Action("rewind_here", "r", "Rewind to the prompt under the block cursor", scope="transcript",
+    Action("rewind_here", "r", "Rewind to the prompt of the turn under the block cursor", scope="transcript",
            label="Rewind here"),
     Action("show_earlier", "e", "Show earlier blocks that were folded away", scope="transcript", show=False),
     Action("first_block", "home,g", "First block of the thread (however long, folded blocks included)",

@@ -35,7 +35,7 @@ from ..events import (
     UserPrompt,
 )
 from .actions import bindings
-from .blocks import AgentBlock, Block, CommandBlock, FileChangeBlock, PromptBlock, build_block
+from .blocks import AgentBlock, Block, CommandBlock, FileChangeBlock, build_block
 
 
 @dataclass
@@ -447,12 +447,14 @@ class Transcript(VerticalScroll, can_focus=True):
             self.app.notify("copied the block to the clipboard")
 
     def action_rewind_here(self) -> None:
-        """Start a rewind to the prompt under the cursor."""
-        b = self.current()
-        if isinstance(b, PromptBlock) and b.number:
-            self.post_message(self.RewindHere(b.number))
-        else:
-            self.app.notify("move the cursor to a prompt (▶) to rewind to it", severity="warning")
+        """Start a rewind to the prompt of the turn under the cursor (the prompt itself, or any block after it)."""
+        if self.cursor is not None:
+            for entry in reversed(self.entries[:self.cursor + 1]):
+                ev = entry.event
+                if isinstance(ev, UserPrompt) and ev.number:
+                    self.post_message(self.RewindHere(ev.number))
+                    return
+        self.app.notify("move the cursor to a prompt (▶) or a block of its turn to rewind to it", severity="warning")
 
     async def action_first_block(self) -> None:
         """The thread's first block (folded ones come back)."""
