@@ -458,6 +458,9 @@ class HistoryStore:
             for f in sess.files:
                 owner.setdefault(f.path, sess)
                 before.setdefault(f.path, 0)
+        # forks named as inheriting a match: the archived ones only with --archived (as the scan, which does
+        # not open archived rollouts then, sees them)
+        named = {sid for sid, sess in cat.sessions.items() if flt.archived or not sess.archived}
         found: dict[str, SessionHits] = {}
         for path in cand:
             holder = owner.get(path)
@@ -473,7 +476,8 @@ class HistoryStore:
                     text = e.text if fld == "text" else e.output
                     ex, a, b = excerpt(text, start, end, context)
                     prompt = before.get(path, 0) + bisect.bisect_right(offsets, e.offset)
-                    forks = sorted(fid for lim, fid in heirs.get(path, []) if e.offset < lim and fid != holder.id)
+                    forks = sorted(fid for lim, fid in heirs.get(path, [])
+                                   if e.offset < lim and fid != holder.id and fid in named)
                     found.setdefault(holder.id, SessionHits(holder, [])).matches.append(
                         Match(prompt, e.kind, e.at, fld, ex, a, b, forks))
         ordered = sorted(found.values(), key=lambda h: h.session.mtime_ns, reverse=True)
