@@ -16,7 +16,6 @@ import re
 import sqlite3
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .catalog import Catalog, FileSummary, RolloutFile, Session, discover
@@ -35,12 +34,17 @@ def same_dir(a: str, b: str) -> bool:
     return os.path.abspath(a) == os.path.abspath(b) or os.path.realpath(a) == os.path.realpath(b)
 
 
-@dataclass
 class Filter:
-    """Which sessions a command looks at."""
+    """Which sessions a command looks at (plain classes here: a dataclass costs ~1 ms to create at import)."""
 
-    workspace: str | None = None  # None: every workspace
-    archived: bool = False  # include archived sessions
+    __slots__ = ("archived", "workspace")
+
+    def __init__(self, workspace: str | None = None, archived: bool = False) -> None:
+        self.workspace = workspace  # None: every workspace
+        self.archived = archived  # include archived sessions
+
+    def __repr__(self) -> str:
+        return f"Filter(workspace={self.workspace!r}, archived={self.archived})"
 
     def keep(self, s: Session) -> bool:
         if s.archived and not self.archived:
@@ -48,27 +52,37 @@ class Filter:
         return self.workspace is None or same_dir(s.cwd, self.workspace)
 
 
-@dataclass
 class SessionHits:
     """A session with the places it matched."""
 
-    session: Session
-    matches: list[Match]
+    __slots__ = ("matches", "session")
+
+    def __init__(self, session: Session, matches: list[Match]) -> None:
+        self.session, self.matches = session, matches
 
 
-@dataclass
 class SearchResult:
     """What a search found and what it looked through (an empty result says where it looked)."""
 
-    hits: list[SessionHits]
-    total_sessions: int  # sessions that matched (before -n)
-    searched_sessions: int
-    roots: list[str]
-    skipped: Skipped
-    used_index: bool
-    files_decoded: int = 0
-    scanned_bytes: int = 0
-    notes: list[str] = field(default_factory=list)
+    __slots__ = (
+        "files_decoded",
+        "hits",
+        "roots",
+        "scanned_bytes",
+        "searched_sessions",
+        "skipped",
+        "total_sessions",
+        "used_index",
+    )
+
+    def __init__(self, hits: list[SessionHits], total_sessions: int, searched_sessions: int, roots: list[str],
+                 skipped: Skipped, used_index: bool) -> None:
+        self.hits = hits
+        self.total_sessions = total_sessions  # sessions that matched (before -n)
+        self.searched_sessions = searched_sessions
+        self.roots, self.skipped, self.used_index = roots, skipped, used_index
+        self.files_decoded = 0
+        self.scanned_bytes = 0
 
 
 def _read(path: str) -> bytes | None:
