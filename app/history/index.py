@@ -219,8 +219,14 @@ class Index:
         self.db.execute("DELETE FROM digests WHERE id = ?", (fid,))
 
 
-def open_index(home: Path) -> Index | None:
-    """The index, or None when it cannot be used here (read-only home, locked, no FTS5): history still works."""
+def open_index(home: Path, *, create: bool = True) -> Index | None:
+    """The index, or None when it cannot be used here (read-only home, locked, no FTS5): history still works.
+
+    With create=False a missing index stays missing (None): setting one up costs ~10 ms of writes and syncs
+    that a search over much history leaves to the background refresh.
+    """
+    if not create and not index_path(home).exists():
+        return None
     try:
         return Index(index_path(home))
     except (sqlite3.Error, OSError):

@@ -163,7 +163,8 @@ class HistoryStore:
         self.skipped = Skipped()
         self.files = discover(home, self.skipped)
         self.by_path = {f.path: f for f in self.files}
-        self.index: Index | None = open_index(home) if use_index else None
+        self.index: Index | None = open_index(home, create=False) if use_index else None
+        self._create_index = use_index and self.index is None  # none yet: set up when a command needs it
         self.background = background and os.environ.get(BACKGROUND_ENV, "1") != "0"
         self._digests: dict[str, Digest] = {}
         self._catalog: Catalog | None = None
@@ -174,8 +175,15 @@ class HistoryStore:
             self.index.close()
             self.index = None
 
+    def _ensure_index(self) -> None:
+        """Set the index up if there is none yet (once per command)."""
+        if self.index is None and self._create_index:
+            self._create_index = False
+            self.index = open_index(self.home)
+
     def _index_failed(self) -> None:
         """A cache that fails is dropped for this command: history goes on without it."""
+        self._create_index = False
         if self.index is not None:
             with contextlib.suppress(sqlite3.Error):
                 self.index.close()
@@ -201,6 +209,7 @@ class HistoryStore:
 
     def refresh(self) -> None:
         """Bring the index up to date with the rollouts (in batches, so a kill keeps what was done)."""
+        self._ensure_index()
         if self.index is None:
             return
         try:
@@ -220,7 +229,7 @@ class HistoryStore:
 
     def spawn_refresh(self) -> None:
         """Refresh the index in a detached process, so this command answers from the scan now."""
-        if not self.background or self.index is None:
+        if not self.background or (self.index is None and not self._create_index):
             return
         import subprocess  # only a search that starts the refresh pays for it
 
@@ -253,6 +262,7 @@ class HistoryStore:
         if self._catalog is not None:
             return self._catalog
         summaries: list[FileSummary] = []
+        self._ensure_index()
         if self.index is not None:
             self.refresh()
         if self.index is not None:
@@ -277,6 +287,12 @@ class HistoryStore:
     # --------------------------------------------------------------------------------- search
     def search(self, matcher: Matcher, flt: Filter, limit: int, context: int = 60) -> SearchResult:
         """Sessions matching, newest activity first, at most `limit` (0: all)."""
+        if self.index is None and self._create_index:
+            if sum(f.size for f in self.files) > SYNC_REFRESH_BYTES:  # no index yet and much history:
+                scanned = self._search_scan(matcher, flt, limit, context)  # scan now, index in the background
+                self.spawn_refresh()
+                return scanned
+            self._ensure_index()
         if self.index is not None:
             try:
                 result = self._search_index(matcher, flt, limit, context)
