@@ -17,6 +17,10 @@ A needle phrase is planted in ~1 % of the sessions. Then, in the same process an
 - list:     `codexr history list --all` (the issue's command: text, the 20 newest) with the index current,
             and `codexr history list --all --archived -n 0 --json` (every session, ~0.8 MB of JSON)
 
+With `--baseline DIR` (another checkout, e.g. `git archive main | tar -x -C DIR`), the same commands of that
+code run in the same interleaved rounds against a hard-linked copy of the rollouts with its own index (index
+formats may differ): before/after in one run, on a machine whose load swings wall times ~2x between runs.
+
 Whole commands are timed (python start-up included), medians reported with ratios and PASS/MISS
 against the targets: cold <= 2x grep, repeat <= 0.2 s, list <= 0.3 s; and the index's size. The commands run
 as an installed codexr does: with its bytecode cached (PYTHONDONTWRITEBYTECODE is dropped and every command
@@ -165,11 +169,11 @@ def generate(home: Path, n: int, seed: int) -> int:
 CPU: dict[str, list[float]] = {}  # command name -> CPU seconds (user + system) of each timed run
 
 
-def timed(cmd: list[str], env: dict[str, str], label: str = "") -> tuple[float, str]:
+def timed(cmd: list[str], env: dict[str, str], label: str = "", cwd: Path = ROOT) -> tuple[float, str]:
     """Wall seconds and stdout of one run; its CPU time goes to CPU (less swayed by a busy machine)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=cwd)
     dt = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode not in (0, 1):
@@ -184,6 +188,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=9)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--baseline", type=Path, metavar="DIR", help="also time the code checked out in DIR")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-history-"))
     home = base / "home"
@@ -205,9 +210,24 @@ def main() -> int:
         listing = [py, "-m", "app.cli", "history", "list", "--all", "--archived", "-n", "0", "--json"]
         list_all = [py, "-m", "app.cli", "history", "list", "--all"]
         idx = index_path(home)
+        old: dict[str, list[float]] = {}  # --baseline: label -> wall times of the baseline's commands
+        if args.baseline:
+            home_b = base / "home-baseline"
+            for d in ("sessions", "archived_sessions"):
+                shutil.copytree(home / d, home_b / d, copy_function=os.link)
+            shutil.copy(home / "config.toml", home_b / "config.toml")
+            env_b = {**env, "CODEX_HOME": str(home_b)}
+            idx_b = index_path(home_b)
+
+        def baseline(cmd: list[str], label: str) -> None:
+            if args.baseline:
+                cmd = [str(home_b) if x == str(home) else x for x in cmd]
+                old.setdefault(label, []).append(timed(cmd, env_b, label and f"{label} (baseline)", args.baseline)[0])
+
         for _ in range(2):  # warm the page cache, as a user's rollouts would be after a day's work
             timed(grep, env)
         timed(search, env)  # writes the bytecode caches (an untimed cold search)
+        baseline(search, "")
         g, c = [], []
         grep_files = cold_hits = 0
         for _ in range(args.rounds):
@@ -218,7 +238,14 @@ def main() -> int:
             dt, out = timed(grep, env, "grep")
             g.append(dt)
             grep_files = len(out.split())
+            if args.baseline:
+                shutil.rmtree(idx_b.parent, ignore_errors=True)
+                baseline(search, "cold search")
         shutil.rmtree(idx.parent, ignore_errors=True)
+        if args.baseline:
+            shutil.rmtree(idx_b.parent, ignore_errors=True)
+            subprocess.run([py, "-m", "app.history", "refresh", str(home_b)], env=env_b, cwd=args.baseline,
+                           check=True)
         t = time.perf_counter()
         store = HistoryStore(home, background=False)
         store.refresh()
@@ -235,6 +262,9 @@ def main() -> int:
             listed = json.loads(out)["total"]
             dt, out = timed(list_all, env, "list --all")
             lst_all.append(dt)
+            baseline(search, "repeated search")
+            baseline(listing, "list --all -n 0 --json")
+            baseline(list_all, "list --all")
         # The same operations in this process: what the history code costs without codexr's start-up.
         ip_cold, ip_rep, ip_list = [], [], []
         for _ in range(args.rounds):
@@ -273,6 +303,12 @@ def main() -> int:
         print("CPU (user+system) medians: "
               + "; ".join(f"{k} {statistics.median(v):.3f} s" for k, v in CPU.items() if k))
         print(f"index size           {size / 1e6:.1f} MB ({100 * size / total:.0f} % of the rollouts)")
+        if args.baseline:
+            gm_old = statistics.median(g)
+            print(f"baseline ({args.baseline}), same rounds: " + "; ".join(
+                f"{k} {statistics.median(v):.3f} s" + (f" = {statistics.median(v) / gm_old:.2f}x grep"
+                                                       if k == "cold search" else "")
+                for k, v in old.items() if k))
         ic, ir, il = (statistics.median(x) for x in (ip_cold, ip_rep, ip_list))
         print(f"python start-up      median {bare:.3f} s (`python -c pass`, this interpreter and its site-packages)")
         print(f"codexr start-up      median {startup:.3f} s (`import app.cli`, paid by every codexr command)")

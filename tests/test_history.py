@@ -300,7 +300,8 @@ def test_legacy_fixtures_and_damage_are_read_and_counted(hist: Home, tmp_path: P
 
 def _hits(store: HistoryStore, text: str, **kw: Any) -> list[tuple[str, int, str, str, tuple[str, ...]]]:
     tools = kw.pop("tools", False)
-    res = store.search(Matcher(text, tools=tools, regex=kw.pop("regex", False)), Filter(archived=True), 0)
+    flt = Filter(archived=kw.pop("archived", True))
+    res = store.search(Matcher(text, tools=tools, regex=kw.pop("regex", False)), flt, 0)
     return sorted((h.session.id, m.prompt, m.kind, m.excerpt, tuple(m.inherited_by)) for h in res.hits
                   for m in h.matches)
 
@@ -311,7 +312,8 @@ def test_index_agrees_with_a_full_scan_after_files_change(hist: Home, tmp_path: 
     shutil.copytree(hist.home / "archived_sessions", home / "archived_sessions")
     shutil.copytree(hist.home / "file_snapshots" / "refs", home / "file_snapshots" / "refs")
     queries: list[dict[str, Any]] = [{"text": "answer"}, {"text": "connection pool"}, {"text": "hist"},
-                                     {"text": "econnreset", "tools": True}, {"text": "a.", "regex": True}]
+                                     {"text": "econnreset", "tools": True}, {"text": "a.", "regex": True},
+                                     {"text": "hist", "archived": False}]
 
     def agree() -> list[Any]:
         indexed = HistoryStore(home, background=False)
@@ -327,7 +329,8 @@ def test_index_agrees_with_a_full_scan_after_files_change(hist: Home, tmp_path: 
 
     first = agree()
     assert first[1] and first[3]
-    # a session goes on (its rollout grows), one is deleted, a new one appears
+    # a session goes on (its rollout grows), one is deleted, a new one appears, the fork is archived (its
+    # parent's hits no longer name it without --archived)
     other = next(home.rglob(f"*{hist.other}.jsonl"))
     with other.open("ab") as fh:
         fh.write(json.dumps({"timestamp": "2026-12-31T00:00:00.000Z", "type": "event_msg", "payload": {
@@ -335,7 +338,10 @@ def test_index_agrees_with_a_full_scan_after_files_change(hist: Home, tmp_path: 
     next(home.rglob(f"*{hist.archived}.jsonl")).unlink()
     tid = str(uuid.uuid4())
     _write(home, "2025-06-01T10-00-00", tid, _legacy_lines(tid, "/proj/new"))
+    fork = next(home.rglob(f"*{hist.fork}.jsonl"))
+    fork.rename(home / "archived_sessions" / fork.name)
     after = agree()
+    assert any(hist.fork in h[4] for h in after[2]) and not any(hist.fork in h[4] for h in after[5])
     assert after != first and any("appended answer" in h[3] for h in after[0])
     assert not any(h[0] == hist.archived for h in after[0])
     # a damaged index is rebuilt, never trusted

@@ -13,7 +13,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +30,18 @@ class HistoryError(Exception):
     """A user-facing history problem (unknown or ambiguous id...): one line, exit 2."""
 
 
-@dataclass(frozen=True)
+# The classes below that need no asdict() are plain classes with __slots__: each @dataclass costs ~1 ms to
+# create when the module loads, which every history command pays (bench/README.md, history section).
+
+
 class RolloutFile:
     """One rollout file found on disk, with the stat that tells whether a cached digest is still good."""
 
-    path: str
-    thread_id: str
-    archived: bool
-    size: int
-    mtime_ns: int
-    name_ts: str
+    __slots__ = ("archived", "mtime_ns", "name_ts", "path", "size", "thread_id")
+
+    def __init__(self, path: str, thread_id: str, archived: bool, size: int, mtime_ns: int, name_ts: str) -> None:
+        self.path, self.thread_id, self.archived = path, thread_id, archived
+        self.size, self.mtime_ns, self.name_ts = size, mtime_ns, name_ts
 
 
 @dataclass
@@ -119,15 +121,15 @@ def iso(ns: int) -> str:
 # ----------------------------------------------------------------------------------------- sidecars
 
 
-@dataclass
 class SidecarInfo:
     """What codexr's own sidecar says about a thread (codexr threads only)."""
 
-    thread_id: str
-    snapshots: int
-    turn_pre: dict[str, bool]
-    forked_from: str | None
-    history: list[dict[str, Any]]
+    __slots__ = ("forked_from", "history", "snapshots", "thread_id", "turn_pre")
+
+    def __init__(self, thread_id: str, snapshots: int, turn_pre: dict[str, bool], forked_from: str | None,
+                 history: list[dict[str, Any]]) -> None:
+        self.thread_id, self.snapshots, self.turn_pre = thread_id, snapshots, turn_pre
+        self.forked_from, self.history = forked_from, history
 
 
 def read_sidecars(home: Path) -> dict[str, SidecarInfo]:
@@ -156,16 +158,19 @@ def read_sidecars(home: Path) -> dict[str, SidecarInfo]:
 # ----------------------------------------------------------------------------------------- sessions
 
 
-@dataclass
 class Session:
     """One thread: its files (newest segment is the head) and where its history comes from."""
 
-    id: str
-    files: list[FileSummary]
-    archived: bool
-    sidecar: SidecarInfo | None = None
-    inherited_prompts: int = 0
-    forked_at: int | None = None  # the parent's prompt count the fork starts after
+    __slots__ = ("archived", "files", "forked_at", "id", "inherited_prompts", "sidecar")
+
+    def __init__(self, id: str, files: list[FileSummary], archived: bool, sidecar: SidecarInfo | None = None,
+                 inherited_prompts: int = 0, forked_at: int | None = None) -> None:
+        self.id, self.files, self.archived, self.sidecar = id, files, archived, sidecar
+        self.inherited_prompts = inherited_prompts
+        self.forked_at = forked_at  # the parent's prompt count the fork starts after
+
+    def __repr__(self) -> str:
+        return f"Session({self.id!r}, {len(self.files)} files, archived={self.archived})"
 
     @property
     def head(self) -> FileSummary:
@@ -212,25 +217,27 @@ def source_label(source: str, client: str) -> str:
                                                                                                    source or "?")
 
 
-@dataclass
 class Segment:
     """A piece of a session's history: entries of one file before `end` (None: the whole file)."""
 
-    path: str
-    thread_id: str
-    end: int | None
-    own: bool  # the session's own file (else inherited from a parent)
+    __slots__ = ("end", "own", "path", "thread_id")
+
+    def __init__(self, path: str, thread_id: str, end: int | None, own: bool) -> None:
+        self.path, self.thread_id, self.end = path, thread_id, end
+        self.own = own  # the session's own file (else inherited from a parent)
 
 
-@dataclass
 class Catalog:
     """All sessions, with fork/segment links resolved over file summaries."""
 
-    home: Path
-    sessions: dict[str, Session] = field(default_factory=dict)
-    by_path: dict[str, FileSummary] = field(default_factory=dict)
-    skipped: Skipped = field(default_factory=Skipped)
-    _chains: dict[str, list[Segment]] = field(default_factory=dict, repr=False)
+    __slots__ = ("_chains", "by_path", "home", "sessions", "skipped")
+
+    def __init__(self, home: Path, skipped: Skipped | None = None) -> None:
+        self.home = home
+        self.sessions: dict[str, Session] = {}
+        self.by_path: dict[str, FileSummary] = {}
+        self.skipped = skipped if skipped is not None else Skipped()
+        self._chains: dict[str, list[Segment]] = {}
 
     @staticmethod
     def build(home: Path, summaries: Iterable[FileSummary], skipped: Skipped) -> Catalog:
@@ -314,14 +321,14 @@ class Catalog:
 # ----------------------------------------------------------------------------------------- conversations
 
 
-@dataclass
 class Prompt:
     """One prompt of a conversation with everything that followed it."""
 
-    number: int
-    entries: list[Entry]
-    thread_id: str  # the session whose file holds it
-    inherited: bool
+    __slots__ = ("entries", "inherited", "number", "thread_id")
+
+    def __init__(self, number: int, entries: list[Entry], thread_id: str, inherited: bool) -> None:
+        self.number, self.entries, self.inherited = number, entries, inherited
+        self.thread_id = thread_id  # the session whose file holds it
 
     @property
     def user(self) -> Entry | None:

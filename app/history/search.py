@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import HistoryError
@@ -46,18 +45,18 @@ class Matcher:
         return out
 
 
-@dataclass
 class Match:
-    """One place in a session where the text was found."""
+    """One place in a session where the text was found (a plain class: a dataclass costs ~1 ms at import)."""
 
-    prompt: int
-    kind: str
-    at: str
-    part: str  # text or output
-    excerpt: str
-    start: int  # of the match inside `excerpt`
-    end: int
-    inherited_by: list[str] = field(default_factory=list)
+    __slots__ = ("at", "end", "excerpt", "inherited_by", "kind", "part", "prompt", "start")
+
+    def __init__(self, prompt: int, kind: str, at: str, part: str, excerpt: str, start: int, end: int,
+                 inherited_by: list[str] | None = None) -> None:
+        self.prompt, self.kind, self.at = prompt, kind, at
+        self.part = part  # text or output
+        self.excerpt = excerpt
+        self.start, self.end = start, end  # of the match inside `excerpt`
+        self.inherited_by = inherited_by if inherited_by is not None else []
 
     def as_json(self) -> dict[str, Any]:
         return {"prompt": self.prompt, "kind": self.kind, "at": self.at, "field": self.part,
