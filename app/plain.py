@@ -760,7 +760,8 @@ class LineMode:
 
         p = self.printer
         if not args:
-            p.line("usage: /history TEXT (searches every workspace's conversations)")
+            p.line("usage: /history [--regex] [--include tools] [--archived] TEXT (searches every workspace's "
+                   "conversations)")
             return
         home, here = self.driver.opts.codex_home, str(self.driver.opts.cwd)
         try:

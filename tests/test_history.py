@@ -372,5 +372,17 @@ def test_front_ends_get_typed_hits_marked_here_or_not_and_a_read_only_session(
     assert resume_hint(shown).endswith(f"to continue it there: codexr -C {hist.ws_b} resume {hist.other}")
     with pytest.raises(HistoryError, match="search text is empty"):
         search_hits(hist.home, "", str(hist.ws_a))
+    # the CLI's search options, typed before the text in /history (they were searched for as words)
+    tools = search_hits(hist.home, "--include tools ECONNRESET", str(hist.ws_a))
+    assert {(h.session_id, h.kind) for h in tools.hits} >= {(hist.original, "command")}
+    assert search_hits(hist.home, "ECONNRESET", str(hist.ws_a)).hits == []  # messages only by default
+    assert search_hits(hist.home, "conn\\w+ pool", str(hist.ws_a)).hits == []  # literal text by default
+    assert {h.session_id for h in search_hits(hist.home, "--regex conn\\w+ pool", str(hist.ws_a)).hits} == {
+        hist.original}
+    assert search_hits(hist.home, "archived answer", str(hist.ws_a)).hits == []
+    assert {h.session_id for h in search_hits(hist.home, "--archived archived answer", str(hist.ws_a)).hits} == {
+        hist.archived}
+    with pytest.raises(HistoryError, match="unknown option --regx"):
+        search_hits(hist.home, "--regx pool", str(hist.ws_a))
     with pytest.raises(HistoryError, match="no session 'ffffffff'"):
         show_session(hist.home, "ffffffff", str(hist.ws_a))

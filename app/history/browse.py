@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .catalog import conversation, source_label
+from .catalog import HistoryError, conversation, source_label
 from .render import markdown, nothing_found, skipped_note
 from .search import Matcher
 from .store import Filter, HistoryStore, same_dir
@@ -45,20 +46,53 @@ class Shown:
     text: str  # Markdown (history show)
 
 
-def search_hits(home: Path, text: str, here: str, *, limit: int = 20, context: int = 50,
-                max_hits: int = 200) -> Found:
-    """Every workspace's sessions matching `text` (case-insensitive), newest first: `limit` sessions, `max_hits` rows.
+OPTIONS = "--regex, --include tools, --archived"
+"""What `/history` takes before its text, as `codexr history search` does."""
+_OPTION = re.compile(r"\s*(--\S*)(?:\s+|$)")
 
-    Raises HistoryError for an empty text. Read-only towards Codex's files.
+
+def parse_query(query: str) -> tuple[str, bool, bool, bool]:
+    """`[--regex] [--include tools] [--archived] [--] TEXT` -> (text, regex, tools, archived).
+
+    Raises HistoryError for an option it does not know (one line, as the CLI would say it).
     """
-    matcher = Matcher(text)
+    regex = tools = archived = False
+    rest = query
+    while (m := _OPTION.match(rest)) is not None:
+        word, rest = m.group(1), rest[m.end():]
+        if word == "--":
+            break
+        if word == "--regex":
+            regex = True
+        elif word == "--archived":
+            archived = True
+        elif word == "--include":
+            parts = rest.split(maxsplit=1)
+            if not parts or parts[0] != "tools":
+                raise HistoryError("--include takes `tools` (commands, their output and changed files)")
+            rest = parts[1] if len(parts) > 1 else ""
+            tools = True
+        else:
+            raise HistoryError(f"unknown option {word} (/history takes {OPTIONS} before the text)")
+    return rest.strip(), regex, tools, archived
+
+
+def search_hits(home: Path, query: str, here: str, *, limit: int = 20, context: int = 50,
+                max_hits: int = 200) -> Found:
+    """Every workspace's sessions matching `query` (case-insensitive), newest first: `limit` sessions, `max_hits` rows.
+
+    `query` is the text, after any of the CLI's search options (`parse_query`). Raises HistoryError for an empty
+    text, a bad regex or an unknown option. Read-only towards Codex's files.
+    """
+    text, regex, tools, archived = parse_query(query)
+    matcher = Matcher(text, regex=regex, tools=tools)
     store = HistoryStore(home)
     try:
-        res = store.search(matcher, Filter(), limit, context)
+        res = store.search(matcher, Filter(archived=archived), limit, context)
     finally:
         store.close()
     if not res.hits:
-        return Found([], nothing_found(text, res, None, False))
+        return Found([], nothing_found(text, res, None, tools))
     hits = [Hit(h.session.id, h.session.cwd, m.prompt, m.at, m.kind, m.excerpt, m.start, m.end,
                 source_label(h.session.source, h.session.client), same_dir(h.session.cwd, here))
             for h in res.hits for m in h.matches]

@@ -102,7 +102,8 @@ class HistoryScreen(DriverScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Static("History: every workspace's conversations, newest first", id="title")
-            yield Input(self.text, placeholder="search text (case-insensitive), Enter searches", id="query")
+            yield Input(self.text, id="query", placeholder="search text (case-insensitive; --regex, "
+                        "--include tools, --archived first), Enter searches")
             yield OptionList(id="hits")
             yield Static("", id="message", markup=False)
             yield Static("Enter on a hit: resume it (here: this workspace) or read it (other: another workspace) · "
