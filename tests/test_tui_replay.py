@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.pilot import Pilot
 from tui_helpers import screen_text, until, until_shown
 
 from app.events import (
@@ -43,6 +44,19 @@ EVENTS: list[Any] = [
     AgentMessage("m1", "Added the *greeting* to `hello.py`."),
     TurnFinished("turn-2", "completed", None, 2.0, (FileStat("hello.py", "modified", 1, 1),), "c" * 64, "d" * 64),
 ]
+
+
+
+async def at_top(pilot: Pilot[Any], cond: Callable[[], object], what: str) -> None:
+    """Wait for `cond()` with the transcript scrolled home before each look (a repaint may move it)."""
+    app = pilot.app
+    assert isinstance(app, CodexrApp)
+
+    def home_then() -> object:
+        app.transcript.scroll_home(animate=False)
+        return cond()
+
+    await until(pilot, home_then, what, timeout=30)
 
 
 def test_a_replayed_log_draws_its_thread_and_records_again(tmp_path: Path) -> None:
@@ -107,26 +121,17 @@ def test_a_long_replayed_thread_folds_old_blocks_and_brings_them_back(monkeypatc
         async with app.run_test(size=(110, 40)) as pilot:
             t = app.transcript
 
-            async def at_top(cond: Callable[[], object], what: str) -> None:
-                """Wait for `cond()` with the transcript scrolled home before each look (a repaint may move it)."""
-
-                def home_then() -> object:
-                    t.scroll_home(animate=False)
-                    return cond()
-
-                await until(pilot, home_then, what, timeout=30)
-
             await until(pilot, lambda: len(t.entries) >= 48 and app.status_bar.state == "ready", "the replay",
                         timeout=30)
             assert len(t.mounted_blocks()) <= Transcript.MAX_MOUNTED < len(t.entries)
             assert 1 not in [b.number for b in app.query(PromptBlock)]  # the oldest turns have no widgets
             t.focus()
             t.enter_cursor(last=False)  # the first block still mounted, then up: the folded ones come back
-            await at_top(lambda: "earlier blocks folded away" in screen_text(app), "the fold notice")
+            await at_top(pilot, lambda: "earlier blocks folded away" in screen_text(app), "the fold notice")
             folded = t._first
             await pilot.press("up")  # on the first mounted block: the folded ones before it come back
             assert 0 < t._first < folded
-            await at_top(lambda: t.scroll_y == 0, "the top")
+            await at_top(pilot, lambda: t.scroll_y == 0, "the top")
             top = t.mounted_blocks()[0][1]  # the first block before `e`
             await pilot.press("e")
             # the view stays on what was read: the blocks shown above it are not on screen
@@ -135,7 +140,7 @@ def test_a_long_replayed_thread_folds_old_blocks_and_brings_them_back(monkeypatc
             assert t.scroll_y > 0
             while t._first:
                 await pilot.press("e")
-            await at_top(lambda: "Prompt 1: " in screen_text(app), "the first prompt")
+            await at_top(pilot, lambda: "Prompt 1: " in screen_text(app), "the first prompt")
             assert [b.number for b in app.query(PromptBlock)][:2] == [1, 2]
             await pilot.press("ctrl+q")
 
@@ -161,10 +166,6 @@ def test_reading_back_to_the_first_prompt_slides_a_bounded_window_and_tab_brings
         async with app.run_test(size=(110, 40)) as pilot:
             t = app.transcript
 
-            def home_then(cond: Callable[[], object]) -> Callable[[], object]:
-                """`cond` looked at with the transcript scrolled home first (a repaint may move it)."""
-                return lambda: (t.scroll_home(animate=False), cond())[1]
-
             await until(pilot, lambda: len(t.entries) >= 96 and app.status_bar.state == "ready", "the replay")
             newest = t.entries[-1].widget
             assert newest is not None
@@ -175,7 +176,7 @@ def test_reading_back_to_the_first_prompt_slides_a_bounded_window_and_tab_brings
                 await pilot.press("e")
                 peak = max(peak, len(t.mounted_blocks()))
             assert peak <= bound and not newest.is_attached  # the newest blocks made room
-            await until(pilot, home_then(lambda: "Prompt 1: " in screen_text(app)), "the first prompt")
+            await at_top(pilot, lambda: "Prompt 1: " in screen_text(app), "the first prompt")
             await t.apply(Notice("news while reading far back"))  # live output does not pull the view away
             assert t.entries[-1].widget is None
             later = t.query_one("#later")
