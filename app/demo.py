@@ -104,7 +104,7 @@ def interactive(args: argparse.Namespace, *, plain: bool, codex_bin: str | None 
 
             return int(run_tui(options, banner=banner(ws, app=True), workspace=str(ws), splash=splash))
     except BaseException:
-        if splash is not None:
+        if splash is not None and not splash.released:  # a failure before the app took the terminal
             splash.close()
         raise
     finally:

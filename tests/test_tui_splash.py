@@ -55,7 +55,9 @@ def test_the_splash_draws_the_layout_keeps_typed_keys_unechoed_and_gives_the_set
 
     os.write(master, b"fix the bug\r")  # typed while Textual loads
     assert read_all(master) == b""  # not echoed over the frame
+    assert not splash.released
     splash.release()
+    assert splash.released  # the app has the terminal: a failure after this is the app's to clean up
     assert termios.tcgetattr(slave) == before  # what Textual saves (and restores on exit) is the user's own
     raw = termios.tcgetattr(slave)
     raw[3] &= ~(termios.ICANON | termios.ECHO)

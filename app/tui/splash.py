@@ -72,6 +72,11 @@ class Splash:
         while data:
             data = data[os.write(self.out_fd, data):]
 
+    @property
+    def released(self) -> bool:
+        """The app has the terminal now (its driver clears the screen on exit; `close` must not then)."""
+        return self._saved is None
+
     def release(self) -> None:
         """Give the terminal its settings back (keys typed so far stay queued); the app paints over the frame."""
         if self._saved is not None:
