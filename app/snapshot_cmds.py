@@ -89,7 +89,7 @@ def _group_help(parser: argparse.ArgumentParser) -> int:
 def _capture(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     try:
-        res = store.capture(args.cd, label=args.label, scope=ctx.scope(), progress=ctx.read_progress)
+        res = store.capture(args.cd, label=args.label, scope=ctx.scope(), progress=ctx.read_progress, lean=True)
     finally:
         ctx.done_progress()
     if res.recovered is not None:

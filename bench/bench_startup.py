@@ -45,6 +45,7 @@ from bench_store import GitShadow, Modifier, log, ratio, summary  # noqa: E402
 from workspace_gen import WorkspaceSpec, generate  # noqa: E402
 
 PROMPT = "startup bench ping"
+RACY_PAUSE = 0.15  # > statcache.FINE_WINDOW_NS (100 ms)
 REPLY = "pong from the scripted model"
 
 # (label, op, denominator op for the ratio or None, target limit or None); "{tree}" rows repeat per codexr tree
@@ -184,7 +185,11 @@ class Bench:
         return str(doc["id"])
 
     def block_capture(self, tree: Tree, rnd: int) -> None:
-        self.codexr_capture(tree, -1)  # untimed sync: absorbs the restore blocks' rewrites (new mtimes)
+        # The untimed sync absorbs the restore blocks' rewrites (new mtimes). It waits out the racy-timestamp window
+        # first: a capture within 100 ms of a write cannot vouch for the stats it saw (FORMAT.md §7), so the next
+        # capture would walk again (0.3-0.4 s) instead of checking the saved walk — that is "unchanged for 100 ms".
+        time.sleep(RACY_PAUSE)
+        self.codexr_capture(tree, -1)
         self.codexr_capture(tree, rnd, expect_unchanged=True)
 
     def block_git_capture(self, rnd: int) -> None:

@@ -12,16 +12,17 @@ import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from . import scope as scope_mod
 from .capture import Captured
+from .changes import Changes
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, is_captured, parent_of
 from .reasons import HELD_BACK, Reason
 from .safefs import TMP_PREFIX as OWN_TMP
 from .settings import ScopeSettings
 from .statcache import Key, stat_key
-from .watch import ChangeJournal
 
 FULL_WALK_INTERVAL = 300.0  # inotify misses mmap writes and remote changes: walk at least this often
 _NOT_REACHED = (OSError, SymlinkInPath, DirChanged)
@@ -41,11 +42,23 @@ class LastCapture:
     walked_at: float = 0.0  # monotonic time of the last full walk
 
 
+class Journal(Protocol):
+    """Where the fast path learns what changed: inotify (watch.py), or a check of saved stats (walkstate.py)."""
+
+    def drain(self) -> Changes: ...
+
+    def reset(self) -> None: ...
+
+    def watch_dir(self, rel_dir: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class Watched:
     """One watched workspace: its journal, the last capture, and paths a restore wrote since."""
 
-    journal: ChangeJournal
+    journal: Journal
     last: LastCapture | None = None
     pending: set[str] = field(default_factory=set)  # paths a restore wrote: re-read at the next capture
 

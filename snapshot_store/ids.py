@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import re
-import secrets
 
 import blake3
 
@@ -29,7 +29,7 @@ def is_pack_id(text: str) -> bool:
 
 def new_pack_id() -> str:
     """Packs are named randomly: their content is addressed blob by blob, not as a whole."""
-    return secrets.token_hex(16)
+    return os.urandom(16).hex()
 
 
 def digest_hex(data: bytes) -> str:

@@ -6,17 +6,19 @@ One file per blob would cost a create + fsync per file (seconds for a cold captu
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, NamedTuple, cast
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple, cast
 
 import blake3
 import zstandard
+
+if TYPE_CHECKING:
+    import concurrent.futures
 
 from .errors import CorruptStore, MissingBlob
 from .fsutil import TMP_PREFIX, atomic_write, fsync_dir, tmp_name
@@ -350,6 +352,8 @@ class PackWriter:
         if not self._batch:
             return
         if self._pool is None:
+            import concurrent.futures  # here, not at import: with logging it costs every command ~10 ms
+
             self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="codexr-pack")
         self._batches.append(self._pool.submit(self._compress, self._batch))
         self._batch, self._batch_bytes = [], 0

@@ -10,7 +10,6 @@ import contextlib
 import ctypes
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterable, Iterator
 
@@ -53,7 +52,7 @@ def _rename_noreplace(dir_fd: int, src: str, dst: str) -> bool:
 
 def _aside_name(name: str) -> str | None:
     """The temporary name a file is renamed to before it is deleted; None if it would be too long."""
-    aside = f"{ASIDE_PREFIX}{secrets.token_hex(6)}-{name}"
+    aside = f"{ASIDE_PREFIX}{os.urandom(6).hex()}-{name}"
     return aside if len(os.fsencode(aside)) <= NAME_MAX else None
 
 
@@ -192,7 +191,7 @@ class SafeRoot:
         """
         with self._parent(rel, True) as (pfd, name):
             assert pfd is not None
-            tmp = f"{TMP_PREFIX}{secrets.token_hex(6)}"
+            tmp = f"{TMP_PREFIX}{os.urandom(6).hex()}"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                          dir_fd=pfd)
             try:
@@ -216,7 +215,7 @@ class SafeRoot:
         """Create a symlink (never following it) via a temp name and rename."""
         with self._parent(rel, True) as (pfd, name):
             assert pfd is not None
-            tmp = f"{TMP_PREFIX}{secrets.token_hex(6)}"
+            tmp = f"{TMP_PREFIX}{os.urandom(6).hex()}"
             os.symlink(target, tmp, dir_fd=pfd)
             try:
                 os.rename(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)

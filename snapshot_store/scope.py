@@ -305,6 +305,10 @@ class Scope:
     to_capture: dict[str, os.stat_result] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     covered: set[str] = field(default_factory=set)
+    listed: dict[str, os.stat_result] = field(default_factory=dict)
+    """Every directory the walk listed, parents first, with its stat from just before the listing."""
+    seen: dict[str, os.stat_result] = field(default_factory=dict)
+    """Every other entry of those directories the walk stat'ed (what `walkstate` checks next time)."""
 
 
 def _is_residue_kind(mode: int) -> bool:
@@ -357,7 +361,8 @@ def _select(
     churn = set(settings.churn_dirs)
     hidden_ok = settings.include_hidden
     protected_rel = tuple(protected)
-    walk_stats: dict[str, os.stat_result] = {}
+    walk_stats = scope.seen
+    listed = scope.listed
     residue_candidates: list[tuple[int, str]] = []
     hidden_seen: list[str] = []
 
@@ -367,7 +372,9 @@ def _select(
         if on_dir is not None:
             on_dir(rel_dir)
         try:
-            it = tree.scandir(rel_dir)
+            fd = tree.dir_fd(rel_dir)
+            listed[rel_dir] = os.fstat(fd)  # before listing: an entry made after it moves the directory's stat
+            it = os.scandir(fd)
         except (SymlinkInPath, DirChanged, NotADirectoryError) as exc:
             # Listed as a directory by its parent, something else by the time it is entered.
             entries[rel_dir] = UnlistedDir("D", REPLACED)

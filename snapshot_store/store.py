@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import marshal
 import os
 import time
 from collections import OrderedDict
@@ -12,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import fastpath
+from . import fastpath, walkstate
 from . import scope as scope_mod
 from .capture import HashOnly, Progress, read_paths
-from .dirfd import DirCache
+from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .errors import (
     AmbiguousSnapshot,
     CorruptStore,
@@ -37,11 +39,10 @@ from .manifest import (
     delta,
     is_captured,
 )
-from .packs import BlobIndex, PackWriter
+from .packs import BlobIndex, PackWriter, read_generation
 from .restore import Recovery, RestorePlan, RestoreResult, journal_path, recover, restore
 from .settings import ScopeSettings
-from .statcache import Key, StatCache
-from .watch import ChangeJournal
+from .statcache import Key, StatCache, is_racy, stat_key
 from .workspace import resolve_root
 
 STORE_FORMAT = "codex-rewind-snapshots"
@@ -109,7 +110,8 @@ class Store:
     def __init__(self, path: Path, protected: tuple[Path, ...]) -> None:
         self.path = path
         self.protected = protected
-        self.blobs = BlobIndex(path / "packs")
+        self._blobs: BlobIndex | None = None  # loaded on first use: an unchanged capture needs no blob (~15-30 ms)
+        self._generation = read_generation(path)  # gc's, while the blob index is not loaded
         self._maps: OrderedDict[str, FileMap] = OrderedDict()
         self._records: dict[str, SnapshotRecord] = {}
         self._git: dict[str, scope_mod.GitTracked] = {}
@@ -160,7 +162,17 @@ class Store:
         for w in self._watched.values():
             w.journal.close()
         self._watched.clear()
-        self.blobs.close()
+        if self._blobs is not None:
+            self._blobs.close()
+
+    @property
+    def blobs(self) -> BlobIndex:
+        """Where every stored blob is (every pack index, loaded when first asked)."""
+        if self._blobs is None:
+            self._blobs = BlobIndex(self.path / "packs")
+            if self._blobs.generation != self._generation:
+                self._forget_cached()  # a gc ran since this store was opened
+        return self._blobs
 
     def __enter__(self) -> Store:
         return self
@@ -189,8 +201,17 @@ class Store:
 
     def _fence(self) -> None:
         """After a gc (by any process): forget cached blob locations, snapshots and journal state."""
-        if not self.blobs.fence():
-            return
+        if self._blobs is not None:
+            if not self._blobs.fence():
+                return
+        else:
+            now = read_generation(self.path)
+            if now == self._generation:
+                return
+            self._generation = now
+        self._forget_cached()
+
+    def _forget_cached(self) -> None:
         self._records.clear()
         self._maps.clear()
         for w in self._watched.values():
@@ -375,6 +396,8 @@ class Store:
         ws = resolve_root(root)
         if str(ws) in self._watched:
             return True
+        from .watch import ChangeJournal  # here: inotify_simple (ctypes) is for long-running processes only
+
         if not ChangeJournal.available():
             return False
         try:
@@ -408,6 +431,7 @@ class Store:
         dry_run: bool = False,
         force: Callable[[str], bool] | None = None,
         progress: Progress | None = None,
+        lean: bool = False,
     ) -> CaptureResult:
         """Capture the workspace's tracked set; commit blobs, then the snapshot, then its ref.
 
@@ -416,6 +440,8 @@ class Store:
         `dry_run` hashes without writing anything (used by restore previews). Files for which
         `force` is true are captured whatever the residue limits say (restore safety captures).
         `progress(done, total, bytes)` is called now and then while file contents are read.
+        With `lean`, a capture that finds nothing changed may leave `files` and `stats` empty (one-shot
+        commands that print only the id and counts: it then decodes no manifest).
         """
         started = time.perf_counter()
         started_ns = time.time_ns()
@@ -431,19 +457,33 @@ class Store:
             git = scope_mod.git_tracked(ws, known_git)
             self._git[key] = git
             parent = self.latest(ws)
+            known = list(known_paths)
+            w = self._watched.get(key) if not dry_run else None
+            # No change journal in this process (a one-shot command): check the last walk's stats instead.
+            checked = None
+            if w is None and not dry_run and grow and parent is not None:
+                checked = self._check_walk(ws, parent, settings, git.signature)
+                if (checked is not None and lean and force is None and recovered is None and checked.check.unchanged
+                        and (not known or checked.state.covered_set().issuperset(known))):
+                    done = self._unchanged(ws, checked, parent, kind, label, started)
+                    if done is not None:
+                        self._save_git_listing(ws, git, known_git)
+                        return done
             parent_files: FileMap | None = None
             if parent is not None:
                 try:
                     parent_files = self.files(parent)
                 except StoreError:
-                    parent, parent_files = None, None
-            known = list(known_paths)
+                    parent, parent_files, checked = None, None, None
             if grow and parent_files is not None:
                 known.extend(p for p, _e in captured_items(parent_files))
+            if checked is not None and parent_files is not None and not checked.check.changes.structural:
+                w = self._checked_watch(checked, parent_files, git.signature, settings)
+            one_shot = w is None or w is not self._watched.get(key)  # no journal outlives this capture
             cache = self.stat_cache(ws)
             sink = HashOnly() if dry_run else PackWriter(self.blobs)
-            w = self._watched.get(key) if not dry_run else None
             state: fastpath.LastCapture | None = None
+            selected: scope_mod.Scope | None = None
             try:
                 if w is not None:
                     with DirCache(key) as dirs:  # the fast path's looks and its reads use the same fds
@@ -467,7 +507,7 @@ class Store:
                     skipped = selected.skipped + captured.skipped
                     covered = frozenset(selected.covered)
                     unwatched = (fastpath.unwatched_after_walk(files, covered, selected.to_capture)
-                                 if w is not None else {})
+                                 if w is not None or one_shot else {})
                     state = fastpath.LastCapture(files, captured.fresh, captured.stats, covered, unwatched,
                                                  git.signature, settings, time.monotonic())
                 files, stats = state.files, state.stats
@@ -493,23 +533,161 @@ class Store:
             result.stored_blobs = frozenset(sink.stored)
             result.id, result.unchanged = self._write_snapshot(ws, files, parent, parent_files, kind, label,
                                                                result.file_count)
-            if w is not None:
+            if not one_shot and w is not None:
                 w.last = state
                 w.pending.clear()
+            if one_shot:
+                self._save_walk(ws, result, state, selected, checked, captured.stats, started_ns)
             if walked:
                 cache.update(state.fresh, started_ns)
             else:
                 cache.update_some(captured.entries, captured.fresh, started_ns)
             # A restore's safety capture leaves the saving to the restore's end (close): it forgets the paths it
             # rewrites right after, and saving twice cost ~40-70 ms of a one-file restore (11,000 files, measured).
-            if kind != "safety" and (w is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL):
+            if kind != "safety" and (one_shot or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL):
                 with contextlib.suppress(OSError):
                     cache.save()  # disposable: the snapshot is already committed
-            if git is not known_git:
-                with contextlib.suppress(OSError):
-                    git.save(self._git_cache_path(ws))  # disposable too
+            self._save_git_listing(ws, git, known_git)
         result.seconds = time.perf_counter() - started
         return result
+
+    def _save_git_listing(self, ws: Path, git: scope_mod.GitTracked, known: scope_mod.GitTracked | None) -> None:
+        if git is not known:
+            with contextlib.suppress(OSError):
+                git.save(self._git_cache_path(ws))  # disposable too
+
+    # ----------------------------------------------------------------- the last walk, between processes
+    def _walk_path(self, root: Path) -> Path:
+        """Where the workspace's last walk is kept between processes (FORMAT.md §7)."""
+        return self.path / "cache" / f"{workspace_key(str(root))}.walk"
+
+    def _check_walk(self, ws: Path, parent: str, settings: ScopeSettings, git_signature: tuple[int, ...] | None
+                    ) -> walkstate.Checked | None:
+        """The saved walk, if it describes `parent`'s files under these rules, with a fresh look at its stats."""
+        state = walkstate.load(self._walk_path(ws))
+        if state is None or not state.same_rules(settings, git_signature, self._protected_rel(ws)):
+            return None
+        chain = self._unchanged_since(parent, state.snapshot, str(ws))
+        if chain is None:
+            return None
+        # Unchanged files keep the blobs they had without asking the blob index (a walk would, through the stat
+        # cache): only while no gc ran and no pack index the capture relied on went away or changed.
+        if not walkstate.packs_hold(state.packs, walkstate.pack_signature(self.path / "packs",
+                                                                         read_generation(self.path))):
+            return None
+        with DirCache(str(ws)) as dirs:
+            return walkstate.Checked(state, walkstate.check(dirs, state), chain)
+
+    def _unchanged_since(self, snap: str, base: str, root: str) -> int | None:
+        """Unchanged snapshots between `base` and `snap` (None: `snap` may not hold `base`'s files)."""
+        for steps in range(walkstate.CHAIN_LIMIT + 1):
+            if snap == base:
+                return steps
+            try:
+                rec = self.record(snap)
+            except StoreError:
+                return None
+            if rec.changes or rec.parent is None or rec.root != root:
+                return None
+            snap = rec.parent
+        return None
+
+    def _checked_watch(self, checked: walkstate.Checked, parent_files: FileMap,
+                       git_signature: tuple[int, ...] | None, settings: ScopeSettings) -> fastpath.Watched | None:
+        """A one-capture journal from the check: the fast path re-reads only the files whose stat moved."""
+        state = checked.state
+        try:
+            stats = walkstate.captured_stats(parent_files, state)
+            covered = state.covered_set()
+        except ValueError:
+            return None
+        if stats is None:
+            return None
+        last = fastpath.LastCapture(parent_files, {}, stats, covered, dict(state.unwatched),
+                                    git_signature, settings, time.monotonic())
+        return fastpath.Watched(walkstate.CheckedJournal(checked.check.changes), last=last)
+
+    def _unchanged(self, ws: Path, checked: walkstate.Checked, parent: str, kind: str, label: str | None,
+                   started: float) -> CaptureResult | None:
+        """Nothing moved since `parent`: record that, without decoding a manifest (None: do the full capture)."""
+        state = checked.state
+        with DirCache(str(ws)) as dirs:
+            for p, key in state.unwatched.items():
+                try:
+                    now: Key | None = stat_key(dirs.lstat(p))
+                except FileNotFoundError:
+                    now = None
+                except (OSError, SymlinkInPath, DirChanged):
+                    return None
+                if now != key:
+                    return None
+        try:
+            prev = self.record(parent)
+        except StoreError:
+            return None  # the full capture decides what a damaged parent means
+        if prev.depth + 1 >= REBASE_DEPTH:
+            return None  # this one rebases: written whole, so the map is needed
+        rec = SnapshotRecord(root=str(ws), created=time.time(), kind=kind, label=label, parent=parent,
+                             depth=prev.depth + 1, changes={}, meta={"file_count": state.file_count})
+        snap_id = self._write_record(rec)
+        self._append_ref(SnapshotInfo(snap_id, str(ws), rec.created, kind, label, state.file_count))
+        if checked.chain + 1 >= walkstate.CHAIN_LIMIT:
+            state.snapshot = snap_id  # start a new chain (a state rewrite costs ~6 ms, so not every time)
+            walkstate.save(self._walk_path(ws), state)
+        return CaptureResult(id=snap_id, root=str(ws), file_count=state.file_count, bytes_hashed=0, bytes_stored=0,
+                             seconds=time.perf_counter() - started, unchanged=True, skipped=list(state.skipped))
+
+    def _save_walk(self, ws: Path, result: CaptureResult, state: fastpath.LastCapture,
+                   selected: scope_mod.Scope | None, checked: walkstate.Checked | None,
+                   read: dict[str, Key], started_ns: int) -> None:
+        """Keep what this capture saw for the next process (or forget a walk nobody can check)."""
+        path = self._walk_path(ws)
+        files = state.files
+
+        def trusted(key: Key | None) -> Key | None:
+            return None if key is None or is_racy(key, started_ns) else key
+
+        if not walkstate.savable(files, result.skipped):
+            walkstate.forget(path)
+            return
+        if selected is not None:  # walked: every listed directory and stat'ed entry, racy ones untrusted
+            dirs: walkstate.Group = ("", list(selected.listed),
+                                     b"".join(walkstate.pack_key(walkstate.trusted(st, started_ns))
+                                              for st in selected.listed.values()))
+            seen = {rel: trusted(read.get(rel) or stat_key(st)) for rel, st in selected.seen.items()
+                    if walkstate.stat_bound(files, rel)}
+        elif checked is not None:
+            # The check's directories held, so the same entries are there: only the re-read files get new keys
+            # (rebuilding the whole state cost ~30 ms of a one-file restore). A file that is no longer captured
+            # keeps an entry, untrusted: the next check just looks at it again.
+            old = checked.state
+            newly = {rel: trusted(read.get(rel, now)) for rel, now in checked.check.keys.items()}
+            unwatched = {p: trusted(k) for p, k in state.unwatched.items()}
+            if any(is_captured(files.get(rel)) and rel not in old.covered_set() for rel in newly):
+                walkstate.forget(path)  # cannot happen without a directory moving; never trust it if it does
+                return
+            walkstate.save(path, dataclasses.replace(
+                old, snapshot=result.id, packs=walkstate.pack_signature(self.path / "packs",
+                                                                        read_generation(self.path)),
+                seen=walkstate.with_keys(old.seen, newly), unwatched=unwatched, file_count=result.file_count,
+                skipped=[(str(p), str(why)) for p, why in result.skipped]))
+            return
+        else:
+            walkstate.forget(path)
+            return
+        unwatched = {p: trusted(k) for p, k in state.unwatched.items()}
+        # Every captured file must be looked at by the next check, or a change to it would go unseen.
+        if any(is_captured(e) and p not in seen and p not in unwatched for p, e in files.items()):
+            walkstate.forget(path)
+            return
+        # The next capture grows its known paths by the captured files anyway (`grow`): count them as covered.
+        covered = sorted(state.covered.union(p for p, e in files.items() if is_captured(e)))
+        walkstate.save(path, walkstate.WalkState(
+            snapshot=result.id, settings=walkstate.settings_key(state.settings), git_signature=state.git_signature,
+            protected=self._protected_rel(ws),
+            packs=walkstate.pack_signature(self.path / "packs", read_generation(self.path)),
+            dirs=dirs, seen=walkstate.group(seen), covered_blob=marshal.dumps(covered, 2), unwatched=unwatched,
+            file_count=result.file_count, skipped=[(str(p), str(why)) for p, why in result.skipped]))
 
     def _write_snapshot(self, ws: Path, files: FileMap, parent: str | None, parent_files: FileMap | None,
                         kind: str, label: str | None, file_count: int) -> tuple[str, bool]:
@@ -527,6 +705,13 @@ class Store:
             parent, changes = None, dict(files)
         rec = SnapshotRecord(root=str(ws), created=time.time(), kind=kind, label=label, parent=parent,
                              depth=depth, changes=changes, meta={"file_count": file_count})
+        snap_id = self._write_record(rec)
+        self._remember(snap_id, files)
+        self._append_ref(SnapshotInfo(snap_id, str(ws), rec.created, kind, label, file_count))
+        return snap_id, unchanged
+
+    def _write_record(self, rec: SnapshotRecord) -> str:
+        """Write one snapshot file (durably, once: its name is its hash) and return its id."""
         data = rec.encode()
         snap_id = digest_hex(data)
         path = self._snapshot_path(snap_id)
@@ -534,9 +719,7 @@ class Store:
         if not path.exists():
             atomic_write(path, data)
         self._records[snap_id] = rec
-        self._remember(snap_id, files)
-        self._append_ref(SnapshotInfo(snap_id, str(ws), rec.created, kind, label, file_count))
-        return snap_id, unchanged
+        return snap_id
 
     def write_unlisted(self, root: str, changes: dict[str, Entry], *, parent: str | None, kind: str,
                        label: str | None, meta: dict[str, Any] | None = None, persist: bool = True) -> str:

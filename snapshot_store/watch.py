@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass, field
+
+from .changes import Changes
 
 try:  # Linux only; elsewhere every capture walks.
     from inotify_simple import INotify
@@ -25,16 +26,6 @@ try:  # Linux only; elsewhere every capture walks.
     _AVAILABLE = True
 except (ImportError, OSError):  # pragma: no cover - non-Linux
     _AVAILABLE = False
-
-
-@dataclass
-class Changes:
-    """What happened since the last drain."""
-
-    files: set[str] = field(default_factory=set)
-    structural: bool = False
-    paths: set[str] = field(default_factory=set)  # every path named by any event, structural or not
-    lost: bool = False  # events may be missing (overflow, a dropped watch): only a walk can tell
 
 
 class ChangeJournal:

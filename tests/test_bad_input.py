@@ -244,7 +244,7 @@ def _target(store: Path, what: str) -> Path:
 
 
 UNREADABLE = [("ref", "list"), ("ref", "list --all"), ("ref", "verify"), ("bucket", "verify"),
-              ("bucket", "verify --full"), ("idx", "list"), ("idx", "capture"), ("idx", "verify"),
+              ("bucket", "verify --full"), ("idx", "capture"), ("idx", "verify"),
               ("pack", "verify --full"), ("packs", "capture"), ("lock", "gc")]
 
 
@@ -266,6 +266,19 @@ def test_unreadable_store_file_is_one_clear_line(stocked: tuple[Path, Path, Path
     else:
         line = assert_one_line_error(res)
         assert "Permission denied" in line
+    assert sorted(p.name for p in store.rglob("*") if "locks" not in p.parts) == before
+
+
+def test_listing_snapshots_needs_no_pack_index(stocked: tuple[Path, Path, Path]) -> None:
+    """The blob index loads on first use: `list` works (and changes nothing) while a pack index cannot be read."""
+    ws, home, store = stocked
+    target = _target(store, "idx")
+    before = sorted(p.name for p in store.rglob("*") if "locks" not in p.parts)
+    strace = ("strace", "-f", "-qq", "-o", "/dev/null", "-P", str(target), "-e", "trace=openat,open",
+              "-e", "inject=openat,open:error=EACCES")
+    res = run_cli(home, ws, "snapshots", "list", prefix=strace)
+    assert res.returncode == 0, res.stderr
+    assert len(res.stdout.decode().splitlines()) == 2
     assert sorted(p.name for p in store.rglob("*") if "locks" not in p.parts) == before
 
 

@@ -1,0 +1,15 @@
+"""What a change journal reports between two captures (inotify in watch.py, or a stat check in walkstate.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Changes:
+    """What happened since the last drain."""
+
+    files: set[str] = field(default_factory=set)
+    structural: bool = False
+    paths: set[str] = field(default_factory=set)  # every path named by any event, structural or not
+    lost: bool = False  # events may be missing (overflow, a dropped watch): only a walk can tell

@@ -1,0 +1,300 @@
+"""The last walk of a workspace, kept between processes: a capture without a change journal checks it first.
+
+A one-shot `codexr snapshots capture` or `restore` has no inotify journal. Walking 11,000 files and deciding
+each one again cost 0.25-0.45 s of such a command (bench/bench_startup.py), against ~60 ms to lstat every
+directory and file the last walk saw. So the walk's stats are saved (`cache/<wskey>.walk`, FORMAT.md §7) and
+a later capture of the same workspace, while they still describe its newest snapshot, looks instead of walking:
+a directory whose stat moved (an entry created, removed or renamed in it) means walking; a file whose stat moved
+is re-read through the change journal's fast path; nothing moved means the newest snapshot still holds.
+
+Trusted exactly as far as the stat cache is (statcache.py): size, both timestamps, inode and mode must all be
+equal, and a stat taken within the timestamp granularity of the capture that recorded it is never trusted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import marshal
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import blake3
+
+from .changes import Changes
+from .dirfd import DirCache, DirChanged, SymlinkInPath
+from .fsutil import atomic_write
+from .manifest import FileMap, is_captured
+from .reasons import Reason
+from .scope import IGNORE_FILE
+from .settings import ScopeSettings
+from .statcache import Key, is_racy, stat_key
+
+MAGIC = b"CRWALK1\n"
+KEY = struct.Struct("<5q")  # a stat key, packed: (size, mtime_ns, ctime_ns, ino, mode)
+UNTRUSTED = KEY.pack(-1, -1, -1, -1, -1)  # matches no stat: the path is looked at again every time
+#: Reasons that depend only on names, rules and the stats the state keeps: a walk that saw any other
+#: (unreadable, replaced or changing paths, symlinked directories) is not saved, so the next capture walks.
+STABLE_REASONS = frozenset({Reason.GIT, Reason.CODEXR_DATA, Reason.CHURN, Reason.HIDDEN, Reason.IGNORED,
+                            Reason.DIRECTORY, Reason.NOT_REGULAR, Reason.TOO_LARGE})
+#: Entries whose verdict can change without their directory's stat moving (a write changes only the file).
+STAT_BOUND_KINDS = frozenset({"f", "l"})
+CHAIN_LIMIT = 16  # unchanged snapshots on top of the one the state was saved for, before it is saved again
+
+Group = tuple[str, list[str], bytes]  # a directory, names of entries in it, their packed keys (same order)
+
+
+@dataclass
+class WalkState:
+    """What a capture saw of one workspace, for the next process to check instead of walking.
+
+    Kept compact because every one-shot capture loads it: entries are grouped by directory (one fd
+    each when checked) with their stat keys packed in one bytes object; `covered` stays a marshal
+    until asked for. (A dict of 11,000 key tuples took ~7 ms to load, this form ~0.7 ms.)
+    """
+
+    snapshot: str  # the workspace snapshot this describes (or one below a chain of unchanged ones)
+    settings: tuple[Any, ...]  # ScopeSettings as a tuple
+    git_signature: tuple[int, ...] | None
+    protected: tuple[str, ...]
+    packs: tuple[bytes, dict[str, int]]  # gc generation, {pack index name: inode} after the capture
+    dirs: Group  # every directory the walk listed, parents first ("" = the root), under the pseudo-dir ""
+    seen: list[Group]  # the files and symlinks the walk captured or held back by size, per directory
+    covered_blob: bytes  # marshal of the sorted covered paths
+    unwatched: dict[str, Key | None]  # covered paths below directories the walk did not list
+    file_count: int
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    _covered: frozenset[str] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def covered(self) -> list[str]:
+        """Paths captured whatever the limits (Git-tracked, known, and what this capture took)."""
+        out = marshal.loads(self.covered_blob)
+        if not isinstance(out, list):
+            raise ValueError("damaged walk state")
+        return out
+
+    def covered_set(self) -> frozenset[str]:
+        """`covered`, decoded once."""
+        if self._covered is None:
+            self._covered = frozenset(self.covered)
+        return self._covered
+
+    def seen_keys(self) -> dict[str, Key | None]:
+        """Every checked entry's key (None: untrusted), by path."""
+        out: dict[str, Key | None] = {}
+        for parent, names, packed in self.seen:
+            prefix = parent + "/" if parent else ""
+            for name, key in zip(names, KEY.iter_unpack(packed), strict=True):
+                out[prefix + name] = None if key[0] < 0 else key
+        return out
+
+    def same_rules(self, settings: ScopeSettings, git_signature: tuple[int, ...] | None,
+                   protected: tuple[str, ...]) -> bool:
+        """Was it saved under these scope settings, this Git listing and these protected directories?"""
+        return (self.settings == settings_key(settings) and self.git_signature == git_signature
+                and self.protected == protected)
+
+
+def settings_key(settings: ScopeSettings) -> tuple[Any, ...]:
+    """The settings as a plain tuple (marshal-able, comparable across processes)."""
+    return dataclasses.astuple(settings)
+
+
+def pack_key(key: Key | None) -> bytes:
+    """A stat key as stored (None: untrusted)."""
+    return UNTRUSTED if key is None else KEY.pack(*key)
+
+
+def group(keys: dict[str, Key | None]) -> list[Group]:
+    """Entries by directory, for `check`."""
+    by_dir: dict[str, tuple[list[str], list[bytes]]] = {}
+    for rel in sorted(keys):
+        parent, _, name = rel.rpartition("/")
+        names, packed = by_dir.setdefault(parent, ([], []))
+        names.append(name)
+        packed.append(pack_key(keys[rel]))
+    return [(parent, names, b"".join(packed)) for parent, (names, packed) in by_dir.items()]
+
+
+def with_keys(groups: list[Group], keys: dict[str, Key | None]) -> list[Group]:
+    """The same groups with some entries' keys replaced (paths not in a group are ignored)."""
+    by_dir: dict[str, dict[str, Key | None]] = {}
+    for rel, key in keys.items():
+        parent, _, name = rel.rpartition("/")
+        by_dir.setdefault(parent, {})[name] = key
+    out: list[Group] = []
+    for parent, names, packed in groups:
+        change = by_dir.get(parent)
+        if change:
+            parts = [packed[i * KEY.size:(i + 1) * KEY.size] for i in range(len(names))]
+            for i, name in enumerate(names):
+                if name in change:
+                    parts[i] = pack_key(change[name])
+            packed = b"".join(parts)
+        out.append((parent, names, packed))
+    return out
+
+
+def pack_signature(packs_dir: Path, generation: bytes) -> tuple[bytes, dict[str, int]]:
+    """gc's generation and the pack indexes present: while both hold, every blob indexed then still is."""
+    with os.scandir(packs_dir) as it:
+        return generation, {e.name: e.inode() for e in it if e.name.endswith(".idx")}
+
+
+def packs_hold(then: tuple[bytes, dict[str, int]], now: tuple[bytes, dict[str, int]]) -> bool:
+    """Same gc generation, and every pack index seen then still there, the same file (new ones may appear)."""
+    return then[0] == now[0] and all(now[1].get(name) == ino for name, ino in then[1].items())
+
+
+def trusted(st: os.stat_result, started_ns: int) -> Key | None:
+    """The stat's key, or None when it was taken too close to the capture's start to vouch for anything."""
+    key = stat_key(st)
+    return None if is_racy(key, started_ns) else key
+
+
+def savable(files: FileMap, skipped: list[tuple[str, str]]) -> bool:
+    """Only a walk whose every verdict the kept stats can re-check is saved."""
+    if any(not why.startswith(str(Reason.TOO_LARGE)) for _p, why in skipped):
+        return False
+    # Files over the recent-file limit are not: the next capture covers what this one took, which frees room
+    # under the limit, so a walk would take some of them then.
+    return all(e.kind not in ("x", "D") or e.reason in STABLE_REASONS for e in files.values())
+
+
+def stat_bound(files: FileMap, rel: str) -> bool:
+    """Must this entry's stat be checked? Captured files, those held back by their size, and the ignore file.
+
+    Every other verdict a walk gives (hidden, ignored, a churn directory, not a regular file) follows from
+    names, rules and file types, which cannot change without the directory's stat moving.
+    """
+    if rel == IGNORE_FILE:
+        return True  # its rules decide every other verdict; the fast path walks when it changes
+    e = files.get(rel)
+    return e is not None and (e.kind in STAT_BOUND_KINDS or (e.kind == "x" and e.reason == Reason.TOO_LARGE))
+
+
+@dataclass
+class Check:
+    """The outcome of looking at the saved stats again: what a change journal would have reported."""
+
+    changes: Changes
+    keys: dict[str, Key]  # the current stat of every changed file
+
+    @property
+    def unchanged(self) -> bool:
+        """Nothing moved: no directory, no file."""
+        return not self.changes.structural and not self.changes.files
+
+
+def check(dirs: DirCache, state: WalkState) -> Check:
+    """lstat every directory (through its fd, never following a symlink) and every file the state saw.
+
+    Directories are compared first; the first one that moved ends the look (the capture walks).
+    """
+    changes = Changes()
+    out = Check(changes, {})
+    _root, names, packed = state.dirs
+    for rel, key in zip(names, KEY.iter_unpack(packed), strict=True):
+        try:
+            now = stat_key(os.fstat(dirs.dir_fd(rel)))
+        except (OSError, SymlinkInPath, DirChanged):
+            now = None
+        if now != key:  # an untrusted key (-1s) never equals
+            changes.structural = True
+            return out
+    lstat = os.stat
+    for parent, names, packed in state.seen:
+        try:
+            fd = dirs.dir_fd(parent)
+        except (OSError, SymlinkInPath, DirChanged):
+            changes.structural = True
+            return out
+        for name, key in zip(names, KEY.iter_unpack(packed), strict=True):
+            try:
+                st = lstat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                changes.structural = True  # gone although its directory did not move: a race; the walk decides
+                return out
+            now = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
+            if now != key:
+                rel = f"{parent}/{name}" if parent else name
+                changes.files.add(rel)
+                changes.paths.add(rel)
+                out.keys[rel] = now
+    return out
+
+
+class Checked(NamedTuple):
+    """A loaded state, what a look at its stats found, and how many unchanged snapshots it lies below."""
+
+    state: WalkState
+    check: Check
+    chain: int
+
+
+class CheckedJournal:
+    """The change journal's interface over a finished `check`, for the fast path (fastpath.select)."""
+
+    def __init__(self, changes: Changes) -> None:
+        self._changes = changes
+
+    def drain(self) -> Changes:
+        """What the check found (once)."""
+        changes, self._changes = self._changes, Changes()
+        return changes
+
+    def reset(self) -> None:
+        """Nothing is pending between processes."""
+
+    def watch_dir(self, rel_dir: str) -> None:
+        """No watches: the next process checks stats instead."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def captured_stats(files: FileMap, state: WalkState) -> dict[str, Key] | None:
+    """The stat of every captured file, as the state saw it; None if one is missing (then walk)."""
+    seen = state.seen_keys()
+    out: dict[str, Key] = {}
+    for p, e in files.items():
+        if is_captured(e):
+            key = seen.get(p) or state.unwatched.get(p)
+            if key is None:
+                return None
+            out[p] = key
+    return out
+
+
+def load(path: Path) -> WalkState | None:
+    """The saved state, or None when there is none or it is damaged (a disposable cache: then walk)."""
+    try:
+        data = path.read_bytes()
+        head = len(MAGIC) + 32
+        if not data.startswith(MAGIC) or blake3.blake3(data[head:]).digest() != data[len(MAGIC):head]:
+            return None
+        state = WalkState(*marshal.loads(data[head:]))
+        if not (isinstance(state.snapshot, str) and isinstance(state.dirs, tuple) and isinstance(state.seen, list)):
+            return None
+        return state
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+
+
+def save(path: Path, state: WalkState) -> None:
+    """Persist without fsync, like the stat cache: losing it only costs the next capture a walk."""
+    doc = (state.snapshot, state.settings, state.git_signature, state.protected, state.packs, state.dirs,
+           state.seen, state.covered_blob, state.unwatched, state.file_count, state.skipped)
+    with contextlib.suppress(OSError, ValueError):
+        payload = marshal.dumps(doc, 2)
+        atomic_write(path, MAGIC + blake3.blake3(payload).digest() + payload, sync=False)
+
+
+def forget(path: Path) -> None:
+    """Drop the state (a capture that cannot vouch for its walk)."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()

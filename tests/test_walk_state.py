@@ -1,0 +1,285 @@
+"""A capture without a change journal checks the last walk's saved stats instead of walking (walkstate.py).
+
+Each capture here opens the store afresh, as a one-shot `codexr snapshots capture` or `restore` does, so the
+only thing carried between them is what is on disk. Files are aged and the tests wait past the racy-timestamp
+window (100 ms) where a test needs the saved stats to be trusted, as they are for a tree left alone that long.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from fs_helpers import codexr
+from store_helpers import WIDE, age_tree, git, make_repo, tree, write
+
+import snapshot_store.scope as scope_mod
+import snapshot_store.store as store_mod
+from snapshot_store import Store
+from snapshot_store.manifest import is_captured
+from snapshot_store.walkstate import KEY, UNTRUSTED, load
+
+SETTLE = 0.15  # past statcache.FINE_WINDOW_NS: what a capture sees then, it may vouch for
+
+
+def capture(store_dir: Path, ws: Path, *, lean: bool = True, **kw: object):  # type: ignore[no-untyped-def]
+    """One capture by a freshly opened store (a new process, as far as the store can tell)."""
+    with Store.open(store_dir) as s:
+        return s.capture(ws, scope=WIDE, lean=lean, **kw)  # type: ignore[arg-type]
+
+
+def files_of(store_dir: Path, snap: str) -> dict:
+    with Store.open(store_dir) as s:
+        return dict(s.files(snap))
+
+
+def walked_files(store_dir: Path, ws: Path) -> dict:
+    """What a full walk from the same newest snapshot sees now (a dry run never uses the saved walk).
+
+    Taken before the capture it is compared with: both then grow from the same parent.
+    """
+    with Store.open(store_dir) as s:
+        return dict(s.capture(ws, scope=WIDE, dry_run=True).files)
+
+
+def walk_file(store_dir: Path) -> Path:
+    found = list((store_dir / "cache").glob("*.walk"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.fixture
+def repo(ws: Path) -> Path:
+    make_repo(ws, {"README.md": "readme\n", "src/a.py": "a = 1\n", "src/b.py": "b = 2\n", "docs/x/y.md": "y\n"})
+    write(ws, "notes.txt", "untracked notes\n")
+    write(ws, "src/new.py", "untracked code\n")
+    write(ws, ".hidden", "not captured\n")
+    age_tree(ws, settle=SETTLE)
+    return ws
+
+
+@pytest.fixture
+def trusted(repo: Path, tmp_path: Path) -> Path:
+    """A store whose saved walk of `repo` is trusted (the walk happened well after the last write)."""
+    store_dir = tmp_path / "store"
+    capture(store_dir, repo)
+    return store_dir
+
+
+def test_an_unchanged_capture_checks_the_saved_walk_instead_of_walking(repo: Path, trusted: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    with Store.open(trusted) as s:
+        before = s.latest(repo)
+        assert before is not None
+        before_files = dict(s.files(before))
+
+    def no_walk(*_a: object, **_k: object) -> None:
+        raise AssertionError("walked")
+
+    def no_manifest(*_a: object, **_k: object) -> None:
+        raise AssertionError("decoded a manifest")
+
+    monkeypatch.setattr(scope_mod, "select", no_walk)
+    monkeypatch.setattr(store_mod.Store, "files", no_manifest)
+    res = capture(trusted, repo)
+    monkeypatch.undo()
+    assert res.unchanged and res.id != before
+    assert res.file_count == sum(1 for e in before_files.values() if is_captured(e))
+    assert files_of(trusted, res.id) == before_files  # the new snapshot holds exactly the same map
+
+
+def test_a_file_rewritten_to_the_same_size_and_mtime_is_still_seen(repo: Path, trusted: Path) -> None:
+    """Only the inode's ctime tells this rewrite apart; it is part of every saved key."""
+    path = repo / "src" / "a.py"
+    old = os.stat(path)
+    path.write_text("a = 9\n")  # same size
+    os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))  # and the old mtime back
+    expected = walked_files(trusted, repo)
+    res = capture(trusted, repo)
+    assert not res.unchanged
+    assert files_of(trusted, res.id) == expected
+    with Store.open(trusted) as s:
+        assert b"".join(s.blob_chunks(s.files(res.id)["src/a.py"][3])) == b"a = 9\n"
+
+
+def test_a_created_file_is_seen_through_its_directory(repo: Path, trusted: Path) -> None:
+    write(repo, "docs/x/new.md", "new\n")
+    expected = walked_files(trusted, repo)
+    res = capture(trusted, repo)
+    assert is_captured(files_of(trusted, res.id)["docs/x/new.md"])
+    assert files_of(trusted, res.id) == expected
+
+
+def test_a_deleted_file_is_seen(repo: Path, trusted: Path) -> None:
+    (repo / "src" / "b.py").unlink()
+    expected = walked_files(trusted, repo)
+    res = capture(trusted, repo)
+    assert not is_captured(files_of(trusted, res.id).get("src/b.py"))
+    assert files_of(trusted, res.id) == expected
+
+
+def test_a_changed_ignore_file_means_walking(repo: Path, trusted: Path) -> None:
+    write(repo, ".codexsnapignore", "")
+    time.sleep(SETTLE)
+    capture(trusted, repo)  # the ignore file exists (empty) and the saved walk vouches for its stat
+    time.sleep(SETTLE)
+    write(repo, ".codexsnapignore", "docs/\n")  # rewritten in place: only its own stat moves
+    expected = walked_files(trusted, repo)
+    res = capture(trusted, repo)
+    files = files_of(trusted, res.id)
+    assert files["docs"][0] == "D"
+    assert files == expected
+
+
+def test_a_directory_swapped_for_a_symlink_is_walked_and_never_followed(repo: Path, trusted: Path,
+                                                                        tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    shutil.copytree(repo / "src", outside)
+    write(outside, "secret.txt", "outside the workspace\n")
+    shutil.rmtree(repo / "src")
+    os.symlink(outside, repo / "src")
+    res = capture(trusted, repo)
+    files = files_of(trusted, res.id)
+    assert files["src"][0] == "l"
+    assert not any(p.startswith("src/") and is_captured(e) for p, e in files.items())
+
+
+def test_a_changed_file_is_read_again_alone_and_the_result_agrees_with_a_walk(repo: Path, trusted: Path) -> None:
+    write(repo, "src/a.py", "a = 'changed, and longer'\n")
+    expected = walked_files(trusted, repo)
+    res = capture(trusted, repo)
+    assert res.bytes_hashed == len("a = 'changed, and longer'\n")  # one file read, not the tree
+    assert files_of(trusted, res.id) == expected
+
+
+def test_a_capture_right_after_a_write_does_not_vouch_for_that_file(repo: Path, tmp_path: Path) -> None:
+    """The racy-timestamp rule: a change in the same clock tick would leave every stat field equal."""
+    store_dir = tmp_path / "store"
+    write(repo, "src/a.py", "a = 2\n")  # written just now: within the window of the capture below
+    capture(store_dir, repo)
+    state = load(walk_file(store_dir))
+    assert state is not None
+    keys = {f"{d}/{n}" if d else n: packed[i * KEY.size:(i + 1) * KEY.size]
+            for d, names, packed in state.seen for i, n in enumerate(names)}
+    assert keys["src/a.py"] == UNTRUSTED
+    assert keys["README.md"] != UNTRUSTED
+
+
+def test_a_damaged_saved_walk_is_ignored(repo: Path, trusted: Path) -> None:
+    path = walk_file(trusted)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    write(repo, "notes.txt", "edited notes\n")
+    expected = walked_files(trusted, repo)
+    res = capture(trusted, repo)
+    assert files_of(trusted, res.id) == expected
+
+
+def test_lost_pack_files_make_an_unchanged_capture_store_its_files_again(repo: Path, trusted: Path) -> None:
+    """The saved walk names the pack indexes it relied on: with them gone, nothing is taken on trust."""
+    for p in (trusted / "packs").iterdir():
+        p.unlink()
+    res = capture(trusted, repo)
+    write(repo, "src/a.py", "a = 'overwritten'\n")
+    with Store.open(trusted) as s:
+        s.restore(res.id, repo, scope=WIDE)
+    assert (repo / "src" / "a.py").read_text() == "a = 1\n"
+
+
+def test_a_one_shot_restore_keeps_a_same_size_edit_in_its_safety_snapshot(repo: Path, trusted: Path) -> None:
+    with Store.open(trusted) as s:
+        first = s.latest(repo)
+    assert first is not None
+    path = repo / "README.md"
+    old = os.stat(path)
+    path.write_text("README\n")  # the user's edit: same size, old mtime put back
+    os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))
+    with Store.open(trusted) as s:
+        res = s.restore(first, repo, scope=WIDE)
+    assert path.read_text() == "readme\n"
+    assert res.safety_id is not None
+    with Store.open(trusted) as s:
+        s.restore(res.safety_id, repo, scope=WIDE)
+    assert path.read_text() == "README\n"
+
+
+def test_a_git_index_change_means_walking(repo: Path, trusted: Path) -> None:
+    write(repo, "staged.txt", "x\n")
+    git(repo, "add", "staged.txt")
+    res = capture(trusted, repo)
+    assert is_captured(files_of(trusted, res.id)["staged.txt"])
+
+
+OPS = ("modify", "same-size", "create", "delete", "chmod", "mkdir", "rmdir", "rename", "symlink", "ignore",
+       "nothing")
+
+
+def _random_op(ws: Path, rng: random.Random) -> None:
+    files = sorted(p for p, e in tree(ws).items() if e[0] == "f")
+    dirs = sorted({str(Path(p).parent) for p in files if "/" in p} | {"."})
+    op = rng.choice(OPS)
+    if op in ("modify", "same-size", "chmod", "delete") and files:
+        rel = rng.choice(files)
+        path = ws / rel
+        if op == "modify":
+            path.write_bytes(path.read_bytes() + b"more\n")
+        elif op == "same-size":
+            old = os.stat(path)
+            data = path.read_bytes()
+            path.write_bytes(bytes(reversed(data)) if len(set(data)) > 1 else b"Z" * len(data))
+            os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))
+        elif op == "chmod":
+            os.chmod(path, os.stat(path).st_mode ^ 0o100)
+        else:
+            path.unlink()
+    elif op == "create":
+        write(ws, f"{rng.choice(dirs)}/made{rng.randrange(1000)}.txt".removeprefix("./"), "made\n")
+    elif op == "mkdir":
+        write(ws, f"{rng.choice(dirs)}/d{rng.randrange(100)}/inner.txt".removeprefix("./"), "inner\n")
+    elif op == "rmdir":
+        cands = [d for d in dirs if d not in (".", "src")]
+        if cands:
+            shutil.rmtree(ws / rng.choice(cands))
+    elif op == "rename" and files:
+        src = rng.choice(files)
+        dst = f"{rng.choice(dirs)}/renamed{rng.randrange(100)}.txt".removeprefix("./")
+        if not os.path.exists(ws / dst):
+            os.rename(ws / src, ws / dst)
+    elif op == "symlink":
+        name = f"link{rng.randrange(10)}"
+        if not os.path.lexists(ws / name):
+            os.symlink(rng.choice(files) if files else "nowhere", ws / name)
+    elif op == "ignore":
+        write(ws, ".codexsnapignore", rng.choice(["", "*.txt\n", "docs/\n"]))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_captures_that_check_agree_with_walks_over_random_edits(repo: Path, tmp_path: Path, seed: int) -> None:
+    """After each edit (past the racy window, so saved stats are trusted), the checked capture equals a walk."""
+    rng = random.Random(seed)
+    store_dir = tmp_path / "store"
+    capture(store_dir, repo)
+    for step in range(12):
+        time.sleep(SETTLE)
+        _random_op(repo, rng)
+        time.sleep(SETTLE)
+        expected = walked_files(store_dir, repo)
+        res = capture(store_dir, repo, lean=step % 2 == 0)
+        assert files_of(store_dir, res.id) == expected, f"seed {seed} step {step}"
+
+
+def test_the_command_line_reports_an_unchanged_capture_like_a_walked_one(repo: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    first = codexr(home, "snapshots", "capture", cwd=repo)
+    time.sleep(SETTLE)
+    second = codexr(home, "snapshots", "capture", cwd=repo)
+    assert first.returncode == second.returncode == 0, (first.stderr, second.stderr)
+    assert first.stderr.startswith("6 files, ")
+    assert second.stderr.startswith("6 files, 0 B hashed, 0 B stored") and "(no changes since" in second.stderr
+    assert list((home / "file_snapshots" / "cache").glob("*.walk"))
