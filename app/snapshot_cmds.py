@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import sys
 from pathlib import Path
@@ -27,6 +26,8 @@ def show_path(path: str) -> str:
 def when(ts: float) -> str:
     """Local time, to the second ("?" for a time no calendar holds: a damaged ref says what it likes)."""
     try:
+        import datetime as dt  # here: only listings format times
+
         return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
     except (OverflowError, OSError, ValueError):
         return "?"
@@ -103,7 +104,7 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
               f"{human_bytes(res.bytes_stored)} stored, {res.seconds:.2f} s{state}", file=sys.stderr)
         for path, reason in res.skipped:
             print(f"  skipped {show_path(path)}: {reason}", file=sys.stderr)
-    if ctx.auto_gc():
+    if ctx.auto_gc() and store.auto_gc_due():
         try:
             from snapshot_store.gc import maybe_auto_gc
 

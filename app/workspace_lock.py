@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import time
 from pathlib import Path
 
@@ -29,12 +28,12 @@ class SessionLock:
     def __init__(self, store_dir: Path, workspace: Path) -> None:
         self.dir = store_dir / "locks" / "sessions" / workspace_key(str(workspace))
         self.workspace = workspace
-        self.path = self.dir / f"{socket.gethostname()}-{os.getpid()}.json"
+        self.path = self.dir / f"{os.uname().nodename}-{os.getpid()}.json"
 
     def acquire(self) -> None:
         """Register this process as a live session of the workspace."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        doc = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
+        doc = {"pid": os.getpid(), "host": os.uname().nodename, "since": time.time(),
                "workspace": str(self.workspace)}
         atomic_write(self.path, json.dumps(doc).encode(), sync=False)
 
@@ -46,7 +45,7 @@ class SessionLock:
     def others(self) -> list[str]:
         """Descriptions of other live sessions in this workspace; stale entries are removed."""
         out = []
-        host = socket.gethostname()
+        host = os.uname().nodename
         for f in sorted(self.dir.glob("*.json")) if self.dir.is_dir() else []:
             if f == self.path:
                 continue

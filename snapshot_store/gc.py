@@ -27,12 +27,11 @@ from .packs import RECORD, Location, PackScan, PackWriter, scan_pack, write_inde
 from .reach import each_needs
 from .refcheck import RefFile, read_pins, ref_line, ref_mismatch, workspace_ref_files
 from .settings import RetentionPolicy
-from .store import SnapshotInfo
+from .store import AUTO_GC_INTERVAL, GC_MARKER, SnapshotInfo
 
 if TYPE_CHECKING:
     from .store import Store
 
-AUTO_GC_INTERVAL = 24 * 3600.0
 REPACK_BELOW = 0.5
 PENDING = "gc.pending"  # written before gc's first deletion, removed after its last (FORMAT.md §8)
 _KEPT = float("inf")  # survival level of a root retention never drops
@@ -373,7 +372,7 @@ def gc(store: Store, policy: RetentionPolicy, *, dry_run: bool = False, wait: bo
             return plan
         _execute(store, plan)
         plan.bytes_after = _measure(store)
-        atomic_write(store.path / "gc.last", str(time.time()).encode(), sync=False)
+        atomic_write(store.path / GC_MARKER, str(time.time()).encode(), sync=False)
     return plan
 
 
@@ -437,12 +436,8 @@ def _sweep(store: Store, plan: GcPlan) -> None:
 
 def maybe_auto_gc(store: Store, policy: RetentionPolicy, interval: float = AUTO_GC_INTERVAL) -> GcPlan | None:
     """Collect at most once per `interval`, never waiting for a busy store."""
-    marker = store.path / "gc.last"
-    try:
-        last = float(marker.read_text())
-    except (OSError, ValueError):
-        last = 0.0
-    if time.time() - last < interval:
+    marker = store.path / GC_MARKER
+    if not store.auto_gc_due(interval):
         return None
     try:
         return gc(store, policy, wait=False)

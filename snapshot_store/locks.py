@@ -6,7 +6,6 @@ import contextlib
 import fcntl
 import json
 import os
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,8 @@ def _process_start(pid: int) -> str | None:
 
 def owner_info() -> dict[str, object]:
     """Who this process is, for journals and lock files."""
-    return {"pid": os.getpid(), "host": socket.gethostname(), "start": _process_start(os.getpid()),
+    # os.uname().nodename is what socket.gethostname() returns, without importing socket (~3 ms a command)
+    return {"pid": os.getpid(), "host": os.uname().nodename, "start": _process_start(os.getpid()),
             "since": time.time()}
 
 
@@ -35,7 +35,7 @@ def owner_alive(owner: dict[str, object]) -> bool:
     Another host's process cannot be asked; there the workspace lock (flock) is the only evidence.
     """
     pid = owner.get("pid")
-    if not isinstance(pid, int) or pid <= 0 or owner.get("host") != socket.gethostname():
+    if not isinstance(pid, int) or pid <= 0 or owner.get("host") != os.uname().nodename:
         return False
     if pid == os.getpid():
         return False  # our own: the operation that wrote it has returned, or we would not be here

@@ -19,7 +19,7 @@ import blake3
 from .capture import Progress
 from .errors import CorruptStore, StoreBusy, StoreError, StoreFull
 from .fsutil import atomic_write, fsync_dir, syncfs, translate_os_errors
-from .ids import is_snapshot_id, workspace_key
+from .ids import is_snapshot_id
 from .locks import owner_alive, owner_info, owner_text
 from .manifest import WALKED, Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
 from .packs import CHUNK, PackWriter
@@ -274,7 +274,7 @@ def _empty_dirs_after(deletes: list[Action], target: FileMap, current: FileMap) 
 
 
 def journal_path(store: Store, root: Path) -> Path:
-    return store.path / "journal" / f"{workspace_key(str(root))}.json"
+    return store.journal_file(root)
 
 
 def restore(
