@@ -7,7 +7,6 @@ outside the root, and `.git` components (in any letter case) are refused outrigh
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import stat
@@ -37,6 +36,8 @@ def _rename_noreplace(dir_fd: int, src: str, dst: str) -> bool:
     if renameat2 is not None:
         if renameat2(dir_fd, os.fsencode(src), dir_fd, os.fsencode(dst), RENAME_NOREPLACE) == 0:
             return True
+        import ctypes  # loaded by libc_function already; not at import: every capture imports this module
+
         err = ctypes.get_errno()
         if err == errno.EEXIST:
             return False

@@ -283,3 +283,19 @@ def test_the_command_line_reports_an_unchanged_capture_like_a_walked_one(repo: P
     assert first.stderr.startswith("6 files, ")
     assert second.stderr.startswith("6 files, 0 B hashed, 0 B stored") and "(no changes since" in second.stderr
     assert list((home / "file_snapshots" / "cache").glob("*.walk"))
+
+
+def test_a_file_dated_before_1970_is_checked_like_any_other(repo: Path, tmp_path: Path) -> None:
+    path = repo / "notes.txt"
+    os.utime(path, ns=(-86_400_000_000_123, -86_400_000_000_123))  # 1969-12-31, never a whole second
+    time.sleep(SETTLE)
+    store_dir = tmp_path / "store"
+    capture(store_dir, repo)
+    time.sleep(SETTLE)
+    assert capture(store_dir, repo).unchanged
+    path.write_text("untracked NOTES\n")  # same size
+    os.utime(path, ns=(-86_400_000_000_123, -86_400_000_000_123))
+    res = capture(store_dir, repo)
+    assert not res.unchanged
+    with Store.open(store_dir) as s:
+        assert b"".join(s.blob_chunks(s.files(res.id)["notes.txt"][3])) == b"untracked NOTES\n"
