@@ -12,7 +12,7 @@ import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from . import scope as scope_mod
 from .capture import Captured
@@ -23,6 +23,9 @@ from .reasons import HELD_BACK, Reason
 from .safefs import TMP_PREFIX as OWN_TMP
 from .settings import ScopeSettings
 from .statcache import Key, stat_key
+
+if TYPE_CHECKING:
+    from .walkstate import WalkState
 
 FULL_WALK_INTERVAL = 300.0  # inotify misses mmap writes and remote changes: walk at least this often
 _NOT_REACHED = (OSError, SymlinkInPath, DirChanged)
@@ -61,6 +64,7 @@ class Watched:
     journal: Journal
     last: LastCapture | None = None
     pending: set[str] = field(default_factory=set)  # paths a restore wrote: re-read at the next capture
+    saved: WalkState | None = None  # what the last capture kept for the next process (walkstate.py)
 
 
 @dataclass(frozen=True)

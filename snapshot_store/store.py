@@ -462,12 +462,15 @@ class Store:
             self._git[key] = git
             parent = self.latest(ws)
             known = list(known_paths)
-            w = self._watched.get(key) if not dry_run else None
-            # No change journal in this process (a one-shot command): check the last walk's stats instead.
+            watched = self._watched.get(key) if not dry_run else None  # a long-running process's inotify journal
+            # No journal, or one that has seen nothing yet (a session's first capture): check the last walk's
+            # saved stats instead of walking (a one-shot command, the first turn of a session).
             checked = None
-            if w is None and not dry_run and grow and parent is not None:
-                checked = self._check_walk(ws, parent, settings, git.signature)
-                if (checked is not None and lean and force is None and recovered is None and checked.check.unchanged
+            if (watched is None or watched.last is None) and not dry_run and grow and parent is not None:
+                checked = self._check_walk(ws, parent, settings, git.signature,
+                                           watched.journal if watched is not None else None)
+                if (checked is not None and watched is None and lean and force is None and recovered is None
+                        and checked.check.unchanged
                         and (not known or checked.state.covered_set().issuperset(known))):
                     done = self._unchanged(ws, checked, parent, kind, label, started)
                     if done is not None:
@@ -481,9 +484,9 @@ class Store:
                     parent, parent_files, checked = None, None, None
             if grow and parent_files is not None:
                 known.extend(p for p, _e in captured_items(parent_files))
+            w = watched  # what the fast path asks: the journal, or the check for this one capture
             if checked is not None and parent_files is not None and not checked.check.changes.structural:
-                w = self._checked_watch(checked, parent_files, git.signature, settings)
-            one_shot = w is None or w is not self._watched.get(key)  # no journal outlives this capture
+                w = self._checked_watch(checked, parent_files, git.signature, settings) or watched
             cache = self.stat_cache(ws)
             sink = HashOnly() if dry_run else PackWriter(self.blobs)
             state: fastpath.LastCapture | None = None
@@ -498,20 +501,19 @@ class Store:
                             skipped = captured.skipped
                 walked = state is None
                 if state is None:
-                    if w is not None:
-                        w.journal.reset()
+                    if watched is not None:
+                        watched.journal.reset()
                     with DirCache(key) as dirs:  # the walk and the reads see the same directories
                         selected = scope_mod.select(ws, settings, ignore, git.paths, known,
                                                     protected=self._protected_rel(ws),
-                                                    on_dir=w.journal.watch_dir if w is not None else None,
+                                                    on_dir=watched.journal.watch_dir if watched is not None else None,
                                                     force=force, dirs=dirs)
                         captured = read_paths(dirs, selected.to_capture, sink, cache, progress)
                     files = selected.entries
                     files.update(captured.entries)
                     skipped = selected.skipped + captured.skipped
                     covered = frozenset(selected.covered)
-                    unwatched = (fastpath.unwatched_after_walk(files, covered, selected.to_capture)
-                                 if w is not None or one_shot else {})
+                    unwatched = fastpath.unwatched_after_walk(files, covered, selected.to_capture)
                     state = fastpath.LastCapture(files, captured.fresh, captured.stats, covered, unwatched,
                                                  git.signature, settings, time.monotonic())
                 files, stats = state.files, state.stats
@@ -537,18 +539,28 @@ class Store:
             result.stored_blobs = frozenset(sink.stored)
             result.id, result.unchanged = self._write_snapshot(ws, files, parent, parent_files, kind, label,
                                                                result.file_count)
-            if not one_shot and w is not None:
-                w.last = state
-                w.pending.clear()
-            if one_shot:
-                self._save_walk(ws, result, state, selected, checked, captured.stats, started_ns)
+            if watched is not None:
+                watched.last = state
+                watched.pending.clear()
+            # What the next process checks instead of walking: from this walk, or the state this capture started
+            # from with the files it read again (a check's, or the one a session saved at its last capture).
+            if selected is not None:
+                base = None
+            elif w is not watched and checked is not None:
+                base = checked.state
+            else:
+                base = watched.saved if watched is not None else None
+            saved = self._save_walk(ws, result, state, selected, base, checked.check.keys if checked else {},
+                                    captured.stats, started_ns)
+            if watched is not None:
+                watched.saved = saved
             if walked:
                 cache.update(state.fresh, started_ns)
             else:
                 cache.update_some(captured.entries, captured.fresh, started_ns)
             # A restore's safety capture leaves the saving to the restore's end (close): it forgets the paths it
             # rewrites right after, and saving twice cost ~40-70 ms of a one-file restore (11,000 files, measured).
-            if kind != "safety" and (one_shot or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL):
+            if kind != "safety" and (watched is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL):
                 with contextlib.suppress(OSError):
                     cache.save()  # disposable: the snapshot is already committed
             self._save_git_listing(ws, git, known_git)
@@ -565,9 +577,13 @@ class Store:
         """Where the workspace's last walk is kept between processes (FORMAT.md §7)."""
         return self.path / "cache" / f"{workspace_key(str(root))}.walk"
 
-    def _check_walk(self, ws: Path, parent: str, settings: ScopeSettings, git_signature: tuple[int, ...] | None
-                    ) -> walkstate.Checked | None:
-        """The saved walk, if it describes `parent`'s files under these rules, with a fresh look at its stats."""
+    def _check_walk(self, ws: Path, parent: str, settings: ScopeSettings, git_signature: tuple[int, ...] | None,
+                    journal: fastpath.Journal | None) -> walkstate.Checked | None:
+        """The saved walk, if it describes `parent`'s files under these rules, with a fresh look at its stats.
+
+        A `journal` gets a watch on every saved directory before the look, so that nothing changed after the
+        look goes unseen by the captures that follow (the order a walk keeps: watch, then list).
+        """
         state = walkstate.load(self._walk_path(ws))
         if state is None or not state.same_rules(settings, git_signature, self._protected_rel(ws)):
             return None
@@ -579,6 +595,9 @@ class Store:
         if not walkstate.packs_hold(state.packs, walkstate.pack_signature(self.path / "packs",
                                                                          read_generation(self.path))):
             return None
+        if journal is not None:
+            for rel in state.dirs[1]:
+                journal.watch_dir(rel)
         with DirCache(str(ws)) as dirs:
             return walkstate.Checked(state, walkstate.check(dirs, state), chain)
 
@@ -642,9 +661,9 @@ class Store:
                              seconds=time.perf_counter() - started, unchanged=True, skipped=list(state.skipped))
 
     def _save_walk(self, ws: Path, result: CaptureResult, state: fastpath.LastCapture,
-                   selected: scope_mod.Scope | None, checked: walkstate.Checked | None,
-                   read: dict[str, Key], started_ns: int) -> None:
-        """Keep what this capture saw for the next process (or forget a walk nobody can check)."""
+                   selected: scope_mod.Scope | None, base: walkstate.WalkState | None, checked_keys: dict[str, Key],
+                   read: dict[str, Key], started_ns: int) -> walkstate.WalkState | None:
+        """Keep what this capture saw for the next process (or forget a walk nobody can check); return it."""
         path = self._walk_path(ws)
         files = state.files
 
@@ -653,45 +672,47 @@ class Store:
 
         if not walkstate.savable(files, result.skipped):
             walkstate.forget(path)
-            return
-        if selected is not None:  # walked: every listed directory and stat'ed entry, racy ones untrusted
-            dirs: walkstate.Group = ("", list(selected.listed),
-                                     b"".join(walkstate.pack_key(walkstate.trusted(st, started_ns))
-                                              for st in selected.listed.values()))
-            seen = {rel: trusted(read.get(rel) or stat_key(st)) for rel, st in selected.seen.items()
-                    if walkstate.stat_bound(files, rel)}
-        elif checked is not None:
-            # The check's directories held, so the same entries are there: only the re-read files get new keys
-            # (rebuilding the whole state cost ~30 ms of a one-file restore). A file that is no longer captured
-            # keeps an entry, untrusted: the next check just looks at it again.
-            old = checked.state
-            newly = {rel: trusted(read.get(rel, now)) for rel, now in checked.check.keys.items()}
-            unwatched = {p: trusted(k) for p, k in state.unwatched.items()}
-            if any(is_captured(files.get(rel)) and rel not in old.covered_set() for rel in newly):
-                walkstate.forget(path)  # cannot happen without a directory moving; never trust it if it does
-                return
-            walkstate.save(path, dataclasses.replace(
-                old, snapshot=result.id, packs=walkstate.pack_signature(self.path / "packs",
-                                                                        read_generation(self.path)),
-                seen=walkstate.with_keys(old.seen, newly), unwatched=unwatched, file_count=result.file_count,
-                skipped=[(str(p), str(why)) for p, why in result.skipped]))
-            return
-        else:
-            walkstate.forget(path)
-            return
+            return None
         unwatched = {p: trusted(k) for p, k in state.unwatched.items()}
+        packs = walkstate.pack_signature(self.path / "packs", read_generation(self.path))
+        skipped = [(str(p), str(why)) for p, why in result.skipped]
+        if selected is None:
+            if base is None:
+                walkstate.forget(path)
+                return None
+            # No directory moved since `base` was saved (else this capture walked), so the same entries are there:
+            # only the files read again get new keys (rebuilding the whole state cost ~30 ms of a one-file restore).
+            # A file no longer captured keeps an entry: the next check just looks at it again. A new one (a session's
+            # journal reports created files) moved its directory's stat: the next check walks.
+            newly = {rel: trusted(read.get(rel, now)) for rel, now in checked_keys.items()}
+            newly.update((rel, trusted(key)) for rel, key in read.items())
+            if any(is_captured(files.get(rel)) and rel not in base.covered_set() for rel in newly):
+                walkstate.forget(path)
+                return None
+            saved = dataclasses.replace(base, snapshot=result.id, packs=packs,
+                                        seen=walkstate.with_keys(base.seen, newly), unwatched=unwatched,
+                                        file_count=result.file_count, skipped=skipped)
+            walkstate.save(path, saved)
+            return saved
+        # Walked: every listed directory and stat'ed entry, racy ones untrusted.
+        dirs: walkstate.Group = ("", list(selected.listed),
+                                 b"".join(walkstate.pack_key(walkstate.trusted(st, started_ns))
+                                          for st in selected.listed.values()))
+        seen = {rel: trusted(read.get(rel) or stat_key(st)) for rel, st in selected.seen.items()
+                if walkstate.stat_bound(files, rel)}
         # Every captured file must be looked at by the next check, or a change to it would go unseen.
         if any(is_captured(e) and p not in seen and p not in unwatched for p, e in files.items()):
             walkstate.forget(path)
-            return
+            return None
         # The next capture grows its known paths by the captured files anyway (`grow`): count them as covered.
         covered = sorted(state.covered.union(p for p, e in files.items() if is_captured(e)))
-        walkstate.save(path, walkstate.WalkState(
+        saved = walkstate.WalkState(
             snapshot=result.id, settings=walkstate.settings_key(state.settings), git_signature=state.git_signature,
-            protected=self._protected_rel(ws),
-            packs=walkstate.pack_signature(self.path / "packs", read_generation(self.path)),
-            dirs=dirs, seen=walkstate.group(seen), covered_blob=marshal.dumps(covered, 2), unwatched=unwatched,
-            file_count=result.file_count, skipped=[(str(p), str(why)) for p, why in result.skipped]))
+            protected=self._protected_rel(ws), packs=packs, dirs=dirs, seen=walkstate.group(seen),
+            covered_blob=marshal.dumps(covered, 2), unwatched=unwatched, file_count=result.file_count,
+            skipped=skipped)
+        walkstate.save(path, saved)
+        return saved
 
     def _write_snapshot(self, ws: Path, files: FileMap, parent: str | None, parent_files: FileMap | None,
                         kind: str, label: str | None, file_count: int) -> tuple[str, bool]:

@@ -299,3 +299,51 @@ def test_a_file_dated_before_1970_is_checked_like_any_other(repo: Path, tmp_path
     assert not res.unchanged
     with Store.open(store_dir) as s:
         assert b"".join(s.blob_chunks(s.files(res.id)["notes.txt"][3])) == b"untracked NOTES\n"
+
+
+def test_a_sessions_first_capture_checks_the_saved_walk_and_its_journal_watches_from_then_on(
+        repo: Path, trusted: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first turn of a session (or of `codexr exec`) no longer walks; later turns still see every change."""
+    s = Store.open(trusted)
+    try:
+        assert s.watch(repo)
+        real_select = scope_mod.select
+
+        def no_walk(*_a: object, **_k: object) -> None:
+            raise AssertionError("walked")
+
+        monkeypatch.setattr(scope_mod, "select", no_walk)
+        first = s.capture(repo, scope=WIDE)
+        assert first.bytes_hashed == 0
+        write(repo, "docs/x/y.md", "y changed\n")  # seen only through the watches the check added
+        write(repo, "src/made.py", "made\n")
+        second = s.capture(repo, scope=WIDE)
+        monkeypatch.setattr(scope_mod, "select", real_select)
+        assert second.bytes_hashed == len("y changed\n") + len("made\n")
+        expected = walked_files(trusted, repo)
+        assert {p: e for p, e in second.files.items() if is_captured(e)} == \
+            {p: e for p, e in expected.items() if is_captured(e)}
+    finally:
+        s.close()
+
+
+def test_a_session_keeps_the_saved_walk_current_for_the_next_process(repo: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    store_dir = tmp_path / "store"
+    with Store.open(store_dir) as s:
+        assert s.watch(repo)
+        s.capture(repo, scope=WIDE)  # walks
+        time.sleep(SETTLE)
+        write(repo, "src/a.py", "a = 'edited in the session'\n")
+        time.sleep(SETTLE)
+        last = s.capture(repo, scope=WIDE)  # the journal's fast path
+    time.sleep(SETTLE)
+
+    def no_walk(*_a: object, **_k: object) -> None:
+        raise AssertionError("walked")
+
+    monkeypatch.setattr(scope_mod, "select", no_walk)
+    res = capture(store_dir, repo)
+    monkeypatch.undo()
+    assert res.unchanged
+    assert files_of(store_dir, res.id) == files_of(store_dir, last.id)
