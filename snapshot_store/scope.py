@@ -309,6 +309,29 @@ class Scope:
     """Every directory the walk listed, parents first, with its stat from just before the listing."""
     seen: dict[str, os.stat_result] = field(default_factory=dict)
     """Every other entry of those directories the walk stat'ed (what `walkstate` checks next time)."""
+    listing: dict[str, bytes] = field(default_factory=dict)
+    """Each listed directory's entries (names and types) as a digest: see `listing_digest`."""
+
+
+def entry_kind(de: os.DirEntry[str]) -> str:
+    """A listed entry's type as the listing says it (no stat where the file system gives types)."""
+    try:
+        if de.is_dir(follow_symlinks=False):
+            return "d"
+        if de.is_symlink():
+            return "l"
+        return "f" if de.is_file(follow_symlinks=False) else "o"
+    except OSError:
+        return "?"
+
+
+def listing_digest(names: list[str]) -> bytes:
+    """A directory's entries ("name/type") in 16 bytes: equal digests, same names of the same types.
+
+    A directory whose stat moved but whose entries are the same (a file saved by writing a temp file and
+    renaming it over the old one, as editors and restores do) can then be checked rather than walked.
+    """
+    return blake3.blake3("\0".join(sorted(names)).encode("utf-8", "surrogateescape")).digest()[:16]
 
 
 def _is_residue_kind(mode: int) -> bool:
@@ -388,18 +411,18 @@ def _select(
             continue
         entries[rel_dir] = WALKED
         prefix = rel_dir + "/" if rel_dir else ""
+        names: list[str] = []
         # Entries' stat() goes through the directory's cached fd: nothing else is opened in this loop.
         with it:
             for de in it:
                 name = de.name
                 rel = prefix + name
+                kind = entry_kind(de)
+                names.append(f"{name}/{kind}")
                 if name.lower() == ".git":  # any case: what forbidden() refuses, the walk never enters
                     entries[rel] = UnlistedDir("D", Reason.GIT)
                     continue
-                try:
-                    is_dir = de.is_dir(follow_symlinks=False)
-                except OSError:
-                    is_dir = False
+                is_dir = kind == "d"
                 if is_dir:
                     if rel in protected_rel:
                         entries[rel] = UnlistedDir("D", Reason.CODEXR_DATA)
@@ -426,6 +449,7 @@ def _select(
                     hidden_seen.append(rel)
                 else:
                     residue_candidates.append((st.st_mtime_ns, rel))
+        scope.listing[rel_dir] = listing_digest(names)
 
     covered = scope.covered
 

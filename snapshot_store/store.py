@@ -472,7 +472,7 @@ class Store:
                 if (checked is not None and watched is None and lean and force is None and recovered is None
                         and checked.check.unchanged
                         and (not known or checked.state.covered_set().issuperset(known))):
-                    done = self._unchanged(ws, checked, parent, kind, label, started)
+                    done = self._unchanged(ws, checked, parent, kind, label, started, started_ns)
                     if done is not None:
                         self._save_git_listing(ws, git, known_git)
                         return done
@@ -550,7 +550,10 @@ class Store:
                 base = checked.state
             else:
                 base = watched.saved if watched is not None else None
-            saved = self._save_walk(ws, result, state, selected, base, checked.check.keys if checked else {},
+            from_check = checked is not None and base is checked.state
+            saved = self._save_walk(ws, result, state, selected, base,
+                                    checked.check.keys if checked is not None and from_check else {},
+                                    checked.check.dir_keys if checked is not None and from_check else {},
                                     captured.stats, started_ns)
             if watched is not None:
                 watched.saved = saved
@@ -631,7 +634,7 @@ class Store:
         return fastpath.Watched(walkstate.CheckedJournal(checked.check.changes), last=last)
 
     def _unchanged(self, ws: Path, checked: walkstate.Checked, parent: str, kind: str, label: str | None,
-                   started: float) -> CaptureResult | None:
+                   started: float, started_ns: int) -> CaptureResult | None:
         """Nothing moved since `parent`: record that, without decoding a manifest (None: do the full capture)."""
         state = checked.state
         with DirCache(str(ws)) as dirs:
@@ -654,15 +657,18 @@ class Store:
                              depth=prev.depth + 1, changes={}, meta={"file_count": state.file_count})
         snap_id = self._write_record(rec)
         self._append_ref(SnapshotInfo(snap_id, str(ws), rec.created, kind, label, state.file_count))
-        if checked.chain + 1 >= walkstate.CHAIN_LIMIT:
-            state.snapshot = snap_id  # start a new chain (a state rewrite costs ~6 ms, so not every time)
+        moved = checked.check.dir_keys
+        if moved or checked.chain + 1 >= walkstate.CHAIN_LIMIT:  # else not rewritten: ~6 ms saved
+            state.snapshot = snap_id  # a new chain starts here
+            state.dirs = walkstate.with_dir_keys(state.dirs, {
+                rel: None if is_racy(k, started_ns) else k for rel, k in moved.items()})
             walkstate.save(self._walk_path(ws), state)
         return CaptureResult(id=snap_id, root=str(ws), file_count=state.file_count, bytes_hashed=0, bytes_stored=0,
                              seconds=time.perf_counter() - started, unchanged=True, skipped=list(state.skipped))
 
     def _save_walk(self, ws: Path, result: CaptureResult, state: fastpath.LastCapture,
                    selected: scope_mod.Scope | None, base: walkstate.WalkState | None, checked_keys: dict[str, Key],
-                   read: dict[str, Key], started_ns: int) -> walkstate.WalkState | None:
+                   moved_dirs: dict[str, Key], read: dict[str, Key], started_ns: int) -> walkstate.WalkState | None:
         """Keep what this capture saw for the next process (or forget a walk nobody can check); return it."""
         path = self._walk_path(ws)
         files = state.files
@@ -689,7 +695,9 @@ class Store:
             if any(is_captured(files.get(rel)) and rel not in base.covered_set() for rel in newly):
                 walkstate.forget(path)
                 return None
-            saved = dataclasses.replace(base, snapshot=result.id, packs=packs,
+            # Directories listed the same at the check: their new stats stand (racy ones untrusted).
+            listed = walkstate.with_dir_keys(base.dirs, {rel: trusted(k) for rel, k in moved_dirs.items()})
+            saved = dataclasses.replace(base, snapshot=result.id, packs=packs, dirs=listed,
                                         seen=walkstate.with_keys(base.seen, newly), unwatched=unwatched,
                                         file_count=result.file_count, skipped=skipped)
             walkstate.save(path, saved)
@@ -710,7 +718,7 @@ class Store:
             snapshot=result.id, settings=walkstate.settings_key(state.settings), git_signature=state.git_signature,
             protected=self._protected_rel(ws), packs=packs, dirs=dirs, seen=walkstate.group(seen),
             covered_blob=marshal.dumps(covered, 2), unwatched=unwatched, file_count=result.file_count,
-            skipped=skipped)
+            skipped=skipped, listings=b"".join(selected.listing[rel] for rel in selected.listed))
         walkstate.save(path, saved)
         return saved
 

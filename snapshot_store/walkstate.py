@@ -29,11 +29,12 @@ from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .fsutil import atomic_write
 from .manifest import FileMap, is_captured
 from .reasons import Reason
-from .scope import IGNORE_FILE
+from .scope import IGNORE_FILE, entry_kind, listing_digest
 from .settings import ScopeSettings
 from .statcache import Key, is_racy, stat_key
 
-MAGIC = b"CRWALK1\n"
+MAGIC = b"CRWALK2\n"  # CRWALK1 (no listing digests) is discarded like any unreadable state
+DIGEST = 16  # bytes of a listing digest (scope.listing_digest)
 KEY = struct.Struct("<QqqQQ")  # a stat key, packed: (size, mtime_ns, ctime_ns, ino, mode); times may be < 0
 UNTRUSTED = b"\xff" * KEY.size  # matches no stat (no file is 2**64-1 bytes): looked at again every time
 #: Reasons that depend only on names, rules and the stats the state keeps: a walk that saw any other
@@ -66,7 +67,8 @@ class WalkState:
     covered_blob: bytes  # marshal of the sorted covered paths
     unwatched: dict[str, Key | None]  # covered paths below directories the walk did not list
     file_count: int
-    skipped: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]]
+    listings: bytes  # each of `dirs`' listing digest (scope.listing_digest), 16 bytes each, in the same order
     _covered: frozenset[str] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -149,6 +151,16 @@ def with_keys(groups: list[Group], keys: dict[str, Key | None]) -> list[Group]:
     return out
 
 
+def with_dir_keys(dirs: Group, keys: dict[str, Key | None]) -> Group:
+    """The directories' group with some keys replaced."""
+    if not keys:
+        return dirs
+    root, names, packed = dirs
+    parts = [pack_key(keys[rel]) if rel in keys else packed[i * KEY.size:(i + 1) * KEY.size]
+             for i, rel in enumerate(names)]
+    return root, names, b"".join(parts)
+
+
 def pack_signature(packs_dir: Path, generation: bytes) -> tuple[bytes, dict[str, int]]:
     """gc's generation and the pack indexes present: while both hold, every blob indexed then still is."""
     with os.scandir(packs_dir) as it:
@@ -193,6 +205,7 @@ class Check:
 
     changes: Changes
     keys: dict[str, Key]  # the current stat of every changed file
+    dir_keys: dict[str, Key] = field(default_factory=dict)  # directories whose stat moved, listing the same
 
     @property
     def unchanged(self) -> bool:
@@ -209,14 +222,21 @@ def check(dirs: DirCache, state: WalkState) -> Check:
     changes = Changes()
     out = Check(changes, {})
     _root, names, packed = state.dirs
-    for rel, stored in zip(names, KEY.iter_unpack(packed), strict=True):
+    for i, (rel, stored) in enumerate(zip(names, KEY.iter_unpack(packed), strict=True)):
         try:
-            now: Key | None = stat_key(os.fstat(dirs.dir_fd(rel)))
+            fd = dirs.dir_fd(rel)
+            now = stat_key(os.fstat(fd))
+            if now == unpack_key(stored):  # an untrusted key never equals
+                continue
+            # Moved: entries made, removed or renamed, or one renamed over another (an editor's or a restore's
+            # save). Listed again: the same names of the same types leave every verdict of the walk standing.
+            if listing(fd) == state.listings[i * DIGEST:(i + 1) * DIGEST]:
+                out.dir_keys[rel] = now
+                continue
         except (OSError, SymlinkInPath, DirChanged):
-            now = None
-        if now != unpack_key(stored):  # an untrusted key never equals
-            changes.structural = True
-            return out
+            pass
+        changes.structural = True
+        return out
     lstat, pack, size = os.lstat, KEY.pack, KEY.size
     for parent, names, packed in state.seen:
         try:
@@ -267,6 +287,12 @@ class CheckedJournal:
         """Nothing to release."""
 
 
+def listing(fd: int) -> bytes:
+    """A directory's listing digest now, read through its fd."""
+    with os.scandir(fd) as it:
+        return listing_digest([f"{de.name}/{entry_kind(de)}" for de in it])
+
+
 def captured_stats(files: FileMap, state: WalkState) -> dict[str, Key] | None:
     """The stat of every captured file, as the state saw it; None if one is missing (then walk)."""
     seen = state.seen_keys()
@@ -288,7 +314,8 @@ def load(path: Path) -> WalkState | None:
         if not data.startswith(MAGIC) or blake3.blake3(data[head:]).digest() != data[len(MAGIC):head]:
             return None
         state = WalkState(*marshal.loads(data[head:]))
-        if not (isinstance(state.snapshot, str) and isinstance(state.dirs, tuple) and isinstance(state.seen, list)):
+        if not (isinstance(state.snapshot, str) and isinstance(state.dirs, tuple) and isinstance(state.seen, list)
+                and isinstance(state.listings, bytes) and len(state.listings) == DIGEST * len(state.dirs[1])):
             return None
         return state
     except (OSError, ValueError, EOFError, TypeError):
@@ -298,7 +325,7 @@ def load(path: Path) -> WalkState | None:
 def save(path: Path, state: WalkState) -> None:
     """Persist without fsync, like the stat cache: losing it only costs the next capture a walk."""
     doc = (state.snapshot, state.settings, state.git_signature, state.protected, state.packs, state.dirs,
-           state.seen, state.covered_blob, state.unwatched, state.file_count, state.skipped)
+           state.seen, state.covered_blob, state.unwatched, state.file_count, state.skipped, state.listings)
     with contextlib.suppress(OSError, ValueError):
         payload = marshal.dumps(doc, 2)
         atomic_write(path, MAGIC + blake3.blake3(payload).digest() + payload, sync=False)

@@ -216,17 +216,21 @@ def test_a_git_index_change_means_walking(repo: Path, trusted: Path) -> None:
 
 
 OPS = ("modify", "same-size", "create", "delete", "chmod", "mkdir", "rmdir", "rename", "symlink", "ignore",
-       "nothing")
+       "save-by-rename", "nothing")
 
 
 def _random_op(ws: Path, rng: random.Random) -> None:
     files = sorted(p for p, e in tree(ws).items() if e[0] == "f")
     dirs = sorted({str(Path(p).parent) for p in files if "/" in p} | {"."})
     op = rng.choice(OPS)
-    if op in ("modify", "same-size", "chmod", "delete") and files:
+    if op in ("modify", "same-size", "chmod", "delete", "save-by-rename") and files:
         rel = rng.choice(files)
         path = ws / rel
-        if op == "modify":
+        if op == "save-by-rename":
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(path.read_bytes() + b"saved\n")
+            os.rename(tmp, path)
+        elif op == "modify":
             path.write_bytes(path.read_bytes() + b"more\n")
         elif op == "same-size":
             old = os.stat(path)
@@ -347,3 +351,38 @@ def test_a_session_keeps_the_saved_walk_current_for_the_next_process(repo: Path,
     monkeypatch.undo()
     assert res.unchanged
     assert files_of(store_dir, res.id) == files_of(store_dir, last.id)
+
+
+def test_a_file_saved_by_renaming_a_temp_file_over_it_is_checked_not_walked(repo: Path, trusted: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Editors (and restores) save that way: the directory's stat moves, its names and types do not."""
+    write(repo, "src/.a.py.swp", "a = 'saved by an editor'\n")
+    os.rename(repo / "src" / ".a.py.swp", repo / "src" / "a.py")
+    expected = walked_files(trusted, repo)
+
+    def no_walk(*_a: object, **_k: object) -> None:
+        raise AssertionError("walked")
+
+    monkeypatch.setattr(scope_mod, "select", no_walk)
+    res = capture(trusted, repo)
+    monkeypatch.undo()
+    assert files_of(trusted, res.id) == expected
+    with Store.open(trusted) as s:
+        assert b"".join(s.blob_chunks(s.files(res.id)["src/a.py"][3])) == b"a = 'saved by an editor'\n"
+
+
+def test_a_fifo_replaced_by_a_file_of_the_same_name_is_seen(ws: Path, tmp_path: Path) -> None:
+    """Same names, another type: the listing digest holds types too, so this is walked."""
+    make_repo(ws, {"README.md": "readme\n"})
+    os.mkfifo(ws / "pipe")
+    age_tree(ws, settle=SETTLE)
+    store_dir = tmp_path / "store"
+    first = capture(store_dir, ws)
+    assert files_of(store_dir, first.id)["pipe"][0] == "x"
+    time.sleep(SETTLE)
+    write(ws, "pipe.tmp", "now a file\n")
+    os.rename(ws / "pipe.tmp", ws / "pipe")
+    expected = walked_files(store_dir, ws)
+    res = capture(store_dir, ws)
+    assert is_captured(files_of(store_dir, res.id)["pipe"])
+    assert files_of(store_dir, res.id) == expected
