@@ -216,45 +216,46 @@ class Check:
 def check(dirs: DirCache, state: WalkState) -> Check:
     """lstat every directory (through its fd, never following a symlink) and every file the state saw.
 
-    Directories are compared first; the first one that moved ends the look (the capture walks). Files are
+    Directories go parents first, each one's files right after it through the fd just opened (one open per
+    directory). A directory that moved and lists differently ends the look (the capture walks). Files are
     compared a directory at a time, packed as stored (a third faster than comparing tuples one by one).
     """
     changes = Changes()
     out = Check(changes, {})
+    groups = {group[0]: group for group in state.seen}
+    lstat, pack, size = os.lstat, KEY.pack, KEY.size
     _root, names, packed = state.dirs
     for i, (rel, stored) in enumerate(zip(names, KEY.iter_unpack(packed), strict=True)):
         try:
             fd = dirs.dir_fd(rel)
             now = stat_key(os.fstat(fd))
-            if now == unpack_key(stored):  # an untrusted key never equals
-                continue
             # Moved: entries made, removed or renamed, or one renamed over another (an editor's or a restore's
             # save). Listed again: the same names of the same types leave every verdict of the walk standing.
-            if listing(fd) == state.listings[i * DIGEST:(i + 1) * DIGEST]:
+            if now != unpack_key(stored):  # an untrusted key never equals
+                if listing(fd) != state.listings[i * DIGEST:(i + 1) * DIGEST]:
+                    changes.structural = True
+                    return out
                 out.dir_keys[rel] = now
+            group = groups.pop(rel, None)
+            if group is None:
                 continue
-        except (OSError, SymlinkInPath, DirChanged):
-            pass
-        changes.structural = True
-        return out
-    lstat, pack, size = os.lstat, KEY.pack, KEY.size
-    for parent, names, packed in state.seen:
-        try:
-            fd = dirs.dir_fd(parent)
-            stats = [lstat(name, dir_fd=fd) for name in names]
+            _parent, files, keys = group
+            stats = [lstat(name, dir_fd=fd) for name in files]
             now_packed = b"".join([pack(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
                                    for st in stats])
         except (OSError, SymlinkInPath, DirChanged, struct.error):
-            changes.structural = True  # gone although its directory did not move (a race), or odd: walk
+            changes.structural = True  # gone although its directory lists the same (a race), or odd: walk
             return out
-        if now_packed == packed:
+        if now_packed == keys:
             continue
-        for i, (name, st) in enumerate(zip(names, stats, strict=True)):
-            if now_packed[i * size:(i + 1) * size] != packed[i * size:(i + 1) * size]:
-                rel = f"{parent}/{name}" if parent else name
-                changes.files.add(rel)
-                changes.paths.add(rel)
-                out.keys[rel] = stat_key(st)
+        for j, (name, st) in enumerate(zip(files, stats, strict=True)):
+            if now_packed[j * size:(j + 1) * size] != keys[j * size:(j + 1) * size]:
+                path = f"{rel}/{name}" if rel else name
+                changes.files.add(path)
+                changes.paths.add(path)
+                out.keys[path] = stat_key(st)
+    if groups:
+        changes.structural = True  # files of a directory the walk did not list: never saved so; walk
     return out
 
 
