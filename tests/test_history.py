@@ -386,3 +386,37 @@ def test_front_ends_get_typed_hits_marked_here_or_not_and_a_read_only_session(
         search_hits(hist.home, "--regx pool", str(hist.ws_a))
     with pytest.raises(HistoryError, match="no session 'ffffffff'"):
         show_session(hist.home, "ffffffff", str(hist.ws_a))
+
+
+@pytest.mark.parametrize("order", ["as listed", "reversed"])
+def test_a_fork_with_a_revert_segment_still_inherits_its_parents_hits(hist: Home, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     order: str) -> None:
+    """A revert writes a segment whose history_base names the thread's own earlier file (CODEX_FACTS §9).
+
+    Hand-made from that documented shape on top of the real fork's rollout; the scan must follow the
+    fork's link to its parent whichever of its two files it meets first (directory order is arbitrary).
+    """
+    import app.history.store as hstore
+
+    home = tmp_path / "home"
+    shutil.copytree(hist.home / "sessions", home / "sessions")
+    fork_file = next(home.rglob(f"*{hist.fork}.jsonl"))
+    meta = json.loads(fork_file.read_bytes().split(b"\n", 1)[0])
+    meta["payload"]["history_base"] = {"thread_id": hist.fork, "end_ordinal_exclusive": 3,
+                                       "end_byte_offset": fork_file.stat().st_size}
+    meta["payload"].pop("forked_from_id", None)
+    _write(home, "2026-12-31T00-00-00", hist.fork, [meta, {
+        "timestamp": "2026-12-31T00:00:01.000Z", "type": "event_msg",
+        "payload": {"type": "user_message", "message": "hist-epsilon after a revert"}}],
+        sub=str(fork_file.parent.relative_to(home)))
+    real = hstore.discover
+    if order == "reversed":
+        monkeypatch.setattr(hstore, "discover", lambda h, s: list(reversed(real(h, s))))
+    for use_index in (False, True):
+        store = HistoryStore(home, use_index=use_index, background=False)
+        try:
+            hits = _hits(store, "connection pool")
+        finally:
+            store.close()
+        assert any(h[0] == hist.original and hist.fork in h[4] for h in hits), (use_index, hits)

@@ -427,18 +427,26 @@ class HistoryStore:
                 cand.add(f.path)
         # Decode beyond the candidates only what numbering and fork marks need: the files their history
         # comes from, and the forks (or later segments) that inherit from a candidate's thread.
-        thread_base: dict[str, str] = {}
+        # A thread may have several files: a fork's first names its parent, a revert segment names the thread
+        # itself. Every link other than to itself counts (keeping only the first met lost a fork's parent
+        # whenever the directory listing gave its revert segment first).
+        thread_base: dict[str, set[str]] = {}
         for p, base_tid in links.items():
-            thread_base.setdefault(self.by_path[p].thread_id, base_tid)
+            tid = self.by_path[p].thread_id
+            if base_tid != tid:
+                thread_base.setdefault(tid, set()).add(base_tid)
         cand_threads = {self.by_path[p].thread_id for p in cand}
 
         def reaches(tid: str) -> bool:
-            seen: set[str] = set()
-            while tid in thread_base and tid not in seen and len(seen) < 256:
-                seen.add(tid)
-                tid = thread_base[tid]
-                if tid in cand_threads:
-                    return True
+            seen: set[str] = {tid}
+            todo = [tid]
+            while todo and len(seen) < 256:
+                for base in thread_base.get(todo.pop(), ()):
+                    if base in cand_threads:
+                        return True
+                    if base not in seen:
+                        seen.add(base)
+                        todo.append(base)
             return False
 
         need = set(cand) | {p for p in links if reaches(self.by_path[p].thread_id)}
