@@ -10,6 +10,8 @@ Every row is a whole process, timed from spawn to exit, in interleaved rounds (b
 * capture: `codexr snapshots capture` of an unchanged ~11,000-file tree vs `git add -A . && git write-tree`
            in an internal Git repository (separate GIT_DIR) on the same tree.
 * restore: rewrite 1 tracked file, then `codexr snapshots restore ID --yes` vs `git read-tree -u --reset TREE`.
+* exec-tree: the exec row's trivial turn run in the ~11,000-file capture tree (what snapshots add to a turn in a
+           large workspace); no target.
 
 Reference rows: `python -c pass` and `python -c "import app.cli"` (what every codexr command pays first).
 With `--baseline DIR` (another checkout, e.g. `git worktree add /tmp/main-wt main`) every codexr row is also
@@ -54,6 +56,8 @@ ROWS: list[tuple[str, str, str | None, float | None]] = [
     ('python -c "import app.cli"', "{tree}.import_cli", "py.pass", None),
     ("codex exec (pinned binary)", "codex.exec", None, None),
     ("codexr exec", "{tree}.exec", "codex.exec", 1.5),
+    ("codex exec, on the capture tree", "codex.exec_tree", None, None),
+    ("codexr exec, on the capture tree", "{tree}.exec_tree", "codex.exec_tree", None),
     ("git add -A + write-tree, unchanged", "git.unchanged", None, None),
     ("codexr snapshots capture, unchanged", "{tree}.capture", "git.unchanged", 3.0),
     ("git read-tree -u --reset, 1 file", "git.restore1", None, None),
@@ -171,6 +175,22 @@ class Bench:
         elif rnd >= 0:
             self.rec.record(f"{tree.name}.exec", rnd, secs)
 
+    def codex_exec_tree(self, rnd: int) -> None:
+        """The same trivial turn in the 11,000-file capture tree: what snapshots cost a turn in a large workspace."""
+        cmd = [self.codex, "exec", "--skip-git-repo-check", PROMPT]
+        secs, res = timed(cmd, cwd=self.ws.root, env=self.codex_env)
+        if res.returncode != 0 or REPLY not in res.stdout:
+            self.rec.problem(f"codex exec (tree) failed ({res.returncode}): {res.stderr[-500:]}")
+        elif rnd >= 0:
+            self.rec.record("codex.exec_tree", rnd, secs)
+
+    def codexr_exec_tree(self, tree: Tree, rnd: int) -> None:
+        secs, res = timed(tree.cmd("-C", str(self.ws.root), "exec", PROMPT), cwd=tree.root, env=tree.exec_env)
+        if res.returncode != 0 or REPLY not in res.stdout:
+            self.rec.problem(f"{tree.name} exec (tree) failed ({res.returncode}): {res.stderr[-500:]}")
+        elif rnd >= 0:
+            self.rec.record(f"{tree.name}.exec_tree", rnd, secs)
+
     def codexr_capture(self, tree: Tree, rnd: int, *, expect_unchanged: bool = False) -> str:
         cmd = tree.cmd("snapshots", "capture", "-C", str(self.ws.root), "--json")
         secs, res = timed(cmd, cwd=tree.root, env=tree.snap_env)
@@ -248,8 +268,17 @@ class Bench:
             self.setup_exec()
             blocks.append(("codex exec", self.codex_exec))
             per_tree.append(("exec", self.codexr_exec))
-        if parts & {"capture", "restore"}:
+        if parts & {"capture", "restore", "exec-tree"}:
             self.setup_store()
+        if "exec-tree" in parts:
+            if "exec" not in parts:
+                log("exec-tree: starting the scripted model and warming up the commands ...")
+                self.setup_exec()
+            self.codex_exec_tree(-1)  # untimed: each codexr's first snapshot of the tree (a cold walk)
+            for tree in self.trees:
+                self.codexr_exec_tree(tree, -1)
+            blocks.append(("codex exec (tree)", self.codex_exec_tree))
+            per_tree.append(("exec (tree)", self.codexr_exec_tree))
         if "capture" in parts:
             blocks.append(("git capture", self.block_git_capture))
             per_tree.append(("capture", self.block_capture))
@@ -324,7 +353,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 7, --quick 3)")
     ap.add_argument("--files", type=int, default=None, help="tracked files of the capture tree (default 11,000)")
     ap.add_argument("--mb", type=float, default=None, help="MB of the capture tree (default 75)")
-    ap.add_argument("--only", default="exec,capture,restore", help="comma list of exec, capture, restore")
+    ap.add_argument("--only", default="exec,capture,restore,exec-tree",
+                    help="comma list of exec, capture, restore, exec-tree (a codexr exec in the capture tree)")
     ap.add_argument("--baseline", metavar="DIR",
                     help="another codexr checkout (e.g. a worktree of main) timed in the same rounds, for before/after")
     ap.add_argument("--dir", default=None, help="parent of the run's fresh temporary directory")
