@@ -466,11 +466,11 @@ class Store:
             # No journal, or one that has seen nothing yet (a session's first capture): check the last walk's
             # saved stats instead of walking (a one-shot command, the first turn of a session).
             checked = None
-            if (watched is None or watched.last is None) and not dry_run and grow and parent is not None:
+            if (watched is None or watched.last is None) and not dry_run and parent is not None:
                 checked = self._check_walk(ws, parent, settings, git.signature,
                                            watched.journal if watched is not None else None)
                 if (checked is not None and watched is None and lean and force is None and recovered is None
-                        and checked.check.unchanged
+                        and checked.check.unchanged and grow and checked.state.grows_same
                         and (not known or checked.state.covered_set().issuperset(known))):
                     done = self._unchanged(ws, checked, parent, kind, label, started, started_ns)
                     if done is not None:
@@ -485,8 +485,14 @@ class Store:
             if grow and parent_files is not None:
                 known.extend(p for p, _e in captured_items(parent_files))
             w = watched  # what the fast path asks: the journal, or the check for this one capture
+            covered_now = {*git.paths, *known}  # what a walk would capture whatever the limits
             if checked is not None and parent_files is not None and not checked.check.changes.structural:
-                w = self._checked_watch(checked, parent_files, git.signature, settings) or watched
+                if walkstate.same_map(checked.state.covered_set(), covered_now, parent_files, settings, ignore):
+                    # Covered then and now: what the fast path settles newly known paths against.
+                    w = self._checked_watch(checked, parent_files, checked.state.covered_set() & covered_now,
+                                            git.signature, settings) or watched
+                else:
+                    checked = None  # other known paths would change the map: walk
             cache = self.stat_cache(ws)
             sink = HashOnly() if dry_run else PackWriter(self.blobs)
             state: fastpath.LastCapture | None = None
@@ -554,7 +560,7 @@ class Store:
             saved = self._save_walk(ws, result, state, selected, base,
                                     checked.check.keys if checked is not None and from_check else {},
                                     checked.check.dir_keys if checked is not None and from_check else {},
-                                    captured.stats, started_ns)
+                                    captured.stats, set(git.paths), started_ns)
             if watched is not None:
                 watched.saved = saved
             if walked:
@@ -618,13 +624,16 @@ class Store:
             snap = rec.parent
         return None
 
-    def _checked_watch(self, checked: walkstate.Checked, parent_files: FileMap,
+    def _checked_watch(self, checked: walkstate.Checked, parent_files: FileMap, covered: frozenset[str],
                        git_signature: tuple[int, ...] | None, settings: ScopeSettings) -> fastpath.Watched | None:
-        """A one-capture journal from the check: the fast path re-reads only the files whose stat moved."""
+        """A one-capture journal from the check: the fast path re-reads only the files whose stat moved.
+
+        `covered`: paths covered by the saved walk and by this capture (walkstate.same_map said the map is the
+        same); the fast path adds this capture's newly known ones.
+        """
         state = checked.state
         try:
             stats = walkstate.captured_stats(parent_files, state)
-            covered = state.covered_set()
         except ValueError:
             return None
         if stats is None:
@@ -668,7 +677,8 @@ class Store:
 
     def _save_walk(self, ws: Path, result: CaptureResult, state: fastpath.LastCapture,
                    selected: scope_mod.Scope | None, base: walkstate.WalkState | None, checked_keys: dict[str, Key],
-                   moved_dirs: dict[str, Key], read: dict[str, Key], started_ns: int) -> walkstate.WalkState | None:
+                   moved_dirs: dict[str, Key], read: dict[str, Key], git_paths: set[str],
+                   started_ns: int) -> walkstate.WalkState | None:
         """Keep what this capture saw for the next process (or forget a walk nobody can check); return it."""
         path = self._walk_path(ws)
         files = state.files
@@ -692,14 +702,20 @@ class Store:
             # journal reports created files) moved its directory's stat: the next check walks.
             newly = {rel: trusted(read.get(rel, now)) for rel, now in checked_keys.items()}
             newly.update((rel, trusted(key)) for rel, key in read.items())
-            if any(is_captured(files.get(rel)) and rel not in base.covered_set() for rel in newly):
-                walkstate.forget(path)
-                return None
+            # Every captured file must keep a key the next check looks at, or a change to it would go unseen.
+            if any(is_captured(files.get(rel)) for rel in newly):
+                kept = base.seen_paths() | set(unwatched)
+                if any(is_captured(files.get(rel)) and rel not in kept for rel in newly):
+                    walkstate.forget(path)
+                    return None
             # Directories listed the same at the check: their new stats stand (racy ones untrusted).
             listed = walkstate.with_dir_keys(base.dirs, {rel: trusted(k) for rel, k in moved_dirs.items()})
+            covered = frozenset(state.covered)
             saved = dataclasses.replace(base, snapshot=result.id, packs=packs, dirs=listed,
                                         seen=walkstate.with_keys(base.seen, newly), unwatched=unwatched,
-                                        file_count=result.file_count, skipped=skipped)
+                                        covered_blob=marshal.dumps(sorted(covered), 2), _covered=covered,
+                                        file_count=result.file_count, skipped=skipped,
+                                        grows_same=walkstate.grows_same(covered, git_paths, files))
             walkstate.save(path, saved)
             return saved
         # Walked: every listed directory and stat'ed entry, racy ones untrusted.
@@ -712,13 +728,13 @@ class Store:
         if any(is_captured(e) and p not in seen and p not in unwatched for p, e in files.items()):
             walkstate.forget(path)
             return None
-        # The next capture grows its known paths by the captured files anyway (`grow`): count them as covered.
-        covered = sorted(state.covered.union(p for p, e in files.items() if is_captured(e)))
+        covered = frozenset(state.covered)
         saved = walkstate.WalkState(
             snapshot=result.id, settings=walkstate.settings_key(state.settings), git_signature=state.git_signature,
             protected=self._protected_rel(ws), packs=packs, dirs=dirs, seen=walkstate.group(seen),
-            covered_blob=marshal.dumps(covered, 2), unwatched=unwatched, file_count=result.file_count,
-            skipped=skipped, listings=b"".join(selected.listing[rel] for rel in selected.listed))
+            covered_blob=marshal.dumps(sorted(covered), 2), unwatched=unwatched, file_count=result.file_count,
+            skipped=skipped, listings=b"".join(selected.listing[rel] for rel in selected.listed),
+            grows_same=walkstate.grows_same(covered, git_paths, files))
         walkstate.save(path, saved)
         return saved
 

@@ -27,13 +27,13 @@ import blake3
 from .changes import Changes
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .fsutil import atomic_write
-from .manifest import FileMap, is_captured
+from .manifest import WALKED, FileMap, is_captured, parent_of
 from .reasons import Reason
-from .scope import IGNORE_FILE, entry_kind, listing_digest
+from .scope import IGNORE_FILE, Ignore, entry_kind, forbidden, listing_digest
 from .settings import ScopeSettings
 from .statcache import Key, is_racy, stat_key
 
-MAGIC = b"CRWALK2\n"  # CRWALK1 (no listing digests) is discarded like any unreadable state
+MAGIC = b"CRWALK3\n"  # CRWALK1/2 (no listing digests, no grows_same) are discarded like any unreadable state
 DIGEST = 16  # bytes of a listing digest (scope.listing_digest)
 KEY = struct.Struct("<QqqQQ")  # a stat key, packed: (size, mtime_ns, ctime_ns, ino, mode); times may be < 0
 UNTRUSTED = b"\xff" * KEY.size  # matches no stat (no file is 2**64-1 bytes): looked at again every time
@@ -69,6 +69,7 @@ class WalkState:
     file_count: int
     skipped: list[tuple[str, str]]
     listings: bytes  # each of `dirs`' listing digest (scope.listing_digest), 16 bytes each, in the same order
+    grows_same: bool  # every covered path is Git-tracked or captured: a walk that grows from it covers them all
     _covered: frozenset[str] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -84,6 +85,10 @@ class WalkState:
         if self._covered is None:
             self._covered = frozenset(self.covered)
         return self._covered
+
+    def seen_paths(self) -> set[str]:
+        """Every path the check looks at in listed directories."""
+        return {f"{parent}/{name}" if parent else name for parent, names, _k in self.seen for name in names}
 
     def seen_keys(self) -> dict[str, Key | None]:
         """Every checked entry's key (None: untrusted), by path."""
@@ -185,6 +190,39 @@ def savable(files: FileMap, skipped: list[tuple[str, str]]) -> bool:
     # Files over the recent-file limit are not: the next capture covers what this one took, which frees room
     # under the limit, so a walk would take some of them then.
     return all(e.kind not in ("x", "D") or e.reason in STABLE_REASONS for e in files.values())
+
+
+def same_map(covered_then: frozenset[str], covered_now: set[str], files: FileMap, settings: ScopeSettings,
+             ignore: Ignore) -> bool:
+    """Would a walk covering `covered_now` give the map a walk covering `covered_then` gave (`files`), stats equal?
+
+    Paths covered now and not then are the fast path's to settle (newly known) when the walk saw them; one it
+    did not see (absent, or below a directory it did not list) would get an entry of its own from a walk. A path
+    covered then and not now becomes a recent-residue candidate: the same entry only if it is a captured,
+    visible, unignored file of a listed directory within the size limit; and every captured file no longer
+    covered must fit the residue's count, or which of them stay would be the walk's choice.
+    """
+    if any(p not in covered_then and p not in files and not forbidden(p) for p in covered_now):
+        return False
+    residue = sum(1 for p, e in files.items() if is_captured(e) and p not in covered_now)
+    if residue > settings.residue_max_files:
+        return False
+    for p in covered_then:
+        if p in covered_now:
+            continue
+        e = files.get(p)
+        if not is_captured(e) or files.get(parent_of(p)) != WALKED:
+            return False
+        if (p.rpartition("/")[2].startswith(".") and not settings.include_hidden) or ignore.file(p):
+            return False
+        if e.kind == "f" and e.size > settings.residue_max_file_bytes:
+            return False
+    return True
+
+
+def grows_same(covered: frozenset[str], git_paths: set[str], files: FileMap) -> bool:
+    """Is every covered path Git-tracked or captured (so a capture that grows from `files` covers it again)?"""
+    return all(p in git_paths or is_captured(files.get(p)) for p in covered)
 
 
 def stat_bound(files: FileMap, rel: str) -> bool:
@@ -326,7 +364,8 @@ def load(path: Path) -> WalkState | None:
 def save(path: Path, state: WalkState) -> None:
     """Persist without fsync, like the stat cache: losing it only costs the next capture a walk."""
     doc = (state.snapshot, state.settings, state.git_signature, state.protected, state.packs, state.dirs,
-           state.seen, state.covered_blob, state.unwatched, state.file_count, state.skipped, state.listings)
+           state.seen, state.covered_blob, state.unwatched, state.file_count, state.skipped, state.listings,
+           state.grows_same)
     with contextlib.suppress(OSError, ValueError):
         payload = marshal.dumps(doc, 2)
         atomic_write(path, MAGIC + blake3.blake3(payload).digest() + payload, sync=False)

@@ -37,13 +37,14 @@ def files_of(store_dir: Path, snap: str) -> dict:
         return dict(s.files(snap))
 
 
-def walked_files(store_dir: Path, ws: Path) -> dict:
+def walked_files(store_dir: Path, ws: Path, **kw: object) -> dict:
     """What a full walk from the same newest snapshot sees now (a dry run never uses the saved walk).
 
-    Taken before the capture it is compared with: both then grow from the same parent.
+    Taken before the capture it is compared with: both then grow from the same parent (or, with
+    `grow=False` and `known_paths`, cover the same paths).
     """
     with Store.open(store_dir) as s:
-        return dict(s.capture(ws, scope=WIDE, dry_run=True).files)
+        return dict(s.capture(ws, scope=WIDE, dry_run=True, **kw).files)  # type: ignore[arg-type]
 
 
 def walk_file(store_dir: Path) -> Path:
@@ -386,3 +387,55 @@ def test_a_fifo_replaced_by_a_file_of_the_same_name_is_seen(ws: Path, tmp_path: 
     res = capture(store_dir, ws)
     assert is_captured(files_of(store_dir, res.id)["pipe"])
     assert files_of(store_dir, res.id) == expected
+
+
+KNOWABLE = ["src/a.py", "notes.txt", ".hidden", "src/new.py", "docs/x/y.md", "gone.txt", "build/out.txt",
+            "src/.secret"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_captures_with_their_own_known_paths_agree_with_walks(repo: Path, tmp_path: Path, seed: int) -> None:
+    """A session captures with its thread's own known paths (grow=False), which the saved walk was not taken
+    with: the check stands in for the walk only where the map is the same; every capture must equal a walk."""
+    rng = random.Random(100 + seed)
+    write(repo, "build/out.txt", "churn\n")
+    write(repo, "src/.secret", "hidden\n")
+    store_dir = tmp_path / "store"
+    capture(store_dir, repo)
+    for step in range(14):
+        time.sleep(SETTLE)
+        if rng.random() < 0.5:
+            _random_op(repo, rng)
+            time.sleep(SETTLE)
+        grow = rng.random() < 0.3
+        with Store.open(store_dir) as s:  # like a thread's paths: some of what the newest snapshot captured
+            latest = s.latest(repo)
+            assert latest is not None
+            held = sorted(p for p, e in s.files(latest).items() if is_captured(e))
+        known = rng.sample(held, rng.randrange(len(held) + 1))
+        if rng.random() < 0.3:
+            known.append(rng.choice(KNOWABLE))
+        expected = walked_files(store_dir, repo, grow=grow, known_paths=known)
+        res = capture(store_dir, repo, lean=False, grow=grow, known_paths=known)
+        assert res.files == expected, f"seed {seed} step {step} grow {grow} known {known}"
+        assert files_of(store_dir, res.id) == expected
+
+
+def test_a_sessions_first_capture_with_its_own_known_paths_checks_instead_of_walking(
+        repo: Path, trusted: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a session captures (its thread's paths, grow=False): no walk where the map is the same."""
+    def no_walk(*_a: object, **_k: object) -> None:
+        raise AssertionError("walked")
+
+    s = Store.open(trusted)
+    try:
+        assert s.watch(repo)
+        monkeypatch.setattr(scope_mod, "select", no_walk)
+        first = s.capture(repo, scope=WIDE, grow=False, known_paths=[])
+        monkeypatch.undo()
+        assert first.bytes_hashed == 0
+    finally:
+        s.close()
+    with Store.open(trusted) as s:
+        assert dict(s.files(first.id)) == dict(s.files(s.list_snapshots(repo)[-2].id))
+
