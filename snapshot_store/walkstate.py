@@ -4,8 +4,8 @@ A one-shot `codexr snapshots capture` or `restore` has no inotify journal. Walki
 each one again cost 0.25-0.45 s of such a command (bench/bench_startup.py), against ~60 ms to lstat every
 directory and file the last walk saw. So the walk's stats are saved (`cache/<wskey>.walk`, FORMAT.md §7) and
 a later capture of the same workspace, while they still describe its newest snapshot, looks instead of walking:
-a directory whose stat moved (an entry created, removed or renamed in it) means walking; a file whose stat moved
-is re-read through the change journal's fast path; nothing moved means the newest snapshot still holds.
+a directory whose entries changed (another listing: names or types) means walking; a file whose stat moved is
+re-read through the change journal's fast path; nothing moved means the newest snapshot still holds.
 
 Trusted exactly as far as the stat cache is (statcache.py): size, both timestamps, inode and mode must all be
 equal, and a stat taken within the timestamp granularity of the capture that recorded it is never trusted.
@@ -74,7 +74,7 @@ class WalkState:
 
     @property
     def covered(self) -> list[str]:
-        """Paths captured whatever the limits (Git-tracked, known, and what this capture took)."""
+        """Paths the saved capture covered: captured whatever the limits (Git-tracked and known ones)."""
         out = marshal.loads(self.covered_blob)
         if not isinstance(out, list):
             raise ValueError("damaged walk state")
