@@ -439,3 +439,28 @@ def test_a_sessions_first_capture_with_its_own_known_paths_checks_instead_of_wal
     with Store.open(trusted) as s:
         assert dict(s.files(first.id)) == dict(s.files(s.list_snapshots(repo)[-2].id))
 
+
+
+@pytest.mark.parametrize("bad", ["../outside.txt", ".git", "a/b", "..", ""])
+def test_a_forged_walk_state_naming_a_path_out_of_the_workspace_is_not_used(repo: Path, trusted: Path,
+                                                                           tmp_path: Path, bad: str) -> None:
+    """The state is checksummed against damage, not forgery: a crafted name must never be looked at or read."""
+    import blake3
+    import marshal
+
+    from snapshot_store.walkstate import MAGIC, save
+
+    (tmp_path / "outside.txt").write_text("secret outside the workspace\n")
+    path = walk_file(trusted)
+    state = load(path)
+    assert state is not None
+    parent, names, packed = state.seen[0]
+    state.seen[0] = (parent, [*names, bad], packed + UNTRUSTED)
+    save(path, state)
+    data = path.read_bytes()
+    assert data.startswith(MAGIC) and blake3.blake3(data[len(MAGIC) + 32:]).digest() == data[len(MAGIC):len(MAGIC) + 32]
+    assert marshal.loads(data[len(MAGIC) + 32:])  # a well-formed file with a valid checksum
+    assert load(path) is None
+    expected = walked_files(trusted, repo)
+    res = capture(trusted, repo)
+    assert files_of(trusted, res.id) == expected
