@@ -7,12 +7,14 @@ window (100 ms) where a test needs the saved stats to be trusted, as they are fo
 
 from __future__ import annotations
 
+import marshal
 import os
 import random
 import shutil
 import time
 from pathlib import Path
 
+import blake3
 import pytest
 from fs_helpers import codexr
 from store_helpers import WIDE, age_tree, git, make_repo, tree, write
@@ -21,7 +23,7 @@ import snapshot_store.scope as scope_mod
 import snapshot_store.store as store_mod
 from snapshot_store import Store
 from snapshot_store.manifest import is_captured
-from snapshot_store.walkstate import KEY, UNTRUSTED, load
+from snapshot_store.walkstate import KEY, MAGIC, UNTRUSTED, load, save
 
 SETTLE = 0.15  # past statcache.FINE_WINDOW_NS: what a capture sees then, it may vouch for
 
@@ -445,11 +447,6 @@ def test_a_sessions_first_capture_with_its_own_known_paths_checks_instead_of_wal
 def test_a_forged_walk_state_naming_a_path_out_of_the_workspace_is_not_used(repo: Path, trusted: Path,
                                                                            tmp_path: Path, bad: str) -> None:
     """The state is checksummed against damage, not forgery: a crafted name must never be looked at or read."""
-    import blake3
-    import marshal
-
-    from snapshot_store.walkstate import MAGIC, save
-
     (tmp_path / "outside.txt").write_text("secret outside the workspace\n")
     path = walk_file(trusted)
     state = load(path)
