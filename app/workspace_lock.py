@@ -10,6 +10,7 @@ from pathlib import Path
 
 from snapshot_store.fsutil import atomic_write
 from snapshot_store.ids import workspace_key
+from snapshot_store.locks import host_name
 
 
 def _alive(pid: int) -> bool:
@@ -28,12 +29,12 @@ class SessionLock:
     def __init__(self, store_dir: Path, workspace: Path) -> None:
         self.dir = store_dir / "locks" / "sessions" / workspace_key(str(workspace))
         self.workspace = workspace
-        self.path = self.dir / f"{os.uname().nodename}-{os.getpid()}.json"
+        self.path = self.dir / f"{host_name()}-{os.getpid()}.json"
 
     def acquire(self) -> None:
         """Register this process as a live session of the workspace."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        doc = {"pid": os.getpid(), "host": os.uname().nodename, "since": time.time(),
+        doc = {"pid": os.getpid(), "host": host_name(), "since": time.time(),
                "workspace": str(self.workspace)}
         atomic_write(self.path, json.dumps(doc).encode(), sync=False)
 
@@ -45,7 +46,7 @@ class SessionLock:
     def others(self) -> list[str]:
         """Descriptions of other live sessions in this workspace; stale entries are removed."""
         out = []
-        host = os.uname().nodename
+        host = host_name()
         for f in sorted(self.dir.glob("*.json")) if self.dir.is_dir() else []:
             if f == self.path:
                 continue

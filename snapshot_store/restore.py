@@ -273,10 +273,6 @@ def _empty_dirs_after(deletes: list[Action], target: FileMap, current: FileMap) 
 # ----------------------------------------------------------------------- apply
 
 
-def journal_path(store: Store, root: Path) -> Path:
-    return store.journal_file(root)
-
-
 def restore(
     store: Store,
     snap_id: str,
@@ -400,7 +396,7 @@ def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: Re
         if store.blobs.locate(bytes.fromhex(blob)).raw_len != size:
             raise CorruptStore(f"snapshot {plan.target_id[:12]} says {path} has {size} bytes, but its content "
                                "has another length (damaged snapshot); nothing was changed")
-    journal = journal_path(store, ws)
+    journal = store.journal_file(ws)
     doc = {
         "root": str(ws),
         "target": plan.target_id,
@@ -605,7 +601,7 @@ def _ancestors(path: str) -> list[str]:
 
 def recover(store: Store, root: Path) -> Recovery | None:
     """Finish an interrupted restore: redo each step whose path still holds its pre-restore state."""
-    journal = journal_path(store, root)
+    journal = store.journal_file(root)
     if not journal.exists():
         return None
     doc = _parse_journal(journal)

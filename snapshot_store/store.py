@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from . import fastpath, walkstate
 from . import scope as scope_mod
 from .capture import HashOnly, Progress, read_paths
-from .dirfd import DirCache, DirChanged, SymlinkInPath
+from .dirfd import DirCache
 from .errors import (
     AmbiguousSnapshot,
     CorruptStore,
@@ -41,7 +41,7 @@ from .manifest import (
 )
 from .packs import BlobIndex, PackWriter, read_generation
 from .settings import ScopeSettings
-from .statcache import Key, StatCache, is_racy, stat_key
+from .statcache import Key, StatCache, stat_key
 from .workspace import resolve_root
 
 if TYPE_CHECKING:
@@ -485,8 +485,8 @@ class Store:
             if grow and parent_files is not None:
                 known.extend(p for p, _e in captured_items(parent_files))
             w = watched  # what the fast path asks: the journal, or the check for this one capture
-            covered_now = {*git.paths, *known}  # what a walk would capture whatever the limits
             if checked is not None and parent_files is not None and not checked.check.changes.structural:
+                covered_now = {*git.paths, *known}  # what a walk would capture whatever the limits
                 if walkstate.same_map(checked.state.covered_set(), covered_now, parent_files, settings, ignore):
                     # Covered then and now: what the fast path settles newly known paths against.
                     w = self._checked_watch(checked, parent_files, checked.state.covered_set() & covered_now,
@@ -646,16 +646,6 @@ class Store:
                    started: float, started_ns: int) -> CaptureResult | None:
         """Nothing moved since `parent`: record that, without decoding a manifest (None: do the full capture)."""
         state = checked.state
-        with DirCache(str(ws)) as dirs:
-            for p, key in state.unwatched.items():
-                try:
-                    now: Key | None = stat_key(dirs.lstat(p))
-                except FileNotFoundError:
-                    now = None
-                except (OSError, SymlinkInPath, DirChanged):
-                    return None
-                if now != key:
-                    return None
         try:
             prev = self.record(parent)
         except StoreError:
@@ -670,7 +660,7 @@ class Store:
         if moved or checked.chain + 1 >= walkstate.CHAIN_LIMIT:  # else not rewritten: ~6 ms saved
             state.snapshot = snap_id  # a new chain starts here
             state.dirs = walkstate.with_dir_keys(state.dirs, {
-                rel: None if is_racy(k, started_ns) else k for rel, k in moved.items()})
+                rel: walkstate.trusted(k, started_ns) for rel, k in moved.items()})
             walkstate.save(self._walk_path(ws), state)
         return CaptureResult(id=snap_id, root=str(ws), file_count=state.file_count, bytes_hashed=0, bytes_stored=0,
                              seconds=time.perf_counter() - started, unchanged=True, skipped=list(state.skipped))
@@ -684,7 +674,7 @@ class Store:
         files = state.files
 
         def trusted(key: Key | None) -> Key | None:
-            return None if key is None or is_racy(key, started_ns) else key
+            return walkstate.trusted(key, started_ns)
 
         if not walkstate.savable(files, result.skipped):
             walkstate.forget(path)
@@ -711,16 +701,18 @@ class Store:
             # Directories listed the same at the check: their new stats stand (racy ones untrusted).
             listed = walkstate.with_dir_keys(base.dirs, {rel: trusted(k) for rel, k in moved_dirs.items()})
             covered = frozenset(state.covered)
+            # Sorting and marshalling 11,000 paths again is ~5 ms of every session capture: only when they moved.
+            blob = base.covered_blob if covered == base.covered_set() else marshal.dumps(sorted(covered), 2)
             saved = dataclasses.replace(base, snapshot=result.id, packs=packs, dirs=listed,
                                         seen=walkstate.with_keys(base.seen, newly), unwatched=unwatched,
-                                        covered_blob=marshal.dumps(sorted(covered), 2), _covered=covered,
+                                        covered_blob=blob, _covered=covered,
                                         file_count=result.file_count, skipped=skipped,
                                         grows_same=walkstate.grows_same(covered, git_paths, files))
             walkstate.save(path, saved)
             return saved
         # Walked: every listed directory and stat'ed entry, racy ones untrusted.
         dirs: walkstate.Group = ("", list(selected.listed),
-                                 b"".join(walkstate.pack_key(walkstate.trusted(st, started_ns))
+                                 b"".join(walkstate.pack_key(trusted(stat_key(st)))
                                           for st in selected.listed.values()))
         seen = {rel: trusted(read.get(rel) or stat_key(st)) for rel, st in selected.seen.items()
                 if walkstate.stat_bound(files, rel)}

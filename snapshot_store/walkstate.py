@@ -137,33 +137,28 @@ def group(keys: dict[str, Key | None]) -> list[Group]:
     return [(parent, names, b"".join(packed)) for parent, (names, packed) in by_dir.items()]
 
 
+def _rekey(group: Group, change: dict[str, Key | None]) -> Group:
+    """One group with the keys of the names in `change` replaced."""
+    parent, names, packed = group
+    if not change:
+        return group
+    size = KEY.size
+    return parent, names, b"".join(pack_key(change[name]) if name in change else packed[i * size:(i + 1) * size]
+                                   for i, name in enumerate(names))
+
+
 def with_keys(groups: list[Group], keys: dict[str, Key | None]) -> list[Group]:
     """The same groups with some entries' keys replaced (paths not in a group are ignored)."""
     by_dir: dict[str, dict[str, Key | None]] = {}
     for rel, key in keys.items():
         parent, _, name = rel.rpartition("/")
         by_dir.setdefault(parent, {})[name] = key
-    out: list[Group] = []
-    for parent, names, packed in groups:
-        change = by_dir.get(parent)
-        if change:
-            parts = [packed[i * KEY.size:(i + 1) * KEY.size] for i in range(len(names))]
-            for i, name in enumerate(names):
-                if name in change:
-                    parts[i] = pack_key(change[name])
-            packed = b"".join(parts)
-        out.append((parent, names, packed))
-    return out
+    return [_rekey(g, by_dir.get(g[0], {})) for g in groups]
 
 
 def with_dir_keys(dirs: Group, keys: dict[str, Key | None]) -> Group:
-    """The directories' group with some keys replaced."""
-    if not keys:
-        return dirs
-    root, names, packed = dirs
-    parts = [pack_key(keys[rel]) if rel in keys else packed[i * KEY.size:(i + 1) * KEY.size]
-             for i, rel in enumerate(names)]
-    return root, names, b"".join(parts)
+    """The directories' group (whose names are whole paths) with some keys replaced."""
+    return _rekey(dirs, keys)
 
 
 def pack_signature(packs_dir: Path, generation: bytes) -> tuple[bytes, dict[str, int]]:
@@ -177,10 +172,9 @@ def packs_hold(then: tuple[bytes, dict[str, int]], now: tuple[bytes, dict[str, i
     return then[0] == now[0] and all(now[1].get(name) == ino for name, ino in then[1].items())
 
 
-def trusted(st: os.stat_result, started_ns: int) -> Key | None:
-    """The stat's key, or None when it was taken too close to the capture's start to vouch for anything."""
-    key = stat_key(st)
-    return None if is_racy(key, started_ns) else key
+def trusted(key: Key | None, started_ns: int) -> Key | None:
+    """The key, or None when it was taken too close to the capture's start to vouch for anything."""
+    return None if key is None or is_racy(key, started_ns) else key
 
 
 def savable(files: FileMap, skipped: list[tuple[str, str]]) -> bool:
@@ -294,6 +288,24 @@ def check(dirs: DirCache, state: WalkState) -> Check:
                 out.keys[path] = stat_key(st)
     if groups:
         changes.structural = True  # files of a directory the walk did not list: never saved so; walk
+        return out
+    # Covered paths below directories the walk did not list: a path that appeared or went needs the walk, as in
+    # the journal's fast path (fastpath.select); a changed one is read again.
+    for p, key in state.unwatched.items():
+        try:
+            found: Key | None = stat_key(dirs.lstat(p))
+        except FileNotFoundError:
+            found = None
+        except (OSError, SymlinkInPath, DirChanged):
+            changes.structural = True
+            return out
+        if found != key:
+            if key is None or found is None:
+                changes.structural = True
+                return out
+            changes.files.add(p)
+            changes.paths.add(p)
+            out.keys[p] = found
     return out
 
 

@@ -461,3 +461,21 @@ def test_a_forged_walk_state_naming_a_path_out_of_the_workspace_is_not_used(repo
     expected = walked_files(trusted, repo)
     res = capture(trusted, repo)
     assert files_of(trusted, res.id) == expected
+
+
+def test_a_known_file_below_an_unlisted_directory_is_checked_too(repo: Path, tmp_path: Path) -> None:
+    """Paths covered below directories the walk does not list (a churn directory) carry their own saved stat."""
+    write(repo, "node_modules/pkg/patched.js", "one\n")
+    age_tree(repo, settle=SETTLE)
+    store_dir = tmp_path / "store"
+    capture(store_dir, repo, known_paths=["node_modules/pkg/patched.js"])
+    time.sleep(SETTLE)
+    assert capture(store_dir, repo).unchanged
+    path = repo / "node_modules" / "pkg" / "patched.js"
+    old = os.stat(path)
+    path.write_text("two\n")  # same size, old mtime put back: only its own stat (its ctime) moved
+    os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))
+    res = capture(store_dir, repo)
+    assert not res.unchanged
+    with Store.open(store_dir) as s:
+        assert b"".join(s.blob_chunks(s.files(res.id)["node_modules/pkg/patched.js"][3])) == b"two\n"
