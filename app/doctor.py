@@ -193,6 +193,25 @@ def _store_check(ctx: Context) -> Check:
     return Check("store", "ok", f"{what}, healthy")
 
 
+def _server_check() -> Check:
+    """Whether one-shot commands run in the resident server (app/launch.py); never a failure."""
+    from .launch import server_wanted, socket_path
+    from .server_cmds import servers
+
+    if not server_wanted(["doctor"]):
+        return Check("server", "ok", "resident server: off (CODEXR_SERVER=0 or interpreter options): every "
+                     "command imports everything itself")
+    path = socket_path(create=False)
+    if path is None:
+        return Check("server", "warn", "resident server: unavailable (no private runtime directory)",
+                     "set CODEXR_RUNTIME_DIR to a directory only you can enter (mode 700)")
+    mine = [s for s in servers() if s["current"] and s["alive"]]
+    if not mine:
+        return Check("server", "ok", "resident server: not running (the next one-shot command starts it)")
+    rss = f", {mine[0]['rss_bytes'] / 2**20:.0f} MiB" if mine[0]["rss_bytes"] else ""
+    return Check("server", "ok", f"resident server: running, pid {mine[0]['pid']}{rss} ({path})")
+
+
 def doctor(ctx: Context, args: argparse.Namespace) -> int:
     """`codexr doctor`: one line per check; exit 1 when any check failed (warnings alone exit 0)."""
     from openai_codex._runtime_requirements import MINIMUM_RUNTIME_VERSION
@@ -235,6 +254,7 @@ def doctor(ctx: Context, args: argparse.Namespace) -> int:
         checks += _app_server_checks(ctx, args, chosen)
     if home_ok:
         checks.append(_store_check(ctx))
+    checks.append(_server_check())
     ok = all(c.status != "fail" for c in checks)
     if ctx.json:
         ctx.emit({"ok": ok, "checks": [asdict(c) for c in checks]})

@@ -11,6 +11,10 @@ from e2e_helpers import RigFactory
 
 from app.scripted_model import ScriptedModel
 
+# No test starts a resident server by accident (in the user's runtime directory, outliving the run):
+# tests/test_server.py gives its commands a private runtime directory and turns it back on.
+os.environ["CODEXR_SERVER"] = "0"
+
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:

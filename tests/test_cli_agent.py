@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +73,16 @@ class Cli:
     home: Path
     ws: Path
     env: dict[str, str]
+    module: str = "app.cli"
+    """What `python -m` runs: the CLI itself here; tests/test_server.py runs `app` (the console script's
+    launcher) with a resident server."""
+    server_env: dict[str, str] = field(default_factory=dict)
 
     def run(self, *args: str, cwd: Path | None = None, home_env: dict[str, str] | None = None
             ) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost", **self.env,
-               **(home_env or {})}
-        return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=cwd or self.ws, env=env,
+               **(home_env or {}), **self.server_env}
+        return subprocess.run([sys.executable, "-m", self.module, *args], cwd=cwd or self.ws, env=env,
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT_S)
 
     def ok(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,356 @@
+"""The resident codexr: imports everything once, then forks one worker per one-shot command (see app/launch.py).
+
+The server never runs a command itself: a worker is forked right after `accept`, before anything is read from the
+client, so a slow or hostile client never blocks the server. The worker checks the peer is this user
+(SO_PEERCRED), takes the client's streams, directory, environment, umask, niceness and limits (or refuses, and
+the client runs the command itself), answers `ok`, runs `app.cli.main` and exits as the interpreter would
+(non-daemon threads joined, atexit handlers run, streams flushed). The server reaps it and sends its wait status;
+only then does the client, which holds the connection, exit. A worker whose client disappears kills itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gc
+import json
+import marshal
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+import time
+from typing import Any, NoReturn
+
+from .launch import HEADER, IDLE_SECONDS, RELAYED, command_of
+
+#: Seconds a client has to send its request before its worker gives up.
+REQUEST_TIMEOUT = 10.0
+#: How often (seconds) an idle server checks that its socket is still its own.
+CHECK_EVERY = 30.0
+
+
+def warm() -> None:
+    """Import what the one-shot commands use, so that a fork has nothing left to import or build.
+
+    The SDK's models are imported here with their validators built (not deferred as `app.codex_sdk` does for a
+    short-lived process): building them on first use would cost every worker 30-50 ms per model again.
+    """
+    import openai_codex.generated.v2_all  # noqa: F401  (before app.codex_sdk: built, not deferred)
+
+    from config import loader  # noqa: F401
+    from snapshot_store import capture, gc, restore, verify  # noqa: F401
+
+    from . import agent_cmds, cli, codex_sdk, config_cmds, doctor, history_cmds, session, snapshot_cmds  # noqa: F401
+
+    for name in ("pygit2", "zstandard", "blake3", "inotify_simple", "concurrent.futures", "subprocess"):
+        with contextlib.suppress(ImportError):
+            __import__(name)
+
+
+def idle_seconds() -> float:
+    """How long an idle server waits for a command (`CODEXR_SERVER_IDLE` seconds, default 15 minutes)."""
+    try:
+        return max(1.0, float(os.environ.get("CODEXR_SERVER_IDLE", IDLE_SECONDS)))
+    except ValueError:
+        return float(IDLE_SECONDS)
+
+
+def main(path: str) -> None:
+    """Serve on the socket `path` until idle for `idle_seconds()` or told to stop (SIGTERM)."""
+    lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return  # another server for this codexr is starting or running
+    idle = idle_seconds()
+    warm()
+    # Everything imported so far lives as long as the server: out of the collector's sight, a worker's
+    # collections look at its own objects only (a full collection over the SDK's ~1,000 classes took ~100 ms
+    # of a worker's restore, measured) and never write to the pages it shares with the server.
+    gc.collect()
+    gc.freeze()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o077)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(old_umask)
+    listener.listen(64)
+    ino = os.stat(path).st_ino
+    _write_pid(path)
+    Server(path, ino, listener, lock, idle).run()
+
+
+def _write_pid(path: str) -> None:
+    """`<socket>.pid`: the server's pid and its socket, for `codexr server status|stop` (atomic rename)."""
+    tmp = f"{path}.pid.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"pid": os.getpid(), "socket": path, "started": time.time()}, f)
+    os.replace(tmp, path + ".pid")
+
+
+class Server:
+    """The accept / fork / reap loop."""
+
+    def __init__(self, path: str, ino: int, listener: socket.socket, lock: int, idle: float) -> None:
+        self.path, self.ino, self.listener, self.lock, self.idle = path, ino, listener, lock, idle
+        self.workers: dict[int, socket.socket] = {}
+        self.stopping = False
+        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def run(self) -> None:
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, self._stop)
+        sel = selectors.DefaultSelector()
+        sel.register(self.listener, selectors.EVENT_READ, "accept")
+        sel.register(self.wake_r, selectors.EVENT_READ, "wake")
+        last = time.monotonic()
+        try:
+            while True:
+                self._reap()
+                if self.workers:
+                    last = time.monotonic()
+                if self.stopping or not self._still_ours():
+                    self._close_listener(sel)
+                    if not self.workers:
+                        return
+                elif time.monotonic() - last >= self.idle:
+                    return
+                timeout = None if self.workers else min(CHECK_EVERY, max(0.0, last + self.idle - time.monotonic()))
+                for key, _ in sel.select(timeout):
+                    if key.data == "wake":
+                        with contextlib.suppress(BlockingIOError):
+                            os.read(self.wake_r, 512)
+                    elif key.data == "accept":
+                        self._accept(sel)
+                        last = time.monotonic()
+        finally:
+            self._close_listener(sel)
+
+    def _stop(self, *_: Any) -> None:
+        self.stopping = True
+
+    def _still_ours(self) -> bool:
+        """False once the socket file is gone or another file took its name (then stop taking commands)."""
+        try:
+            return os.stat(self.path).st_ino == self.ino
+        except OSError:
+            return False
+
+    def _close_listener(self, sel: selectors.BaseSelector) -> None:
+        if self.listener.fileno() < 0:
+            return
+        with contextlib.suppress(KeyError, ValueError):
+            sel.unregister(self.listener)
+        if self._still_ours():
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            with contextlib.suppress(OSError):
+                os.unlink(self.path + ".pid")
+        self.listener.close()
+
+    def _accept(self, sel: selectors.BaseSelector) -> None:
+        try:
+            conn, _ = self.listener.accept()
+        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+            return
+        pid = os.fork()
+        if pid == 0:
+            sel.close()
+            worker(conn, [self.listener, *self.workers.values()], [self.lock, self.wake_r, self.wake_w])
+        self.workers[pid] = conn
+
+    def _reap(self) -> None:
+        while self.workers:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.workers.pop(pid, None)
+            if conn is not None:
+                with contextlib.suppress(OSError):
+                    conn.sendall(b"status %d\n" % status)
+                conn.close()
+
+
+# ------------------------------------------------------------------------------------------------------- worker
+
+
+def worker(conn: socket.socket, inherited: list[socket.socket], fds: list[int]) -> NoReturn:
+    """Run one client's command in this fork of the server; never returns."""
+    log = os.dup(2)  # the server's log: fd 2 becomes the client's stderr
+    try:
+        for other in inherited:  # other clients' connections: holding them would keep those clients waiting
+            other.close()
+        for fd in fds:
+            os.close(fd)
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        request = _take(conn, log)
+    except Exception as exc:
+        _log(log, f"refused: {exc!r}")
+        with contextlib.suppress(OSError):
+            conn.sendall(b"refuse " + repr(exc).encode(errors="replace")[:500] + b"\n")
+        os._exit(3)
+    os.close(log)
+    conn.sendall(b"ok\n")
+    import threading
+
+    threading.Thread(target=_relay, args=(conn,), daemon=True, name="codexr-relay").start()
+    code = _run(request)
+    with contextlib.suppress(OSError):
+        conn.sendall(b"exit %d\n" % code)
+    os._exit(code & 0xFF)
+
+
+def _log(fd: int, text: str) -> None:
+    """One line in the server's log (`<socket>.log`): which worker ran what for whom; never a prompt's text."""
+    with contextlib.suppress(OSError):
+        os.write(fd, f"{time.strftime('%Y-%m-%d %H:%M:%S')} worker {os.getpid()}: {text}\n".encode(errors="replace"))
+
+
+def _take(conn: socket.socket, log: int) -> dict[str, Any]:
+    """Read the request and adopt the client's streams, directory, environment, umask, niceness and limits."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    if uid != os.getuid():
+        raise PermissionError(f"client uid {uid} is not the server's")
+    conn.settimeout(REQUEST_TIMEOUT)
+    head, fds, flags, _ = socket.recv_fds(conn, HEADER, 8)
+    if not head and not fds:
+        os._exit(0)  # a probe (`codexr server start` checking the socket listens): connected, said nothing
+    try:
+        if flags & socket.MSG_CTRUNC or len(fds) != 4:
+            raise ValueError(f"expected 4 file descriptors, got {len(fds)}")
+        while len(head) < HEADER:
+            more = conn.recv(HEADER - len(head))
+            if not more:
+                raise EOFError("request cut short")
+            head += more
+        if head[:4] != b"CRX1":
+            raise ValueError("not a codexr request")
+        size = int(head[4:])
+        body = b""
+        while len(body) < size:
+            more = conn.recv(min(1 << 20, size - len(body)))
+            if not more:
+                raise EOFError("request cut short")
+            body += more
+        request: dict[str, Any] = marshal.loads(body)  # a peer of this uid (SO_PEERCRED above)
+        _log(log, f"client {request['pid']}: {command_of(request['argv'])}")
+        _adopt(request, fds)
+    finally:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    conn.settimeout(None)
+    return request
+
+
+def _adopt(request: dict[str, Any], fds: list[int]) -> None:
+    """Become the client: limits and niceness first (they may refuse), then directory, environment, streams."""
+    import resource
+
+    for name, (soft, hard) in request["rlimits"].items():
+        res = getattr(resource, name, None)
+        if res is not None and resource.getrlimit(res) != (soft, hard):
+            resource.setrlimit(res, (soft, hard))  # raising a hard limit fails: refused, the client runs it
+    nice = int(request["nice"])
+    if os.getpriority(os.PRIO_PROCESS, 0) != nice:
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+    cwd, stdin, stdout, stderr = fds
+    os.fchdir(cwd)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    time.tzset()
+    os.umask(int(request["umask"]))
+    for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
+        os.dup2(fd, target)
+    sys.argv = [request["argv0"], *request["argv"]]
+    streams = request["streams"]
+    for name, fd, mode, line_buffering in (("stdin", 0, "rb", False), ("stdout", 1, "wb", os.isatty(1)),
+                                           ("stderr", 2, "wb", True)):
+        stream = _text(fd, mode, *streams[name], line_buffering=line_buffering)
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def _text(fd: int, mode: str, encoding: str | None, errors: str | None, *, line_buffering: bool) -> Any:
+    """A standard stream on `fd` with the client's encoding and error handler."""
+    import io
+
+    buffer = open(fd, mode, closefd=False)  # noqa: SIM115 - lives as long as the process
+    return io.TextIOWrapper(buffer, encoding=encoding or "utf-8", errors=errors or "strict", newline="\n",
+                            line_buffering=line_buffering)
+
+
+def _relay(conn: socket.socket) -> None:
+    """Deliver the client's signals to this process; if the client is gone, die as it did (SIGKILL)."""
+    with contextlib.suppress(OSError), conn.makefile("rb") as lines:
+        for line in lines:
+            word, _, rest = line.strip().partition(b" ")
+            if word == b"sig" and int(rest) in RELAYED:
+                os.kill(os.getpid(), int(rest))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _run(request: dict[str, Any]) -> int:
+    """`app.cli.main` on the client's arguments, then what the interpreter does at exit; the exit code."""
+    import traceback
+
+    from .cli import main as cli_main
+
+    code = 0
+    try:
+        code = int(cli_main(request["argv"]))
+    except SystemExit as exc:
+        if exc.code is None:
+            code = 0
+        elif isinstance(exc.code, int):
+            code = exc.code
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except KeyboardInterrupt:
+        _finish(130)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # as Python does: die of the SIGINT
+        os.kill(os.getpid(), signal.SIGINT)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    return _finish(code)
+
+
+def _finish(code: int) -> int:
+    """Join non-daemon threads, run atexit handlers, flush the streams (Python's exit code 120 if that fails).
+
+    `threading._shutdown` and `atexit._run_exitfuncs` are private, but they are what the interpreter itself calls
+    at exit (Py_FinalizeEx); without them a worker would skip what a command's process does when it ends.
+    """
+    import atexit
+    import threading
+
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        with contextlib.suppress(Exception):
+            shutdown()
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            if stream is sys.stdout:
+                code = 120
+    return code

@@ -1,0 +1,142 @@
+"""`codexr server status|start|stop`: see, warm up or stop the resident codexr that runs one-shot commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from .context import Context, UsageError
+from .launch import runtime_dir, socket_path, spawn
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add `server`."""
+    p = sub.add_parser("server", help="the resident codexr that runs one-shot commands fast (status, start, stop)",
+                       description="One-shot commands (exec, snapshots, threads, rewind, redo, history, config, "
+                                   "doctor) run in a fork of a resident codexr that has imported everything; the "
+                                   "first such command starts it. CODEXR_SERVER=0 turns it off; it exits after "
+                                   "CODEXR_SERVER_IDLE seconds (default 900) without a command.")
+    p.add_argument("action", choices=["status", "start", "stop"], nargs="?", default="status")
+    p.add_argument("--wait", type=float, default=60.0, metavar="SECONDS",
+                   help="start: how long to wait for the server to listen (default 60)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=server)
+
+
+def servers() -> list[dict[str, Any]]:
+    """Every server of this user that left a pid file, whether it is alive, and whether it serves this codexr."""
+    base = runtime_dir(create=False)
+    if base is None:
+        return []
+    mine = socket_path(create=False)
+    out = []
+    for pid_file in sorted(Path(base).glob("s-*.sock.pid")):
+        try:
+            doc = json.loads(pid_file.read_text(encoding="utf-8"))
+            pid, sock = int(doc["pid"]), str(doc["socket"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        out.append({"pid": pid, "socket": sock, "started": float(doc.get("started", 0)),
+                    "alive": _is_server(pid, sock), "current": sock == mine, "rss_bytes": _rss(pid)})
+    return out
+
+
+def _is_server(pid: int, sock: str) -> bool:
+    """Whether `pid` is a live codexr server on `sock` (a recycled pid is some other process)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return os.fsencode(sock) in cmdline and any(b"app.server" in part for part in cmdline)
+
+
+def _rss(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _listening(path: str) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            s.connect(path)
+        except OSError:
+            return False
+    return True
+
+
+def server(ctx: Context, args: argparse.Namespace) -> int:
+    """Print, start or stop the resident servers."""
+    if args.action == "start":
+        return _start(ctx, args.wait)
+    if args.action == "stop":
+        return _stop(ctx)
+    found = servers()
+    path = socket_path(create=False)
+    if ctx.json:
+        ctx.emit({"enabled": os.environ.get("CODEXR_SERVER", "1") not in ("0", "off", "no", "false"),
+                  "runtime_dir": runtime_dir(create=False), "socket": path, "servers": found})
+        return 0
+    if path is None:
+        print("resident server: not available (no private runtime directory, or codexr is not installed as "
+              "packages beside each other)")
+    for s in found:
+        state = "running" if s["alive"] else "gone"
+        rss = f", {s['rss_bytes'] / 2**20:.0f} MiB" if s["rss_bytes"] else ""
+        mine = " (this codexr)" if s["current"] else " (another codexr build or Python)"
+        print(f"server {s['pid']}: {state}{rss}, since {time.strftime('%H:%M:%S', time.localtime(s['started']))}"
+              f"{mine}\n  {s['socket']}")
+    if not found:
+        print("no resident server is running; the next one-shot command starts one")
+    return 0
+
+
+def _start(ctx: Context, wait: float) -> int:
+    path = socket_path()
+    if path is None:
+        raise UsageError("no resident server can run here: no private runtime directory "
+                         "(set CODEXR_RUNTIME_DIR to a directory only you can enter)")
+    if not _listening(path):
+        spawn(path)
+        deadline = time.monotonic() + wait
+        while not _listening(path):
+            if time.monotonic() > deadline:
+                raise UsageError(f"the resident server did not start within {wait:g} s; see {path}.log")
+            time.sleep(0.05)
+    if ctx.json:
+        ctx.emit({"socket": path, "listening": True})
+    else:
+        print(f"resident server listening on {path}")
+    return 0
+
+
+def _stop(ctx: Context) -> int:
+    """SIGTERM every live server (each finishes the commands it runs, then exits) and wait for them."""
+    stopped = []
+    for s in servers():
+        if s["alive"]:
+            try:
+                os.kill(s["pid"], signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            stopped.append(s)
+    deadline = time.monotonic() + 30
+    while any(_is_server(s["pid"], s["socket"]) for s in stopped) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [s["pid"] for s in stopped if _is_server(s["pid"], s["socket"])]
+    if ctx.json:
+        ctx.emit({"stopped": [s["pid"] for s in stopped if s["pid"] not in left], "still_running": left})
+    else:
+        print(f"stopped {len(stopped) - len(left)} resident server(s)"
+              + (f"; still finishing commands: {', '.join(map(str, left))}" if left else ""))
+    return 0

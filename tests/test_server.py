@@ -1,0 +1,364 @@
+"""The resident server (app/launch.py, app/server.py): one-shot commands run in a fork of it and behave exactly as
+they do in a process of their own — same output and exit codes, the caller's directory, environment, streams,
+limits and terminal, Ctrl+C reaching the command, a killed command dying with its caller — and nothing is run
+by a server whose code is not the caller's.
+
+Every command here is a real process: `python -m app` is what the `codexr` console script runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pexpect
+import pytest
+import test_cli_agent as agent_tests  # its stories, run again here through the server (not collected twice)
+from test_cli_agent import Cli, show
+
+from app import launch
+from app.cli import _add_global_flags, _Parser
+from app.scripted_model import ScriptedModel, message, pause, write_codex_home
+
+REPO = Path(__file__).parents[1]
+START_S = 120  # the server imports the SDK with its models built: seconds on a loaded 2-core machine
+
+
+class Servers:
+    """A private runtime directory and the environment that makes `python -m app` use a server in it."""
+
+    def __init__(self) -> None:
+        # A short path: a socket's path may not exceed 107 bytes (pytest's tmp_path can be longer).
+        self.dir = Path(tempfile.mkdtemp(prefix="crx-"))
+        os.chmod(self.dir, 0o700)
+        # PYTHONSAFEPATH: `-m` puts no current directory first on sys.path, so one server serves every cwd.
+        self.env = {"CODEXR_SERVER": "1", "CODEXR_RUNTIME_DIR": str(self.dir), "PYTHONSAFEPATH": "1",
+                    "PYTHONPATH": str(REPO)}
+
+    def run(self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+            **kw: object) -> subprocess.CompletedProcess[str]:
+        full = {**os.environ, **(env or {}), **self.env}
+        return subprocess.run([sys.executable, "-m", "app", *args], env=full, cwd=cwd or REPO,
+                              capture_output=True, text=True, timeout=START_S, **kw)  # type: ignore[call-overload]
+
+    def start(self, **kw: object) -> None:
+        res = self.run("server", "start", "--wait", str(START_S), **kw)
+        assert res.returncode == 0 and "listening" in res.stdout, show(res)
+
+    def log(self) -> str:
+        return "".join(p.read_text(errors="replace") for p in self.dir.glob("*.log"))
+
+    def served(self) -> list[tuple[int, int, str]]:
+        """(worker pid, client pid, command) of every command a server ran."""
+        return [(int(w), int(c), cmd) for w, c, cmd in re.findall(r"worker (\d+): client (\d+): (\S+)", self.log())]
+
+    def pids(self) -> list[int]:
+        out = []
+        for pid_file in self.dir.glob("*.sock.pid"):
+            out.append(int(json.loads(pid_file.read_text())["pid"]))
+        return out
+
+    def stop(self) -> None:
+        pids = self.pids()
+        res = self.run("server", "stop")
+        assert res.returncode == 0, show(res)
+        for pid in pids:
+            assert not alive(pid), f"server {pid} still runs after `codexr server stop`"
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def wait_until(cond: object, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not cond():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {seconds:g} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            out += [int(x) for x in (task / "children").read_text().split()]
+    return out
+
+
+@pytest.fixture
+def servers() -> Iterator[Servers]:
+    s = Servers()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def server_cli(tmp_path: Path, servers: Servers) -> Iterator[Cli]:
+    tmp = Path(os.path.realpath(tmp_path))
+    ws = tmp / "ws"
+    ws.mkdir()
+    servers.start()
+    with ScriptedModel() as model:
+        env = write_codex_home(tmp / "codex-home", model.base_url)
+        yield Cli(model, tmp, tmp / "codex-home", ws, env, module="app", server_env=servers.env)
+
+
+# ------------------------------------------------------------------------------------------ the launcher
+
+
+def test_the_launchers_flag_table_is_the_parsers() -> None:
+    parser = _Parser(prog="codexr", add_help=False)
+    _add_global_flags(parser)
+    takes_value = {opt for action in parser._actions if action.nargs != 0 for opt in action.option_strings}
+    assert takes_value == set(launch.VALUE_FLAGS)
+
+
+@pytest.mark.parametrize(("argv", "command"), [
+    (["exec", "hi"], "exec"),
+    (["-C", "/x", "snapshots", "list"], "snapshots"),
+    (["--cd=/x", "--json", "threads"], "threads"),
+    (["-c", "a=b", "--enable", "f", "rewind", "--to", "2"], "rewind"),
+    (["-Cx", "exec"], None),      # a value glued to a short flag: the parser decides, here
+    (["--cod", "/bin/x", "exec"], None),  # an abbreviation argparse accepts
+    (["--plain"], None), (["--version"], None), (["-h"], None), ([], None),
+])
+def test_the_launcher_finds_the_command(argv: list[str], command: str | None) -> None:
+    assert launch.command_of(argv) == command
+
+
+def test_only_one_shot_commands_may_go_to_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CODEXR_SERVER", "1")
+    assert launch.server_wanted(["snapshots", "capture"])
+    assert not launch.server_wanted([])  # the app
+    assert not launch.server_wanted(["resume"]) and not launch.server_wanted(["demo"])
+    assert not launch.server_wanted(["server", "stop"])
+    monkeypatch.setenv("CODEXR_SERVER", "0")
+    assert not launch.server_wanted(["snapshots", "capture"])
+
+
+# ------------------------------------------------------------------------------------------ end to end
+
+
+def test_the_rewind_and_redo_story_runs_in_the_server(server_cli: Cli, servers: Servers) -> None:
+    """tests/test_cli_agent.py's rewind/redo story, every codexr command through the resident server."""
+    agent_tests.test_threads_rewind_and_redo(server_cli)
+    served = servers.served()
+    assert {cmd for _w, _c, cmd in served} >= {"exec", "rewind", "threads", "redo"}, servers.log()
+    assert len(served) >= 9, servers.log()
+    assert "refused" not in servers.log()
+
+
+def test_usage_errors_are_the_same_one_line_through_the_server(server_cli: Cli, servers: Servers) -> None:
+    agent_tests.test_usage_errors_are_one_line(server_cli)
+    assert len(servers.served()) >= 9, servers.log()
+
+
+def test_a_command_takes_the_callers_directory_environment_and_umask(servers: Servers, tmp_path: Path) -> None:
+    servers.start()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    homes = {}
+    for name in ("local", "server"):
+        home = tmp_path / f"home-{name}"
+        home.mkdir()
+        env = {"CODEX_HOME": str(home)}
+        if name == "local":
+            env["CODEXR_SERVER"] = "0"
+        full = {**os.environ, **servers.env, **env}
+        res = subprocess.run([sys.executable, "-m", "app", "snapshots", "capture", "--json"], cwd=ws, env=full,
+                             capture_output=True, text=True, timeout=START_S,
+                             preexec_fn=lambda: os.umask(0o077))
+        assert res.returncode == 0, show(res)
+        assert json.loads(res.stdout)["root"] == str(os.path.realpath(ws))
+        homes[name] = home
+    assert [c for _w, c, cmd in servers.served() if cmd == "snapshots"], "the capture did not run in the server"
+    modes = {name: sorted((re.sub(r"\b[0-9a-f]{2,}\b", "ID", str(p.relative_to(h))), p.stat().st_mode & 0o777)
+                          for p in h.rglob("*")) for name, h in homes.items()}
+    assert modes["server"] == modes["local"]
+    assert all(mode & 0o077 == 0 for _p, mode in modes["server"]), modes["server"]
+
+
+def test_a_lower_file_size_limit_applies_to_the_command(servers: Servers, tmp_path: Path) -> None:
+    """The diskfull soak and users' `ulimit -f` rely on it: the worker takes the caller's limits."""
+    servers.start()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "big.bin").write_bytes(os.urandom(300_000))
+    results = {}
+    for name in ("local", "server"):
+        env = {**os.environ, **servers.env, "CODEX_HOME": str(tmp_path / f"home-{name}")}
+        if name == "local":
+            env["CODEXR_SERVER"] = "0"
+        results[name] = subprocess.run(
+            [sys.executable, "-m", "app", "snapshots", "capture"], cwd=ws, env=env, capture_output=True, text=True,
+            timeout=START_S, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000)))
+    assert any(cmd == "snapshots" for _w, _c, cmd in servers.served()), servers.log()
+    for name, res in results.items():
+        assert res.returncode == 2 and "Traceback" not in res.stderr, (name, show(res))
+        assert "too large" in res.stderr.lower(), (name, show(res))
+    assert results["server"].stderr == results["local"].stderr
+
+
+def test_a_limit_the_server_cannot_take_means_the_command_runs_here(servers: Servers, tmp_path: Path) -> None:
+    # The server starts with a lower hard limit on open files than its callers have: it cannot raise it.
+    servers.start(preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    res = servers.run("snapshots", "capture", env={"CODEX_HOME": str(tmp_path / "home")}, cwd=ws)
+    assert res.returncode == 0 and "1 files" in res.stderr + res.stdout, show(res)
+    assert "refused" in servers.log() and "RLIMIT" not in res.stderr, servers.log()
+
+
+def test_ctrl_c_at_a_restore_prompt_reaches_the_command(servers: Servers, tmp_path: Path) -> None:
+    """A terminal: the worker prompts on the caller's tty, reads the answer, and Ctrl+C interrupts it."""
+    servers.start()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one\n")
+    env = {**os.environ, **servers.env, "CODEX_HOME": str(tmp_path / "home")}
+    first = json.loads(subprocess.run([sys.executable, "-m", "app", "snapshots", "capture", "--json"], cwd=ws,
+                                      env=env, capture_output=True, text=True, check=True).stdout)["id"]
+    (ws / "a.txt").write_text("two\n")
+    child = pexpect.spawn(sys.executable, ["-m", "app", "snapshots", "restore", first], cwd=str(ws), env=env,
+                          encoding="utf-8", timeout=60)
+    child.expect(r"Apply this restore\?")
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130, (child.exitstatus, child.signalstatus, child.before)
+    assert (ws / "a.txt").read_text() == "two\n", "an interrupted restore changed the workspace"
+    child = pexpect.spawn(sys.executable, ["-m", "app", "snapshots", "restore", first], cwd=str(ws), env=env,
+                          encoding="utf-8", timeout=60)
+    child.expect(r"Apply this restore\?")
+    child.sendline("y")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    assert (ws / "a.txt").read_text() == "one\n"
+    assert len([1 for _w, _c, cmd in servers.served() if cmd == "snapshots"]) >= 3, servers.log()
+
+
+def test_killing_the_caller_kills_the_command_and_its_codex(servers: Servers, tmp_path: Path) -> None:
+    """SIGKILL of `codexr exec` mid-turn: the worker and its Codex app-server die with it, as they would have
+    without a server (the command's process was the one killed)."""
+    servers.start()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with ScriptedModel() as model:
+        model.script("take your time", [pause(60), message("too late")])
+        env = {**os.environ, **servers.env, "NO_PROXY": "127.0.0.1,localhost",
+               **write_codex_home(tmp_path / "home", model.base_url)}
+        proc = subprocess.Popen([sys.executable, "-m", "app", "exec", "take your time"], cwd=ws, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_until(lambda: any(c == proc.pid for _w, c, _cmd in servers.served()), 30, "the worker")
+            worker = next(w for w, c, _cmd in servers.served() if c == proc.pid)
+            wait_until(lambda: len(model.requests) > 0, 30, "the turn to reach the model")
+            codex = children(worker)
+            assert codex, "the worker runs no Codex"
+            proc.kill()
+            proc.wait(10)
+            wait_until(lambda: not alive(worker), 10, "the worker to die with its caller")
+            wait_until(lambda: not any(alive(c) for c in codex), 20, "Codex to exit with the worker")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def test_sigterm_of_the_caller_ends_the_command_the_same_way(servers: Servers, tmp_path: Path) -> None:
+    servers.start()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with ScriptedModel() as model:
+        model.script("term me", [pause(60), message("too late")])
+        env = {**os.environ, **servers.env, "NO_PROXY": "127.0.0.1,localhost",
+               **write_codex_home(tmp_path / "home", model.base_url)}
+        proc = subprocess.Popen([sys.executable, "-m", "app", "exec", "term me"], cwd=ws, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(lambda: len(model.requests) > 0, 60, "the turn to reach the model")
+        proc.terminate()
+        assert proc.wait(20) == -signal.SIGTERM  # the worker died of SIGTERM, and so does its caller
+
+
+# ------------------------------------------------------------------------------------------ which server
+
+
+def test_no_server_unless_its_directory_is_private(servers: Servers, tmp_path: Path) -> None:
+    os.chmod(servers.dir, 0o755)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    res = servers.run("snapshots", "capture", env={"CODEX_HOME": str(tmp_path / "home")}, cwd=ws)
+    assert res.returncode == 0, show(res)
+    time.sleep(0.5)
+    assert not list(servers.dir.iterdir()), "a server used (or started in) a directory others can enter"
+    os.chmod(servers.dir, 0o700)
+
+
+def test_codexr_server_0_starts_nothing(servers: Servers, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    res = servers.run("snapshots", "capture", env={"CODEX_HOME": str(tmp_path / "home")}, cwd=ws)
+    assert res.returncode == 0, show(res)
+    wait_until(lambda: bool(servers.pids()), START_S, "the first command to start a server")  # it does, by default
+    servers.stop()
+    servers.dir.mkdir(mode=0o700)
+    env = {"CODEX_HOME": str(tmp_path / "home"), "CODEXR_SERVER": "0"}
+    res = subprocess.run([sys.executable, "-m", "app", "snapshots", "capture"], cwd=ws,
+                         env={**os.environ, **servers.env, **env}, capture_output=True, text=True)
+    assert res.returncode == 0, show(res)
+    time.sleep(0.5)
+    assert not list(servers.dir.iterdir()), "CODEXR_SERVER=0 started a server"
+
+
+def test_changed_code_is_never_served_by_an_old_server(tmp_path: Path) -> None:
+    """A server is keyed by the stat of every source file: an edited (or upgraded) codexr gets a new one."""
+    for pkg in launch.PACKAGES:
+        shutil.copytree(REPO / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    key = [sys.executable, "-c", "from app.launch import server_key; print(server_key())"]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONSAFEPATH": "1"}
+    first = subprocess.run(key, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    again = subprocess.run(key, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert first == again and re.fullmatch(r"[0-9a-f]{24}", first)
+    source = tmp_path / "snapshot_store" / "restore.py"
+    source.write_text(source.read_text() + "\n# edited\n")
+    edited = subprocess.run(key, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert edited != first
+
+
+def test_an_idle_server_exits_and_removes_its_socket(servers: Servers) -> None:
+    servers.start(env={"CODEXR_SERVER_IDLE": "1"})
+    (pid,) = servers.pids()
+    wait_until(lambda: not alive(pid), 30, "the idle server to exit")
+    assert not list(servers.dir.glob("*.sock")) and not list(servers.dir.glob("*.pid"))
+
+
+def test_server_status_and_doctor_name_the_running_server(servers: Servers, tmp_path: Path) -> None:
+    servers.start()
+    res = servers.run("server", "status", "--json")
+    assert res.returncode == 0, show(res)
+    doc = json.loads(res.stdout)
+    (s,) = doc["servers"]
+    assert s["alive"] and s["current"] and s["pid"] in servers.pids(), doc
+    res = servers.run("doctor", "--json", env={"CODEX_HOME": str(tmp_path / "home")})
+    checks = {c["name"]: c for c in json.loads(res.stdout)["checks"]}
+    assert checks["server"]["status"] == "ok" and f"running, pid {s['pid']}" in checks["server"]["message"], checks
