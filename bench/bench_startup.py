@@ -23,11 +23,13 @@ in the same round (see /work/shared/BENCH_NOTES.md and bench/README.md). Progres
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -97,9 +99,23 @@ class Tree:
     snap_env: dict[str, str] = field(default_factory=dict)
     snap_id: str = ""
 
+    server: bool = False
+    """Whether this tree's commands may run in a resident server (the `codexr` tree; `cold` is the same
+    checkout with CODEXR_SERVER=0)."""
+
     def cmd(self, *args: str) -> list[str]:
-        """`codexr ARGS` as the tests run it: `python -m app.cli` with cwd = the checkout (its packages first)."""
-        return [sys.executable, "-m", "app.cli", *args]
+        """`codexr ARGS` as the console script runs it: `python -m app` (app/launch.py) with cwd = the checkout (its
+        packages first); a checkout from before the launcher: `python -m app.cli`."""
+        module = "app" if (self.root / "app" / "launch.py").exists() else "app.cli"
+        return [sys.executable, "-m", module, *args]
+
+    def env(self, env: dict[str, str], run_dir: Path) -> dict[str, str]:
+        """`env` for this tree's commands: a private runtime directory for its server, or the server off."""
+        if not self.server:
+            return {**env, "CODEXR_SERVER": "0"}
+        runtime = run_dir / "runtime"
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        return {**env, "CODEXR_RUNTIME_DIR": str(runtime)}
 
 
 class Bench:
@@ -111,7 +127,9 @@ class Bench:
         # An installed codexr has its bytecode compiled (pip does it); with PYTHONDONTWRITEBYTECODE set (as in
         # this project's sandboxes) every command would re-compile this checkout's sources (~0.1 s, measured).
         self.base_env.pop("PYTHONDONTWRITEBYTECODE", None)
-        self.trees = [Tree("codexr", REPO_ROOT)]
+        self.trees = [Tree("codexr", REPO_ROOT, server=True)]
+        if (REPO_ROOT / "app" / "launch.py").exists() and not args.no_cold:
+            self.trees.append(Tree("cold", REPO_ROOT))
         if args.baseline:
             self.trees.append(Tree("baseline", Path(args.baseline).resolve()))
 
@@ -133,13 +151,33 @@ class Bench:
         subprocess.run(["git", "add", "-A"], cwd=self.exec_ws, check=True)
         self.codex_env = {**self.base_env, **write_codex_home(self.run_dir / "exec-home", self.model.base_url)}
         for tree in self.trees:
-            tree.exec_env = {**self.base_env,
-                             **write_codex_home(self.run_dir / f"exec-home-{tree.name}", self.model.base_url)}
+            tree.exec_env = tree.env({**self.base_env, **write_codex_home(self.run_dir / f"exec-home-{tree.name}",
+                                                                           self.model.base_url)}, self.run_dir)
         # One untimed run of each first: Codex's first start on a never-used CODEX_HOME creates its state files
         # (and two first starts must not race); Python writes the checkout's bytecode.
         self.codex_exec(-1)
         for tree in self.trees:
             self.codexr_exec(tree, -1)
+        self.wait_for_server()
+        for tree in self.trees:  # untimed again: the first command the resident server runs
+            self.codexr_exec(tree, -1)
+
+    def wait_for_server(self) -> None:
+        """Wait until the resident server the first commands started is listening (it imports for a few seconds)."""
+        runtime = self.run_dir / "runtime"
+        if not any(tree.server for tree in self.trees) or not runtime.is_dir():
+            return
+        deadline = time.monotonic() + 120
+        while not list(runtime.glob("*.sock.pid")):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"no resident server came up in {runtime}: see its *.log")
+            time.sleep(0.2)
+
+    def stop_servers(self) -> None:
+        """SIGTERM every server this run started (they would otherwise wait out their idle timeout)."""
+        for pid_file in (self.run_dir / "runtime").glob("*.sock.pid"):
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                os.kill(int(json.loads(pid_file.read_text())["pid"]), signal.SIGTERM)
 
     def setup_store(self) -> None:
         spec = WorkspaceSpec(files=self.args.files, mb=self.args.mb)
@@ -153,10 +191,11 @@ class Bench:
         for tree in self.trees:
             home = self.run_dir / f"snap-home-{tree.name}"
             home.mkdir()
-            tree.snap_env = {**self.base_env, "CODEX_HOME": str(home)}
+            tree.snap_env = tree.env({**self.base_env, "CODEX_HOME": str(home)}, self.run_dir)
             tree.snap_id = self.codexr_capture(tree, -1)
             if not tree.snap_id:
                 raise SystemExit(f"{tree.name}: snapshots capture failed on the cold run: see the PROBLEM above")
+        self.wait_for_server()
 
     # ----------------------------------------------------------------------------------------- blocks
 
@@ -305,7 +344,8 @@ class Bench:
                 out.append((label, op, denom, limit))
                 continue
             for tree in self.trees:
-                suffix = "" if tree.name == "codexr" else f" [{tree.name}]"
+                suffix = " (resident server)" if tree.name == "codexr" and len(self.trees) > 1 else (
+                    "" if tree.name == "codexr" else f" [{tree.name}]")
                 out.append((label + suffix, op.format(tree=tree.name), denom,
                             limit if tree.name == "codexr" else None))
         return out
@@ -328,10 +368,11 @@ class Bench:
                 continue
             r = ratio(s.get(op), s.get(denom)) if denom else None
             rtext = f"{r['median']:.2f}x {denom} ({r['min']:.2f}-{r['max']:.2f})" if r is not None else ""
-            if op.startswith("codexr.") and len(self.trees) > 1:
-                before = ratio(s.get(op), s.get(op.replace("codexr.", "baseline.", 1)))
-                if before is not None:
-                    rtext += f"; {before['median']:.2f}x baseline"
+            if op.startswith("codexr."):
+                for other in ("cold", "baseline"):
+                    before = ratio(s.get(op), s.get(op.replace("codexr.", f"{other}.", 1)))
+                    if before is not None:
+                        rtext += f"; {before['median']:.2f}x {other}"
             print(f"  {label:<42} {summ['median'] * 1000:7.0f} ms "
                   f"{summ['min'] * 1000:6.0f}-{summ['max'] * 1000:<6.0f}  {rtext}")
             out["rows"][op] = {"label": label, "summary": summ, "samples": s.get(op), "ratio": r}
@@ -357,6 +398,8 @@ def main() -> int:
                     help="comma list of exec, capture, restore, exec-tree (a codexr exec in the capture tree)")
     ap.add_argument("--baseline", metavar="DIR",
                     help="another codexr checkout (e.g. a worktree of main) timed in the same rounds, for before/after")
+    ap.add_argument("--no-cold", action="store_true",
+                    help="skip the rows of this checkout with the resident server off (CODEXR_SERVER=0)")
     ap.add_argument("--dir", default=None, help="parent of the run's fresh temporary directory")
     ap.add_argument("--keep", action="store_true", help="keep the run directory")
     ap.add_argument("--json", metavar="FILE", help="write samples, summaries, ratios and targets as JSON")
@@ -374,6 +417,7 @@ def main() -> int:
                            "baseline": args.baseline}
             Path(args.json).write_text(json.dumps(out, indent=2, default=str))
     finally:
+        bench.stop_servers()
         model = getattr(bench, "model", None)
         if model is not None:
             model.stop()
