@@ -100,6 +100,7 @@ class Server:
     def __init__(self, path: str, ino: int, listener: socket.socket, lock: int, idle: float) -> None:
         self.path, self.ino, self.listener, self.lock, self.idle = path, ino, listener, lock, idle
         self.workers: dict[int, socket.socket] = {}
+        self.callers: dict[int, int] = {}  # worker pid -> pidfd of its caller
         self.stopping = False
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
@@ -114,7 +115,7 @@ class Server:
         last = time.monotonic()
         try:
             while True:
-                self._reap()
+                self._reap(sel)
                 if self.workers:
                     last = time.monotonic()
                 if self.stopping or not self._still_ours():
@@ -125,7 +126,12 @@ class Server:
                     return
                 timeout = None if self.workers else min(CHECK_EVERY, max(0.0, last + self.idle - time.monotonic()))
                 for key, _ in sel.select(timeout):
-                    if key.data == "wake":
+                    if isinstance(key.data, int):  # a caller died: its worker dies with it, at once
+                        if key.data in self.workers:  # not reaped yet, so the pid is still the worker's
+                            with contextlib.suppress(ProcessLookupError):
+                                os.kill(key.data, signal.SIGKILL)
+                        self._forget_caller(sel, key.data)
+                    elif key.data == "wake":
                         with contextlib.suppress(BlockingIOError):
                             os.read(self.wake_r, 512)
                     elif key.data == "accept":
@@ -164,10 +170,34 @@ class Server:
         pid = os.fork()
         if pid == 0:
             sel.close()
-            worker(conn, [self.listener, *self.workers.values()], [self.lock, self.wake_r, self.wake_w])
+            worker(conn, [self.listener, *self.workers.values()],
+                   [self.lock, self.wake_r, self.wake_w, *self.callers.values()])
         self.workers[pid] = conn
+        self._watch_caller(sel, conn, pid)
 
-    def _reap(self) -> None:
+    def _watch_caller(self, sel: selectors.BaseSelector, conn: socket.socket, worker_pid: int) -> None:
+        """Kill the worker the moment its caller dies (a SIGKILLed `codexr` must not go on restoring).
+
+        The worker notices too (its connection reaches EOF), but it needs its own GIL to act; a pidfd of the
+        caller (SO_PEERCRED's pid) wakes this process, which is idle, within a scheduler tick.
+        """
+        try:
+            caller = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                         struct.calcsize("3i")))[0]
+            pidfd = os.pidfd_open(caller)
+        except (OSError, AttributeError):
+            return  # gone already (its worker sees EOF and kills itself), or no pidfd here
+        self.callers[worker_pid] = pidfd
+        sel.register(pidfd, selectors.EVENT_READ, worker_pid)
+
+    def _forget_caller(self, sel: selectors.BaseSelector, worker_pid: int) -> None:
+        pidfd = self.callers.pop(worker_pid, None)
+        if pidfd is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                sel.unregister(pidfd)
+            os.close(pidfd)
+
+    def _reap(self, sel: selectors.BaseSelector) -> None:
         while self.workers:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -175,6 +205,7 @@ class Server:
                 return
             if pid == 0:
                 return
+            self._forget_caller(sel, pid)
             conn = self.workers.pop(pid, None)
             if conn is not None:
                 with contextlib.suppress(OSError):

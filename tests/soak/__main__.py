@@ -39,6 +39,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="start no kill trial after this many minutes (the table then says how many ran)")
     r.add_argument("--cli-checks", action="store_true",
                    help="run the recovery capture and the redo after a kill as `codexr` commands, not in-process")
+    r.add_argument("--server", action="store_true",
+                   help="run every command through the console script's launcher and a resident server; kills "
+                        "(of the caller) at random instants only")
     t = sub.add_parser("table", help="print the results table of a --json file")
     t.add_argument("json", type=Path)
     args = p.parse_args(argv)
@@ -58,7 +61,8 @@ def run(args: argparse.Namespace, ops: list[str]) -> int:
     base = Path(tempfile.mkdtemp(prefix="codexr-soak-", dir=args.dir))
     log(f"[soak] scratch directory {base}")
     results: dict[str, list[dict[str, Any]]] = {}
-    soak = Soak(base, files=args.files, seed=args.seed, log=log, cli_checks=args.cli_checks)
+    soak = Soak(base, files=args.files, seed=args.seed, log=log, cli_checks=args.cli_checks,
+                server=args.server)
     started = time.time()
     def save() -> None:
         if args.json:
@@ -86,6 +90,8 @@ def run(args: argparse.Namespace, ops: list[str]) -> int:
                 if i < counts[op] and not (args.fail_fast and any(t["failures"] for t in results[op])):
                     results[op].append(kill_trial(soak, op, i, rngs[op]))
                     save()
+        if args.server:
+            log(f"[soak] the resident server ran {soak.served()} commands")
         for fx in soak.fixtures.values():
             for note in fx.notes:
                 log(f"[soak] note ({fx.op}): {note}")

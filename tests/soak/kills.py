@@ -101,7 +101,7 @@ class Soak:
     """Builds fixtures once, then runs kill trials against fresh copies of them."""
 
     def __init__(self, base: Path, *, files: int, seed: int, log: Callable[[str], None] = print,
-                 cli_checks: bool = False) -> None:
+                 cli_checks: bool = False, server: bool = False) -> None:
         self.base = base
         self.files = files
         self.seed = seed
@@ -120,6 +120,14 @@ class Soak:
         # ignored by git) and are written by `warm()` before any reference run, so that no run counted or killed
         # spends its syscalls writing them.
         self.env = {"HOME": str(self.user_home), "PYTHONDONTWRITEBYTECODE": ""}
+        # --server: every command through the console script's launcher and a resident server (app/server.py) in a
+        # private runtime directory; the killed process is the caller, whose worker must die with it. Kills are
+        # at random instants only (strace on the caller cannot reach the worker's syscalls).
+        self.server = server
+        if server:
+            runtime = base / "runtime"
+            runtime.mkdir(mode=0o700, exist_ok=True)
+            self.env.update({"CODEXR_SERVER": "1", "CODEXR_RUNTIME_DIR": str(runtime), "PYTHONSAFEPATH": "1"})
         self.fixtures: dict[str, Fixture] = {}
         self.model: Any = None
         self.model_env: dict[str, str] = {}
@@ -129,7 +137,8 @@ class Soak:
     # ----------------------------------------------------------------------------------- helpers
 
     def cx(self, extra_env: dict[str, str] | None = None) -> Codexr:
-        return Codexr(self.lay.home, self.lay.ws, {**self.env, **self.model_env, **(extra_env or {})})
+        return Codexr(self.lay.home, self.lay.ws, {**self.env, **self.model_env, **(extra_env or {})},
+                      module="app" if self.server else "app.cli")
 
     @contextmanager
     def store(self) -> Iterator[Any]:
@@ -165,7 +174,10 @@ class Soak:
             times = []
             for _ in range(2):
                 t0 = time.perf_counter()
-                self.cx().run("--help")
+                if self.server:  # a caller's start: the interpreter and the launcher, then the server's fork runs
+                    self.cx()._run([sys.executable, "-c", "import app.launch"], ["(start)"], timeout=60)
+                else:
+                    self.cx().run("--help")
                 times.append(time.perf_counter() - t0)
             self._startup = min(times)
             self.log(f"[soak] codexr start-up {self._startup:.2f}s")
@@ -335,6 +347,18 @@ class Soak:
         directory is left as the run left it."""
         self.load(template)
         old_ids, old_sidecars = {i for i, _k in self.snapshots()}, set(self.sidecars())
+        if self.server:
+            self.start_server()
+            t0 = time.perf_counter()
+            ref = self.cx().run(*args)
+            duration = time.perf_counter() - t0
+            if ref.rc != 0:
+                raise RuntimeError(f"{op}: the reference run failed:\n{ref.show()}")
+            counts: dict[str, int] = {}  # only random instants: the caller's syscalls are not the command's
+            after = trees.listing(self.lay.ws)
+            self.log(f"[soak] {op}: reference run through the server {duration:.2f}s")
+            return Fixture(op, args, before, after, counts, duration, template, known, follow=follow,
+                           old_ids=old_ids, old_sidecars=old_sidecars)
         t0 = time.perf_counter()
         counts = self.cx().count_syscalls(args, KILL_SYSCALLS, follow=follow)
         duration = (time.perf_counter() - t0) * STRACE_SLOWDOWN[follow]
@@ -537,7 +561,20 @@ class Soak:
             return
         self._redo_files(t, fx.thread, fx.after)
 
+    def start_server(self) -> None:
+        """Start the resident server (once) and wait until it listens."""
+        r = self.cx().run("server", "start", "--wait", "180", timeout=200, cwd=self.base)
+        if r.rc != 0:
+            raise RuntimeError(f"the resident server did not start:\n{r.show()}")
+
+    def served(self) -> int:
+        """How many commands the server's workers ran (its log), to show the trials went through it."""
+        return sum(p.read_text(errors="replace").count(": client ")
+                   for p in (self.base / "runtime").glob("*.log"))
+
     def close(self) -> None:
+        if self.server:
+            self.cx().run("server", "stop", timeout=60, cwd=self.base)
         if self.model is not None:
             self.model.stop()
             self.model = None

@@ -52,13 +52,15 @@ class Codexr:
     home: Path
     cwd: Path
     extra_env: dict[str, str] = field(default_factory=dict)
+    module: str = "app.cli"
+    """`python -m` this: the CLI; `app` (the console script's launcher) with `--server`."""
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(self.home),
                 "NO_PROXY": "127.0.0.1,localhost", **self.extra_env}
 
     def cmd(self, args: Sequence[str]) -> list[str]:
-        return [sys.executable, "-m", "app.cli", *args]
+        return [sys.executable, "-m", self.module, *args]
 
     def run(self, *args: str, timeout: float = TIMEOUT_S, cwd: Path | None = None) -> Run:
         """Run to completion (killing the process group on timeout)."""
