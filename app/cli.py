@@ -130,13 +130,26 @@ def _narrowed(argv: list[str]) -> tuple[str | None, list[str], bool] | None:
     return rest[0], [module], module == "tui_cmds"
 
 
+_NARROW_PARSERS: dict[tuple[tuple[str, ...], bool], argparse.ArgumentParser] = {}
+
+
+def narrow_parser(modules: Sequence[str], app_flags: bool) -> argparse.ArgumentParser:
+    """The narrowed tree for `modules`, built once per process (the resident server builds them before it forks:
+    ~5-10 ms of every command, argparse and its gettext look-ups)."""
+    key = (tuple(modules), app_flags)
+    parser = _NARROW_PARSERS.get(key)
+    if parser is None:
+        parser = _NARROW_PARSERS[key] = build_parser(modules, _TryParser, app_flags)
+    return parser
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse as the whole command tree would, building only the part `argv` uses when that is enough."""
     narrow = _narrowed(argv)
     if narrow is not None:
         command, modules, app_flags = narrow
         try:
-            args = build_parser(modules, _TryParser, app_flags).parse_args(argv)
+            args = narrow_parser(modules, app_flags).parse_args(argv)
         except _Retry:
             pass
         else:

@@ -193,3 +193,34 @@ def test_a_damaged_stat_cache_is_not_trusted(ws: Path, tmp_path: Path) -> None:
         files = store.files(snap)
     assert files["a.txt"][3] == ha
     assert files["b.txt"][3] == hb
+
+
+def test_a_stat_cache_entry_of_another_shape_is_no_hit(ws: Path, tmp_path: Path) -> None:
+    """Entries are used as stored (no re-tupling on load): one of a wrong shape, with a valid checksum (a cache of
+    another version, or forged), must read as a miss, never as a blob id or a traceback."""
+    import marshal
+
+    from snapshot_store.statcache import MAGIC
+
+    store_dir = tmp_path / "store"
+    a = b"content of a\n" * 10
+    (ws / "a.txt").write_bytes(a)
+    (ws / "b.txt").write_bytes(b"b\n")
+    age_tree(ws)
+    with Store.open(store_dir) as store:
+        store.capture(ws, scope=SCOPE)
+    [cache] = (store_dir / "cache").glob("*.stat")
+    doc = marshal.loads(cache.read_bytes()[len(MAGIC) + 32:])
+    key = doc["a.txt"][:5]
+    doc["a.txt"] = (*key, 12345)  # the blob is not text
+    doc["b.txt"] = doc["b.txt"][:5]  # no blob at all
+    payload = marshal.dumps(doc, 2)
+    cache.write_bytes(MAGIC + blake3.blake3(payload).digest() + payload)
+    for walk in (store_dir / "cache").glob("*.walk"):
+        walk.unlink()  # else the capture checks the saved walk and asks the stat cache nothing
+    with Store.open(store_dir) as store:
+        res = store.capture(ws, scope=SCOPE)
+        files = store.files(res.id)
+    assert files["a.txt"][3] == blake3.blake3(a).hexdigest()
+    assert files["b.txt"][3] == blake3.blake3(b"b\n").hexdigest()
+    assert res.bytes_hashed > 0  # both were read again
