@@ -6,10 +6,10 @@ unchanged `snapshots capture` / a one-file `snapshots restore` (3.2x / 5x Git's)
 A resident server (`app/server.py`, one per user, Python and codexr build) has imported all of it once; for each
 command it forks a worker that adopts this process's standard streams (the file descriptors themselves), working
 directory (a directory fd, so a renamed or deleted one stays the same directory), environment, umask, niceness and
-resource limits, runs `app.cli.main` exactly as this process would, and exits. This process only relays the
-signals it receives (Ctrl+C, SIGTERM, SIGHUP, SIGQUIT) and exits with the worker's exact status (a worker killed
-by a signal makes this process die of the same signal); if this process dies (even by SIGKILL) the worker kills
-itself with SIGKILL, so killing a command kills it as it always did.
+resource limits, runs `app.cli.main` exactly as this process would, and exits. This process only passes on the
+signals it receives (Ctrl+C, SIGTERM, SIGHUP, SIGQUIT; Ctrl+Z stops both) and exits with the worker's exact
+status (a worker killed by a signal makes this process die of the same signal); if this process dies (even by
+SIGKILL) the server kills the worker at once, so killing a command kills it as it always did.
 
 Only this module's imports are paid per command: C modules only (`_socket`, `_signal`, `_blake2`, `marshal`:
 ~1 ms; `socket`, `signal`, `json` and `hashlib` would add ~25 ms through `enum` and `re`, measured). Anything
@@ -265,29 +265,61 @@ def run_in_server(argv: Sequence[str]) -> int | None:
 
 
 def _wait(sock: _socket.socket) -> int | None:
-    """Relay signals to the worker until the server reports its exit; its exit code (None: it never started)."""
-    def relay(signum: int, _frame: object) -> None:
-        try:  # noqa: SIM105 - contextlib's import is a cost this module avoids
-            sock.sendall(b"sig %d\n" % signum)
-        except OSError:
-            pass
+    """Pass signals to the worker until the server reports its exit; its exit code (None: it never started).
 
-    for sig in RELAYED:
-        if _signal.getsignal(sig) is not _signal.SIG_IGN:  # ignored here (nohup, a background job): not relayed
-            _signal.signal(sig, relay)
+    Signals go straight to the worker through a pidfd (no reuse of a dead worker's pid can be hit, and a busy
+    worker gets them at once). Ctrl+Z stops the worker too (SIGSTOP: it has no terminal, so a SIGTSTP would be
+    discarded) and `fg` continues it.
+    """
+    worker: list[int] = []  # the worker's pidfd, once it said "ok"
+    pending: list[int] = []
+
+    def send(signum: int) -> None:
+        try:  # noqa: SIM105 - contextlib's import is a cost this module avoids
+            _signal.pidfd_send_signal(worker[0], signum)
+        except OSError:
+            pass  # it has exited
+
+    def relay(signum: int, _frame: object) -> None:
+        if worker:
+            send(signum)
+        else:
+            pending.append(signum)
+
+    def suspend(_signum: int, _frame: object) -> None:
+        if worker:
+            send(_signal.SIGSTOP)
+        _signal.signal(_signal.SIGTSTP, _signal.SIG_DFL)
+        os.kill(os.getpid(), _signal.SIGTSTP)  # this process stops here until `fg` / `bg`
+        _signal.signal(_signal.SIGTSTP, suspend)
+        if worker:
+            send(_signal.SIGCONT)
+
+    handlers: dict[int, Any] = {sig: relay for sig in RELAYED}
+    handlers[_signal.SIGTSTP] = suspend
+    for sig, handler in handlers.items():
+        if _signal.getsignal(sig) is not _signal.SIG_IGN:  # ignored here (nohup, a background job): not passed on
+            _signal.signal(sig, handler)
     started = False
     status = exited = None
-    pending = b""
+    buffered = b""
     try:
         while True:  # until EOF: the worker and the server have both let go of the connection
             chunk = sock.recv(4096)
             if not chunk:
                 break
-            *lines, pending = (pending + chunk).split(b"\n")
+            *lines, buffered = (buffered + chunk).split(b"\n")
             for line in lines:
                 word, _, rest = line.strip().partition(b" ")
                 if word == b"ok":
                     started = True
+                    try:  # noqa: SIM105 - contextlib's import is a cost this module avoids
+                        worker.append(os.pidfd_open(int(rest)))
+                    except (OSError, ValueError):
+                        pass  # gone already: its status follows
+                    for signum in pending:
+                        relay(signum, None)
+                    pending.clear()
                 elif word == b"status" and started:
                     status = int(rest)
                 elif word == b"exit" and started:
@@ -296,10 +328,14 @@ def _wait(sock: _socket.socket) -> int | None:
         pass
     finally:
         sock.close()
-        for sig in RELAYED:
-            if _signal.getsignal(sig) is relay:
+        for sig, handler in handlers.items():
+            if _signal.getsignal(sig) is handler:
                 _signal.signal(sig, _signal.default_int_handler if sig == _signal.SIGINT else _signal.SIG_DFL)
+        for fd in worker:
+            os.close(fd)
     if not started:
+        for signum in pending:  # it never ran: the signal is this process's again (it runs the command itself)
+            _signal.raise_signal(signum)
         return None
     if status is not None:
         return _status(status)

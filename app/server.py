@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any, NoReturn
 
-from .launch import HEADER, IDLE_SECONDS, RELAYED, command_of
+from .launch import HEADER, IDLE_SECONDS, command_of
 
 #: Seconds a client has to send its request before its worker gives up.
 REQUEST_TIMEOUT = 10.0
@@ -239,10 +239,10 @@ def worker(conn: socket.socket, inherited: list[socket.socket], fds: list[int]) 
             conn.sendall(b"refuse " + repr(exc).encode(errors="replace")[:500] + b"\n")
         os._exit(3)
     os.close(log)
-    conn.sendall(b"ok\n")
+    conn.sendall(b"ok %d\n" % os.getpid())  # the caller signals this pid (through a pidfd)
     import threading
 
-    threading.Thread(target=_relay, args=(conn,), daemon=True, name="codexr-relay").start()
+    threading.Thread(target=_relay, args=(conn,), daemon=True, name="codexr-caller").start()
     # A one-shot command allocates ~10^5 objects without cycles (maps of 11,000 files, freed by reference counts);
     # the collector's passes over them cost ~75 ms CPU of a one-file restore (500 -> 430 ms, measured in-process).
     # A long command (a Codex turn) gets the collector back after GC_AFTER_S.
@@ -338,12 +338,10 @@ def _text(fd: int, mode: str, encoding: str | None, errors: str | None, *, line_
 
 
 def _relay(conn: socket.socket) -> None:
-    """Deliver the client's signals to this process; if the client is gone, die as it did (SIGKILL)."""
-    with contextlib.suppress(OSError), conn.makefile("rb") as lines:
-        for line in lines:
-            word, _, rest = line.strip().partition(b" ")
-            if word == b"sig" and int(rest) in RELAYED:
-                os.kill(os.getpid(), int(rest))
+    """If the caller is gone (its connection ends), die as it did: SIGKILL (the server does it first, by pidfd)."""
+    with contextlib.suppress(OSError):
+        while conn.recv(4096):
+            pass  # the caller sends nothing more: signals come straight to this pid
     os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -80,11 +80,7 @@ class Servers:
 
 def alive(pid: int) -> bool:
     """Whether `pid` runs (a zombie does not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+    return state(pid) not in ("", "Z")
 
 
 def wait_until(cond: object, seconds: float, what: str) -> None:
@@ -362,3 +358,34 @@ def test_server_status_and_doctor_name_the_running_server(servers: Servers, tmp_
     res = servers.run("doctor", "--json", env={"CODEX_HOME": str(tmp_path / "home")})
     checks = {c["name"]: c for c in json.loads(res.stdout)["checks"]}
     assert checks["server"]["status"] == "ok" and f"running, pid {s['pid']}" in checks["server"]["message"], checks
+
+
+def test_ctrl_z_stops_the_command_and_fg_continues_it(servers: Servers, tmp_path: Path) -> None:
+    """Job control: a stopped `codexr exec` must not go on working (and writing) behind the shell's back."""
+    servers.start()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with ScriptedModel() as model:
+        model.script("stop me", [pause(60), message("too late")])
+        env = {**os.environ, **servers.env, "NO_PROXY": "127.0.0.1,localhost",
+               **write_codex_home(tmp_path / "home", model.base_url)}
+        proc = subprocess.Popen([sys.executable, "-m", "app", "exec", "stop me"], cwd=ws, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_until(lambda: len(model.requests) > 0, 60, "the turn to reach the model")
+            worker = next(w for w, c, _cmd in servers.served() if c == proc.pid)
+            proc.send_signal(signal.SIGTSTP)
+            wait_until(lambda: state(proc.pid) == "T" and state(worker) == "T", 10, "the caller and its worker to stop")
+            proc.send_signal(signal.SIGCONT)
+            wait_until(lambda: state(proc.pid) != "T" and state(worker) != "T", 10, "both to continue")
+        finally:
+            proc.kill()
+            proc.wait(10)
+
+
+def state(pid: int) -> str:
+    """A process's state letter (R, S, T for stopped, Z...), or "" when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
