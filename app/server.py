@@ -221,7 +221,20 @@ class Server:
 
 
 def worker(conn: socket.socket, inherited: list[socket.socket], fds: list[int]) -> NoReturn:
-    """Run one client's command in this fork of the server; never returns."""
+    """Run one client's command in this fork of the server; never returns.
+
+    Whatever happens, the fork ends here: an exception must not unwind into the server's loop (a second server),
+    nor print a traceback on a caller's stderr (a caller killed right after connecting did, soak --server).
+    """
+    code = 1
+    try:
+        code = _work(conn, inherited, fds)
+    finally:
+        os._exit(code & 0xFF)
+
+
+def _work(conn: socket.socket, inherited: list[socket.socket], fds: list[int]) -> int:
+    """Take the caller's request and run it; the exit code."""
     log = os.dup(2)  # the server's log: fd 2 becomes the client's stderr
     try:
         for other in inherited:  # other clients' connections: holding them would keep those clients waiting
@@ -237,9 +250,13 @@ def worker(conn: socket.socket, inherited: list[socket.socket], fds: list[int]) 
         _log(log, f"refused: {exc!r}")
         with contextlib.suppress(OSError):
             conn.sendall(b"refuse " + repr(exc).encode(errors="replace")[:500] + b"\n")
-        os._exit(3)
+        return 3
+    try:
+        conn.sendall(b"ok %d\n" % os.getpid())  # the caller signals this pid (through a pidfd)
+    except OSError:
+        _log(log, "the caller is gone before its command started: nothing ran")
+        return 1
     os.close(log)
-    conn.sendall(b"ok %d\n" % os.getpid())  # the caller signals this pid (through a pidfd)
     import threading
 
     threading.Thread(target=_relay, args=(conn,), daemon=True, name="codexr-caller").start()
@@ -253,7 +270,7 @@ def worker(conn: socket.socket, inherited: list[socket.socket], fds: list[int]) 
     code = _run(request)
     with contextlib.suppress(OSError):
         conn.sendall(b"exit %d\n" % code)
-    os._exit(code & 0xFF)
+    return code
 
 
 def _log(fd: int, text: str) -> None:

@@ -389,3 +389,38 @@ def state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return ""
+
+
+def test_a_caller_gone_right_after_its_request_leaves_no_traceback_and_the_server_serving(
+        servers: Servers, tmp_path: Path) -> None:
+    """The soak --server found it: a caller killed between sending its request and reading the answer made the
+    worker's `ok` fail with EPIPE, and the traceback went to the caller's stderr (a fork must end quietly)."""
+    import socket
+
+    servers.start()
+    (sock_path,) = [str(p) for p in servers.dir.glob("*.sock")]
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = {**os.environ, **servers.env, "CODEX_HOME": str(tmp_path / "home")}
+    for _ in range(3):
+        err_r, err_w = os.pipe()
+        out_r, out_w = os.pipe()
+        cwd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+        body = subprocess.run(  # the request a real caller in `ws` sends, made by the launcher itself
+            [sys.executable, "-c", "import sys; from app import launch; "
+             "sys.stdout.buffer.write(launch._request(['snapshots', 'capture']))"],
+            env=env, cwd=ws, capture_output=True, check=True).stdout
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(sock_path)
+            socket.send_fds(s, [b"CRX1" + b"%012d" % len(body)], [cwd, 0, out_w, err_w])
+            s.sendall(body)
+        os.close(cwd)
+        os.close(out_w)
+        os.close(err_w)
+        with os.fdopen(err_r, "rb") as err, os.fdopen(out_r, "rb") as out:
+            said = err.read().decode(errors="replace") + out.read().decode(errors="replace")
+        assert "Traceback" not in said, said
+    res = servers.run("snapshots", "capture", env={"CODEX_HOME": str(tmp_path / "home")}, cwd=ws)
+    assert res.returncode == 0, show(res)
+    assert len(servers.pids()) == 1 and all(alive(p) for p in servers.pids())
+    assert len(list(servers.dir.glob("*.sock"))) == 1
