@@ -304,7 +304,7 @@ def _wait(sock: _socket.socket) -> int | None:
     status = exited = None
     buffered = b""
     try:
-        while True:  # until EOF: the worker and the server have both let go of the connection
+        while exited is None:  # until "exit" (the worker let go of all else), or EOF: the server's status is in
             chunk = sock.recv(4096)
             if not chunk:
                 break
@@ -351,7 +351,13 @@ def main() -> int:
     if server_wanted(argv):
         code = run_in_server(argv)
         if code is not None:
-            return code
+            # Nothing here to clean up: skip the interpreter's own shutdown (~5-7 ms, measured under strace).
+            for stream in (sys.stdout, sys.stderr):
+                try:  # noqa: SIM105 - contextlib's import is a cost this module avoids
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os._exit(code & 0xFF)
     from .cli import main as cli_main
 
     return cli_main(argv)

@@ -47,7 +47,8 @@ def warm() -> None:
 
     from . import agent_cmds, cli, codex_sdk, config_cmds, doctor, history_cmds, session, snapshot_cmds  # noqa: F401
 
-    for name in ("pygit2", "zstandard", "blake3", "inotify_simple", "concurrent.futures", "subprocess"):
+    for name in ("pygit2", "zstandard", "blake3", "inotify_simple", "concurrent.futures", "subprocess", "resource",
+                 "threading", "traceback", "atexit", "io"):
         with contextlib.suppress(ImportError):
             __import__(name)
     for module in set(cli.COMMANDS.values()) - {"tui_cmds", "demo"}:  # the one-shot commands' parsers
@@ -98,13 +99,21 @@ def _write_pid(path: str) -> None:
     os.replace(tmp, path + ".pid")
 
 
+def _registered(sel: selectors.BaseSelector) -> list[Any]:
+    """The file objects `sel` watches."""
+    return [key.fileobj for key in sel.get_map().values()]
+
+
 class Server:
-    """The accept / fork / reap loop."""
+    """The accept / fork / reap loop (a spare worker waits in accept() while the server waits for it)."""
 
     def __init__(self, path: str, ino: int, listener: socket.socket, lock: int, idle: float) -> None:
         self.path, self.ino, self.listener, self.lock, self.idle = path, ino, listener, lock, idle
         self.workers: dict[int, socket.socket] = {}
         self.callers: dict[int, int] = {}  # worker pid -> pidfd of its caller
+        self.spare: tuple[int, socket.socket] | None = None  # a forked worker waiting in accept(), and its line
+        self.spares_failed = 0
+        self.reaped: dict[int, int] = {}  # wait status of children reaped before the server knew them as workers
         self.stopping = False
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
@@ -114,8 +123,8 @@ class Server:
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
         sel = selectors.DefaultSelector()
-        sel.register(self.listener, selectors.EVENT_READ, "accept")
         sel.register(self.wake_r, selectors.EVENT_READ, "wake")
+        self._fork_spare(sel)
         last = time.monotonic()
         try:
             while True:
@@ -141,6 +150,9 @@ class Server:
                     elif key.data == "accept":
                         self._accept(sel)
                         last = time.monotonic()
+                    elif key.data == "spare":
+                        self._spare_took(sel)
+                        last = time.monotonic()
         finally:
             self._close_listener(sel)
 
@@ -159,6 +171,14 @@ class Server:
             return
         with contextlib.suppress(KeyError, ValueError):
             sel.unregister(self.listener)
+        if self.spare is not None:  # waiting in accept(): nothing of a caller's has reached it
+            spare_pid, line = self.spare
+            self.spare = None
+            with contextlib.suppress(KeyError, ValueError):
+                sel.unregister(line)
+            line.close()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(spare_pid, signal.SIGKILL)
         if self._still_ours():
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
@@ -174,10 +194,58 @@ class Server:
         pid = os.fork()
         if pid == 0:
             sel.close()
-            worker(conn, [self.listener, *self.workers.values()],
+            worker(conn, None, None, [self.listener, *self.workers.values()],
                    [self.lock, self.wake_r, self.wake_w, *self.callers.values()])
         self.workers[pid] = conn
         self._watch_caller(sel, conn, pid)
+
+    def _fork_spare(self, sel: selectors.BaseSelector) -> None:
+        """Fork the next command's worker now, to wait in accept(): forking this process takes ~6 ms here
+        (page tables of ~70 MB), which no caller then waits for. If spares keep dying unused, accept here."""
+        if self.spare is not None or self.listener.fileno() < 0 or self.stopping:
+            return
+        if self.spares_failed >= 3:
+            if self.listener not in _registered(sel):
+                sel.register(self.listener, selectors.EVENT_READ, "accept")
+            return
+        line, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            sel.close()
+            line.close()
+            worker(None, self.listener, child_end, list(self.workers.values()),
+                   [self.lock, self.wake_r, self.wake_w, *self.callers.values()])
+        child_end.close()
+        self.spare = (pid, line)
+        with contextlib.suppress(KeyError, ValueError):
+            sel.unregister(self.listener)  # the spare accepts; this process must not race it
+        sel.register(line, selectors.EVENT_READ, "spare")
+
+    def _spare_took(self, sel: selectors.BaseSelector) -> None:
+        """The spare took a connection (and sent a copy of it): it is a worker now; fork the next spare."""
+        assert self.spare is not None
+        pid, line = self.spare
+        self.spare = None
+        sel.unregister(line)
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(line, 16, 1)
+        except OSError:
+            msg, fds = b"", []
+        line.close()
+        if msg == b"took" and fds:
+            conn = socket.socket(fileno=fds[0])
+            self.spares_failed = 0
+            status = self.reaped.pop(pid, None)
+            if status is not None:  # it ran and ended before this process read "took" (a loaded machine)
+                self._report(conn, status)
+            else:
+                self.workers[pid] = conn
+                self._watch_caller(sel, conn, pid)
+        else:  # it died without a caller (killed, out of memory): reaped as an unknown child
+            for fd in fds:
+                os.close(fd)
+            self.spares_failed += 1
+        self._fork_spare(sel)
 
     def _watch_caller(self, sel: selectors.BaseSelector, conn: socket.socket, worker_pid: int) -> None:
         """Kill the worker the moment its caller dies (a SIGKILLed `codexr` must not go on restoring).
@@ -202,7 +270,7 @@ class Server:
             os.close(pidfd)
 
     def _reap(self, sel: selectors.BaseSelector) -> None:
-        while self.workers:
+        while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -212,30 +280,33 @@ class Server:
             self._forget_caller(sel, pid)
             conn = self.workers.pop(pid, None)
             if conn is not None:
-                with contextlib.suppress(OSError):
-                    conn.sendall(b"status %d\n" % status)
-                conn.close()
+                self._report(conn, status)
+            else:  # the spare: maybe a worker already, whose "took" is still to be read
+                self.reaped[pid] = status
+                while len(self.reaped) > 64:
+                    self.reaped.pop(next(iter(self.reaped)))
+
+    @staticmethod
+    def _report(conn: socket.socket, status: int) -> None:
+        """Tell a caller how its worker ended (its wait status) and let go of the connection."""
+        with contextlib.suppress(OSError):
+            conn.sendall(b"status %d\n" % status)
+        conn.close()
 
 
 # ------------------------------------------------------------------------------------------------------- worker
 
 
-def worker(conn: socket.socket, inherited: list[socket.socket], fds: list[int]) -> NoReturn:
+def worker(conn: socket.socket | None, listener: socket.socket | None, ctrl: socket.socket | None,
+           inherited: list[socket.socket], fds: list[int]) -> NoReturn:
     """Run one client's command in this fork of the server; never returns.
 
-    Whatever happens, the fork ends here: an exception must not unwind into the server's loop (a second server),
-    nor print a traceback on a caller's stderr (a caller killed right after connecting did, soak --server).
+    A spare (`conn` None) first takes the next connection from the listener itself and hands the server a copy
+    over `ctrl`. Whatever happens, the fork ends here: an exception must not unwind into the server's loop (a
+    second server), nor print a traceback on a caller's stderr (a caller killed right after connecting did,
+    soak --server).
     """
     code = 1
-    try:
-        code = _work(conn, inherited, fds)
-    finally:
-        os._exit(code & 0xFF)
-
-
-def _work(conn: socket.socket, inherited: list[socket.socket], fds: list[int]) -> int:
-    """Take the caller's request and run it; the exit code."""
-    log = os.dup(2)  # the server's log: fd 2 becomes the client's stderr
     try:
         for other in inherited:  # other clients' connections: holding them would keep those clients waiting
             other.close()
@@ -245,6 +316,21 @@ def _work(conn: socket.socket, inherited: list[socket.socket], fds: list[int]) -
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        if conn is None:
+            assert listener is not None and ctrl is not None
+            conn, _ = listener.accept()  # a spare waits here, before any caller: no command waits for a fork
+            listener.close()
+            socket.send_fds(ctrl, [b"took"], [conn.fileno()])  # the server reports this worker's exit on it
+            ctrl.close()
+        code = _work(conn)
+    finally:
+        os._exit(code & 0xFF)
+
+
+def _work(conn: socket.socket) -> int:
+    """Take the caller's request and run it; the exit code."""
+    log = os.dup(2)  # the server's log: fd 2 becomes the client's stderr
+    try:
         request = _take(conn, log)
     except Exception as exc:
         _log(log, f"refused: {exc!r}")
@@ -259,15 +345,17 @@ def _work(conn: socket.socket, inherited: list[socket.socket], fds: list[int]) -
     os.close(log)
     import threading
 
-    threading.Thread(target=_relay, args=(conn,), daemon=True, name="codexr-caller").start()
     # A one-shot command allocates ~10^5 objects without cycles (maps of 11,000 files, freed by reference counts);
     # the collector's passes over them cost ~75 ms CPU of a one-file restore (500 -> 430 ms, measured in-process).
-    # A long command (a Codex turn) gets the collector back after GC_AFTER_S.
+    # A long command (a Codex turn) gets the collector back after GC_AFTER_S (from the caller-watching thread).
     gc.disable()
-    collector = threading.Timer(GC_AFTER_S, gc.enable)
-    collector.daemon = True
-    collector.start()
+    threading.Thread(target=_watch_caller, args=(conn,), daemon=True, name="codexr-caller").start()
     code = _run(request)
+    # Everything the command held is let go before the caller hears "exit" and ends (it does not wait for this
+    # process's teardown, ~6 ms for the server's address space): a lock held through an fd until exit would
+    # otherwise still be held when the next command starts.
+    os.closerange(3, conn.fileno())
+    os.closerange(conn.fileno() + 1, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 65536)
     with contextlib.suppress(OSError):
         conn.sendall(b"exit %d\n" % code)
     return code
@@ -354,11 +442,20 @@ def _text(fd: int, mode: str, encoding: str | None, errors: str | None, *, line_
                             line_buffering=line_buffering)
 
 
-def _relay(conn: socket.socket) -> None:
-    """If the caller is gone (its connection ends), die as it did: SIGKILL (the server does it first, by pidfd)."""
+def _watch_caller(conn: socket.socket) -> None:
+    """If the caller is gone (its connection ends), die as it did: SIGKILL (the server does it first, by pidfd).
+
+    After GC_AFTER_S it turns the collector back on (one thread for both: a thread costs ~1 ms to start).
+    """
+    conn.settimeout(GC_AFTER_S)
     with contextlib.suppress(OSError):
-        while conn.recv(4096):
-            pass  # the caller sends nothing more: signals come straight to this pid
+        while True:
+            try:
+                if not conn.recv(4096):  # the caller sends nothing: signals come straight to this pid
+                    break
+            except TimeoutError:
+                gc.enable()
+                conn.settimeout(None)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
