@@ -114,6 +114,7 @@ class Server:
         self.spare: tuple[int, socket.socket] | None = None  # a forked worker waiting in accept(), and its line
         self.spares_failed = 0
         self.reaped: dict[int, int] = {}  # wait status of children reaped before the server knew them as workers
+        self.closing = False  # no more spares: the listener is closing
         self.stopping = False
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
@@ -171,8 +172,11 @@ class Server:
             return
         with contextlib.suppress(KeyError, ValueError):
             sel.unregister(self.listener)
-        if self.spare is not None:  # waiting in accept(): nothing of a caller's has reached it
-            spare_pid, line = self.spare
+        self.closing = True
+        if self.spare is not None:
+            self._spare_took(sel, waiting=False)  # one with a caller already becomes a worker, waited for
+        if self.spare is not None:
+            spare_pid, line = self.spare  # still in accept(): nothing of a caller's has reached it
             self.spare = None
             with contextlib.suppress(KeyError, ValueError):
                 sel.unregister(line)
@@ -202,7 +206,7 @@ class Server:
     def _fork_spare(self, sel: selectors.BaseSelector) -> None:
         """Fork the next command's worker now, to wait in accept(): forking this process takes ~6 ms here
         (page tables of ~70 MB), which no caller then waits for. If spares keep dying unused, accept here."""
-        if self.spare is not None or self.listener.fileno() < 0 or self.stopping:
+        if self.spare is not None or self.listener.fileno() < 0 or self.stopping or self.closing:
             return
         if self.spares_failed >= 3:
             if self.listener not in _registered(sel):
@@ -221,18 +225,27 @@ class Server:
             sel.unregister(self.listener)  # the spare accepts; this process must not race it
         sel.register(line, selectors.EVENT_READ, "spare")
 
-    def _spare_took(self, sel: selectors.BaseSelector) -> None:
-        """The spare took a connection (and sent a copy of it): it is a worker now; fork the next spare."""
+    def _spare_took(self, sel: selectors.BaseSelector, waiting: bool = True) -> bool:
+        """The spare took a connection (and sent a copy of it): it is a worker now; fork the next spare.
+
+        With `waiting` False (closing), only if it has said so already; False when it has not (it is still in
+        accept(), or died unused).
+        """
         assert self.spare is not None
         pid, line = self.spare
-        self.spare = None
-        sel.unregister(line)
+        line.setblocking(waiting)
         try:
             msg, fds, _flags, _addr = socket.recv_fds(line, 16, 1)
+        except BlockingIOError:
+            return False
         except OSError:
             msg, fds = b"", []
+        self.spare = None
+        with contextlib.suppress(KeyError, ValueError):
+            sel.unregister(line)
         line.close()
-        if msg == b"took" and fds:
+        took = msg == b"took" and bool(fds)
+        if took:
             conn = socket.socket(fileno=fds[0])
             self.spares_failed = 0
             status = self.reaped.pop(pid, None)
@@ -246,6 +259,7 @@ class Server:
                 os.close(fd)
             self.spares_failed += 1
         self._fork_spare(sel)
+        return took
 
     def _watch_caller(self, sel: selectors.BaseSelector, conn: socket.socket, worker_pid: int) -> None:
         """Kill the worker the moment its caller dies (a SIGKILLed `codexr` must not go on restoring).

@@ -74,7 +74,8 @@ class Servers:
         res = self.run("server", "stop")
         assert res.returncode == 0, show(res)
         for pid in pids:
-            assert not alive(pid), f"server {pid} still runs after `codexr server stop`"
+            assert not alive(pid), (f"server {pid} still runs after `codexr server stop` ({res.stdout.strip()}); "
+                                    f"its children {children(pid)}; its log:\n{self.log()[-2000:]}")
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -424,3 +425,22 @@ def test_a_caller_gone_right_after_its_request_leaves_no_traceback_and_the_serve
     assert res.returncode == 0, show(res)
     assert len(servers.pids()) == 1 and all(alive(p) for p in servers.pids())
     assert len(list(servers.dir.glob("*.sock"))) == 1
+
+
+def test_the_server_serves_without_spares_when_they_keep_dying(servers: Servers, tmp_path: Path) -> None:
+    """A spare worker waits in accept() ahead of each caller; if spares die unused (killed, out of memory), the
+    server takes connections itself, and every command still runs in a fork of it."""
+    servers.start()
+    (server,) = servers.pids()
+    for _ in range(3):
+        wait_until(lambda: len(children(server)) == 1, 10, "a spare worker")
+        (spare,) = children(server)
+        os.kill(spare, signal.SIGKILL)
+        wait_until(lambda s=spare: s not in children(server), 10, "the spare to be reaped")  # type: ignore[misc]
+    time.sleep(0.5)
+    assert children(server) == [], "a fourth spare was forked"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    res = servers.run("snapshots", "capture", env={"CODEX_HOME": str(tmp_path / "home")}, cwd=ws)
+    assert res.returncode == 0, show(res)
+    assert [cmd for _w, _c, cmd in servers.served()] == ["snapshots"], servers.log()
