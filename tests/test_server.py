@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pexpect
@@ -98,6 +99,27 @@ def children(pid: int) -> list[int]:
         with contextlib.suppress(OSError):
             out += [int(x) for x in (task / "children").read_text().split()]
     return out
+
+
+@contextmanager
+def slow_exec(servers: Servers, tmp_path: Path, prompt: str) -> Iterator[tuple[subprocess.Popen[bytes], ScriptedModel]]:
+    """`codexr exec PROMPT` through the server, its turn paused for a minute at the model; killed afterwards."""
+    servers.start()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with ScriptedModel() as model:
+        model.script(prompt, [pause(60), message("too late")])
+        env = {**os.environ, **servers.env, "NO_PROXY": "127.0.0.1,localhost",
+               **write_codex_home(tmp_path / "home", model.base_url)}
+        proc = subprocess.Popen([sys.executable, "-m", "app", "exec", prompt], cwd=ws, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_until(lambda: len(model.requests) > 0, 60, "the turn to reach the model")
+            yield proc, model
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
 
 
 @pytest.fixture
@@ -258,41 +280,18 @@ def test_ctrl_c_at_a_restore_prompt_reaches_the_command(servers: Servers, tmp_pa
 def test_killing_the_caller_kills_the_command_and_its_codex(servers: Servers, tmp_path: Path) -> None:
     """SIGKILL of `codexr exec` mid-turn: the worker and its Codex app-server die with it, as they would have
     without a server (the command's process was the one killed)."""
-    servers.start()
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    with ScriptedModel() as model:
-        model.script("take your time", [pause(60), message("too late")])
-        env = {**os.environ, **servers.env, "NO_PROXY": "127.0.0.1,localhost",
-               **write_codex_home(tmp_path / "home", model.base_url)}
-        proc = subprocess.Popen([sys.executable, "-m", "app", "exec", "take your time"], cwd=ws, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_until(lambda: any(c == proc.pid for _w, c, _cmd in servers.served()), 30, "the worker")
-            worker = next(w for w, c, _cmd in servers.served() if c == proc.pid)
-            wait_until(lambda: len(model.requests) > 0, 30, "the turn to reach the model")
-            codex = children(worker)
-            assert codex, "the worker runs no Codex"
-            proc.kill()
-            proc.wait(10)
-            wait_until(lambda: not alive(worker), 10, "the worker to die with its caller")
-            wait_until(lambda: not any(alive(c) for c in codex), 20, "Codex to exit with the worker")
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    with slow_exec(servers, tmp_path, "take your time") as (proc, _model):
+        worker = next(w for w, c, _cmd in servers.served() if c == proc.pid)
+        codex = children(worker)
+        assert codex, "the worker runs no Codex"
+        proc.kill()
+        proc.wait(10)
+        wait_until(lambda: not alive(worker), 10, "the worker to die with its caller")
+        wait_until(lambda: not any(alive(c) for c in codex), 20, "Codex to exit with the worker")
 
 
 def test_sigterm_of_the_caller_ends_the_command_the_same_way(servers: Servers, tmp_path: Path) -> None:
-    servers.start()
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    with ScriptedModel() as model:
-        model.script("term me", [pause(60), message("too late")])
-        env = {**os.environ, **servers.env, "NO_PROXY": "127.0.0.1,localhost",
-               **write_codex_home(tmp_path / "home", model.base_url)}
-        proc = subprocess.Popen([sys.executable, "-m", "app", "exec", "term me"], cwd=ws, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(lambda: len(model.requests) > 0, 60, "the turn to reach the model")
+    with slow_exec(servers, tmp_path, "term me") as (proc, _model):
         proc.terminate()
         assert proc.wait(20) == -signal.SIGTERM  # the worker died of SIGTERM, and so does its caller
 
@@ -363,25 +362,12 @@ def test_server_status_and_doctor_name_the_running_server(servers: Servers, tmp_
 
 def test_ctrl_z_stops_the_command_and_fg_continues_it(servers: Servers, tmp_path: Path) -> None:
     """Job control: a stopped `codexr exec` must not go on working (and writing) behind the shell's back."""
-    servers.start()
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    with ScriptedModel() as model:
-        model.script("stop me", [pause(60), message("too late")])
-        env = {**os.environ, **servers.env, "NO_PROXY": "127.0.0.1,localhost",
-               **write_codex_home(tmp_path / "home", model.base_url)}
-        proc = subprocess.Popen([sys.executable, "-m", "app", "exec", "stop me"], cwd=ws, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_until(lambda: len(model.requests) > 0, 60, "the turn to reach the model")
-            worker = next(w for w, c, _cmd in servers.served() if c == proc.pid)
-            proc.send_signal(signal.SIGTSTP)
-            wait_until(lambda: state(proc.pid) == "T" and state(worker) == "T", 10, "the caller and its worker to stop")
-            proc.send_signal(signal.SIGCONT)
-            wait_until(lambda: state(proc.pid) != "T" and state(worker) != "T", 10, "both to continue")
-        finally:
-            proc.kill()
-            proc.wait(10)
+    with slow_exec(servers, tmp_path, "stop me") as (proc, _model):
+        worker = next(w for w, c, _cmd in servers.served() if c == proc.pid)
+        proc.send_signal(signal.SIGTSTP)
+        wait_until(lambda: state(proc.pid) == "T" and state(worker) == "T", 10, "the caller and its worker to stop")
+        proc.send_signal(signal.SIGCONT)
+        wait_until(lambda: state(proc.pid) != "T" and state(worker) != "T", 10, "both to continue")
 
 
 def state(pid: int) -> str:
