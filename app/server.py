@@ -1,11 +1,14 @@
 """The resident codexr: imports everything once, then forks one worker per one-shot command (see app/launch.py).
 
-The server never runs a command itself: a worker is forked right after `accept`, before anything is read from the
-client, so a slow or hostile client never blocks the server. The worker checks the peer is this user
-(SO_PEERCRED), takes the client's streams, directory, environment, umask, niceness and limits (or refuses, and
-the client runs the command itself), answers `ok`, runs `app.cli.main` and exits as the interpreter would
-(non-daemon threads joined, atexit handlers run, streams flushed). The server reaps it and sends its wait status;
-only then does the client, which holds the connection, exit. A worker whose client disappears kills itself.
+The server never runs a command itself. A spare worker, forked ahead, waits in `accept()` and hands the server a
+copy of the connection it took ("took"); the server then forks the next spare. Nothing is read from a caller in
+the server, so a slow or hostile caller never blocks it. The worker checks the peer is this user (SO_PEERCRED),
+takes the caller's streams, directory, environment, umask, niceness and limits (or refuses, and the caller runs
+the command itself), answers `ok PID`, runs `app.cli.main`, does what the interpreter does at exit (non-daemon
+threads joined, atexit handlers run, streams flushed), closes every fd the command held and says `exit N`; the
+caller leaves then. The server reaps the worker and sends its wait status (what the caller goes by when there was
+no `exit`: a worker killed by a signal). A worker whose caller dies is SIGKILLed by the server (a pidfd of the
+caller), and kills itself if it sees the connection end first.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ def warm() -> None:
     import openai_codex.generated.v2_all  # noqa: F401  (before app.codex_sdk: built, not deferred)
 
     from config import loader  # noqa: F401
-    from snapshot_store import capture, gc, restore, verify  # noqa: F401
+    from snapshot_store import capture, restore, verify  # noqa: F401
+    from snapshot_store import gc as store_gc  # noqa: F401
 
     from . import agent_cmds, cli, codex_sdk, config_cmds, doctor, history_cmds, session, snapshot_cmds  # noqa: F401
 
