@@ -187,7 +187,7 @@ def spawn(path: str) -> int | None:
            "'CODEXR_SERVER_SYS_PATH'))); from app.server import main; main(sys.argv[1])"
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-               (os.POSIX_SPAWN_OPEN, 2, path + ".log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)]
+               (os.POSIX_SPAWN_OPEN, 2, path + ".log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)]
     try:
         return os.posix_spawn(sys.executable, [sys.executable, "-c", code, path], env,
                               file_actions=actions, setsid=True)

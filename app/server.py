@@ -74,6 +74,8 @@ def main(path: str) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return  # another server for this codexr is starting or running
+    with contextlib.suppress(OSError):
+        os.ftruncate(2, 0)  # the log (opened for appending): this server's lines only
     idle = idle_seconds()
     warm()
     # Everything imported so far lives as long as the server: out of the collector's sight, a worker's
