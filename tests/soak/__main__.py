@@ -90,15 +90,17 @@ def run(args: argparse.Namespace, ops: list[str]) -> int:
                 if i < counts[op] and not (args.fail_fast and any(t["failures"] for t in results[op])):
                     results[op].append(kill_trial(soak, op, i, rngs[op]))
                     save()
-        if args.server:
-            log(f"[soak] the resident server ran {soak.served()} commands")
         for fx in soak.fixtures.values():
             for note in fx.notes:
                 log(f"[soak] note ({fx.op}): {note}")
         if "races" in ops:
+            if args.server:
+                soak.start_server()
             from .races import run_races
             results["races"] = run_races(base / "races", args.files // 4, args.seed, args.race_seconds,
-                                         args.race_procs, log)
+                                         args.race_procs, log, server_env=soak.env if args.server else None)
+        if args.server:
+            log(f"[soak] the resident server ran {soak.served()} commands")
         if "hostile" in ops:
             from .hostile import run_hostile
             results["hostile"] = run_hostile(base / "hostile", args.seed, log)

@@ -46,8 +46,11 @@ MAX_CHECKED = 60
 
 
 def run_races(base: Path, files: int, seed: int, seconds: float, procs: int,
-              log: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Run the race and check every snapshot it left; one result entry per check."""
+              log: Callable[[str], None], server_env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Run the race and check every snapshot it left; one result entry per check.
+
+    With `server_env` (--server) every command goes through the launcher and a resident server: the racing
+    commands are workers forked from one process."""
     rng = random.Random(f"{seed}-races")
     lay = trees.Layout(base)
     base.mkdir(parents=True)
@@ -55,7 +58,7 @@ def run_races(base: Path, files: int, seed: int, seconds: float, procs: int,
     lay.scratch.mkdir()
     trees.build_initial(lay.ws, lay.outside, rng, files)
     outside_before = trees.tree_hash(lay.outside)
-    cx = Codexr(lay.home, lay.ws)
+    cx = Codexr(lay.home, lay.ws, dict(server_env or {}), module="app" if server_env else "app.cli")
     first = cx.run("snapshots", "capture")
     if first.rc != 0:
         raise RuntimeError(first.show())
