@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -120,8 +121,36 @@ def _start(ctx: Context, wait: float) -> int:
     return 0
 
 
+def _prune() -> None:
+    """Remove the lock and log files of servers that are gone (each codexr build, every edit in development,
+    leaves a pair). Only under the lock itself: a server or a starting one holds it, and is left alone."""
+    import fcntl
+
+    base = runtime_dir(create=False)
+    if base is None:
+        return
+    for lock in Path(base).glob("s-*.sock.lock"):
+        sock = str(lock)[:-len(".lock")]
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # a server (or one starting) holds it
+        try:
+            for leftover in (sock + ".log", sock + ".pid", str(lock)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)
+        finally:
+            os.close(fd)
+
+
 def _stop(ctx: Context) -> int:
-    """SIGTERM every live server (each finishes the commands it runs, then exits) and wait for them."""
+    """SIGTERM every live server (each finishes the commands it runs, then exits), wait for them, and remove what
+    servers that are gone left behind."""
     stopped = []
     for s in servers():
         if s["alive"]:
@@ -134,6 +163,7 @@ def _stop(ctx: Context) -> int:
     while any(_is_server(s["pid"], s["socket"]) for s in stopped) and time.monotonic() < deadline:
         time.sleep(0.05)
     left = [s["pid"] for s in stopped if _is_server(s["pid"], s["socket"])]
+    _prune()
     if ctx.json:
         ctx.emit({"stopped": [s["pid"] for s in stopped if s["pid"] not in left], "still_running": left})
     else:

@@ -430,3 +430,25 @@ def test_the_server_serves_without_spares_when_they_keep_dying(servers: Servers,
     res = servers.run("snapshots", "capture", env={"CODEX_HOME": str(tmp_path / "home")}, cwd=ws)
     assert res.returncode == 0, show(res)
     assert [cmd for _w, _c, cmd in servers.served()] == ["snapshots"], servers.log()
+
+
+def test_server_stop_removes_what_gone_servers_left_and_nothing_of_a_live_one(servers: Servers) -> None:
+    """Every codexr build (each edit, in development) leaves a lock and a log; `server stop` prunes those nobody
+    holds, and never one whose lock is held (a server, or one starting)."""
+    import fcntl
+
+    servers.start()
+    gone = servers.dir / "s-000000000000000000000000.sock"
+    for suffix in (".lock", ".log"):
+        Path(f"{gone}{suffix}").write_text("")
+    held = servers.dir / "s-111111111111111111111111.sock"
+    Path(f"{held}.log").write_text("starting\n")
+    fd = os.open(f"{held}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        res = servers.run("server", "stop")
+        assert res.returncode == 0, show(res)
+        left = sorted(p.name for p in servers.dir.iterdir())
+        assert left == [f"{held.name}.lock", f"{held.name}.log"], left
+    finally:
+        os.close(fd)
