@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import time
@@ -151,21 +152,27 @@ def _prune() -> None:
 def _stop(ctx: Context) -> int:
     """SIGTERM every live server (each finishes the commands it runs, then exits), wait for them, and remove what
     servers that are gone left behind."""
-    stopped = []
-    for s in servers():
-        if s["alive"]:
+    stopped: dict[int, int] = {}  # pid -> pidfd: readable once the server has exited (no pid reuse can fool it)
+    for srv in servers():
+        if srv["alive"]:
             try:
-                os.kill(s["pid"], signal.SIGTERM)
+                pidfd = os.pidfd_open(srv["pid"])
             except ProcessLookupError:
                 continue
-            stopped.append(s)
+            stopped[srv["pid"]] = pidfd
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM)  # the process _is_server looked at, not a new one
+    # Its command line goes with its memory, its files (the lock) later: exited means the pidfd says so.
     deadline = time.monotonic() + 30
-    while any(_is_server(s["pid"], s["socket"]) for s in stopped) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    left = [s["pid"] for s in stopped if _is_server(s["pid"], s["socket"])]
+    waiting = dict(stopped)
+    while waiting and time.monotonic() < deadline:
+        ready, _w, _x = select.select(list(waiting.values()), [], [], max(0.0, deadline - time.monotonic()))
+        waiting = {pid: fd for pid, fd in waiting.items() if fd not in ready}
+    for fd in stopped.values():
+        os.close(fd)
+    left = sorted(waiting)
     _prune()
     if ctx.json:
-        ctx.emit({"stopped": [s["pid"] for s in stopped if s["pid"] not in left], "still_running": left})
+        ctx.emit({"stopped": [pid for pid in stopped if pid not in left], "still_running": left})
     else:
         print(f"stopped {len(stopped) - len(left)} resident server(s)"
               + (f"; still finishing commands: {', '.join(map(str, left))}" if left else ""))
