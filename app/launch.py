@@ -167,20 +167,29 @@ def socket_path(create: bool = True) -> str | None:
     return path if len(os.fsencode(path)) <= SOCKET_MAX else None
 
 
-def spawn(path: str) -> int | None:
-    """Start a server on `path` in the background, unless one is starting (its pid, or None)."""
+def take_lock(lock: str) -> int | None:
+    """The fd holding `lock` (a server's `<socket>.lock`) exclusively, or None when someone holds it (a server,
+    for its whole life, or one starting) or it cannot be opened (never through a symlink)."""
     import fcntl
 
     try:
-        fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     except OSError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a server holds it for its whole life
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
+        os.close(fd)
         return None
-    finally:
-        os.close(fd)  # released: the server takes it
+    return fd
+
+
+def spawn(path: str) -> int | None:
+    """Start a server on `path` in the background, unless one is starting (its pid, or None)."""
+    fd = take_lock(path + ".lock")
+    if fd is None:
+        return None
+    os.close(fd)  # released: the server takes it
     env = dict(os.environ)
     env["CODEXR_SERVER_SYS_PATH"] = marshal.dumps(sys.path).hex()
     code = "import sys, os, marshal; sys.path[:] = marshal.loads(bytes.fromhex(os.environ.pop(" \

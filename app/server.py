@@ -14,7 +14,6 @@ caller), and kills itself if it sees the connection end first.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import gc
 import json
 import marshal
@@ -27,7 +26,7 @@ import sys
 import time
 from typing import Any, NoReturn
 
-from .launch import HEADER, IDLE_SECONDS, command_of
+from .launch import HEADER, IDLE_SECONDS, command_of, take_lock
 
 #: Seconds a client has to send its request before its worker gives up.
 REQUEST_TIMEOUT = 10.0
@@ -69,10 +68,8 @@ def idle_seconds() -> float:
 
 def main(path: str) -> None:
     """Serve on the socket `path` until idle for `idle_seconds()` or told to stop (SIGTERM)."""
-    lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    lock = take_lock(path + ".lock")
+    if lock is None:
         return  # another server for this codexr is starting or running
     with contextlib.suppress(OSError):
         os.ftruncate(2, 0)  # the log (opened for appending): this server's lines only
@@ -103,11 +100,6 @@ def _write_pid(path: str) -> None:
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump({"pid": os.getpid(), "socket": path, "started": time.time()}, f)
     os.replace(tmp, path + ".pid")
-
-
-def _registered(sel: selectors.BaseSelector) -> list[Any]:
-    """The file objects `sel` watches."""
-    return [key.fileobj for key in sel.get_map().values()]
 
 
 class Server:
@@ -205,7 +197,7 @@ class Server:
         if pid == 0:
             sel.close()
             worker(conn, None, None, [self.listener, *self.workers.values()],
-                   [self.lock, self.wake_r, self.wake_w, *self.callers.values()])
+                   self._private_fds())
         self.workers[pid] = conn
         self._watch_caller(sel, conn, pid)
 
@@ -215,7 +207,7 @@ class Server:
         if self.spare is not None or self.listener.fileno() < 0 or self.stopping or self.closing:
             return
         if self.spares_failed >= 3:
-            if self.listener not in _registered(sel):
+            with contextlib.suppress(KeyError):  # registered already
                 sel.register(self.listener, selectors.EVENT_READ, "accept")
             return
         line, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -224,7 +216,7 @@ class Server:
             sel.close()
             line.close()
             worker(None, self.listener, child_end, list(self.workers.values()),
-                   [self.lock, self.wake_r, self.wake_w, *self.callers.values()])
+                   self._private_fds())
         child_end.close()
         self.spare = (pid, line)
         with contextlib.suppress(KeyError, ValueError):
@@ -267,6 +259,10 @@ class Server:
         self._fork_spare(sel)
         return took
 
+    def _private_fds(self) -> list[int]:
+        """The server's own fds, which a fork closes: its lock, its wake-up pipe, the pidfds of other callers."""
+        return [self.lock, self.wake_r, self.wake_w, *self.callers.values()]
+
     def _watch_caller(self, sel: selectors.BaseSelector, conn: socket.socket, worker_pid: int) -> None:
         """Kill the worker the moment its caller dies (a SIGKILLed `codexr` must not go on restoring).
 
@@ -274,9 +270,7 @@ class Server:
         caller (SO_PEERCRED's pid) wakes this process, which is idle, within a scheduler tick.
         """
         try:
-            caller = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                         struct.calcsize("3i")))[0]
-            pidfd = os.pidfd_open(caller)
+            pidfd = os.pidfd_open(_peer(conn)[0])
         except (OSError, AttributeError):
             return  # gone already (its worker sees EOF and kills itself), or no pidfd here
         self.callers[worker_pid] = pidfd
@@ -381,6 +375,13 @@ def _work(conn: socket.socket) -> int:
     return code
 
 
+def _peer(conn: socket.socket) -> tuple[int, int]:
+    """The pid and uid of the process at the other end (SO_PEERCRED: as it was when it connected)."""
+    pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                           struct.calcsize("3i")))
+    return pid, uid
+
+
 def _log(fd: int, text: str) -> None:
     """One line in the server's log (`<socket>.log`): which worker ran what for whom; never a prompt's text."""
     with contextlib.suppress(OSError):
@@ -389,8 +390,7 @@ def _log(fd: int, text: str) -> None:
 
 def _take(conn: socket.socket, log: int) -> dict[str, Any]:
     """Read the request and adopt the client's streams, directory, environment, umask, niceness and limits."""
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
+    _pid, uid = _peer(conn)
     if uid != os.getuid():
         raise PermissionError(f"client uid {uid} is not the server's")
     conn.settimeout(REQUEST_TIMEOUT)

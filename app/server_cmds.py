@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .context import Context, UsageError
-from .launch import runtime_dir, socket_path, spawn
+from .launch import runtime_dir, socket_path, spawn, take_lock
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -125,21 +125,13 @@ def _start(ctx: Context, wait: float) -> int:
 def _prune() -> None:
     """Remove the lock and log files of servers that are gone (each codexr build, every edit in development,
     leaves a pair). Only under the lock itself: a server or a starting one holds it, and is left alone."""
-    import fcntl
-
     base = runtime_dir(create=False)
     if base is None:
         return
     for lock in Path(base).glob("s-*.sock.lock"):
         sock = str(lock)[:-len(".lock")]
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+        fd = take_lock(str(lock))
+        if fd is None:
             continue  # a server (or one starting) holds it
         try:
             for leftover in (sock + ".log", sock + ".pid", str(lock)):

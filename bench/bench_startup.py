@@ -23,13 +23,11 @@ in the same round (see /work/shared/BENCH_NOTES.md and bench/README.md). Progres
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import json
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -174,10 +172,11 @@ class Bench:
             time.sleep(0.2)
 
     def stop_servers(self) -> None:
-        """SIGTERM every server this run started (they would otherwise wait out their idle timeout)."""
-        for pid_file in (self.run_dir / "runtime").glob("*.sock.pid"):
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                os.kill(int(json.loads(pid_file.read_text())["pid"]), signal.SIGTERM)
+        """`codexr server stop` in this run's runtime directory (its servers would wait out their idle timeout)."""
+        for tree in self.trees:
+            if tree.server and (self.run_dir / "runtime").is_dir():
+                subprocess.run(tree.cmd("server", "stop"), cwd=tree.root, env=tree.env(self.base_env, self.run_dir),
+                               capture_output=True, check=False)
 
     def setup_store(self) -> None:
         spec = WorkspaceSpec(files=self.args.files, mb=self.args.mb)
