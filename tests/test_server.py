@@ -370,6 +370,20 @@ def test_ctrl_z_stops_the_command_and_fg_continues_it(servers: Servers, tmp_path
         wait_until(lambda: state(proc.pid) != "T" and state(worker) != "T", 10, "both to continue")
 
 
+def one_settled_child(pid: int) -> int:
+    """The one child `pid` has had for a whole second (a spare waiting in accept())."""
+    deadline = time.monotonic() + 30
+    seen, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        now = children(pid)
+        if len(now) != 1 or now[0] != seen:
+            seen, since = (now[0] if len(now) == 1 else None), time.monotonic()
+        elif time.monotonic() - since >= 1.0:
+            return seen
+        time.sleep(0.05)
+    pytest.fail(f"{pid} did not settle on one child: {children(pid)}")
+
+
 def state(pid: int) -> str:
     """A process's state letter (R, S, T for stopped, Z...), or "" when it is gone."""
     try:
@@ -419,8 +433,7 @@ def test_the_server_serves_without_spares_when_they_keep_dying(servers: Servers,
     servers.start()
     (server,) = servers.pids()
     for _ in range(3):
-        wait_until(lambda: len(children(server)) == 1, 10, "a spare worker")
-        (spare,) = children(server)
+        spare = one_settled_child(server)  # not the worker of `server start`'s probe, which is exiting
         os.kill(spare, signal.SIGKILL)
         wait_until(lambda s=spare: s not in children(server), 10, "the spare to be reaped")  # type: ignore[misc]
     time.sleep(0.5)
