@@ -195,6 +195,9 @@ def test_a_command_takes_the_callers_directory_environment_and_umask(servers: Se
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("a\n")
+    # Past the racy-timestamp window (statcache.FINE_WINDOW_NS): both captures then save the same caches, whatever
+    # the machine's load (a fresh clone's run once had one capture inside the window and one after).
+    time.sleep(0.2)
     homes = {}
     for name in ("local", "server"):
         home = tmp_path / f"home-{name}"
