@@ -18,6 +18,7 @@ import gc
 import json
 import marshal
 import os
+import select
 import selectors
 import signal
 import socket
@@ -25,6 +26,8 @@ import struct
 import sys
 import time
 from typing import Any, NoReturn
+
+from snapshot_store import memo
 
 from .launch import HEADER, IDLE_SECONDS, command_of, take_lock
 
@@ -34,6 +37,15 @@ REQUEST_TIMEOUT = 10.0
 CHECK_EVERY = 30.0
 #: Seconds a worker runs without the cyclic garbage collector (see `worker`).
 GC_AFTER_S = 10.0
+#: Seconds a spare has to leave (or say it took a caller) when the server renews it.
+RETIRE_TIMEOUT = 2.0
+#: Seconds after a command ends before the server loads what it used: the stat cache and walk it just wrote are
+#: kept only once past the racy window (statcache.FINE_WINDOW_NS, 100 ms), or the load would be for nothing.
+WARM_DELAY = 0.15
+#: Store files a worker's hint names at most.
+HINT_FILES = 512
+#: Bytes of a worker's hint the server reads at most (the store files its command loaded, memo.py).
+HINT_MAX = 1 << 20
 
 
 def warm() -> None:
@@ -56,6 +68,7 @@ def warm() -> None:
             __import__(name)
     for module in set(cli.COMMANDS.values()) - {"tui_cmds", "demo"}:  # the one-shot commands' parsers
         cli.narrow_parser([module], False)
+    memo.enable()  # what each command decodes of a store is kept for the next (warm_store)
 
 
 def idle_seconds() -> float:
@@ -64,6 +77,30 @@ def idle_seconds() -> float:
         return max(1.0, float(os.environ.get("CODEXR_SERVER_IDLE", IDLE_SECONDS)))
     except ValueError:
         return float(IDLE_SECONDS)
+
+
+def hint_bytes(used: list[tuple[str, str]]) -> bytes:
+    """A worker's hint: the (kind, path) of every store file its command loaded, NUL-separated."""
+    return b"\0".join(os.fsencode(kind) + b"\0" + os.fsencode(path) for kind, path in used)
+
+
+def parse_hint(data: bytes) -> list[tuple[str, str]]:
+    """The (kind, path) pairs of a hint (an odd or empty one: none)."""
+    fields = [os.fsdecode(f) for f in data.split(b"\0")] if data else []
+    if len(fields) % 2:
+        return []
+    return list(zip(fields[::2], fields[1::2], strict=True))
+
+
+def warm_store(used: list[tuple[str, str]]) -> int:
+    """Load (decoded, memo.py) what the last command loaded of its store, so the next fork has it at hand.
+
+    Read-only, never under a store lock: it only reads files, and keeps each only while its stat stays the same.
+    The collector is told to leave what is kept alone, like everything else the server holds (see `main`).
+    """
+    kept = memo.warm(used)
+    gc.freeze()
+    return kept
 
 
 def main(path: str) -> None:
@@ -112,6 +149,9 @@ class Server:
         self.spare: tuple[int, socket.socket] | None = None  # a forked worker waiting in accept(), and its line
         self.spares_failed = 0
         self.reaped: dict[int, int] = {}  # wait status of children reaped before the server knew them as workers
+        self.hints: dict[int, bytes] = {}  # what each worker's command loaded of a store, as said so far
+        self.to_warm: dict[tuple[str, str], None] = {}  # what ended commands loaded, to load here (in order)
+        self.warm_due: float | None = None  # when to (files written within the racy window are not kept)
         self.closing = False  # no more spares: the listener is closing
         self.stopping = False
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -137,6 +177,12 @@ class Server:
                 elif time.monotonic() - last >= self.idle:
                     return
                 timeout = None if self.workers else min(CHECK_EVERY, max(0.0, last + self.idle - time.monotonic()))
+                if self.warm_due is not None:
+                    due = max(0.0, self.warm_due - time.monotonic())
+                    if due == 0.0:
+                        self._warm(sel)
+                        continue
+                    timeout = due if timeout is None else min(timeout, due)
                 for key, _ in sel.select(timeout):
                     if isinstance(key.data, int):  # a caller died: its worker dies with it, at once
                         if key.data in self.workers:  # not reaped yet, so the pid is still the worker's
@@ -152,6 +198,8 @@ class Server:
                     elif key.data == "spare":
                         self._spare_took(sel)
                         last = time.monotonic()
+                    elif isinstance(key.data, tuple):  # a worker's line: what its command loaded, at its end
+                        self._hint(sel, key.fileobj, key.data[1])  # type: ignore[arg-type]
         finally:
             self._close_listener(sel)
 
@@ -223,27 +271,34 @@ class Server:
             sel.unregister(self.listener)  # the spare accepts; this process must not race it
         sel.register(line, selectors.EVENT_READ, "spare")
 
-    def _spare_took(self, sel: selectors.BaseSelector, waiting: bool = True) -> bool:
+    def _spare_took(self, sel: selectors.BaseSelector, waiting: bool = True, retiring: bool = False) -> bool:
         """The spare took a connection (and sent a copy of it): it is a worker now; fork the next spare.
 
         With `waiting` False (closing), only if it has said so already; False when it has not (it is still in
-        accept(), or died unused).
+        accept(), or died unused). `retiring`: it was asked to leave (its leaving is no failure).
         """
         assert self.spare is not None
         pid, line = self.spare
-        line.setblocking(waiting)
+        if not retiring:
+            line.setblocking(waiting)
         try:
             msg, fds, _flags, _addr = socket.recv_fds(line, 16, 1)
         except BlockingIOError:
             return False
+        except TimeoutError:
+            raise
         except OSError:
             msg, fds = b"", []
         self.spare = None
         with contextlib.suppress(KeyError, ValueError):
             sel.unregister(line)
-        line.close()
-        took = msg == b"took" and bool(fds)
+        took = msg[:4] == b"took" and bool(fds)
+        if not took:
+            line.close()
         if took:
+            line.setblocking(False)
+            sel.register(line, selectors.EVENT_READ, ("hint", pid))  # what its command loaded comes here
+            self.hints[pid] = msg[4:]  # the start of it, if the command was over before this read
             conn = socket.socket(fileno=fds[0])
             self.spares_failed = 0
             status = self.reaped.pop(pid, None)
@@ -252,12 +307,60 @@ class Server:
             else:
                 self.workers[pid] = conn
                 self._watch_caller(sel, conn, pid)
-        else:  # it died without a caller (killed, out of memory): reaped as an unknown child
+        else:  # it died without a caller (killed, out of memory, retired): reaped as an unknown child
             for fd in fds:
                 os.close(fd)
-            self.spares_failed += 1
+            if not retiring:
+                self.spares_failed += 1
         self._fork_spare(sel)
         return took
+
+    def _hint(self, sel: selectors.BaseSelector, line: socket.socket, pid: int) -> None:
+        """Read a worker's line; at its end (the command is over), load what the command used and renew the spare."""
+        try:
+            chunk = line.recv(1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if chunk and len(self.hints.get(pid, b"")) < HINT_MAX:
+            self.hints[pid] = self.hints.get(pid, b"") + chunk
+            return
+        with contextlib.suppress(KeyError, ValueError):
+            sel.unregister(line)
+        line.close()
+        used = parse_hint(self.hints.pop(pid, b""))
+        if used and not self.closing and not self.stopping:
+            self.to_warm.update(dict.fromkeys(used))
+            self.warm_due = time.monotonic() + WARM_DELAY
+
+    def _warm(self, sel: selectors.BaseSelector) -> None:
+        """Load what the last commands used, then renew the spare so that the next command finds it loaded."""
+        used, self.to_warm, self.warm_due = list(self.to_warm), {}, None
+        if not self.closing and not self.stopping:
+            kept = warm_store(used)
+            _log(2, f"kept {kept} of {len(used)} store files the last command read", who="server")
+            self._renew_spare(sel)
+
+    def _renew_spare(self, sel: selectors.BaseSelector) -> None:
+        """Replace the waiting spare by a fork of this process as it is now (holding what `warm_store` loaded).
+
+        The spare is asked to leave over its line; if a caller reached it first it says "took" and runs that
+        command (nothing is lost either way: a spare leaves only from its wait, before it accepted anyone).
+        """
+        if self.spare is None:
+            self._fork_spare(sel)
+            return
+        pid, line = self.spare
+        with contextlib.suppress(OSError):  # gone: its end of the line reads EOF below
+            line.sendall(b"retire")
+        line.settimeout(RETIRE_TIMEOUT)
+        try:
+            self._spare_took(sel, retiring=True)
+        except TimeoutError:  # stopped, or stuck: no caller of its can be waiting long on a spare that never answers
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            self._spare_took(sel, retiring=True)
 
     def _private_fds(self) -> list[int]:
         """The server's own fds, which a fork closes: its lock, its wake-up pipe, the pidfds of other callers."""
@@ -332,17 +435,22 @@ def worker(conn: socket.socket | None, listener: socket.socket | None, ctrl: soc
         signal.signal(signal.SIGINT, signal.default_int_handler)
         if conn is None:
             assert listener is not None and ctrl is not None
-            conn, _ = listener.accept()  # a spare waits here, before any caller: no command waits for a fork
+            # A spare waits here, before any caller (no command waits for a fork), until a caller or its leave:
+            # the server renews it after loading a store (or the server is gone: its line ends).
+            memo.touch()  # the copies it would make during the command, made before it (memo.py)
+            ready, _w, _x = select.select([listener, ctrl], [], [])
+            if listener not in ready:
+                os._exit(0)
+            conn, _ = listener.accept()
             listener.close()
             socket.send_fds(ctrl, [b"took"], [conn.fileno()])  # the server reports this worker's exit on it
-            ctrl.close()
-        code = _work(conn)
+        code = _work(conn, ctrl)
     finally:
         os._exit(code & 0xFF)
 
 
-def _work(conn: socket.socket) -> int:
-    """Take the caller's request and run it; the exit code."""
+def _work(conn: socket.socket, ctrl: socket.socket | None) -> int:
+    """Take the caller's request and run it; the exit code. `ctrl`: the server's line (tell it what was loaded)."""
     log = os.dup(2)  # the server's log: fd 2 becomes the client's stderr
     try:
         request = _take(conn, log)
@@ -365,6 +473,9 @@ def _work(conn: socket.socket) -> int:
     gc.disable()
     threading.Thread(target=_watch_caller, args=(conn,), daemon=True, name="codexr-caller").start()
     code = _run(request)
+    if ctrl is not None:
+        with contextlib.suppress(OSError):
+            ctrl.sendall(hint_bytes(memo.take_used()[:HINT_FILES]))
     # Everything the command held is let go before the caller hears "exit" and ends (it does not wait for this
     # process's teardown, ~6 ms for the server's address space): a lock held through an fd until exit would
     # otherwise still be held when the next command starts.
@@ -382,10 +493,10 @@ def _peer(conn: socket.socket) -> tuple[int, int]:
     return pid, uid
 
 
-def _log(fd: int, text: str) -> None:
+def _log(fd: int, text: str, who: str = "worker") -> None:
     """One line in the server's log (`<socket>.log`): which worker ran what for whom; never a prompt's text."""
     with contextlib.suppress(OSError):
-        os.write(fd, f"{time.strftime('%Y-%m-%d %H:%M:%S')} worker {os.getpid()}: {text}\n".encode(errors="replace"))
+        os.write(fd, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {who} {os.getpid()}: {text}\n".encode(errors="replace"))
 
 
 def _take(conn: socket.socket, log: int) -> dict[str, Any]:

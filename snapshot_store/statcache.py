@@ -40,6 +40,20 @@ def is_racy(key: Key, started_ns: int) -> bool:
     return newest >= started_ns - window
 
 
+
+def read_stat_cache(path: str) -> dict[str, tuple[int, int, int, int, int, str]]:
+    """A saved stat cache's entries; ValueError if it is damaged (OSError if unreadable)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    head = len(MAGIC) + 32
+    if not data.startswith(MAGIC) or blake3.blake3(data[head:]).digest() != data[len(MAGIC):head]:
+        raise ValueError("not a stat cache, or a damaged one")
+    doc = marshal.loads(data[head:])
+    if type(doc) is not dict:
+        raise ValueError("not a stat cache")
+    return doc
+
+
 class StatCache:
     """path -> (stat key, blob hex) for one workspace; a damaged cache file is simply rebuilt."""
 
@@ -53,15 +67,10 @@ class StatCache:
         self._load()
 
     def _load(self) -> None:
+        from . import memo  # here: memo imports this module
+
         try:
-            data = self.path.read_bytes()
-            head = len(MAGIC) + 32
-            if not data.startswith(MAGIC) or blake3.blake3(data[head:]).digest() != data[len(MAGIC):head]:
-                raise ValueError("not a stat cache, or a damaged one")
-            doc = marshal.loads(data[head:])
-            if type(doc) is not dict:
-                raise ValueError("not a stat cache")
-            self.entries = doc
+            self.entries = dict(memo.load("stat", str(self.path)))  # a copy: entries change, the memo's must not
         except (OSError, ValueError, EOFError, TypeError, AttributeError):
             self.entries = {}
 

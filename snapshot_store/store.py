@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import fastpath, walkstate
+from . import fastpath, memo, walkstate
 from . import scope as scope_mod
 from .capture import HashOnly, Progress, read_paths
 from .dirfd import DirCache
@@ -106,6 +106,22 @@ class Change:
 
     path: str
     change: str  # added | modified | deleted | mode | type
+
+
+
+def read_record(path: str) -> SnapshotRecord:
+    """One snapshot file, verified: its name is the hash of its bytes."""
+    snap_id = os.path.basename(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError as exc:
+        raise UnknownSnapshot(f"no snapshot {snap_id}") from exc
+    except OSError as exc:
+        raise CorruptStore(f"snapshot {snap_id} cannot be read: {exc.strerror}") from exc
+    if digest_hex(data) != snap_id:
+        raise CorruptStore(f"snapshot {snap_id} does not match its hash (damaged file)")
+    return SnapshotRecord.decode(snap_id, data)
 
 
 class Store:
@@ -237,18 +253,9 @@ class Store:
         rec = self._records.get(snap_id) or self._volatile.get(snap_id)
         if rec is not None:
             return rec
-        path = self._snapshot_path(snap_id)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError as exc:
-            raise UnknownSnapshot(f"no snapshot {snap_id}") from exc
-        except OSError as exc:
-            raise CorruptStore(f"snapshot {snap_id} cannot be read: {exc.strerror}") from exc
-        if digest_hex(data) != snap_id:
-            raise CorruptStore(f"snapshot {snap_id} does not match its hash (damaged file)")
-        rec = SnapshotRecord.decode(snap_id, data)
-        self._records[snap_id] = rec
-        return rec
+        loaded: SnapshotRecord = memo.load("snapshot", str(self._snapshot_path(snap_id)))
+        self._records[snap_id] = loaded
+        return loaded
 
     def files(self, snap_id: str) -> FileMap:
         """The full path map of a snapshot, replaying its delta chain (cached; do not mutate)."""

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import blake3
 
+from . import memo
 from .changes import Changes
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .fsutil import atomic_write
@@ -359,8 +360,16 @@ def captured_stats(files: FileMap, state: WalkState) -> dict[str, Key] | None:
 
 def load(path: Path) -> WalkState | None:
     """The saved state, or None when there is none or it is damaged (a disposable cache: then walk)."""
+    state: WalkState | None = memo.load("walk", str(path))
+    # A copy: a capture replaces some of its fields (Store._unchanged), the memo's must stay as loaded.
+    return dataclasses.replace(state) if state is not None else None
+
+
+def read(path: str) -> WalkState | None:
+    """A saved state from disk, checked (None: none, or damaged)."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            data = f.read()
         head = len(MAGIC) + 32
         if not data.startswith(MAGIC) or blake3.blake3(data[head:]).digest() != data[len(MAGIC):head]:
             return None
@@ -396,6 +405,7 @@ def clean_paths(state: WalkState) -> bool:
 
 
 _BAD_NAMES = frozenset({"", ".", ".."})
+
 
 
 def save(path: Path, state: WalkState) -> None:

@@ -448,6 +448,66 @@ def test_the_server_serves_without_spares_when_they_keep_dying(servers: Servers,
     assert [cmd for _w, _c, cmd in servers.served()] == ["snapshots"], servers.log()
 
 
+def test_the_server_keeps_what_a_command_loaded_and_never_serves_a_file_damaged_since(
+        servers: Servers, tmp_path: Path) -> None:
+    """Between commands the server loads what the last one read of its store (memo.py), for the next fork; a
+    snapshot damaged afterwards, even with its size and mtime put back, is read again and refused."""
+    servers.start()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one\n")
+    env = {"CODEX_HOME": str(tmp_path / "home")}
+    res = servers.run("snapshots", "capture", "--json", env=env, cwd=ws)
+    assert res.returncode == 0, show(res)
+    snap = json.loads(res.stdout)["id"]
+    time.sleep(0.3)  # the snapshot file is past the racy window: the server may keep it
+    (ws / "a.txt").write_text("two\n")
+    warmed = servers.log().count(" kept ")
+    res = servers.run("snapshots", "restore", snap, "--yes", env=env, cwd=ws)
+    assert res.returncode == 0 and (ws / "a.txt").read_text() == "one\n", show(res)
+    wait_until(lambda: servers.log().count(" kept ") > warmed, 20, "the server to load what the restore used")
+    path = tmp_path / "home" / "file_snapshots" / "snapshots" / snap[:2] / snap
+    st = path.stat()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    (ws / "a.txt").write_text("three\n")
+    res = servers.run("snapshots", "restore", snap, "--yes", env=env, cwd=ws)
+    assert res.returncode != 0 and "does not match its hash" in res.stderr and "Traceback" not in res.stderr, \
+        show(res)
+    assert (ws / "a.txt").read_text() == "three\n"
+    assert [cmd for _w, _c, cmd in servers.served()] == ["snapshots"] * 3, servers.log()
+
+
+def test_commands_run_in_the_server_while_it_renews_its_spare(servers: Servers, tmp_path: Path) -> None:
+    """After loading what a command used, the server swaps its waiting spare for a fresh fork: a caller arriving
+    meanwhile (alone or two at once) is still served, by the old spare or the new one, never dropped."""
+    import random
+
+    servers.start()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    env = {**os.environ, **servers.env, "CODEX_HOME": str(tmp_path / "home")}
+    res = servers.run("snapshots", "capture", env={"CODEX_HOME": str(tmp_path / "home")}, cwd=ws)
+    assert res.returncode == 0, show(res)
+    rng = random.Random(5)
+    outputs = []
+    for i in range(16):
+        procs = [subprocess.Popen([sys.executable, "-m", "app", "snapshots", "list"], cwd=ws, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2 if i % 3 == 0 else 1)]
+        for proc in procs:
+            out, err = proc.communicate(timeout=START_S)
+            assert proc.returncode == 0 and "Traceback" not in err, (out, err)
+            outputs.append(out)
+        time.sleep(rng.uniform(0.0, 0.3))  # around the server's WARM_DELAY: renewals land between and during
+    assert len(set(outputs)) == 1 and outputs[0].strip(), outputs
+    assert len(servers.served()) == 1 + len(outputs), servers.log()
+    assert " kept " in servers.log() and "refused" not in servers.log(), servers.log()
+
+
 def test_server_stop_removes_what_gone_servers_left_and_nothing_of_a_live_one(servers: Servers) -> None:
     """Every codexr build (each edit, in development) leaves a lock and a log; `server stop` prunes those nobody
     holds, and never one whose lock is held (a server, or one starting)."""
