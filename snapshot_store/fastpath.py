@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -37,7 +37,7 @@ class LastCapture:
 
     files: FileMap
     fresh: dict[str, tuple[Key, str]]
-    stats: dict[str, Key]
+    stats: Mapping[str, Key]  # of every captured file (walkstate.CapturedStats: unpacked when asked)
     covered: frozenset[str]
     unwatched: dict[str, Key | None]  # covered paths no watched directory reports on, with their lstat
     git_signature: tuple[int, ...] | None
@@ -220,7 +220,7 @@ def merge(sel: Selection, captured: Captured) -> LastCapture:
         fresh = {p: v for p, v in fresh.items() if p not in sel.removed}
         stats = {p: v for p, v in stats.items() if p not in sel.removed}
     if captured.entries:
-        stats = {**stats, **captured.stats}
+        stats = _merged(stats, captured.stats)
         files = {**files, **captured.entries}
         fresh = {**fresh, **captured.fresh}
         for p, e in captured.entries.items():
@@ -231,6 +231,31 @@ def merge(sel: Selection, captured: Captured) -> LastCapture:
         unwatched = {**unwatched, **{p: k for p, k in captured.stats.items() if p in unwatched}}
     return LastCapture(files, fresh, stats, sel.covered, unwatched, last.git_signature, last.settings,
                        last.walked_at)
+
+
+class _Overlay(Mapping[str, Key]):
+    """Stats read again over a lazy map of the rest (walkstate.CapturedStats), without unpacking it."""
+
+    def __init__(self, newer: dict[str, Key], rest: Mapping[str, Key]) -> None:
+        self._newer, self._rest = newer, rest
+
+    def __getitem__(self, path: str) -> Key:
+        key = self._newer.get(path)
+        return key if key is not None else self._rest[path]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._newer
+        yield from (p for p in self._rest if p not in self._newer)
+
+    def __len__(self) -> int:
+        return sum(1 for _p in self)
+
+
+def _merged(stats: Mapping[str, Key], newer: dict[str, Key]) -> Mapping[str, Key]:
+    """`newer` over `stats`: one layer over a lazy map, else a dict (a session's next capture flattens it)."""
+    if isinstance(stats, dict | _Overlay):
+        return {**stats, **newer}
+    return _Overlay(newer, stats)
 
 
 def unwatched_after_walk(files: FileMap, covered: Iterable[str], to_capture: dict[str, os.stat_result]

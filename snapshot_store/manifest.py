@@ -13,6 +13,7 @@ The root directory is the key "". On disk each entry is the JSON list of its fie
 from __future__ import annotations
 
 import json
+import operator
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -252,6 +253,19 @@ def apply_delta(base: FileMap, changes: Mapping[str, Entry | None]) -> None:
             base.pop(k, None)
         else:
             base[k] = v
+
+
+def captured_paths(files: Mapping[str, Entry]) -> list[str]:
+    """Paths of files and symlinks, in the map's order (one pass; `is_captured` per entry cost ~3x as much)."""
+    return [p for p, e in files.items() if e.kind in CAPTURED_KINDS]
+
+
+def count_captured(files: Mapping[str, Entry]) -> int:
+    """How many files and symlinks (C-level: no Python call per entry)."""
+    return sum(map(CAPTURED_KINDS.__contains__, map(_KIND, files.values())))
+
+
+_KIND = operator.itemgetter(0)  # an entry's kind (its first field)
 
 
 def captured_items(files: Mapping[str, Entry]) -> Iterator[tuple[str, Entry]]:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 WRITE, DELETE, RMDIR, LEAVE = "write", "delete", "rmdir", "leave"
+_HELD_OR_ABSENT = frozenset({"f", "l", "-"})  # what a restore may write or delete: its safety capture covers them
 
 
 @dataclass
@@ -116,12 +117,9 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
     deletes: dict[str, Action] = {}
     emptied: list[str] = []  # directories a write replaces: removed (deepest first) once emptied
     held = ("f", "l")
-    paths = {p for p, e in target.items() if e.kind in held} | {p for p, e in current.items() if e.kind in held}
-    changed = []
-    for path in paths:
-        t, s = target.get(path), current.get(path)
-        if t != s:
-            changed.append(path)
+    # Files and symlinks held on either side that differ (two passes, not a union of both maps and a third).
+    changed = {p for p, t in target.items() if t.kind in held and current.get(p) != t}
+    changed.update(p for p, s in current.items() if s.kind in held and target.get(p) != s)
     for path in sorted(changed):
         t, s = target.get(path), current.get(path)
         if forbidden(path):
@@ -304,7 +302,7 @@ def restore(
     target = store.files(snap_id)
     # The safety capture must hold everything the restore may write or delete, without size cap:
     # every path the target holds or tombstoned, and any file the target witnessed absent.
-    targets = [p for p, e in target.items() if is_captured(e) or e.kind == "-"]
+    targets = [p for p, e in target.items() if e.kind in _HELD_OR_ABSENT]
     known = [*known_paths, *targets]
     # The shared store lock spans capture, confirmation and apply: gc cannot drop the target meanwhile.
     with translate_os_errors(f"restore into {ws}"), store.workspace_lock(ws), store.shared_lock():

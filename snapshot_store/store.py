@@ -9,7 +9,7 @@ import marshal
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,8 @@ from .manifest import (
     SnapshotRecord,
     apply_delta,
     captured_items,
+    captured_paths,
+    count_captured,
     delta,
     is_captured,
 )
@@ -81,7 +83,7 @@ class CaptureResult:
     unchanged: bool
     skipped: list[tuple[str, str]] = field(default_factory=list)
     files: FileMap = field(default_factory=dict, repr=False)
-    stats: dict[str, Key] = field(default_factory=dict, repr=False)
+    stats: Mapping[str, Key] = field(default_factory=dict, repr=False)
     stored_blobs: frozenset[bytes] = field(default=frozenset(), repr=False)  # written by this capture
     recovered: Recovery | None = None  # an interrupted restore this capture finished first
 
@@ -489,15 +491,19 @@ class Store:
                     parent_files = self.files(parent)
                 except StoreError:
                     parent, parent_files, checked = None, None, None
-            if grow and parent_files is not None:
-                known.extend(p for p, _e in captured_items(parent_files))
+            parent_captured = captured_paths(parent_files) if parent_files is not None else []
+            if grow:
+                known.extend(parent_captured)
             w = watched  # what the fast path asks: the journal, or the check for this one capture
             if checked is not None and parent_files is not None and not checked.check.changes.structural:
                 covered_now = {*git.paths, *known}  # what a walk would capture whatever the limits
-                if walkstate.same_map(checked.state.covered_set(), covered_now, parent_files, settings, ignore):
+                captured_then = set(parent_captured)
+                if walkstate.same_map(checked.state.covered_set(), covered_now, parent_files, captured_then, settings,
+                                      ignore):
                     # Covered then and now: what the fast path settles newly known paths against.
-                    w = self._checked_watch(checked, parent_files, checked.state.covered_set() & covered_now,
-                                            git.signature, settings) or watched
+                    w = self._checked_watch(checked, parent_files, captured_then,
+                                            checked.state.covered_set() & covered_now, git.signature,
+                                            settings) or watched
                 else:
                     checked = None  # other known paths would change the map: walk
             cache = self.stat_cache(ws)
@@ -532,7 +538,7 @@ class Store:
                 files, stats = state.files, state.stats
                 skipped = [*skipped, *scope_mod.too_large_skipped(files, skipped, settings.residue_max_file_bytes)]
                 result = CaptureResult(
-                    id="", root=key, file_count=sum(1 for e in files.values() if is_captured(e)),
+                    id="", root=key, file_count=count_captured(files),
                     bytes_hashed=captured.bytes_hashed, bytes_stored=0, seconds=0.0, unchanged=False,
                     skipped=skipped, files=files, stats=stats,
                 )
@@ -631,16 +637,17 @@ class Store:
             snap = rec.parent
         return None
 
-    def _checked_watch(self, checked: walkstate.Checked, parent_files: FileMap, covered: frozenset[str],
-                       git_signature: tuple[int, ...] | None, settings: ScopeSettings) -> fastpath.Watched | None:
+    def _checked_watch(self, checked: walkstate.Checked, parent_files: FileMap, captured: set[str],
+                       covered: frozenset[str], git_signature: tuple[int, ...] | None,
+                       settings: ScopeSettings) -> fastpath.Watched | None:
         """A one-capture journal from the check: the fast path re-reads only the files whose stat moved.
 
         `covered`: paths covered by the saved walk and by this capture (walkstate.same_map said the map is the
-        same); the fast path adds this capture's newly known ones.
+        same); the fast path adds this capture's newly known ones. `captured`: the files and symlinks of the map.
         """
         state = checked.state
         try:
-            stats = walkstate.captured_stats(parent_files, state)
+            stats = walkstate.captured_stats(captured, state)
         except ValueError:
             return None
         if stats is None:
