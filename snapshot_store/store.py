@@ -647,7 +647,7 @@ class Store:
         """
         state = checked.state
         try:
-            stats = walkstate.captured_stats(captured, state)
+            stats = walkstate.captured_stats(captured, state, checked.check.changes.files)
         except ValueError:
             return None
         if stats is None:
