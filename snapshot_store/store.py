@@ -708,7 +708,7 @@ class Store:
             newly.update((rel, trusted(key)) for rel, key in read.items())
             # Every captured file must keep a key the next check looks at, or a change to it would go unseen.
             if any(is_captured(files.get(rel)) for rel in newly):
-                kept = base.seen_paths() | set(unwatched)
+                kept = base.seen_paths() | unwatched.keys()
                 if any(is_captured(files.get(rel)) and rel not in kept for rel in newly):
                     walkstate.forget(path)
                     return None

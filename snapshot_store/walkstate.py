@@ -73,6 +73,7 @@ class WalkState:
     listings: bytes  # each of `dirs`' listing digest (scope.listing_digest), 16 bytes each, in the same order
     grows_same: bool  # every covered path is Git-tracked or captured: a walk that grows from it covers them all
     _covered: frozenset[str] | None = field(default=None, repr=False, compare=False)
+    _seen_paths: frozenset[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def covered(self) -> list[str]:
@@ -88,9 +89,12 @@ class WalkState:
             self._covered = frozenset(self.covered)
         return self._covered
 
-    def seen_paths(self) -> set[str]:
-        """Every path the check looks at in listed directories."""
-        return {f"{parent}/{name}" if parent else name for parent, names, _k in self.seen for name in names}
+    def seen_paths(self) -> frozenset[str]:
+        """Every path the check looks at in listed directories (built once: ~4 ms for 11,000)."""
+        if self._seen_paths is None:
+            self._seen_paths = frozenset(f"{parent}/{name}" if parent else name
+                                         for parent, names, _k in self.seen for name in names)
+        return self._seen_paths
 
     def seen_keys(self) -> dict[str, Key | None]:
         """Every checked entry's key (None: untrusted), by path."""
@@ -216,7 +220,7 @@ def same_map(covered_then: frozenset[str], covered_now: set[str], files: FileMap
 
 def grows_same(covered: frozenset[str], git_paths: set[str], files: FileMap) -> bool:
     """Is every covered path Git-tracked or captured (so a capture that grows from `files` covers it again)?"""
-    return all(p in git_paths or is_captured(files.get(p)) for p in covered)
+    return all(is_captured(files.get(p)) for p in covered - git_paths)
 
 
 def stat_bound(files: FileMap, rel: str) -> bool:

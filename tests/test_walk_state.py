@@ -192,6 +192,30 @@ def test_the_capture_after_one_that_could_not_vouch_for_a_file_reads_it_again_wi
     assert res.bytes_hashed == len("a = 2\n") + len("b = 'changed too'\n")  # the two files, not the tree
 
 
+def test_a_stat_cache_a_restore_left_unsaved_never_vouches_for_a_rewritten_file(repo: Path, trusted: Path) -> None:
+    """A one-file restore does not rewrite the stat cache (statcache.SMALL_CHANGE): the entry it would have dropped
+    stays on disk. A later walk must still read the file, even at the same path, size and mtime as that entry."""
+    with Store.open(trusted) as s:
+        snap = s.latest(repo)
+        assert snap is not None
+    (cache_file,) = (trusted / "cache").glob("*.stat")
+    stale = marshal.loads(cache_file.read_bytes()[len(b"CRSTAT2\n") + 32:])["src/a.py"]
+    write(repo, "src/a.py", "a = 'edited'\n")
+    time.sleep(SETTLE)
+    before = cache_file.read_bytes()
+    with Store.open(trusted) as s:
+        s.restore(snap, repo, scope=WIDE)
+    assert (repo / "src" / "a.py").read_text() == "a = 1\n"
+    assert cache_file.read_bytes() == before  # left as it was, the old entry of src/a.py in it
+    walk_file(trusted).unlink()  # the next capture walks, consulting the stat cache
+    write(repo, "src/a.py", "a = 9\n")  # the size of the stale entry's content
+    os.utime(repo / "src" / "a.py", ns=(stale[1], stale[1]))
+    time.sleep(SETTLE)
+    res = capture(trusted, repo)
+    with Store.open(trusted) as s:
+        assert b"".join(s.blob_chunks(s.files(res.id)["src/a.py"][3])) == b"a = 9\n"
+
+
 def test_a_damaged_saved_walk_is_ignored(repo: Path, trusted: Path) -> None:
     path = walk_file(trusted)
     data = bytearray(path.read_bytes())
