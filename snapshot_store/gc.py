@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import blake3
 
+from . import memo
 from .errors import CorruptStore, StoreBusy, StoreError
 from .fsutil import TMP_PREFIX, atomic_write, fsync_dir, translate_os_errors
 from .ids import is_pack_id, is_snapshot_id
@@ -362,8 +363,8 @@ def plan_gc(store: Store, policy: RetentionPolicy, now: float | None = None, *,
 
 
 def gc(store: Store, policy: RetentionPolicy, *, dry_run: bool = False, wait: bool = True) -> GcPlan:
-    """Run (or with `dry_run` only plan) a collection under the store's exclusive lock."""
-    with store.exclusive_lock(wait=wait), translate_os_errors("gc"):
+    """Run (or with `dry_run` only plan) a collection under the store's exclusive lock, reading from disk."""
+    with store.exclusive_lock(wait=wait), translate_os_errors("gc"), memo.disabled():
         pending = read_pending(store)
         packs = _load_packs(store, set(pending["packs"]) if pending else set(), write=not dry_run)
         plan = plan_gc(store, policy, _packs=packs)

@@ -18,7 +18,7 @@ import blake3
 
 from .capture import Progress
 from .errors import CorruptStore, StoreBusy, StoreError, StoreFull
-from .fsutil import atomic_write, fsync_dir, syncfs, translate_os_errors
+from .fsutil import atomic_write, fsync_dir, translate_os_errors
 from .ids import is_snapshot_id
 from .locks import owner_alive, owner_info, owner_text
 from .manifest import WALKED, Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
@@ -436,7 +436,7 @@ def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: Re
         cache.forget(result.written + result.deleted)
         written = {a.path: a.target for a in plan.actions if a.op == WRITE and a.target is not None}
         store.absorb_own_changes(ws, {p: written[p] for p in result.written}, result.deleted, fs.dirs_changed)
-        syncfs(ws)
+        fs.sync()
     journal.unlink()
     fsync_dir(journal.parent)
 
@@ -651,7 +651,7 @@ def recover(store: Store, root: Path) -> Recovery | None:
         for d in {parent_of(path) for _op, path, _t in actions}:
             with contextlib.suppress(OSError, UnsafePath):
                 fs.clean_temps(d)  # temps of the steps just redone, if one failed half-way
-        syncfs(root)
+        fs.sync()
     store.stat_cache(root).forget([path for _op, path, _t in actions])
     journal.unlink()
     fsync_dir(journal.parent)

@@ -11,15 +11,18 @@ import errno
 import os
 import stat
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from .dirfd import DIR_FLAGS as _DIR_FLAGS
 from .dirfd import SymlinkInPath, open_dir
-from .fsutil import libc_function
+from .fsutil import libc_function, syncfs
 from .scope import forbidden
 from .statcache import Key, stat_key
 
 TMP_PREFIX = ".codexr-tmp-"
 ASIDE_PREFIX = TMP_PREFIX + "del-"  # then 12 hex digits, "-" and the file's own name
+#: Changed directories a restore fsyncs one by one at its end; beyond this, one syncfs of the file system.
+SYNC_DIRS = 64
 NAME_MAX = 255
 
 
@@ -82,6 +85,7 @@ class SafeRoot:
         self._root_fd = os.open(root, _DIR_FLAGS)
         self._lent: int | None = None
         self.dirs_changed = False  # a directory was created or removed (the change journal must re-walk)
+        self.touched: set[str] = set()  # directories whose entries this object changed (see `sync`)
         self.kept_aside: list[tuple[str, str]] = []  # (path, temp name) a delete could not put back
 
     def close(self) -> None:
@@ -98,13 +102,20 @@ class SafeRoot:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _mkdir_seen(self) -> None:
+    def _made_dir_in(self, rel_dir: str) -> None:
+        """A directory on the way to `rel_dir` was created: each of them, and where it was made, changed."""
         self.dirs_changed = True
+        self.touched.add("")
+        for i, ch in enumerate(rel_dir):
+            if ch == "/":
+                self.touched.add(rel_dir[:i])
+        self.touched.add(rel_dir)
 
     def _open(self, rel_dir: str, create: bool) -> int | None:
         """A fresh fd of `rel_dir` (the caller closes it); None if it is missing and `create` is off."""
         try:
-            return open_dir(self._root_fd, rel_dir, create=create, on_mkdir=self._mkdir_seen)
+            return open_dir(self._root_fd, rel_dir, create=create,
+                            on_mkdir=lambda: self._made_dir_in(rel_dir))
         except SymlinkInPath as exc:
             raise UnsafePath(f"{exc.rel_dir} is a symlink or a file, not a directory") from exc
         except NotADirectoryError as exc:
@@ -183,6 +194,30 @@ class SafeRoot:
                 raise FileNotFoundError(rel)
             return os.readlink(name, dir_fd=pfd)
 
+    def sync(self) -> None:
+        """Make the directory entries this object changed durable (each file's data was synced before its rename).
+
+        One fsync per changed directory, deepest first. More than SYNC_DIRS of them, or one that cannot be opened
+        any more, and it is one syncfs of the whole file system instead, which also waits for every other dirty
+        page on it: a one-file restore right after a 75 MB write spent 0.6 s in syncfs (bench_startup).
+        """
+        dirs = sorted(self.touched, key=lambda d: d.count("/") if d else -1, reverse=True)
+        if len(dirs) > SYNC_DIRS:
+            syncfs(Path(self.root))
+            return
+        for rel in dirs:
+            try:
+                fd = self._open(rel, False)
+            except (OSError, UnsafePath):
+                fd = None
+            if fd is None:  # gone or replaced since: the file system's own sync covers whatever it became
+                syncfs(Path(self.root))
+                return
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
     def write_file(self, rel: str, chunks: Iterable[bytes], mode: int) -> None:
         """Write a temp file in the same directory, set the mode, fsync it, rename it over the target.
 
@@ -211,12 +246,15 @@ class SafeRoot:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=pfd)
                 raise
+            finally:
+                self.touched.add(rel.rpartition("/")[0])
 
     def write_link(self, rel: str, target: str) -> None:
         """Create a symlink (never following it) via a temp name and rename."""
         with self._parent(rel, True) as (pfd, name):
             assert pfd is not None
             tmp = f"{TMP_PREFIX}{os.urandom(6).hex()}"
+            self.touched.add(rel.rpartition("/")[0])
             os.symlink(target, tmp, dir_fd=pfd)
             try:
                 os.rename(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
@@ -236,6 +274,7 @@ class SafeRoot:
         with self._parent(rel, False) as (pfd, name):
             if pfd is None:
                 raise FileNotFoundError(rel)
+            self.touched.add(rel.rpartition("/")[0])
             if expect is None:
                 os.unlink(name, dir_fd=pfd)
                 return True
@@ -266,6 +305,7 @@ class SafeRoot:
         with self._parent(rel, False) as (pfd, name):
             if pfd is None:
                 raise FileNotFoundError(rel)
+            self.touched.add(rel.rpartition("/")[0])
             os.rmdir(name, dir_fd=pfd)
         self.dirs_changed = True
 
@@ -279,6 +319,7 @@ class SafeRoot:
         fd = self._open(rel_dir, False)
         if fd is None:
             return
+        self.touched.add(rel_dir)
         try:
             for name in os.listdir(fd):
                 if name.startswith(ASIDE_PREFIX):

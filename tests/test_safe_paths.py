@@ -361,3 +361,68 @@ def test_every_restored_file_is_synced_before_it_is_renamed_into_place(tmp_path:
     assert not unsynced, f"{len(unsynced)} of {len(renamed)} temp files renamed into place unsynced"
     for i in range(30):
         assert (ws / f"d{i % 3}" / f"f{i}.txt").read_text() == f"version one of {i}\n"
+
+
+def _traced_restore(tmp_path: Path, ws: Path, home: Path, snap: str) -> list[tuple[str, list[str]]]:
+    """(call, directory paths its fds name) of a real `codexr snapshots restore` under strace, in order."""
+    log = tmp_path / "strace.log"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
+    res = subprocess.run(["strace", "-f", "-y", "-qq", "-s", "4096", "-o", str(log),
+                          "-e", "trace=fsync,syncfs,rename,renameat,renameat2,unlink,unlinkat,mkdir,mkdirat",
+                          sys.executable, "-m", "app.cli", "snapshots", "restore", snap, "--yes"],
+                         cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    calls = []
+    for line in log.read_text().splitlines():
+        m = STRACE_LINE.match(line)
+        if m is not None and "= -1" not in line:
+            calls.append((m.group(1), re.findall(r"\d+<([^>]*)>", m.group(2))))
+    return calls
+
+
+def test_a_small_restore_syncs_each_directory_it_changed_not_the_whole_file_system(tmp_path: Path, ws: Path) -> None:
+    """syncfs waits for every dirty page of the file system (0.6 s of a one-file restore after a big write); a
+    restore that changed a few directories fsyncs each of them after its last change there instead."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (ws / "a.txt").write_text("a one\n")
+    (ws / "d").mkdir()
+    (ws / "d" / "b.txt").write_text("b one\n")
+    (ws / "n" / "m").mkdir(parents=True)
+    (ws / "n" / "m" / "deep.txt").write_text("deep one\n")
+    with Store.open(home / "file_snapshots") as store:
+        snap = store.capture(ws).id
+    (ws / "a.txt").write_text("a two, longer\n")
+    (ws / "d" / "b.txt").unlink()
+    (ws / "d" / "new.txt").write_text("not in the snapshot\n")
+    (ws / "n" / "m" / "deep.txt").unlink()
+    (ws / "n" / "m").rmdir()
+    (ws / "n").rmdir()
+    calls = _traced_restore(tmp_path, ws, home, snap)
+    assert (ws / "n" / "m" / "deep.txt").read_text() == "deep one\n" and not (ws / "d" / "new.txt").exists()
+    assert not [c for c in calls if c[0] == "syncfs"], calls
+    root = os.path.realpath(ws)
+    last_change: dict[str, int] = {}
+    for i, (call, dirs) in enumerate(calls):
+        if call != "fsync":
+            for d in dirs:
+                if d == root or d.startswith(root + "/"):
+                    last_change[d] = i
+    assert set(last_change) == {root, f"{root}/d", f"{root}/n", f"{root}/n/m"}, last_change
+    for d, i in last_change.items():
+        assert any(call == "fsync" and dirs == [d] for call, dirs in calls[i + 1:]), f"{d} not synced after its change"
+
+
+def test_a_restore_that_changed_many_directories_syncs_the_file_system_once(tmp_path: Path, ws: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    for i in range(70):  # over safefs.SYNC_DIRS
+        (ws / f"d{i}").mkdir()
+        (ws / f"d{i}" / "f.txt").write_text(f"one {i}\n")
+    with Store.open(home / "file_snapshots") as store:
+        snap = store.capture(ws).id
+    for i in range(70):
+        (ws / f"d{i}" / "f.txt").write_text(f"two {i}, longer\n")
+    calls = _traced_restore(tmp_path, ws, home, snap)
+    assert [c for c, _d in calls].count("syncfs") == 1
+    assert all((ws / f"d{i}" / "f.txt").read_text() == f"one {i}\n" for i in range(70))
