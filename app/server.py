@@ -99,6 +99,7 @@ def warm_store(used: list[tuple[str, str]]) -> int:
     The collector is told to leave what is kept alone, like everything else the server holds (see `main`).
     """
     kept = memo.warm(used)
+    gc.collect()  # only what is not frozen yet: what this load made, and any cycle it left
     gc.freeze()
     return kept
 
@@ -438,8 +439,10 @@ def worker(conn: socket.socket | None, listener: socket.socket | None, ctrl: soc
             # A spare waits here, before any caller (no command waits for a fork), until a caller or its leave:
             # the server renews it after loading a store (or the server is gone: its line ends).
             memo.touch()  # the copies it would make during the command, made before it (memo.py)
-            ready, _w, _x = select.select([listener, ctrl], [], [])
-            if listener not in ready:
+            waiting = select.poll()
+            waiting.register(listener, select.POLLIN)
+            waiting.register(ctrl, select.POLLIN)
+            if listener.fileno() not in {fd for fd, _event in waiting.poll()}:
                 os._exit(0)
             conn, _ = listener.accept()
             listener.close()

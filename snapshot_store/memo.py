@@ -6,7 +6,8 @@ last command loaded, decoded, and forks the next worker with it (a one-file rest
 measured with these four memoized). An entry is used only while every file it came from has the stat it had
 when it was loaded (inode, size, mtime and ctime: a write, a rename over it, damage through the file system all
 move ctime), and never for a file written within the racy window of its load (statcache.py's rule). Off unless
-`enable()`d (the server does); `snapshots verify` runs with it off, since it looks for damage a stat cannot show.
+`enable()`d (the server does). `snapshots verify` runs with it off, since it looks for damage a stat cannot show,
+and so does gc, whose deletion decisions are documented as made from what is on disk.
 Callers must not mutate what `load` returns.
 """
 

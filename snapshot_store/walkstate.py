@@ -374,7 +374,7 @@ class CapturedStats(Mapping[str, Key]):
         return None if i is None else unpack_key(KEY.unpack_from(packed, i * KEY.size))
 
     def __getitem__(self, path: str) -> Key:
-        key = self._seen_key(path) or self._state.unwatched.get(path) if path in self._captured else None
+        key = (self._seen_key(path) or self._state.unwatched.get(path)) if path in self._captured else None
         if key is None:
             raise KeyError(path)
         return key
