@@ -319,6 +319,17 @@ STRACE_LINE = re.compile(r"^(?:\[pid\s+\d+\]\s+|\d+\s+)?(\w+)\((.*)$")
 TMP_FD = re.compile(r"^(\d+)<([^>]*)>")
 
 
+def _strace_restore(tmp_path: Path, ws: Path, home: Path, snap: str, calls: str) -> list[str]:
+    """The strace lines (`-y`: fds with their paths) of these calls by a real `codexr snapshots restore SNAP`."""
+    log = tmp_path / "strace.log"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
+    res = subprocess.run(["strace", "-f", "-y", "-qq", "-s", "4096", "-o", str(log), "-e", f"trace={calls}",
+                          sys.executable, "-m", "app.cli", "snapshots", "restore", snap, "--yes"],
+                         cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return log.read_text().splitlines()
+
+
 def test_every_restored_file_is_synced_before_it_is_renamed_into_place(tmp_path: Path, ws: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -329,17 +340,11 @@ def test_every_restored_file_is_synced_before_it_is_renamed_into_place(tmp_path:
         snap = store.capture(ws).id
     for i in range(30):
         (ws / f"d{i % 3}" / f"f{i}.txt").write_text(f"version two of {i}, longer\n")
-    log = tmp_path / "strace.log"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
-    res = subprocess.run(["strace", "-f", "-y", "-qq", "-s", "4096", "-o", str(log),
-                          "-e", "trace=fdatasync,fsync,rename,renameat,renameat2",
-                          sys.executable, "-m", "app.cli", "snapshots", "restore", snap, "--yes"],
-                         cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
+    log = _strace_restore(tmp_path, ws, home, snap, "fdatasync,fsync,rename,renameat,renameat2")
     synced: set[str] = set()
     renamed: list[str] = []
     unsynced: list[str] = []
-    for line in log.read_text().splitlines():
+    for line in log:
         m = STRACE_LINE.match(line)
         if m is None:
             continue
@@ -365,15 +370,9 @@ def test_every_restored_file_is_synced_before_it_is_renamed_into_place(tmp_path:
 
 def _traced_restore(tmp_path: Path, ws: Path, home: Path, snap: str) -> list[tuple[str, list[str]]]:
     """(call, directory paths its fds name) of a real `codexr snapshots restore` under strace, in order."""
-    log = tmp_path / "strace.log"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
-    res = subprocess.run(["strace", "-f", "-y", "-qq", "-s", "4096", "-o", str(log),
-                          "-e", "trace=fsync,syncfs,rename,renameat,renameat2,unlink,unlinkat,mkdir,mkdirat",
-                          sys.executable, "-m", "app.cli", "snapshots", "restore", snap, "--yes"],
-                         cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
     calls = []
-    for line in log.read_text().splitlines():
+    for line in _strace_restore(tmp_path, ws, home, snap,
+                                "fsync,syncfs,rename,renameat,renameat2,unlink,unlinkat,mkdir,mkdirat"):
         m = STRACE_LINE.match(line)
         if m is not None and "= -1" not in line:
             calls.append((m.group(1), re.findall(r"\d+<([^>]*)>", m.group(2))))

@@ -34,6 +34,16 @@ def capture(store_dir: Path, ws: Path, *, lean: bool = True, **kw: object):  # t
         return s.capture(ws, scope=WIDE, lean=lean, **kw)  # type: ignore[arg-type]
 
 
+def capture_without_walking(monkeypatch: pytest.MonkeyPatch, store_dir: Path, ws: Path):  # type: ignore[no-untyped-def]
+    """`capture`, which must check the saved walk: walking fails the test."""
+    def no_walk(*_a: object, **_k: object) -> None:
+        raise AssertionError("walked")
+
+    with monkeypatch.context() as m:
+        m.setattr(scope_mod, "select", no_walk)
+        return capture(store_dir, ws)
+
+
 def files_of(store_dir: Path, snap: str) -> dict:
     with Store.open(store_dir) as s:
         return dict(s.files(snap))
@@ -181,13 +191,7 @@ def test_the_capture_after_one_that_could_not_vouch_for_a_file_reads_it_again_wi
     time.sleep(SETTLE)
     write(repo, "src/b.py", "b = 'changed too'\n")
     expected = walked_files(trusted, repo)
-
-    def no_walk(*_a: object, **_k: object) -> None:
-        raise AssertionError("walked")
-
-    monkeypatch.setattr(scope_mod, "select", no_walk)
-    res = capture(trusted, repo)
-    monkeypatch.undo()
+    res = capture_without_walking(monkeypatch, trusted, repo)
     assert files_of(trusted, res.id) == expected
     assert res.bytes_hashed == len("a = 2\n") + len("b = 'changed too'\n")  # the two files, not the tree
 
@@ -406,13 +410,7 @@ def test_a_file_saved_by_renaming_a_temp_file_over_it_is_checked_not_walked(repo
     write(repo, "src/.a.py.swp", "a = 'saved by an editor'\n")
     os.rename(repo / "src" / ".a.py.swp", repo / "src" / "a.py")
     expected = walked_files(trusted, repo)
-
-    def no_walk(*_a: object, **_k: object) -> None:
-        raise AssertionError("walked")
-
-    monkeypatch.setattr(scope_mod, "select", no_walk)
-    res = capture(trusted, repo)
-    monkeypatch.undo()
+    res = capture_without_walking(monkeypatch, trusted, repo)
     assert files_of(trusted, res.id) == expected
     with Store.open(trusted) as s:
         assert b"".join(s.blob_chunks(s.files(res.id)["src/a.py"][3])) == b"a = 'saved by an editor'\n"
