@@ -9,6 +9,11 @@ threads joined, atexit handlers run, streams flushed), closes every fd the comma
 caller leaves then. The server reaps the worker and sends its wait status (what the caller goes by when there was
 no `exit`: a worker killed by a signal). A worker whose caller dies is SIGKILLed by the server (a pidfd of the
 caller), and kills itself if it sees the connection end first.
+
+Before it lets go, a worker tells the server (over the line it said "took" on) which store files its command read;
+0.15 s later the server loads them, decoded (snapshot_store/memo.py: kept only while each file's stat is the same),
+and asks its waiting spare to leave for a fresh fork that holds them. A spare leaves only from its wait: a caller
+that reached it first is served, one that arrives meanwhile waits in the listen backlog for the next spare.
 """
 
 from __future__ import annotations
