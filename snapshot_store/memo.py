@@ -174,6 +174,8 @@ def warm(used: list[tuple[str, str]]) -> int:
     for kind, path in used:
         if kind in KINDS:
             with contextlib.suppress(Exception):  # warming is a guess: whoever needs the file meets the error itself
-                load(kind, path)
+                prepare = getattr(load(kind, path), "prepare", None)
+                if prepare is not None:
+                    prepare()  # what every user of it derives first (a saved walk's path sets), derived once here
     _used.clear()
     return sum(1 for key in used if key in _entries)
