@@ -99,7 +99,6 @@ def read_generation(store_dir: Path) -> bytes:
         return b""
 
 
-
 def read_pack_index(idx_path: str) -> PackInfo:
     """One pack's index, checked against its pack's size."""
     pack_id = os.path.basename(idx_path)[:-4]

@@ -45,7 +45,6 @@ def is_racy(key: Key, started_ns: int) -> bool:
     return newest >= started_ns - window
 
 
-
 def read_stat_cache(path: str) -> dict[str, tuple[int, int, int, int, int, str]]:
     """A saved stat cache's entries; ValueError if it is damaged (OSError if unreadable)."""
     with open(path, "rb") as f:

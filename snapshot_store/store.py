@@ -110,7 +110,6 @@ class Change:
     change: str  # added | modified | deleted | mode | type
 
 
-
 def read_record(path: str) -> SnapshotRecord:
     """One snapshot file, verified: its name is the hash of its bytes."""
     snap_id = os.path.basename(path)

@@ -378,17 +378,21 @@ class CapturedStats(Mapping[str, Key]):
         i = index.get(name)
         return None if i is None else unpack_key(KEY.unpack_from(packed, i * KEY.size))
 
+    def _key(self, path: str) -> Key | None:
+        return (self._seen_key(path) or self._state.unwatched.get(path)) if path in self._captured else None
+
     def __getitem__(self, path: str) -> Key:
-        key = (self._seen_key(path) or self._state.unwatched.get(path)) if path in self._captured else None
+        key = self._key(path)
         if key is None:
             raise KeyError(path)
         return key
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._captured)
+        """Captured paths with a key (one the check found changed may have none: it is read again)."""
+        return (p for p in self._captured if self._key(p) is not None)
 
     def __len__(self) -> int:
-        return len(self._captured)
+        return sum(1 for _p in self)
 
 
 def captured_stats(captured: set[str], state: WalkState, changed: set[str]) -> Mapping[str, Key] | None:

@@ -196,6 +196,27 @@ def test_the_capture_after_one_that_could_not_vouch_for_a_file_reads_it_again_wi
     assert res.bytes_hashed == len("a = 2\n") + len("b = 'changed too'\n")  # the two files, not the tree
 
 
+def test_the_captured_stats_of_a_checked_capture_are_a_consistent_mapping(repo: Path, trusted: Path) -> None:
+    """Looked up lazily, but iterating gives exactly the paths a lookup answers (a file whose saved key is
+    untrusted has none: the check names it and it is read again)."""
+    from snapshot_store.walkstate import captured_stats
+
+    write(repo, "src/a.py", "a = 2\n")
+    capture(trusted, repo)  # right after the write: src/a.py's key is saved untrusted (if this ran within 100 ms)
+    state = load(walk_file(trusted))
+    assert state is not None
+    with Store.open(trusted) as s:
+        files = s.files(state.snapshot)
+    captured = {p for p, e in files.items() if is_captured(e)}
+    stats = captured_stats(captured, state, changed=captured)
+    assert stats is not None
+    as_dict = dict(stats.items())
+    assert set(as_dict) <= captured and len(stats) == len(as_dict)
+    for p in captured:
+        assert stats.get(p) == as_dict.get(p)
+    assert "README.md" in as_dict
+
+
 def test_a_stat_cache_a_restore_left_unsaved_never_vouches_for_a_rewritten_file(repo: Path, trusted: Path) -> None:
     """A one-file restore does not rewrite the stat cache (statcache.SMALL_CHANGE): the entry it would have dropped
     stays on disk. A later walk must still read the file, even at the same path, size and mtime as that entry."""
