@@ -23,9 +23,11 @@ from typing import Any
 
 from .statcache import is_racy
 
-#: At most this many decoded files, and this many entries in them (~200 bytes each: ~60 MB), least recent out.
+#: At most this many decoded files, and this many entries in them, least recent out: ~440 bytes an entry (a
+#: server grew by 24 MB keeping an 11,000-file workspace's manifest, pack indexes, stat cache and walk: 55,000
+#: entries), so ~65 MB at most.
 MAX_FILES = 256
-MAX_WEIGHT = 300_000
+MAX_WEIGHT = 150_000
 
 Signature = tuple[tuple[int, int, int, int, int], ...]
 Loader = Callable[[str], Any]
