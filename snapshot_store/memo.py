@@ -25,8 +25,8 @@ from .statcache import is_racy
 
 #: At most this many decoded files, and this many entries in them, least recent out: ~440 bytes an entry (a
 #: server grew by 24 MB keeping an 11,000-file workspace's manifest, pack indexes, stat cache and walk: 55,000
-#: entries), so ~65 MB at most.
-MAX_FILES = 256
+#: entries), so ~65 MB at most. Files are many small ones too (a pack index per capture that stored something).
+MAX_FILES = 4096
 MAX_WEIGHT = 150_000
 
 Signature = tuple[tuple[int, int, int, int, int], ...]
