@@ -1,14 +1,14 @@
 """Decoded store files kept in memory by path and stat, for a process that serves many commands (app/server.py).
 
 Every one-shot command decodes the same files again: the target snapshot's manifest (~40-65 ms for 11,000
-files), every pack index (~20-30 ms), the stat cache (~15 ms), the saved walk. The resident server keeps what its
-last command loaded, decoded, and forks the next worker with it (a one-file restore: ~340 -> ~250 ms in-process,
-measured with these four memoized). An entry is used only while every file it came from has the stat it had
-when it was loaded (inode, size, mtime and ctime: a write, a rename over it, damage through the file system all
-move ctime), and never for a file written within the racy window of its load (statcache.py's rule). Off unless
-`enable()`d (the server does). `snapshots verify` runs with it off, since it looks for damage a stat cannot show,
-and so does gc, whose deletion decisions are documented as made from what is on disk.
-Callers must not mutate what `load` returns.
+files), every pack index (~20-30 ms), the stat cache (~15 ms), the saved walk and Git listing (~5-15 ms each).
+The resident server keeps what its last command loaded, decoded, and forks the next worker with it (a one-file
+restore: ~340 -> ~250 ms in-process, measured with the first four memoized). An entry is used only while every
+file it came from has the stat it had when it was loaded (inode, size, mtime and ctime: a write, a rename over
+it, damage through the file system all move ctime), and never for a file written within the racy window of its
+load (statcache.py's rule). Off unless `enable()`d (the server does). `snapshots verify` runs with it off, since
+it looks for damage a stat cannot show, and so does gc, whose deletion decisions are documented as made from
+what is on disk. Callers must not mutate what `load` returns.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ KINDS = {
     "pack": ("packs", "read_pack_index"),  # a pack index, also keyed by its pack file's stat
     "stat": ("statcache", "read_stat_cache"),  # a workspace's stat cache
     "walk": ("walkstate", "read"),  # a workspace's saved walk
+    "git": ("scope", "read_git_listing"),  # a workspace's saved Git listing
 }
 
 _enabled = False
@@ -64,7 +65,7 @@ def _files(kind: str, path: str) -> tuple[str, ...]:
 
 def _weight_of(obj: Any) -> int:
     """Entries held (a manifest's paths, an index's blobs, a cache's files), to bound the memory kept."""
-    for attr in ("changes", "entries", "seen"):
+    for attr in ("changes", "entries", "seen", "paths"):
         part = getattr(obj, attr, None)
         if part is not None:
             return len(part) if attr != "seen" else sum(len(g[1]) for g in part)
@@ -149,7 +150,7 @@ def touch() -> None:
     after this (~40 ms less of it, measured). The resident server's spare calls it while it waits for a caller.
     """
     for _sig, obj, _w in _entries.values():
-        for attr in ("changes", "entries", "seen"):
+        for attr in ("changes", "entries", "seen", "paths"):
             part = getattr(obj, attr, None)
             if part is not None:
                 obj = part

@@ -124,9 +124,19 @@ class GitTracked:
 
     @classmethod
     def load(cls, path: Path) -> GitTracked | None:
-        """The listing a previous process saved (see `save`), or None when absent or damaged."""
+        """The listing a previous process saved (see `save`), or None when absent or damaged (kept decoded by a
+        resident server: memo.py; callers do not change it)."""
+        from . import memo  # here: memo imports the modules it reads for
+
+        listing: GitTracked | None = memo.load("git", str(path))
+        return listing
+
+    @classmethod
+    def read(cls, path: str) -> GitTracked | None:
+        """The saved listing from disk, checked (None: none, or damaged)."""
         try:
-            data = path.read_bytes()
+            with open(path, "rb") as f:
+                data = f.read()
             magic, head = len(GIT_CACHE_MAGIC), len(GIT_CACHE_MAGIC) + 32
             if not data.startswith(GIT_CACHE_MAGIC) or blake3.blake3(data[head:]).digest() != data[magic:head]:
                 return None
@@ -554,3 +564,8 @@ def too_large_skipped(files: FileMap, skipped: list[tuple[str, str]], limit: int
 
 def _under(rel: str, dirs: tuple[str, ...]) -> bool:
     return any(rel == d or rel.startswith(d + "/") for d in dirs)
+
+
+def read_git_listing(path: str) -> GitTracked | None:
+    """`GitTracked.read`, by a name memo.py can import."""
+    return GitTracked.read(path)

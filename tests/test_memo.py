@@ -107,7 +107,7 @@ def test_every_kind_is_kept_and_replaced_when_rewritten(tmp_path: Path, memo_on:
         store = Store.open(tmp_path / "store")
         store.capture(ws, scope=WIDE)
         store.close()
-    assert {k for k, _p in memo.take_used()} >= {"snapshot", "pack", "stat", "walk"}
+    assert {k for k, _p in memo.take_used()} >= {"snapshot", "pack", "stat", "walk", "git"}
     before = dict(memo_on)
     write(ws, "f0.txt", "changed\n")
     store = Store.open(tmp_path / "store")
