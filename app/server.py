@@ -42,8 +42,6 @@ REQUEST_TIMEOUT = 10.0
 CHECK_EVERY = 30.0
 #: Seconds a worker runs without the cyclic garbage collector (see `worker`).
 GC_AFTER_S = 10.0
-#: Seconds a spare has to leave (or say it took a caller) when the server renews it.
-RETIRE_TIMEOUT = 2.0
 #: Seconds after a command ends before the server loads what it used: the stat cache and walk it just wrote are
 #: kept only once past the racy window (statcache.FINE_WINDOW_NS, 100 ms), or the load would be for nothing.
 WARM_DELAY = 0.15
@@ -158,6 +156,7 @@ class Server:
         self.hints: dict[int, bytes] = {}  # what each worker's command loaded of a store, as said so far
         self.to_warm: dict[tuple[str, str], None] = {}  # what ended commands loaded, to load here (in order)
         self.warm_due: float | None = None  # when to (files written within the racy window are not kept)
+        self.retiring: int | None = None  # the spare asked to leave (for a fork holding what was just loaded)
         self.closing = False  # no more spares: the listener is closing
         self.stopping = False
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -277,24 +276,22 @@ class Server:
             sel.unregister(self.listener)  # the spare accepts; this process must not race it
         sel.register(line, selectors.EVENT_READ, "spare")
 
-    def _spare_took(self, sel: selectors.BaseSelector, waiting: bool = True, retiring: bool = False) -> bool:
+    def _spare_took(self, sel: selectors.BaseSelector, waiting: bool = True) -> bool:
         """The spare took a connection (and sent a copy of it): it is a worker now; fork the next spare.
 
         With `waiting` False (closing), only if it has said so already; False when it has not (it is still in
-        accept(), or died unused). `retiring`: it was asked to leave (its leaving is no failure).
+        accept(), or died unused, or left when asked to: `_renew_spare`).
         """
         assert self.spare is not None
         pid, line = self.spare
-        if not retiring:
-            line.setblocking(waiting)
+        line.setblocking(waiting)
         try:
             msg, fds, _flags, _addr = socket.recv_fds(line, 16, 1)
         except BlockingIOError:
             return False
-        except TimeoutError:
-            raise
         except OSError:
             msg, fds = b"", []
+        retiring, self.retiring = self.retiring == pid, None
         self.spare = None
         with contextlib.suppress(KeyError, ValueError):
             sel.unregister(line)
@@ -351,22 +348,17 @@ class Server:
     def _renew_spare(self, sel: selectors.BaseSelector) -> None:
         """Replace the waiting spare by a fork of this process as it is now (holding what `warm_store` loaded).
 
-        The spare is asked to leave over its line; if a caller reached it first it says "took" and runs that
-        command (nothing is lost either way: a spare leaves only from its wait, before it accepted anyone).
+        The spare is asked to leave over its line; its line then ends, and `_spare_took` forks the next one as for
+        any spare gone unused (not counted as a failure). If a caller reached it first it says "took" and runs that
+        command: nothing is lost either way, as a spare leaves only from its wait, before it accepted anyone.
         """
         if self.spare is None:
             self._fork_spare(sel)
             return
         pid, line = self.spare
-        with contextlib.suppress(OSError):  # gone: its end of the line reads EOF below
+        self.retiring = pid
+        with contextlib.suppress(OSError):  # gone already: its line reads EOF all the same
             line.sendall(b"retire")
-        line.settimeout(RETIRE_TIMEOUT)
-        try:
-            self._spare_took(sel, retiring=True)
-        except TimeoutError:  # stopped, or stuck: no caller of its can be waiting long on a spare that never answers
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            self._spare_took(sel, retiring=True)
 
     def _private_fds(self) -> list[int]:
         """The server's own fds, which a fork closes: its lock, its wake-up pipe, the pidfds of other callers."""
