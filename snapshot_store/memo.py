@@ -156,10 +156,11 @@ def touch() -> None:
                 obj = part
                 break
         for item in obj.items() if isinstance(obj, dict) else obj if isinstance(obj, list) else ():
-            for value in item:
-                if type(value) is tuple:
-                    for _field in value:
-                        pass
+            if isinstance(item, tuple):  # a (key, value) pair, an index's (blob, location), a walk's group
+                for value in item:
+                    if isinstance(value, tuple):  # an entry, a location, a stat key: their fields too
+                        for _field in value:
+                            pass
 
 
 def take_used() -> list[tuple[str, str]]:
