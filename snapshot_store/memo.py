@@ -39,7 +39,7 @@ KINDS = {
     "pack": ("packs", "read_pack_index"),  # a pack index, also keyed by its pack file's stat
     "stat": ("statcache", "read_stat_cache"),  # a workspace's stat cache
     "walk": ("walkstate", "read"),  # a workspace's saved walk
-    "git": ("scope", "read_git_listing"),  # a workspace's saved Git listing
+    "git": ("scope", "GitTracked.read"),  # a workspace's saved Git listing
 }
 
 _enabled = False
@@ -53,8 +53,10 @@ def _loader(kind: str) -> Loader:
     loader = _loaders.get(kind)
     if loader is None:
         module, name = KINDS[kind]
-        loader = getattr(importlib.import_module(f".{module}", __package__), name)
-        _loaders[kind] = loader
+        found: Any = importlib.import_module(f".{module}", __package__)
+        for attr in name.split("."):  # a function, or a class's method ("GitTracked.read")
+            found = getattr(found, attr)
+        loader = _loaders[kind] = found
     return loader
 
 
@@ -63,13 +65,23 @@ def _files(kind: str, path: str) -> tuple[str, ...]:
     return (path, path[:-4] + ".pack") if kind == "pack" else (path,)
 
 
-def _weight_of(obj: Any) -> int:
-    """Entries held (a manifest's paths, an index's blobs, a cache's files), to bound the memory kept."""
+def _contents(obj: Any) -> Any:
+    """What a kept object is mostly made of: a manifest's changes, an index's entries, a walk's groups, a
+    listing's paths (a stat cache is its own dict)."""
     for attr in ("changes", "entries", "seen", "paths"):
         part = getattr(obj, attr, None)
         if part is not None:
-            return len(part) if attr != "seen" else sum(len(g[1]) for g in part)
-    return len(obj) if isinstance(obj, dict) else 1
+            return part
+    return obj
+
+
+def _weight_of(obj: Any) -> int:
+    """Entries held (a manifest's paths, an index's blobs, a walk's files, a cache's files), to bound the memory."""
+    seen = getattr(obj, "seen", None)
+    if seen is not None:
+        return sum(len(names) for _dir, names, _keys in seen)
+    part = _contents(obj)
+    return len(part) if isinstance(part, dict | list) else 1
 
 
 def enable(on: bool = True) -> None:
@@ -150,12 +162,8 @@ def touch() -> None:
     after this (~40 ms less of it, measured). The resident server's spare calls it while it waits for a caller.
     """
     for _sig, obj, _w in _entries.values():
-        for attr in ("changes", "entries", "seen", "paths"):
-            part = getattr(obj, attr, None)
-            if part is not None:
-                obj = part
-                break
-        for item in obj.items() if isinstance(obj, dict) else obj if isinstance(obj, list) else ():
+        part = _contents(obj)
+        for item in part.items() if isinstance(part, dict) else part if isinstance(part, list) else ():
             if isinstance(item, tuple):  # a (key, value) pair, an index's (blob, location), a walk's group
                 for value in item:
                     if isinstance(value, tuple):  # an entry, a location, a stat key: their fields too

@@ -564,8 +564,3 @@ def too_large_skipped(files: FileMap, skipped: list[tuple[str, str]], limit: int
 
 def _under(rel: str, dirs: tuple[str, ...]) -> bool:
     return any(rel == d or rel.startswith(d + "/") for d in dirs)
-
-
-def read_git_listing(path: str) -> GitTracked | None:
-    """`GitTracked.read`, by a name memo.py can import."""
-    return GitTracked.read(path)

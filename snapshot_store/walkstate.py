@@ -101,15 +101,6 @@ class WalkState:
                                          for parent, names, _k in self.seen for name in names)
         return self._seen_paths
 
-    def seen_keys(self) -> dict[str, Key | None]:
-        """Every checked entry's key (None: untrusted), by path."""
-        out: dict[str, Key | None] = {}
-        for parent, names, packed in self.seen:
-            prefix = parent + "/" if parent else ""
-            for name, key in zip(names, KEY.iter_unpack(packed), strict=True):
-                out[prefix + name] = unpack_key(key)
-        return out
-
     def same_rules(self, settings: ScopeSettings, git_signature: tuple[int, ...] | None,
                    protected: tuple[str, ...]) -> bool:
         """Was it saved under these scope settings, this Git listing and these protected directories?"""
@@ -356,8 +347,8 @@ def listing(fd: int) -> bytes:
 class CapturedStats(Mapping[str, Key]):
     """The stat of every captured file as the state saw it, unpacked only when asked (a restore asks for a few).
 
-    Building the whole map cost ~20-30 ms of every one-shot capture or restore on 11,000 files (seen_keys alone
-    ~15), though only the paths a restore touches are ever looked up.
+    Building the whole map cost ~20-30 ms of every one-shot capture or restore on 11,000 files (unpacking every
+    key alone ~15), though only the paths a restore touches are ever looked up.
     """
 
     def __init__(self, captured: set[str], state: WalkState) -> None:
