@@ -21,7 +21,7 @@ from .errors import CorruptStore, StoreBusy, StoreError, StoreFull
 from .fsutil import atomic_write, fsync_dir, translate_os_errors
 from .ids import is_snapshot_id
 from .locks import owner_alive, owner_info, owner_text
-from .manifest import WALKED, Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
+from .manifest import CAPTURED_KINDS, WALKED, Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
 from .packs import CHUNK, PackWriter
 from .reasons import ENTERABLE_DIRS, NEVER_REPORTED_DIRS
 from .safefs import SafeRoot, UnsafePath
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 WRITE, DELETE, RMDIR, LEAVE = "write", "delete", "rmdir", "leave"
-_HELD_OR_ABSENT = frozenset({"f", "l", "-"})  # what a restore may write or delete: its safety capture covers them
+_HELD_OR_ABSENT = CAPTURED_KINDS | {"-"}  # what a restore may write or delete: its safety capture covers them
 
 
 @dataclass
