@@ -29,6 +29,7 @@ import _socket
 import marshal
 import os
 import sys
+import time  # built in, and imported by Python's start-up already
 
 TYPE_CHECKING = False  # not `typing`'s: importing typing costs ~15 ms (it imports re); mypy reads this name as True
 if TYPE_CHECKING:
@@ -54,6 +55,9 @@ HEADER = 16
 `marshal`led dict (read only from a peer of the same uid, SO_PEERCRED)."""
 #: The longest socket path AF_UNIX takes (sun_path is 108 bytes with its NUL).
 SOCKET_MAX = 107
+#: Seconds a client waits for its worker to start (say `ok`) before it runs the command itself: a worker starts in
+#: ~5-20 ms (a fork waiting in accept()), so only a stopped or starved server takes this long.
+START_TIMEOUT = 3.0
 
 
 def command_of(argv: Sequence[str]) -> str | None:
@@ -80,15 +84,37 @@ def server_wanted(argv: Sequence[str]) -> bool:
     if (flags.dev_mode or flags.isolated or flags.ignore_environment or flags.no_site or flags.verbose
             or sys.warnoptions or getattr(sys, "_xoptions", None)):
         return False
+    if confinement_vars_set():
+        return False  # a command Codex runs in its sandbox: never a server's (issue 17)
     return command_of(argv) in ONESHOT
 
 
+def confinement_vars_set() -> bool:
+    """Whether this process runs inside Codex's sandbox, by the variables Codex sets there (`CODEX_SANDBOX*`)."""
+    from .confinement import in_codex_sandbox
+
+    return in_codex_sandbox(os.environ)
+
+
 def runtime_dir(create: bool = True) -> str | None:
-    """This user's private directory for server sockets (None when it is not private: then no server)."""
+    """This user's private directory for server sockets (None when there is none: then no server).
+
+    `CODEXR_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/codexr`; nothing else (the old `/tmp/codexr-UID` was writable by
+    every process of the user's that Codex sandboxes, issue 17). Used only where no other process can replace the
+    socket: the directory is this user's, mode 700, not below `/tmp` or `$TMPDIR` (which Codex's sandbox lets a
+    command write), and each directory above it belongs to root or this user and is writable by no one else, as
+    OpenSSH requires of the files it trusts.
+    """
     base = os.environ.get("CODEXR_RUNTIME_DIR")
     if not base:
         xdg = os.environ.get("XDG_RUNTIME_DIR")
-        base = os.path.join(xdg, "codexr") if xdg else f"/tmp/codexr-{os.getuid()}"
+        if not xdg or not os.path.isabs(xdg):
+            return None
+        base = os.path.join(xdg, "codexr")
+    parent = os.path.realpath(os.path.dirname(os.path.abspath(base)))
+    if not _safe_parents(parent):
+        return None
+    base = os.path.join(parent, os.path.basename(os.path.abspath(base)))
     if create:
         try:
             os.mkdir(base, 0o700)
@@ -105,6 +131,30 @@ def runtime_dir(create: bool = True) -> str | None:
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         return None
     return base
+
+
+def _safe_parents(real: str) -> bool:
+    """Whether `real` (a resolved path) and every directory above it belong to root or this user, are writable by
+    no one else, and are not a temporary directory a sandboxed command may write."""
+    temps = []
+    for tmp in ("/tmp", "/var/tmp", "/dev/shm", os.environ.get("TMPDIR") or "/tmp"):
+        try:
+            st = os.stat(tmp)
+        except OSError:
+            continue
+        temps.append((st.st_dev, st.st_ino))
+    uid = os.getuid()
+    path = real
+    while True:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return False
+        if st.st_uid not in (0, uid) or st.st_mode & 0o022 or (st.st_dev, st.st_ino) in temps:
+            return False
+        if path == "/":
+            return True
+        path = os.path.dirname(path)
 
 
 def _hasher() -> Any:
@@ -133,7 +183,8 @@ def _code_stats(h: Any) -> bool:
                         stack.append(entry.path)
                 elif entry.name.endswith((".py", ".tcss")):
                     st = entry.stat(follow_symlinks=False)
-                    h.update(f"{entry.path}\0{st.st_mtime_ns}\0{st.st_size}\0{st.st_ino}\n".encode(errors="replace"))
+                    h.update(f"{entry.path}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_size}\0{st.st_ino}\n".encode(
+                        errors="replace"))  # ctime: an edit that puts size and mtime back still shows
     return True
 
 
@@ -191,7 +242,8 @@ def spawn(path: str) -> int | None:
         return None
     os.close(fd)  # released: the server takes it
     env = dict(os.environ)
-    env["CODEXR_SERVER_SYS_PATH"] = marshal.dumps(sys.path).hex()
+    # Absolute: the server runs in "/" (it must hold no caller's directory), yet imports what this process would.
+    env["CODEXR_SERVER_SYS_PATH"] = marshal.dumps([os.path.abspath(p) if p else os.getcwd() for p in sys.path]).hex()
     code = "import sys, os, marshal; sys.path[:] = marshal.loads(bytes.fromhex(os.environ.pop(" \
            "'CODEXR_SERVER_SYS_PATH'))); from app.server import main; main(sys.argv[1])"
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -231,10 +283,65 @@ def _status(code: int) -> int:
     if result >= 0:
         return result
     sig = -result
-    sys.stdout.flush()
-    _signal.signal(sig, _signal.SIG_DFL)
+    for stream in (sys.stdout, sys.stderr):
+        try:  # noqa: SIM105 - contextlib's import is a cost this module avoids
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if sig not in (_signal.SIGKILL, _signal.SIGSTOP):  # those two have no handler to reset (and need none)
+        _signal.signal(sig, _signal.SIG_DFL)
     os.kill(os.getpid(), sig)
     return 128 + sig
+
+
+def start_timeout() -> float:
+    """Seconds to wait for a worker to start before running the command here (`CODEXR_SERVER_START_TIMEOUT`)."""
+    try:
+        return max(0.1, float(os.environ.get("CODEXR_SERVER_START_TIMEOUT", START_TIMEOUT)))
+    except ValueError:
+        return START_TIMEOUT
+
+
+def _verified(sock: _socket.socket, path: str) -> bool:
+    """Whether the peer of `sock` is the server `path`'s lock names, of this user and confined as this process is.
+
+    Checked before anything is sent: whoever else listens there (a socket swapped by another process) must not get
+    this process's environment, streams or directory.
+    """
+    from . import confinement
+
+    try:
+        _pid, uid, _gid = _peercred(sock)
+    except OSError:
+        return False
+    if uid != os.getuid():
+        return False
+    pidfd = confinement.peer_pidfd(sock)
+    if pidfd is None:
+        return False
+    try:
+        peer = confinement.of_peer(pidfd)
+    finally:
+        os.close(pidfd)
+    if peer is None or peer[1] != confinement.fingerprint("self"):
+        return False
+    try:
+        fd = os.open(path + ".lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        named = os.read(fd, 32).strip()
+        owner = os.fstat(fd).st_uid
+    finally:
+        os.close(fd)
+    return owner == os.getuid() and named.isdigit() and int(named) == peer[0]
+
+
+def _peercred(sock: _socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process that made the peer socket (the server's listener)."""
+    raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    return (int.from_bytes(raw[0:4], sys.byteorder, signed=True), int.from_bytes(raw[4:8], sys.byteorder),
+            int.from_bytes(raw[8:12], sys.byteorder))
 
 
 def run_in_server(argv: Sequence[str]) -> int | None:
@@ -249,12 +356,17 @@ def run_in_server(argv: Sequence[str]) -> int | None:
             return None  # a closed standard stream: the worker could not take it
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
+        sock.setblocking(False)  # a full backlog (a stopped server) answers EAGAIN instead of blocking
         sock.connect(path)
+        sock.setblocking(True)
     except (FileNotFoundError, ConnectionRefusedError):
         sock.close()
         spawn(path)
         return None
     except OSError:
+        sock.close()
+        return None
+    if not _verified(sock, path) or not _greeted(sock):
         sock.close()
         return None
     cwd = None
@@ -273,15 +385,44 @@ def run_in_server(argv: Sequence[str]) -> int | None:
     return _wait(sock)
 
 
+def _greeted(sock: _socket.socket) -> bool:
+    """Whether a worker took this connection and accepts this caller (`hi`) within `start_timeout()`.
+
+    Nothing of this process's (streams, directory, environment) is sent before: a stopped server would otherwise
+    hold them in its queue (a pipe on this process's stdout would stay open after it exited)."""
+    limit = start_timeout()
+    sock.settimeout(limit)
+    said = b""
+    try:
+        while not said.endswith(b"\n") and len(said) < 1024:
+            chunk = sock.recv(1024)
+            if not chunk:
+                break
+            said += chunk
+    except TimeoutError:
+        print(f"codexr: note: the resident server did not answer within {limit:g} s; running the command here "
+              "(`codexr server stop` ends it)", file=sys.stderr)
+        return False
+    except OSError:
+        return False
+    return said == b"hi\n"  # else a refusal (this caller is confined otherwise): the command runs here
+
+
+class _Abandoned(Exception):
+    """A signal arrived before the worker started: the command is given up, nothing having run."""
+
+
 def _wait(sock: _socket.socket) -> int | None:
     """Pass signals to the worker until the server reports its exit; its exit code (None: it never started).
 
-    Signals go straight to the worker through a pidfd (no reuse of a dead worker's pid can be hit, and a busy
-    worker gets them at once). Ctrl+Z stops the worker too (SIGSTOP: it has no terminal, so a SIGTSTP would be
-    discarded) and `fg` continues it.
+    The worker says `ok PID` when it has taken the request, and runs the command only once this process answers
+    `go`: a worker that does not start within `start_timeout()` (a stopped or overloaded server) is left, and the
+    command runs here; a signal before `go` (Ctrl+C) ends this process as it would a command of its own, and the
+    worker runs nothing either way. After `go`, signals go straight to the worker through a pidfd (no reuse of a
+    dead worker's pid can be hit, and a busy worker gets them at once). Ctrl+Z stops the worker too (SIGSTOP: it
+    has no terminal, so a SIGTSTP would be discarded) and `fg` continues it.
     """
-    worker: list[int] = []  # the worker's pidfd, once it said "ok"
-    pending: list[int] = []
+    worker: list[int] = []  # the worker's pidfd, once it said "ok" and was told "go"
 
     def send(signum: int) -> None:
         try:  # noqa: SIM105 - contextlib's import is a cost this module avoids
@@ -290,10 +431,10 @@ def _wait(sock: _socket.socket) -> int | None:
             pass  # it has exited
 
     def relay(signum: int, _frame: object) -> None:
+        if not started:
+            raise _Abandoned(signum)
         if worker:
             send(signum)
-        else:
-            pending.append(signum)
 
     def suspend(_signum: int, _frame: object) -> None:
         if worker:
@@ -306,33 +447,46 @@ def _wait(sock: _socket.socket) -> int | None:
 
     handlers: dict[int, Any] = {sig: relay for sig in RELAYED}
     handlers[_signal.SIGTSTP] = suspend
+    started = False
     for sig, handler in handlers.items():
         if _signal.getsignal(sig) is not _signal.SIG_IGN:  # ignored here (nohup, a background job): not passed on
             _signal.signal(sig, handler)
-    started = False
     status = exited = None
+    abandoned: int | None = None
     buffered = b""
+    limit = start_timeout()
     try:
+        deadline = time.monotonic() + limit
         while exited is None:  # until "exit" (the worker let go of all else), or EOF: the server's status is in
+            if not started:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                sock.settimeout(left)
             chunk = sock.recv(4096)
             if not chunk:
                 break
             *lines, buffered = (buffered + chunk).split(b"\n")
             for line in lines:
                 word, _, rest = line.strip().partition(b" ")
-                if word == b"ok":
-                    started = True
+                if word == b"ok" and not started:
                     try:  # noqa: SIM105 - contextlib's import is a cost this module avoids
                         worker.append(os.pidfd_open(int(rest)))
                     except (OSError, ValueError):
                         pass  # gone already: its status follows
-                    for signum in pending:
-                        relay(signum, None)
-                    pending.clear()
+                    sock.settimeout(None)
+                    sock.sendall(b"go\n")  # from here on the command runs there: nothing may run here
+                    started = True
                 elif word == b"status" and started:
                     status = int(rest)
                 elif word == b"exit" and started:
                     exited = int(rest)
+    except _Abandoned as exc:
+        abandoned = exc.args[0]
+    except TimeoutError:
+        if not started:
+            print(f"codexr: note: the resident server did not answer within {limit:g} s; running the command here "
+                  "(`codexr server stop` ends it)", file=sys.stderr)
     except OSError:
         pass
     finally:
@@ -342,9 +496,14 @@ def _wait(sock: _socket.socket) -> int | None:
                 _signal.signal(sig, _signal.default_int_handler if sig == _signal.SIGINT else _signal.SIG_DFL)
         for fd in worker:
             os.close(fd)
+    if abandoned is not None:  # nothing ran: end as this command would have at that signal
+        if abandoned == _signal.SIGINT:
+            print("codexr: interrupted", file=sys.stderr)
+            return 130
+        _signal.signal(abandoned, _signal.SIG_DFL)
+        os.kill(os.getpid(), abandoned)
+        return 128 + abandoned
     if not started:
-        for signum in pending:  # it never ran: the signal is this process's again (it runs the command itself)
-            _signal.raise_signal(signum)
         return None
     if status is not None:
         return _status(status)
@@ -358,7 +517,11 @@ def main() -> int:
     """Entry point of the `codexr` console script."""
     argv = sys.argv[1:]
     if server_wanted(argv):
-        code = run_in_server(argv)
+        try:
+            code = run_in_server(argv)
+        except KeyboardInterrupt:  # Ctrl+C before the command started anywhere: nothing ran
+            print("codexr: interrupted", file=sys.stderr)
+            code = 130
         if code is not None:
             # Nothing here to clean up: skip the interpreter's own shutdown (~5-7 ms, measured under strace).
             for stream in (sys.stdout, sys.stderr):

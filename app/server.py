@@ -34,6 +34,7 @@ from typing import Any, NoReturn
 
 from snapshot_store import memo
 
+from . import confinement
 from .launch import HEADER, IDLE_SECONDS, command_of, take_lock
 
 #: Seconds a client has to send its request before its worker gives up.
@@ -49,6 +50,13 @@ WARM_DELAY = 0.15
 HINT_FILES = 512
 #: Bytes of a worker's hint the server reads at most (the store files its command loaded, memo.py).
 HINT_MAX = 1 << 20
+#: What confines the server (app/confinement.py), read once at its start: a caller confined otherwise is refused.
+OWN: tuple[str, ...] | None = None
+
+
+def _fd_limit() -> int:
+    limit = os.sysconf("SC_OPEN_MAX")
+    return limit if limit > 0 else 65536
 
 
 def warm() -> None:
@@ -109,12 +117,18 @@ def warm_store(used: list[tuple[str, str]]) -> int:
 
 def main(path: str) -> None:
     """Serve on the socket `path` until idle for `idle_seconds()` or told to stop (SIGTERM)."""
+    os.chdir("/")  # no caller's directory held (an `umount` of it would fail "target is busy")
+    os.closerange(3, _fd_limit())  # nor anything else its first caller left open without close-on-exec
     lock = take_lock(path + ".lock")
     if lock is None:
         return  # another server for this codexr is starting or running
+    os.ftruncate(lock, 0)
+    os.write(lock, b"%d\n" % os.getpid())  # the server its lock names: a client talks to no other (launch.py)
     with contextlib.suppress(OSError):
         os.ftruncate(2, 0)  # the log (opened for appending): this server's lines only
     idle = idle_seconds()
+    global OWN
+    OWN = confinement.fingerprint("self")  # what a caller must share with every worker (before any fork)
     warm()
     # Everything imported so far lives as long as the server: out of the collector's sight, a worker's
     # collections look at its own objects only (a full collection over the SDK's ~1,000 classes took ~100 ms
@@ -370,10 +384,9 @@ class Server:
         The worker notices too (its connection reaches EOF), but it needs its own GIL to act; a pidfd of the
         caller (SO_PEERCRED's pid) wakes this process, which is idle, within a scheduler tick.
         """
-        try:
-            pidfd = os.pidfd_open(_peer(conn)[0])
-        except (OSError, AttributeError):
-            return  # gone already (its worker sees EOF and kills itself), or no pidfd here
+        pidfd = confinement.peer_pidfd(conn)  # the caller as it connected: no reuse of its pid can be hit
+        if pidfd is None:
+            return  # no pidfd here (its worker still sees EOF and kills itself)
         self.callers[worker_pid] = pidfd
         sel.register(pidfd, selectors.EVENT_READ, worker_pid)
 
@@ -450,20 +463,34 @@ def worker(conn: socket.socket | None, listener: socket.socket | None, ctrl: soc
 
 
 def _work(conn: socket.socket, ctrl: socket.socket | None) -> int:
-    """Take the caller's request and run it; the exit code. `ctrl`: the server's line (tell it what was loaded)."""
-    log = os.dup(2)  # the server's log: fd 2 becomes the client's stderr
+    """Take the caller's request and run it; the exit code. `ctrl`: the server's line (tell it what was loaded).
+
+    The worker's own descriptors move to the top of its range first: a caller's low limit on open files
+    (`ulimit -n 6`) then leaves the command the same descriptors free as in a process of its own.
+    """
+    conn = _high_socket(conn)
+    ctrl = _high_socket(ctrl) if ctrl is not None else None
+    log = _high(os.dup(2))  # the server's log: fd 2 becomes the client's stderr
     try:
+        _same_confinement(conn)  # before anything of the caller's is sent (its descriptors, its environment)
+        conn.sendall(b"hi\n")
         request = _take(conn, log)
     except Exception as exc:
-        _log(log, f"refused: {exc!r}")
+        _log(log, f"refused: {exc}")
         with contextlib.suppress(OSError):
-            conn.sendall(b"refuse " + repr(exc).encode(errors="replace")[:500] + b"\n")
+            conn.sendall(b"refuse " + str(exc).encode(errors="replace")[:500] + b"\n")
         return 3
     try:
         conn.sendall(b"ok %d\n" % os.getpid())  # the caller signals this pid (through a pidfd)
+        conn.settimeout(REQUEST_TIMEOUT)
+        go = conn.recv(3)  # the caller's word that it waits for this worker (it may have gone on without it)
+        conn.settimeout(None)
     except OSError:
-        _log(log, "the caller is gone before its command started: nothing ran")
+        go = b""
+    if go != b"go\n":
+        _log(log, f"client {request['pid']} went on without this worker: nothing ran")
         return 1
+    _log(log, f"client {request['pid']}: {command_of(request['argv'])}")
     os.close(log)
     import threading
 
@@ -480,10 +507,26 @@ def _work(conn: socket.socket, ctrl: socket.socket | None) -> int:
     # process's teardown, ~6 ms for the server's address space): a lock held through an fd until exit would
     # otherwise still be held when the next command starts.
     os.closerange(3, conn.fileno())
-    os.closerange(conn.fileno() + 1, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 65536)
+    os.closerange(conn.fileno() + 1, _fd_limit())
     with contextlib.suppress(OSError):
         conn.sendall(b"exit %d\n" % code)
     return code
+
+
+def _high(fd: int) -> int:
+    """`fd` moved to the top of this process's descriptor range (close-on-exec, as before)."""
+    import fcntl
+
+    top = max(3, _fd_limit() - 64)
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, top)
+    os.close(fd)
+    return moved
+
+
+def _high_socket(sock: socket.socket) -> socket.socket:
+    """`sock` on a descriptor at the top of the range (see `_high`)."""
+    moved = socket.socket(fileno=_high(sock.detach()))
+    return moved
 
 
 def _peer(conn: socket.socket) -> tuple[int, int]:
@@ -525,8 +568,9 @@ def _take(conn: socket.socket, log: int) -> dict[str, Any]:
             if not more:
                 raise EOFError("request cut short")
             body += more
-        request: dict[str, Any] = marshal.loads(body)  # a peer of this uid (SO_PEERCRED above)
-        _log(log, f"client {request['pid']}: {command_of(request['argv'])}")
+        request: dict[str, Any] = marshal.loads(body)  # from a peer of this uid, confined as this process is
+        if confinement.in_codex_sandbox(request["env"]):
+            raise PermissionError("the caller runs in Codex's sandbox")
         _adopt(request, fds)
     finally:
         for fd in fds:
@@ -534,6 +578,24 @@ def _take(conn: socket.socket, log: int) -> dict[str, Any]:
                 os.close(fd)
     conn.settimeout(None)
     return request
+
+
+def _same_confinement(conn: socket.socket) -> None:
+    """Refuse a caller confined otherwise than the server: other credentials, groups, capabilities, namespaces,
+    seccomp filters, `no_new_privs`, root, cgroup or LSM label (app/confinement.py). A command runs here only as it
+    would in a process of the caller's own; else the caller runs it itself."""
+    pidfd = confinement.peer_pidfd(conn)
+    if pidfd is None:
+        raise PermissionError("this kernel does not name the caller's process (SO_PEERPIDFD, Linux 6.5)")
+    try:
+        peer = confinement.of_peer(pidfd)
+    finally:
+        os.close(pidfd)
+    if peer is None:
+        raise PermissionError("the caller's process could not be read (gone, or not this user's to read)")
+    if OWN is None or peer[1] != OWN:
+        differ = sorted({f.split(":", 1)[0].split(" ", 1)[0] for f in set(peer[1]) ^ set(OWN or ())})
+        raise PermissionError(f"client {peer[0]} is confined otherwise than the server ({', '.join(differ)[:200]})")
 
 
 def _adopt(request: dict[str, Any], fds: list[int]) -> None:

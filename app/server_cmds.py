@@ -69,12 +69,14 @@ def _rss(pid: int) -> int | None:
 
 
 def _listening(path: str) -> bool:
+    """Whether a server serves `path`: a worker greets this process (`hi`), which then leaves without a request."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
         try:
             s.connect(path)
+            return s.recv(3) == b"hi\n"
         except OSError:
             return False
-    return True
 
 
 def server(ctx: Context, args: argparse.Namespace) -> int:

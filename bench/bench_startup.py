@@ -111,9 +111,16 @@ class Tree:
         """`env` for this tree's commands: a private runtime directory for its server, or the server off."""
         if not self.server:
             return {**env, "CODEXR_SERVER": "0"}
-        runtime = run_dir / "runtime"
-        runtime.mkdir(mode=0o700, exist_ok=True)
-        return {**env, "CODEXR_RUNTIME_DIR": str(runtime)}
+        return {**env, "CODEXR_RUNTIME_DIR": str(runtime_of(run_dir))}
+
+
+def runtime_of(run_dir: Path) -> Path:
+    """The servers' runtime directory of one run: below the home directory, as codexr uses none below /tmp (where
+    a Codex sandbox may write), one per run directory."""
+    runtime = Path.home() / ".cache" / "codexr-bench" / run_dir.name
+    runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(runtime.parent, 0o700)
+    return runtime
 
 
 class Bench:
@@ -162,7 +169,7 @@ class Bench:
 
     def wait_for_server(self) -> None:
         """Wait until the resident server the first commands started is listening (it imports for a few seconds)."""
-        runtime = self.run_dir / "runtime"
+        runtime = runtime_of(self.run_dir)
         if not any(tree.server for tree in self.trees) or not runtime.is_dir():
             return
         deadline = time.monotonic() + 120
@@ -174,7 +181,7 @@ class Bench:
     def stop_servers(self) -> None:
         """`codexr server stop` in this run's runtime directory (its servers would wait out their idle timeout)."""
         for tree in self.trees:
-            if tree.server and (self.run_dir / "runtime").is_dir():
+            if tree.server:
                 subprocess.run(tree.cmd("server", "stop"), cwd=tree.root, env=tree.env(self.base_env, self.run_dir),
                                capture_output=True, check=False)
 

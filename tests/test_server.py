@@ -36,12 +36,21 @@ REPO = Path(__file__).parents[1]
 START_S = 120  # the server imports the SDK with its models built: seconds on a loaded 2-core machine
 
 
+def private_base() -> Path:
+    """Where tests make runtime directories: below the home directory, whose parents only root or this user may
+    write (app/launch.py's rule), and which Codex's sandbox does not make writable."""
+    base = Path.home() / ".cache" / "codexr-tests"
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return base
+
+
 class Servers:
     """A private runtime directory and the environment that makes `python -m app` use a server in it."""
 
     def __init__(self) -> None:
-        # A short path: a socket's path may not exceed 107 bytes (pytest's tmp_path can be longer).
-        self.dir = Path(tempfile.mkdtemp(prefix="crx-"))
+        # A short path: a socket's path may not exceed 107 bytes (pytest's tmp_path can be longer); not below /tmp,
+        # which a Codex sandbox may write (app/launch.py uses no runtime directory there).
+        self.dir = Path(tempfile.mkdtemp(prefix="crx-", dir=private_base()))
         os.chmod(self.dir, 0o700)
         # PYTHONSAFEPATH: `-m` puts no current directory first on sys.path, so one server serves every cwd.
         self.env = {"CODEXR_SERVER": "1", "CODEXR_RUNTIME_DIR": str(self.dir), "PYTHONSAFEPATH": "1",

@@ -15,6 +15,7 @@ import random
 import re
 import shutil
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -124,9 +125,12 @@ class Soak:
         # private runtime directory; the killed process is the caller, whose worker must die with it. Kills are
         # at random instants only (strace on the caller cannot reach the worker's syscalls).
         self.server = server
+        # Not below /tmp, where the scratch trees are: codexr uses no runtime directory a sandbox could write.
+        cache = Path.home() / ".cache" / "codexr-soak"
+        cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.runtime = Path(tempfile.mkdtemp(prefix="rt-", dir=cache)) if server else base / "runtime"
         if server:
-            runtime = base / "runtime"
-            runtime.mkdir(mode=0o700, exist_ok=True)
+            runtime = self.runtime
             self.env.update({"CODEXR_SERVER": "1", "CODEXR_RUNTIME_DIR": str(runtime), "PYTHONSAFEPATH": "1"})
         self.fixtures: dict[str, Fixture] = {}
         self.model: Any = None
@@ -570,7 +574,7 @@ class Soak:
     def served(self) -> int:
         """How many commands the server's workers ran (its log), to show the trials went through it."""
         return sum(p.read_text(errors="replace").count(": client ")
-                   for p in (self.base / "runtime").glob("*.log"))
+                   for p in self.runtime.glob("*.log"))
 
     def close(self) -> None:
         if self.server:
