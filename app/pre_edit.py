@@ -16,11 +16,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from snapshot_store.manifest import Entry, FileEntry, LinkEntry
 from snapshot_store.safefs import SafeRoot, UnsafePath
 from snapshot_store.states import FileState
 
 MAX_TEXT_BYTES = 64 * 1024 * 1024
-DELETED_MODE = 0o644  # a deleted file's mode is not in the patch
+UNSEEN_MODE = 0o600  # a deleted file's mode is not in the patch: when nothing saw it, never wider than this
+UNSEEN_NOTE = "its mode and type were never seen (no snapshot or earlier record held it): created 0600"
+SEEN_NOTE = "mode and type as {what} saw them"
+SIBLING_SCAN = 4096  # directory entries looked at for a deleted symlink's likely target
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _MOVED = re.compile(r"\n*Moved to: [^\n]*\n?\Z")
 
@@ -171,7 +175,7 @@ def pre_edit_states(changes: Iterable[PatchChange], read_now: Callable[[str], Fi
             if "\ufffd" in ch.diff:
                 state[ch.path] = "the deleted file was not text the patch could carry"
             else:
-                state[ch.path] = FileState(ch.diff.encode(), DELETED_MODE)
+                state[ch.path] = FileState(ch.diff.encode(), UNSEEN_MODE, mode_seen=False)
         else:
             dest = ch.move_path or ch.path
             cur = now(dest)
@@ -182,7 +186,7 @@ def pre_edit_states(changes: Iterable[PatchChange], read_now: Callable[[str], Fi
             else:
                 try:
                     before = reverse_update(ch.diff, cur.content.decode("utf-8"))
-                    state[ch.path] = FileState(before.encode(), cur.mode)
+                    state[ch.path] = FileState(before.encode(), cur.mode, mode_seen=cur.mode_seen)
                 except UnicodeDecodeError:
                     state[ch.path] = "the patched file is not UTF-8 text now"
                 except NotRecoverable as exc:
@@ -192,6 +196,68 @@ def pre_edit_states(changes: Iterable[PatchChange], read_now: Callable[[str], Fi
     states = {p: s for p, s in state.items() if isinstance(s, FileState)}
     unknown = {p: f"not recoverable: {s}" for p, s in state.items() if isinstance(s, str)}
     return states, unknown
+
+
+def settle_deleted(states: dict[str, FileState], unknown: dict[str, str],
+                   last_seen: Callable[[list[str]], dict[str, tuple[Entry, str]]],
+                   twin: Callable[[str, bytes], str | None]) -> dict[str, str]:
+    """Give each deleted file the mode and type the newest snapshot or earlier record saw for it.
+
+    Codex's delete carries only the content (a symlink's is its target's). A path last seen as a
+    symlink comes back as that symlink; one seen as a file gets the content with the mode seen. A path
+    nothing saw is created 0600, unless a file beside it holds exactly its content: then it was likely
+    a symlink to that file, and it is left alone (not turned into a copy; the content is not lost).
+    Returns {path: how its mode and type were decided}, for the plan.
+    """
+    unsettled = sorted(p for p, st in states.items() if st.content is not None and not st.mode_seen)
+    seen = last_seen(unsettled) if unsettled else {}
+    notes: dict[str, str] = {}
+    for path in unsettled:
+        st = states[path]
+        assert st.content is not None
+        if path in seen:
+            entry, what = seen[path]
+            if isinstance(entry, LinkEntry):
+                states[path] = FileState(None, link=entry.target)
+            elif isinstance(entry, FileEntry):
+                states[path] = FileState(st.content, entry.mode)
+            notes[path] = SEEN_NOTE.format(what=what)
+            continue
+        other = twin(path, st.content) if st.content else None
+        if other is not None:
+            del states[path]
+            unknown[path] = (f"not recoverable: its type was never seen and {other} holds exactly its content, "
+                             "so it was probably a symlink to that file; left alone rather than made a copy "
+                             "(`ln -s` or `cp` that file to bring it back)")
+            continue
+        notes[path] = UNSEEN_NOTE
+    return notes
+
+
+def sibling_twin(path: str, content: bytes, exclude: Iterable[str]) -> str | None:
+    """A regular file in `path`'s directory (not one of `exclude`) holding exactly `content`, if any.
+
+    Read without following symlinks; a directory too large to look through gives None.
+    """
+    parent = os.path.dirname(path)
+    skip = set(exclude) | {path}
+    try:
+        with os.scandir(parent) as it:
+            for n, de in enumerate(it):
+                if n >= SIBLING_SCAN:
+                    return None
+                full = os.path.join(parent, de.name)
+                if full in skip or not de.is_file(follow_symlinks=False):
+                    continue
+                if de.stat(follow_symlinks=False).st_size != len(content):
+                    continue
+                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                with os.fdopen(fd, "rb") as f:
+                    if f.read(len(content) + 1) == content:
+                        return full
+    except OSError:
+        return None
+    return None
 
 
 def existed_before_turn(turn_diff: str, cwd: str) -> set[str]:

@@ -31,6 +31,7 @@ class RewindTargets:
     inside: dict[str, Entry] = field(default_factory=dict)  # workspace-relative path -> pre-edit entry
     outside: dict[str, Entry] = field(default_factory=dict)  # absolute-path key -> pre-edit entry
     unrecoverable: dict[str, str] = field(default_factory=dict)  # shown path -> why
+    how: dict[str, str] = field(default_factory=dict)  # shown path -> how a deleted file's mode and type were decided
     commands: int = 0  # prompts undone that ran shell commands
 
     def notes(self) -> list[str]:
@@ -53,7 +54,9 @@ def rewind_targets(store: Store, cwd: str, side: ThreadSidecar, turn_ids: Iterab
         if not rec.pre_edit or not store.exists(rec.pre_edit):
             continue
         files = store.files(rec.pre_edit)
-        whys = store.record(rec.pre_edit).meta.get("unrecoverable") or {}
+        meta = store.record(rec.pre_edit).meta
+        whys = meta.get("unrecoverable") or {}
+        hows = meta.get("deleted") or {}  # absent in records written before issue 17
         found: list[tuple[str, Entry | str]] = [(key_path(k), e) for k, e in files.items()]
         found += [(str(p), str(w)) for p, w in whys.items() if isinstance(p, str)]
         for path, what in sorted(found, key=lambda x: x[0]):
@@ -63,6 +66,9 @@ def rewind_targets(store: Store, cwd: str, side: ThreadSidecar, turn_ids: Iterab
             rel = relative_to(cwd, path)
             if rel is not None and (is_captured(pre_map.get(rel)) or witnessed_absent(pre_map, rel)):
                 continue  # the pre-turn snapshot holds it
+            how = hows.get(path) if isinstance(hows, dict) else None
+            if isinstance(how, str) and not isinstance(what, str):
+                out.how[rel if rel is not None else path] = how
             if isinstance(what, str):
                 out.unrecoverable[rel if rel is not None else path] = what
             elif rel is not None:
@@ -109,6 +115,9 @@ def merged_plan(ws: RestorePlan, outside: RestorePlan | None, targets: RewindTar
             a = replace(a, reason=f"{a.reason}; {reason}")
         actions.append(a)
     actions += _outside_actions(outside, reason)
+    if targets is not None and targets.how:
+        actions = [replace(a, reason=f"{a.reason}; {targets.how[a.path]}") if a.op != LEAVE and a.path in targets.how
+                   else a for a in actions]
     if targets is not None:
         actions += [Action(LEAVE, p, why) for p, why in sorted(targets.unrecoverable.items())]
     notes = [*ws.notes, *(targets.notes() if targets is not None else [])]

@@ -19,7 +19,7 @@ from typing import Any
 from config import CodexrSettings, is_codexr_key
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.gc import maybe_auto_gc
-from snapshot_store.manifest import captured_items
+from snapshot_store.manifest import Entry, captured_items
 from snapshot_store.safefs import SafeRoot
 from snapshot_store.scope import forbidden
 from snapshot_store.states import STATES_ROOT, StatesRestore, prepare_states_restore, save_states
@@ -607,7 +607,7 @@ class Session:
             pre_edit: str | None = None
             if side.tracking:
                 try:
-                    pre_edit = self._save_pre_edit(state, text)
+                    pre_edit = self._save_pre_edit(state, text, side, pre)
                 except (StoreError, OSError) as exc:
                     capture_error = f"the pre-edit states of the turn's patches could not be saved: {exc}"
 
@@ -735,21 +735,66 @@ class Session:
             return [pe.PatchChange(c.path, "failed", "") for c in changes]
         return []  # declined: nothing was written
 
-    def _save_pre_edit(self, state: _TurnState, text: str) -> str | None:
+    def _save_pre_edit(self, state: _TurnState, text: str, side: ThreadSidecar, pre: str | None) -> str | None:
         """Record what every patched path held before the turn (content-addressed, keyed by absolute path)."""
         if not state.patches:
             return None
         with SafeRoot(STATES_ROOT) as fs:
             states, unknown = pe.pre_edit_states(state.patches, lambda p: pe.read_file_now(fs, p))
+        patched = set(states) | set(unknown)
+        deleted = pe.settle_deleted(states, unknown, lambda paths: self._last_seen(side, pre, paths),
+                                    lambda path, content: pe.sibling_twin(path, content, patched))
         for path in [p for p in states if forbidden(p.lstrip("/"))]:
             del states[path]
             unknown[path] = "not recoverable: inside .git (never recorded or written)"
         existed = pe.existed_before_turn(state.turn_diff, str(self.cwd))
-        for path in [p for p, st in states.items() if st.content is None and p in existed]:
+        for path in [p for p, st in states.items() if st.content is None and st.link is None and p in existed]:
             del states[path]  # an Add File over an existing file: its earlier content is not in the patch
             unknown[path] = "not recoverable: the patch added it over an existing file"
         return save_states(self.store, states, label=f"pre-edit: {text[:60]}",
-                           meta={"unrecoverable": unknown})
+                           meta={"unrecoverable": unknown, "deleted": deleted})
+
+    def _last_seen(self, side: ThreadSidecar, pre: str | None, paths: list[str]) -> dict[str, tuple[Entry, str]]:
+        """The newest file or symlink entry this thread's snapshots and records hold for each path (and by whom).
+
+        Newest first: this prompt's snapshot, then each earlier prompt's (after, its patches' record, before),
+        then the rewinds' safety snapshots. A witnessed absence ends the search for a path: whatever stood
+        there later was never seen.
+        """
+        order: list[tuple[str | None, str]] = [(pre, "this prompt's snapshot")]
+        for rec in reversed(side.turns):
+            order += [(rec.post, "an earlier prompt's snapshot"), (rec.pre_edit, "an earlier prompt's patch record"),
+                      (rec.pre, "an earlier prompt's snapshot")]
+        for entry in reversed(side.redo):
+            order += [(entry.outside_safety_id, "a rewind's safety snapshot"),
+                      (entry.safety_id, "a rewind's safety snapshot")]
+        found: dict[str, tuple[Entry, str]] = {}
+        left = set(paths)
+        looked: set[str] = set()
+        for snap, what in order:
+            if not left:
+                break
+            if not snap or snap in looked:
+                continue
+            looked.add(snap)
+            try:
+                if not self.store.exists(snap):
+                    continue
+                root = self.store.record(snap).root
+                keys = {p: p.lstrip("/") if root == STATES_ROOT else relative_to(root, p) for p in left}
+                if not any(keys.values()):
+                    continue
+                files = self.store.files(snap)
+            except StoreError:
+                continue  # a damaged or collected snapshot says nothing
+            for path, key in keys.items():
+                e = files.get(key) if key else None
+                if e is not None and e.kind in ("f", "l"):
+                    found[path] = (e, what)
+                    left.discard(path)
+                elif e is not None and e.kind == "-":
+                    left.discard(path)
+        return found
 
     def _touch(self, state: _TurnState, change: dict[str, Any]) -> None:
         for key in ("path", "movePath", "move_path"):

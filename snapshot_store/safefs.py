@@ -26,6 +26,43 @@ SYNC_DIRS = 64
 NAME_MAX = 255
 
 
+#: Restores seek over zero runs of at least this many bytes (aligned to the file offset): holes stay holes.
+HOLE_BLOCK = 4096
+_ZERO_BLOCK = bytes(HOLE_BLOCK)
+
+
+def _write_all(fd: int, view: memoryview) -> None:
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _write_sparse(fd: int, chunk: bytes, offset: int) -> None:
+    """Write `chunk` at `offset` (the fd's position), seeking over its whole zero blocks instead of writing them.
+
+    A chunk holding no zero block at all (the common case: one C-level substring search) is written as it
+    is; otherwise it is compared block by block against a zero block, never byte by byte. The search costs
+    0.035 ms per 1 MiB chunk of random or text data (timeit, this machine), against ~1 ms to write and fsync it.
+    """
+    view = memoryview(chunk)
+    if len(chunk) < HOLE_BLOCK or _ZERO_BLOCK not in chunk:
+        _write_all(fd, view)
+        return
+    start = 0  # the data not written yet begins here
+    i = (-offset) % HOLE_BLOCK  # the first block boundary of the file within this chunk
+    n = len(chunk)
+    while i + HOLE_BLOCK <= n:
+        if view[i:i + HOLE_BLOCK] != _ZERO_BLOCK:
+            i += HOLE_BLOCK
+            continue
+        j = i + HOLE_BLOCK
+        while j + HOLE_BLOCK <= n and view[j:j + HOLE_BLOCK] == _ZERO_BLOCK:
+            j += HOLE_BLOCK
+        _write_all(fd, view[start:i])
+        os.lseek(fd, j - i, os.SEEK_CUR)
+        start = i = j
+    _write_all(fd, view[start:])
+
+
 class UnsafePath(Exception):
     """The path cannot be written without following a symlink or leaving the root."""
 
@@ -232,10 +269,12 @@ class SafeRoot:
                          dir_fd=pfd)
             try:
                 try:
+                    size = 0
                     for chunk in chunks:
-                        view = memoryview(chunk)
-                        while view:
-                            view = view[os.write(fd, view):]
+                        _write_sparse(fd, chunk, size)
+                        size += len(chunk)
+                    if os.fstat(fd).st_size != size:
+                        os.ftruncate(fd, size)  # the file ended in a hole the writes sought over
                     os.fchmod(fd, mode)
                     if self.sync_data:
                         os.fsync(fd)

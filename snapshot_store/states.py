@@ -64,10 +64,12 @@ def key_path(key: str) -> str:
 
 @dataclass(frozen=True)
 class FileState:
-    """One path's content (None: the path was absent) and permission bits."""
+    """One path's content (None: the path was absent, or a symlink to `link`) and permission bits."""
 
     content: bytes | None
     mode: int = 0o644
+    link: str | None = None  # the path was a symlink with this target (content is then None)
+    mode_seen: bool = True  # False: nothing saw the mode (a deleted file's); `mode` is a cautious stand-in
 
 
 def save_states(store: Store, states: Mapping[str, FileState], *, label: str,
@@ -79,7 +81,9 @@ def save_states(store: Store, states: Mapping[str, FileState], *, label: str,
         try:
             for path, st in states.items():
                 key = state_key(path)
-                if st.content is None:
+                if st.link is not None:
+                    changes[key] = LinkEntry("l", st.link)
+                elif st.content is None:
                     changes[key] = ABSENT
                 else:
                     blob = writer.add(st.content)

@@ -12,12 +12,21 @@ from pathlib import Path
 
 import pytest
 from e2e_helpers import RigFactory
+from store_helpers import git
 
 from app.changes import plan_diffs
-from app.pre_edit import NotRecoverable, PatchChange, pre_edit_states, reverse_update
+from app.pre_edit import (
+    NotRecoverable,
+    PatchChange,
+    pre_edit_states,
+    reverse_update,
+    settle_deleted,
+    sibling_twin,
+)
 from app.scripted_model import message, patch, shell
 from snapshot_store import RetentionPolicy, Store, StoreError
 from snapshot_store.gc import gc
+from snapshot_store.manifest import FileEntry, LinkEntry
 from snapshot_store.states import FileState, prepare_states_restore, save_states
 from snapshot_store.verify import verify
 
@@ -88,6 +97,62 @@ def test_patches_outside_hidden_and_in_build_are_undone_by_rewind_and_redone(rig
     assert _files(rig.ws) == after_ws
 
 
+def test_deleted_files_come_back_with_the_mode_and_type_last_seen_and_unseen_ones_0600(rigs: RigFactory) -> None:
+    """Issue 17 §4: a delete's pre-edit state carries no mode or type; codexr takes what a snapshot or an
+    earlier record saw, creates an unseen file 0600 (the plan says so), and never turns a symlink into a file."""
+    rig = rigs.make(git_repo=True, files={"README.md": "hello\n"})
+    rig.write(".env", "TOKEN=1\n", 0o600)  # hidden, untracked: no snapshot ever holds it
+    os.symlink("README.md", rig.ws / ".shared")  # hidden symlink, tracked only after prompt 1
+    sib = rig.ws.parent / "sib"
+    sib.mkdir()
+    for name, text, mode in (("key", "SECRET\n", 0o600), ("run.sh", "#!/bin/sh\necho hi\n", 0o755),
+                             ("target.txt", "shared target\n", 0o644)):
+        (sib / name).write_text(text)
+        os.chmod(sib / name, mode)
+    os.symlink("target.txt", sib / "link")  # outside, never seen by anything
+    model, s = rig.model, rig.session
+    model.script("pe-touch", [patch(
+        "*** Begin Patch\n"
+        f"*** Update File: {sib}/key\n@@\n-SECRET\n+SECRET2\n"
+        f"*** Update File: {sib}/run.sh\n@@\n #!/bin/sh\n-echo hi\n+echo bye\n"
+        "*** End Patch\n"), message("touched")])
+    model.script("pe-remove", [patch(
+        "*** Begin Patch\n"
+        f"*** Delete File: {sib}/key\n*** Delete File: {sib}/run.sh\n*** Delete File: {sib}/link\n"
+        "*** Delete File: .env\n*** Delete File: .shared\n"
+        "*** End Patch\n"), message("removed")])
+    tid = s.start_thread()
+    assert rig.turn(tid, "pe-touch them").status == "completed"
+    git(rig.ws, "add", ".shared")  # the user tracks the link: prompt 2's snapshot sees it as a symlink
+    assert rig.turn(tid, "pe-remove them").status == "completed"
+    assert sorted(os.listdir(sib)) == ["target.txt"] and not (rig.ws / ".env").exists()
+    assert not os.path.lexists(rig.ws / ".shared")
+
+    dry = s.rewind(tid, 2, "files", dry_run=True)
+    assert dry.restore is not None
+    planned = {a.path: (a.op, a.reason) for a in dry.restore.plan.actions}
+    assert planned[f"{sib}/key"][0] == "write" and "never seen" not in planned[f"{sib}/key"][1]
+    assert planned[".env"][0] == "write" and "never seen" in planned[".env"][1] and "0600" in planned[".env"][1]
+    op, why = planned[f"{sib}/link"]
+    assert op == "leave" and "symlink" in why and f"{sib}/target.txt" in why, (op, why)
+
+    s.rewind(tid, 2, "files", confirm=lambda _p: True)
+    assert (sib / "key").read_text() == "SECRET2\n" and (sib / "key").stat().st_mode & 0o777 == 0o600
+    assert (sib / "run.sh").read_text() == "#!/bin/sh\necho bye\n"
+    assert (sib / "run.sh").stat().st_mode & 0o777 == 0o755
+    assert (rig.ws / ".env").read_text() == "TOKEN=1\n" and (rig.ws / ".env").stat().st_mode & 0o777 == 0o600
+    assert not os.path.lexists(sib / "link")  # left alone: never turned into a copy of target.txt
+    assert (sib / "target.txt").read_text() == "shared target\n"
+
+    s.redo(tid, confirm=lambda _p: True)
+    # Prompt 1's snapshot saw .shared only as a hidden name: its state comes from prompt 2's patch, and
+    # its type from prompt 2's snapshot.
+    s.rewind(tid, 1, "files", confirm=lambda _p: True)
+    assert os.path.islink(rig.ws / ".shared") and os.readlink(rig.ws / ".shared") == "README.md"
+    assert (sib / "key").read_text() == "SECRET\n" and (sib / "key").stat().st_mode & 0o777 == 0o600
+    assert (sib / "run.sh").stat().st_mode & 0o777 == 0o755
+
+
 def test_a_diff_that_does_not_verify_is_named_and_nothing_is_written_for_it(rigs: RigFactory) -> None:
     rig = rigs.make(files={"a.txt": "a\n", ".env.local": "KEY=1\nOTHER=2\n", ".tool-versions": "python 3.11\n"})
     model, s = rig.model, rig.session
@@ -141,9 +206,35 @@ def test_pre_edit_chain_through_moves_deletes_and_failed_patches() -> None:
     states, unknown = pre_edit_states(changes, lambda p: now.get(p, FileState(None)))
     assert states["/w/a.txt"] == FileState(b"x\ny\n", 0o600)
     assert states["/w/b.txt"] == FileState(None)
-    assert states["/w/d.txt"] == FileState(b"gone\n", 0o644)
+    assert states["/w/d.txt"] == FileState(b"gone\n", 0o600, mode_seen=False)  # the patch carries no mode
     assert states["/w/c.txt"] == FileState(b"c1\n", 0o644)
     assert set(unknown) == {"/w/e.txt", "/w/f.txt"}
+
+
+def test_settle_deleted_takes_the_mode_and_type_seen_and_never_invents_a_copy_of_a_link(tmp_path: Path) -> None:
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "target.txt").write_bytes(b"same\n")
+    states = {f"{d}/{n}": FileState(b"same\n" if n.startswith("twin") else b"x\n", 0o600, mode_seen=False)
+              for n in ("script", "link", "twin", "twin-seen", "plain")}
+    states[f"{d}/kept"] = FileState(b"k\n", 0o640)  # an update's state: its mode was read, nothing to settle
+    unknown: dict[str, str] = {}
+    seen = {f"{d}/script": (FileEntry("f", 0o755, 2, "00" * 32), "a snapshot"),
+            f"{d}/link": (LinkEntry("l", "target.txt"), "a snapshot"),
+            f"{d}/twin-seen": (FileEntry("f", 0o640, 5, "00" * 32), "a record")}
+    notes = settle_deleted(states, unknown, lambda paths: {p: seen[p] for p in paths if p in seen},
+                           lambda p, c: sibling_twin(p, c, ()))
+    assert states[f"{d}/script"] == FileState(b"x\n", 0o755)
+    assert states[f"{d}/link"] == FileState(None, link="target.txt")
+    assert states[f"{d}/twin-seen"] == FileState(b"same\n", 0o640)  # seen as a file: a twin does not matter
+    assert states[f"{d}/plain"] == FileState(b"x\n", 0o600, mode_seen=False)
+    assert "never seen" in notes[f"{d}/plain"] and "0600" in notes[f"{d}/plain"]
+    assert f"{d}/twin" not in states and f"{d}/target.txt" in unknown[f"{d}/twin"]
+    assert unknown[f"{d}/twin"].startswith("not recoverable:") and "symlink" in unknown[f"{d}/twin"]
+    assert states[f"{d}/kept"] == FileState(b"k\n", 0o640) and f"{d}/kept" not in notes
+    with Store.open(tmp_path / "store") as store:
+        snap = save_states(store, {f"{d}/link": states[f"{d}/link"]}, label="t")
+        assert store.files(snap)[f"{d}/link".lstrip("/")] == LinkEntry("l", "target.txt")
 
 
 def test_states_restore_never_writes_through_a_symlink_or_into_protected_dirs(tmp_path: Path) -> None:

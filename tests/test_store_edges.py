@@ -1254,3 +1254,51 @@ def test_a_saved_git_listing_is_not_reused_once_git_would_find_another_repositor
     git(ws, "init", "-q")  # sub/.git: Git now finds this (empty) repository first; the outer index is unchanged
     assert not saved.place_holds(ws)
     assert hidden_entry() == ("x", "hidden")
+
+
+# --------------------------------------------------------------------------- sparse files
+
+
+def test_a_sparse_file_comes_back_sparse_and_byte_exact(tmp_path: Path, store: Store) -> None:
+    """Issue 17 §5: a restore seeks over zero blocks, so a 64 MiB file with 3 data blocks stays ~small."""
+    repo = make_repo(tmp_path / "repo", {"README.md": "hi\n"})
+    size = 64 * MIB
+    sparse = repo / "disk.img"
+    with open(sparse, "wb") as f:
+        for offset in (0, 5 * MIB + 123, 40 * MIB):  # one unaligned: its partial blocks are written as zeros
+            f.seek(offset)
+            f.write(os.urandom(3000))
+        f.truncate(size)  # a hole at the end as well
+    git(repo, "add", "disk.img")  # tracked: captured whatever its size
+    want = blake3.blake3(sparse.read_bytes()).hexdigest()
+    c = store.capture(repo)
+    assert c.files["disk.img"][0] == "f"
+    sparse.unlink()
+    store.restore(c.id)
+    st = sparse.stat()
+    assert st.st_size == size
+    assert blake3.blake3(sparse.read_bytes()).hexdigest() == want
+    assert st.st_blocks * 512 < 1 * MIB, f"restored file allocates {st.st_blocks * 512} bytes"
+    # A file ending in data (no trailing hole) and a small one stay exact too.
+    sparse.write_bytes(b"x")
+    (repo / "tail.bin").write_bytes(bytes(3 * 4096) + b"end")
+    c2 = store.capture(repo, known_paths=["tail.bin"])
+    (repo / "tail.bin").unlink()
+    store.restore(c2.id)
+    assert (repo / "tail.bin").read_bytes() == bytes(3 * 4096) + b"end"
+    assert sparse.read_bytes() == b"x"
+
+
+def test_sparse_writes_are_exact_whatever_the_chunking(tmp_path: Path) -> None:
+    """Zero runs split across chunks, unaligned and at the very end all come back byte for byte."""
+    from snapshot_store.safefs import SafeRoot
+
+    blk = 4096
+    data = (b"a" * 100 + bytes(3 * blk + 7) + b"b" * (blk - 1) + bytes(2 * blk) + b"c" + bytes(5 * blk))
+    for size in (1, 100, blk - 1, blk, blk + 1, 3 * blk + 17, len(data)):
+        chunks = [data[i:i + size] for i in range(0, len(data), size)]
+        with SafeRoot(str(tmp_path)) as fs:
+            fs.write_file("f.bin", chunks, 0o640)
+        p = tmp_path / "f.bin"
+        assert p.read_bytes() == data, size
+        assert stat.S_IMODE(p.stat().st_mode) == 0o640
