@@ -55,6 +55,9 @@ REF_TAIL_BYTES = 16 * 1024  # `latest` parses only this much of a workspace's re
 AUTO_GC_INTERVAL = 24 * 3600.0  # automatic gc at most this often
 GC_MARKER = "gc.last"  # holds the time of the last automatic gc
 CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
+#: Kinds of snapshot that no workspace ref lists (a pin keeps them); every other kind with a workspace root is
+#: history that a ref must name, and gc refuses while one is named by none (FORMAT.md §4).
+UNLISTED_KINDS = frozenset({"rewind-target", "pre-edit", "states-safety"})
 SUBDIRS = ("packs", "snapshots", "refs", "refs/workspaces", "cache", "journal", "locks")
 
 
@@ -789,6 +792,8 @@ class Store:
         Every blob it names must already be durable. With `persist` off it is only known to this
         store object (dry runs): nothing is written.
         """
+        if kind not in UNLISTED_KINDS:
+            raise StoreError(f"a snapshot of kind {kind!r} must be listed in its workspace's ref")
         base: FileMap = dict(self.files(parent)) if parent is not None else {}
         depth = self.record(parent).depth + 1 if parent is not None else 0
         if depth >= REBASE_DEPTH:

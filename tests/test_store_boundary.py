@@ -13,6 +13,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -278,3 +279,91 @@ def test_a_bind_mount_of_codex_home_inside_the_workspace_is_not_captured(cli: Cl
     paths = captured_paths(cli, snap)
     assert "a.txt" in paths
     assert not [p for p in paths if p.startswith("mnt")], paths
+
+
+# ------------------------------------------------------------------ a lost workspace ref never lets gc erase history
+
+GRACE0 = ("-c", "file_snapshots.gc_grace_seconds=0")
+
+
+def age_store(c: Cli, seconds: float = 7200.0) -> None:
+    """Every store file older than the grace period and than a capture in progress could be."""
+    past = time.time() - seconds
+    for dirpath, _dirs, files in os.walk(c.store_dir):
+        for f in files:
+            os.utime(os.path.join(dirpath, f), (past, past))
+
+
+@pytest.fixture
+def three(cli: Cli) -> tuple[list[str], Path, bytes]:
+    """Three snapshots of the workspace (the fixture's and two more), aged; (ids, ref file, its bytes)."""
+    for n in range(2):
+        (cli.ws / "a.txt").write_text(f"version {n}\n" * 40)
+        (cli.ws / f"new{n}.bin").write_bytes(os.urandom(2000))
+        cli.ok(*NO_AUTO_GC, "snapshots", "capture")
+    ids = [i["id"] for i in cli.json("snapshots", "list")]
+    assert len(ids) == 3
+    [ref] = (cli.store_dir / "refs" / "workspaces").glob("*.jsonl")
+    age_store(cli)
+    return ids, ref, ref.read_bytes()
+
+
+def test_a_deleted_ref_file_is_damage_that_gc_refuses_and_repair_rebuilds(cli: Cli, three: tuple[list[str], Path,
+                                                                                                  bytes]) -> None:
+    ids, ref, original = three
+    ref.unlink()
+    before = store_files(cli.store_dir)
+    res = cli.run(*NO_AUTO_GC, "snapshots", "verify")
+    assert res.returncode == 1, (res.stdout, res.stderr)
+    assert any(line.startswith("damaged: ") and str(cli.ws) in line and "--repair" in line
+               for line in res.stdout.splitlines()), res.stdout
+    for dry in ((), ("--dry-run",)):
+        line = refused(cli.run(*NO_AUTO_GC, *GRACE0, "snapshots", "gc", *dry))
+        assert "codexr snapshots verify --repair" in line, line
+    assert store_files(cli.store_dir) == before  # gc deleted nothing
+    res = cli.ok(*NO_AUTO_GC, "snapshots", "verify", "--repair")
+    assert any(line.startswith("repaired: ") and str(cli.ws) in line for line in res.stdout.splitlines()), res.stdout
+    assert ref.read_bytes() == original  # the very lines the captures wrote, rebuilt from the snapshots
+    cli.ok(*NO_AUTO_GC, "snapshots", "verify")
+    cli.ok(*NO_AUTO_GC, *GRACE0, "snapshots", "gc")
+    assert [i["id"] for i in cli.json("snapshots", "list")] == ids
+    for snap in ids:
+        cli.ok(*NO_AUTO_GC, "snapshots", "restore", snap, "--dry-run")
+
+
+def test_a_capture_after_the_ref_was_lost_does_not_orphan_the_earlier_snapshots(
+        cli: Cli, three: tuple[list[str], Path, bytes]) -> None:
+    """The next capture starts a new ref file: the earlier snapshots are still no garbage, even to automatic gc."""
+    ids, ref, _original = three
+    ref.unlink()
+    (cli.store_dir / "gc.last").unlink(missing_ok=True)  # automatic gc is due at this capture
+    (cli.ws / "a.txt").write_text("after the loss\n")
+    res = cli.ok(*GRACE0, "snapshots", "capture")  # auto gc on: it must skip, not fail the capture
+    assert "automatic gc skipped" in res.stderr and "verify --repair" in res.stderr, res.stderr
+    newest = res.stdout.strip()
+    for snap in ids:
+        cli.ok(*NO_AUTO_GC, "snapshots", "show", snap)  # nothing was collected
+    refused(cli.run(*NO_AUTO_GC, *GRACE0, "snapshots", "gc"))
+    assert cli.run(*NO_AUTO_GC, "snapshots", "verify").returncode == 1
+    cli.ok(*NO_AUTO_GC, "snapshots", "verify", "--repair")
+    assert [i["id"] for i in cli.json("snapshots", "list")] == [*ids, newest]
+    cli.ok(*NO_AUTO_GC, *GRACE0, "snapshots", "gc")
+    assert [i["id"] for i in cli.json("snapshots", "list")] == [*ids, newest]
+    cli.ok(*NO_AUTO_GC, "snapshots", "verify")
+
+
+def test_snapshots_dropped_by_retention_are_not_mistaken_for_lost_history(cli: Cli) -> None:
+    """Retention's drops (kept as delta bases, or young when dropped) never make gc or verify cry wolf."""
+    for n in range(4):
+        (cli.ws / "a.txt").write_text(f"version {n}\n")
+        cli.ok(*NO_AUTO_GC, "snapshots", "capture")
+    keep2 = ("-c", "file_snapshots.retention_max_snapshots=2")
+    cli.ok(*NO_AUTO_GC, *keep2, "snapshots", "gc")  # drops 3 of 5 while they are young: their files stay
+    assert len(cli.json("snapshots", "list")) == 2
+    cli.ok(*NO_AUTO_GC, "snapshots", "verify")
+    age_store(cli)
+    cli.ok(*NO_AUTO_GC, "snapshots", "verify")
+    cli.ok(*NO_AUTO_GC, *keep2, "snapshots", "gc")
+    cli.ok(*NO_AUTO_GC, *GRACE0, *keep2, "snapshots", "gc")
+    assert len(cli.json("snapshots", "list")) == 2
+    cli.ok(*NO_AUTO_GC, "snapshots", "verify")
