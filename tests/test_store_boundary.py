@@ -367,3 +367,18 @@ def test_snapshots_dropped_by_retention_are_not_mistaken_for_lost_history(cli: C
     cli.ok(*NO_AUTO_GC, *GRACE0, *keep2, "snapshots", "gc")
     assert len(cli.json("snapshots", "list")) == 2
     cli.ok(*NO_AUTO_GC, "snapshots", "verify")
+
+
+def test_a_tracked_path_inside_a_bind_mount_of_codex_home_below_a_hidden_directory_is_not_read(cli: Cli) -> None:
+    """The walk does not enter `.hidden`, so the tracked path's unlisted ancestor is checked by identity."""
+    mnt = cli.ws / ".hidden" / "mnt"
+    mnt.mkdir(parents=True)
+    (mnt / "config.toml").write_text("tracked before the mount\n")
+    git(cli.ws, "init", "-q")
+    git(cli.ws, "add", "a.txt", ".hidden/mnt/config.toml")
+    (mnt / "config.toml").unlink()  # the index still names it; under the mount it is Codex's config.toml
+    res = cli.run(*NO_AUTO_GC, "snapshots", "capture", "--json", prefix=_bind_prefix(cli.home, mnt))
+    assert res.returncode == 0, res.stderr
+    paths = captured_paths(cli, json.loads(res.stdout)["id"])
+    assert "a.txt" in paths
+    assert ".hidden/mnt/config.toml" not in paths, paths
