@@ -69,6 +69,7 @@ def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
     """How to start Codex for the workspace with the pass-through flags (also for the interactive front ends)."""
     from .codex_bin import choose
 
+    ctx.workspace(args.cd)  # the store or Codex's home as workspace stops here, before Codex starts
     codex_bin = choose(args.codex_bin, ctx.settings).sdk_value()  # a bad path stops here, before the SDK loads
     from .session import SessionOptions, split_overrides
 

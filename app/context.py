@@ -57,6 +57,12 @@ class Context:
         """Our data lives beside, never inside, Codex's own files."""
         return self.home / "file_snapshots"
 
+    def workspace(self, path: str | Path) -> Path:
+        """The workspace's real path; refused (one line, exit 2) when it is or lies inside the store or CODEX_HOME."""
+        from snapshot_store.workspace import workspace_root
+
+        return workspace_root(path, [self.home], store=self.store_dir)
+
     def store(self) -> Store:
         """Open the store once per command; Codex's home is protected from capture and restore."""
         if self._store is None:

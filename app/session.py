@@ -23,7 +23,7 @@ from snapshot_store.manifest import Entry, captured_items
 from snapshot_store.safefs import SafeRoot
 from snapshot_store.scope import forbidden
 from snapshot_store.states import STATES_ROOT, StatesRestore, prepare_states_restore, save_states
-from snapshot_store.workspace import resolve_root
+from snapshot_store.workspace import workspace_root
 
 from . import pre_edit as pe
 from .approval import ApprovalRequest as ApprovalRequest
@@ -294,7 +294,8 @@ class Session:
     def __init__(self, opts: SessionOptions, *, approval: ApprovalCallback | None = None,
                  on_notice: EventCallback | None = None) -> None:
         self.opts = opts
-        self.cwd = resolve_root(opts.cwd)
+        # Never Codex's home or the store (nor inside them): a restore there would overwrite their files.
+        self.cwd = workspace_root(opts.cwd, [opts.codex_home], store=opts.codex_home / "file_snapshots")
         self.tracking = opts.settings.features.file_snapshots
         self.scope = opts.settings.scope()
         self.store_dir = opts.codex_home / "file_snapshots"

@@ -68,6 +68,7 @@ def run_app(ctx: Context, args: argparse.Namespace, *, thread_id: str | None = N
     # A bad --codex-bin is one error line, not an app that cannot start. `ctx.loaded` is None when every
     # setting is a default: pydantic (~0.2 s) then loads in the worker after the first frame.
     choose(args.codex_bin, ctx.loaded)
+    ctx.workspace(args.cd)  # the store or Codex's home as workspace: one line, before the first frame
     from .tui.splash import Splash
 
     splash = Splash.show()  # the first frame now; Textual and the app take ~0.5 s more to import

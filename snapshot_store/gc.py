@@ -26,7 +26,18 @@ from .fsutil import TMP_PREFIX, atomic_write, fsync_dir, translate_os_errors
 from .ids import is_pack_id, is_snapshot_id
 from .packs import RECORD, Location, PackScan, PackWriter, scan_pack, write_index
 from .reach import each_needs
-from .refcheck import RefFile, read_pins, ref_line, ref_mismatch, workspace_ref_files
+from .refcheck import (
+    RefFile,
+    lost_history,
+    lost_line,
+    prune_dropped,
+    read_dropped,
+    read_pins,
+    ref_line,
+    ref_mismatch,
+    workspace_ref_files,
+    write_dropped,
+)
 from .settings import RetentionPolicy
 from .store import AUTO_GC_INTERVAL, GC_MARKER, SnapshotInfo
 
@@ -290,6 +301,12 @@ def plan_gc(store: Store, policy: RetentionPolicy, now: float | None = None, *,
                     missing.add(b)
     except StoreError as exc:
         raise _stop(str(exc)) from exc
+    # Workspace history no ref names (a deleted ref file) is no garbage: put back by `verify --repair` first.
+    lost = lost_history(store, (n for n, _f in _all_snapshots(store) if is_snapshot_id(n)), set(snap_level) | ref_ids)
+    if lost:
+        root, ids = min(lost.items())
+        more = f" (and {len(lost) - 1} more workspace(s))" if len(lost) > 1 else ""
+        raise _stop(lost_line(store, root, ids) + more)
     snap_size = {s: _size(store.path / "snapshots" / s[:2] / s) for s in snap_level}
 
     def live_bytes(k: float) -> int:
@@ -396,6 +413,8 @@ def _execute(store: Store, plan: GcPlan) -> None:
 
 def _sweep(store: Store, plan: GcPlan) -> None:
     dropped = {i.id for i in plan.dropped}
+    if dropped:  # first: a snapshot file left without its ref line is history lost unless listed here
+        write_dropped(store, read_dropped(store) | dropped)
     for ref in plan._refs:
         keep = [i for i in ref.infos if i.id not in dropped]
         if len(keep) == len(ref.infos):
@@ -431,6 +450,7 @@ def _sweep(store: Store, plan: GcPlan) -> None:
     for f in plan.delete_temp:
         with contextlib.suppress(FileNotFoundError):
             f.unlink()
+    prune_dropped(store)
     (store.path / PENDING).unlink()
     fsync_dir(store.path)
 

@@ -8,17 +8,19 @@ damaged pin file stops gc instead of unpinning what it named (FORMAT.md §4).
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import StoreError
-from .fsutil import TMP_PREFIX
+from .fsutil import TMP_PREFIX, atomic_write
 from .ids import is_snapshot_id, workspace_key
-from .store import SnapshotInfo
+from .reach import needs_of
+from .store import UNLISTED_KINDS, SnapshotInfo
 
 if TYPE_CHECKING:
     from .store import Store
@@ -31,6 +33,7 @@ PIN_KEYS = frozenset({"pre", "post", "safety_id", "target_snapshot", "snapshot",
 #: The only `version` a JSON pin file may declare; any other stops gc (FORMAT.md §4).
 PIN_VERSION = 1
 _WSKEY_RE = re.compile(r"[0-9a-f]{32}")
+DROPPED = "dropped"  # ids gc took out of a workspace ref whose snapshot files still exist (FORMAT.md §4)
 
 
 @dataclass
@@ -211,3 +214,113 @@ def read_pins(store: Store, idle_days: float = 0.0, now: float | None = None) ->
                 continue
             pins.required.setdefault(v, rel)
     return pins
+
+
+# ----------------------------------------------------------------------------- history no ref names
+
+
+def read_dropped(store: Store) -> set[str]:
+    """Snapshots gc dropped from their workspace ref on purpose (a missing or damaged file drops nothing)."""
+    try:
+        text = (store.path / DROPPED).read_text("ascii", "replace")
+    except OSError:
+        return set()
+    return {line for line in text.split() if is_snapshot_id(line)}
+
+
+def write_dropped(store: Store, ids: Iterable[str]) -> None:
+    """Replace the list of deliberately dropped snapshots (atomically; empty: the file goes)."""
+    keep = sorted(set(ids))
+    if keep:
+        atomic_write(store.path / DROPPED, "".join(f"{s}\n" for s in keep).encode())
+    else:
+        (store.path / DROPPED).unlink(missing_ok=True)
+
+
+def prune_dropped(store: Store) -> None:
+    """Forget dropped ids whose snapshot files gc has deleted: the list stays as small as the leftovers."""
+    before = read_dropped(store)
+    keep = {s for s in before if (store.path / "snapshots" / s[:2] / s).is_file()}
+    if keep != before:
+        write_dropped(store, keep)
+
+
+def ref_path(store: Store, root: str) -> Path:
+    """The ref log of the workspace at `root`."""
+    return store.path / "refs" / "workspaces" / f"{workspace_key(root)}.jsonl"
+
+
+def lost_history(store: Store, ids: Iterable[str], named: set[str], *, min_age: float = 0.0,
+                 now: float | None = None) -> dict[str, list[str]]:
+    """{workspace root: snapshot ids} of workspace history that no ref names, reaches or dropped on purpose.
+
+    Such a snapshot lost its ref line (a deleted or truncated ref file): it is no garbage, and gc must not
+    collect it until `verify --repair` has put it back in its workspace's ref. `named`: ids a ref line
+    names or a ref or pin reaches. Files younger than `min_age` seconds are left out (a capture holding
+    the shared lock may be about to append its line).
+    """
+    dropped = read_dropped(store)
+    now = time.time() if now is None else now
+    out: dict[str, list[str]] = {}
+    for sid in sorted(ids):
+        if sid in named or sid in dropped:
+            continue
+        try:
+            rec = store.record(sid)
+            if min_age > 0 and now - os.stat(store.path / "snapshots" / sid[:2] / sid).st_mtime < min_age:
+                continue
+        except (StoreError, OSError):
+            continue  # damage is verify's to report; a vanished file is nobody's history
+        if rec.root == "/" or rec.kind in UNLISTED_KINDS:
+            continue
+        out.setdefault(rec.root, []).append(sid)
+    return out
+
+
+def lost_line(store: Store, root: str, ids: list[str]) -> str:
+    """One line naming the workspace whose ref lost these snapshots."""
+    path = ref_path(store, root)
+    how = "is missing" if not path.exists() else "has lost their lines"
+    return (f"{len(ids)} snapshot(s) of workspace {root} are named by no ref (refs/workspaces/{path.name} {how}); "
+            "`codexr snapshots verify --repair` rebuilds it from the snapshots")
+
+
+def rebuild_refs(store: Store, lost: dict[str, list[str]]) -> tuple[list[str], list[str]]:
+    """Put lost snapshots back in their workspace refs (exclusive lock held): (repairs, problems left).
+
+    A snapshot whose blobs are no longer all held (a delta base an earlier gc dropped) is recorded as
+    dropped instead: it cannot be restored, and listing it would be damage.
+    """
+    repaired: list[str] = []
+    problems: list[str] = []
+    gone: set[str] = set()
+    for root, ids in sorted(lost.items()):
+        path = ref_path(store, root)
+        existing = check_ref_file(path) if path.exists() else RefFile(path)
+        if existing.problems:
+            problems.append(f"{lost_line(store, root, ids)}, once its damaged ref file is mended")
+            continue
+        infos = list(existing.infos)
+        complete = 0
+        for sid in ids:
+            try:
+                needs = needs_of(store, sid)
+            except StoreError:
+                gone.add(sid)
+                continue
+            if any(b not in store.blobs.locations for b in needs.blobs):
+                gone.add(sid)
+                continue
+            rec = store.record(sid)
+            infos.append(SnapshotInfo(sid, rec.root, rec.created, rec.kind, rec.label,
+                                      int(rec.meta.get("file_count", 0))))
+            complete += 1
+        infos.sort(key=lambda i: (i.created, i.id))
+        if complete:
+            atomic_write(path, b"".join(ref_line(i) + b"\n" for i in infos))
+        left = len(ids) - complete
+        repaired.append(f"rebuilt refs/workspaces/{path.name} of workspace {root}: {complete} snapshot(s) named "
+                        "again" + (f", {left} incomplete one(s) (blobs already collected) left out" if left else ""))
+    if gone:
+        write_dropped(store, read_dropped(store) | gone)
+    return repaired, problems

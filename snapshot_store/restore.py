@@ -23,12 +23,11 @@ from .ids import is_snapshot_id
 from .locks import owner_alive, owner_info, owner_text
 from .manifest import CAPTURED_KINDS, WALKED, Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
 from .packs import CHUNK, PackWriter
-from .reasons import ENTERABLE_DIRS, NEVER_REPORTED_DIRS
+from .reasons import ENTERABLE_DIRS, NEVER_REPORTED_DIRS, Reason
 from .safefs import SafeRoot, UnsafePath
 from .scope import HIDDEN, IGNORE_FILE, Ignore, forbidden
 from .settings import ScopeSettings
 from .statcache import Key, is_racy, stat_key
-from .workspace import resolve_root
 
 if TYPE_CHECKING:
     from .store import Store
@@ -111,8 +110,25 @@ def _subtree(files: FileMap, path: str) -> list[str]:
     return [p for p in files if p.startswith(prefix)]
 
 
-def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, target_id: str) -> RestorePlan:
-    """Decide per path: write what the target holds, delete what it witnessed absent, else leave."""
+PROTECTED_REASON = "inside Codex's home or the snapshot store: codexr never writes or deletes there"
+
+
+def protected_in(current: FileMap, by_path: Iterable[str] = ()) -> tuple[str, ...]:
+    """Directories a restore must not touch: the ones named by path, and those the safety capture found."""
+    found = (p for p, e in current.items() if e.kind == "D" and e.reason == Reason.CODEXR_DATA)
+    return tuple(sorted({*by_path, *found}))
+
+
+def _under(path: str, dirs: tuple[str, ...]) -> bool:
+    return any(path == d or path.startswith(d + "/") for d in dirs)
+
+
+def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, target_id: str,
+                 protected: tuple[str, ...] = ()) -> RestorePlan:
+    """Decide per path: write what the target holds, delete what it witnessed absent, else leave.
+
+    Nothing at or below a `protected` directory (Codex's home, the store) is ever written or deleted.
+    """
     actions: list[Action] = []
     deletes: dict[str, Action] = {}
     emptied: list[str] = []  # directories a write replaces: removed (deepest first) once emptied
@@ -123,6 +139,9 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
     for path in sorted(changed):
         t, s = target.get(path), current.get(path)
         if forbidden(path):
+            continue
+        if protected and _under(path, protected):
+            actions.append(Action(LEAVE, path, PROTECTED_REASON, t, s))
             continue
         if ignore.file(path):
             if t != s:
@@ -173,6 +192,8 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
         if s.kind not in ("x", "D") or not path or path == IGNORE_FILE:
             continue
         if forbidden(path) or ignore.file(path) or not witnessed_absent(target, path):
+            continue
+        if protected and _under(path, protected):
             continue
         if s.kind == "x" and s.reason == HIDDEN:
             actions.append(Action(LEAVE, path, "absent in the target; hidden files are only captured when tracked, "
@@ -293,7 +314,7 @@ def restore(
     if target_rec.root == "/" and target_rec.kind in ("pre-edit", "states-safety"):
         raise StoreError(f"snapshot {snap_id[:12]} records single files by absolute path (agent edits); "
                          "rewind and redo restore it, not a workspace restore")
-    ws = resolve_root(root if root is not None else target_rec.root)
+    ws = store.workspace(root if root is not None else target_rec.root)
     foreign = str(ws) != target_rec.root
     if foreign and not into:
         raise StoreError(
@@ -314,7 +335,8 @@ def restore(
                                label=f"before restoring {snap_id[:12]}",
                                force=None if foreign else lambda p: witnessed_absent(target, p),
                                progress=progress)
-        plan = plan_restore(target, safety.files, ignore, str(ws), snap_id)
+        plan = plan_restore(target, safety.files, ignore, str(ws), snap_id,
+                            protected_in(safety.files, store.protected_rel(ws)))
         plan.safety_id = None if dry_run else safety.id
         if foreign:
             _keep_everything(plan)

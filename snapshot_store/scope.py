@@ -358,11 +358,14 @@ def select(
     on_dir: Callable[[str], None] | None = None,
     force: Callable[[str], bool] | None = None,
     dirs: DirCache | None = None,
+    protected_ids: frozenset[tuple[int, int]] = frozenset(),
 ) -> Scope:
     """Walk the workspace once and decide, for every path seen, whether to capture it.
 
     Git-tracked and `known_paths` (agent-touched, tracked before, a restore's targets) are
-    captured whatever their size or name; `protected` are root-relative directories never read.
+    captured whatever their size or name; `protected` are root-relative directories never read, and so is
+    every directory whose (device, inode) is in `protected_ids` (a bind mount or another path of the store
+    or Codex's home): it becomes a `codexr data` entry and nothing below it is looked at.
     `on_dir` is called for each directory just before it is listed (the change journal's hook).
     Non-hidden files found by the walk for which `force` is true are captured whatever the residue
     limits say (a restore's safety capture: it must hold everything it may delete).
@@ -372,7 +375,7 @@ def select(
     own_dirs = dirs is None
     tree = DirCache(str(root)) if dirs is None else dirs
     try:
-        return _select(tree, root, settings, ignore, git_paths, known_paths, protected, on_dir, force)
+        return _select(tree, root, settings, ignore, git_paths, known_paths, protected, on_dir, force, protected_ids)
     finally:
         if own_dirs:
             tree.close()
@@ -388,6 +391,7 @@ def _select(
     protected: Iterable[str],
     on_dir: Callable[[str], None] | None,
     force: Callable[[str], bool] | None,
+    protected_ids: frozenset[tuple[int, int]],
 ) -> Scope:
     scope = Scope()
     entries = scope.entries
@@ -434,7 +438,7 @@ def _select(
                     continue
                 is_dir = kind == "d"
                 if is_dir:
-                    if rel in protected_rel:
+                    if rel in protected_rel or (protected_ids and _same_dir(de, protected_ids)):
                         entries[rel] = UnlistedDir("D", Reason.CODEXR_DATA)
                     elif name in churn:
                         entries[rel] = UnlistedDir("D", Reason.CHURN)
@@ -475,11 +479,39 @@ def _select(
             anc = anc.rpartition("/")[0]
         return None
 
+    looked: dict[str, bool] = {}  # directories the walk did not list: are they protected ones?
+
+    def behind_protected(rel: str) -> bool:
+        """Is `rel` at or below a protected directory, by path or, where the walk did not look, by identity?"""
+        if protected_rel and _under(rel, protected_rel):
+            return True
+        anc = ""
+        for part in rel.split("/")[:-1]:
+            anc = f"{anc}/{part}" if anc else part
+            e = entries.get(anc)
+            if e is not None and e.kind == "D" and e.reason == Reason.CODEXR_DATA:
+                return True
+            if e == WALKED or (e is not None and e.kind == "D" and e.reason != Reason.DIRECTORY):
+                continue  # a directory of a listed one: the walk checked its identity there
+            if not protected_ids:
+                return False
+            hit = looked.get(anc)
+            if hit is None:
+                try:
+                    st = os.fstat(tree.dir_fd(anc))
+                except (OSError, SymlinkInPath, DirChanged):
+                    return False  # nothing below can be reached either: the look at `rel` says so
+                hit = looked[anc] = (st.st_dev, st.st_ino) in protected_ids
+            if hit:
+                entries[anc] = UnlistedDir("D", Reason.CODEXR_DATA)
+                return True
+        return False
+
     def cover(rel: str) -> None:
         if rel in covered:
             return
         covered.add(rel)
-        if forbidden(rel) or (protected_rel and _under(rel, protected_rel)):
+        if forbidden(rel) or behind_protected(rel):
             return
         if ignore.file(rel):
             entries[rel] = SkippedEntry("x", Reason.IGNORED)
@@ -560,6 +592,15 @@ def too_large_skipped(files: FileMap, skipped: list[tuple[str, str]], limit: int
     reason = f"{TOO_LARGE} ({limit} bytes); not captured"
     return [(p, reason) for p in sorted(p for p, e in files.items()
                                         if e.kind == "x" and e.reason == TOO_LARGE and p not in listed)]
+
+
+def _same_dir(de: os.DirEntry[str], ids: frozenset[tuple[int, int]]) -> bool:
+    """Is this directory entry one of the protected directories (a bind mount shows their identity)?"""
+    try:
+        st = de.stat(follow_symlinks=False)
+    except OSError:
+        return False  # the walk then fails to enter it too, and says so
+    return (st.st_dev, st.st_ino) in ids
 
 
 def _under(rel: str, dirs: tuple[str, ...]) -> bool:

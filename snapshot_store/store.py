@@ -44,7 +44,7 @@ from .manifest import (
 from .packs import BlobIndex, PackWriter, read_generation
 from .settings import ScopeSettings
 from .statcache import Key, StatCache, stat_key
-from .workspace import resolve_root
+from .workspace import Identity, protected_identities, resolve_root, workspace_root
 
 if TYPE_CHECKING:
     from .restore import Recovery, RestorePlan, RestoreResult
@@ -55,6 +55,9 @@ REF_TAIL_BYTES = 16 * 1024  # `latest` parses only this much of a workspace's re
 AUTO_GC_INTERVAL = 24 * 3600.0  # automatic gc at most this often
 GC_MARKER = "gc.last"  # holds the time of the last automatic gc
 CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
+#: Kinds of snapshot that no workspace ref lists (a pin keeps them); every other kind with a workspace root is
+#: history that a ref must name, and gc refuses while one is named by none (FORMAT.md §4).
+UNLISTED_KINDS = frozenset({"rewind-target", "pre-edit", "states-safety"})
 SUBDIRS = ("packs", "snapshots", "refs", "refs/workspaces", "cache", "journal", "locks")
 
 
@@ -130,7 +133,8 @@ class Store:
 
     def __init__(self, path: Path, protected: tuple[Path, ...]) -> None:
         self.path = path
-        self.protected = protected
+        self.protected = protected  # the store itself first, then Codex's home: never captured, restored into
+        self.protected_ids: frozenset[Identity] = protected_identities(protected)
         self._blobs: BlobIndex | None = None  # loaded on first use: an unchanged capture needs no blob (~15-30 ms)
         self._generation = read_generation(path)  # gc's, while the blob index is not loaded
         self._maps: OrderedDict[str, FileMap] = OrderedDict()
@@ -390,7 +394,12 @@ class Store:
         """Where the workspace's Git listing is kept between processes (FORMAT.md §7)."""
         return self.path / "cache" / f"{workspace_key(str(root))}.git"
 
-    def _protected_rel(self, root: Path) -> tuple[str, ...]:
+    def workspace(self, root: str | os.PathLike[str]) -> Path:
+        """The workspace's real path; refused when it is or lies inside the store or Codex's home."""
+        return workspace_root(root, self.protected[1:], store=self.protected[0])
+
+    def protected_rel(self, root: Path) -> tuple[str, ...]:
+        """The protected directories below `root` by path (a bind mount is found by the walk instead)."""
         out = []
         for p in self.protected:
             with contextlib.suppress(ValueError):
@@ -405,7 +414,7 @@ class Store:
 
         Meant for long-running processes (the session); returns False where inotify is missing.
         """
-        ws = resolve_root(root)
+        ws = self.workspace(root)
         if str(ws) in self._watched:
             return True
         from .watch import ChangeJournal  # here: inotify_simple (ctypes) is for long-running processes only
@@ -457,7 +466,7 @@ class Store:
         """
         started = time.perf_counter()
         started_ns = time.time_ns()
-        ws = resolve_root(root)
+        ws = self.workspace(root)
         settings = scope or ScopeSettings()
         with translate_os_errors(f"capture of {ws}"), self.shared_lock():
             recovered = None if dry_run else self._recover_if_idle(ws)
@@ -523,7 +532,8 @@ class Store:
                         watched.journal.reset()
                     with DirCache(key) as dirs:  # the walk and the reads see the same directories
                         selected = scope_mod.select(ws, settings, ignore, git.paths, known,
-                                                    protected=self._protected_rel(ws),
+                                                    protected=self.protected_rel(ws),
+                                                    protected_ids=self.protected_ids,
                                                     on_dir=watched.journal.watch_dir if watched is not None else None,
                                                     force=force, dirs=dirs)
                         captured = read_paths(dirs, selected.to_capture, sink, cache, progress)
@@ -606,7 +616,7 @@ class Store:
         look goes unseen by the captures that follow (the order a walk keeps: watch, then list).
         """
         state = walkstate.load(self._walk_path(ws))
-        if state is None or not state.same_rules(settings, git_signature, self._protected_rel(ws)):
+        if state is None or not state.same_rules(settings, git_signature, self.protected_rel(ws)):
             return None
         chain = self._unchanged_since(parent, state.snapshot, str(ws))
         if chain is None:
@@ -736,7 +746,7 @@ class Store:
         covered = frozenset(state.covered)
         saved = walkstate.WalkState(
             snapshot=result.id, settings=walkstate.settings_key(state.settings), git_signature=state.git_signature,
-            protected=self._protected_rel(ws), packs=packs, dirs=dirs, seen=walkstate.group(seen),
+            protected=self.protected_rel(ws), packs=packs, dirs=dirs, seen=walkstate.group(seen),
             covered_blob=marshal.dumps(sorted(covered), 2), unwatched=unwatched, file_count=result.file_count,
             skipped=skipped, listings=b"".join(selected.listing[rel] for rel in selected.listed),
             grows_same=walkstate.grows_same(covered, git_paths, files))
@@ -782,6 +792,8 @@ class Store:
         Every blob it names must already be durable. With `persist` off it is only known to this
         store object (dry runs): nothing is written.
         """
+        if kind not in UNLISTED_KINDS:
+            raise StoreError(f"a snapshot of kind {kind!r} must be listed in its workspace's ref")
         base: FileMap = dict(self.files(parent)) if parent is not None else {}
         depth = self.record(parent).depth + 1 if parent is not None else 0
         if depth >= REBASE_DEPTH:
@@ -845,7 +857,7 @@ class Store:
         Only under the workspace lock, which a running restore holds: a live restore is never
         "finished" by someone else (StoreBusy instead).
         """
-        ws = resolve_root(root)
+        ws = self.workspace(root)
         with self.workspace_lock(ws, wait=False):
             from .restore import recover
 

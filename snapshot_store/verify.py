@@ -22,11 +22,13 @@ from .gc import PENDING, pending_exists, read_pending
 from .ids import is_pack_id, is_snapshot_id
 from .packs import Location, check_headers, record_ok, scan_pack, write_index
 from .reach import each_needs
-from .refcheck import read_pins, ref_mismatch, workspace_ref_files
+from .refcheck import lost_history, lost_line, read_pins, rebuild_refs, ref_mismatch, workspace_ref_files
 from .settings import RetentionPolicy
 
 if TYPE_CHECKING:
     from .store import Store
+
+IN_PROGRESS_SECONDS = 10.0  # a snapshot file this young may belong to a capture about to append its ref line
 
 
 @dataclass
@@ -162,6 +164,7 @@ def _verify(store: Store, *, full: bool, repair: bool, progress: Callable[[int, 
             report.problems.append(str(exc))
 
     roots: set[str] = set()
+    named: set[str] = set()
     for ref in workspace_ref_files(store):
         report.problems.extend(ref.problems)
         if ref.torn:
@@ -169,6 +172,7 @@ def _verify(store: Store, *, full: bool, repair: bool, progress: Callable[[int, 
                                    "the next capture cuts it")
         for n, info in ref.lines:
             report.refs += 1
+            named.add(info.id)
             if info.id not in snapshot_ids:
                 report.problems.append(f"ref file {ref.name} line {n} names snapshot {info.id}, which does not exist")
                 continue
@@ -200,7 +204,16 @@ def _verify(store: Store, *, full: bool, repair: bool, progress: Callable[[int, 
     for b, users in sorted(missing.items()):
         more = f" and {len(users) - 1} more" if len(users) > 1 else ""
         report.problems.append(f"snapshot {users[0]}{more} needs blob {b.hex()} ({paths[b]}), which is missing")
-    garbage = len(snapshot_ids - reached)
+    # Workspace history no ref names (a deleted ref file): damage, which --repair mends from the snapshots.
+    # Without the exclusive lock a capture may be between its snapshot file and its ref line: young files wait.
+    lost = lost_history(store, snapshot_ids, reached | named, min_age=0.0 if repair else IN_PROGRESS_SECONDS)
+    if repair and lost:
+        repaired, left = rebuild_refs(store, lost)
+        report.repaired.extend(repaired)
+        report.problems.extend(left)
+    else:
+        report.problems.extend(lost_line(store, root, ids) for root, ids in sorted(lost.items()))
+    garbage = len(snapshot_ids - reached - {s for ids in lost.values() for s in ids})
     if garbage:
         report.warnings.append(f"{garbage} snapshot file(s) no ref or pin reaches (dropped by retention, or "
                                "left by an interrupted capture); gc removes them after the grace period")

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import WorkspaceError
+
+Identity = tuple[int, int]
+"""(st_dev, st_ino): what makes two paths the same directory, through symlinks and bind mounts."""
 
 
 def resolve_root(root: str | os.PathLike[str]) -> Path:
@@ -15,4 +19,47 @@ def resolve_root(root: str | os.PathLike[str]) -> Path:
         raise WorkspaceError(f"workspace {root} does not exist")
     if not path.is_dir():
         raise WorkspaceError(f"workspace {root} is not a directory")
+    return path
+
+
+def identity(path: str | os.PathLike[str]) -> Identity | None:
+    """The directory's (device, inode), or None when it cannot be looked at (then nothing lies inside it)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def protected_identities(dirs: Iterable[str | os.PathLike[str]]) -> frozenset[Identity]:
+    """The identities of the directories no capture or restore may enter (the store, Codex's home)."""
+    return frozenset(i for i in map(identity, dirs) if i is not None)
+
+
+def workspace_root(root: str | os.PathLike[str], protected: Iterable[str | os.PathLike[str]] = (),
+                   store: str | os.PathLike[str] | None = None) -> Path:
+    """resolve_root, refusing a directory that is or lies inside the store or a protected one (Codex's home).
+
+    A restore there would overwrite or delete the store's own files (its packs, its format file) or
+    Codex's `config.toml`. Directories are compared by (device, inode) along every ancestor, so a
+    symlink or a bind mount of the store is the store. A workspace that *contains* one of them is
+    accepted: captures never enter it and restores never write or delete there (FORMAT.md §1).
+    """
+    path = resolve_root(root)
+    named = [(Path(store), "the snapshot store")] if store is not None else []
+    named += [(Path(p), "Codex's home (CODEX_HOME)") for p in protected]
+    ids: dict[Identity, tuple[Path, str]] = {}
+    for p, label in named:
+        i = identity(p)
+        if i is not None:
+            ids.setdefault(i, (p, label))
+    if not ids:
+        return path
+    for anc in (path, *path.parents):
+        hit = ids.get(identity(anc) or (-1, -1))
+        if hit is not None:
+            where, label = hit
+            how = "is" if anc == path else "lies inside"
+            raise WorkspaceError(f"workspace {root} {how} {label} {where}; codexr never captures, restores or "
+                                 "deletes files there: pick another directory")
     return path
