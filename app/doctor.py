@@ -203,8 +203,10 @@ def _server_check() -> Check:
                      "command imports everything itself")
     path = socket_path(create=False)
     if path is None:
-        return Check("server", "warn", "resident server: unavailable (no private runtime directory)",
-                     "set CODEXR_RUNTIME_DIR to a directory only you can enter (mode 700)")
+        return Check("server", "warn", "resident server: unavailable (no runtime directory only you can write: "
+                     "XDG_RUNTIME_DIR unset, or it is below /tmp or a directory others may write)",
+                     f"set CODEXR_RUNTIME_DIR to a directory of yours, mode 700, not below /tmp or $TMPDIR, whose "
+                     f"parents only root or you can write (e.g. /run/user/{os.getuid()}/codexr)")
     mine = [s for s in servers() if s["current"] and s["alive"]]
     if not mine:
         return Check("server", "ok", "resident server: not running (the next one-shot command starts it)")

@@ -92,7 +92,7 @@ def server(ctx: Context, args: argparse.Namespace) -> int:
                   "runtime_dir": runtime_dir(create=False), "socket": path, "servers": found})
         return 0
     if path is None:
-        print("resident server: not available (no private runtime directory, or codexr is not installed as "
+        print("resident server: not available (no runtime directory only you can write, or codexr is not installed as "
               "packages beside each other)")
     for s in found:
         state = "running" if s["alive"] else "gone"
@@ -108,8 +108,9 @@ def server(ctx: Context, args: argparse.Namespace) -> int:
 def _start(ctx: Context, wait: float) -> int:
     path = socket_path()
     if path is None:
-        raise UsageError("no resident server can run here: no private runtime directory "
-                         "(set CODEXR_RUNTIME_DIR to a directory only you can enter)")
+        raise UsageError("no resident server can run here: no runtime directory only you can write (set "
+                         "CODEXR_RUNTIME_DIR to a directory of yours, mode 700, not below /tmp, whose parents only "
+                         "root or you can write)")
     if not _listening(path):
         spawn(path)
         deadline = time.monotonic() + wait
