@@ -37,6 +37,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--plain", action="store_true", default=argparse.SUPPRESS,
                    help="interactive in line mode instead of the full-screen app")
     p.add_argument("--json", action="store_true", help="print a JSON summary (of the story)")
+    p.add_argument("--serve", action="store_true",
+                   help="serve the scripted model and a scratch CODEX_HOME until Ctrl+C, and print the two lines to "
+                        "paste in another shell to try exec, threads, rewind, redo and history offline")
+    p.add_argument("--port", type=int, default=0, help="with --serve: the 127.0.0.1 port (default: a free one)")
     p.set_defaults(handler=dispatch)
 
 
@@ -46,6 +50,8 @@ def dispatch(ctx: Context, args: argparse.Namespace) -> int:
 
     # `codexr --codex-bin X demo` tries build X; `ctx.loaded` (None: every setting a default) spares pydantic
     codex_bin = choose(args.codex_bin, ctx.loaded).sdk_value()
+    if args.serve:
+        return serve(ctx, args)
     if args.script or args.json or not (sys.stdin.isatty() and sys.stdout.isatty()):
         return run(ctx, args, codex_bin)
     return interactive(args, plain=bool(getattr(args, "plain", False)), codex_bin=codex_bin)
@@ -111,6 +117,65 @@ def interactive(args: argparse.Namespace, *, plain: bool, codex_bin: str | None 
         if not args.keep and not args.dir:
             shutil.rmtree(base, ignore_errors=True)
         else:
+            print(f"(kept {base})")
+
+
+def serve(ctx: Context, args: argparse.Namespace) -> int:
+    """The scripted model on 127.0.0.1 and a scratch workspace and CODEX_HOME pointing at it, until Ctrl+C: every
+    codexr command (and the official `codex`) can then be tried offline in another shell."""
+    import shlex
+    import signal
+    import threading
+
+    from .scripted_model import RESPONDER_HELP, ScriptedModel, last_user_text, responder, write_codex_home
+
+    if not 0 <= args.port <= 65535:
+        from .context import UsageError
+
+        raise UsageError(f"--port {args.port}: not a port number")
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="codexr-demo-"))
+    ws, home = base / "workspace", base / "codex-home"
+    ws.mkdir(parents=True, exist_ok=True)
+    _make_workspace(ws)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        model = ScriptedModel(port=args.port)
+        try:
+            model.start()
+        except OSError as exc:
+            from .context import UsageError
+
+            raise UsageError(f"cannot serve the scripted model on 127.0.0.1:{args.port}: {exc.strerror}") from exc
+        with model:
+            model.script("", [responder()])
+            env = write_codex_home(home, model.base_url)
+            exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+            if ctx.json:
+                ctx.emit({"workspace": str(ws), "codex_home": str(home), "env": env, "base_url": model.base_url})
+            else:
+                print(f"codexr demo --serve: a scripted model on {model.base_url}, a scratch CODEX_HOME and a "
+                      f"workspace in {base}")
+                print("In another shell, paste these two lines, then try e.g. codexr exec 'create notes.txt hello', "
+                      "codexr threads, codexr rewind --thread ID --to 1, codexr history search hello:")
+                print()
+                print(f"export {exports}")
+                print(f"cd {shlex.quote(str(ws))}")
+                print()
+                print(f"The model understands: {RESPONDER_HELP}")
+                print("Ctrl+C stops it.", flush=True)
+            seen = 0
+            while not stop.wait(0.2):  # one line per model request, so the user sees the other shell's turns
+                for request in model.requests[seen:]:
+                    if not ctx.json:
+                        print(f"model: answered {last_user_text(request)[:70]!r}", flush=True)
+                seen = len(model.requests)
+        return 0
+    finally:
+        if not args.keep and not args.dir:
+            shutil.rmtree(base, ignore_errors=True)
+        elif not ctx.json:
             print(f"(kept {base})")
 
 

@@ -359,8 +359,9 @@ class _Server(ThreadingHTTPServer):
 class ScriptedModel:
     """A local Responses-API server whose answers are scripted per prompt trigger."""
 
-    def __init__(self) -> None:
-        """Create a stopped server; ``start()`` or ``with`` binds it to a free 127.0.0.1 port."""
+    def __init__(self, port: int = 0) -> None:
+        """Create a stopped server; ``start()`` or ``with`` binds it to 127.0.0.1:``port`` (0: a free one)."""
+        self._port = port
         self.requests: list[dict[str, Any]] = []
         self._scripts: dict[str, list[_Round]] = {}
         self._fail_counts: dict[tuple[str, int, int], int] = {}
@@ -374,7 +375,7 @@ class ScriptedModel:
     def start(self) -> ScriptedModel:
         """Bind to a free port and serve in a daemon thread (idempotent)."""
         if self._server is None:
-            server = _Server(("127.0.0.1", 0), _Handler)
+            server = _Server(("127.0.0.1", self._port), _Handler)
             server.model = self
             self._server = server
             self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},

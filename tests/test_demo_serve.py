@@ -1,0 +1,82 @@
+"""`codexr demo --serve`: a new user tries exec, threads, rewind, redo and history offline by pasting two lines.
+
+The serving `codexr` and every command are real processes; the commands drive the real Codex binary against the
+scripted model the first process serves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from test_cli_agent import show
+
+REPO = Path(__file__).parents[1]
+TIMEOUT_S = 90
+
+
+def test_two_pasted_lines_are_all_a_new_user_needs_to_try_every_command(tmp_path: Path) -> None:
+    base = tmp_path / "try"
+    server = subprocess.Popen([sys.executable, "-m", "app.cli", "demo", "--serve", "--dir", str(base)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert server.stdout is not None
+        lines = []
+        for line in server.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("Ctrl+C stops it"):
+                break
+        exports = [ln for ln in lines if ln.startswith("export ")]
+        cds = [ln for ln in lines if ln.startswith("cd ")]
+        assert len(exports) == 1 and len(cds) == 1, lines
+        env = dict(os.environ)  # what a shell has after pasting the two lines
+        for assignment in shlex.split(exports[0])[1:]:
+            name, _, value = assignment.partition("=")
+            env[name] = value
+        ws = Path(shlex.split(cds[0])[1])
+        assert env["CODEX_HOME"].startswith(str(base)) and ws.is_dir() and str(ws).startswith(str(base))
+
+        def codexr(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ws, env={**env, "PYTHONPATH": str(REPO)},
+                                  capture_output=True, text=True, timeout=TIMEOUT_S)
+
+        first = codexr("exec", "--json", "create notes.txt hello")
+        assert first.returncode == 0, show(first)
+        assert (ws / "notes.txt").read_text().startswith("hello"), show(first)
+        thread = json.loads(first.stdout)["thread_id"]
+        second = codexr("exec", "--thread", thread, "edit notes.txt again")
+        assert second.returncode == 0, show(second)
+        edited = (ws / "notes.txt").read_text()
+        threads = codexr("threads", "--json")
+        assert threads.returncode == 0 and thread in threads.stdout, show(threads)
+        rewind = codexr("rewind", "--thread", thread, "--to", "2", "--yes", "--json")
+        assert rewind.returncode == 0, show(rewind)
+        assert (ws / "notes.txt").read_text().startswith("hello") and (ws / "notes.txt").read_text() != edited
+        redo = codexr("redo", "--thread", json.loads(rewind.stdout)["thread_id"], "--yes")
+        assert redo.returncode == 0 and (ws / "notes.txt").read_text() == edited, show(redo)
+        found = codexr("history", "search", "notes.txt", "--json")
+        assert found.returncode == 0 and thread in found.stdout, show(found)
+    finally:
+        server.send_signal(signal.SIGINT)
+        out, err = server.communicate(timeout=30)
+    assert server.returncode == 0 and "Traceback" not in err, (out, err)
+    assert "model: answered 'create notes.txt hello'" in out, out
+    assert f"(kept {base})" in out and base.is_dir()  # --dir: the user's directory is kept
+
+
+def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        res = subprocess.run([sys.executable, "-m", "app.cli", "demo", "--serve", "--port", str(port)],
+                             capture_output=True, text=True, timeout=TIMEOUT_S, cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, show(res)
+    assert res.stderr.startswith("codexr: error: cannot serve the scripted model") and len(res.stderr.splitlines()) == 1
