@@ -2,7 +2,7 @@
 
 Why: every `codexr` command used to be a fresh Python that imported the SDK's 1,054 generated models, pygit2,
 zstandard and pydantic before doing any work; that was most of `codexr exec` (4.7x `codex exec`) and of an
-unchanged `snapshots capture` / a one-file `snapshots restore` (3.2x / 5x Git's), bench/README "Fourth pass".
+unchanged `snapshots capture` / a one-file `snapshots restore` (3.2x / 5x Git's), bench/HISTORY.md "Fourth pass".
 A resident server (`app/server.py`, one per user, Python and codexr build) has imported all of it once; for each
 command it forks a worker that adopts this process's standard streams (the file descriptors themselves), working
 directory (a directory fd, so a renamed or deleted one stays the same directory), environment, umask, niceness and

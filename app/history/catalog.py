@@ -31,7 +31,7 @@ class HistoryError(Exception):
 
 
 # The classes below that need no asdict() are plain classes with __slots__: each @dataclass costs ~1 ms to
-# create when the module loads, which every history command pays (bench/README.md, history section).
+# create when the module loads, which every history command pays (bench/HISTORY.md, the history bench's second pass).
 
 
 class RolloutFile:
