@@ -257,7 +257,7 @@ def settings_reference() -> list[tuple[str, str, str]]:
 
 
 def settings_reference_markdown() -> str:
-    """Render settings_reference() as the Markdown table embedded in README.md."""
+    """Render settings_reference() as the Markdown table embedded in docs/configuration.md."""
     lines = ["| Key | Default | Meaning |", "| --- | --- | --- |"]
     for key, default, description in settings_reference():
         cell = description.replace("|", "\\|")
