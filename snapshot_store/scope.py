@@ -584,7 +584,7 @@ def _select(
 
 
 def too_large_skipped(files: FileMap, skipped: list[tuple[str, str]], limit: int) -> list[tuple[str, str]]:
-    """Untracked files held back by the size limit, for the capture's `skipped` report (the README promises it).
+    """Untracked files held back by the size limit, for the capture's `skipped` report (docs/architecture.md says so).
 
     Taken from the finished map, so the walk and the change journal's fast path report the same.
     """

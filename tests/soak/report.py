@@ -30,7 +30,7 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """Markdown, as pasted into bench/README.md."""
+    """Markdown, as pasted into bench/README.md (the run it replaces moves to bench/HISTORY.md)."""
     lines = ["| operation | trials | faults | files lost | verify failures | writes outside | failing trials "
              "| failing checks (trials) |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
