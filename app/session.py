@@ -7,29 +7,25 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import os
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from config import CodexrSettings, is_codexr_key
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.gc import maybe_auto_gc
-from snapshot_store.manifest import Entry, captured_items
-from snapshot_store.safefs import SafeRoot
-from snapshot_store.scope import forbidden
-from snapshot_store.states import STATES_ROOT, StatesRestore, prepare_states_restore, save_states
+from snapshot_store.states import StatesRestore, prepare_states_restore
 from snapshot_store.workspace import workspace_root
 
-from . import pre_edit as pe
 from .approval import ApprovalRequest as ApprovalRequest
 from .codex_sdk import CodexClient, CodexConfig, CodexError, JsonRpcError, ThreadSourceKind, TransportClosedError
 from .errors import Declined as Declined
 from .errors import SessionError as SessionError
+from .recorder import Recorder, TurnState
 from .rewind_targets import (
     RewindTargets,
     inside_target,
@@ -38,7 +34,7 @@ from .rewind_targets import (
     outside_target,
     rewind_targets,
 )
-from .sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord, relative_to
+from .sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord
 from .workspace_lock import SessionLock
 
 APPROVAL_METHODS = {
@@ -263,17 +259,6 @@ def source_label(thread: dict[str, Any]) -> str:
     return SOURCE_LABELS.get(str(src), str(src or "unknown"))
 
 
-@dataclass
-class _TurnState:
-    open_items: dict[str, dict[str, Any]] = field(default_factory=dict)
-    items: list[dict[str, Any]] = field(default_factory=list)
-    touched: list[str] = field(default_factory=list)
-    final: str = ""
-    patches: list[pe.PatchChange] = field(default_factory=list)  # every completed fileChange, in order
-    turn_diff: str = ""  # Codex's latest cumulative diff of the turn (turn/diff/updated)
-    commands: int = 0
-
-
 def _text_of(user_item: dict[str, Any]) -> str:
     parts = [c.get("text", "") for c in user_item.get("content") or [] if isinstance(c, dict)]
     return "\n".join(p for p in parts if p)
@@ -301,10 +286,11 @@ class Session:
         self.store_dir = opts.codex_home / "file_snapshots"
         self.store = Store.open(self.store_dir, protected=[opts.codex_home])
         self.sidecars = Sidecars(self.store_dir)
+        self.recorder = Recorder(self.store, self.sidecars, self.cwd, self.scope, self.tracking)
         self._approval = approval
         self._on_notice = on_notice
         self._approval_timeout = opts.settings.file_snapshots.approval_timeout_seconds
-        self._turn_states: dict[str, _TurnState] = {}
+        self._turn_states: dict[str, TurnState] = {}
         self._items_lock = threading.Lock()
         self._closed = False
         self._gc_thread: threading.Thread | None = None
@@ -506,10 +492,7 @@ class Session:
 
     def sidecar(self, thread_id: str) -> ThreadSidecar:
         """The thread's sidecar, created (untracked turns and all) if codexr never saw it."""
-        side = self.sidecars.load(thread_id)
-        if side is None:
-            side = ThreadSidecar(thread_id=thread_id, cwd=str(self.cwd), tracking=self.tracking)
-        return side
+        return self.recorder.sidecar(thread_id)
 
     def prompts(self, thread_id: str) -> list[Prompt]:
         """Every prompt of the thread in order, from Codex itself, joined with our snapshots."""
@@ -534,35 +517,12 @@ class Session:
         return out
 
     # ------------------------------------------------------------------ turns
-    def _known_paths(self, side: ThreadSidecar) -> list[str]:
-        """Agent-touched paths plus everything the thread captured before (tracking only grows).
-
-        A damaged snapshot is an error, not an empty list: capturing less than the thread tracks
-        would let a later restore treat those paths as never seen.
-        """
-        known = list(side.agent_touched)
-        latest = side.latest_snapshot()
-        if latest is not None:
-            known.extend(p for p, _e in captured_items(self.store.files(latest)))
-        return known
-
     def known_paths(self, thread_id: str) -> list[str]:
         """Every path the thread's captures look at (for dry runs and diffs outside a turn)."""
-        return self._known_paths(self.sidecar(thread_id))
-
-    def _capture(self, side: ThreadSidecar, kind: str, label: str) -> str | None:
-        if not side.tracking:
-            return None
-        return self.store.capture(self.cwd, label=label, known_paths=self._known_paths(side),
-                                  scope=self.scope, kind=kind, grow=False).id
+        return self.recorder.known_paths(self.sidecar(thread_id))
 
     def run_turn(self, thread_id: str, text: str, on_event: EventCallback | None = None) -> TurnOutcome:
-        """Capture, start the turn, stream it, capture again; the sidecar binds both to the turn id.
-
-        The sidecar is changed only by read-modify-write under its lock (a rewind or redo from
-        another process during the turn is kept), and the turn's agent-touched paths are saved
-        before the post-turn capture, so a failing capture cannot lose them.
-        """
+        """Capture, start the turn, stream it, capture again; the sidecar binds both to the turn id (recorder.py)."""
         started = time.perf_counter()
         side = self.sidecar(thread_id)
         notice = None
@@ -570,26 +530,16 @@ class Session:
         # every `codexr exec` on a new thread (measured with bench/bench_startup.py).
         if not self.sidecars.exists(thread_id) and thread_id not in self._started:
             notice = self._continuing_notice(thread_id, side)
-        t0 = time.perf_counter()
-        pre = self._capture(side, "pre-turn", f"before: {text[:60]}")
-        pre_seconds = time.perf_counter() - t0
+        pre, pre_seconds = self.recorder.begin(side, text)
         turn_params: dict[str, Any] | None = {"model": self.next_model} if self.next_model else None
         resp = self._rpc("cannot start the turn",
                          lambda: self.client.turn_start(thread_id, [{"type": "text", "text": text}], turn_params))
         turn_id = str(resp.turn.id)
-
-        def add_turn(s: ThreadSidecar) -> None:
-            if s.turn(turn_id) is None:
-                s.turns.append(TurnRecord(turn_id=turn_id, prompt=text, pre=pre))
-
-        self.sidecars.update(thread_id, add_turn, new=lambda: side)
-        state = _TurnState()
+        self.recorder.bind(thread_id, side, turn_id, text, pre)
+        state = TurnState()
         with self._items_lock:
             self._turn_states[turn_id] = state
         status, error = "failed", None
-        capture_error: str | None = None
-        post: str | None = None
-        post_seconds = 0.0
         try:
             status, error = self._stream(turn_id, state, on_event)
         finally:
@@ -604,45 +554,11 @@ class Session:
                     with contextlib.suppress(Exception):
                         on_event("item/completed", {"item": closed, "turnId": turn_id, "synthetic": True})
                 state.open_items.pop(item_id, None)
-
-            pre_edit: str | None = None
-            if side.tracking:
-                try:
-                    pre_edit = self._save_pre_edit(state, text, side, pre)
-                except (StoreError, OSError) as exc:
-                    capture_error = f"the pre-edit states of the turn's patches could not be saved: {exc}"
-
-            def finish(s: ThreadSidecar) -> None:
-                s.touch(state.touched)
-                rec = s.turn(turn_id)
-                if rec is not None:
-                    rec.status = status
-                    rec.pre_edit = pre_edit
-                    rec.commands = state.commands
-
-            side = self.sidecars.update(thread_id, finish)
-            t1 = time.perf_counter()
-            try:
-                post = self._capture(side, "post-turn", f"after: {text[:60]}")
-            except StoreError as exc:
-                capture_error = f"the snapshot after the turn failed: {exc}"  # (replaces a pre-edit error)
-            post_seconds = time.perf_counter() - t1
-            if post is not None:
-                def bind_post(s: ThreadSidecar) -> None:
-                    rec = s.turn(turn_id)
-                    if rec is not None:
-                        rec.post = post
-
-                self.sidecars.update(thread_id, bind_post)
+            done = self.recorder.finish(thread_id, turn_id, text, state, status, pre)
         self.collect_later()
-        changed = set(state.touched)
-        if pre is not None and post is not None:
-            # Shell commands change files too: the snapshots, not apply_patch items, say what changed.
-            with contextlib.suppress(StoreError):
-                changed.update(c.path for c in self.store.diff(pre, post))
         return TurnOutcome(thread_id, turn_id, status, state.final, error, state.items,
-                           sorted(changed), pre, post, time.perf_counter() - started,
-                           pre_seconds, post_seconds, capture_error, notice)
+                           done.changed, pre, done.post, time.perf_counter() - started,
+                           pre_seconds, done.post_seconds, done.capture_error, notice)
 
     def collect_later(self) -> None:
         """Automatic gc (at most daily), on a thread of its own with a store of its own: never on a
@@ -690,33 +606,15 @@ class Session:
                                           "message": text})
         return text
 
-    def _stream(self, turn_id: str, state: _TurnState, on_event: EventCallback | None) -> tuple[str, str | None]:
+    def _stream(self, turn_id: str, state: TurnState, on_event: EventCallback | None) -> tuple[str, str | None]:
         while True:
             try:
                 n = self.client.next_turn_notification(turn_id)
             except (TransportClosedError, CodexError) as exc:
                 return "failed", f"Codex stopped during the turn: {exc}"
             method, d = n.method, dump_payload(n.payload)
-            if method in ("item/started", "item/completed"):
-                item = d.get("item") or {}
-                if item.get("type") == "fileChange":
-                    for ch in item.get("changes") or []:
-                        self._touch(state, ch)
-                    if method == "item/completed":
-                        state.patches.extend(self._patch_changes(item))
-                elif item.get("type") == "commandExecution" and method == "item/completed":
-                    state.commands += 1
-                with self._items_lock:
-                    if method == "item/started":
-                        state.open_items[str(item.get("id"))] = item
-                    else:
-                        state.open_items.pop(str(item.get("id")), None)
-                if method == "item/completed":
-                    state.items.append(item)
-                    if item.get("type") == "agentMessage":
-                        state.final = str(item.get("text") or "")
-            elif method == "turn/diff/updated":
-                state.turn_diff = str(d.get("diff") or "")
+            with self._items_lock:  # an approval request looks up open items from the SDK's reader thread
+                self.recorder.observe(state, method, d)
             if on_event is not None:
                 with contextlib.suppress(Exception):
                     on_event(method, d)
@@ -724,89 +622,6 @@ class Session:
                 turn = d.get("turn") or {}
                 err = turn.get("error") or None
                 return str(turn.get("status") or "completed"), (err.get("message") if isinstance(err, dict) else None)
-
-    @staticmethod
-    def _patch_changes(item: dict[str, Any]) -> list[pe.PatchChange]:
-        """A completed patch's changes; one that failed part-way leaves its paths not recoverable."""
-        status = item.get("status")
-        changes = pe.changes_of(item)
-        if status == "completed":
-            return changes
-        if status == "failed":
-            return [pe.PatchChange(c.path, "failed", "") for c in changes]
-        return []  # declined: nothing was written
-
-    def _save_pre_edit(self, state: _TurnState, text: str, side: ThreadSidecar, pre: str | None) -> str | None:
-        """Record what every patched path held before the turn (content-addressed, keyed by absolute path)."""
-        if not state.patches:
-            return None
-        with SafeRoot(STATES_ROOT) as fs:
-            states, unknown = pe.pre_edit_states(state.patches, lambda p: pe.read_file_now(fs, p))
-        patched = set(states) | set(unknown)
-        deleted = pe.settle_deleted(states, unknown, lambda paths: self._last_seen(side, pre, paths),
-                                    lambda path, content: pe.sibling_twin(path, content, patched))
-        for path in [p for p in states if forbidden(p.lstrip("/"))]:
-            del states[path]
-            unknown[path] = "not recoverable: inside .git (never recorded or written)"
-        existed = pe.existed_before_turn(state.turn_diff, str(self.cwd))
-        for path in [p for p, st in states.items() if st.content is None and st.link is None and p in existed]:
-            del states[path]  # an Add File over an existing file: its earlier content is not in the patch
-            unknown[path] = "not recoverable: the patch added it over an existing file"
-        return save_states(self.store, states, label=f"pre-edit: {text[:60]}",
-                           meta={"unrecoverable": unknown, "deleted": deleted})
-
-    def _last_seen(self, side: ThreadSidecar, pre: str | None, paths: list[str]) -> dict[str, tuple[Entry, str]]:
-        """The newest file or symlink entry this thread's snapshots and records hold for each path (and by whom).
-
-        Newest first: this prompt's snapshot, then each earlier prompt's (after, its patches' record, before),
-        then the rewinds' safety snapshots. A witnessed absence ends the search for a path: whatever stood
-        there later was never seen.
-        """
-        order: list[tuple[str | None, str]] = [(pre, "this prompt's snapshot")]
-        for rec in reversed(side.turns):
-            order += [(rec.post, "an earlier prompt's snapshot"), (rec.pre_edit, "an earlier prompt's patch record"),
-                      (rec.pre, "an earlier prompt's snapshot")]
-        for entry in reversed(side.redo):
-            order += [(entry.outside_safety_id, "a rewind's safety snapshot"),
-                      (entry.safety_id, "a rewind's safety snapshot")]
-        found: dict[str, tuple[Entry, str]] = {}
-        left = set(paths)
-        looked: set[str] = set()
-        for snap, what in order:
-            if not left:
-                break
-            if not snap or snap in looked:
-                continue
-            looked.add(snap)
-            try:
-                if not self.store.exists(snap):
-                    continue
-                root = self.store.record(snap).root
-                keys = {p: p.lstrip("/") if root == STATES_ROOT else relative_to(root, p) for p in left}
-                if not any(keys.values()):
-                    continue
-                files = self.store.files(snap)
-            except StoreError:
-                continue  # a damaged or collected snapshot says nothing
-            for path, key in keys.items():
-                e = files.get(key) if key else None
-                if e is not None and e.kind in ("f", "l"):
-                    found[path] = (e, what)
-                    left.discard(path)
-                elif e is not None and e.kind == "-":
-                    left.discard(path)
-        return found
-
-    def _touch(self, state: _TurnState, change: dict[str, Any]) -> None:
-        for key in ("path", "movePath", "move_path"):
-            value = change.get(key)
-            kind = change.get("kind")
-            if key != "path" and isinstance(kind, dict):
-                value = kind.get("move_path") or kind.get("movePath")
-            if isinstance(value, str) and value:
-                rel = relative_to(str(self.cwd), os.path.realpath(value))
-                if rel is not None and rel not in state.touched:
-                    state.touched.append(rel)
 
     def interrupt(self, thread_id: str, turn_id: str) -> None:
         """Ask Codex to stop a running turn."""
@@ -850,7 +665,7 @@ class Session:
                 f"prompt {target.number}'s file snapshot is gone (retention drops the snapshots of threads idle "
                 "longer than file_snapshots.thread_retention_days); rewind the conversation only with "
                 "--conversation-only")
-        known = self._known_paths(side) if side else []
+        known = self.recorder.known_paths(side) if side else []
         restore: RestoreResult | None = None
         targets: RewindTargets | None = None
         ws_target = out_target = None
@@ -1021,7 +836,7 @@ class Session:
         base = entry.to_prompt - 1 if entry.origin_thread != thread_id else entry.origin_turns
         turns_since = max(0, len(self.prompts(thread_id)) - base)
         files = entry.mode in ("both", "files") and entry.safety_id is not None
-        known = self._known_paths(side)
+        known = self.recorder.known_paths(side)
         restore: RestoreResult | None = None
         out_safety = entry.outside_safety_id if files else None
         if dry_run:
