@@ -16,7 +16,7 @@ EXIT_USAGE = 2
 PATH_SAFE = "codexr-path"
 #: The command modules, in the order `codexr --help` lists their commands.
 COMMAND_MODULES = ("snapshot_cmds", "agent_cmds", "demo", "tui_cmds", "doctor", "history_cmds", "config_cmds",
-                   "server_cmds")
+                   "server_cmds", "proxy_cmds")
 #: Top-level command -> the module that registers it. `codexr CMD ...` imports and builds only that module's
 #: parsers: the whole tree costs ~97 ms CPU (imports ~78, argparse ~19; history's part alone ~4 ms once the shared
 #: modules are loaded), most of which `codexr history ...` never uses. A command missing here still works, through
@@ -25,6 +25,7 @@ COMMANDS = {
     "snapshots": "snapshot_cmds", "exec": "agent_cmds", "threads": "agent_cmds", "rewind": "agent_cmds",
     "redo": "agent_cmds", "demo": "demo", "resume": "tui_cmds", "login": "tui_cmds", "replay": "tui_cmds",
     "doctor": "doctor", "history": "history_cmds", "config": "config_cmds", "server": "server_cmds",
+    "codex": "proxy_cmds", "app-server": "proxy_cmds",
 }
 
 

@@ -1,0 +1,165 @@
+"""The relay: frames from the client go to the app-server and back, each through an observer's hooks.
+
+The protocol's own frames are forwarded as they came (the text, not a re-encoding), so a field this codexr does not
+know about reaches the other side intact; only a frame an observer changes is re-encoded. A frame that is not a
+JSON object is forwarded untouched. The relay can also ask the app-server something of its own (`request`): such
+a request carries an id no client uses, and its answer is not forwarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+#: The prefix of the ids of the relay's own requests (a client's ids are its own numbers or strings).
+OWN_ID = "codexr-proxy-"
+
+
+class Endpoint(Protocol):
+    """One side of the relay: whole JSON-RPC messages as text, in and out."""
+
+    async def receive(self) -> str | None:
+        """The next message, or None once this side has closed."""
+
+    async def send(self, text: str) -> None:
+        """Send one message (raises ConnectionError once this side has closed)."""
+
+    async def close(self) -> None:
+        """Let go of this side."""
+
+
+@dataclass
+class Verdict:
+    """What becomes of one frame: forwarded (`forward`, possibly changed), answered here, or both."""
+
+    forward: dict[str, Any] | None
+    reply: list[dict[str, Any]] = field(default_factory=list)
+    """Messages sent back to the side the frame came from (an answer, a notification)."""
+
+
+def parse(text: str) -> dict[str, Any] | None:
+    """The message as a dict, or None when it is not a JSON object (then it is forwarded untouched)."""
+    try:
+        msg = json.loads(text)
+    except ValueError:
+        return None
+    return msg if isinstance(msg, dict) else None
+
+
+def kind(msg: dict[str, Any]) -> str:
+    """"request", "notification" or "response" (JSON-RPC, with or without the "jsonrpc" field)."""
+    if "method" in msg:
+        return "request" if "id" in msg else "notification"
+    return "response"
+
+
+class Observer:
+    """Hooks on what passes; the default passes everything unchanged. Hooks may await (a capture in a thread)."""
+
+    relay: Relay
+
+    async def from_client(self, msg: dict[str, Any]) -> Verdict:
+        return Verdict(msg)
+
+    async def from_server(self, msg: dict[str, Any]) -> Verdict:
+        return Verdict(msg)
+
+    async def closed(self) -> None:
+        """Both sides are done (a turn still open is finished as interrupted)."""
+
+
+class Relay:
+    """Forward frames between a client and an app-server until either side closes."""
+
+    def __init__(self, client: Endpoint, server: Endpoint, observer: Observer | None = None,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.client, self.server = client, server
+        self.observer = observer or Observer()
+        self.observer.relay = self
+        self.log = log or (lambda _line: None)
+        self._ids = itertools.count(1)
+        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._client_lock = asyncio.Lock()  # hooks may send to the client between forwarded frames
+
+    async def run(self) -> None:
+        """Relay until one side closes, then close the other."""
+        up = asyncio.create_task(self._pump_client(), name="client->server")
+        down = asyncio.create_task(self._pump_server(), name="server->client")
+        try:
+            done, _ = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task.exception() is not None:
+                    self.log(f"relay: {task.get_name()} ended: {task.exception()!r}")
+        finally:
+            for task in (up, down):
+                task.cancel()
+            for fut in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(ConnectionError("the app-server closed"))
+            await self.observer.closed()
+            await self.client.close()
+            await self.server.close()
+
+    async def to_client(self, msg: dict[str, Any]) -> None:
+        """Send a message of the relay's own to the client (a notification it renders)."""
+        async with self._client_lock:
+            await self.client.send(json.dumps(msg))
+
+    async def request(self, method: str, params: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+        """Ask the app-server (a request of the relay's own); its result, or RuntimeError with its error."""
+        rid = f"{OWN_ID}{next(self._ids)}"
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        try:
+            await self.server.send(json.dumps({"id": rid, "method": method, "params": params}))
+            answer = await asyncio.wait_for(fut, timeout)
+        finally:
+            self._pending.pop(rid, None)
+        if "error" in answer:
+            err = answer["error"] or {}
+            raise RuntimeError(str(err.get("message") if isinstance(err, dict) else err))
+        result = answer.get("result")
+        return result if isinstance(result, dict) else {}
+
+    async def _pump_client(self) -> None:
+        while (text := await self.client.receive()) is not None:
+            msg = parse(text)
+            if msg is None:
+                await self.server.send(text)
+                continue
+            verdict = await self._hook(self.observer.from_client, msg)
+            for reply in verdict.reply:
+                await self.to_client(reply)
+            if verdict.forward is not None:
+                await self.server.send(text if verdict.forward is msg else json.dumps(verdict.forward))
+
+    async def _pump_server(self) -> None:
+        while (text := await self.server.receive()) is not None:
+            msg = parse(text)
+            if msg is not None and kind(msg) == "response" and str(msg.get("id", "")).startswith(OWN_ID):
+                fut = self._pending.get(str(msg["id"]))
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+                continue  # an answer to the relay's own request: not the client's
+            if msg is None:
+                async with self._client_lock:
+                    await self.client.send(text)
+                continue
+            verdict = await self._hook(self.observer.from_server, msg)
+            async with self._client_lock:
+                if verdict.forward is not None:
+                    await self.client.send(text if verdict.forward is msg else json.dumps(verdict.forward))
+            for reply in verdict.reply:
+                await self.server.send(json.dumps(reply))
+
+    async def _hook(self, hook: Callable[[dict[str, Any]], Awaitable[Verdict]], msg: dict[str, Any]) -> Verdict:
+        """The observer's verdict; an observer that fails forwards the frame unchanged (never holds it hostage)."""
+        try:
+            return await hook(msg)
+        except Exception as exc:  # an observer's bug must not stop the conversation
+            self.log(f"relay: observer failed on {msg.get('method') or 'a response'}: {exc!r}")
+            return Verdict(msg)

@@ -1,0 +1,90 @@
+"""codexr between an app-server client and the real app-server (issue 19): every prompt sent through it gets
+file snapshots with the SDK session's own recorder, so `codexr rewind` and `redo` work on its threads.
+
+The client here is the official SDK's low-level client pointed at the `codexr-codex` shim (as the IDE extension's
+`chatgpt.cliExecutable` would be): the shim hands `app-server` to `codexr app-server`, which starts the real,
+pinned Codex behind its relay. The model is the scripted one on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from test_cli_agent import show
+
+from app.codex_sdk import CodexClient, CodexConfig
+from app.scripted_model import ScriptedModel, add_file, message, shell, update_file, write_codex_home
+
+REPO = Path(__file__).parents[1]
+SHIM = Path(sys.executable).parent / "codexr-codex"
+TIMEOUT_S = 90
+
+
+def run_turn(client: CodexClient, thread_id: str, text: str) -> dict[str, Any]:
+    """Send one prompt and read its notifications to `turn/completed`; the completed turn."""
+    started = client.turn_start(thread_id, [{"type": "text", "text": text}])
+    turn_id = started.turn.id
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        n = client.next_turn_notification(turn_id)
+        if n.method == "turn/completed":
+            payload = n.payload.model_dump(by_alias=True, mode="json")
+            turn: dict[str, Any] = payload["turn"]
+            return turn
+    raise AssertionError(f"turn {turn_id} did not complete")
+
+
+def codexr(env: dict[str, str], ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ws, env=env, capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+
+
+def test_an_sdk_client_through_the_shim_gets_turns_codexr_rewinds_and_redoes(model: ScriptedModel,
+                                                                             tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "keep.txt").write_text("mine\n")
+    env = {**os.environ, **write_codex_home(tmp_path / "home", model.base_url), "PYTHONPATH": str(REPO),
+           "CODEXR_SERVER": "0"}
+    model.script("proxy first", [add_file("a.txt", "one\n"), message("added a.txt")])
+    model.script("proxy second", [update_file("a.txt", "one", "two"), shell("echo made > made.txt"),
+                                  message("changed a.txt, made made.txt")])
+    client = CodexClient(CodexConfig(codex_bin=str(SHIM), cwd=str(ws), env=env))
+    client.start()
+    try:
+        client.initialize()
+        thread = client.thread_start({"cwd": str(ws), "approvalPolicy": "never",
+                                      "sandbox": "danger-full-access"}).thread.id
+        assert run_turn(client, thread, "proxy first")["status"] == "completed"
+        assert (ws / "a.txt").read_text() == "one\n"
+        assert run_turn(client, thread, "proxy second")["status"] == "completed"
+        assert (ws / "a.txt").read_text() == "two\n" and (ws / "made.txt").exists()
+    finally:
+        client.close()
+    sidecar = tmp_path / "home" / "file_snapshots" / "refs" / "threads" / f"{thread}.json"
+    deadline = time.monotonic() + TIMEOUT_S  # the proxy finishes recording the last turn as it exits
+    while time.monotonic() < deadline and not (sidecar.exists() and
+                                              all(t.get("post") for t in json.loads(sidecar.read_text())["turns"])):
+        time.sleep(0.1)
+    turns = json.loads(sidecar.read_text())["turns"]
+    assert [t["prompt"] for t in turns] == ["proxy first", "proxy second"]
+    assert all(t["pre"] and t["post"] for t in turns), turns
+    rewind = codexr(env, ws, "rewind", "--thread", thread, "--to", "2", "--yes", "--json")
+    assert rewind.returncode == 0, show(rewind)
+    assert (ws / "a.txt").read_text() == "one\n" and not (ws / "made.txt").exists()
+    assert (ws / "keep.txt").read_text() == "mine\n"
+    redo = codexr(env, ws, "redo", "--thread", json.loads(rewind.stdout)["thread_id"], "--yes")
+    assert redo.returncode == 0, show(redo)
+    assert (ws / "a.txt").read_text() == "two\n" and (ws / "made.txt").read_text() == "made\n"
+
+
+def test_the_shim_passes_every_other_command_to_the_real_codex(tmp_path: Path) -> None:
+    res = subprocess.run([str(SHIM), "--version"], capture_output=True, text=True, timeout=TIMEOUT_S,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert res.returncode == 0 and res.stdout.startswith("codex-cli "), (res.stdout, res.stderr)
