@@ -42,8 +42,9 @@ def test_two_pasted_lines_are_all_a_new_user_needs_to_try_every_command(tmp_path
         assert env["CODEX_HOME"].startswith(str(base)) and ws.is_dir() and str(ws).startswith(str(base))
 
         def codexr(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ws, env={**env, "PYTHONPATH": str(REPO)},
-                                  capture_output=True, text=True, timeout=TIMEOUT_S)
+            return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ws,
+                                  env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                                  timeout=TIMEOUT_S)
 
         first = codexr("exec", "--json", "create notes.txt hello")
         assert first.returncode == 0, show(first)
