@@ -12,8 +12,10 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +115,20 @@ def test_server_status_when_no_server_can_run_says_only_that(home: Path, ws: Pat
     assert "not available" in out and "XDG_RUNTIME_DIR" in out and "CODEXR_RUNTIME_DIR" in out, out
     assert "starts one" not in out, f"says a server will start where none can:\n{out}"
     assert len(out.splitlines()) == 1, out
+
+
+def test_server_status_the_first_time_says_the_next_command_starts_one(home: Path, ws: Path) -> None:
+    """A usable XDG_RUNTIME_DIR whose codexr/ directory no server has made yet: a server can run."""
+    base = Path.home() / ".cache" / "codexr-tests"  # not below /tmp: app/launch.py's rule (as tests/test_server.py)
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    xdg = Path(tempfile.mkdtemp(prefix="xdg-", dir=base))
+    try:
+        out = ok(codexr(home, ws, "server", "status", env={"CODEXR_SERVER": "1", "XDG_RUNTIME_DIR": str(xdg),
+                                                           "CODEXR_RUNTIME_DIR": ""})).stdout
+        assert out == "no resident server is running for this codexr; the next one-shot command starts one\n", out
+        assert not (xdg / "codexr").exists(), "status made the runtime directory"
+    finally:
+        shutil.rmtree(xdg)
 
 
 def test_server_status_turned_off_says_so(home: Path, ws: Path, tmp_path: Path) -> None:
