@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -122,19 +121,20 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _threads(ctx: Context, args: argparse.Namespace) -> int:
+    from .times import json_time, screen_time
     with open_session(ctx, args) as session:
         rows = session.threads(all_workspaces=args.all)
     if ctx.json:
         ctx.emit([{"thread_id": r.thread_id, "source": r.source, "preview": r.preview, "prompts": r.prompts,
                    "prompts_with_snapshots": r.with_snapshots, "conversation_only": r.conversation_only,
-                   "redo_depth": r.redo_depth, "updated": r.updated, "tracking": r.tracking,
+                   "redo_depth": r.redo_depth, "updated": json_time(r.updated or None), "tracking": r.tracking,
                    "forked_from": r.forked_from, "cwd": r.cwd}
                   for r in rows])
         return 0
     if not rows:
         print("no threads" + ("" if args.all else " in this workspace"))
     for r in rows:
-        when = dt.datetime.fromtimestamp(r.updated).strftime("%Y-%m-%d %H:%M") if r.updated else "?"
+        when = screen_time(r.updated or None)
         cover = f"{r.with_snapshots}/{r.prompts} with snapshots"
         if r.conversation_only:
             cover += f" ({r.conversation_only} conversation-only)"

@@ -15,7 +15,7 @@ from typing import Any
 
 from .context import Context, UsageError
 from .launch import RUNTIME_HOW, runtime_dir, server_off, server_unavailable, socket_path, spawn, take_lock
-from .times import screen_time
+from .times import json_time, screen_time
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -92,7 +92,8 @@ def server(ctx: Context, args: argparse.Namespace) -> int:
     why = server_unavailable()
     if ctx.json:
         ctx.emit({"enabled": not off, "available": why is None, "unavailable_reason": why,
-                  "runtime_dir": runtime_dir(create=False), "socket": path, "servers": found})
+                  "runtime_dir": runtime_dir(create=False), "socket": path,
+                  "servers": [{**s, "started": json_time(s["started"] or None)} for s in found]})
         return 0
     # One true statement: off, impossible here (why, and how to enable it), or running / started by the next command.
     if off:

@@ -53,6 +53,8 @@ def rollout(home: Path, cwd: Path, tid: str, messages: list[tuple[str, str]], ts
         lines.append({"timestamp": ts, "type": "event_msg", "payload": payload})
     p = d / f"rollout-2026-12-01T20-04-05-{tid}.jsonl"
     p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    epoch = dt.datetime.fromisoformat(ts).timestamp()
+    os.utime(p, (epoch, epoch))  # the last activity `history list` shows is the rollout's mtime
     return p
 
 
@@ -159,7 +161,7 @@ def test_search_shows_a_message_once_with_every_match_marked(home: Path, ws: Pat
 
 # ------------------------------------------------------------------------------------------------ times
 
-SCREEN = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d [+-]\d{4}")
+SCREEN = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d(:\d\d)? [+-]\d{4}")
 
 
 def _iso_with_offset(value: str) -> dt.datetime:
@@ -191,6 +193,7 @@ def test_json_times_are_iso_8601_with_an_offset(home: Path, ws: Path) -> None:
     doc = json.loads(ok(codexr(home, ws, "history", "list", "--json", env=env)).stdout)
     [s] = doc["sessions"]
     assert _iso_with_offset(s["last_activity"]).utcoffset() == dt.timedelta(hours=5, minutes=30)
+    assert _iso_with_offset(s["last_activity"]) == dt.datetime(2026, 12, 1, 20, 4, 5, tzinfo=dt.UTC)
     assert _iso_with_offset(s["created"]) == dt.datetime(2026, 12, 1, 20, 4, 5, tzinfo=dt.UTC)
     found = json.loads(ok(codexr(home, ws, "history", "search", "find", "--json", env=env)).stdout)
     [r] = found["results"]
