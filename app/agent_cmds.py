@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     _codex_flags(p)
     p.add_argument("prompt", help="the prompt text")
     who = p.add_mutually_exclusive_group()
-    who.add_argument("--thread", help="continue this thread")
+    who.add_argument("--thread", help="continue this thread (its id or a unique prefix of 4+ characters)")
     who.add_argument("--last", action="store_true", help="continue this workspace's most recent codexr thread")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=_exec)
@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
     p = sub.add_parser("rewind", help="fork the conversation before prompt N and restore its files")
     _codex_flags(p)
-    p.add_argument("--thread", required=True)
+    p.add_argument("--thread", required=True, help="the thread id or a unique prefix of 4+ characters")
     p.add_argument("--to", required=True, help="1-based prompt number or a turn id")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--files-only", action="store_true", help="restore files, keep the conversation")
@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
     p = sub.add_parser("redo", help="undo the last rewind that landed on this thread")
     _codex_flags(p)
-    p.add_argument("--thread", required=True)
+    p.add_argument("--thread", required=True, help="the thread id or a unique prefix of 4+ characters")
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("-y", "--yes", action="store_true")
     p.add_argument("--json", action="store_true")
@@ -223,6 +223,7 @@ def _rewind(ctx: Context, args: argparse.Namespace) -> int:
 
     mode = _mode(args)
     with open_session(ctx, args) as session:
+        args.thread = session.resolve_thread(args.thread)
         if not args.dry_run:
             session.resume_thread(args.thread)
         confirm = None if args.dry_run else _confirm(ctx, args, session, "rewind")
@@ -242,6 +243,7 @@ def _redo(ctx: Context, args: argparse.Namespace) -> int:
     from .errors import Declined
 
     with open_session(ctx, args) as session:
+        args.thread = session.resolve_thread(args.thread)
         if not args.dry_run:
             session.resume_thread(args.thread)
         confirm = None if args.dry_run else _confirm(ctx, args, session, "redo")

@@ -108,6 +108,22 @@ def test_history_list_dash_C_after_the_command_picks_the_workspace(home: Path, w
         ok(codexr(home, elsewhere, *argv, env={"CODEXR_SERVER": "0"}))
 
 
+# ---------------------------------------------------------------------------------------- resume ID prefix
+
+
+def test_resume_takes_a_unique_prefix_and_says_in_one_line_when_it_names_none(home: Path, ws: Path) -> None:
+    rollout(home, ws, TID, [("user", "hello")])
+    rollout(home, ws, TID[:9] + "9" + TID[10:], [("user", "hello")])  # shares TID's first 9 characters
+    for prefix, needle in (("019", "4+"), ("ffff00", "ffff00"), (TID[:9], "ambiguous")):
+        res = codexr(home, ws, "resume", prefix)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        assert res.stderr.count("\n") == 1 and needle in res.stderr and "invalid length" not in res.stderr, res.stderr
+    # a unique prefix resolves: what stops it then is only that the app needs a terminal
+    res = codexr(home, ws, "resume", TID[:10])
+    assert res.returncode == 2 and res.stderr == "codexr: error: the app needs a terminal; use `codexr exec PROMPT` " \
+        "for scripts\n", res.stderr
+
+
 # --------------------------------------------------------------------------------------- server status
 
 
