@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +32,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     _codex_flags(p)
     p.add_argument("prompt", help="the prompt text")
     who = p.add_mutually_exclusive_group()
-    who.add_argument("--thread", help="continue this thread")
+    who.add_argument("--thread", help="continue this thread (its id or a unique prefix of 4+ characters)")
     who.add_argument("--last", action="store_true", help="continue this workspace's most recent codexr thread")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=_exec)
@@ -46,7 +45,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
     p = sub.add_parser("rewind", help="fork the conversation before prompt N and restore its files")
     _codex_flags(p)
-    p.add_argument("--thread", required=True)
+    p.add_argument("--thread", required=True, help="the thread id or a unique prefix of 4+ characters")
     p.add_argument("--to", required=True, help="1-based prompt number or a turn id")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--files-only", action="store_true", help="restore files, keep the conversation")
@@ -58,7 +57,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
     p = sub.add_parser("redo", help="undo the last rewind that landed on this thread")
     _codex_flags(p)
-    p.add_argument("--thread", required=True)
+    p.add_argument("--thread", required=True, help="the thread id or a unique prefix of 4+ characters")
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("-y", "--yes", action="store_true")
     p.add_argument("--json", action="store_true")
@@ -122,19 +121,20 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _threads(ctx: Context, args: argparse.Namespace) -> int:
+    from .times import json_time, screen_time
     with open_session(ctx, args) as session:
         rows = session.threads(all_workspaces=args.all)
     if ctx.json:
         ctx.emit([{"thread_id": r.thread_id, "source": r.source, "preview": r.preview, "prompts": r.prompts,
                    "prompts_with_snapshots": r.with_snapshots, "conversation_only": r.conversation_only,
-                   "redo_depth": r.redo_depth, "updated": r.updated, "tracking": r.tracking,
+                   "redo_depth": r.redo_depth, "updated": json_time(r.updated or None), "tracking": r.tracking,
                    "forked_from": r.forked_from, "cwd": r.cwd}
                   for r in rows])
         return 0
     if not rows:
         print("no threads" + ("" if args.all else " in this workspace"))
     for r in rows:
-        when = dt.datetime.fromtimestamp(r.updated).strftime("%Y-%m-%d %H:%M") if r.updated else "?"
+        when = screen_time(r.updated or None)
         cover = f"{r.with_snapshots}/{r.prompts} with snapshots"
         if r.conversation_only:
             cover += f" ({r.conversation_only} conversation-only)"
@@ -223,6 +223,7 @@ def _rewind(ctx: Context, args: argparse.Namespace) -> int:
 
     mode = _mode(args)
     with open_session(ctx, args) as session:
+        args.thread = session.resolve_thread(args.thread)
         if not args.dry_run:
             session.resume_thread(args.thread)
         confirm = None if args.dry_run else _confirm(ctx, args, session, "rewind")
@@ -242,6 +243,7 @@ def _redo(ctx: Context, args: argparse.Namespace) -> int:
     from .errors import Declined
 
     with open_session(ctx, args) as session:
+        args.thread = session.resolve_thread(args.thread)
         if not args.dry_run:
             session.resume_thread(args.thread)
         confirm = None if args.dry_run else _confirm(ctx, args, session, "redo")

@@ -108,7 +108,24 @@ def build_parser(modules: Sequence[str] = COMMAND_MODULES, parser_class: type[_P
     sub = parser.add_subparsers(dest="command", parser_class=parser_class)
     for name in modules:
         import_module(f".{name}", __package__).register(sub)
+    _cd_after_every_command(parser)
     return parser
+
+
+def _cd_after_every_command(parser: argparse.ArgumentParser) -> None:
+    """`-C/--cd DIR` after any (sub)command too, meaning what it means before it: users type it where they think
+    of it (`codexr history list -C DIR`). Given in both places, the one after the command wins, as for any option
+    a subcommand takes (its default is SUPPRESS, so the global value stands when it is absent)."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for name, sub in action.choices.items():
+            if name == "login":
+                continue  # Codex's own flags: `codexr login` passes them through untouched
+            if "-C" not in sub._option_string_actions:
+                sub.add_argument("-C", "--cd", dest="cd", default=argparse.SUPPRESS, metavar="DIR",
+                                 help="the workspace directory (as before the command)")
+            _cd_after_every_command(sub)
 
 
 def _narrowed(argv: list[str]) -> tuple[str | None, list[str], bool] | None:

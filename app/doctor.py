@@ -195,18 +195,18 @@ def _store_check(ctx: Context) -> Check:
 
 def _server_check() -> Check:
     """Whether one-shot commands run in the resident server (app/launch.py); never a failure."""
-    from .launch import server_wanted, socket_path
+    from .launch import RUNTIME_HOW, server_unavailable, server_wanted, socket_path
     from .server_cmds import servers
 
     if not server_wanted(["doctor"]):
         return Check("server", "ok", "resident server: off (CODEXR_SERVER=0 or interpreter options): every "
                      "command imports everything itself")
+    why = server_unavailable()
+    if why is not None:
+        runtime = why.startswith("no runtime directory")
+        return Check("server", "warn", f"resident server: unavailable ({why.split('; ')[0]})",
+                     RUNTIME_HOW if runtime else "")
     path = socket_path(create=False)
-    if path is None:
-        return Check("server", "warn", "resident server: unavailable (no runtime directory only you can write: "
-                     "XDG_RUNTIME_DIR unset, or it is below /tmp or a directory others may write)",
-                     f"set CODEXR_RUNTIME_DIR to a directory of yours, mode 700, not below /tmp or $TMPDIR, whose "
-                     f"parents only root or you can write (e.g. /run/user/{os.getuid()}/codexr)")
     mine = [s for s in servers() if s["current"] and s["alive"]]
     if not mine:
         return Check("server", "ok", "resident server: not running (the next one-shot command starts it)")

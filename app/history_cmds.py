@@ -133,8 +133,15 @@ def _list_line(s: Session, cat: Catalog) -> str:
     return f"{'  '.join(bits)}  {s.cwd}\n    {first}"
 
 
-def _highlight(text: str, a: int, b: int, tty: bool) -> str:
-    return f"{text[:a]}\x1b[1;31m{text[a:b]}\x1b[0m{text[b:]}" if tty else text
+def _highlight(text: str, spans: list[tuple[int, int]], tty: bool) -> str:
+    """Every match in the excerpt in bold red on a terminal (plain text otherwise)."""
+    if not tty:
+        return text
+    out, at = [], 0
+    for a, b in spans:
+        out += [text[at:a], "\x1b[1;31m", text[a:b], "\x1b[0m"]
+        at = b
+    return "".join(out) + text[at:]
 
 
 def _search(ctx: Context, args: argparse.Namespace) -> int:
@@ -168,7 +175,7 @@ def _search(ctx: Context, args: argparse.Namespace) -> int:
         for m in h.matches:
             also = f" (also in fork {', '.join(m.inherited_by)})" if m.inherited_by else ""
             print(f"{s.id}  {s.cwd}  #{m.prompt}  {short_time(m.at)}  [{label}] {m.kind}: "
-                  f"{_highlight(m.excerpt, m.start, m.end, tty)}{also}")
+                  f"{_highlight(m.excerpt, m.spans, tty)}{also}")
     if res.total_sessions > len(res.hits):
         print(f"… {res.total_sessions - len(res.hits)} more sessions match (-n 0 shows all)")
     note = skipped_note(asdict(res.skipped))
@@ -180,12 +187,13 @@ def _search(ctx: Context, args: argparse.Namespace) -> int:
 def search_json(text: str, matcher: Matcher, res: SearchResult) -> dict[str, Any]:
     """The stable `history search --json` document."""
     from .history.catalog import source_label
+    from .times import json_time
 
     return {
         "query": text, "regex": matcher.regex, "kinds": list(matcher.kinds),
         "results": [{"session_id": h.session.id, "workspace": h.session.cwd, "source": h.session.source,
                      "source_label": source_label(h.session.source, h.session.client),
-                     "archived": h.session.archived, "last_activity": h.session.last_activity,
+                     "archived": h.session.archived, "last_activity": json_time(h.session.last_activity),
                      "matches": [m.as_json() for m in h.matches]} for h in res.hits],
         "total_sessions": res.total_sessions,
         "searched": {"sessions": res.searched_sessions, "roots": res.roots, "index": res.used_index},

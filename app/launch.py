@@ -78,7 +78,7 @@ def command_of(argv: Sequence[str]) -> str | None:
 
 def server_wanted(argv: Sequence[str]) -> bool:
     """Whether this command may run in the resident server."""
-    if os.environ.get("CODEXR_SERVER", "1").strip().lower() in ("0", "off", "no", "false"):
+    if server_off():
         return False
     flags = sys.flags
     if (flags.dev_mode or flags.isolated or flags.ignore_environment or flags.no_site or flags.verbose
@@ -131,6 +131,62 @@ def runtime_dir(create: bool = True) -> str | None:
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         return None
     return base
+
+
+RUNTIME_HOW = ("set CODEXR_RUNTIME_DIR to a directory of yours, mode 700, not below /tmp or $TMPDIR, whose parents "
+               f"only root or you can write (e.g. /run/user/{os.getuid()}/codexr)")
+"""How to give codexr a runtime directory, for the lines that say there is none."""
+
+
+def server_off() -> bool:
+    """Whether the user turned the resident server off (`CODEXR_SERVER=0`)."""
+    return os.environ.get("CODEXR_SERVER", "1").strip().lower() in ("0", "off", "no", "false")
+
+
+def runtime_problem() -> str | None:
+    """Why `runtime_dir` would find no directory (None: it has one, or makes it on first use), without making it:
+    `server status` and `doctor` must not say "not available" merely because no server ran yet."""
+    base = os.environ.get("CODEXR_RUNTIME_DIR")
+    if not base:
+        xdg = os.environ.get("XDG_RUNTIME_DIR")
+        if not xdg:
+            return f"neither XDG_RUNTIME_DIR nor CODEXR_RUNTIME_DIR is set; {RUNTIME_HOW}"
+        if not os.path.isabs(xdg):
+            return f"XDG_RUNTIME_DIR={xdg} is not an absolute path; {RUNTIME_HOW}"
+        base = os.path.join(xdg, "codexr")
+    parent = os.path.realpath(os.path.dirname(os.path.abspath(base)))
+    if not _safe_parents(parent):
+        return (f"{parent} is missing, lies below a temporary directory, or a directory above it is writable by "
+                f"others; {RUNTIME_HOW}")
+    full = os.path.join(parent, os.path.basename(os.path.abspath(base)))
+    try:
+        st = os.lstat(full)
+    except FileNotFoundError:
+        return None  # the first server makes it (mode 700)
+    except OSError as exc:
+        return f"{full}: {exc.strerror}; {RUNTIME_HOW}"
+    import stat
+
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return f"{full} is not a directory of yours with mode 700; {RUNTIME_HOW}"
+    return None
+
+
+def server_unavailable() -> str | None:
+    """Why no resident server can serve this codexr here, in words a user can act on (None: one can)."""
+    why = runtime_problem()
+    if why is not None:
+        return f"no runtime directory only you can write: {why}"
+    key = server_key()
+    if key is None:
+        return "codexr is not installed as packages beside each other (app, snapshot_store, config)"
+    base = os.path.abspath(os.environ.get("CODEXR_RUNTIME_DIR")
+                           or os.path.join(os.environ.get("XDG_RUNTIME_DIR", ""), "codexr"))
+    base = os.path.join(os.path.realpath(os.path.dirname(base)), os.path.basename(base))  # as runtime_dir has it
+    if len(os.fsencode(os.path.join(base, f"s-{key}.sock"))) > SOCKET_MAX:
+        return (f"a socket path in {base} would be longer than {SOCKET_MAX} bytes; set CODEXR_RUNTIME_DIR to a "
+                "shorter one")
+    return None
 
 
 def _safe_parents(real: str) -> bool:

@@ -771,7 +771,7 @@ class LineMode:
             return
         for i, h in enumerate(found.hits, 1):
             mark = "here" if h.here else "other"
-            ex = clean(f"{h.excerpt[:h.start]}**{h.excerpt[h.start:h.end]}**{h.excerpt[h.end:]}")
+            ex = clean("".join(f"**{text}**" if match else text for text, match in h.marked()))
             p.line(f"  {i}. {h.session_id}  #{h.prompt}  {short_time(h.at)}  {h.source}  [{mark}] {h.workspace}")
             p.line(f"       {h.kind}: {ex}")
         p.line(found.summary)

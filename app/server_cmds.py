@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from .context import Context, UsageError
-from .launch import runtime_dir, socket_path, spawn, take_lock
+from .launch import RUNTIME_HOW, runtime_dir, server_off, server_unavailable, socket_path, spawn, take_lock
+from .times import json_time, screen_time
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -87,30 +88,33 @@ def server(ctx: Context, args: argparse.Namespace) -> int:
         return _stop(ctx)
     found = servers()
     path = socket_path(create=False)
+    off = server_off()
+    why = server_unavailable()
     if ctx.json:
-        ctx.emit({"enabled": os.environ.get("CODEXR_SERVER", "1") not in ("0", "off", "no", "false"),
-                  "runtime_dir": runtime_dir(create=False), "socket": path, "servers": found})
+        ctx.emit({"enabled": not off, "available": why is None, "unavailable_reason": why,
+                  "runtime_dir": runtime_dir(create=False), "socket": path,
+                  "servers": [{**s, "started": json_time(s["started"] or None)} for s in found]})
         return 0
-    if path is None:
-        print("resident server: not available (no runtime directory only you can write, or codexr is not installed as "
-              "packages beside each other)")
+    # One true statement: off, impossible here (why, and how to enable it), or running / started by the next command.
+    if off:
+        print("resident server: off (CODEXR_SERVER=0): every command runs by itself")
+    elif why is not None:
+        print(f"resident server: not available here, every command runs by itself ({why})")
     for s in found:
         state = "running" if s["alive"] else "gone"
         rss = f", {s['rss_bytes'] / 2**20:.0f} MiB" if s["rss_bytes"] else ""
         mine = " (this codexr)" if s["current"] else " (another codexr build or Python)"
-        print(f"server {s['pid']}: {state}{rss}, since {time.strftime('%H:%M:%S', time.localtime(s['started']))}"
-              f"{mine}\n  {s['socket']}")
-    if not found:
-        print("no resident server is running; the next one-shot command starts one")
+        print(f"server {s['pid']}: {state}{rss}, since {screen_time(s['started'], seconds=True)}{mine}\n"
+              f"  {s['socket']}")
+    if not off and why is None and not any(s["alive"] and s["current"] for s in found):
+        print("no resident server is running for this codexr; the next one-shot command starts one")
     return 0
 
 
 def _start(ctx: Context, wait: float) -> int:
     path = socket_path()
     if path is None:
-        raise UsageError("no resident server can run here: no runtime directory only you can write (set "
-                         "CODEXR_RUNTIME_DIR to a directory of yours, mode 700, not below /tmp, whose parents only "
-                         "root or you can write)")
+        raise UsageError(f"no resident server can run here: {server_unavailable() or RUNTIME_HOW}")
     if not _listening(path):
         spawn(path)
         deadline = time.monotonic() + wait

@@ -462,6 +462,17 @@ class Session:
         self._started.add(str(resp.thread.id))
         return str(resp.thread.id)
 
+    def resolve_thread(self, ident: str) -> str:
+        """The thread `ident` names: its id, or a unique prefix of 4+ characters of a thread Codex lists (any
+        workspace, every source kind, archived too) or codexr keeps a sidecar for (a fork before its first prompt)."""
+        from .thread_ids import resolve_thread_id
+
+        def known() -> list[str]:
+            listed = self._list_threads({"limit": 200}) + self._list_threads({"limit": 200, "archived": True})
+            return [str(t["id"]) for t in listed] + self.sidecars.ids()
+
+        return resolve_thread_id(ident, known)
+
     def resume_thread(self, thread_id: str) -> str:
         """Load an existing thread into this Codex process (a no-op if already loaded)."""
         params = self._thread_params()
@@ -665,6 +676,8 @@ class Session:
                 f"prompt {target.number}'s file snapshot is gone (retention drops the snapshots of threads idle "
                 "longer than file_snapshots.thread_retention_days); rewind the conversation only with "
                 "--conversation-only")
+        if files and target.pre:
+            self._same_workspace(self.store.record(target.pre).root, "rewind")
         known = self.recorder.known_paths(side) if side else []
         restore: RestoreResult | None = None
         targets: RewindTargets | None = None
@@ -727,6 +740,16 @@ class Session:
         self.collect_later()
         return RewindResult(landed["thread"], thread_id, mode, target.number, target.text, safety, restore,
                             no_snapshot_reason=why)
+
+    def _same_workspace(self, root: str, what: str) -> None:
+        """Refuse a rewind or redo whose files are another directory's: the store would suggest `--into`, which
+        copies a snapshot elsewhere and is no option of theirs; the thread's workspace is where it belongs."""
+        if root == str(self.cwd):
+            return
+        import shlex
+
+        raise SessionError(f"this thread's files are in {root}, not in {self.cwd}: run the {what} there "
+                           f"(`codexr -C {shlex.quote(root)} {what} ...`)")
 
     def _prepare_outside(self, snap_id: str | None, *, dry_run: bool) -> StatesRestore | None:
         """Safety capture and plan of a restore of paths outside the workspace (None when there are none)."""
@@ -836,6 +859,8 @@ class Session:
         base = entry.to_prompt - 1 if entry.origin_thread != thread_id else entry.origin_turns
         turns_since = max(0, len(self.prompts(thread_id)) - base)
         files = entry.mode in ("both", "files") and entry.safety_id is not None
+        if files and entry.safety_id and self.store.exists(entry.safety_id):
+            self._same_workspace(self.store.record(entry.safety_id).root, "redo")
         known = self.recorder.known_paths(side)
         restore: RestoreResult | None = None
         out_safety = entry.outside_safety_id if files else None
@@ -978,9 +1003,9 @@ class Session:
 
 
 def ensure_thread(session: Session, thread_id: str | None, last: bool) -> str:
-    """The thread an exec/rewind/redo acts on: given, the workspace's last, or a new one."""
+    """The thread an exec/rewind/redo acts on: given (a unique prefix will do), the workspace's last, or a new one."""
     if thread_id:
-        return session.resume_thread(thread_id)
+        return session.resume_thread(session.resolve_thread(thread_id))
     if last:
         found = session.last_thread()
         if found is None:

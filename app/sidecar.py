@@ -179,6 +179,10 @@ class Sidecars:
             self._write(side)
         return side
 
+    def ids(self) -> list[str]:
+        """The thread ids codexr keeps a sidecar for, from the file names alone (to resolve an id prefix)."""
+        return sorted(p.stem for p in self.dir.glob("*.json") if _THREAD_ID.fullmatch(p.stem))
+
     def all(self) -> list[ThreadSidecar]:
         """Every sidecar (damaged ones are skipped)."""
         out = []

@@ -24,13 +24,11 @@ def show_path(path: str) -> str:
 
 
 def when(ts: float) -> str:
-    """Local time, to the second ("?" for a time no calendar holds: a damaged ref says what it likes)."""
-    try:
-        import datetime as dt  # here: only listings format times
+    """Local time with its offset, to the second ("?" for a time no calendar holds: a damaged ref says what it
+    likes), as every codexr screen shows times (app/times.py)."""
+    from .times import screen_time  # here: only listings format times
 
-        return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
-    except (OverflowError, OSError, ValueError):
-        return "?"
+    return screen_time(ts, seconds=True)
 
 
 def human_bytes(n: float) -> str:
@@ -119,7 +117,9 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     infos = store.list_snapshots(None if args.all else _workspace(args.cd))
     if ctx.json:
-        ctx.emit([{"id": i.id, "root": i.root, "created": i.created, "kind": i.kind, "label": i.label,
+        from .times import json_time
+
+        ctx.emit([{"id": i.id, "root": i.root, "created": json_time(i.created), "kind": i.kind, "label": i.label,
                    "file_count": i.file_count} for i in infos])
         return 0
     if not infos:
@@ -144,7 +144,10 @@ def _show(ctx: Context, args: argparse.Namespace) -> int:
     info = store.info(snap)
     files = store.files(snap)
     if ctx.json:
-        ctx.emit({"id": snap, "root": info.root, "created": info.created, "kind": info.kind, "label": info.label,
+        from .times import json_time
+
+        ctx.emit({"id": snap, "root": info.root, "created": json_time(info.created), "kind": info.kind,
+                  "label": info.label,
                   "entries": [{"path": p, "kind": e.kind, **_entry_json(e)} for p, e in sorted(files.items()) if p]})
         return 0
     print(f"snapshot {snap}\nworkspace {show_path(info.root)}\ncreated {when(info.created)}  kind {info.kind}"

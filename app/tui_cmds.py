@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser("resume", help="open the app on one of this workspace's threads")
     _codex_flags(p)
     who = p.add_mutually_exclusive_group()
-    who.add_argument("thread", nargs="?", help="the thread id")
+    who.add_argument("thread", nargs="?", help="the thread id or a unique prefix of 4+ characters")
     who.add_argument("--last", action="store_true", help="the workspace's most recent thread")
     p.set_defaults(handler=_resume)
     p = sub.add_parser("login", help="log in to Codex (runs the bundled codex's `login` with your arguments)")
@@ -107,6 +107,14 @@ def _replay(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _resume(ctx: Context, args: argparse.Namespace) -> int:
+    if args.thread:
+        from .errors import SessionError
+        from .thread_ids import known_on_disk, resolve_thread_id
+
+        try:  # a prefix is resolved here: a bad one is one line, before the app draws
+            args.thread = resolve_thread_id(args.thread, lambda: known_on_disk(ctx.home))
+        except SessionError as exc:
+            raise UsageError(str(exc)) from exc
     if not args.thread and not args.last:
         args.last = True  # `codexr resume` alone: the most recent thread here
     return run_app(ctx, args, thread_id=args.thread, resume_last=bool(args.last))

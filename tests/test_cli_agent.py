@@ -498,3 +498,74 @@ def test_provider_failure_exits_1_with_the_error(cli: Cli) -> None:
     doc = json.loads(no_retry.stdout)
     assert doc["status"] == "failed" and doc["error"], doc
     assert len(cli.requests_for("explode, no retries")) == 1  # the -c override reached Codex
+
+
+# ------------------------------------------------------------------------ issue 18 §2: lines that mislead
+
+
+def test_rewind_and_redo_from_another_directory_name_the_thread_s_workspace(cli: Cli) -> None:
+    """The snapshots are of the thread's workspace: the error names it and `-C`, never `--into` (rewind has none)."""
+    t, _turns, trees = three_prompts(cli)
+    elsewhere = cli.workspace("elsewhere")
+    (elsewhere / "mine.txt").write_text("not the thread's\n")
+    theirs = tree(elsewhere)
+    dry, real = cli.many({"args": ("rewind", "--thread", t, "--to", "2", "--dry-run"), "cwd": elsewhere},
+                         {"args": ("rewind", "--thread", t, "--to", "2", "--yes"), "cwd": elsewhere})
+    for res in (dry, real):
+        line = assert_one_line_error(res, str(cli.ws), "-C")
+        assert "--into" not in line, line
+    assert tree(cli.ws) == trees[3] and tree(elsewhere) == theirs
+    assert list(cli.threads()) == [t], "a refused rewind left a fork"
+    # from there with -C after the command, as the line says: it works
+    fork = cli.json("rewind", "--thread", t, "--to", "2", "--yes", "-C", str(cli.ws), cwd=elsewhere)["thread_id"]
+    assert tree(cli.ws) == trees[1]
+    line = assert_one_line_error(cli.run("redo", "--thread", fork, "--yes", cwd=elsewhere), str(cli.ws), "-C")
+    assert "--into" not in line, line
+    assert tree(cli.ws) == trees[1] and tree(elsewhere) == theirs
+
+
+def shared_start(*ids: str) -> str:
+    """The characters the ids all begin with."""
+    n = 0
+    while all(len(i) > n and i[n] == ids[0][n] for i in ids):
+        n += 1
+    return ids[0][:n]
+
+
+def test_thread_ids_take_unique_prefixes(cli: Cli) -> None:
+    """--thread (exec, rewind, redo) takes a unique prefix of 4+ characters, as snapshot and history ids do; a
+    prefix that names no thread, or several, or is too short is one line (exit 2), never Codex's parse error."""
+    cli.model.script("p1: make notes", [add_file("notes.txt", "hello\n"), message("made")])
+    cli.model.script("p2: more", [add_file("more.txt", "more\n"), message("more")])
+    t1, _o, trees = cli.seed([P1, "p2: more notes"])
+    t2, _o2, _trees2 = cli.seed(["another thread"])
+    common = shared_start(t1, t2)
+    short1 = t1[:max(len(common) + 1, 8)]
+    before = tree(cli.ws)
+    rows = cli.threads()
+    assert set(rows) == {t1, t2}
+    too_short, unknown = cli.many(("exec", "--thread", "01a", "hello"), ("rewind", "--thread", "ffff0000", "--to", "1"))
+    assert_one_line_error(too_short, "01a", "4")
+    line = assert_one_line_error(unknown, "ffff0000")
+    assert "invalid length" not in line, line
+    assert len(common) >= 4, (t1, t2)  # UUIDv7 ids made within minutes share their first 8 characters
+    assert_one_line_error(cli.run("redo", "--thread", common, "--yes"), "ambiguous", t1, t2)
+    assert tree(cli.ws) == before and set(cli.threads()) == {t1, t2}
+    # a unique prefix works wherever a thread id is taken
+    dry = cli.ok("rewind", "--thread", short1, "--to", "2", "--dry-run")
+    assert f"rewind thread {t1} to prompt 2" in dry.stdout, show(dry)
+    doc = cli.json("exec", "--thread", short1, "p3: add c")
+    assert doc["thread_id"] == t1
+    fork = cli.json("rewind", "--thread", short1, "--to", "2", "--yes")["thread_id"]
+    assert tree(cli.ws) == trees[1]
+    assert cli.json("redo", "--thread", fork[:max(8, *(len(shared_start(fork, o)) + 1 for o in (t1, t2)))],
+                    "--yes")["thread_id"] == t1
+
+
+def test_threads_print_local_time_with_its_offset(cli: Cli) -> None:
+    t, _o, _trees = cli.seed(["the one prompt"])
+    text = cli.run("threads", home_env={"TZ": "Asia/Kolkata"})
+    assert text.returncode == 0, show(text)
+    assert re.search(rf"^{t}  \d{{4}}-\d\d-\d\d \d\d:\d\d \+0530  ", text.stdout, re.M), show(text)
+    doc = json.loads(cli.run("threads", "--json", home_env={"TZ": "Asia/Kolkata"}).stdout)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+05:30", doc[0]["updated"]), doc

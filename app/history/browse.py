@@ -26,6 +26,16 @@ class Hit:
     end: int
     source: str  # codexr, CLI, exec, IDE…
     here: bool  # the session ran in the front end's workspace (so it can be resumed there)
+    spans: tuple[tuple[int, int], ...] = ()  # every match inside `excerpt` (start, end is the first)
+
+    def marked(self) -> list[tuple[str, bool]]:
+        """The excerpt cut into (text, is a match) pieces, for a front end to style."""
+        out: list[tuple[str, bool]] = []
+        at = 0
+        for a, b in self.spans or ((self.start, self.end),):
+            out += [(self.excerpt[at:a], False), (self.excerpt[a:b], True)]
+            at = b
+        return [*out, (self.excerpt[at:], False)]
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,7 @@ def search_hits(home: Path, query: str, here: str, *, limit: int = 20, context: 
     if not res.hits:
         return Found([], nothing_found(text, res, None, tools))
     hits = [Hit(h.session.id, h.session.cwd, m.prompt, m.at, m.kind, m.excerpt, m.start, m.end,
-                source_label(h.session.source, h.session.client), same_dir(h.session.cwd, here))
+                source_label(h.session.source, h.session.client), same_dir(h.session.cwd, here), tuple(m.spans))
             for h in res.hits for m in h.matches]
     more = res.total_sessions - len(res.hits)
     summary = (f"{len(hits)} hit{'s' if len(hits) != 1 else ''} in {len(res.hits)} of "

@@ -6,6 +6,7 @@ import os
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from ..times import json_time, screen_time
 from .catalog import Catalog, Prompt, Session, rewind_marks, source_label
 from .rollout import Entry
 
@@ -15,9 +16,10 @@ if TYPE_CHECKING:
 OUTPUT_LINES = 12  # command output lines shown by `show` (export json keeps all that was read)
 
 
-def short_time(ts: str) -> str:
-    """'2026-12-01T02:26:54.024Z' -> '2026-12-01 02:26' (UTC, as Codex records it)."""
-    return ts[:16].replace("T", " ") if len(ts) >= 16 else ts
+def short_time(ts: str | None) -> str:
+    """'2026-12-01T02:26:54.024Z' -> '2026-12-01 03:26 +0100': local time with its offset, as every codexr screen
+    shows times (app/times.py); Codex records UTC."""
+    return screen_time(ts)
 
 
 def rel(cwd: str, path: str) -> str:
@@ -50,8 +52,8 @@ def session_json(s: Session, cat: Catalog) -> dict[str, Any]:
         "first_prompt": _first_prompt(s, cat),
         "prompts": s.inherited_prompts + len(s.head.user_offsets),
         "own_prompts": len(s.head.user_offsets),
-        "created": s.files[0].created,
-        "last_activity": s.last_activity,
+        "created": json_time(s.files[0].created),
+        "last_activity": json_time(s.last_activity),
         "source": s.source,
         "client": s.client,
         "source_label": source_label(s.source, s.client),
@@ -152,11 +154,12 @@ def conversation_json(s: Session, cat: Catalog, prompts: list[Prompt]) -> dict[s
         "session": session_json(s, cat),
         "prompts": [{"number": p.number, "inherited": p.inherited, "thread_id": p.thread_id,
                      "entries": [_entry_json(e) for e in p.entries]} for p in prompts],
-        "rewinds": rewind_marks(s),
+        "rewinds": [{**m, "at": json_time(m["at"])} for m in rewind_marks(s)],
     }
 
 
 def _entry_json(e: Entry) -> dict[str, Any]:
     d = asdict(e)
     d.pop("offset", None)
+    d["at"] = json_time(d.get("at"))
     return d

@@ -48,31 +48,37 @@ class Matcher:
 class Match:
     """One place in a session where the text was found (a plain class: a dataclass costs ~1 ms at import)."""
 
-    __slots__ = ("at", "end", "excerpt", "inherited_by", "kind", "part", "prompt", "start")
+    __slots__ = ("at", "end", "excerpt", "inherited_by", "kind", "part", "prompt", "spans", "start")
 
     def __init__(self, prompt: int, kind: str, at: str, part: str, excerpt: str, start: int, end: int,
-                 inherited_by: list[str] | None = None) -> None:
+                 inherited_by: list[str] | None = None, spans: list[tuple[int, int]] | None = None) -> None:
         self.prompt, self.kind, self.at = prompt, kind, at
         self.part = part  # text or output
         self.excerpt = excerpt
-        self.start, self.end = start, end  # of the match inside `excerpt`
+        self.start, self.end = start, end  # of the first match inside `excerpt`
+        self.spans = spans if spans is not None else [(start, end)]  # every match the excerpt shows
         self.inherited_by = inherited_by if inherited_by is not None else []
 
     def as_json(self) -> dict[str, Any]:
-        return {"prompt": self.prompt, "kind": self.kind, "at": self.at, "field": self.part,
+        from ..times import json_time
+
+        return {"prompt": self.prompt, "kind": self.kind, "at": json_time(self.at), "field": self.part,
                 "excerpt": self.excerpt, "match_start": self.start, "match_end": self.end,
-                "inherited_by": self.inherited_by}
+                "spans": [list(s) for s in self.spans], "inherited_by": self.inherited_by}
 
 
-def excerpt(text: str, start: int, end: int, context: int) -> tuple[str, int, int]:
-    """`context` characters either side of a match, on one line, with … where cut."""
-    lo, hi = max(0, start - context), min(len(text), end + context)
-    pre, mid, post = text[lo:start], text[start:end], text[end:hi]
-    pre = ("…" if lo > 0 else "") + pre
-    post = post + ("…" if hi < len(text) else "")
-
-    def flat(s: str) -> str:
-        return s.replace("\r", " ").replace("\n", " ").replace("\t", " ")
-
-    pre, mid, post = flat(pre), flat(mid), flat(post)
-    return pre + mid + post, len(pre), len(pre) + len(mid)
+def excerpt_spans(text: str, spans: list[tuple[int, int]], context: int) -> tuple[str, list[tuple[int, int]]]:
+    """One excerpt for all the matches of one message: `context` characters around the first match, stretched over
+    the next ones while each starts within 2 x `context` of the one before (so a message is one hit, never one per
+    match, and the excerpt stays short); on one line, with … where cut. Returns the matches it shows, in it."""
+    spans = sorted(spans)
+    shown = [spans[0]]
+    for a, b in spans[1:]:
+        if a >= shown[-1][1] and a - shown[-1][1] <= 2 * context:
+            shown.append((a, b))
+        elif a >= shown[-1][1]:
+            break
+    lo, hi = max(0, shown[0][0] - context), min(len(text), shown[-1][1] + context)
+    lead = "…" if lo > 0 else ""
+    body = text[lo:hi].replace("\r", " ").replace("\n", " ").replace("\t", " ")
+    return lead + body + ("…" if hi < len(text) else ""), [(a - lo + len(lead), b - lo + len(lead)) for a, b in shown]

@@ -21,7 +21,7 @@ from pathlib import Path
 from .catalog import Catalog, FileSummary, RolloutFile, Session, discover
 from .index import Index, Row, open_index, split_rowid
 from .rollout import Digest, Skipped, parse_bytes, read_rollout, read_zst
-from .search import Match, Matcher, excerpt
+from .search import Match, Matcher, excerpt_spans
 
 SYNC_REFRESH_BYTES = 32 * 1024 * 1024  # a search refreshes up to this much changed rollout data itself
 BACKGROUND_ENV = "CODEXR_HISTORY_BACKGROUND"  # "0": never start the background index refresh
@@ -510,14 +510,17 @@ class HistoryStore:
             for e in d.entries:
                 if cut is not None and e.offset >= cut:
                     break
+                by_field: dict[str, list[tuple[int, int]]] = {}
                 for fld, start, end in matcher.spans(e):
+                    by_field.setdefault(fld, []).append((start, end))
+                for fld, spans in by_field.items():  # one hit per message (and field), every match marked in it
                     text = e.text if fld == "text" else e.output
-                    ex, a, b = excerpt(text, start, end, context)
+                    ex, shown = excerpt_spans(text, spans, context)
                     prompt = before.get(path, 0) + bisect.bisect_right(offsets, e.offset)
                     forks = sorted(fid for lim, fid in heirs.get(path, [])
                                    if e.offset < lim and fid != holder.id and fid in named)
                     found.setdefault(holder.id, SessionHits(holder, [])).matches.append(
-                        Match(prompt, e.kind, e.at, fld, ex, a, b, forks))
+                        Match(prompt, e.kind, e.at, fld, ex, shown[0][0], shown[0][1], forks, shown))
         ordered = sorted(found.values(), key=lambda h: h.session.mtime_ns, reverse=True)
         for h in ordered:
             h.matches.sort(key=lambda m: (m.prompt, m.at))

@@ -45,9 +45,8 @@ def hit_label(hit: Hit) -> Content:
     where = "here " if hit.here else "other"  # this workspace (Enter resumes) or another (Enter reads)
     head = (f"{where}  {short_thread(hit.session_id)}  #{hit.prompt}  {short_time(hit.at)}  {hit.source}  "
             f"{hit.workspace}")
-    ex = hit.excerpt
-    return Content.assemble(head, "\n    ", f"{hit.kind}: ", ex[:hit.start], (ex[hit.start:hit.end], MATCH_STYLE),
-                            ex[hit.end:])
+    return Content.assemble(head, "\n    ", f"{hit.kind}: ",
+                            *((text, MATCH_STYLE) if match else text for text, match in hit.marked()))
 
 
 class ConversationView(ModalScreen[None]):
