@@ -49,6 +49,17 @@ def turn_id_of(msg: dict[str, Any]) -> str | None:
     return str(turn["id"]) if isinstance(turn, dict) and isinstance(turn.get("id"), str) else None
 
 
+def thread_of(msg: dict[str, Any]) -> str | None:
+    """The thread a notification is about (`threadId`, or `thread.id`)."""
+    params = msg.get("params")
+    if not isinstance(params, dict):
+        return None
+    if isinstance(params.get("threadId"), str):
+        return str(params["threadId"])
+    thread = params.get("thread")
+    return str(thread["id"]) if isinstance(thread, dict) and isinstance(thread.get("id"), str) else None
+
+
 class RecordingObserver(Observer):
     """The proxy's observer for one client connection in workspace `ws` (CODEX_HOME from `env`)."""
 
@@ -60,7 +71,17 @@ class RecordingObserver(Observer):
         self._pending: dict[Any, tuple[str, str, Any, str | None]] = {}  # turn/start id -> thread, text, side, pre
         self._turns: dict[str, _Turn] = {}  # running turns by id
         self._active: dict[str, str] = {}  # thread id -> its running turn
-        self._warned = False
+        self._ephemeral_asks: set[Any] = set()  # thread/start requests of ephemeral threads (titles): not recorded
+        self._ephemeral: set[str] = set()
+        self._hidden: set[str] = set()  # forks the proxy made: their notifications are not the client's
+        self._reverts: dict[Any, tuple[str, str, str, Any]] = {}  # thread/revert id -> thread, turn, fork, files
+        self._tasks: set[asyncio.Future[None]] = set()  # what runs after a frame was forwarded
+
+    def _later(self, coro: Any) -> None:
+        """Run `coro` once the frame being handled has been forwarded (kept referenced until it ends)."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _on_recorder(self, fn: Callable[[], T]) -> T:
         """Run `fn` on the recorder's one thread (the store is used from there only, in order)."""
@@ -88,24 +109,106 @@ class RecordingObserver(Observer):
                 store.watch(self.ws)
         return self._recorder
 
-    async def _warn(self, message: str) -> None:
-        """A `warning` notification the client renders (the official TUI shows it in its transcript)."""
+    async def _warn(self, message: str, thread_id: str | None = None, turn_id: str | None = None) -> None:
+        """Tell the client something in one line. With a thread, an `error` notification that ends nothing
+        (`willRetry` false, no turn running): the only notification the official TUI 0.163.0 writes into its
+        transcript (tried in tmux: `warning`, `guardianWarning`, `configWarning` and `deprecationNotice` only
+        count up in its "N warnings · F2" corner). Else a `warning`."""
+        text = f"codexr: {message}"
+        if thread_id is not None:
+            note: dict[str, Any] = {"method": "error", "params": {
+                "error": {"message": text, "codexErrorInfo": None, "additionalDetails": None},
+                "threadId": thread_id, "turnId": turn_id or "", "willRetry": False}}
+        else:
+            note = {"method": "warning", "params": {"message": text}}
         with contextlib.suppress(Exception):
-            await self.relay.to_client({"method": "warning", "params": {"message": f"codexr: {message}"}})
+            await self.relay.to_client(note)
 
     async def from_client(self, msg: dict[str, Any]) -> Verdict:
         method = msg.get("method")
         params = msg.get("params")
         if not isinstance(params, dict) or "id" not in msg:
             return Verdict(msg)
+        if method == "thread/start" and params.get("ephemeral") is True:
+            self._ephemeral_asks.add(msg["id"])
         if method in CWD_METHODS and params.get("cwd") is None:
             return Verdict({**msg, "params": {**params, "cwd": str(self.ws)}})
         if method == "turn/start" and isinstance(params.get("threadId"), str):
             await self._before_turn(msg["id"], str(params["threadId"]), input_text(params))
+        if method == "thread/revert" and isinstance(params.get("threadId"), str) \
+                and isinstance(params.get("beforeTurnId"), str):
+            return await self._revert(msg, str(params["threadId"]), str(params["beforeTurnId"]))
         return Verdict(msg)
 
+    async def _revert(self, msg: dict[str, Any], thread_id: str, before: str) -> Verdict:
+        """`thread/revert` becomes a rewind of files and conversation together, or nothing happens.
+
+        The whole conversation is kept first (a fork of the thread, which `codexr redo` returns to), then the files
+        go back to before the prompt (safety snapshot, redo entry, journaled restore); only then is the revert
+        forwarded. Anything that stops the file side answers the request with an error and forwards nothing.
+        """
+        from ..file_rewind import copy_turns, rewind_files
+
+        def refuse(why: str) -> Verdict:
+            return Verdict(None, [{"id": msg["id"], "error": {"code": -32000, "message": f"codexr: {why}"}}])
+
+        if thread_id in self._ephemeral:
+            return Verdict(msg)
+        try:
+            side, others = await self._on_recorder(lambda: (self._open().sidecars.load(thread_id),
+                                                            self._lock.others()))
+        except Exception as exc:
+            return refuse(f"the snapshot store cannot be read ({exc}); nothing was reverted")
+        if side is None or not side.tracking:
+            await self._warn("this thread has no file snapshots: only the conversation is reverted", thread_id, before)
+            return Verdict(msg)
+        if others:
+            return refuse(f"another session works in this workspace ({others[0]}); nothing was reverted — "
+                          "rewind with `codexr rewind`, which asks first")
+        try:
+            forked = await self.relay.request("thread/fork", {"threadId": thread_id, "cwd": str(self.ws)})
+            fork = str((forked.get("thread") or {}).get("id") or "")
+        except (RuntimeError, ConnectionError, TimeoutError) as exc:
+            return refuse(f"the conversation could not be kept before the revert ({exc}); nothing was reverted")
+        if not fork:
+            return refuse("the conversation could not be kept before the revert; nothing was reverted")
+        self._hidden.add(fork)
+        with contextlib.suppress(Exception):
+            await self.relay.request("thread/unsubscribe", {"threadId": fork}, timeout=10)
+        home = Path(self.env["CODEX_HOME"])
+        def files() -> Any:
+            copy_turns(self._recorder, thread_id, fork)
+            return rewind_files(self._recorder, thread_id, before, fork, home)
+
+        try:
+            done = await self._on_recorder(files)
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                await self.relay.request("thread/archive", {"threadId": fork}, timeout=10)
+            return refuse(f"{exc}; nothing was reverted")
+        self._reverts[msg["id"]] = (thread_id, before, fork, done)
+        return Verdict(msg)
+
+    async def _reverted(self, answer: dict[str, Any], thread_id: str, before: str, fork: str, done: Any) -> None:
+        """The server answered a revert: on success the thread's records end before the prompt and the client
+        is told what happened to the files; on failure the files go back (never files without conversation)."""
+        from ..file_rewind import drop_turns, undo_files
+
+        if "error" in answer:
+            home = Path(self.env["CODEX_HOME"])
+            try:
+                await self._on_recorder(lambda: undo_files(self._recorder, thread_id, done, home))
+            except Exception as exc:
+                await self._warn(f"the conversation was not reverted and the files could not be put back ({exc}): "
+                                 f"`codexr redo --thread {thread_id}` restores them", thread_id, before)
+            return
+        await self._on_recorder(lambda: drop_turns(self._recorder, thread_id, before))
+        await self._warn(f"files restored to before prompt {done.number} — {done.written} written, "
+                         f"{done.deleted} deleted; `codexr redo --thread {thread_id}` brings them back "
+                         f"(the undone prompts are in thread {fork})", thread_id, before)
+
     async def _before_turn(self, request_id: Any, thread_id: str, text: str) -> None:
-        if thread_id in self._active:
+        if thread_id in self._active or thread_id in self._ephemeral:
             return  # a turn/start while a turn runs steers it: same turn, no new capture
         try:
             def begin() -> tuple[Any, str | None]:
@@ -116,16 +219,27 @@ class RecordingObserver(Observer):
 
             side, pre = await self._on_recorder(begin)
         except Exception as exc:  # a damaged store, a full disk: the turn runs untracked, and says so
-            await self._warn(f"no file snapshot before this prompt ({exc}); it runs untracked")
+            await self._warn(f"no file snapshot before this prompt ({exc}); it runs untracked", thread_id)
             return
         self._pending[request_id] = (thread_id, text, side, pre)
 
     async def from_server(self, msg: dict[str, Any]) -> Verdict:
         if "method" not in msg:
-            started = self._pending.pop(msg.get("id"), None) if "id" in msg else None
+            rid = msg.get("id")
+            if rid in self._ephemeral_asks:
+                self._ephemeral_asks.discard(rid)
+                thread = (msg.get("result") or {}).get("thread") if isinstance(msg.get("result"), dict) else None
+                if isinstance(thread, dict) and isinstance(thread.get("id"), str):
+                    self._ephemeral.add(str(thread["id"]))
+            started = self._pending.pop(rid, None) if rid is not None else None
             if started is not None:
                 self._started(msg, *started)
+            reverted = self._reverts.pop(rid, None) if rid is not None else None
+            if reverted is not None:
+                self._later(self._reverted(msg, *reverted))  # after this answer reaches the client
             return Verdict(msg)
+        if thread_of(msg) in self._hidden:
+            return Verdict(None)  # a fork the proxy made to keep a reverted conversation: not the client's
         turn_id = turn_id_of(msg)
         turn = self._turns.get(turn_id) if turn_id else None
         if turn is not None and turn_id is not None:
@@ -163,7 +277,7 @@ class RecordingObserver(Observer):
             error = fut.exception()
             message = str(error) if error is not None else fut.result().capture_error
             if message:
-                loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._warn(message)))
+                loop.call_soon_threadsafe(lambda: self._later(self._warn(message, turn.thread_id, turn_id)))
 
         done.add_done_callback(said)
 
@@ -180,6 +294,8 @@ class RecordingObserver(Observer):
                 with contextlib.suppress(Exception):
                     self._lock.release()
 
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=30)
         with contextlib.suppress(Exception):
             await self._on_recorder(close)
         self._pool.shutdown(wait=True)

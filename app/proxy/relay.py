@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -84,6 +85,8 @@ class Relay:
         self._ids = itertools.count(1)
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._client_lock = asyncio.Lock()  # hooks may send to the client between forwarded frames
+        trace = os.environ.get("CODEXR_PROXY_TRACE")  # a file to append every frame to (developing, debugging)
+        self._trace = open(trace, "a", encoding="utf-8") if trace else None  # noqa: SIM115 - the relay's life
 
     async def run(self) -> None:
         """Relay until one side closes, then close the other."""
@@ -125,8 +128,14 @@ class Relay:
         result = answer.get("result")
         return result if isinstance(result, dict) else {}
 
+    def _traced(self, direction: str, text: str | None) -> str | None:
+        if self._trace is not None and text is not None:
+            self._trace.write(f"{direction} {text[:2000]}\n")
+            self._trace.flush()
+        return text
+
     async def _pump_client(self) -> None:
-        while (text := await self.client.receive()) is not None:
+        while (text := self._traced(">", await self.client.receive())) is not None:
             msg = parse(text)
             if msg is None:
                 await self.server.send(text)
@@ -138,7 +147,7 @@ class Relay:
                 await self.server.send(text if verdict.forward is msg else json.dumps(verdict.forward))
 
     async def _pump_server(self) -> None:
-        while (text := await self.server.receive()) is not None:
+        while (text := self._traced("<", await self.server.receive())) is not None:
             msg = parse(text)
             if msg is not None and kind(msg) == "response" and str(msg.get("id", "")).startswith(OWN_ID):
                 fut = self._pending.get(str(msg["id"]))

@@ -1,0 +1,142 @@
+"""The file side of a rewind to a recorded prompt, for a front end that does the conversation side itself: the
+proxy, whose client reverts the conversation with `thread/revert` (issue 19 §4).
+
+Every rule of a rewind holds: the pre-turn snapshot with the pre-edit states of the undone turns' patches, the
+safety snapshot before anything is written, witnessed deletion only, nothing outside the workspace but the
+patched paths' recorded states, the redo entry saved (pinning the safety snapshots) before any file changes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from snapshot_store import RestoreResult, Store, StoreError
+from snapshot_store.states import StatesRestore, prepare_states_restore
+
+from .errors import SessionError
+from .recorder import Recorder
+from .rewind_targets import inside_target, merged_plan, merged_result, outside_target, rewind_targets
+from .sidecar import RedoEntry, ThreadSidecar, TurnRecord
+
+
+@dataclass
+class FilesRewound:
+    """What a file rewind did: its result (plan, counts, safety snapshot) and the prompt it went back to."""
+
+    result: RestoreResult
+    number: int
+    prompt: str
+    outside_safety: str | None
+    """The states snapshot of the paths outside the workspace the rewind wrote (undo restores it)."""
+
+    @property
+    def written(self) -> int:
+        return len(self.result.written)
+
+    @property
+    def deleted(self) -> int:
+        return len(self.result.deleted)
+
+
+def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, redo_thread: str,
+                 codex_home: Path) -> FilesRewound:
+    """Restore the workspace to just before `before_turn` of `thread_id`; `redo_thread` holds the undone turns.
+
+    Raises SessionError (nothing changed) when the prompt has no snapshot, another live session works in the
+    workspace or the store refuses; a StoreError after the redo entry was saved leaves a rewind `codexr redo`
+    undoes.
+    """
+    store, cwd, scope = recorder.store, recorder.cwd, recorder.scope
+    side = recorder.sidecars.load(thread_id)
+    if side is None or not side.tracking:
+        raise SessionError("this thread has no file snapshots in codexr")
+    number = next((i for i, t in enumerate(side.turns, 1) if t.turn_id == before_turn), None)
+    if number is None:
+        raise SessionError("that prompt ran outside codexr: it has no file snapshot")
+    target = side.turns[number - 1]
+    if not target.pre or not store.exists(target.pre):
+        raise SessionError(f"prompt {number}'s file snapshot is gone or was never taken")
+    undone = [t.turn_id for t in side.turns[number - 1:]]
+    targets = rewind_targets(store, str(cwd), side, undone, target.pre)
+    label = f"rewind to: {target.prompt[:50]}"
+    ws_target = inside_target(store, str(cwd), target.pre, targets, label, True)
+    out_target = outside_target(store, targets, label, True)
+    known = recorder.known_paths(side)
+    outside: dict[str, StatesRestore] = {}
+
+    def go(plan: object) -> bool:
+        out = _prepare_outside(store, out_target, codex_home)
+        if out is not None:
+            outside["prep"] = out
+        safety = getattr(plan, "safety_id", None)
+        entry = RedoEntry(origin_thread=redo_thread, mode="both", safety_id=safety, target_snapshot=ws_target,
+                          to_prompt=number, prompt=target.prompt, origin_turns=len(side.turns),
+                          outside_safety_id=out.safety_id if out else None, outside_target=out_target)
+        event = {"event": "rewind", "from": redo_thread, "to_prompt": number, "mode": "both", "via": "thread/revert",
+                 "safety_id": safety, "outside_safety_id": entry.outside_safety_id, "at": time.time()}
+
+        def add(s: ThreadSidecar) -> None:
+            s.redo.append(entry)
+            s.history.append(event)
+
+        recorder.sidecars.update(thread_id, add)
+        return True
+
+    try:
+        result = store.restore(ws_target, cwd, known_paths=known, scope=scope, confirm=go)
+    except StoreError as exc:
+        raise SessionError(f"the files could not be restored: {exc}") from exc
+    prep = outside.get("prep")
+    out_res = prep.apply() if prep is not None else None
+    plan = merged_plan(result.plan, prep.plan if prep else None, targets)
+    result = merged_result(result, plan, out_res, None, targets)
+    return FilesRewound(result, number, target.prompt, prep.safety_id if prep else None)
+
+
+def _prepare_outside(store: Store, snap_id: str | None, codex_home: Path) -> StatesRestore | None:
+    """Safety capture and plan of a restore of paths outside the workspace (None when there are none)."""
+    if snap_id is None:
+        return None
+    return prepare_states_restore(store, snap_id, dry_run=False, protected=[str(codex_home)])
+
+
+def copy_turns(recorder: Recorder, origin: str, fork: str) -> None:
+    """The fork holding a reverted thread's turns keeps their snapshots (it is what `codexr redo` returns to)."""
+    side = recorder.sidecars.load(origin)
+    if side is None:
+        return
+    dest = ThreadSidecar(thread_id=fork, cwd=side.cwd, tracking=side.tracking, forked_from=origin)
+    dest.turns = [TurnRecord(**vars(t)) for t in side.turns]
+    dest.touch(side.agent_touched)
+    recorder.sidecars.save(dest)
+
+
+def drop_turns(recorder: Recorder, thread_id: str, from_turn: str) -> None:
+    """After the conversation was reverted: the thread's records end before `from_turn` (the fork keeps them)."""
+
+    def cut(s: ThreadSidecar) -> None:
+        ids = [t.turn_id for t in s.turns]
+        if from_turn in ids:
+            s.turns = s.turns[: ids.index(from_turn)]
+
+    recorder.sidecars.update(thread_id, cut)
+
+
+def undo_files(recorder: Recorder, thread_id: str, done: FilesRewound, codex_home: Path) -> None:
+    """The conversation could not be reverted: put the files back as they were (never files without it)."""
+    store = recorder.store
+    safety = done.result.safety_id
+    if safety is not None:
+        store.restore(safety, recorder.cwd, known_paths=recorder.known_paths(recorder.sidecar(thread_id)),
+                      scope=recorder.scope)
+    if done.outside_safety is not None:
+        prepare_states_restore(store, done.outside_safety, dry_run=False, protected=[str(codex_home)]).apply()
+
+    def pop(s: ThreadSidecar) -> None:
+        if s.redo and s.redo[-1].safety_id == safety:
+            s.redo.pop()
+        s.history.append({"event": "rewind-undone", "why": "the conversation was not reverted", "at": time.time()})
+
+    recorder.sidecars.update(thread_id, pop)

@@ -1,0 +1,140 @@
+"""The official Codex TUI through `codexr codex`, in a real terminal (issue 19): prompts are recorded, Esc Esc
+rewinds the files with the conversation, `codexr redo` brings them back, and quitting leaves nothing running.
+
+tmux runs `codexr codex` (the pinned Codex's own TUI, `--remote` to codexr's proxy) against the scripted model;
+keys go in with send-keys, the screen comes back with capture-pane, and the workspace on disk is the proof.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fs_helpers import tree
+from test_cli_agent import show
+from test_tui_tmux import Tmux
+
+from app.scripted_model import ScriptedModel, add_file, delete_file, message, shell, update_file, write_codex_home
+
+REPO = Path(__file__).parents[1]
+WAIT_S = 90.0
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    t = Tmux(tmp_path)
+    yield t
+    t.kill()
+
+
+def send_prompt(tmux: Tmux, text: str, answer: str) -> str:
+    """Type a prompt into the official TUI and wait for its answer. Keys typed in a quick burst can be taken as
+    a paste, whose Enter becomes a newline (CODEX_FACTS §10): if the turn has not started a moment later, a
+    second Enter sends it."""
+    tmux.type(text)
+    time.sleep(0.3)
+    tmux.keys("Enter")
+    started = lambda s: answer in s or "esc to interrupt" in s  # noqa: E731
+    try:
+        tmux.wait(started, "the turn to start", timeout=3)
+    except AssertionError:
+        tmux.keys("Enter")
+    return tmux.wait(lambda s: answer in s and "Worked for" in s.split(answer)[-1], f"the answer {answer!r}")
+
+
+def processes_mentioning(needle: str) -> list[str]:
+    """Command lines of live processes that mention `needle` (what quitting must leave: none)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if needle in cmd or cwd.startswith(needle):
+            found.append(f"{pid}: {cmd[:200]} (in {cwd})")
+    return found
+
+
+def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmux: Tmux, tmp_path: Path) -> None:
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    (ws / "tracked.py").write_text("VALUE = 1\n")
+    (ws / ".env").write_text("TOKEN=old\n")
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    subprocess.run(["git", "add", "tracked.py"], cwd=ws, check=True)
+    (ws / "notes.md").write_text("an uncommitted idea\n")
+    rc_file = tmp_path / "rc"
+    with ScriptedModel() as model:
+        model.script("proxy-one", [update_file("tracked.py", "VALUE = 1", "VALUE = 2"), delete_file("notes.md"),
+                                   shell("echo generated > gen.txt && mkdir -p made && echo x > made/y.txt"),
+                                   update_file(".env", "TOKEN=old", "TOKEN=new"),
+                                   message("First change done.")])
+        model.script("proxy-two", [add_file("second.txt", "two\n"), message("Second change done.")])
+        env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
+               "TERM": "xterm-256color", "CODEXR_SERVER": "0"}
+        before_one = tree(ws)
+        assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        tmux.start(f"cd {shlex.quote(str(ws))} && env -u COLUMNS -u LINES {assign} {shlex.quote(sys.executable)} "
+                   f"-m app.cli codex; echo $? > {shlex.quote(str(rc_file))}")
+        screen = tmux.wait(lambda s: "Use existing model" in s or "Ask Codex" in s or "describe a task" in s,
+                           "the official TUI's first screen")
+        if "Use existing model" in screen:  # a fresh CODEX_HOME: the model announcement comes first
+            tmux.keys("2", "Enter")
+        tmux.wait(lambda s: "describe a task" in s or "Ask Codex" in s, "the composer")
+
+        send_prompt(tmux, "proxy-one change things", "First change done.")
+        after_one = tree(ws)
+        assert (ws / "tracked.py").read_text() == "VALUE = 2\n" and not (ws / "notes.md").exists()
+        assert (ws / "gen.txt").exists() and (ws / ".env").read_text() == "TOKEN=new\n"
+        send_prompt(tmux, "proxy-two more", "Second change done.")
+        after_two = tree(ws)
+
+        sidecars = list((home / "file_snapshots" / "refs" / "threads").glob("*.json"))
+        recorded = {p.stem: json.loads(p.read_text()) for p in sidecars}
+        (thread,) = [t for t, d in recorded.items() if [r["prompt"] for r in d["turns"]] ==
+                     ["proxy-one change things", "proxy-two more"]]
+
+        # Esc Esc: browse the transcript (the last prompt selected), one prompt back, Enter: revert before prompt 1
+        tmux.keys("Escape")
+        time.sleep(0.3)
+        tmux.keys("Escape")
+        tmux.wait_for("rewind")
+        tmux.keys("Left")
+        time.sleep(0.5)
+        tmux.keys("Enter")
+        shown = tmux.wait(lambda s: "files restored to before prompt 1" in s, "codexr's line about the files")
+        assert tree(ws) == before_one, "the files are not as they were before prompt 1"
+        assert "Conversation reverted" in shown
+        fork = re.search(r"undone prompts are in thread ([0-9a-f-]{36})", shown.replace("\n", ""))
+        assert fork is not None, shown
+
+        # quit: nothing left running (the app-server, its shells, the proxy)
+        tmux.keys("C-c")
+        time.sleep(0.5)
+        tmux.keys("C-c")
+        deadline = time.monotonic() + WAIT_S
+        while not rc_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert rc_file.exists(), tmux.screen()
+        deadline = time.monotonic() + 10
+        while processes_mentioning(str(ws)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert processes_mentioning(str(ws)) == []
+
+        redo = subprocess.run([sys.executable, "-m", "app.cli", "redo", "--thread", thread, "--yes", "--json"],
+                              cwd=ws, env={**os.environ, **env}, capture_output=True, text=True, timeout=WAIT_S)
+        assert redo.returncode == 0, show(redo)
+        assert tree(ws) == after_two, "redo did not bring every file back"
+        assert json.loads(redo.stdout)["thread_id"] == fork.group(1)
+    assert after_one != before_one
