@@ -159,11 +159,125 @@ def _peer_pid(ws_conn: Any) -> int | None:
 
 def app_server(ctx: Context, args: argparse.Namespace) -> int:
     """`codex app-server`, through codexr: stdio by default (the IDE extension, the SDK), or --listen."""
-    argv, env, ws = backend_argv(ctx, args)
     listen = str(args.listen)
     if listen == "stdio://":
+        argv, env, ws = backend_argv(ctx, args)
         return asyncio.run(_stdio(argv, env, ws, ctx.settings))
-    raise UsageError(f"--listen {listen}: only stdio:// is served so far")
+    if listen.startswith("unix://") and len(listen) > len("unix://"):
+        where: tuple[str, Any] = ("unix", Path(listen[len("unix://"):]).expanduser().absolute())
+    elif listen.startswith("ws://"):
+        host, _, port = listen[len("ws://"):].rstrip("/").rpartition(":")
+        if host not in ("127.0.0.1", "localhost", "[::1]") or not port.isdigit():
+            raise UsageError(f"--listen {listen}: codexr serves WebSocket on the loopback only "
+                             "(ws://127.0.0.1:PORT); use unix://PATH for anything else")
+        where = ("tcp", ("::1" if host == "[::1]" else "127.0.0.1", int(port)))
+    else:
+        raise UsageError(f"--listen {listen}: expected stdio://, unix://PATH or ws://127.0.0.1:PORT")
+    argv, env, ws = backend_argv(ctx, args)
+    try:
+        return asyncio.run(_listen(argv, env, ws, ctx.settings, where))
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _listen(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: Any, where: tuple[str, Any]) -> int:
+    """Serve WebSocket clients until SIGINT/SIGTERM: each connection gets its own app-server behind a relay, and
+    only a client of this user, confined as this process is, is served (app/confinement.py)."""
+    from websockets.asyncio.server import serve, unix_serve
+
+    from .proxy.endpoints import AppServer, WebSocketSide
+    from .proxy.observer import RecordingObserver
+    from .proxy.relay import Relay
+
+    async def handle(conn: Any) -> None:
+        if not _same_user(conn):
+            await conn.close(1008, "not this user's, or confined otherwise")
+            return
+        backend = await AppServer.start(argv, cwd=ws, env=env, stderr=sys.stderr)
+        await Relay(WebSocketSide(conn), backend, RecordingObserver(ws, env, ctx_settings),
+                    log=lambda line: print(f"codexr: {line}", file=sys.stderr)).run()
+
+    if where[0] == "unix":
+        path: Path = where[1]
+        with contextlib.suppress(FileNotFoundError):
+            if path.is_socket():
+                path.unlink()  # a socket left by an earlier run (a file of another kind is an error below)
+        old = os.umask(0o077)
+        try:
+            server = await unix_serve(handle, str(path), max_size=None, compression=None)
+        except OSError as exc:
+            raise UsageError(f"cannot listen on unix://{path}: {exc.strerror}") from exc
+        finally:
+            os.umask(old)
+        print(f"codexr app-server: listening on unix://{path}", file=sys.stderr, flush=True)
+    else:
+        host, port = where[1]
+        try:
+            server = await serve(handle, host, port, max_size=None, compression=None)
+        except OSError as exc:
+            raise UsageError(f"cannot listen on ws://{host}:{port}: {exc.strerror}") from exc
+        bound = server.sockets[0].getsockname()[1] if server.sockets else port
+        print(f"codexr app-server: listening on ws://{host}:{bound}", file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    server.close()
+    await server.wait_closed()
+    if where[0] == "unix":
+        with contextlib.suppress(OSError):
+            where[1].unlink()
+    return 0
+
+
+def _same_user(conn: Any) -> bool:
+    """Whether the client is this user's and confined as this process is (unix: its pidfd; loopback TCP: the
+    uid the kernel lists for its end of the connection, /proc/net/tcp)."""
+    import socket
+
+    sock = conn.transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    if sock.family == socket.AF_UNIX:
+        from . import confinement
+
+        pidfd = confinement.peer_pidfd(sock)
+        if pidfd is None:
+            return False
+        try:
+            peer = confinement.of_peer(pidfd)
+        finally:
+            os.close(pidfd)
+        return peer is not None and peer[1] == confinement.fingerprint("self")
+    return _tcp_peer_uid(sock) == os.getuid()
+
+
+def _tcp_peer_uid(sock: Any) -> int | None:
+    """The uid owning the client's end of a loopback TCP connection (its row in /proc/net/tcp or tcp6)."""
+    import ipaddress
+
+    try:
+        peer_host, peer_port = sock.getpeername()[:2]
+        own_port = sock.getsockname()[1]
+    except OSError:
+        return None
+    six = ":" in peer_host
+    for line in Path("/proc/net/tcp6" if six else "/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, uid = fields[1], fields[2], fields[7]
+        l_host, l_port = local.split(":")
+        if int(l_port, 16) != peer_port or int(remote.split(":")[1], 16) != own_port:
+            continue
+        raw = bytes.fromhex(l_host)
+        if six:  # each 32-bit word in host order
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+            addr = str(ipaddress.IPv6Address(raw))
+        else:
+            addr = str(ipaddress.IPv4Address(raw[::-1]))
+        if ipaddress.ip_address(addr) == ipaddress.ip_address(peer_host):
+            return int(uid)
+    return None
 
 
 async def _stdio(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: Any) -> int:
