@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .context import Context, UsageError
-from .snapshot_cmds import print_plan, show_path
+from .snapshot_cmds import print_plan, restore_exit, show_path
 
 if TYPE_CHECKING:  # the SDK import costs ~0.5 s: only commands that start Codex pay it
     from snapshot_store import RestorePlan
@@ -87,9 +87,12 @@ def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
 def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None) -> Session:
     """Start Codex for the workspace with the pass-through flags."""
     opts = session_options(ctx, args)  # a bad --codex-bin fails here, before the SDK loads
+    from .context import say_recovery
     from .session import Session
 
-    return Session(opts, approval=approval)
+    session = Session(opts, approval=approval)
+    session.store.on_recovery = say_recovery  # an interrupted restore this command finishes is never silent
+    return session
 
 
 def _decline_noninteractive(req: ApprovalRequest) -> str:
@@ -236,7 +239,7 @@ def _rewind(ctx: Context, args: argparse.Namespace) -> int:
         ctx.emit(res.as_json())
     else:
         _print_rewind(res)
-    return 0
+    return 0 if res.dry_run else restore_exit(res.restore, "rewind")
 
 
 def _redo(ctx: Context, args: argparse.Namespace) -> int:
@@ -254,7 +257,7 @@ def _redo(ctx: Context, args: argparse.Namespace) -> int:
             return 1
     if ctx.json:
         ctx.emit(res.as_json())
-        return 0
+        return 0 if res.dry_run else restore_exit(res.restore, "redo")
     if res.dry_run:
         _print_since_rewind(res.changed_since_rewind, res.turns_since_rewind, res.from_thread)
         if res.restore is not None:
@@ -264,4 +267,7 @@ def _redo(ctx: Context, args: argparse.Namespace) -> int:
     print(f"thread {res.thread_id}")
     if res.safety_id:
         print(f"safety snapshot {res.safety_id}")
-    return 0
+    if res.restore is not None:
+        for a in res.restore.failed:
+            print(f"  left {show_path(a.path)}  ({a.reason})")
+    return restore_exit(res.restore, "redo")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 from importlib import import_module
@@ -13,6 +15,9 @@ if TYPE_CHECKING:
     from .context import Context
 
 EXIT_USAGE = 2
+#: A restore, rewind or redo that did not make every change it planned (a path it could not write or delete,
+#: or one changed meanwhile): the rest was done, the line and `--json` name what was not.
+EXIT_INCOMPLETE = 3
 PATH_SAFE = "codexr-path"
 #: The command modules, in the order `codexr --help` lists their commands.
 COMMAND_MODULES = ("snapshot_cmds", "agent_cmds", "demo", "tui_cmds", "doctor", "history_cmds", "config_cmds",
@@ -184,6 +189,20 @@ def _plain(ctx: Context, args: argparse.Namespace) -> int:
     return run_plain(session_options(ctx, args))
 
 
+def end_by_signal(signum: int) -> int:
+    """End as the stopping signal would: 130 for Ctrl+C (as before); SIGTERM and SIGHUP kill this process with it."""
+    import signal
+
+    if signum == signal.SIGINT:
+        return 130
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    return 128 + signum  # not reached: the default action of both is to terminate
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `codexr` console script."""
     _safe_streams()
@@ -208,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             args.handler = run_app  # no subcommand: the app on the current directory
     from config import ConfigError, codex_home, defaults_apply
-    from snapshot_store.errors import StoreError
+    from snapshot_store.errors import Interrupted, StoreError
 
     from .context import Context, UsageError
 
@@ -235,6 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines = str(exc).strip().splitlines() or ["unknown error"]
         print(f"codexr: error: {lines[0]}", file=sys.stderr)
         return EXIT_USAGE
+    except Interrupted as exc:  # a restore stopped by a signal: it says what it undid
+        print(f"codexr: interrupted: {exc}", file=sys.stderr)
+        return end_by_signal(exc.signum)
     except KeyboardInterrupt:
         print("codexr: interrupted", file=sys.stderr)
         return 130

@@ -13,6 +13,12 @@ from snapshot_store.settings import RetentionPolicy, ScopeSettings
 if TYPE_CHECKING:  # both load on first use: a one-shot command pays only for what it touches
     from config import CodexrSettings
     from snapshot_store import Store
+    from snapshot_store.restore import Recovery
+
+
+def say_recovery(report: Recovery) -> None:
+    """An interrupted restore finished or rolled back by this command: one line on stderr, never silently."""
+    print(f"codexr: {report.summary()}", file=sys.stderr)
 
 
 class UsageError(Exception):
@@ -69,6 +75,7 @@ class Context:
             from snapshot_store import Store
 
             self._store = Store.open(self.store_dir, protected=[self.home])
+            self._store.on_recovery = say_recovery
         return self._store
 
     def close(self) -> None:

@@ -128,11 +128,13 @@ def merged_result(ws: RestoreResult, plan: RestorePlan, outside: RestoreResult |
                   outside_plan: RestorePlan | None, targets: RewindTargets | None) -> RestoreResult:
     """The workspace restore's result with the outside one and the unrecoverable paths folded in."""
     res = RestoreResult(plan, ws.safety_id, list(ws.written), list(ws.deleted), list(ws.left), ws.dry_run,
-                        ws.seconds, ws.recovered)
+                        ws.seconds, ws.recovered, list(ws.failed), ws.late_signal)
     if outside is not None:
         res.written += [key_path(p) for p in outside.written]
         res.deleted += [key_path(p) for p in outside.deleted]
         res.left += [replace(a, path=key_path(a.path)) for a in outside.left]
+        res.failed += [replace(a, path=key_path(a.path)) for a in outside.failed]
+        res.late_signal = res.late_signal or outside.late_signal
         res.seconds += outside.seconds
     elif outside_plan is not None:
         res.left += [replace(a, path=key_path(a.path)) for a in outside_plan.left]

@@ -17,6 +17,7 @@ from typing import Any
 
 from config import CodexrSettings, is_codexr_key
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
+from snapshot_store.errors import Interrupted
 from snapshot_store.gc import maybe_auto_gc
 from snapshot_store.states import StatesRestore, prepare_states_restore
 from snapshot_store.workspace import workspace_root
@@ -717,14 +718,29 @@ class Session:
                 self._drop_fork(new_thread, thread_id)
                 raise
             landed["thread"] = new_thread
+            saved = self.sidecars.load(new_thread)
+            landed["at"] = repr(saved.redo[-1].at if saved is not None and saved.redo else 0.0)
             return True
 
         if files and ws_target:
             try:
-                restore = self.store.restore(ws_target, self.cwd, known_paths=known, scope=self.scope, confirm=go)
+                try:
+                    restore = self.store.restore(ws_target, self.cwd, known_paths=known, scope=self.scope,
+                                                 confirm=go)
+                except Interrupted as exc:
+                    if "thread" not in landed:
+                        raise
+                    raise self._rewind_interrupted(exc, landed["thread"], thread_id, float(landed["at"])) from exc
                 if "thread" in landed:
                     prep = outside.get("prep")
-                    out_res = prep.apply() if prep is not None else None
+                    try:
+                        out_res = prep.apply() if prep is not None else None
+                    except Interrupted as exc:
+                        dest = landed["thread"]
+                        raise Interrupted(
+                            f"{exc} (files outside the workspace), but the workspace's files were restored and the "
+                            f"rewind is recorded: the conversation continues on thread {dest}, and "
+                            f"`codexr redo --thread {dest}` undoes it", exc.signum, rolled_back=False) from exc
                     restore = merged_result(restore, shown["plan"], out_res, None, targets)
             except StoreError as exc:
                 if "thread" not in landed:
@@ -750,6 +766,26 @@ class Session:
 
         raise SessionError(f"this thread's files are in {root}, not in {self.cwd}: run the {what} there "
                            f"(`codexr -C {shlex.quote(root)} {what} ...`)")
+
+    def _rewind_interrupted(self, exc: Interrupted, dest: str, origin: str, at: float) -> Interrupted:
+        """A rewind whose file restore a signal stopped: the redo entry goes and the fork is archived, so that
+        with its files rolled back the rewind did not happen (or, if some could not be put back, says what to do)."""
+        if not exc.rolled_back:
+            return Interrupted(f"the rewind was stopped: {exc}; the rewind is recorded: the conversation continues "
+                               f"on thread {dest}, and `codexr redo --thread {dest}` undoes it", exc.signum, False)
+
+        def drop(s: ThreadSidecar) -> None:
+            if s.redo and s.redo[-1].at == at and s.redo[-1].origin_thread == origin:
+                s.redo.pop()
+            s.history.append({"event": "rewind-interrupted", "from": origin, "at": time.time()})
+
+        self.sidecars.update(dest, drop)
+        fork = ""
+        if dest != origin:
+            self._drop_fork(dest, origin)
+            fork = f"; its conversation fork {dest} is archived"
+        return Interrupted(f"the rewind was rolled back: files as before{fork}; nothing changed, "
+                           f"continue on thread {origin}", exc.signum, True)
 
     def _prepare_outside(self, snap_id: str | None, *, dry_run: bool) -> StatesRestore | None:
         """Safety capture and plan of a restore of paths outside the workspace (None when there are none)."""
@@ -901,10 +937,25 @@ class Session:
             return True
 
         if files and entry.safety_id:
-            restore = self.store.restore(entry.safety_id, self.cwd, known_paths=known, scope=self.scope, confirm=go)
+            try:
+                restore = self.store.restore(entry.safety_id, self.cwd, known_paths=known, scope=self.scope,
+                                             confirm=go)
+            except Interrupted as exc:
+                if "accepted" not in seen or not exc.rolled_back:
+                    raise
+                # Nothing was popped or recorded as redone: the rewind can still be redone.
+                self.sidecars.update(thread_id, lambda s: s.history.append(
+                    {"event": "redo-interrupted", "to": entry.origin_thread, "at": time.time()}))
+                raise Interrupted(f"the redo was rolled back: files as before; nothing changed, the rewind can "
+                                  f"still be redone on thread {thread_id}", exc.signum, True) from exc
             if "accepted" in seen:
                 prep = outside.get("prep")
-                out_res = prep.apply() if prep is not None else None
+                try:
+                    out_res = prep.apply() if prep is not None else None
+                except Interrupted as exc:
+                    raise Interrupted(f"{exc} (files outside the workspace), but the workspace's files were "
+                                      f"restored; `codexr redo --thread {thread_id}` again finishes the redo",
+                                      exc.signum, rolled_back=False) from exc
                 restore = merged_result(restore, shown["plan"], out_res, None, None)
         else:
             go(None)

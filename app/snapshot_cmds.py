@@ -14,7 +14,7 @@ from .context import Context, UsageError
 from .workspace_lock import SessionLock
 
 if TYPE_CHECKING:  # the store's modules load in the handler that needs them (start-up: see bench_startup.py)
-    from snapshot_store import RestorePlan, Store
+    from snapshot_store import RestorePlan, RestoreResult, Store
     from snapshot_store.manifest import Entry
 
 
@@ -91,8 +91,6 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
         res = store.capture(args.cd, label=args.label, scope=ctx.scope(), progress=ctx.read_progress, lean=True)
     finally:
         ctx.done_progress()
-    if res.recovered is not None:
-        print(f"codexr: {res.recovered.summary()}", file=sys.stderr)
     if ctx.json:
         ctx.emit(res.as_json())
     else:
@@ -249,11 +247,9 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
         res = store.restore(snap, root, scope=scope, confirm=confirm, progress=ctx.read_progress, into=into)
     finally:
         ctx.done_progress()
-    if res.recovered is not None:
-        print(f"codexr: {res.recovered.summary()}", file=sys.stderr)
     if ctx.json:
         ctx.emit(res.as_json())
-        return 1 if declined else 0
+        return 1 if declined else restore_exit(res)
     if declined:
         print("restore cancelled; nothing changed")
         return 1
@@ -265,7 +261,26 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
         print(f"left    {show_path(a.path)}  ({a.reason})")
     if res.safety_id:
         print(f"safety snapshot {res.safety_id}  (undo: codexr snapshots restore {res.safety_id[:12]} --yes)")
-    return 0
+    return restore_exit(res)
+
+
+def restore_exit(res: RestoreResult | None, what: str = "restore") -> int:
+    """0, or 3 (one line on stderr) when planned changes were not made; a signal after the last change ends it so.
+
+    The safety id still undoes whatever was done; the listing above (or `failed` in --json) names the paths.
+    """
+    from .cli import EXIT_INCOMPLETE, end_by_signal
+
+    code = 0
+    if res is not None and res.failed:
+        print(f"codexr: error: the {what} is incomplete: {len(res.failed)} planned change(s) were not made "
+              f"(listed as left: could not …, or changed meanwhile)", file=sys.stderr)
+        code = EXIT_INCOMPLETE
+    if res is not None and res.late_signal is not None:
+        print(f"codexr: interrupted after the {what} had finished: it stands (safety snapshot "
+              f"{str(res.safety_id)[:12]} undoes it)", file=sys.stderr)
+        return end_by_signal(res.late_signal)
+    return code
 
 
 def _verify(ctx: Context, args: argparse.Namespace) -> int:

@@ -41,3 +41,15 @@ class StoreFull(StoreError):
 
 class UnsupportedFormat(StoreError):
     """The store was written by a newer, unknown format version."""
+
+
+class Interrupted(Exception):
+    """SIGINT, SIGTERM or SIGHUP stopped a restore; `str()` says what state the files are in (one line).
+
+    Not a StoreError: the caller ends as that signal would (exit 130 for SIGINT), not as a failure.
+    """
+
+    def __init__(self, text: str, signum: int, rolled_back: bool) -> None:
+        super().__init__(text)
+        self.signum = signum
+        self.rolled_back = rolled_back

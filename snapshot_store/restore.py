@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import blake3
 
 from .capture import Progress
-from .errors import CorruptStore, StoreBusy, StoreError, StoreFull
+from .errors import CorruptStore, Interrupted, StoreBusy, StoreError, StoreFull
 from .fsutil import atomic_write, fsync_dir, translate_os_errors
 from .ids import is_snapshot_id
+from .interrupts import HeldSignals
 from .locks import owner_alive, owner_info, owner_text
 from .manifest import CAPTURED_KINDS, WALKED, Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
 from .packs import CHUNK, PackWriter
@@ -87,11 +88,15 @@ class RestoreResult:
     dry_run: bool = False
     seconds: float = 0.0
     recovered: Recovery | None = None  # an interrupted earlier restore this one finished first
+    # Planned writes and deletes that were not done (also in `left`): a restore with any is incomplete.
+    failed: list[Action] = field(default_factory=list)
+    late_signal: int | None = None  # a stopping signal that came after the last change: the restore stands
 
     def as_json(self) -> dict[str, Any]:
         """Stable JSON shape the CLI prints."""
         return {
             "recovered": self.recovered.as_json() if self.recovered else None,
+            "failed": [a.as_json() for a in self.failed],
             "root": self.plan.root,
             "target": self.plan.target_id,
             "safety_id": self.safety_id,
@@ -417,26 +422,34 @@ def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: Re
             raise CorruptStore(f"snapshot {plan.target_id[:12]} says {path} has {size} bytes, but its content "
                                "has another length (damaged snapshot); nothing was changed")
     journal = store.journal_file(ws)
-    doc = {
+    actions = [a for a in plan.actions if a.op in (WRITE, DELETE, RMDIR)]
+    doc: dict[str, Any] = {
         "root": str(ws),
         "target": plan.target_id,
         "safety": safety_id,
         "started": time.time(),
         "actions": [[a.op, a.path, list(a.target) if a.target else None, list(a.before) if a.before else None]
-                    for a in plan.actions if a.op in (WRITE, DELETE, RMDIR)],
+                    for a in actions],
     }
     doc["owner"] = owner_info()
-    atomic_write(journal, json.dumps(doc).encode())
     cache = store.stat_cache(ws)
-    with SafeRoot(str(ws)) as fs:
+    # From the journal on, SIGINT/SIGTERM/SIGHUP only stop the loop between two steps; the steps taken are
+    # then rolled back (with the signals still held: a second Ctrl+C cannot cut the rollback short).
+    with HeldSignals() as held, SafeRoot(str(ws)) as fs:
+        doc["dir_modes"] = _dir_modes(fs, actions)
+        atomic_write(journal, json.dumps(doc).encode())
+        reached = 0
         for a in plan.actions:
+            if held.pending is not None:
+                break
             if a.op == LEAVE:
                 result.left.append(a)
                 continue
+            reached += 1
             try:
                 done = _do(store, fs, a, safety_started_ns)
             except UnsafePath as exc:
-                result.left.append(Action(LEAVE, a.path, str(exc), a.target, a.current))
+                _not_done(result, Action(LEAVE, a.path, str(exc), a.target, a.current))
                 continue
             except OSError as exc:
                 if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -446,21 +459,74 @@ def _apply(store: Store, ws: Path, plan: RestorePlan, safety_id: str, result: Re
                         f"(safety snapshot {safety_id[:12]} holds the state before it)") from exc
                 # One path that cannot be changed (a directory in the way, permissions) is reported,
                 # not allowed to abort the rest half-way.
-                result.left.append(Action(LEAVE, a.path, f"could not {a.op}: {exc.strerror}", a.target, a.current))
+                _not_done(result, Action(LEAVE, a.path, f"could not {a.op}: {exc.strerror}", a.target, a.current))
                 continue
             if done is None:
                 continue
             if done:
                 (result.written if a.op == WRITE else result.deleted).append(a.path)
             else:
-                result.left.append(Action(LEAVE, a.path, "changed after the safety capture; left as it is",
-                                          a.target, a.current))
+                _not_done(result, Action(LEAVE, a.path, "changed after the safety capture; left as it is",
+                                         a.target, a.current))
+        if held.pending is not None:
+            _interrupted(store, ws, fs, journal, doc, actions[:reached], held.pending)
         cache.forget(result.written + result.deleted)
         written = {a.path: a.target for a in plan.actions if a.op == WRITE and a.target is not None}
         store.absorb_own_changes(ws, {p: written[p] for p in result.written}, result.deleted, fs.dirs_changed)
         fs.sync()
+        journal.unlink()
+        fsync_dir(journal.parent)
+        result.late_signal = held.pending
+
+
+def _not_done(result: RestoreResult, left: Action) -> None:
+    """A planned write or delete that did not happen: left alone, and the restore is incomplete."""
+    result.left.append(left)
+    result.failed.append(left)
+
+
+def _dir_modes(fs: SafeRoot, actions: list[Action]) -> dict[str, int]:
+    """The modes of the directories the restore removes, so a rollback makes them as they were."""
+    out: dict[str, int] = {}
+    for a in actions:
+        if a.op == RMDIR or (a.op == WRITE and a.current is not None and a.current.kind in ("d", "D")):
+            st = fs.lstat(a.path)
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                out[a.path] = stat.S_IMODE(st.st_mode)
+    return out
+
+
+def _interrupted(store: Store, ws: Path, fs: SafeRoot, journal: Path, doc: dict[str, Any], reached: list[Action],
+                 signum: int) -> None:
+    """Roll back the steps taken, say so, and raise Interrupted (the journal turns into a rollback first).
+
+    The journal is rewritten before anything is put back: a kill during the rollback leaves a journal the
+    next command rolls back further, never one it would finish.
+    """
+    doc["rollback"] = True
+    atomic_write(journal, json.dumps(doc).encode())
+    before = store.files(doc["safety"])
+    steps = [(a.op, a.path, a.target) for a in reached]
+    report = Recovery(str(ws), doc["target"], doc["safety"], rolled_back=True)
+    _roll_back(store, fs, steps, before, doc["dir_modes"], report)
+    store.stat_cache(ws).forget([a.path for a in reached])
+    store.absorb_own_changes(ws, report.put_back, report.removed, True)
+    fs.sync()
+    safety = doc["safety"][:12]
+    if report.left:
+        shown = "; ".join(f"{p}: {why}" for p, why in report.left[:3])
+        more = f" and {len(report.left) - 3} more" if len(report.left) > 3 else ""
+        # The journal goes too: the user stopped this restore, no later command may finish it.
+        journal.unlink()
+        fsync_dir(journal.parent)
+        raise Interrupted(
+            f"the restore was stopped and rolled back except {len(report.left)} path(s) ({shown}{more}), which hold "
+            f"what snapshot {doc['target'][:12]} has or changed meanwhile; `codexr snapshots restore {safety} --yes` "
+            f"puts back the state before the restore (safety snapshot {safety})", signum, rolled_back=False)
     journal.unlink()
     fsync_dir(journal.parent)
+    raise Interrupted(f"the restore was rolled back; nothing changed (safety snapshot {safety})", signum,
+                      rolled_back=True)
 
 
 def _do(store: Store, fs: SafeRoot, a: Action, safety_started_ns: int) -> bool | None:
@@ -499,21 +565,32 @@ def _do(store: Store, fs: SafeRoot, a: Action, safety_started_ns: int) -> bool |
 
 @dataclass
 class Recovery:
-    """What finishing an interrupted restore did."""
+    """What finishing (or rolling back) an interrupted restore did."""
 
     root: str
+    target: str = ""
+    safety: str = ""
+    rolled_back: bool = False  # the restore had been stopped on purpose: its steps were undone, not finished
     finished: list[str] = field(default_factory=list)
     left: list[tuple[str, str]] = field(default_factory=list)
+    put_back: dict[str, Entry] = field(default_factory=dict)  # a rollback's writes (for the change journal)
+    removed: list[str] = field(default_factory=list)  # and its deletes
 
     def summary(self) -> str:
-        """One line for the user: an interrupted restore was found and finished."""
+        """One line for the user naming both snapshots: an interrupted restore was found and finished or undone."""
         left = f", {len(self.left)} left alone (changed since)" if self.left else ""
-        return f"finished an interrupted restore into {self.root}: {len(self.finished)} paths done{left}"
+        target, safety = self.target[:12], self.safety[:12]
+        if self.rolled_back:
+            return (f"rolled back an interrupted restore of snapshot {target} into {self.root}: "
+                    f"{len(self.finished)} paths put back as safety snapshot {safety} holds them{left}")
+        return (f"finished an interrupted restore of snapshot {target} into {self.root}: {len(self.finished)} "
+                f"paths done{left}; safety snapshot {safety} holds the state before it "
+                f"(undo: codexr snapshots restore {safety} --yes)")
 
     def as_json(self) -> dict[str, Any]:
         """Stable JSON shape."""
-        return {"root": self.root, "finished": self.finished,
-                "left": [{"path": p, "reason": r} for p, r in self.left]}
+        return {"root": self.root, "target": self.target, "safety": self.safety, "rolled_back": self.rolled_back,
+                "finished": self.finished, "left": [{"path": p, "reason": r} for p, r in self.left]}
 
 
 def _matches(fs: SafeRoot, path: str, entry: Entry | None) -> bool:
@@ -562,6 +639,8 @@ class _Journal:
     target: str
     actions: list[tuple[str, str, Entry | None]]
     owner: dict[str, Any]
+    rollback: bool = False  # the restore was interrupted on purpose and was being rolled back
+    dir_modes: dict[str, int] = field(default_factory=dict)
 
 
 def _parse_journal(journal: Path) -> _Journal:
@@ -583,9 +662,14 @@ def _parse_journal(journal: Path) -> _Journal:
         owner = doc.get("owner") or {}
         if not isinstance(owner, dict):
             raise ValueError("bad owner")
+        rollback = doc.get("rollback", False)
+        dir_modes = doc.get("dir_modes") or {}
+        if not isinstance(rollback, bool) or not isinstance(dir_modes, dict) or not all(
+                isinstance(m, int) and 0 <= m <= 0o7777 for m in dir_modes.values()):
+            raise ValueError("bad rollback or dir_modes")
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
         raise CorruptStore(f"restore journal {journal} is damaged; move it away to continue") from exc
-    return _Journal(safety_id, target_id, actions, owner)
+    return _Journal(safety_id, target_id, actions, owner, rollback, dir_modes)
 
 
 def _check_against_snapshots(journal: Path, actions: list[tuple[str, str, Entry | None]], target: FileMap,
@@ -620,7 +704,8 @@ def _ancestors(path: str) -> list[str]:
 
 
 def recover(store: Store, root: Path) -> Recovery | None:
-    """Finish an interrupted restore: redo each step whose path still holds its pre-restore state."""
+    """Finish an interrupted restore (redo each step whose path still holds its pre-restore state), or roll back
+    one that was being rolled back when it was killed. Reported through `store.on_recovery`: never silently."""
     journal = store.journal_file(root)
     if not journal.exists():
         return None
@@ -630,7 +715,19 @@ def recover(store: Store, root: Path) -> Recovery | None:
     safety_id, actions = doc.safety, doc.actions
     before_map = store.files(safety_id)
     _check_against_snapshots(journal, actions, store.files(doc.target), before_map)
-    report = Recovery(str(root))
+    report = Recovery(str(root), doc.target, safety_id, rolled_back=doc.rollback)
+    if doc.rollback:
+        with SafeRoot(str(root)) as fs:
+            for d in {parent_of(path) for _op, path, _t in actions}:
+                with contextlib.suppress(OSError, UnsafePath):
+                    fs.clean_temps(d)
+            _roll_back(store, fs, actions, before_map, doc.dir_modes, report)
+            fs.sync()
+        store.stat_cache(root).forget([path for _op, path, _t in actions])
+        journal.unlink()
+        fsync_dir(journal.parent)
+        store.report_recovery(report)
+        return report
     with SafeRoot(str(root)) as fs:
         # First give files a killed delete had set aside their names back (and drop other temps),
         # so a delete cut short before its check is judged, and redone, like any other step.
@@ -677,7 +774,77 @@ def recover(store: Store, root: Path) -> Recovery | None:
     store.stat_cache(root).forget([path for _op, path, _t in actions])
     journal.unlink()
     fsync_dir(journal.parent)
+    store.report_recovery(report)
     return report
+
+
+def _roll_back(store: Store, fs: SafeRoot, steps: list[tuple[str, str, Entry | None]], before: FileMap,
+               dir_modes: dict[str, int], report: Recovery) -> None:
+    """Put each step's path back as the safety capture saw it, last step first.
+
+    A path already as it was is fine; one that holds what the step made is put back; anything else
+    changed meanwhile and is left (reported). Directories a write created are removed again when empty.
+    """
+    for op, path, t in reversed(steps):
+        was = before.get(path)
+        try:
+            if _undo(store, fs, op, path, t, was, dir_modes.get(path), report):
+                report.finished.append(path)
+        except (OSError, UnsafePath, StoreError) as exc:
+            report.left.append((path, f"could not put back: {exc}"))
+    made = {anc for op, path, _t in steps if op == WRITE for anc in _ancestors(path)
+            if witnessed_absent(before, anc)}
+    for anc in sorted(made, key=lambda d: d.count("/"), reverse=True):
+        with contextlib.suppress(OSError, UnsafePath):
+            fs.rmdir(anc)  # only an empty one: it did not exist before the restore
+
+
+def _undo(store: Store, fs: SafeRoot, op: str, path: str, t: Entry | None, was: Entry | None,
+          dir_mode: int | None, report: Recovery) -> bool:
+    """Undo one step if its path holds what the step made; True when it was changed back."""
+    was_dir = was is not None and was.kind in ("d", "D")
+    seen = fs.lstat(path)
+    if op == DELETE and not was_dir and seen is not None and stat.S_ISDIR(seen.st_mode):
+        with contextlib.suppress(OSError):
+            fs.rmdir(path)  # the directory a later write needed where this file stood, emptied just now
+        seen = fs.lstat(path)
+    if op == RMDIR:
+        if seen is None and was_dir:
+            fs.mkdir(path, dir_mode)
+            return True
+        return False
+    if was_dir:
+        if seen is not None and stat.S_ISDIR(seen.st_mode):
+            return False
+    elif _matches(fs, path, was):
+        return False  # never done, or already undone
+    if not _matches(fs, path, t if op == WRITE else None):
+        report.left.append((path, "changed since the restore stopped; left as it is"))
+        return False
+    if was is None or was.kind == "-":
+        assert seen is not None  # it matched the written entry
+        if not fs.unlink(path, stat_key(seen)):
+            report.left.append((path, "changed since the restore stopped; left as it is"))
+            return False
+        report.removed.append(path)
+    elif was_dir:
+        if seen is not None and not fs.unlink(path, stat_key(seen)):
+            report.left.append((path, "changed since the restore stopped; left as it is"))
+            return False
+        fs.mkdir(path, dir_mode)
+    elif was.kind == "f":
+        fs.write_file(path, store.blob_chunks(was.blob), was.mode)
+        report.put_back[path] = was
+    elif was.kind == "l":
+        if seen is not None and stat.S_ISDIR(seen.st_mode):
+            fs.rmdir(path)
+        fs.write_link(path, was.target)
+        report.put_back[path] = was
+    else:
+        why = getattr(was, "reason", was.kind)
+        report.left.append((path, f"the safety capture could not hold it ({why}); left as it is"))
+        return False
+    return True
 
 
 def unified_diff(store: Store, action: Action, context: int = 3, limit: int = 400) -> str:

@@ -348,6 +348,20 @@ class SafeRoot:
             os.rmdir(name, dir_fd=pfd)
         self.dirs_changed = True
 
+    def mkdir(self, rel: str, mode: int | None) -> None:
+        """Create a directory a rolled-back restore had removed (with its old mode, when known)."""
+        with self._parent(rel, True) as (pfd, name):
+            assert pfd is not None
+            self.touched.add(rel.rpartition("/")[0])
+            os.mkdir(name, 0o777 if mode is None else 0o700, dir_fd=pfd)  # None: what the umask gives
+            self.dirs_changed = True
+            if mode is not None:
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=pfd)
+                try:
+                    os.fchmod(fd, mode)
+                finally:
+                    os.close(fd)
+
     def clean_temps(self, rel_dir: str) -> None:
         """Remove temp files a crashed restore left in one directory; put files set aside back.
 

@@ -143,6 +143,10 @@ class Store:
         self._caches: dict[str, StatCache] = {}
         self._watched: dict[str, fastpath.Watched] = {}
         self._volatile: dict[str, SnapshotRecord] = {}  # unlisted snapshots of dry runs, never written
+        # Told of every interrupted restore this store finishes or rolls back (a command prints it), and the
+        # ones it did, in order: a recovery is never silent, whichever operation ran it.
+        self.on_recovery: Callable[[Recovery], None] | None = None
+        self.recoveries: list[Recovery] = []
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -862,6 +866,12 @@ class Store:
             from .restore import recover
 
             return recover(self, ws)
+
+    def report_recovery(self, report: Recovery) -> None:
+        """Record a finished or rolled-back interrupted restore and tell the caller's `on_recovery`."""
+        self.recoveries.append(report)
+        if self.on_recovery is not None:
+            self.on_recovery(report)
 
     def journal_file(self, root: Path) -> Path:
         """Where a running restore of this workspace keeps its journal (FORMAT.md)."""

@@ -1,0 +1,232 @@
+"""A restore stopped by SIGINT/SIGTERM/SIGHUP rolls back; one killed is finished by the next command, which says so.
+
+Real processes and real signals: strace delivers the signal at a chosen `renameat` (each write of a restore renames
+its temp file over the path; a delete renames the file aside first), so it lands mid-apply every time. With the
+resident server on, the server runs under strace and the worker that runs the restore gets the signal.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fs_helpers import tree
+from test_server import Servers
+
+REPO = Path(__file__).parents[1]
+STRACE = shutil.which("strace")
+HEX64 = re.compile(r"\b[0-9a-f]{64}\b")
+pytestmark = pytest.mark.skipif(STRACE is None, reason="needs strace")
+
+
+def _files(ws: Path, version: str) -> None:
+    """300 files in three directories; `version` changes every file's bytes."""
+    for d in range(3):
+        for i in range(100):
+            p = ws / f"d{d}" / f"f{i:03}.txt"
+            p.parent.mkdir(exist_ok=True)
+            p.write_text(f"{version} {d} {i}\n" * (i % 7 + 1))
+
+
+class Rig:
+    """A workspace with snapshot `target` taken, then changed: restoring `target` writes ~300 files, deletes 40."""
+
+    def __init__(self, tmp: Path, servers: Servers | None) -> None:
+        self.ws = tmp / "ws"
+        self.home = tmp / "home"
+        self.ws.mkdir()
+        self.home.mkdir()
+        self.servers: Servers | None = None  # the set-up runs without: its first command would start a server
+        _files(self.ws, "old")
+        self.target = self.ok("snapshots", "capture").stdout.strip()
+        _files(self.ws, "new")
+        (self.ws / "d1" / "f007.txt").unlink()
+        (self.ws / "new").mkdir()
+        for i in range(40):
+            (self.ws / "new" / f"n{i}.txt").write_text(f"added {i}\n")
+        os.chmod(self.ws / "new", 0o705)  # a directory the restore removes: the rollback makes it as it was
+        self.before = tree(self.ws)
+        self.servers = servers
+
+    def env(self) -> dict[str, str]:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(self.home), "CODEXR_SERVER": "0"}
+        if self.servers is not None:
+            env.update(self.servers.env)
+        return env
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "app", *args]
+
+    def run(self, *args: str, strace: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+        argv = self.argv(*args)
+        if strace is not None:
+            argv = [str(STRACE), "-f", "-qq", "-o", os.devnull, *strace, *argv]
+        return subprocess.run(argv, cwd=self.ws, env=self.env(), capture_output=True, text=True, timeout=300,
+                              stdin=subprocess.DEVNULL)
+
+    def ok(self, *args: str) -> subprocess.CompletedProcess[str]:
+        res = self.run(*args)
+        assert res.returncode == 0, (args, res.returncode, res.stdout, res.stderr)
+        assert "Traceback" not in res.stderr
+        return res
+
+    def journals(self) -> list[Path]:
+        return list((self.home / "file_snapshots" / "journal").glob("*.json"))
+
+
+def _inject(sig: str, when: int) -> list[str]:
+    return ["-e", "trace=renameat", "-e", f"inject=renameat:signal={sig}:when={when}"]
+
+
+@pytest.fixture(params=["local", "server"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+class TracedServer:
+    """The resident server started under strace: the worker that runs a command gets the injected signal."""
+
+    def __init__(self, servers: Servers, strace: list[str]) -> None:
+        env = {**os.environ, **servers.env}
+        probe = subprocess.run(
+            [sys.executable, "-c", "import sys, os, marshal; from app.launch import socket_path; "
+             "print(socket_path()); print(marshal.dumps([os.path.abspath(p) if p else os.getcwd() "
+             "for p in sys.path]).hex())"], env=env, capture_output=True, text=True, check=True, cwd=REPO)
+        path, sys_path = probe.stdout.split()
+        code = ("import sys, os, marshal; sys.path[:] = marshal.loads(bytes.fromhex(os.environ.pop("
+                "'CODEXR_SERVER_SYS_PATH'))); from app.server import main; main(sys.argv[1])")
+        with open(path + ".log", "ab") as log:
+            self.proc = subprocess.Popen(
+                [str(STRACE), "-f", "-qq", "-o", os.devnull, *strace, sys.executable, "-c", code, path],
+                env={**env, "CODEXR_SERVER_SYS_PATH": sys_path}, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True, cwd="/")
+        while True:  # listening once it accepts (no time limit asserted: the test's own timeout bounds it)
+            with socket.socket(socket.AF_UNIX) as s:
+                try:
+                    s.connect(path)
+                    break
+                except OSError:
+                    assert self.proc.poll() is None, servers.log()
+                    time.sleep(0.05)
+        self.servers = servers
+
+    def close(self) -> None:
+        self.servers.stop()
+        self.proc.wait(timeout=60)
+
+
+@pytest.fixture
+def servers() -> Iterator[Servers]:
+    s = Servers()
+    try:
+        yield s
+    finally:
+        with __import__("contextlib").suppress(Exception):
+            s.stop()
+        shutil.rmtree(s.dir, ignore_errors=True)
+
+
+def _restore_with_signal(rig: Rig, mode: str, servers: Servers, sig: str, when: int
+                         ) -> subprocess.CompletedProcess[str]:
+    """`snapshots restore TARGET --yes` with signal `sig` delivered at its `when`-th renameat."""
+    if mode == "local":
+        return rig.run("snapshots", "restore", rig.target, "--yes", strace=_inject(sig, when))
+    traced = TracedServer(servers, _inject(sig, when))
+    try:
+        res = rig.run("snapshots", "restore", rig.target, "--yes")
+        assert any(cmd == "snapshots" for _w, _c, cmd in servers.served()), servers.log()
+    finally:
+        traced.close()
+    return res
+
+
+@pytest.mark.parametrize("sig", ["INT", "TERM", "HUP"])
+def test_a_signal_mid_restore_rolls_it_back_and_says_so(tmp_path: Path, mode: str, servers: Servers,
+                                                        sig: str) -> None:
+    rig = Rig(tmp_path, servers if mode == "server" else None)
+    res = _restore_with_signal(rig, mode, servers, sig, 120)
+    signum = getattr(signal, f"SIG{sig}")
+    assert res.returncode == (130 if sig == "INT" else -signum), (res.returncode, res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("codexr: interrupted: the restore was rolled back; nothing changed (safety snapshot "), \
+        lines[0]
+    assert tree(rig.ws) == rig.before, "the workspace is not as it was before the restore"
+    assert (rig.ws / "new").stat().st_mode & 0o7777 == 0o705
+    assert rig.journals() == []
+    # The next, unrelated command finishes nothing and changes nothing.
+    cap = rig.ok("snapshots", "capture")
+    assert "interrupted" not in cap.stderr, cap.stderr
+    assert tree(rig.ws) == rig.before
+
+
+def test_a_restore_killed_mid_apply_is_finished_by_the_next_command_which_names_both_snapshots(
+        tmp_path: Path, mode: str, servers: Servers) -> None:
+    rig = Rig(tmp_path, servers if mode == "server" else None)
+    target_tree = None
+    res = _restore_with_signal(rig, mode, servers, "KILL", 120)
+    assert res.returncode == -9, (res.returncode, res.stdout, res.stderr)
+    assert len(rig.journals()) == 1
+    cap = rig.ok("snapshots", "capture")
+    line = [x for x in cap.stderr.splitlines() if "interrupted restore" in x]
+    assert len(line) == 1, cap.stderr
+    assert f"finished an interrupted restore of snapshot {rig.target[:12]} into {rig.ws}" in line[0], line[0]
+    safety = re.search(r"safety snapshot ([0-9a-f]{12}) holds the state before it", line[0])
+    assert safety is not None, line[0]
+    assert rig.journals() == []
+    # The finished restore is the target's state: restoring the target again changes nothing.
+    target_tree = tree(rig.ws)
+    again = rig.ok("snapshots", "restore", rig.target, "--yes")
+    assert "wrote" not in again.stdout and "deleted" not in again.stdout, again.stdout
+    # And the named safety snapshot is the state before the restore.
+    rig.ok("snapshots", "restore", safety.group(1), "--yes")
+    assert tree(rig.ws) == rig.before
+    assert target_tree != rig.before
+
+
+CHATTR = shutil.which("chattr")
+
+
+@pytest.mark.skipif(CHATTR is None or os.geteuid() != 0, reason="needs chattr as root (mode bits do not stop root)")
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_restore_that_could_not_write_a_path_exits_3_and_names_it(tmp_path: Path, as_json: bool) -> None:
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    home.mkdir()
+    (ws / "a.txt").write_text("a old\n")
+    (ws / "b.txt").write_text("b old\n")
+    rig_env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home), "CODEXR_SERVER": "0"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "app", *args], cwd=ws, env=rig_env, capture_output=True,
+                              text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+    snap = run("snapshots", "capture").stdout.strip()
+    (ws / "a.txt").write_text("a new\n")
+    (ws / "b.txt").write_text("b new\n")
+    subprocess.run([str(CHATTR), "+i", str(ws / "a.txt")], check=True)
+    try:
+        res = run("snapshots", "restore", snap, "--yes", *(["--json"] if as_json else []))
+    finally:
+        subprocess.run([str(CHATTR), "-i", str(ws / "a.txt")], check=True)
+    assert res.returncode == 3, (res.returncode, res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr
+    assert (ws / "a.txt").read_text() == "a new\n" and (ws / "b.txt").read_text() == "b old\n"
+    if as_json:
+        doc = __import__("json").loads(res.stdout)
+        assert [f["path"] for f in doc["failed"]] == ["a.txt"], doc
+        assert doc["failed"][0]["reason"].startswith("could not write"), doc
+        assert doc["written"] == ["b.txt"]
+    else:
+        assert re.search(r"^left    a\.txt  \(could not write: ", res.stdout, re.M), res.stdout
+        assert "codexr: error: the restore is incomplete: 1 planned change(s) were not made" in res.stderr
