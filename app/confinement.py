@@ -124,6 +124,18 @@ def peer_pidfd(sock: _Sock) -> int | None:
         return None
 
 
+def peer(sock: _Sock) -> tuple[int, tuple[str, ...]] | None:
+    """The pid and fingerprint of the process at the other end of the unix socket `sock`, read while it was
+    provably that process (None: the kernel cannot name it, it is gone, or it may not be read)."""
+    pidfd = peer_pidfd(sock)
+    if pidfd is None:
+        return None
+    try:
+        return of_peer(pidfd)
+    finally:
+        os.close(pidfd)
+
+
 def in_codex_sandbox(env: Mapping[str, str]) -> bool:
     """Whether `env` is that of a command Codex runs in its sandbox (by the variables it sets there)."""
     return any(name.startswith(SANDBOX_VARS) for name in env)

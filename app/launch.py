@@ -372,13 +372,7 @@ def _verified(sock: _socket.socket, path: str) -> bool:
         return False
     if uid != os.getuid():
         return False
-    pidfd = confinement.peer_pidfd(sock)
-    if pidfd is None:
-        return False
-    try:
-        peer = confinement.of_peer(pidfd)
-    finally:
-        os.close(pidfd)
+    peer = confinement.peer(sock)
     if peer is None or peer[1] != confinement.fingerprint("self"):
         return False
     try:

@@ -242,13 +242,7 @@ def _same_user(conn: Any) -> bool:
     if sock.family == socket.AF_UNIX:
         from . import confinement
 
-        pidfd = confinement.peer_pidfd(sock)
-        if pidfd is None:
-            return False
-        try:
-            peer = confinement.of_peer(pidfd)
-        finally:
-            os.close(pidfd)
+        peer = confinement.peer(sock)
         return peer is not None and peer[1] == confinement.fingerprint("self")
     return _tcp_peer_uid(sock) == os.getuid()
 

@@ -473,13 +473,16 @@ def _work(conn: socket.socket, ctrl: socket.socket | None) -> int:
     log = _high(os.dup(2))  # the server's log: fd 2 becomes the client's stderr
     try:
         _same_confinement(conn)  # before anything of the caller's is sent (its descriptors, its environment)
+    except Exception as exc:
+        return 0 if _hung_up(conn) else _refuse(conn, log, exc)  # hung up: a probe, nothing to refuse
+    try:
         conn.sendall(b"hi\n")
+    except OSError:
+        return 0  # a probe (a test's) that connected and left: nothing to say
+    try:
         request = _take(conn, log)
     except Exception as exc:
-        _log(log, f"refused: {exc}")
-        with contextlib.suppress(OSError):
-            conn.sendall(b"refuse " + str(exc).encode(errors="replace")[:500] + b"\n")
-        return 3
+        return _refuse(conn, log, exc)
     try:
         conn.sendall(b"ok %d\n" % os.getpid())  # the caller signals this pid (through a pidfd)
         conn.settimeout(REQUEST_TIMEOUT)
@@ -511,6 +514,24 @@ def _work(conn: socket.socket, ctrl: socket.socket | None) -> int:
     with contextlib.suppress(OSError):
         conn.sendall(b"exit %d\n" % code)
     return code
+
+
+def _refuse(conn: socket.socket, log: int, exc: Exception) -> int:
+    """Say why this caller is not served (it then runs the command itself) and end the worker."""
+    _log(log, f"refused: {exc}")
+    with contextlib.suppress(OSError):
+        conn.sendall(b"refuse " + str(exc).encode(errors="replace")[:500] + b"\n")
+    return 3
+
+
+def _hung_up(conn: socket.socket) -> bool:
+    """Whether the caller has closed its end (a caller sends nothing before `hi`: a live one reads as empty)."""
+    try:
+        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
 
 
 def _high(fd: int) -> int:
@@ -584,15 +605,10 @@ def _same_confinement(conn: socket.socket) -> None:
     """Refuse a caller confined otherwise than the server: other credentials, groups, capabilities, namespaces,
     seccomp filters, `no_new_privs`, root, cgroup or LSM label (app/confinement.py). A command runs here only as it
     would in a process of the caller's own; else the caller runs it itself."""
-    pidfd = confinement.peer_pidfd(conn)
-    if pidfd is None:
-        raise PermissionError("this kernel does not name the caller's process (SO_PEERPIDFD, Linux 6.5)")
-    try:
-        peer = confinement.of_peer(pidfd)
-    finally:
-        os.close(pidfd)
+    peer = confinement.peer(conn)
     if peer is None:
-        raise PermissionError("the caller's process could not be read (gone, or not this user's to read)")
+        raise PermissionError("the caller's process could not be named or read (gone, not this user's to read, "
+                              "or a kernel without SO_PEERPIDFD, Linux 6.5)")
     if OWN is None or peer[1] != OWN:
         differ = sorted({f.split(":", 1)[0].split(" ", 1)[0] for f in set(peer[1]) ^ set(OWN or ())})
         raise PermissionError(f"client {peer[0]} is confined otherwise than the server ({', '.join(differ)[:200]})")

@@ -53,8 +53,10 @@ class Servers:
         self.dir = Path(tempfile.mkdtemp(prefix="crx-", dir=private_base()))
         os.chmod(self.dir, 0o700)
         # PYTHONSAFEPATH: `-m` puts no current directory first on sys.path, so one server serves every cwd.
+        # CODEXR_SERVER_START_TIMEOUT: a loaded CI machine (or a server under strace) must not make a command
+        # give up on its worker and run by itself, which these tests would take for a server that did not serve.
         self.env = {"CODEXR_SERVER": "1", "CODEXR_RUNTIME_DIR": str(self.dir), "PYTHONSAFEPATH": "1",
-                    "PYTHONPATH": str(REPO)}
+                    "PYTHONPATH": str(REPO), "CODEXR_SERVER_START_TIMEOUT": "60"}
 
     def run(self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
             **kw: object) -> subprocess.CompletedProcess[str]:

@@ -38,26 +38,25 @@ def input_text(params: dict[str, Any]) -> str:
     return "\n".join(str(i.get("text") or "") for i in items if isinstance(i, dict) and i.get("type") == "text")
 
 
-def turn_id_of(msg: dict[str, Any]) -> str | None:
-    """The turn a notification belongs to (`turnId`, or `turn.id` for turn/started and turn/completed)."""
+def _named(msg: dict[str, Any], what: str) -> str | None:
+    """`params.<what>Id`, or `params.<what>.id`: the turn or thread a notification is about."""
     params = msg.get("params")
     if not isinstance(params, dict):
         return None
-    if isinstance(params.get("turnId"), str):
-        return str(params["turnId"])
-    turn = params.get("turn")
-    return str(turn["id"]) if isinstance(turn, dict) and isinstance(turn.get("id"), str) else None
+    if isinstance(params.get(f"{what}Id"), str):
+        return str(params[f"{what}Id"])
+    inner = params.get(what)
+    return str(inner["id"]) if isinstance(inner, dict) and isinstance(inner.get("id"), str) else None
+
+
+def turn_id_of(msg: dict[str, Any]) -> str | None:
+    """The turn a notification belongs to (`turnId`, or `turn.id` for turn/started and turn/completed)."""
+    return _named(msg, "turn")
 
 
 def thread_of(msg: dict[str, Any]) -> str | None:
     """The thread a notification is about (`threadId`, or `thread.id`)."""
-    params = msg.get("params")
-    if not isinstance(params, dict):
-        return None
-    if isinstance(params.get("threadId"), str):
-        return str(params["threadId"])
-    thread = params.get("thread")
-    return str(thread["id"]) if isinstance(thread, dict) and isinstance(thread.get("id"), str) else None
+    return _named(msg, "thread")
 
 
 class RecordingObserver(Observer):
