@@ -100,6 +100,8 @@ def _decline_noninteractive(req: ApprovalRequest) -> str:
 
 
 def _exec(ctx: Context, args: argparse.Namespace) -> int:
+    if not args.prompt.strip():  # `codex exec` refuses it too ("No prompt provided"): before Codex starts
+        raise UsageError("empty prompt: give the prompt text as the argument")
     with open_session(ctx, args, approval=_decline_noninteractive) as session:
         from .session import ensure_thread
 

@@ -481,6 +481,20 @@ def test_usage_errors_are_one_line(cli: Cli) -> None:
     assert_one_line_error(no_codex, "cannot start Codex", "untrusted")
 
 
+def test_exec_refuses_an_empty_prompt_as_codex_does(cli: Cli) -> None:
+    """Issue 18 §1.5: an empty or blank prompt is a usage error; Codex never starts, no snapshot is taken."""
+    (cli.ws / "kept.txt").write_text("kept\n")
+    before = tree(cli.ws)
+    empty, blank = cli.run("exec", ""), cli.run("exec", "--json", "  \n\t ")
+    assert_one_line_error(empty, "empty prompt")
+    assert_one_line_error(blank, "empty prompt")
+    assert tree(cli.ws) == before
+    assert cli.model.requests == [], "an empty prompt reached the model"
+    with Store.open(cli.home / "file_snapshots", protected=[cli.home]) as store:
+        assert store.list_snapshots(None) == [], "an empty prompt took snapshots"
+    assert cli.threads() == {}, "an empty prompt left a thread behind"
+
+
 def test_provider_failure_exits_1_with_the_error(cli: Cli) -> None:
     cli.model.script("explode", [fail(500)])
     default, no_retry = cli.many(
