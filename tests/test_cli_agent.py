@@ -13,7 +13,10 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import queue
 import re
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -493,6 +496,60 @@ def test_exec_refuses_an_empty_prompt_as_codex_does(cli: Cli) -> None:
     with Store.open(cli.home / "file_snapshots", protected=[cli.home]) as store:
         assert store.list_snapshots(None) == [], "an empty prompt took snapshots"
     assert cli.threads() == {}, "an empty prompt left a thread behind"
+
+
+def test_exec_shows_codex_retries_as_they_come_then_one_line_when_it_gives_up(cli: Cli) -> None:
+    """Issue 18 §1.3: each of Codex's own retry notices is on stderr; its giving up is one line and exit 1."""
+    cli.model.script("always down", [fail(500)])
+    res = cli.run("-c", "model_providers.mock.stream_max_retries=2", "exec", "the provider is always down")
+    assert res.returncode == 1, show(res)
+    assert res.stdout == "" and "Traceback" not in res.stderr, show(res)
+    lines = res.stderr.splitlines()
+    retries = [i for i, line in enumerate(lines) if re.match(r"codexr: Codex retries: Reconnecting\.\.\. \d/2", line)]
+    assert [lines[i].split("Reconnecting... ")[1][:3] for i in retries] == ["1/2", "2/2"], show(res)
+    failed = [i for i, line in enumerate(lines) if line.startswith("codexr: turn failed: ")]
+    assert len(failed) == 1 and failed[0] > retries[-1], show(res)
+    assert re.match(r"thread \S+\s+turn \S+\s+failed", lines[-1]), show(res)
+    assert len(cli.requests_for("the provider is always down")) == 3
+
+
+def test_exec_with_an_unreachable_provider_says_so_while_codex_waits(cli: Cli) -> None:
+    """Issue 18 §1.3: nothing listens at the provider's address. Codex then waits for the network with no
+    limit of its own (not bounded by stream_max_retries); codexr says so at once, and Ctrl+C ends it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again below: nothing listens there
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
+           **write_codex_home(cli.tmp / "home-down", f"http://127.0.0.1:{port}/v1")}
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "exec", "hello, anyone there?"], cwd=cli.ws, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own group, as a terminal's foreground job is
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stderr is not None
+    reader = threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stderr or ()], daemon=True)
+    reader.start()
+    seen: list[str] = []
+    try:
+        while not any("Reconnecting" in ln for ln in seen):
+            try:
+                seen.append(lines.get(timeout=TIMEOUT_S))
+            except queue.Empty:
+                raise AssertionError(f"no retry notice on stderr:\n{''.join(seen)}") from None
+        notice = next(ln for ln in seen if "Reconnecting" in ln)
+        assert notice.startswith("codexr: Codex retries: Reconnecting... waiting for network"), seen
+        assert "Ctrl+C" in notice, seen
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl+C in the terminal
+        rc = proc.wait(TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(TIMEOUT_S)
+    while not lines.empty():
+        seen.append(lines.get_nowait())
+    assert rc == 130, "".join(seen)
+    assert seen[-1] == "codexr: interrupted\n", "".join(seen)
+    assert "Traceback" not in "".join(seen)
 
 
 def test_provider_failure_exits_1_with_the_error(cli: Cli) -> None:
