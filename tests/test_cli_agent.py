@@ -37,6 +37,7 @@ from app.scripted_model import (
     last_user_text,
     message,
     message_texts,
+    patch,
     update_file,
     user_texts,
     write_codex_home,
@@ -225,6 +226,28 @@ def test_exec_fresh_workspace_text_and_json_never_reads_stdin(cli: Cli) -> None:
     assert doc["thread_id"] and doc["turn_id"] and doc["thread_id"] != doc["turn_id"]
     assert (other / "sub" / "more.txt").read_bytes() == b"more\n"
     assert len(cli.requests_for("please make notes")) == 2 and len(cli.requests_for("please make more")) == 2
+
+
+def test_exec_json_lists_patches_outside_the_workspace_as_rewinds_show_them(cli: Cli) -> None:
+    """Issue 18 §1.9: files_changed names what the agent patched outside the workspace (absolute paths, as a
+    rewind's plan shows them), since a rewind restores those too."""
+    outside = cli.tmp / "outside"
+    outside.mkdir()
+    (outside / "edit.txt").write_text("one\ntwo\n")
+    (outside / "gone.txt").write_text("bye\n")
+    cli.model.script("reach out", [patch(
+        "*** Begin Patch\n"
+        "*** Add File: inside.txt\n+in\n"
+        f"*** Add File: {outside}/new.txt\n+made outside\n"
+        f"*** Update File: {outside}/edit.txt\n@@\n one\n-two\n+TWO\n"
+        f"*** Delete File: {outside}/gone.txt\n"
+        "*** End Patch\n"), message("reached out")])
+    doc = cli.json("exec", "please reach out")
+    assert doc["status"] == "completed", doc
+    expected = sorted(["inside.txt", str(outside / "new.txt"), str(outside / "edit.txt"), str(outside / "gone.txt")])
+    assert doc["files_changed"] == expected, doc
+    plan = cli.json("rewind", "--thread", doc["thread_id"], "--to", "1", "--dry-run")["restore"]["plan"]
+    assert {a["path"] for a in plan if a["op"] in ("write", "delete")} == set(expected), plan
 
 
 def test_exec_continues_a_thread_by_id_and_with_last(cli: Cli) -> None:
