@@ -354,6 +354,58 @@ def test_rewind_modes_and_turn_id_target(cli: Cli) -> None:
     assert tree(cli.ws) == trees[1]
 
 
+def test_a_later_prompts_pre_edit_state_is_named_in_every_plan(cli: Cli) -> None:
+    """Issue 18 §1.8 (ported from a peer project's tests): a file outside the workspace, created after prompt 1
+    and deleted by prompt 2's patch. A rewind to prompt 1 still writes back what the patch undid, but every
+    front end's plan says whose state that is: before prompt 2, before prompt 1 unknown."""
+    from app.driver import Driver
+    from app.tui.labels import plan_line
+
+    sib = cli.workspace("sib")
+    late = sib / "late.txt"
+    cli.model.script("lp-first", [add_file("first.txt", "one\n"), message("first")])
+    cli.model.script("lp-second", [patch(f"*** Begin Patch\n*** Delete File: {late}\n*** End Patch\n"),
+                                   message("second")])
+    thread = cli.json("exec", "lp-first step")["thread_id"]
+    late.write_text("made after prompt 1\n")  # by the user, outside the workspace: no snapshot holds it
+    assert cli.json("exec", "--last", "lp-second step")["status"] == "completed"
+    assert not late.exists()
+    later = "state before prompt 2; before prompt 1 unknown"
+
+    # the CLI (text and JSON)
+    text = cli.ok("rewind", "--thread", thread, "--to", "1", "--dry-run").stdout
+    line = next(ln for ln in text.splitlines() if str(late) in ln)
+    assert line.split()[0] == "write" and later in line, text
+    own = cli.json("rewind", "--thread", thread, "--to", "2", "--dry-run")["restore"]["plan"]
+    reason = next(a["reason"] for a in own if a["path"] == str(late))
+    assert "unknown" not in reason and "prompt 2" not in reason, own  # prompt 2's own state: nothing to add
+
+    # the line mode, on a pipe: the plan before the question (declined)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost", **cli.env}
+    res = subprocess.run([sys.executable, "-m", "app.cli", "--plain", "resume", thread], cwd=cli.ws, env=env,
+                         input="/rewind 1 files\nn\n", capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert res.returncode == 0, show(res)
+    line = next(ln for ln in res.stdout.splitlines() if str(late) in ln and "write" in ln)
+    assert later in line, res.stdout
+
+    # the app: its preview comes from the driver, each step drawn by plan_line
+    opts = SessionOptions(cwd=cli.ws, codex_home=cli.home, settings=load_settings(cli.home), env=cli.env)
+    driver = Driver(opts, lambda _ev: None, thread_id=thread)
+    try:
+        assert driver.start()
+        preview = driver.rewind_preview(1, "files")
+    finally:
+        driver.close()
+    assert preview.restore is not None
+    step = next(a for a in preview.restore.plan.actions if a.path == str(late))
+    assert step.op == "write" and later in plan_line(step, None)
+
+    # and the rewind still writes back what the patch undid
+    done = cli.json("rewind", "--thread", thread, "--to", "1", "--files-only", "--yes")
+    assert str(late) in done["restore"]["written"], done
+    assert late.read_text() == "made after prompt 1\n" and not (cli.ws / "first.txt").exists()
+
+
 def test_rewind_to_the_first_prompt_then_redo_or_continue(cli: Cli) -> None:
     cli.model.script("only prompt", [add_file("first.txt", "1\n"), message("made first")])
     t, _outcomes, trees = cli.seed(["the only prompt"])
