@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .context import Context, UsageError
@@ -101,12 +102,42 @@ def _decline_noninteractive(req: ApprovalRequest) -> str:
     return "decline"
 
 
+def retry_notices() -> Callable[[str, dict[str, Any]], None]:
+    """A turn's event callback that says each of Codex's own retries on stderr as it happens.
+
+    Codex retries a failing provider by itself (`error` notifications with `willRetry`); without these
+    lines `codexr exec` looked hung. When nothing answers at the provider's address at all, Codex waits
+    for the network with no limit of its own (verified with 0.163.0: retries 5, 10, 20, 40 s apart and
+    on, `stream_max_retries` does not bound it), so the first such notice says how to stop. Codex's
+    giving up (`willRetry: false`) is the turn's error, which the caller prints once.
+    """
+    waiting_said = False
+
+    def on_event(method: str, params: dict[str, Any]) -> None:
+        nonlocal waiting_said
+        if method != "error" or not params.get("willRetry"):
+            return
+        err = params.get("error")
+        err = err if isinstance(err, dict) else {"message": str(err)}
+        text = " ".join(str(err.get("message") or "retrying").split())
+        details = " ".join(str(err.get("additionalDetails") or "").split())
+        line = f"codexr: Codex retries: {text}" + (f" ({details})" if details and details not in text else "")
+        if "waiting for network" in text and not waiting_said:
+            waiting_said = True
+            line += "; it cannot reach the model provider and keeps waiting without a limit: Ctrl+C stops"
+        print(line, file=sys.stderr, flush=True)
+
+    return on_event
+
+
 def _exec(ctx: Context, args: argparse.Namespace) -> int:
+    if not args.prompt.strip():  # `codex exec` refuses it too ("No prompt provided"): before Codex starts
+        raise UsageError("empty prompt: give the prompt text as the argument")
     with open_session(ctx, args, approval=_decline_noninteractive) as session:
         from .session import ensure_thread
 
         thread = ensure_thread(session, args.thread, args.last)
-        out = session.run_turn(thread, args.prompt)
+        out = session.run_turn(thread, args.prompt, retry_notices())
     if out.notice:
         print(f"codexr: {out.notice}", file=sys.stderr)
     if ctx.json:

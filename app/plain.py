@@ -383,11 +383,12 @@ class LineMode:
     """The REPL: prompts go to the driver, slash commands to its rewind/redo/... methods."""
 
     def __init__(self, opts: SessionOptions, *, banner: str = "", reader: Reader | None = None,
-                 out: TextIO | None = None) -> None:
+                 out: TextIO | None = None, thread_id: str | None = None, resume_last: bool = False) -> None:
         self.out = out or sys.stdout
         self.printer = Printer(self.out)
         self.events: queue.Queue[Any] = queue.Queue()
-        self.driver = Driver(opts, self.events.put)
+        self.driver = Driver(opts, self.events.put, thread_id=thread_id, resume_last=resume_last)
+        self.resuming = thread_id is not None or resume_last
         self.stdin = sys.stdin
         self.reader = reader or (TerminalReader() if sys.stdin.isatty() else PipeReader(sys.stdin, self.out))
         self.banner = banner
@@ -406,6 +407,11 @@ class LineMode:
             self.drain()
             if not ok:
                 return 1
+            if self.resuming and self.driver.thread_id is None:
+                if isinstance(self.reader, PipeReader):  # a script's prompts never go to a thread it did not name
+                    p.line("error: no thread was resumed: nothing is read from the input")
+                    return 2
+                p.line("no thread was resumed: your first prompt starts a new one")
             p.line("type a prompt, or /help")
             while True:
                 self.drain()
@@ -856,6 +862,7 @@ class LineMode:
         self.printer.block(KEYS)
 
 
-def run_plain(opts: SessionOptions, *, banner: str = "") -> int:
-    """`codexr --plain`: the session in line mode until Ctrl+D or /quit."""
-    return LineMode(opts, banner=banner).run()
+def run_plain(opts: SessionOptions, *, banner: str = "", thread_id: str | None = None,
+              resume_last: bool = False) -> int:
+    """`codexr --plain [resume ID|--last]`: the session in line mode until Ctrl+D or /quit (a pipe works too)."""
+    return LineMode(opts, banner=banner, thread_id=thread_id, resume_last=resume_last).run()

@@ -157,6 +157,10 @@ class Recorder:
 
             self.sidecars.update(thread_id, bind_post)
         changed = set(state.touched)
+        # Outside the workspace only the agent's patches are recorded (and a rewind restores them): name them
+        # by absolute path, as the rewind's plan does.
+        changed.update(path for ch in state.patches for path in (ch.path, ch.move_path)
+                       if path and relative_to(str(self.cwd), path) is None)
         if pre is not None and post is not None:
             # Shell commands change files too: the snapshots, not apply_patch items, say what changed.
             with contextlib.suppress(StoreError):

@@ -9,7 +9,7 @@ outside it they form a states snapshot restored path by path (`snapshot_store.st
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from snapshot_store import RestorePlan, RestoreResult, Store
@@ -20,6 +20,7 @@ from snapshot_store.states import STATES_ROOT, key_path
 from .sidecar import ThreadSidecar, relative_to
 
 FROM_PATCH = "pre-edit state from the agent's patch"
+LATER = "state before prompt {n}; before prompt {to} unknown"
 SHELL_NOTE = ("{n} of the prompts undone ran shell commands: files they changed outside the workspace are not "
               "covered (only the agent's patches are recorded there)")
 
@@ -32,6 +33,7 @@ class RewindTargets:
     outside: dict[str, Entry] = field(default_factory=dict)  # absolute-path key -> pre-edit entry
     unrecoverable: dict[str, str] = field(default_factory=dict)  # shown path -> why
     how: dict[str, str] = field(default_factory=dict)  # shown path -> how a deleted file's mode and type were decided
+    later: dict[str, str] = field(default_factory=dict)  # shown path -> "state before prompt N" (N after the target)
     commands: int = 0  # prompts undone that ran shell commands
 
     def notes(self) -> list[str]:
@@ -39,15 +41,20 @@ class RewindTargets:
         return [SHELL_NOTE.format(n=self.commands)] if self.commands else []
 
 
-def rewind_targets(store: Store, cwd: str, side: ThreadSidecar, turn_ids: Iterable[str],
+def rewind_targets(store: Store, cwd: str, side: ThreadSidecar, turns: Mapping[str, int],
                    pre_snapshot: str) -> RewindTargets:
-    """Collect the pre-edit states of the turns undone (earliest wins per path)."""
+    """Collect the pre-edit states of the turns undone (`turns`: turn id -> prompt number; earliest wins per path).
+
+    A path first patched by a prompt after the target gets that prompt's pre-edit state: what the patch undid is
+    still restored, but the plan must not pass it off as the target's state, which nothing recorded.
+    """
     out = RewindTargets()
     pre_map = store.files(pre_snapshot)
     decided: set[str] = set()
-    wanted = set(turn_ids)
+    target = min(turns.values(), default=0)
     for rec in side.turns:  # in the order the prompts ran
-        if rec.turn_id not in wanted:
+        number = turns.get(rec.turn_id)
+        if number is None:
             continue
         if rec.commands:
             out.commands += 1
@@ -69,6 +76,8 @@ def rewind_targets(store: Store, cwd: str, side: ThreadSidecar, turn_ids: Iterab
             how = hows.get(path) if isinstance(hows, dict) else None
             if isinstance(how, str) and not isinstance(what, str):
                 out.how[rel if rel is not None else path] = how
+            if number != target and not isinstance(what, str):
+                out.later[rel if rel is not None else path] = LATER.format(n=number, to=target)
             if isinstance(what, str):
                 out.unrecoverable[rel if rel is not None else path] = what
             elif rel is not None:
@@ -115,8 +124,8 @@ def merged_plan(ws: RestorePlan, outside: RestorePlan | None, targets: RewindTar
             a = replace(a, reason=f"{a.reason}; {reason}")
         actions.append(a)
     actions += _outside_actions(outside, reason)
-    if targets is not None and targets.how:
-        actions = [replace(a, reason=f"{a.reason}; {targets.how[a.path]}") if a.op != LEAVE and a.path in targets.how
+    for extra in (targets.later, targets.how) if targets is not None else ():
+        actions = [replace(a, reason=f"{a.reason}; {extra[a.path]}") if a.op != LEAVE and a.path in extra
                    else a for a in actions]
     if targets is not None:
         actions += [Action(LEAVE, p, why) for p, why in sorted(targets.unrecoverable.items())]

@@ -685,8 +685,8 @@ class Session:
         ws_target = out_target = None
         if files and target.pre:
             # Paths the pre-turn snapshot does not hold get the pre-edit state the agent's patch recorded.
-            targets = rewind_targets(self.store, str(self.cwd), side, [p.turn_id for p in prompts[target.number - 1:]],
-                                     target.pre) if side else RewindTargets()
+            undone = {p.turn_id: p.number for p in prompts[target.number - 1:]}
+            targets = rewind_targets(self.store, str(self.cwd), side, undone, target.pre) if side else RewindTargets()
             label = f"rewind to: {target.text[:50]}"
             ws_target = inside_target(self.store, str(self.cwd), target.pre, targets, label, not dry_run)
             out_target = outside_target(self.store, targets, label, not dry_run)

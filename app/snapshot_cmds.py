@@ -193,12 +193,15 @@ def print_plan(store: Store, plan: RestorePlan, with_diff: bool) -> None:
     shown = [a for a in plan.actions if a.op != "rmdir"]
     if not shown:
         print("nothing to do: the workspace already matches the snapshot")
+    diffs = {}
+    if with_diff:
+        from .changes import plan_diffs  # the current side from the disk: a dry run stores no blob of it
+
+        diffs = plan_diffs(store, plan)
     for a in shown:
         print(f"{labels[a.op]} {show_path(a.path)}  ({a.reason})")
-        if with_diff and a.op in ("write", "delete"):
-            from snapshot_store.restore import unified_diff
-
-            sys.stdout.write(unified_diff(store, a))
+        if a.path in diffs:
+            sys.stdout.write(show_path(diffs[a.path][1]))
     w, d, left = len(plan.writes), len(plan.deletes), len(plan.left)
     print(f"{w} to write, {d} to delete, {left} left alone")
     for note in plan.notes:

@@ -42,7 +42,7 @@ def add_app_flags(parser: argparse.ArgumentParser) -> None:
 
 def check_app_flags(args: argparse.Namespace) -> None:
     """--record with a command that is not the app: say so rather than ignore it."""
-    if getattr(args, "record", None) and args.handler not in (run_app, _resume):
+    if getattr(args, "record", None) and (args.handler not in (run_app, _resume) or getattr(args, "plain", False)):
         raise UsageError("--record works with the app only (codexr, codexr resume)")
 
 
@@ -117,6 +117,11 @@ def _resume(ctx: Context, args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from exc
     if not args.thread and not args.last:
         args.last = True  # `codexr resume` alone: the most recent thread here
+    if getattr(args, "plain", False):  # line mode reads a pipe as well as a terminal: no terminal check
+        from .agent_cmds import session_options
+        from .plain import run_plain
+
+        return run_plain(session_options(ctx, args), thread_id=args.thread, resume_last=bool(args.last))
     return run_app(ctx, args, thread_id=args.thread, resume_last=bool(args.last))
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import difflib
 import errno
 import json
 import os
@@ -845,27 +844,3 @@ def _undo(store: Store, fs: SafeRoot, op: str, path: str, t: Entry | None, was: 
         report.left.append((path, f"the safety capture could not hold it ({why}); left as it is"))
         return False
     return True
-
-
-def unified_diff(store: Store, action: Action, context: int = 3, limit: int = 400) -> str:
-    """A text diff from the current content to the target content, for previews."""
-    def text(entry: Entry | None) -> list[str] | None:
-        if entry is None or entry.kind not in ("f", "l"):
-            return []
-        if entry.kind == "l":
-            return [f"symlink -> {entry.target}\n"]
-        if entry.size > 2 * 1024 * 1024:
-            return None
-        data = b"".join(store.blob_chunks(entry.blob))
-        if b"\0" in data[:8192]:
-            return None
-        return data.decode("utf-8", "replace").splitlines(keepends=True)
-
-    old = text(action.current if action.current and action.current.kind in ("f", "l") else None)
-    new = text(action.target if action.op == WRITE else None)
-    if old is None or new is None:
-        return f"Binary or large file {action.path} differs\n"
-    lines = list(difflib.unified_diff(old, new, f"a/{action.path}", f"b/{action.path}", n=context))
-    if len(lines) > limit:
-        lines = [*lines[:limit], f"... ({len(lines) - limit} more diff lines)\n"]
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)

@@ -13,7 +13,10 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import queue
 import re
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +37,7 @@ from app.scripted_model import (
     last_user_text,
     message,
     message_texts,
+    patch,
     update_file,
     user_texts,
     write_codex_home,
@@ -224,6 +228,28 @@ def test_exec_fresh_workspace_text_and_json_never_reads_stdin(cli: Cli) -> None:
     assert len(cli.requests_for("please make notes")) == 2 and len(cli.requests_for("please make more")) == 2
 
 
+def test_exec_json_lists_patches_outside_the_workspace_as_rewinds_show_them(cli: Cli) -> None:
+    """Issue 18 §1.9: files_changed names what the agent patched outside the workspace (absolute paths, as a
+    rewind's plan shows them), since a rewind restores those too."""
+    outside = cli.tmp / "outside"
+    outside.mkdir()
+    (outside / "edit.txt").write_text("one\ntwo\n")
+    (outside / "gone.txt").write_text("bye\n")
+    cli.model.script("reach out", [patch(
+        "*** Begin Patch\n"
+        "*** Add File: inside.txt\n+in\n"
+        f"*** Add File: {outside}/new.txt\n+made outside\n"
+        f"*** Update File: {outside}/edit.txt\n@@\n one\n-two\n+TWO\n"
+        f"*** Delete File: {outside}/gone.txt\n"
+        "*** End Patch\n"), message("reached out")])
+    doc = cli.json("exec", "please reach out")
+    assert doc["status"] == "completed", doc
+    expected = sorted(["inside.txt", str(outside / "new.txt"), str(outside / "edit.txt"), str(outside / "gone.txt")])
+    assert doc["files_changed"] == expected, doc
+    plan = cli.json("rewind", "--thread", doc["thread_id"], "--to", "1", "--dry-run")["restore"]["plan"]
+    assert {a["path"] for a in plan if a["op"] in ("write", "delete")} == set(expected), plan
+
+
 def test_exec_continues_a_thread_by_id_and_with_last(cli: Cli) -> None:
     t1, first, _ = cli.seed(["first prompt alpha"])
     t2, _, _ = cli.seed(["another thread entirely"])
@@ -326,6 +352,58 @@ def test_rewind_modes_and_turn_id_target(cli: Cli) -> None:
     assert fork != t and res["mode"] == "conversation" and res["prompt"] == P3
     assert res["restore"] is None and res["safety_id"] is None, res
     assert tree(cli.ws) == trees[1]
+
+
+def test_a_later_prompts_pre_edit_state_is_named_in_every_plan(cli: Cli) -> None:
+    """Issue 18 §1.8 (ported from a peer project's tests): a file outside the workspace, created after prompt 1
+    and deleted by prompt 2's patch. A rewind to prompt 1 still writes back what the patch undid, but every
+    front end's plan says whose state that is: before prompt 2, before prompt 1 unknown."""
+    from app.driver import Driver
+    from app.tui.labels import plan_line
+
+    sib = cli.workspace("sib")
+    late = sib / "late.txt"
+    cli.model.script("lp-first", [add_file("first.txt", "one\n"), message("first")])
+    cli.model.script("lp-second", [patch(f"*** Begin Patch\n*** Delete File: {late}\n*** End Patch\n"),
+                                   message("second")])
+    thread = cli.json("exec", "lp-first step")["thread_id"]
+    late.write_text("made after prompt 1\n")  # by the user, outside the workspace: no snapshot holds it
+    assert cli.json("exec", "--last", "lp-second step")["status"] == "completed"
+    assert not late.exists()
+    later = "state before prompt 2; before prompt 1 unknown"
+
+    # the CLI (text and JSON)
+    text = cli.ok("rewind", "--thread", thread, "--to", "1", "--dry-run").stdout
+    line = next(ln for ln in text.splitlines() if str(late) in ln)
+    assert line.split()[0] == "write" and later in line, text
+    own = cli.json("rewind", "--thread", thread, "--to", "2", "--dry-run")["restore"]["plan"]
+    reason = next(a["reason"] for a in own if a["path"] == str(late))
+    assert "unknown" not in reason and "prompt 2" not in reason, own  # prompt 2's own state: nothing to add
+
+    # the line mode, on a pipe: the plan before the question (declined)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost", **cli.env}
+    res = subprocess.run([sys.executable, "-m", "app.cli", "--plain", "resume", thread], cwd=cli.ws, env=env,
+                         input="/rewind 1 files\nn\n", capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert res.returncode == 0, show(res)
+    line = next(ln for ln in res.stdout.splitlines() if str(late) in ln and "write" in ln)
+    assert later in line, res.stdout
+
+    # the app: its preview comes from the driver, each step drawn by plan_line
+    opts = SessionOptions(cwd=cli.ws, codex_home=cli.home, settings=load_settings(cli.home), env=cli.env)
+    driver = Driver(opts, lambda _ev: None, thread_id=thread)
+    try:
+        assert driver.start()
+        preview = driver.rewind_preview(1, "files")
+    finally:
+        driver.close()
+    assert preview.restore is not None
+    step = next(a for a in preview.restore.plan.actions if a.path == str(late))
+    assert step.op == "write" and later in plan_line(step, None)
+
+    # and the rewind still writes back what the patch undid
+    done = cli.json("rewind", "--thread", thread, "--to", "1", "--files-only", "--yes")
+    assert str(late) in done["restore"]["written"], done
+    assert late.read_text() == "made after prompt 1\n" and not (cli.ws / "first.txt").exists()
 
 
 def test_rewind_to_the_first_prompt_then_redo_or_continue(cli: Cli) -> None:
@@ -479,6 +557,74 @@ def test_usage_errors_are_one_line(cli: Cli) -> None:
     assert list(cli.threads()) == [t], "an error case left a thread behind"
     # Codex refusing to start (config.toml it rejects) is a one-line error too
     assert_one_line_error(no_codex, "cannot start Codex", "untrusted")
+
+
+def test_exec_refuses_an_empty_prompt_as_codex_does(cli: Cli) -> None:
+    """Issue 18 §1.5: an empty or blank prompt is a usage error; Codex never starts, no snapshot is taken."""
+    (cli.ws / "kept.txt").write_text("kept\n")
+    before = tree(cli.ws)
+    empty, blank = cli.run("exec", ""), cli.run("exec", "--json", "  \n\t ")
+    assert_one_line_error(empty, "empty prompt")
+    assert_one_line_error(blank, "empty prompt")
+    assert tree(cli.ws) == before
+    assert cli.model.requests == [], "an empty prompt reached the model"
+    with Store.open(cli.home / "file_snapshots", protected=[cli.home]) as store:
+        assert store.list_snapshots(None) == [], "an empty prompt took snapshots"
+    assert cli.threads() == {}, "an empty prompt left a thread behind"
+
+
+def test_exec_shows_codex_retries_as_they_come_then_one_line_when_it_gives_up(cli: Cli) -> None:
+    """Issue 18 §1.3: each of Codex's own retry notices is on stderr; its giving up is one line and exit 1."""
+    cli.model.script("always down", [fail(500)])
+    res = cli.run("-c", "model_providers.mock.stream_max_retries=2", "exec", "the provider is always down")
+    assert res.returncode == 1, show(res)
+    assert res.stdout == "" and "Traceback" not in res.stderr, show(res)
+    lines = res.stderr.splitlines()
+    retries = [i for i, line in enumerate(lines) if re.match(r"codexr: Codex retries: Reconnecting\.\.\. \d/2", line)]
+    assert [lines[i].split("Reconnecting... ")[1][:3] for i in retries] == ["1/2", "2/2"], show(res)
+    failed = [i for i, line in enumerate(lines) if line.startswith("codexr: turn failed: ")]
+    assert len(failed) == 1 and failed[0] > retries[-1], show(res)
+    assert re.match(r"thread \S+\s+turn \S+\s+failed", lines[-1]), show(res)
+    assert len(cli.requests_for("the provider is always down")) == 3
+
+
+def test_exec_with_an_unreachable_provider_says_so_while_codex_waits(cli: Cli) -> None:
+    """Issue 18 §1.3: nothing listens at the provider's address. Codex then waits for the network with no
+    limit of its own (not bounded by stream_max_retries); codexr says so at once, and Ctrl+C ends it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again below: nothing listens there
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
+           **write_codex_home(cli.tmp / "home-down", f"http://127.0.0.1:{port}/v1")}
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "exec", "hello, anyone there?"], cwd=cli.ws, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own group, as a terminal's foreground job is
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stderr is not None
+    reader = threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stderr or ()], daemon=True)
+    reader.start()
+    seen: list[str] = []
+    try:
+        while not any("Reconnecting" in ln for ln in seen):
+            try:
+                seen.append(lines.get(timeout=TIMEOUT_S))
+            except queue.Empty:
+                raise AssertionError(f"no retry notice on stderr:\n{''.join(seen)}") from None
+        notice = next(ln for ln in seen if "Reconnecting" in ln)
+        assert notice.startswith("codexr: Codex retries: Reconnecting... waiting for network"), seen
+        assert "Ctrl+C" in notice, seen
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl+C in the terminal
+        rc = proc.wait(TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(TIMEOUT_S)
+    while not lines.empty():
+        seen.append(lines.get_nowait())
+    assert rc == 130, "".join(seen)
+    assert seen[-1] == "codexr: interrupted\n", "".join(seen)
+    assert "Traceback" not in "".join(seen)
 
 
 def test_provider_failure_exits_1_with_the_error(cli: Cli) -> None:

@@ -179,6 +179,25 @@ def test_restore_dry_run_prints_the_plan_and_changes_nothing(cli: Cli) -> None:
     assert store_files(cli.store_dir) == store_before
 
 
+def test_restore_dry_run_diff_compares_the_disk_with_the_snapshot(cli: Cli) -> None:
+    """Issue 18 §1.1: the current side of each diff is the file on disk, which the store never held."""
+    target = cli.ok("snapshots", "capture").stdout.strip()
+    (cli.ws / "a.txt").write_text("alpha, edited after the capture\n")
+    (cli.ws / "c.txt").write_text("created after the capture\n")
+    (cli.ws / "sub" / "b.txt").unlink()
+    before, store_before = tree(cli.ws), store_files(cli.store_dir)
+    res = cli.run("snapshots", "restore", target[:12], "--dry-run", "--diff")
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    assert res.stderr == ""
+    out = res.stdout
+    lines = out.splitlines()
+    assert "-alpha, edited after the capture" in lines and "+alpha" in lines, out
+    assert "-created after the capture" in lines  # the deleted file's content comes from the disk too
+    assert "+beta" in lines  # the missing file's content comes from the snapshot
+    assert "2 to write, 1 to delete, 0 left alone" in out
+    assert tree(cli.ws) == before and store_files(cli.store_dir) == store_before
+
+
 def test_restore_without_yes_off_a_terminal_refuses_and_changes_nothing(cli: Cli) -> None:
     target, _ = prepare_restore(cli)
     before, store_before = tree(cli.ws), store_files(cli.store_dir)

@@ -18,7 +18,7 @@ import pytest
 from e2e_helpers import official_codex_exec
 
 from app.events import short_thread
-from app.scripted_model import ScriptedModel, message, responder, write_codex_home
+from app.scripted_model import ScriptedModel, message, responder, user_texts, write_codex_home
 
 REPO = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
@@ -234,6 +234,43 @@ def test_a_pipe_is_read_line_by_line(model: ScriptedModel, tmp_path: Path) -> No
     assert (ws / "piped.txt").read_text() == "from a pipe\n"
     assert "-- turn completed" in res.stdout and "+from a pipe" in res.stdout  # the turn, then /diff
     assert res.stdout.rstrip().endswith("bye") and "Traceback" not in res.stderr
+
+
+def test_resume_reads_prompts_from_a_pipe_too(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 18 §1.6: `--plain resume ID|--last` continues the thread in line mode on a pipe, as `--plain` does."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = _env(model, tmp_path / "home")
+
+    def plain(*args: str, text: str) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run([sys.executable, "-m", "app.cli", "--plain", *args], cwd=ws, env=env, input=text,
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, (args, res.stdout, res.stderr)
+        return res
+
+    first = plain(text="create one.txt from the first pipe\n")
+    thread = re.search(r"^thread ([0-9a-f-]{36})$", first.stdout, re.M)
+    assert thread is not None, first.stdout
+    by_id = plain("resume", thread[1], text="create two.txt from the resumed pipe\n")
+    assert f"== resumed: thread {thread[1]}, 1 prompt ==" in by_id.stdout, by_id.stdout
+    last = plain("resume", "--last", text="create three.txt from the last pipe\n")
+    assert f"== resumed: thread {thread[1]}, 2 prompts ==" in last.stdout, last.stdout
+    assert [(ws / f).read_text() for f in ("one.txt", "two.txt", "three.txt")] == \
+        ["from the first pipe\n", "from the resumed pipe\n", "from the last pipe\n"]
+    final = [r for r in model.model_requests if "create three.txt" in "".join(user_texts(r))][-1]
+    assert [t for t in user_texts(final) if t.startswith("create ")] == [  # one conversation, in order
+        "create one.txt from the first pipe", "create two.txt from the resumed pipe",
+        "create three.txt from the last pipe"]
+    # A thread that cannot be resumed: the piped prompts go nowhere (not to a new thread), exit 2.
+    requests = len(model.requests)
+    res = subprocess.run([sys.executable, "-m", "app.cli", "--plain", "resume", "01a00000-0000-7000-8000-000000000000"],
+                         cwd=ws, env=env, input="create four.txt from a lost pipe\n", capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 2 and "error: no thread was resumed" in res.stdout, (res.stdout, res.stderr)
+    assert not (ws / "four.txt").exists() and len(model.requests) == requests
+    rec = subprocess.run([sys.executable, "-m", "app.cli", "--plain", "--record", str(tmp_path / "r.log"), "resume"],
+                         cwd=ws, env=env, input="", capture_output=True, text=True, timeout=120)
+    assert rec.returncode == 2 and rec.stderr.startswith("codexr: error: --record works with the app only"), rec
 
 
 def test_demo_on_a_terminal_is_interactive_with_its_vocabulary(tmp_path: Path) -> None:
