@@ -58,7 +58,7 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, redo_thre
     target = side.turns[number - 1]
     if not target.pre or not store.exists(target.pre):
         raise SessionError(f"prompt {number}'s file snapshot is gone or was never taken")
-    undone = [t.turn_id for t in side.turns[number - 1:]]
+    undone = {t.turn_id: n for n, t in enumerate(side.turns[number - 1:], number)}
     targets = rewind_targets(store, str(cwd), side, undone, target.pre)
     label = f"rewind to: {target.prompt[:50]}"
     ws_target = inside_target(store, str(cwd), target.pre, targets, label, True)

@@ -88,3 +88,65 @@ def test_the_shim_passes_every_other_command_to_the_real_codex(tmp_path: Path) -
     res = subprocess.run([str(SHIM), "--version"], capture_output=True, text=True, timeout=TIMEOUT_S,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert res.returncode == 0 and res.stdout.startswith("codex-cli "), (res.stdout, res.stderr)
+
+
+def test_a_proxy_killed_mid_revert_leaves_the_files_before_or_after_never_mixed(model: ScriptedModel,
+                                                                                 tmp_path: Path) -> None:
+    """SIGKILL of `codexr app-server` at random instants of a revert (the official TUI's Esc Esc): the files are
+    as before the prompt or as they were, never a mix, once the next codexr command has finished or undone the
+    journaled restore (and said so)."""
+    import contextlib
+    import random
+    import signal
+    import threading
+
+    from fs_helpers import tree
+    from openai_codex.generated.v2_all import ThreadRevertResponse
+
+    rng = random.Random(19)
+    model.script("proxy kill one", [shell("for i in $(seq 1 60); do echo changed > f$i.txt; done"),
+                                    message("changed sixty files")])
+    model.script("proxy kill two", [message("nothing more")])
+    outcomes = []
+    for trial in range(3):
+        ws = tmp_path / f"ws{trial}"
+        ws.mkdir()
+        for i in range(1, 61):
+            (ws / f"f{i}.txt").write_text(f"original {i}\n")
+        env = {**os.environ, **write_codex_home(tmp_path / f"home{trial}", model.base_url), "PYTHONPATH": str(REPO),
+               "CODEXR_SERVER": "0"}
+        before = tree(ws)
+        client = CodexClient(CodexConfig(codex_bin=str(SHIM), cwd=str(ws), env=env))
+        client.start()
+        try:
+            client.initialize()
+            thread = client.thread_start({"cwd": str(ws), "approvalPolicy": "never",
+                                          "sandbox": "danger-full-access"}).thread.id
+            first = client.turn_start(thread, [{"type": "text", "text": "proxy kill one"}]).turn.id
+            while client.next_turn_notification(first).method != "turn/completed":
+                pass
+            assert run_turn(client, thread, "proxy kill two")["status"] == "completed"
+            after = tree(ws)
+            assert after != before
+
+            def revert(client: CodexClient = client, thread: str = thread, first: str = first) -> None:
+                with contextlib.suppress(Exception):  # the proxy is killed under it
+                    client.request("thread/revert", {"threadId": thread, "beforeTurnId": first},
+                                   response_model=ThreadRevertResponse)
+
+            asker = threading.Thread(target=revert, daemon=True)
+            asker.start()
+            time.sleep(rng.uniform(0.0, 0.6))
+            assert client._proc is not None
+            os.kill(client._proc.pid, signal.SIGKILL)
+            asker.join(30)
+        finally:
+            client.close()
+        after_kill = codexr(env, ws, "snapshots", "capture")
+        assert after_kill.returncode == 0, show(after_kill)
+        final = tree(ws)
+        assert final in (before, after), f"trial {trial}: a mix of before and after"
+        if "interrupted restore" in after_kill.stderr + after_kill.stdout:
+            assert "safety snapshot" in after_kill.stderr + after_kill.stdout, show(after_kill)
+        outcomes.append("before" if final == before else "after")
+    assert len(outcomes) == 3
