@@ -62,15 +62,20 @@ class Cli:
     def env(self) -> dict[str, str]:
         return {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(self.home)}
 
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "app.cli", *options_first(args)], cwd=self.ws, env=self.env(),
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    def run(self, *args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+        """`codexr ARGS` in the workspace (under `prefix`, e.g. `unshare -m sh -c …`)."""
+        return subprocess.run([*prefix, sys.executable, "-m", "app.cli", *options_first(args)], cwd=self.ws,
+                              env=self.env(), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
 
     def ok(self, *args: str) -> subprocess.CompletedProcess[str]:
         res = self.run(*args)
         assert res.returncode == 0, (args, res.stdout, res.stderr)
         assert "Traceback" not in res.stderr
         return res
+
+    def json(self, *args: str) -> Any:
+        """The command's `--json` document."""
+        return json.loads(self.ok(*args, "--json").stdout)
 
     def refused(self, *args: str) -> str:
         """The command exits 2 with one `codexr: error:` line; returns that line."""

@@ -12,14 +12,14 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fs_helpers import store_files, tree
+from test_cli_snapshots import assert_one_line_error
+from test_gc_safety import Cli
 
 from snapshot_store import Store
 
@@ -28,39 +28,9 @@ GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM"
 NO_AUTO_GC = ("-c", "file_snapshots.auto_gc=false")
 
 
-@dataclass
-class Cli:
-    ws: Path
-    home: Path
-
-    @property
-    def store_dir(self) -> Path:
-        return self.home / "file_snapshots"
-
-    def env(self) -> dict[str, str]:
-        return {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(self.home)}
-
-    def run(self, *args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*prefix, sys.executable, "-m", "app.cli", *args], cwd=self.ws, env=self.env(),
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
-
-    def ok(self, *args: str) -> subprocess.CompletedProcess[str]:
-        res = self.run(*args)
-        assert res.returncode == 0, (args, res.stdout, res.stderr)
-        assert "Traceback" not in res.stderr
-        return res
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.ok(*args, "--json").stdout)
-
-
 def refused(res: subprocess.CompletedProcess[str]) -> str:
     """Exit 2 with exactly one `codexr: error:` line on stderr; returns it."""
-    assert res.returncode == 2, (res.returncode, res.stdout, res.stderr)
-    assert "Traceback" not in res.stderr
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("codexr: error: "), res.stderr
-    return lines[0]
+    return assert_one_line_error(res)
 
 
 @pytest.fixture
