@@ -150,3 +150,41 @@ def test_a_proxy_killed_mid_revert_leaves_the_files_before_or_after_never_mixed(
             assert "safety snapshot" in after_kill.stderr + after_kill.stdout, show(after_kill)
         outcomes.append("before" if final == before else "after")
     assert len(outcomes) == 3
+
+
+def test_the_app_server_dying_mid_turn_ends_the_proxy_cleanly_and_keeps_what_it_recorded(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    """The real app-server behind `codexr app-server` is SIGKILLed while a turn waits on the model: the client's
+    connection ends, the proxy exits by itself with nothing left running, and the turn is recorded as
+    interrupted with its snapshots (a post-turn capture after it, as for any turn that ended)."""
+    import signal
+
+    from app.scripted_model import pause
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    env = {**os.environ, **write_codex_home(tmp_path / "home", model.base_url), "PYTHONPATH": str(REPO),
+           "CODEXR_SERVER": "0"}
+    model.script("proxy backend dies", [pause(60), message("too late")])
+    client = CodexClient(CodexConfig(codex_bin=str(SHIM), cwd=str(ws), env=env))
+    client.start()
+    try:
+        client.initialize()
+        thread = client.thread_start({"cwd": str(ws), "approvalPolicy": "never",
+                                      "sandbox": "danger-full-access"}).thread.id
+        client.turn_start(thread, [{"type": "text", "text": "proxy backend dies"}])
+        deadline = time.monotonic() + TIMEOUT_S
+        while not model.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client._proc is not None
+        proxy = client._proc.pid
+        (backend,) = [int(c) for t in Path(f"/proc/{proxy}/task").iterdir()
+                      for c in (t / "children").read_text().split()]
+        os.kill(backend, signal.SIGKILL)
+        assert client._proc.wait(TIMEOUT_S) == 0, "the proxy did not end by itself when its app-server died"
+    finally:
+        client.close()
+    sidecar = json.loads((tmp_path / "home" / "file_snapshots" / "refs" / "threads" / f"{thread}.json").read_text())
+    (turn,) = sidecar["turns"]
+    assert turn["status"] == "interrupted" and turn["pre"] and turn["post"], turn
