@@ -50,6 +50,18 @@ def send_prompt(tmux: Tmux, text: str, answer: str) -> str:
     return tmux.wait(lambda s: answer in s and "Worked for" in s.split(answer)[-1], f"the answer {answer!r}")
 
 
+def run_commands(tmux: Tmux, *commands: tuple[str, str]) -> None:
+    """Type each of the official TUI's slash commands, wait for what it shows, and close its view again."""
+    for command, shown_by in commands:
+        tmux.type(command)
+        time.sleep(0.3)
+        tmux.keys("Enter")
+        tmux.wait_for(shown_by)
+        if command in ("/diff", "/resume"):
+            tmux.keys("q" if command == "/diff" else "Escape")
+            tmux.wait(lambda s: "q close" not in s and "Resume a previous session" not in s, "the view to close")
+
+
 def processes_mentioning(needle: str) -> list[str]:
     """Command lines of live processes that mention `needle` (what quitting must leave: none)."""
     found = []
@@ -100,6 +112,8 @@ def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmu
         send_prompt(tmux, "proxy-two more", "Second change done.")
         after_two = tree(ws)
 
+        run_commands(tmux, ("/status", "Context window"), ("/diff", "q close"))
+
         sidecars = list((home / "file_snapshots" / "refs" / "threads").glob("*.json"))
         recorded = {p.stem: json.loads(p.read_text()) for p in sidecars}
         (thread,) = [t for t, d in recorded.items() if [r["prompt"] for r in d["turns"]] ==
@@ -119,10 +133,16 @@ def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmu
         fork = re.search(r"undone prompts are in thread ([0-9a-f-]{36})", shown.replace("\n", ""))
         assert fork is not None, shown
 
+        # the official TUI's own commands pass through unchanged (the composer holds the reverted prompt: cleared)
+        tmux.keys("C-c")
+        tmux.wait(lambda s: "proxy-one change things" not in s.split("Conversation reverted")[-1], "a clear composer")
+        run_commands(tmux, ("/new", "describe a task"), ("/resume", "Resume a previous session"))
+
         # quit: nothing left running (the app-server, its shells, the proxy)
-        tmux.keys("C-c")
-        time.sleep(0.5)
-        tmux.keys("C-c")
+        tmux.keys("C-c")  # the official TUI quits on the first or the second (it may ask to press again)
+        time.sleep(1.0)
+        if not rc_file.exists():
+            tmux.tmux("send-keys", "-t", "codexr", "C-c", check=False)
         deadline = time.monotonic() + WAIT_S
         while not rc_file.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
