@@ -715,66 +715,66 @@ def recover(store: Store, root: Path) -> Recovery | None:
     before_map = store.files(safety_id)
     _check_against_snapshots(journal, actions, store.files(doc.target), before_map)
     report = Recovery(str(root), doc.target, safety_id, rolled_back=doc.rollback)
-    if doc.rollback:
-        with SafeRoot(str(root)) as fs:
-            for d in {parent_of(path) for _op, path, _t in actions}:
-                with contextlib.suppress(OSError, UnsafePath):
-                    fs.clean_temps(d)
-            _roll_back(store, fs, actions, before_map, doc.dir_modes, report)
-            fs.sync()
-        store.stat_cache(root).forget([path for _op, path, _t in actions])
-        journal.unlink()
-        fsync_dir(journal.parent)
-        store.report_recovery(report)
-        return report
     with SafeRoot(str(root)) as fs:
         # First give files a killed delete had set aside their names back (and drop other temps),
         # so a delete cut short before its check is judged, and redone, like any other step.
-        for d in {parent_of(path) for _op, path, _t in actions}:
-            with contextlib.suppress(OSError, UnsafePath):
-                fs.clean_temps(d)
-        for op, path, t in actions:
-            try:
-                if op == RMDIR:
-                    with contextlib.suppress(OSError):
-                        fs.rmdir(path)
-                    continue
-                if _matches(fs, path, t if op == WRITE else None):
-                    report.finished.append(path)
-                    continue
-                before = before_map.get(path)
-                was_dir = before is not None and before.kind in ("d", "D")
-                seen = fs.lstat(path)
-                # A directory the restore was replacing may already be emptied or gone.
-                if not (_matches(fs, path, before) or (was_dir and seen is None)):
-                    report.left.append((path, "changed since the interrupted restore; left as it is"))
-                    continue
-                if op == DELETE:
-                    if seen is not None and not fs.unlink(path, stat_key(seen)):
-                        report.left.append((path, "changed since the interrupted restore; left as it is"))
-                        continue
-                else:
-                    assert t is not None
-                    st = fs.lstat(path)
-                    if st is not None and stat.S_ISDIR(st.st_mode):
-                        fs.rmdir(path)
-                    if t.kind == "f":
-                        fs.write_file(path, store.blob_chunks(t.blob), t.mode)
-                    else:
-                        assert t.kind == "l", t  # checked when the journal was read
-                        fs.write_link(path, t.target)
-                report.finished.append(path)
-            except (OSError, UnsafePath, StoreError) as exc:
-                report.left.append((path, f"could not finish: {exc}"))
-        for d in {parent_of(path) for _op, path, _t in actions}:
-            with contextlib.suppress(OSError, UnsafePath):
-                fs.clean_temps(d)  # temps of the steps just redone, if one failed half-way
+        _clean_temps(fs, actions)
+        if doc.rollback:
+            _roll_back(store, fs, actions, before_map, doc.dir_modes, report)
+        else:
+            _finish(store, fs, actions, before_map, report)
+            _clean_temps(fs, actions)  # temps of the steps just redone, if one failed half-way
         fs.sync()
     store.stat_cache(root).forget([path for _op, path, _t in actions])
     journal.unlink()
     fsync_dir(journal.parent)
     store.report_recovery(report)
     return report
+
+
+def _clean_temps(fs: SafeRoot, actions: list[tuple[str, str, Entry | None]]) -> None:
+    """Drop the temporary files of the journaled steps' directories (a set-aside file gets its name back)."""
+    for d in {parent_of(path) for _op, path, _t in actions}:
+        with contextlib.suppress(OSError, UnsafePath):
+            fs.clean_temps(d)
+
+
+def _finish(store: Store, fs: SafeRoot, actions: list[tuple[str, str, Entry | None]], before_map: FileMap,
+            report: Recovery) -> None:
+    """Redo each journaled step not yet done; a path changed since is left as it is (reported)."""
+    for op, path, t in actions:
+        try:
+            if op == RMDIR:
+                with contextlib.suppress(OSError):
+                    fs.rmdir(path)
+                continue
+            if _matches(fs, path, t if op == WRITE else None):
+                report.finished.append(path)
+                continue
+            before = before_map.get(path)
+            was_dir = before is not None and before.kind in ("d", "D")
+            seen = fs.lstat(path)
+            # A directory the restore was replacing may already be emptied or gone.
+            if not (_matches(fs, path, before) or (was_dir and seen is None)):
+                report.left.append((path, "changed since the interrupted restore; left as it is"))
+                continue
+            if op == DELETE:
+                if seen is not None and not fs.unlink(path, stat_key(seen)):
+                    report.left.append((path, "changed since the interrupted restore; left as it is"))
+                    continue
+            else:
+                assert t is not None
+                st = fs.lstat(path)
+                if st is not None and stat.S_ISDIR(st.st_mode):
+                    fs.rmdir(path)
+                if t.kind == "f":
+                    fs.write_file(path, store.blob_chunks(t.blob), t.mode)
+                else:
+                    assert t.kind == "l", t  # checked when the journal was read
+                    fs.write_link(path, t.target)
+            report.finished.append(path)
+        except (OSError, UnsafePath, StoreError) as exc:
+            report.left.append((path, f"could not finish: {exc}"))
 
 
 def _roll_back(store: Store, fs: SafeRoot, steps: list[tuple[str, str, Entry | None]], before: FileMap,
