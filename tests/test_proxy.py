@@ -40,6 +40,25 @@ def run_turn(client: CodexClient, thread_id: str, text: str) -> dict[str, Any]:
     raise AssertionError(f"turn {turn_id} did not complete")
 
 
+def proxy_env(model: ScriptedModel, home: Path) -> dict[str, str]:
+    """The environment of a client whose Codex is the shim, against the scripted model (no resident server)."""
+    return {**os.environ, **write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "CODEXR_SERVER": "0"}
+
+
+def through_shim(ws: Path, env: dict[str, str]) -> tuple[CodexClient, str]:
+    """The SDK's client started on the `codexr-codex` shim (so through `codexr app-server`) and a new thread."""
+    client = CodexClient(CodexConfig(codex_bin=str(SHIM), cwd=str(ws), env=env))
+    client.start()
+    try:
+        client.initialize()
+        thread = client.thread_start({"cwd": str(ws), "approvalPolicy": "never",
+                                      "sandbox": "danger-full-access"}).thread.id
+    except BaseException:
+        client.close()
+        raise
+    return client, thread
+
+
 def codexr(env: dict[str, str], ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ws, env=env, capture_output=True, text=True,
                           timeout=TIMEOUT_S)
@@ -50,17 +69,12 @@ def test_an_sdk_client_through_the_shim_gets_turns_codexr_rewinds_and_redoes(mod
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "keep.txt").write_text("mine\n")
-    env = {**os.environ, **write_codex_home(tmp_path / "home", model.base_url), "PYTHONPATH": str(REPO),
-           "CODEXR_SERVER": "0"}
+    env = proxy_env(model, tmp_path / "home")
     model.script("proxy first", [add_file("a.txt", "one\n"), message("added a.txt")])
     model.script("proxy second", [update_file("a.txt", "one", "two"), shell("echo made > made.txt"),
                                   message("changed a.txt, made made.txt")])
-    client = CodexClient(CodexConfig(codex_bin=str(SHIM), cwd=str(ws), env=env))
-    client.start()
+    client, thread = through_shim(ws, env)
     try:
-        client.initialize()
-        thread = client.thread_start({"cwd": str(ws), "approvalPolicy": "never",
-                                      "sandbox": "danger-full-access"}).thread.id
         assert run_turn(client, thread, "proxy first")["status"] == "completed"
         assert (ws / "a.txt").read_text() == "one\n"
         assert run_turn(client, thread, "proxy second")["status"] == "completed"
@@ -113,15 +127,10 @@ def test_a_proxy_killed_mid_revert_leaves_the_files_before_or_after_never_mixed(
         ws.mkdir()
         for i in range(1, 61):
             (ws / f"f{i}.txt").write_text(f"original {i}\n")
-        env = {**os.environ, **write_codex_home(tmp_path / f"home{trial}", model.base_url), "PYTHONPATH": str(REPO),
-               "CODEXR_SERVER": "0"}
+        env = proxy_env(model, tmp_path / f"home{trial}")
         before = tree(ws)
-        client = CodexClient(CodexConfig(codex_bin=str(SHIM), cwd=str(ws), env=env))
-        client.start()
+        client, thread = through_shim(ws, env)
         try:
-            client.initialize()
-            thread = client.thread_start({"cwd": str(ws), "approvalPolicy": "never",
-                                          "sandbox": "danger-full-access"}).thread.id
             first = client.turn_start(thread, [{"type": "text", "text": "proxy kill one"}]).turn.id
             while client.next_turn_notification(first).method != "turn/completed":
                 pass
@@ -164,15 +173,10 @@ def test_the_app_server_dying_mid_turn_ends_the_proxy_cleanly_and_keeps_what_it_
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("a\n")
-    env = {**os.environ, **write_codex_home(tmp_path / "home", model.base_url), "PYTHONPATH": str(REPO),
-           "CODEXR_SERVER": "0"}
+    env = proxy_env(model, tmp_path / "home")
     model.script("proxy backend dies", [pause(60), message("too late")])
-    client = CodexClient(CodexConfig(codex_bin=str(SHIM), cwd=str(ws), env=env))
-    client.start()
+    client, thread = through_shim(ws, env)
     try:
-        client.initialize()
-        thread = client.thread_start({"cwd": str(ws), "approvalPolicy": "never",
-                                      "sandbox": "danger-full-access"}).thread.id
         client.turn_start(thread, [{"type": "text", "text": "proxy backend dies"}])
         deadline = time.monotonic() + TIMEOUT_S
         while not model.requests and time.monotonic() < deadline:
