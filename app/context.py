@@ -67,7 +67,7 @@ class Context:
         """The workspace's real path; refused (one line, exit 2) when it is or lies inside the store or CODEX_HOME."""
         from snapshot_store.workspace import workspace_root
 
-        return workspace_root(path, [self.home], store=self.store_dir)
+        return workspace_root(path, [self.home], store=self.store_dir, containing=True)
 
     def store(self) -> Store:
         """Open the store once per command; Codex's home is protected from capture and restore."""

@@ -281,7 +281,8 @@ class Session:
                  on_notice: EventCallback | None = None) -> None:
         self.opts = opts
         # Never Codex's home or the store (nor inside them): a restore there would overwrite their files.
-        self.cwd = workspace_root(opts.cwd, [opts.codex_home], store=opts.codex_home / "file_snapshots")
+        self.cwd = workspace_root(opts.cwd, [opts.codex_home], store=opts.codex_home / "file_snapshots",
+                                  containing=True)
         self.tracking = opts.settings.features.file_snapshots
         self.scope = opts.settings.scope()
         self.store_dir = opts.codex_home / "file_snapshots"

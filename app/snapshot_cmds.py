@@ -86,6 +86,7 @@ def _group_help(parser: argparse.ArgumentParser) -> int:
 
 
 def _capture(ctx: Context, args: argparse.Namespace) -> int:
+    ctx.workspace(args.cd)  # not the store, nor Codex's home, nor a directory holding either
     store = ctx.store()
     try:
         res = store.capture(args.cd, label=args.label, scope=ctx.scope(), progress=ctx.read_progress, lean=True)
@@ -211,7 +212,7 @@ def print_plan(store: Store, plan: RestorePlan, with_diff: bool) -> None:
 def _restore(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     snap = store.resolve(args.id)
-    root = _workspace(args.into or args.cd)
+    root = str(ctx.workspace(args.into or args.cd))  # nor a directory holding the store or Codex's home
     into = args.into is not None
     scope = ctx.scope()
     if args.dry_run:

@@ -37,13 +37,15 @@ def protected_identities(dirs: Iterable[str | os.PathLike[str]]) -> frozenset[Id
 
 
 def workspace_root(root: str | os.PathLike[str], protected: Iterable[str | os.PathLike[str]] = (),
-                   store: str | os.PathLike[str] | None = None) -> Path:
-    """resolve_root, refusing a directory that is or lies inside the store or a protected one (Codex's home).
+                   store: str | os.PathLike[str] | None = None, containing: bool = False) -> Path:
+    """resolve_root, refusing a directory that is or lies inside the store or a protected one (Codex's home),
+    and with `containing` one that contains either (a user's workspace: the app refuses all three).
 
     A restore there would overwrite or delete the store's own files (its packs, its format file) or
     Codex's `config.toml`. Directories are compared by (device, inode) along every ancestor, so a
-    symlink or a bind mount of the store is the store. A workspace that *contains* one of them is
-    accepted: captures never enter it and restores never write or delete there (FORMAT.md §1).
+    symlink or a bind mount of the store is the store. Without `containing` (the library's own roots:
+    the states of paths outside a workspace live under "/") a root that contains one is accepted:
+    captures never enter it and restores never write or delete there (FORMAT.md §1).
     """
     path = resolve_root(root)
     named = [(Path(store), "the snapshot store")] if store is not None else []
@@ -62,4 +64,12 @@ def workspace_root(root: str | os.PathLike[str], protected: Iterable[str | os.Pa
             how = "is" if anc == path else "lies inside"
             raise WorkspaceError(f"workspace {root} {how} {label} {where}; codexr never captures, restores or "
                                  "deletes files there: pick another directory")
+    if containing:
+        own = identity(path)
+        for p, label in sorted(named, key=lambda n: len(str(n[0]))):  # the outermost first: Codex's home
+            for anc in (Path(os.path.realpath(p)).parents):
+                if identity(anc) == own:
+                    raise WorkspaceError(f"workspace {path} contains {label} {p}; a workspace that holds Codex's "
+                                         "own files or the snapshot store is refused: pick a directory below it, "
+                                         "or set CODEX_HOME elsewhere")
     return path

@@ -172,14 +172,26 @@ def captured_paths(c: Cli, snap: str) -> set[str]:
     return {e["path"] for e in c.json("snapshots", "show", snap)["entries"] if e["kind"] in ("f", "l")}
 
 
-def test_a_workspace_containing_codex_home_never_captures_it(around: Cli) -> None:
-    snap = around.json(*NO_AUTO_GC, "snapshots", "capture")["id"]
+def library(c: Cli) -> Store:
+    """The store as the app opens it: Codex's home protected. The library accepts a root that contains it (its
+    own roots do: the states of paths outside a workspace live under "/"); the app refuses such a workspace."""
+    return Store.open(c.store_dir, protected=[c.home])
+
+
+def test_a_workspace_containing_codex_home_is_refused_and_the_library_never_captures_it(around: Cli) -> None:
+    before = everything(around)
+    line = refused(around.run(*NO_AUTO_GC, "snapshots", "capture"))
+    assert "contains Codex's home" in line, line
+    assert everything(around) == before
+    with library(around) as store:
+        snap = store.capture(around.ws).id
     paths = captured_paths(around, snap)
     assert "notes.txt" in paths
     assert not [p for p in paths if p.startswith("codexhome")], paths
 
 
-def test_a_workspace_containing_codex_home_never_writes_or_deletes_there(around: Cli, tmp_path: Path) -> None:
+def test_a_restore_into_a_directory_holding_codex_home_is_refused_and_the_library_never_writes_there(
+        around: Cli, tmp_path: Path) -> None:
     """A snapshot of another directory holding `codexhome/config.toml`, restored --into the workspace."""
     other = tmp_path / "other"
     (other / "codexhome").mkdir(parents=True)
@@ -188,10 +200,14 @@ def test_a_workspace_containing_codex_home_never_writes_or_deletes_there(around:
     snap = around.json(*NO_AUTO_GC, "snapshots", "capture", "-C", str(other))["id"]
     assert "codexhome/config.toml" in captured_paths(around, snap)  # outside CODEX_HOME it is just a file
     before = everything(around)
-    res = around.json(*NO_AUTO_GC, "snapshots", "restore", snap, "--into", str(around.ws), "--yes")
+    line = refused(around.run(*NO_AUTO_GC, "snapshots", "restore", snap, "--into", str(around.ws), "--yes"))
+    assert "contains Codex's home" in line, line
+    assert (around.ws / "notes.txt").read_text() == "notes\n" and everything(around) == before
+    with library(around) as store:
+        res = store.restore(snap, around.ws, into=True)
     assert (around.ws / "notes.txt").read_text() == "other notes\n"
     assert (around.home / "config.toml").read_text() == 'model = "gpt-5.5"\n'
-    assert "codexhome/config.toml" not in res["written"]
+    assert "codexhome/config.toml" not in res.written
     home_now, _store = everything(around)
     assert {k: v for k, v in home_now.items() if not k.startswith("file_snapshots/")} == \
         {k: v for k, v in before[0].items() if not k.startswith("file_snapshots/")}
@@ -212,11 +228,14 @@ def test_codex_home_below_a_hidden_directory_is_never_written(tmp_path: Path) ->
     git(other, "add", ".config/codex/config.toml")
     snap = c.json(*NO_AUTO_GC, "snapshots", "capture", "-C", str(other))["id"]
     assert ".config/codex/config.toml" in captured_paths(c, snap)
-    res = c.json(*NO_AUTO_GC, "snapshots", "restore", snap, "--into", str(ws), "--yes")
+    assert "contains Codex's home" in refused(c.run(*NO_AUTO_GC, "snapshots", "restore", snap, "--into", str(ws),
+                                                     "--yes"))
+    with library(c) as store:
+        res = store.restore(snap, ws, into=True)
     assert (home / "config.toml").read_text() == 'model = "gpt-5.5"\n'
-    assert ".config/codex/config.toml" not in res["written"]
-    [left] = [a for a in res["left"] if a["path"] == ".config/codex/config.toml"]
-    assert "Codex's home" in left["reason"], left
+    assert ".config/codex/config.toml" not in res.written
+    [left] = [a for a in res.left if a.path == ".config/codex/config.toml"]
+    assert "Codex's home" in left.reason, left
 
 
 def test_an_old_snapshot_holding_codex_home_files_neither_writes_nor_deletes_them(around: Cli) -> None:
@@ -228,12 +247,15 @@ def test_an_old_snapshot_holding_codex_home_files_neither_writes_nor_deletes_the
     (around.home / "history.jsonl").unlink()
     (around.home / "new-session.jsonl").write_text("{}\n")  # witnessed absent by the old snapshot
     (around.ws / "notes.txt").write_text("edited\n")
-    res = around.json(*NO_AUTO_GC, "snapshots", "restore", snap, "--yes")
+    assert "contains Codex's home" in refused(around.run(*NO_AUTO_GC, "snapshots", "restore", snap, "--yes"))
+    assert (around.ws / "notes.txt").read_text() == "edited\n"
+    with library(around) as store:
+        res = store.restore(snap, around.ws)
     assert (around.ws / "notes.txt").read_text() == "notes\n"
     assert (around.home / "config.toml").read_text() == 'model = "changed since"\n'
     assert not (around.home / "history.jsonl").exists()
     assert (around.home / "new-session.jsonl").read_text() == "{}\n"
-    assert not [p for p in [*res["written"], *res["deleted"]] if p.startswith("codexhome")], res
+    assert not [p for p in [*res.written, *res.deleted] if p.startswith("codexhome")], res
 
 
 def store_paths(c: Cli, snap: str) -> set[str]:
