@@ -112,7 +112,7 @@ def runtime_dir(create: bool = True) -> str | None:
             return None
         base = os.path.join(xdg, "codexr")
     parent = os.path.realpath(os.path.dirname(os.path.abspath(base)))
-    if not _safe_parents(parent):
+    if not safe_parents(parent):
         return None
     base = os.path.join(parent, os.path.basename(os.path.abspath(base)))
     if create:
@@ -155,7 +155,7 @@ def runtime_problem() -> str | None:
             return f"XDG_RUNTIME_DIR={xdg} is not an absolute path; {RUNTIME_HOW}"
         base = os.path.join(xdg, "codexr")
     parent = os.path.realpath(os.path.dirname(os.path.abspath(base)))
-    if not _safe_parents(parent):
+    if not safe_parents(parent):
         return (f"{parent} is missing, lies below a temporary directory, or a directory above it is writable by "
                 f"others; {RUNTIME_HOW}")
     full = os.path.join(parent, os.path.basename(os.path.abspath(base)))
@@ -189,7 +189,7 @@ def server_unavailable() -> str | None:
     return None
 
 
-def _safe_parents(real: str) -> bool:
+def safe_parents(real: str) -> bool:
     """Whether `real` (a resolved path) and every directory above it belong to root or this user, are writable by
     no one else, and are not a temporary directory a sandboxed command may write."""
     temps = []

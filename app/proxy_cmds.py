@@ -65,9 +65,9 @@ def private_socket_dir() -> Path:
         home = Path.home() / ".cache" / "codexr"
         with contextlib.suppress(OSError):
             home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        from .launch import _safe_parents
+        from .launch import safe_parents
 
-        if not home.is_dir() or not _safe_parents(os.path.realpath(home)):
+        if not home.is_dir() or not safe_parents(os.path.realpath(home)):
             raise UsageError("no private directory for the proxy's socket: set XDG_RUNTIME_DIR or "
                              "CODEXR_RUNTIME_DIR to a directory of yours, mode 700, not below /tmp")
         base = str(home)
@@ -77,7 +77,7 @@ def private_socket_dir() -> Path:
 def codex(ctx: Context, args: argparse.Namespace) -> int:
     """The official TUI on this terminal, its app-server behind codexr's relay; nothing left running after it."""
     argv, env, ws = backend_argv(ctx, args)
-    tui_args = [a for a in args.tui_args if a != "--"] if args.tui_args[:1] == ["--"] else list(args.tui_args)
+    tui_args = list(args.tui_args[1:] if args.tui_args[:1] == ["--"] else args.tui_args)
     sock_dir = private_socket_dir()
     try:
         return asyncio.run(_codex(argv, env, ws, sock_dir, tui_args, ctx.settings))
@@ -119,9 +119,7 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
     finally:
         os.umask(old)
     try:
-        tui_env = {**env, "CODEX_HOME": env["CODEX_HOME"]}
-        tui = await asyncio.create_subprocess_exec(argv[0], "--remote", f"unix://{path}", *tui_args, cwd=ws,
-                                                   env=tui_env)
+        tui = await asyncio.create_subprocess_exec(argv[0], "--remote", f"unix://{path}", *tui_args, cwd=ws, env=env)
         loop = asyncio.get_running_loop()
 
         def pass_on(sig: int) -> None:  # a SIGTERM or SIGHUP of codexr ends the TUI, which restores the terminal
