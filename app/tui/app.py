@@ -22,6 +22,7 @@ from textual.widgets import Footer
 
 from ..events import (
     ApprovalAsked,
+    ApprovalDecided,
     CodexDied,
     Notice,
     Ready,
@@ -307,6 +308,8 @@ class CodexrApp(App[int]):
             self._show_queue()
             self._refresh_status()
         elif isinstance(ev, ApprovalAsked):
+            if ev.request.kind == "command":
+                self.transcript.command_waiting(ev.request.item_id, True)
             self._approvals.append(ev)
             self.bell()
             self._terminal_title("codexr: approval needed")
@@ -314,6 +317,8 @@ class CodexrApp(App[int]):
         else:
             if isinstance(ev, UserPrompt | TurnStarted):
                 self._in_turn = True
+            elif isinstance(ev, ApprovalDecided):
+                self.transcript.command_waiting(ev.item_id, False)
             await self.transcript.apply(ev)
             if isinstance(ev, UserPrompt):
                 self._show_queue()
