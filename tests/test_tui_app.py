@@ -362,3 +362,41 @@ def test_accept_for_this_session_on_a_file_change_is_not_asked_again(model: Scri
     drive(app, scenario)
     assert reviews == ["one"], reviews[1:]
     assert (opts.cwd / "one.txt").read_text() == "1\n" and (opts.cwd / "two.txt").read_text() == "2\n"
+
+
+def test_one_transcript_line_per_restore_and_per_resume(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20 §5: restoring a snapshot (/snapshots) and resuming a thread (/threads) each write one line."""
+    model.script("tui-once", [add_file("once.txt", "1\n"), message("made once.txt")])
+    opts = session_options(model, tmp_path)
+    app = CodexrApp(opts)
+
+    def lines(word: str) -> list[str]:
+        return [ln for ln in screen_text(app).splitlines() if word in ln]
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await type_and_send(pilot, "tui-once go")
+        await until(pilot, lambda: turns_done(app) == 1, "the turn")
+        await app.slash("/snapshots")
+        await until_shown(pilot, "pre-turn · before: tui-once go")
+        await pilot.press("end")  # the oldest: before the prompt ran
+        await until_shown(pilot, "D delete: once.txt +0 -1")
+        await pilot.press("enter")
+        await until(pilot, lambda: not (opts.cwd / "once.txt").exists() and len(app.screen_stack) == 1,
+                    "the restore")
+        await until_shown(pilot, "restored snapshot")
+        await pilot.pause()  # both would-be lines are posted before the dialog closes: let every one be drawn
+        await pilot.pause()
+        assert len(lines("restored snapshot")) == 1, screen_text(app)
+        thread = app.driver.thread_id
+        await app.slash("/new")
+        await app.slash("/threads")
+        await until_shown(pilot, "tui-once go")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.driver.thread_id == thread and len(app.screen_stack) == 1, "the resume")
+        await until_shown(pilot, "resumed")
+        await pilot.pause()
+        await pilot.pause()
+        assert len(lines("resumed")) == 1, screen_text(app)
+
+    drive(app, scenario)

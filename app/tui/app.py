@@ -444,8 +444,9 @@ class CodexrApp(App[int]):
         if text:
             self.call_later(self.say, text)
 
-    def _push(self, module: str, name: str, *args: Any, **kwargs: Any) -> None:
-        """Push one of the dialog screens (imported lazily; it does its operation via the driver)."""
+    def _push(self, module: str, name: str, *args: Any, said_by_driver: bool = False, **kwargs: Any) -> None:
+        """Push one of the dialog screens (imported lazily; it does its operation via the driver); its summary goes
+        into the transcript unless the driver writes the line itself (a restore, a resume: one line each)."""
         driver = self._need_driver()
         if driver is None:
             return
@@ -456,7 +457,7 @@ class CodexrApp(App[int]):
         except (ImportError, AttributeError):
             self.notify(f"{name} is not available in this build", severity="error")
             return
-        self.push_screen(screen_cls(driver, *args, **kwargs), self._summary)
+        self.push_screen(screen_cls(driver, *args, **kwargs), None if said_by_driver else self._summary)
 
     def start_rewind(self, prompt: int | None = None) -> None:
         """Open the rewind picker (on prompt `prompt` when given)."""
@@ -485,15 +486,15 @@ class CodexrApp(App[int]):
 
     def action_resume(self) -> None:
         """Resume a thread of this workspace."""
-        self._push("threads_screen", "ThreadsScreen")
+        self._push("threads_screen", "ThreadsScreen", said_by_driver=True)
 
     def action_threads(self) -> None:
         """List the workspace's threads."""
-        self._push("threads_screen", "ThreadsScreen")
+        self._push("threads_screen", "ThreadsScreen", said_by_driver=True)
 
     def action_snapshots(self) -> None:
         """The workspace's snapshots."""
-        self._push("snapshots_screen", "SnapshotsScreen")
+        self._push("snapshots_screen", "SnapshotsScreen", said_by_driver=True)
 
     def action_diff(self) -> None:
         """Workspace now vs the start of the current turn."""
