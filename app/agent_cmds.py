@@ -162,7 +162,8 @@ def _threads(ctx: Context, args: argparse.Namespace) -> int:
         ctx.emit([{"thread_id": r.thread_id, "source": r.source, "preview": r.preview, "prompts": r.prompts,
                    "prompts_with_snapshots": r.with_snapshots, "conversation_only": r.conversation_only,
                    "redo_depth": r.redo_depth, "updated": json_time(r.updated or None), "tracking": r.tracking,
-                   "forked_from": r.forked_from, "cwd": r.cwd}
+                   "forked_from": r.forked_from, "rewound_before_prompt": r.rewound_before, "label": r.label,
+                   "cwd": r.cwd}
                   for r in rows])
         return 0
     if not rows:
@@ -173,7 +174,7 @@ def _threads(ctx: Context, args: argparse.Namespace) -> int:
         if r.conversation_only:
             cover += f" ({r.conversation_only} conversation-only)"
         redo = f", redo {r.redo_depth}" if r.redo_depth else ""
-        print(f"{r.thread_id}  {when}  {r.source:<10}  {r.prompts} prompts, {cover}{redo}  {r.preview}")
+        print(f"{r.thread_id}  {when}  {r.source:<10}  {r.prompts} prompts, {cover}{redo}  {r.label}")
     return 0
 
 

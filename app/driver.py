@@ -102,6 +102,8 @@ class Driver:
         self._last_capture: tuple[float, float] | None = None
         self._closed = False
         self._runner: threading.Thread | None = None
+        # threads whose edits the user accepted "for this session": Codex would ask again for another file
+        self._edits_accepted: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> bool:
@@ -289,15 +291,20 @@ class Driver:
     def _ask(self, req: ApprovalRequest) -> str:
         """Runs on a session thread: hand the request to the front end and wait for its answer."""
         timeout = self.opts.settings.file_snapshots.approval_timeout_seconds
+        summary = req.command or ", ".join(self._shown_path(str(c.get("path", ""))) for c in req.changes) or req.kind
+        if req.kind == "fileChange" and req.thread_id in self._edits_accepted:
+            self.emit(ApprovalDecided(req.item_id, req.kind, "acceptForSession", summary))
+            return "acceptForSession"
         asked = ApprovalAsked(req, timeout=timeout, asked_at=time.time())
         self.emit(asked)
-        summary = req.command or ", ".join(self._shown_path(str(c.get("path", ""))) for c in req.changes) or req.kind
         try:
             decision = asked.future.result(timeout=timeout)
         except Exception:
             asked.future.cancel()
             self.emit(ApprovalDecided(req.item_id, req.kind, "decline (timed out)", summary))
             return "decline"
+        if req.kind == "fileChange" and decision == "acceptForSession":
+            self._edits_accepted.add(req.thread_id)
         self.emit(ApprovalDecided(req.item_id, req.kind, decision, summary))
         return decision
 

@@ -119,18 +119,18 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
 def _list_line(s: Session, cat: Catalog) -> str:
     from .history.catalog import source_label
     from .history.render import session_json, short_time
+    from .thread_label import rewound_before, thread_label
 
     d = session_json(s, cat)
     bits = [s.id, short_time(d["last_activity"]), source_label(s.source, s.client), f"{d['prompts']} prompts"]
     if d["snapshots"]:
         bits.append(f"{d['snapshots']} snapshots")
-    if s.forked_from:
-        bits.append(f"fork of {s.forked_from} at #{s.forked_at or 0}")
     if s.archived:
         bits.append("archived")
-    first = " ".join(d["first_prompt"].split())
-    first = first[:90] + ("…" if len(first) > 90 else "")
-    return f"{'  '.join(bits)}  {s.cwd}\n    {first}"
+    origin = s.forked_from
+    before = rewound_before(s.sidecar.history, origin) if s.sidecar else None
+    label = thread_label(" ".join(d["first_prompt"].split()), d["prompts"], origin, before, 90, s.forked_at)
+    return f"{'  '.join(bits)}  {s.cwd}" + (f"\n    {label}" if label else "")
 
 
 def _highlight(text: str, spans: list[tuple[int, int]], tty: bool) -> str:

@@ -36,6 +36,7 @@ from .rewind_targets import (
     rewind_targets,
 )
 from .sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord
+from .thread_label import rewound_before, thread_label
 from .workspace_lock import SessionLock
 
 APPROVAL_METHODS = {
@@ -241,6 +242,12 @@ class ThreadSummary:
     forked_from: str | None = None
     cwd: str = ""
     source: str = ""  # who started it: codexr, cli, exec, vscode, app-server, ...
+    rewound_before: int | None = None  # a fork made by a rewind: the origin's prompt it went back before
+
+    @property
+    def label(self) -> str:
+        """What it holds and where it came from, worded as everywhere else (app/thread_label.py)."""
+        return thread_label(self.preview, self.prompts, self.forked_from, self.rewound_before)
 
     @property
     def conversation_only(self) -> int:
@@ -1005,7 +1012,7 @@ class Session:
             # Codex did not list it (e.g. a fork before its first prompt): its own record still names the
             # first prompt and who started it.
             t = self._read_thread(side.thread_id)
-            preview = str(t.get("preview") or "") or "(rewound to before its first prompt)"
+            preview = str(t.get("preview") or "")
             updated = max([side.created, *[r.started for r in side.turns]])
             out.append(self._summary(side.thread_id, side, preview, updated, side.cwd,
                                      source_label(t) if t else CLIENT_NAME))
@@ -1049,9 +1056,11 @@ class Session:
             listed = self.prompts(tid)
             prompts = len(listed)
             snaps = sum(1 for p in listed if p.pre)
-        return ThreadSummary(tid, preview.splitlines()[0][:80] if preview else "", prompts, snaps,
+            preview = listed[0].text if listed else ""  # what it really holds (a fork's first prompt too)
+        origin = side.forked_from if side else None
+        return ThreadSummary(tid, (preview.strip().splitlines() or [""])[0][:80], prompts, snaps,
                              len(side.redo) if side else 0, updated, bool(side and side.tracking),
-                             side.forked_from if side else None, cwd, source)
+                             origin, cwd, source, rewound_before(side.history, origin) if side else None)
 
 
 def ensure_thread(session: Session, thread_id: str | None, last: bool) -> str:

@@ -7,6 +7,7 @@ thread looks exactly like the turns the user watched.
 from __future__ import annotations
 
 import os
+import shlex
 from typing import Any
 
 from .events import (
@@ -24,17 +25,17 @@ from .events import (
     UserPrompt,
 )
 
-_CMD_PREFIXES = ("/bin/bash -lc ", "/bin/bash -c ", "bash -lc ", "/bin/sh -c ", "/bin/zsh -lc ")
+_SHELLS = ("bash", "sh", "zsh")
 
 
 def short_command(command: str) -> str:
-    """`/bin/bash -lc 'make test'` → `make test`: the command the agent meant, as a person reads it."""
-    for prefix in _CMD_PREFIXES:
-        if command.startswith(prefix):
-            rest = command[len(prefix):]
-            if len(rest) >= 2 and rest[0] == rest[-1] and rest[0] in "'\"":
-                rest = rest[1:-1].replace("'\\''", "'")
-            return rest
+    """`/bin/bash -lc 'make test'` → `make test`: the command the shell ran, unquoted once, never escaped again."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:  # not shell-quoted text: shown as Codex sent it
+        return command
+    if len(argv) == 3 and os.path.basename(argv[0]) in _SHELLS and argv[1] in ("-c", "-lc"):
+        return argv[2]
     return command
 
 

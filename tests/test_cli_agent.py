@@ -715,3 +715,29 @@ def test_threads_print_local_time_with_its_offset(cli: Cli) -> None:
     assert re.search(rf"^{t}  \d{{4}}-\d\d-\d\d \d\d:\d\d \+0530  ", text.stdout, re.M), show(text)
     doc = json.loads(cli.run("threads", "--json", home_env={"TZ": "Asia/Kolkata"}).stdout)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+05:30", doc[0]["updated"]), doc
+
+
+def test_a_fork_made_by_a_rewind_is_labelled_with_what_it_holds_alike_in_threads_and_history(cli: Cli) -> None:
+    """Issue 20 §5: a conversation-only rewind to prompt 3 makes a fork holding prompts 1-2; `threads` (text and
+    --json) and `history list` show its first prompt with "fork of …, rewound before prompt 3", and
+    "(rewound to before its first prompt)" only for the fork of a rewind to prompt 1, which holds none."""
+    cli.model.script("lbl", [message("ok")])
+    thread, _, _ = cli.seed(["lbl one", "lbl two", "lbl three"])
+    kept = cli.json("rewind", "--thread", thread, "--to", "3", "--conversation-only", "--yes")["thread_id"]
+    empty = cli.json("rewind", "--thread", thread, "--to", "1", "--yes")["thread_id"]
+    rows = cli.threads()
+    held = f"lbl one · fork of {thread}, rewound before prompt 3"
+    none = f"(rewound to before its first prompt) · fork of {thread}, rewound before prompt 1"
+    assert (rows[kept]["preview"], rows[kept]["prompts"], rows[kept]["rewound_before_prompt"]) == (
+        "lbl one", 2, 3), rows[kept]
+    assert rows[kept]["label"] == held, rows[kept]
+    assert (rows[empty]["preview"], rows[empty]["prompts"], rows[empty]["label"]) == ("", 0, none), rows[empty]
+    assert (rows[thread]["label"], rows[thread]["rewound_before_prompt"]) == ("lbl one", None), rows[thread]
+    text = cli.ok("threads").stdout
+    line = {ln.split()[0]: ln for ln in text.splitlines()}
+    assert line[kept].endswith(f"  {held}") and line[empty].endswith(f"  {none}"), text
+    assert "(rewound to before its first prompt)" not in line[kept], text
+    listed = cli.ok("history", "list").stdout.splitlines()
+    label_of = {ln.split()[0]: listed[i + 1].strip() for i, ln in enumerate(listed[:-1])
+                if not ln.startswith(" ") and listed[i + 1].startswith("    ")}
+    assert (label_of.get(kept), label_of.get(empty), label_of.get(thread)) == (held, none, "lbl one"), listed

@@ -337,3 +337,21 @@ def test_history_numbers_hits_of_every_workspace_then_resumes_one_here_or_prints
     t.until("codexr>")
     t.quit()
     assert not (far / "a.txt").exists() and (t.ws / "b.txt").exists()
+
+
+def test_commands_are_shown_as_the_shell_ran_them(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20 §5: Codex reports `/bin/bash -c "printf '%s\\\\n' …"`; line mode shows the command the shell
+    ran (`printf '%s\\n'`), unquoted once and never escaped again, live and when the thread is resumed."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = _env(model, tmp_path / "home")
+    ran = "printf '%s\\n' \"$HOME\" 'it''s' > out.txt"
+    res = subprocess.run([sys.executable, "-m", "app.cli", "--plain"], cwd=ws, env=env, input=f"run {ran}\n",
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert (ws / "out.txt").read_text() == f"{os.environ.get('HOME', '')}\nits\n"  # what the shell really ran
+    assert f"$ {ran}\n" in res.stdout, res.stdout
+    res = subprocess.run([sys.executable, "-m", "app.cli", "--plain", "resume", "--last"], cwd=ws, env=env,
+                         input="", capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert f"$ {ran}\n" in res.stdout, res.stdout  # the stored turn, read back from Codex

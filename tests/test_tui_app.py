@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from e2e_helpers import session_options
 from textual.pilot import Pilot
 from textual.widgets import OptionList
-from tui_helpers import screen_text, until, until_shown, words
+from tui_helpers import WAIT_S, screen_text, until, until_shown, words
 
 from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
 from app.tui.app import CodexrApp
@@ -306,7 +307,96 @@ def test_snapshot_approval_request(model: ScriptedModel, tmp_path: Path, snap_co
         await type_and_send(pilot, "tui-snap-ask touch it")
         panel = app.query_one("#approval")
         await until(pilot, lambda: panel.display and app.focused is panel, "the approval request")
-        await until_shown(pilot, "$ touch approved.txt   … running", "(no output)", "⚠ Codex asks to run a command",
-                          "[c/Esc] cancel the turn", "◆ tracking 0 files", " y Yes  a Always")
+        await until_shown(pilot, "$ touch approved.txt   … waiting for approval", "(no output)",
+                          "⚠ Codex asks to run a command", "[c/Esc] cancel the turn",
+                          "◆ tracking 0 files", " y Yes  a Always")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_a_command_waiting_for_approval_is_shown_waiting_not_running(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20 §5: Codex starts the command's item before it asks; until the answer its block says it waits."""
+    model.script("tui-wait", [shell("echo waited > waited.txt"), message("ran after the wait")])
+    app = CodexrApp(session_options(model, tmp_path, approval_policy="untrusted", sandbox="workspace-write"))
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await type_and_send(pilot, "tui-wait go")
+        panel = app.query_one("#approval")
+        await until(pilot, lambda: panel.display and app.focused is panel, "the approval request")
+        await until(pilot, lambda: len(app.query(CommandBlock)) == 1, "the command's block")
+        shown = await until_shown(pilot, "$ echo waited > waited.txt   … waiting for approval")
+        assert "… running" not in shown
+        await pilot.press("y")
+        await until(pilot, lambda: turns_done(app) == 1, "the turn to end")
+        shown = await until_shown(pilot, "✓ exit 0", "ran after the wait")
+        assert "waiting for approval" not in shown
+
+    drive(app, scenario)
+
+
+def test_accept_for_this_session_on_a_file_change_is_not_asked_again(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20 §5: `a` on the first edit's review accepts the next edit too (another file): no second review."""
+    model.script("tui-afs", [add_file("one.txt", "1\n"), add_file("two.txt", "2\n"), message("both written")])
+    opts = session_options(model, tmp_path, approval_policy="untrusted", sandbox="read-only")
+    app = CodexrApp(opts)
+    reviews: list[str] = []
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await type_and_send(pilot, "tui-afs go")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalReview), "the first review")
+        await until_shown(pilot, "A one.txt +1 -0")
+        reviews.append("one")
+        await pilot.press("a")
+        deadline = time.monotonic() + WAIT_S  # a bound on waiting, not a timing assertion
+        while turns_done(app) < 1:  # every review that comes is counted (and declined, so the test ends)
+            assert time.monotonic() < deadline, screen_text(app)
+            if isinstance(app.screen, ApprovalReview) and not reviews[1:]:
+                reviews.append(screen_text(app))
+                await pilot.press("n")
+            await pilot.pause(0.05)
+        await until_shown(pilot, "✓ approved for this session: one.txt", "✓ approved for this session: two.txt",
+                          "both written")
+
+    drive(app, scenario)
+    assert reviews == ["one"], reviews[1:]
+    assert (opts.cwd / "one.txt").read_text() == "1\n" and (opts.cwd / "two.txt").read_text() == "2\n"
+
+
+def test_one_transcript_line_per_restore_and_per_resume(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20 §5: restoring a snapshot (/snapshots) and resuming a thread (/threads) each write one line."""
+    model.script("tui-once", [add_file("once.txt", "1\n"), message("made once.txt")])
+    opts = session_options(model, tmp_path)
+    app = CodexrApp(opts)
+
+    def lines(word: str) -> list[str]:
+        return [ln for ln in screen_text(app).splitlines() if word in ln]
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await type_and_send(pilot, "tui-once go")
+        await until(pilot, lambda: turns_done(app) == 1, "the turn")
+        await app.slash("/snapshots")
+        await until_shown(pilot, "pre-turn · before: tui-once go")
+        await pilot.press("end")  # the oldest: before the prompt ran
+        await until_shown(pilot, "D delete: once.txt +0 -1")
+        await pilot.press("enter")
+        await until(pilot, lambda: not (opts.cwd / "once.txt").exists() and len(app.screen_stack) == 1,
+                    "the restore")
+        await until_shown(pilot, "restored snapshot")
+        await pilot.pause()  # both would-be lines are posted before the dialog closes: let every one be drawn
+        await pilot.pause()
+        assert len(lines("restored snapshot")) == 1, screen_text(app)
+        thread = app.driver.thread_id
+        await app.slash("/new")
+        await app.slash("/threads")
+        await until_shown(pilot, "tui-once go")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.driver.thread_id == thread and len(app.screen_stack) == 1, "the resume")
+        await until_shown(pilot, "resumed")
+        await pilot.pause()
+        await pilot.pause()
+        assert len(lines("resumed")) == 1, screen_text(app)
+
+    drive(app, scenario)

@@ -226,3 +226,52 @@ def test_the_demo_on_a_terminal_opens_the_app_and_takes_a_prompt_typed_under_its
     tmux.keys("C-q")
     tmux.wait_for("DEMO-OVER")
     assert not (tmp_path / "unused-home").exists()  # the demo never touches the user's CODEX_HOME
+
+
+def test_words_on_screen_commands_approvals_and_fork_labels(tmux: Tmux, tmp_path: Path) -> None:
+    """Issue 20 §5 in a real terminal: a command waiting for approval says so (not `… running`) and is shown as
+    the shell runs it (`printf '%s\\n'`, not `'%s\\\\n'`); a conversation-only rewind to prompt 2 makes a fork
+    that /threads labels with the prompt it holds and "fork of …, rewound before prompt 2"."""
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    ran = "printf '%s\\n' hi > p.txt"
+    with ScriptedModel() as model:
+        model.script("tw-one", [shell(ran), message("Printed it.")])
+        model.script("tw-two", [message("Second answer.")])
+        env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
+               "TERM": "xterm-256color"}
+        assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        codexr = (f"env -u COLUMNS -u LINES {assign} {shlex.quote(sys.executable)} -m app.cli -a untrusted "
+                  f"-s workspace-write -C {shlex.quote(str(ws))}")
+        tmux.start(f"cd {shlex.quote(str(REPO))} && {codexr}; sleep 60")
+        tmux.wait_for("○ idle")
+        tmux.type("tw-one print it")
+        tmux.keys("Enter")
+        shown = tmux.wait(lambda s: "Codex asks to run a command" in s and "waiting for approval" in s,
+                          "the command waiting for its approval")
+        assert f"$ {ran}   … waiting for approval" in shown and "… running" not in shown
+        assert "'%s\\\\n'" not in shown
+        tmux.keys("y")
+        shown = tmux.wait(lambda s: "Printed it." in s and "○ idle" in s, "the answer to prompt 1")
+        assert f"$ {ran}" in shown and "'%s\\\\n'" not in shown and "waiting for approval" not in shown
+        assert (ws / "p.txt").read_text() == "hi\n"
+        thread_short = status_thread(shown)
+        tmux.type("tw-two again")
+        tmux.keys("Enter")
+        tmux.wait(lambda s: "Second answer." in s and "○ idle" in s, "the answer to prompt 2")
+
+        tmux.keys("Escape", "Escape")  # the picker, on prompt 2
+        tmux.wait(lambda s: "Rewind — choose the prompt" in s and "prompt 2" in s, "the rewind picker")
+        tmux.keys("c")
+        tmux.wait(lambda s: "(•) [c] conversation only" in s, "conversation only chosen")
+        tmux.keys("Enter")
+        tmux.wait(lambda s: "rewound to prompt 2" in s and "○ idle" in s and "↷ redo 1" in s, "the rewind")
+        tmux.keys("C-c")  # the rewound prompt back in the composer: cleared
+        tmux.wait(lambda s: composer_text(s).startswith("Ask Codex…"), "an empty composer")
+        tmux.type("/threads")
+        tmux.keys("Enter")
+        shown = tmux.wait(lambda s: "Threads of this workspace" in s and "rewound before prompt 2" in s,
+                          "the fork's label in /threads")
+        fork_row = next(ln for ln in shown.splitlines() if "rewound before prompt 2" in ln)
+        assert "* tw-one print it · fork of " in fork_row and thread_short.lstrip("…") in fork_row, shown
+        assert "(rewound to before its first prompt)" not in shown

@@ -22,6 +22,7 @@ from textual.widgets import Footer
 
 from ..events import (
     ApprovalAsked,
+    ApprovalDecided,
     CodexDied,
     Notice,
     Ready,
@@ -307,6 +308,8 @@ class CodexrApp(App[int]):
             self._show_queue()
             self._refresh_status()
         elif isinstance(ev, ApprovalAsked):
+            if ev.request.kind == "command":
+                self.transcript.command_waiting(ev.request.item_id, True)
             self._approvals.append(ev)
             self.bell()
             self._terminal_title("codexr: approval needed")
@@ -314,6 +317,8 @@ class CodexrApp(App[int]):
         else:
             if isinstance(ev, UserPrompt | TurnStarted):
                 self._in_turn = True
+            elif isinstance(ev, ApprovalDecided):
+                self.transcript.command_waiting(ev.item_id, False)
             await self.transcript.apply(ev)
             if isinstance(ev, UserPrompt):
                 self._show_queue()
@@ -439,8 +444,9 @@ class CodexrApp(App[int]):
         if text:
             self.call_later(self.say, text)
 
-    def _push(self, module: str, name: str, *args: Any, **kwargs: Any) -> None:
-        """Push one of the dialog screens (imported lazily; it does its operation via the driver)."""
+    def _push(self, module: str, name: str, *args: Any, said_by_driver: bool = False, **kwargs: Any) -> None:
+        """Push one of the dialog screens (imported lazily; it does its operation via the driver); its summary goes
+        into the transcript unless the driver writes the line itself (a restore, a resume: one line each)."""
         driver = self._need_driver()
         if driver is None:
             return
@@ -451,7 +457,7 @@ class CodexrApp(App[int]):
         except (ImportError, AttributeError):
             self.notify(f"{name} is not available in this build", severity="error")
             return
-        self.push_screen(screen_cls(driver, *args, **kwargs), self._summary)
+        self.push_screen(screen_cls(driver, *args, **kwargs), None if said_by_driver else self._summary)
 
     def start_rewind(self, prompt: int | None = None) -> None:
         """Open the rewind picker (on prompt `prompt` when given)."""
@@ -480,15 +486,15 @@ class CodexrApp(App[int]):
 
     def action_resume(self) -> None:
         """Resume a thread of this workspace."""
-        self._push("threads_screen", "ThreadsScreen")
+        self._push("threads_screen", "ThreadsScreen", said_by_driver=True)
 
     def action_threads(self) -> None:
         """List the workspace's threads."""
-        self._push("threads_screen", "ThreadsScreen")
+        self._push("threads_screen", "ThreadsScreen", said_by_driver=True)
 
     def action_snapshots(self) -> None:
         """The workspace's snapshots."""
-        self._push("snapshots_screen", "SnapshotsScreen")
+        self._push("snapshots_screen", "SnapshotsScreen", said_by_driver=True)
 
     def action_diff(self) -> None:
         """Workspace now vs the start of the current turn."""

@@ -141,9 +141,10 @@ class ReasoningBlock(Block):
         return self.event.text
 
 
-def _command_title(command: str, finished: CommandFinished | None, stable: bool = False) -> str:
+def _command_title(command: str, finished: CommandFinished | None, stable: bool = False,
+                   waiting: bool = False) -> str:
     if finished is None:
-        return f"$ {command}   … running"
+        return f"$ {command}   … waiting for approval" if waiting else f"$ {command}   … running"
     parts = [f"$ {command}  "]
     if finished.status == "declined":
         parts.append(" ✗ declined")
@@ -171,18 +172,26 @@ def _tail(output: str) -> str:
 class CommandBlock(Block):
     """A shell command with its output (collapsible), exit code and duration."""
 
-    def __init__(self, item_id: str, command: str, finished: CommandFinished | None = None) -> None:
+    def __init__(self, item_id: str, command: str, finished: CommandFinished | None = None,
+                 waiting: bool = False) -> None:
         super().__init__(classes="block command")
         self.item_id = item_id
         self.command = command
         self.finished = finished
         self.output = finished.output if finished else ""
+        self.waiting = waiting  # Codex asked the user about it: it does not run until answered
 
     def compose(self) -> ComposeResult:
         failed = self.finished is not None and (self.finished.exit_code or 0) != 0
-        with Collapsible(title=_command_title(self.command, self.finished, _stable(self)),
+        with Collapsible(title=_command_title(self.command, self.finished, _stable(self), self.waiting),
                          collapsed=self.finished is not None and not failed):
             yield Static(Text(_tail(self.output)), classes="command-output", markup=False)
+
+    def set_waiting(self, waiting: bool) -> None:
+        """Waiting for the user's approval (not running yet), or answered."""
+        self.waiting = waiting
+        if self.finished is None:
+            self.query_one(Collapsible).title = _command_title(self.command, None, _stable(self), waiting)
 
     def add_output(self, delta: str) -> None:
         """More output while the command runs."""

@@ -18,9 +18,9 @@ from .labels import ago, count_text, first_line
 
 
 def thread_label(t: ThreadSummary, current: str | None, now: float | None = None) -> str:
-    """Preview, who started it, prompt and snapshot counts, redo depth, age, fork origin — conversation-only marked."""
+    """Its label (first prompt, fork origin), who started it, prompt and snapshot counts, redo depth, age."""
     mark = "* " if t.thread_id == current else "  "
-    head = f"{mark}{first_line(t.preview) or '(no prompt yet)'}"
+    head = f"{mark}{t.label or '(no prompt yet)'}"
     parts = [count_text(t.prompts, "prompt")]
     if t.prompts:
         parts.append(f"{t.with_snapshots} with snapshots")
@@ -31,8 +31,6 @@ def thread_label(t: ThreadSummary, current: str | None, now: float | None = None
     if t.redo_depth:
         parts.append(f"redo {t.redo_depth}")
     parts.append(ago(t.updated, now))
-    if t.forked_from:
-        parts.append(f"forked from {t.forked_from}")
     parts.append(f"id {t.thread_id}")  # Codex ids are time-ordered: their prefixes look alike
     return f"{head}\n    {' · '.join(parts)}"
 

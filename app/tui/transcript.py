@@ -46,6 +46,7 @@ class Entry:
     event: Any
     usage: TokenUsage | None = None
     output: str = ""  # a running command's output so far
+    waiting: bool = False  # a command Codex asks the user about: not running until answered
     widget: Block | None = None
 
 
@@ -74,6 +75,8 @@ class Transcript(VerticalScroll, can_focus=True):
         self.banner = banner
         self.entries: list[Entry] = []
         self._by_key: dict[str, Entry] = {}
+        # commands Codex asks the user about; the request can arrive before the command's item/started does
+        self._awaiting: set[str] = set()
         self._first = 0  # index of the first entry with a widget
         self._end = 0  # one past the last entry with a widget (len(entries) when the window holds the end)
         self._usage: TokenUsage | None = None
@@ -159,7 +162,9 @@ class Transcript(VerticalScroll, can_focus=True):
             if entry is None:
                 if isinstance(ev, CommandOutput):
                     return None, False
-                return self._new(key, ev), True
+                entry = self._new(key, ev)
+                entry.waiting = isinstance(ev, CommandStarted) and ev.item_id in self._awaiting
+                return entry, True
             if isinstance(ev, CommandOutput):
                 entry.output += ev.delta
             else:
@@ -183,7 +188,7 @@ class Transcript(VerticalScroll, can_focus=True):
     def _build(self, entry: Entry) -> Block | None:
         ev = entry.event
         if isinstance(ev, CommandStarted):
-            block: Block | None = CommandBlock(ev.item_id, ev.command)
+            block: Block | None = CommandBlock(ev.item_id, ev.command, waiting=entry.waiting)
             if entry.output:
                 assert isinstance(block, CommandBlock)
                 block.output = entry.output
@@ -245,6 +250,19 @@ class Transcript(VerticalScroll, can_focus=True):
                 await self.mount(new_block, after=w)
                 await w.remove()
                 entry.widget = new_block
+
+    def command_waiting(self, item_id: str, waiting: bool) -> None:
+        """Show a started command as waiting for the user's approval, or (answered) as running again."""
+        if waiting:
+            self._awaiting.add(item_id)
+        else:
+            self._awaiting.discard(item_id)
+        entry = self._by_key.get(f"cmd:{item_id}")
+        if entry is None or entry.waiting == waiting:
+            return
+        entry.waiting = waiting
+        if isinstance(entry.widget, CommandBlock) and entry.widget.is_attached:
+            entry.widget.set_waiting(waiting)
 
     async def note(self, text: str, level: str = "info") -> None:
         """A codexr line in the transcript (slash command results, errors)."""
