@@ -71,18 +71,21 @@ def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
 
     ctx.workspace(args.cd)  # the store or Codex's home as workspace stops here, before Codex starts
     codex_bin = choose(args.codex_bin, ctx.settings).sdk_value()  # a bad path stops here, before the SDK loads
-    from .session import SessionOptions, split_overrides
+    from .session import SessionOptions
 
-    overrides = list(split_overrides(args.overrides))
-    for feature in args.enable:
-        if feature != "file_snapshots":
-            overrides.append(f"features.{feature}=true")
-    for feature in args.disable:
-        if feature != "file_snapshots":
-            overrides.append(f"features.{feature}=false")
     return SessionOptions(cwd=args.cd, codex_home=ctx.home, settings=ctx.settings, model=args.model,
                           sandbox=args.sandbox, approval_policy=args.ask_for_approval,
-                          config_overrides=tuple(overrides), codex_bin=codex_bin)
+                          config_overrides=codex_overrides(args), codex_bin=codex_bin)
+
+
+def codex_overrides(args: argparse.Namespace) -> tuple[str, ...]:
+    """The `-c`, `--enable` and `--disable` flags meant for Codex (codexr's own keys stay with codexr)."""
+    from .session import split_overrides
+
+    overrides = list(split_overrides(args.overrides))
+    overrides += [f"features.{f}=true" for f in args.enable if f != "file_snapshots"]
+    overrides += [f"features.{f}=false" for f in args.disable if f != "file_snapshots"]
+    return tuple(overrides)
 
 
 def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None) -> Session:

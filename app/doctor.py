@@ -133,12 +133,20 @@ def _app_server_checks(ctx: Context, args: argparse.Namespace, binary: CodexBina
     from openai_codex.client import CodexClient, CodexConfig
     from openai_codex.errors import CodexError
 
-    from .agent_cmds import session_options
+    from snapshot_store.errors import WorkspaceError
 
-    opts = session_options(ctx, args)
-    cwd = Path(opts.cwd)
+    from .agent_cmds import codex_overrides
+
+    checks: list[Check] = []
+    cwd = Path(args.cd)
+    try:
+        ctx.workspace(args.cd)
+    except WorkspaceError as exc:  # doctor still checks everything else, from CODEX_HOME's parent
+        checks.append(Check("workspace", "warn", f"this directory is no workspace for codexr: {exc}",
+                            "run codexr in a project directory"))
+        cwd = ctx.home.parent
     cfg = CodexConfig(codex_bin=binary.sdk_value(), cwd=str(cwd if cwd.is_dir() else ctx.home.parent),
-                      env={"CODEX_HOME": str(ctx.home)}, config_overrides=opts.config_overrides,
+                      env={"CODEX_HOME": str(ctx.home)}, config_overrides=codex_overrides(args),
                       client_name="codexr", client_title="codex-rewind")
     client = CodexClient(cfg)
     try:
@@ -148,12 +156,12 @@ def _app_server_checks(ctx: Context, args: argparse.Namespace, binary: CodexBina
     except (OSError, CodexError) as exc:
         tail = [ln.strip() for ln in client._stderr_tail(60).splitlines() if ln.strip().startswith("Error:")]
         why = tail[-1] if tail else (str(exc).splitlines() or ["no answer"])[0][:200]
-        return [Check("app_server", "fail", f"Codex app-server did not start: {why}",
-                      "run `codexr exec hello` for Codex's full message; check config.toml and the binary")]
+        return [*checks, Check("app_server", "fail", f"Codex app-server did not start: {why}",
+                               "run `codexr exec hello` for Codex's full message; check config.toml and the binary")]
     finally:
         with contextlib.suppress(Exception):
             client.close()
-    checks = [Check("app_server", "ok", f"Codex app-server answers initialize ({init.userAgent})")]
+    checks.append(Check("app_server", "ok", f"Codex app-server answers initialize ({init.userAgent})"))
     if account.account is not None:
         kind = account.account.root.type
         who = getattr(account.account.root, "email", None)

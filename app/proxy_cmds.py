@@ -35,15 +35,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def backend_argv(ctx: Context, args: argparse.Namespace) -> tuple[list[str], dict[str, str], Path]:
     """The real app-server's command line, environment and workspace (the binary chosen as for every command)."""
+    from .agent_cmds import codex_overrides
     from .codex_bin import choose
-    from .session import split_overrides
 
     ws = ctx.workspace(args.cd)
     chosen = choose(args.codex_bin, ctx.loaded)
-    overrides = list(split_overrides(args.overrides))
-    overrides += [f"features.{f}=true" for f in args.enable if f != "file_snapshots"]
-    overrides += [f"features.{f}=false" for f in args.disable if f != "file_snapshots"]
-    config = [arg for kv in overrides for arg in ("--config", kv)]
+    config = [arg for kv in codex_overrides(args) for arg in ("--config", kv)]
     env = dict(os.environ)
     if chosen.pinned:  # as the SDK starts the pinned binary: its helpers (apply_patch) first on PATH
         with contextlib.suppress(ImportError, AttributeError):
