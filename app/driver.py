@@ -342,6 +342,7 @@ class Driver:
         with self._ops:
             s = self._need()
             tid = s.resume_thread(thread_id)
+            s.mark_used(tid)
             events = self.transcript(tid)
             self.thread_id = tid
             self._prompt_count = sum(1 for e in events if isinstance(e, UserPrompt))

@@ -36,7 +36,7 @@ from .rewind_targets import (
     rewind_targets,
 )
 from .sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord
-from .workspace_lock import SessionLock
+from .workspace_lock import LastThread, SessionLock
 
 APPROVAL_METHODS = {
     "item/commandExecution/requestApproval": "command",
@@ -298,6 +298,7 @@ class Session:
         self.model = opts.model or ""  # as Codex reports it once a thread is started or resumed
         self.next_model: str | None = None  # chosen with /model: sent with every later turn/start
         self.lock = SessionLock(self.store_dir, self.cwd)
+        self.last = LastThread(self.store_dir, self.cwd)
         self._started: set[str] = set()  # threads this session started: no turn ran on them before ours
         self.client = self._start_codex()
         self._drain = threading.Thread(target=self._drain_global, daemon=True, name="codexr-notices")
@@ -491,8 +492,20 @@ class Session:
         """Bring an archived thread back."""
         self._rpc(f"cannot unarchive thread {thread_id}", lambda: self.client.thread_unarchive(thread_id))
 
+    def mark_used(self, thread_id: str) -> None:
+        """The user sent a prompt on `thread_id` or switched to it: `--last` means this thread from now on."""
+        self.last.mark(thread_id)
+
     def last_thread(self) -> str | None:
-        """The most recently used codexr thread of this workspace."""
+        """The thread the user last used in this workspace (last prompt sent or switched to).
+
+        Without a record (a store from before it was kept): the codexr thread created or prompted most recently.
+        """
+        recorded = self.last.get()
+        if recorded is not None:
+            side = self.sidecars.load(recorded)
+            if (side is not None and side.cwd == str(self.cwd)) or self._read_thread(recorded):
+                return recorded
         best: tuple[float, str] | None = None
         for side in self.sidecars.all():
             if side.cwd != str(self.cwd):
@@ -547,6 +560,7 @@ class Session:
         resp = self._rpc("cannot start the turn",
                          lambda: self.client.turn_start(thread_id, [{"type": "text", "text": text}], turn_params))
         turn_id = str(resp.turn.id)
+        self.mark_used(thread_id)
         self.recorder.bind(thread_id, side, turn_id, text, pre)
         state = TurnState()
         with self._items_lock:
@@ -753,6 +767,7 @@ class Session:
         if "thread" not in landed:
             raise Declined("rewind cancelled; nothing changed")
         safety = restore.safety_id if restore else None
+        self.mark_used(landed["thread"])
         self.collect_later()
         return RewindResult(landed["thread"], thread_id, mode, target.number, target.text, safety, restore,
                             no_snapshot_reason=why)
@@ -975,6 +990,7 @@ class Session:
                 lambda s: s.history.append({"event": "redone", "from": thread_id, "at": time.time(),
                                             "safety_id": safety}),
                 new=lambda: self.sidecar(entry.origin_thread))
+        self.mark_used(entry.origin_thread if entry.mode in ("both", "conversation") else thread_id)
         self.collect_later()
         return RedoResult(entry.origin_thread, thread_id, entry.mode, safety, seen["changed"], turns_since, restore)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -337,3 +338,26 @@ def test_history_numbers_hits_of_every_workspace_then_resumes_one_here_or_prints
     t.until("codexr>")
     t.quit()
     assert not (far / "a.txt").exists() and (t.ws / "b.txt").exists()
+
+
+def test_resume_last_is_the_thread_the_redo_returned_to_not_the_fork(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20: after rewind → /redo → quit, `resume --last` (and `exec --last`) reopened the abandoned fork,
+    the thread created last; "last" is the thread the user last used."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = _env(model, tmp_path / "home")
+
+    def run(*args: str, text: str) -> str:
+        res = subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ws, env=env, input=text,
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, (args, res.stdout, res.stderr)
+        return res.stdout
+
+    first = run("--plain", text="create one.txt first\ncreate two.txt second\n/rewind 2\ny\n/redo\ny\n")
+    origin = re.search(r"^thread ([0-9a-f-]{36})$", first, re.M)
+    assert origin is not None and "redone: " in first, first
+    assert f"== back on the thread the rewind left: thread {origin[1]}" in first, first
+    again = run("--plain", "resume", "--last", text="/status\n")
+    assert f"== resumed: thread {origin[1]}, 2 prompts ==" in again, again
+    doc = json.loads(run("exec", "--last", "--json", "create three.txt third", text=""))
+    assert doc["thread_id"] == origin[1], doc
