@@ -76,6 +76,12 @@ class Preview:
     result: RewindResult | RedoResult | RestoreResult
     restore: RestoreResult | None
     diffs: dict[str, tuple[FileStat, str]]
+    warnings: tuple[str, ...] = ()  # another live session's work is at stake: front ends show these and ask
+
+    @property
+    def must_ask(self) -> bool:
+        """Confirming needs an explicit yes (another codexr session is live in this workspace)."""
+        return bool(self.warnings)
 
 
 class Busy(SessionError):
@@ -422,7 +428,8 @@ class Driver:
                 raise SessionError("nothing to rewind: no prompt was sent yet")
             res = s.rewind(self.thread_id, to, mode, dry_run=True)
             diffs = changes.plan_diffs(s.store, res.restore.plan) if res.restore else {}
-            return Preview(f"rewind to prompt {to}", res, res.restore, diffs)
+            return Preview(f"rewind to prompt {to}", res, res.restore, diffs,
+                           self._warnings(s, res.restore))
 
     def rewind(self, to: int, mode: str = "both") -> RewindResult:
         """Rewind and load the resulting thread; the chosen prompt goes back to the composer."""
@@ -442,7 +449,7 @@ class Driver:
                 raise SessionError("nothing to redo")
             res = s.redo(self.thread_id, dry_run=True)
             diffs = changes.plan_diffs(s.store, res.restore.plan) if res.restore else {}
-            return Preview("redo", res, res.restore, diffs)
+            return Preview("redo", res, res.restore, diffs, self._warnings(s, res.restore))
 
     def redo(self) -> RedoResult:
         """Undo the last rewind and load the thread it returns to."""
@@ -481,7 +488,8 @@ class Driver:
         with self._exclusive("restore a snapshot") as s:
             sid = s.store.resolve(snap_id)
             res = s.store.restore(sid, s.cwd, dry_run=True, known_paths=self._known(s), scope=s.scope)
-            return Preview(f"restore snapshot {sid[:12]}", res, res, changes.plan_diffs(s.store, res.plan))
+            return Preview(f"restore snapshot {sid[:12]}", res, res, changes.plan_diffs(s.store, res.plan),
+                           self._warnings(s, res))
 
     def restore_snapshot(self, snap_id: str) -> RestoreResult:
         """Restore a snapshot of this workspace (after its own safety capture)."""
@@ -499,6 +507,11 @@ class Driver:
         if os.path.isabs(path) and os.path.commonpath([root, path]) == root:
             return os.path.relpath(path, root)
         return path
+
+    def _warnings(self, s: Session, restore: RestoreResult | None) -> tuple[str, ...]:
+        """The plan's warning lines while another codexr session is live here (read now, not at the last turn)."""
+        self.emit(StatusChanged(self.status()))  # the status bar's hint too, without waiting for a turn
+        return tuple(s.others_warning(self.thread_id, restore.plan if restore is not None else None))
 
     def _known(self, s: Session) -> list[str]:
         return s.known_paths(self.thread_id) if self.thread_id else []

@@ -591,9 +591,12 @@ class LineMode:
             return ""
 
     def confirm(self, what: str, preview: Preview) -> bool:
-        """y/N, with `d` to show the per-file diffs first."""
+        """y/N, with `d` to show the per-file diffs first (another live session here is named in the question)."""
+        question = f"{what}? [y/N, d = show diffs] "
+        if preview.must_ask:
+            question = f"another codexr session is live in this workspace: {what} anyway? [y/N, d = show diffs] "
         while True:
-            answer = self.ask(f"{what}? [y/N, d = show diffs] ").lower()
+            answer = self.ask(question).lower()
             if answer in ("d", "diff", "diffs"):
                 for path, (st, diff) in sorted(preview.diffs.items()):
                     self.printer.line(f"--- {show_path(path)} ({st.change}, {stat_text(st)})")
@@ -604,6 +607,8 @@ class LineMode:
     def print_plan(self, preview: Preview) -> None:
         """Files written, deleted and left alone, each with its reason and line counts."""
         p = self.printer
+        for warning in preview.warnings:
+            p.line(f"  {warning}")
         restore = preview.restore
         if restore is None:
             p.line("  files: left as they are")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from e2e_helpers import official_codex_exec
+from e2e_helpers import PipeSession, official_codex_exec
 
 from app.events import short_thread
 from app.scripted_model import ScriptedModel, message, responder, user_texts, write_codex_home
@@ -361,3 +361,46 @@ def test_resume_last_is_the_thread_the_redo_returned_to_not_the_fork(model: Scri
     assert f"== resumed: thread {origin[1]}, 2 prompts ==" in again, again
     doc = json.loads(run("exec", "--last", "--json", "create three.txt third", text=""))
     assert doc["thread_id"] == origin[1], doc
+
+
+def test_rewind_and_redo_warn_and_ask_while_another_session_is_live(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20: with another live codexr session in the workspace, /rewind and /redo deleted its new file with
+    no word in the plan. Now the plan names the session and the file, and the question says what is at stake."""
+    t = Term(model, tmp_path, "--plain")
+    t.until("codexr>")
+    t.prompt("create one.txt first")
+    t.prompt("create two.txt second")
+    other = PipeSession(t.ws, _env(model, tmp_path / "home"))
+    try:
+        other.until("type a prompt")
+        other.prompt("create other.txt by the other session")
+        assert t.read("other.txt") == "by the other session\n"
+        t.child.sendline("/rewind 2")
+        plan = t.until(r"\[y/N")
+        assert "! another codexr session is live in this workspace (pid " in plan, plan
+        assert re.search(r"! created since this session last looked .*: other\.txt", plan), plan
+        assert "another codexr session is live in this workspace: rewind anyway? [y/N" in plan, plan
+        t.child.sendline("n")
+        t.until("no rewind: nothing changed")
+        t.until("codexr>")
+        assert t.read("other.txt") == "by the other session\n"
+        t.child.sendline("/rewind 2")
+        t.until(r"\[y/N")
+        t.child.sendline("y")
+        t.until("is back at the prompt")
+        t.until("codexr>")
+        assert t.read("other.txt") is None and t.read("two.txt") is None
+        other.prompt("create later.txt made after the rewind")
+        t.child.sendcontrol("u")  # clear the offered prompt
+        t.child.sendline("/redo")
+        plan = t.until(r"\[y/N")
+        assert "! another codexr session is live in this workspace (pid " in plan, plan
+        assert re.search(r"! created since this session last looked .*: later\.txt", plan), plan
+        assert "redo anyway? [y/N" in plan, plan
+        t.child.sendline("n")
+        t.until("no redo: nothing changed")
+        t.until("codexr>")
+        assert t.read("later.txt") == "made after the rewind\n"
+    finally:
+        other.close()
+    t.quit()
