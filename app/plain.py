@@ -181,6 +181,7 @@ class KeyWatch:
         self.fd = stdin.fileno() if stdin.isatty() else None
         self.saved: list[Any] | None = None
         self._chars: list[str] = []
+        self.entered: list[str] = []  # lines typed ahead and sent with Enter, in order
         self._decode = codecs.getincrementaldecoder("utf-8")("replace").decode
 
     def __enter__(self) -> KeyWatch:
@@ -210,19 +211,27 @@ class KeyWatch:
         return b"\x03" in data
 
     def keep(self, text: str) -> None:
-        """Add typed text: Backspace edits it, Enter becomes a newline, escape sequences (arrows) are dropped."""
-        for ch in ESCAPES.sub("", text):
+        """Add keys that arrived together: Backspace edits, escape sequences (arrows) are dropped, and an Enter
+        ends a line (`entered`, run after the turn as a shell runs type-ahead) when it ends the chunk; an Enter
+        with more keys after it in the same chunk is a newline — keys that arrive at once are a paste."""
+        keys = ESCAPES.sub("", text)
+        last = len(keys.rstrip("\r\n"))
+        for i, ch in enumerate(keys):
             if ch in ("\x7f", "\b"):
                 if self._chars:
                     self._chars.pop()
             elif ch in ("\r", "\n"):
-                self._chars.append("\n")
+                if i < last:
+                    self._chars.append("\n")
+                elif i == last:  # the Enter that ends the chunk sends the line; more Enters are empty lines
+                    self.entered.append("".join(self._chars).strip("\n"))
+                    self._chars.clear()
             elif ch.isprintable() or ch == "\t":
                 self._chars.append(ch)
 
     @property
     def typed(self) -> str:
-        """What was typed ahead, without the Enter that ended it (the user sends it when they see it)."""
+        """What was typed ahead after the last line sent with Enter: the next prompt starts with it."""
         return "".join(self._chars).strip("\n")
 
 
@@ -394,6 +403,7 @@ class LineMode:
         self.banner = banner
         self.composer = ""  # text for the next prompt (a rewind hands back the chosen prompt)
         self.typed_ahead = ""  # typed while a turn or an operation ran: follows the composer's text
+        self.ahead_lines: list[str] = []  # lines typed ahead with their Enter: run next, in order, as a shell does
 
     # ---------------------------------------------------------------- loop
     def run(self) -> int:
@@ -415,14 +425,18 @@ class LineMode:
             p.line("type a prompt, or /help")
             while True:
                 self.drain()
-                default = "\n".join(t for t in (self.composer, self.typed_ahead) if t)
-                self.composer = self.typed_ahead = ""
-                try:
-                    line = self.reader.read(PROMPT, default=default, main=True)
-                except KeyboardInterrupt:
-                    continue
-                except EOFError:
-                    break
+                if self.ahead_lines:  # typed during the last turn with its Enter: runs now, shown as typed
+                    line = self.ahead_lines.pop(0)
+                    p.line(PROMPT + line)
+                else:
+                    default = "\n".join(t for t in (self.composer, self.typed_ahead) if t)
+                    self.composer = self.typed_ahead = ""
+                    try:
+                        line = self.reader.read(PROMPT, default=default, main=True)
+                    except KeyboardInterrupt:
+                        continue
+                    except EOFError:
+                        break
                 self.drain()
                 text = line.strip()
                 if not text:
@@ -463,7 +477,13 @@ class LineMode:
         self.type_ahead(keys)
 
     def type_ahead(self, keys: KeyWatch) -> None:
-        """Keep what was typed while codexr worked: the next prompt starts with it."""
+        """Keep what was typed while codexr worked: lines sent with Enter run next, the rest starts the prompt."""
+        for line in keys.entered:
+            if self.typed_ahead:  # the start of this line was typed during an earlier turn
+                line, self.typed_ahead = f"{self.typed_ahead}\n{line}", ""
+            if line.strip():
+                self.ahead_lines.append(line)
+        keys.entered.clear()
         if keys.typed:
             self.typed_ahead = f"{self.typed_ahead}\n{keys.typed}" if self.typed_ahead else keys.typed
 

@@ -185,6 +185,38 @@ def test_what_is_typed_during_a_turn_starts_the_next_prompt(model: ScriptedModel
     t.quit()
 
 
+def test_a_line_typed_with_enter_during_a_turn_runs_after_it_as_in_a_shell(model: ScriptedModel, tmp_path: Path
+                                                                          ) -> None:
+    """Issue 20: the Enter of a line typed during a turn was lost (the text only pre-filled the next prompt).
+    Type-ahead runs as a shell runs it, in order; keys that arrive together are a paste, one prompt."""
+    t = Term(model, tmp_path, "--plain")
+    t.until("codexr>")
+    t.child.sendline("run sleep 2")
+    t.until(r"\$ sleep 2")  # the turn is running: nothing typed now is echoed
+    t.child.send("/status\r")
+    t.child.send("create ahead.txt typed ahead\r")
+    first = t.until(r"-- turn \w+")
+    assert "/status" not in first and "typed ahead" not in first
+    ran = t.until("redo depth")  # /status ran without another Enter
+    assert "codexr> /status" in ran, ran
+    t.until("codexr> create ahead.txt typed ahead")  # then the typed prompt runs, as the second turn
+    t.until(r"-- turn \w+")
+    t.until("codexr>")
+    assert t.read("ahead.txt") == "typed ahead\n"
+    t.child.sendline("run sleep 2")
+    t.until(r"\$ sleep 2")
+    t.child.send("first pasted line\rsecond pasted line\rthird")  # a paste (no bracketed paste): one prompt
+    t.until(r"-- turn \w+")
+    t.until("codexr>")
+    t.until("third")  # all three lines wait at the prompt, none was sent
+    t.child.sendcontrol("c")  # clears them
+    t.child.sendline("/status")
+    t.until("redo depth")
+    t.until("codexr>")
+    assert t.seen.count("-- turn completed") == 3, t.seen  # no pasted line ran as a prompt
+    t.quit()
+
+
 def test_ctrl_c_on_a_pipe_interrupts_the_turn_and_codex_lives_on(model: ScriptedModel, tmp_path: Path) -> None:
     """A terminal's Ctrl+C signals its whole foreground process group: it used to kill the Codex app-server
     too (the turn died with it). Now codexr alone gets it and interrupts the turn; the next prompt just works."""
