@@ -38,6 +38,7 @@ from .events import (
 )
 from .session import (
     ApprovalRequest,
+    BackgroundTerminal,
     RedoResult,
     RewindResult,
     Session,
@@ -265,10 +266,33 @@ class Driver:
                 # no snapshots to compare: what the agent's edits named (a declined edit names a file too)
                 files = tuple(FileStat(p, "modified") for p in outcome.files_changed)
             self._last_capture = (time.time(), outcome.post_capture_seconds)
+            running = self._running_after(s, thread)  # asked before the turn is reported: then it is over at once
             self.emit(TurnFinished(outcome.turn_id, outcome.status, outcome.error, outcome.seconds, files,
                                    outcome.pre, outcome.post, outcome.capture_error))
+            if running:
+                self.emit(Notice(f"{running} background terminal{'s' if running != 1 else ''} running · /ps to view"
+                                 " · /stop to close", "warning"))
             if outcome.error and not s.codex_alive():
                 self._after_failure(outcome.error)
+
+    def _running_after(self, s: Session, thread: str) -> int:
+        """After a turn: how many of its commands run on (an interrupt does not stop them), as the official TUI says."""
+        try:
+            return len(s.background_terminals(thread))
+        except SessionError:
+            return 0
+
+    def background_terminals(self) -> list[BackgroundTerminal]:
+        """The current thread's commands still running after their turn (/ps)."""
+        if self.thread_id is None:
+            return []
+        return self._need().background_terminals(self.thread_id)
+
+    def stop_terminals(self, process_id: str | None = None) -> list[BackgroundTerminal]:
+        """End the current thread's background terminals, or one of them (/stop); the ones that were ended."""
+        if self.thread_id is None:
+            return []
+        return self._need().stop_terminals(self.thread_id, process_id)
 
     def _after_failure(self, message: str) -> bool:
         """When Codex itself died: say so, start it again and resume the thread; True when restarted."""

@@ -29,6 +29,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 from snapshot_store import StoreError
 
+from .background import background_text, stopped_text
 from .driver import Driver, Preview, PromptRow
 from .events import (
     AgentDelta,
@@ -74,6 +75,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "/status": ("", "model, workspace, thread, tracking, store size, redo depth"),
     "/model": ("[NAME]", "the model and the ones Codex offers; with NAME, use it from the next prompt on"),
     "/snapshots": ("", "this workspace's snapshots; restore one (preview, confirm)"),
+    "/ps": ("", "the agent's commands still running in the background (an interrupt does not stop them)"),
+    "/stop": ("[ID]", "stop the background commands (or the one with process ID)"),
     "/help": ("", "keys and commands"),
     "/quit": ("", "leave (or Ctrl+D)"),
 }
@@ -331,7 +334,7 @@ class Printer:
         if ev.status == "completed" or ev.exit_code is not None:
             self.line(f"  [exit {ev.exit_code if ev.exit_code is not None else '?'}{took}]")
         elif ev.status == "background":
-            self.line("  [still running in the background: Codex stopped waiting for it]")
+            self.line("  [still running in the background: /ps to view, /stop to close]")
         else:
             self.line(f"  [{ev.status}]")
 
@@ -557,7 +560,8 @@ class LineMode:
         handlers: dict[str, Callable[[list[str]], object]] = {
             "/rewind": self.rewind, "/redo": self.redo, "/new": self.new, "/resume": self.resume,
             "/threads": self.list_threads, "/history": self.history, "/diff": self.diff, "/status": self.status,
-            "/snapshots": self.snapshots, "/help": self.help, "/model": self.model,
+            "/snapshots": self.snapshots, "/help": self.help, "/model": self.model, "/ps": self.ps,
+            "/stop": self.stop,
         }
         if name not in COMMANDS:  # a unique prefix will do: /red is /redo
             found = [c for c in COMMANDS if c.startswith(name)]
@@ -879,6 +883,17 @@ class LineMode:
             self.printer.line("no restore: nothing changed")
             return
         self.blocking(lambda: self.driver.restore_snapshot(sid))
+
+    def ps(self, args: list[str]) -> None:
+        """/ps: the commands still running in the background, with their process ids."""
+        running = self.blocking(self.driver.background_terminals)
+        self.printer.line(background_text(running))
+
+    def stop(self, args: list[str]) -> None:
+        """/stop [ID]: end the background commands (or one); says what was ended."""
+        pid = args[0] if args else None
+        stopped = self.blocking(lambda: self.driver.stop_terminals(pid))
+        self.printer.line(stopped_text(stopped, pid))
 
     def help(self, args: list[str]) -> None:
         """/help: commands and keys."""

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from config import CodexrSettings, is_codexr_key
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.errors import Interrupted
@@ -88,6 +90,22 @@ class SessionOptions:
 
 ApprovalCallback = Callable[[ApprovalRequest], str]
 EventCallback = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class BackgroundTerminal:
+    """A command the agent started that still runs though its turn ended (Codex's unified-exec session)."""
+
+    process_id: str
+    item_id: str
+    command: str
+    cwd: str
+
+
+class _AnyResponse(BaseModel):
+    """A response kept as it came: the SDK has no model for Codex's experimental methods."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 @dataclass
@@ -567,7 +585,7 @@ class Session:
             self._turn_states[turn_id] = state
         status, error = "failed", None
         try:
-            status, error = self._stream(turn_id, state, on_event)
+            status, error = self._stream(thread_id, turn_id, state, on_event)
         finally:
             with self._items_lock:
                 self._turn_states.pop(turn_id, None)
@@ -575,6 +593,8 @@ class Session:
                 self.client.unregister_turn_notifications(turn_id)
             for item_id, item in list(state.open_items.items()):
                 closed = {**item, "status": "interrupted" if status == "interrupted" else "failed"}
+                if self._still_running(thread_id, closed):
+                    closed["stillRunning"] = True
                 state.items.append(closed)
                 if on_event is not None:
                     with contextlib.suppress(Exception):
@@ -632,7 +652,8 @@ class Session:
                                           "message": text})
         return text
 
-    def _stream(self, turn_id: str, state: TurnState, on_event: EventCallback | None) -> tuple[str, str | None]:
+    def _stream(self, thread_id: str, turn_id: str, state: TurnState, on_event: EventCallback | None
+                ) -> tuple[str, str | None]:
         while True:
             try:
                 n = self.client.next_turn_notification(turn_id)
@@ -641,6 +662,9 @@ class Session:
             method, d = n.method, dump_payload(n.payload)
             with self._items_lock:  # an approval request looks up open items from the SDK's reader thread
                 self.recorder.observe(state, method, d)
+            item = d.get("item")
+            if method == "item/completed" and isinstance(item, dict) and self._still_running(thread_id, item):
+                d = {**d, "item": {**item, "stillRunning": True}}  # Codex says interrupted; the process runs on
             if on_event is not None:
                 with contextlib.suppress(Exception):
                     on_event(method, d)
@@ -652,6 +676,53 @@ class Session:
     def interrupt(self, thread_id: str, turn_id: str) -> None:
         """Ask Codex to stop a running turn."""
         self._rpc("cannot interrupt", lambda: self.client.turn_interrupt(thread_id, turn_id))
+
+    # ------------------------------------------------------------------ background terminals
+    def _still_running(self, thread_id: str, item: dict[str, Any]) -> bool:
+        """A command item that ended without an exit code while its process runs on (an interrupt leaves it)."""
+        if item.get("type") != "commandExecution" or item.get("exitCode") is not None or not item.get("processId"):
+            return False
+        if str(item.get("status")) not in ("interrupted", "failed", "inProgress"):
+            return False
+        try:
+            running = self.background_terminals(thread_id)
+        except SessionError:
+            return False
+        return any(t.process_id == str(item["processId"]) or t.item_id == item.get("id") for t in running)
+
+    def background_terminals(self, thread_id: str) -> list[BackgroundTerminal]:
+        """Commands of the thread still running after their turn (Codex's `thread/backgroundTerminals/list`)."""
+        out: list[BackgroundTerminal] = []
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {"threadId": thread_id, **({"cursor": cursor} if cursor else {})}
+            resp = self._experimental("cannot list background terminals", "thread/backgroundTerminals/list", params)
+            for t in resp.get("data") or []:
+                if isinstance(t, dict) and t.get("processId"):
+                    out.append(BackgroundTerminal(str(t["processId"]), str(t.get("itemId") or ""),
+                                                  str(t.get("command") or ""), str(t.get("cwd") or "")))
+            nxt = resp.get("nextCursor")
+            if not nxt or nxt == cursor:
+                return out
+            cursor = str(nxt)
+
+    def _experimental(self, what: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One call of an experimental Codex method (no SDK model for it), its result as a dict."""
+        resp = self._rpc(what, lambda: self.client.request(method, params, response_model=_AnyResponse))
+        out = resp.model_dump()
+        return out if isinstance(out, dict) else {}
+
+    def stop_terminals(self, thread_id: str, process_id: str | None = None) -> list[BackgroundTerminal]:
+        """End the thread's background terminals (or the one with `process_id`); the ones Codex terminated."""
+        stopped = []
+        for t in self.background_terminals(thread_id):
+            if process_id is not None and t.process_id != process_id:
+                continue
+            resp = self._experimental(f"cannot stop {t.command}", "thread/backgroundTerminals/terminate",
+                                      {"threadId": thread_id, "processId": t.process_id})
+            if resp.get("terminated"):
+                stopped.append(t)
+        return stopped
 
     # ------------------------------------------------------------------ rewind / redo
     def resolve_prompt(self, prompts: list[Prompt], to: str | int) -> Prompt:

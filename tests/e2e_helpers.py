@@ -263,3 +263,28 @@ class PipeSession:
             if self.proc.poll() is None:
                 self.proc.kill()
 
+
+
+def processes_running(needle: str) -> list[int]:
+    """Pids of live processes whose command line contains `needle` (read from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = next((ln for ln in (entry / "status").read_text().splitlines() if ln.startswith("State:")), "")
+        except OSError:
+            continue
+        if needle in cmdline and "zombie" not in state:
+            out.append(int(entry.name))
+    return out
+
+
+def wait_gone(needle: str, timeout: float = PIPE_TIMEOUT_S) -> None:
+    """Wait until no live process runs `needle` (a bound on waiting, not a timing assertion)."""
+    deadline = time.monotonic() + timeout
+    while processes_running(needle):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still running: {needle!r} (pids {processes_running(needle)})")
+        time.sleep(0.1)

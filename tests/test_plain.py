@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from e2e_helpers import PipeSession, official_codex_exec
+from e2e_helpers import PipeSession, official_codex_exec, processes_running, wait_gone
 
 from app.events import short_thread
 from app.scripted_model import ScriptedModel, message, responder, user_texts, write_codex_home
@@ -215,6 +215,34 @@ def test_a_line_typed_with_enter_during_a_turn_runs_after_it_as_in_a_shell(model
     t.until("codexr>")
     assert t.seen.count("-- turn completed") == 3, t.seen  # no pasted line ran as a prompt
     t.quit()
+
+
+def test_an_interrupted_command_that_runs_on_is_shown_running_and_stop_ends_it(model: ScriptedModel, tmp_path: Path
+                                                                             ) -> None:
+    """Issue 20: Ctrl+C said the command was interrupted while it ran on (its file appeared seconds later).
+    Now the block says it still runs, a line says how many do, /ps lists them and /stop ends them."""
+    cmd = "sleep 30 && echo done > late-plain.txt"
+    t = Term(model, tmp_path, "--plain")
+    t.until("codexr>")
+    t.child.sendline(f"run {cmd}")
+    t.until(re.escape(f"$ {cmd}"))
+    t.child.sendintr()
+    out = t.until(r"-- turn \w+") + t.until("codexr>")
+    assert "-- turn interrupted" in out and "[interrupted]" not in out, out
+    assert "[still running in the background: /ps to view, /stop to close]" in out, out
+    assert "1 background terminal running · /ps to view · /stop to close" in out, out
+    assert processes_running(cmd)
+    t.child.sendline("/ps")
+    t.until("1 background terminal:")
+    t.until(re.escape(cmd))
+    t.child.sendline("/stop")
+    t.until(re.escape(f"stopped 1 background terminal: {cmd}"))
+    wait_gone(cmd)
+    t.child.sendline("/ps")
+    t.until("no background terminals")
+    t.until("codexr>")
+    t.quit()
+    assert t.read("late-plain.txt") is None
 
 
 def test_ctrl_c_on_a_pipe_interrupts_the_turn_and_codex_lives_on(model: ScriptedModel, tmp_path: Path) -> None:

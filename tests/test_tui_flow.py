@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from e2e_helpers import session_options
+from e2e_helpers import processes_running, session_options, wait_gone
 from test_tui_app import SIZE, drive, ready, turns_done, type_and_send
 from textual import events
 from textual.app import App, ComposeResult
@@ -219,3 +219,32 @@ def test_transcript_keeps_following_when_the_space_below_it_shrinks() -> None:
             assert t.scroll_y == t.max_scroll_y
 
     asyncio.run(main())
+
+
+def test_esc_on_a_command_that_runs_on_says_so_and_stop_ends_it(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20: Esc showed `✗ interrupted` while the command ran on. Now the block says it still runs, a line
+    counts the background terminals, /ps lists them and /stop ends them."""
+    cmd = "sleep 30 && echo done > late-tui.txt"
+    model.script("bgt-run", [shell(cmd), message("never reached")])
+    opts = session_options(model, tmp_path)
+    app = CodexrApp(opts)
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await type_and_send(pilot, "bgt-run please")
+        await until_shown(pilot, "… running")
+        await until(pilot, lambda: bool(processes_running(cmd)), "the command to start")
+        await pilot.press("escape")
+        text = await until_shown(pilot, "still running in the background",
+                                 "1 background terminal running · /ps to view · /stop to close")
+        assert "✗ interrupted" not in text.split("still running in the background")[0].split(cmd)[-1], text
+        await until(pilot, lambda: not app.busy, "the turn to end")
+        await type_and_send(pilot, "/ps")
+        await until_shown(pilot, "1 background terminal:")
+        await type_and_send(pilot, "/stop")
+        await until_shown(pilot, "stopped 1 background terminal")
+        await until(pilot, lambda: not processes_running(cmd), "the command to end")
+
+    drive(app, scenario)
+    wait_gone(cmd)
+    assert not (opts.cwd / "late-tui.txt").exists()
