@@ -1,12 +1,24 @@
-"""What /ps and /stop say, shared by the app and the line mode (no UI imports: the app must not load prompt-toolkit)."""
+"""Background terminals and what /ps and /stop say about them, for the app and the line mode.
+
+Imports nothing heavy: the app's first frame must not wait for pydantic, the SDK or prompt-toolkit.
+"""
 
 from __future__ import annotations
 
 import re
-
-from .session import BackgroundTerminal
+from dataclasses import dataclass
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class BackgroundTerminal:
+    """A command the agent started that still runs though its turn ended (Codex's unified-exec session)."""
+
+    process_id: str
+    item_id: str
+    command: str
+    cwd: str
 
 
 def _plural(n: int, word: str) -> str:

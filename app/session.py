@@ -25,6 +25,7 @@ from snapshot_store.states import StatesRestore, prepare_states_restore
 from snapshot_store.workspace import workspace_root
 
 from .approval import ApprovalRequest as ApprovalRequest
+from .background import BackgroundTerminal as BackgroundTerminal
 from .codex_sdk import CodexClient, CodexConfig, CodexError, JsonRpcError, ThreadSourceKind, TransportClosedError
 from .errors import Declined as Declined
 from .errors import SessionError as SessionError
@@ -90,16 +91,6 @@ class SessionOptions:
 
 ApprovalCallback = Callable[[ApprovalRequest], str]
 EventCallback = Callable[[str, dict[str, Any]], None]
-
-
-@dataclass(frozen=True)
-class BackgroundTerminal:
-    """A command the agent started that still runs though its turn ended (Codex's unified-exec session)."""
-
-    process_id: str
-    item_id: str
-    command: str
-    cwd: str
 
 
 class _AnyResponse(BaseModel):

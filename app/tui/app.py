@@ -20,7 +20,7 @@ from textual.app import App, ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from ..background import background_text, stopped_text
+from ..background import BackgroundTerminal, background_text, stopped_text
 from ..events import (
     ApprovalAsked,
     CodexDied,
@@ -35,7 +35,6 @@ from ..events import (
     UserPrompt,
     short_thread,
 )
-from ..session import BackgroundTerminal
 from .actions import SLASH, bindings, validate_keymap
 from .approval import ApprovalPanel
 from .composer import Composer
