@@ -24,8 +24,10 @@ from typing import Any, Protocol, TextIO, TypeVar
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
+from prompt_toolkit.filters import has_completions
 from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.keys import Keys
 
 from snapshot_store import StoreError
 
@@ -144,6 +146,15 @@ class TerminalReader:
         @keys.add("escape", "enter")
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.insert_text("\n")
+
+        @keys.add("enter", filter=~has_completions)
+        def _enter(event: KeyPressEvent) -> None:
+            # Without bracketed paste a terminal hands over a paste as keys, Enters included, in one read: an
+            # Enter with more keys right behind it is the paste's newline (as in the official TUI), not a send.
+            if any(k.key not in (Keys.ControlM, Keys.ControlJ) for k in event.app.key_processor.input_queue):
+                event.current_buffer.insert_text("\n")
+            else:
+                event.current_buffer.validate_and_handle()
 
         self.main = PromptSession[str](history=InMemoryHistory(), completer=SlashCompleter(),
                                        complete_while_typing=True, key_bindings=keys)

@@ -245,6 +245,23 @@ def test_an_interrupted_command_that_runs_on_is_shown_running_and_stop_ends_it(m
     assert t.read("late-plain.txt") is None
 
 
+def test_a_multi_line_paste_at_the_prompt_is_one_prompt(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20: a paste without bracketed paste became several prompts, one per line. An Enter with more keys
+    right behind it (the same read from the terminal) is a newline of the paste; the last one sends it all."""
+    t = Term(model, tmp_path, "--plain")
+    t.until("codexr>")
+    t.child.send("create pasted.txt line one\rline two\r")
+    t.until(r"-- turn \w+")
+    t.until("codexr>")
+    t.child.sendline("/status")
+    t.until("redo depth")
+    t.until("codexr>")
+    assert t.seen.count("-- turn ") == 1, t.seen  # one prompt, not one per line
+    req = [r for r in model.model_requests if "create pasted.txt" in "".join(user_texts(r))][-1]
+    assert "create pasted.txt line one\nline two" in user_texts(req), user_texts(req)
+    t.quit()
+
+
 def test_ctrl_c_on_a_pipe_interrupts_the_turn_and_codex_lives_on(model: ScriptedModel, tmp_path: Path) -> None:
     """A terminal's Ctrl+C signals its whole foreground process group: it used to kill the Codex app-server
     too (the turn died with it). Now codexr alone gets it and interrupts the turn; the next prompt just works."""

@@ -84,6 +84,30 @@ def test_enter_waits_for_the_keys_typed_before_it() -> None:
     assert len(app.sent) == 3
 
 
+def test_a_multi_line_paste_without_bracketed_paste_stays_one_prompt() -> None:
+    """Issue 20: without bracketed paste a terminal hands over a paste as keys, Enters included: 3 lines became
+    2 prompts and a line left over. As in the official TUI, an Enter with more keys right behind it is part of
+    a paste (a newline); the Enter that ends a burst still sends it."""
+    app = ComposerHost()
+
+    def burst(text: str) -> None:
+        for ch in text:
+            app.post_message(events.Key("enter", "\r") if ch == "\r" else events.Key(ch, ch))
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 12)) as pilot:
+            composer = app.query_one(Composer)
+            burst("first line\rsecond line\rthird")
+            await until(pilot, lambda: composer.text == "first line\nsecond line\nthird", "the pasted text")
+            assert app.sent == []
+            composer.set_text("")
+            burst("one\rtwo\r")  # a paste whose last key is Enter: sent, as one prompt
+            await until(pilot, lambda: len(app.sent) == 1, "the pasted prompt to be sent")
+            assert app.sent == ["one\ntwo"] and composer.text == ""  # the first paste's Enters sent nothing
+
+    asyncio.run(main())
+
+
 def status_thread(screen: str) -> str:
     """The thread as the status bar shows it (the line above the footer)."""
     return screen.splitlines()[-2].split("thread ", 1)[1].split()[0]
