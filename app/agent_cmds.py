@@ -194,6 +194,8 @@ def _confirm(ctx: Context, args: argparse.Namespace, session: Session, what: str
         out = sys.stderr if ctx.json else sys.stdout
         if others:
             print(f"warning: other codexr sessions are live in this workspace: {'; '.join(others)}", file=out)
+            for line in session.others_warning(preview.thread_id, preview.plan)[1:]:  # the files at stake
+                print(f"warning: {line.removeprefix('! ')}", file=out)
         if not ctx.json and isinstance(preview, RedoPreview):
             _print_since_rewind(preview.changed_since_rewind, preview.turns_since_rewind, preview.thread_id)
         if args.yes:

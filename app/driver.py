@@ -38,6 +38,7 @@ from .events import (
 )
 from .session import (
     ApprovalRequest,
+    BackgroundTerminal,
     RedoResult,
     RewindResult,
     Session,
@@ -76,6 +77,12 @@ class Preview:
     result: RewindResult | RedoResult | RestoreResult
     restore: RestoreResult | None
     diffs: dict[str, tuple[FileStat, str]]
+    warnings: tuple[str, ...] = ()  # another live session's work is at stake: front ends show these and ask
+
+    @property
+    def must_ask(self) -> bool:
+        """Confirming needs an explicit yes (another codexr session is live in this workspace)."""
+        return bool(self.warnings)
 
 
 class Busy(SessionError):
@@ -261,10 +268,33 @@ class Driver:
                 # no snapshots to compare: what the agent's edits named (a declined edit names a file too)
                 files = tuple(FileStat(p, "modified") for p in outcome.files_changed)
             self._last_capture = (time.time(), outcome.post_capture_seconds)
+            running = self._running_after(s, thread)  # asked before the turn is reported: then it is over at once
             self.emit(TurnFinished(outcome.turn_id, outcome.status, outcome.error, outcome.seconds, files,
                                    outcome.pre, outcome.post, outcome.capture_error))
+            if running:
+                self.emit(Notice(f"{running} background terminal{'s' if running != 1 else ''} running · /ps to view"
+                                 " · /stop to close", "warning"))
             if outcome.error and not s.codex_alive():
                 self._after_failure(outcome.error)
+
+    def _running_after(self, s: Session, thread: str) -> int:
+        """After a turn: how many of its commands run on (an interrupt does not stop them), as the official TUI says."""
+        try:
+            return len(s.background_terminals(thread))
+        except SessionError:
+            return 0
+
+    def background_terminals(self) -> list[BackgroundTerminal]:
+        """The current thread's commands still running after their turn (/ps)."""
+        if self.thread_id is None:
+            return []
+        return self._need().background_terminals(self.thread_id)
+
+    def stop_terminals(self, process_id: str | None = None) -> list[BackgroundTerminal]:
+        """End the current thread's background terminals, or one of them (/stop); the ones that were ended."""
+        if self.thread_id is None:
+            return []
+        return self._need().stop_terminals(self.thread_id, process_id)
 
     def _after_failure(self, message: str) -> bool:
         """When Codex itself died: say so, start it again and resume the thread; True when restarted."""
@@ -349,6 +379,7 @@ class Driver:
         with self._ops:
             s = self._need()
             tid = s.resume_thread(thread_id)
+            s.mark_used(tid)
             events = self.transcript(tid)
             self.thread_id = tid
             self._prompt_count = sum(1 for e in events if isinstance(e, UserPrompt))
@@ -428,7 +459,8 @@ class Driver:
                 raise SessionError("nothing to rewind: no prompt was sent yet")
             res = s.rewind(self.thread_id, to, mode, dry_run=True)
             diffs = changes.plan_diffs(s.store, res.restore.plan) if res.restore else {}
-            return Preview(f"rewind to prompt {to}", res, res.restore, diffs)
+            return Preview(f"rewind to prompt {to}", res, res.restore, diffs,
+                           self._warnings(s, res.restore))
 
     def rewind(self, to: int, mode: str = "both") -> RewindResult:
         """Rewind and load the resulting thread; the chosen prompt goes back to the composer."""
@@ -448,7 +480,7 @@ class Driver:
                 raise SessionError("nothing to redo")
             res = s.redo(self.thread_id, dry_run=True)
             diffs = changes.plan_diffs(s.store, res.restore.plan) if res.restore else {}
-            return Preview("redo", res, res.restore, diffs)
+            return Preview("redo", res, res.restore, diffs, self._warnings(s, res.restore))
 
     def redo(self) -> RedoResult:
         """Undo the last rewind and load the thread it returns to."""
@@ -487,7 +519,8 @@ class Driver:
         with self._exclusive("restore a snapshot") as s:
             sid = s.store.resolve(snap_id)
             res = s.store.restore(sid, s.cwd, dry_run=True, known_paths=self._known(s), scope=s.scope)
-            return Preview(f"restore snapshot {sid[:12]}", res, res, changes.plan_diffs(s.store, res.plan))
+            return Preview(f"restore snapshot {sid[:12]}", res, res, changes.plan_diffs(s.store, res.plan),
+                           self._warnings(s, res))
 
     def restore_snapshot(self, snap_id: str) -> RestoreResult:
         """Restore a snapshot of this workspace (after its own safety capture)."""
@@ -505,6 +538,11 @@ class Driver:
         if os.path.isabs(path) and os.path.commonpath([root, path]) == root:
             return os.path.relpath(path, root)
         return path
+
+    def _warnings(self, s: Session, restore: RestoreResult | None) -> tuple[str, ...]:
+        """The plan's warning lines while another codexr session is live here (read now, not at the last turn)."""
+        self.emit(StatusChanged(self.status()))  # the status bar's hint too, without waiting for a turn
+        return tuple(s.others_warning(self.thread_id, restore.plan if restore is not None else None))
 
     def _known(self, s: Session) -> list[str]:
         return s.known_paths(self.thread_id) if self.thread_id else []

@@ -24,11 +24,14 @@ from typing import Any, Protocol, TextIO, TypeVar
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
+from prompt_toolkit.filters import has_completions
 from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.keys import Keys
 
 from snapshot_store import StoreError
 
+from .background import background_text, stopped_text
 from .driver import Driver, Preview, PromptRow
 from .events import (
     AgentDelta,
@@ -74,6 +77,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "/status": ("", "model, workspace, thread, tracking, store size, redo depth"),
     "/model": ("[NAME]", "the model and the ones Codex offers; with NAME, use it from the next prompt on"),
     "/snapshots": ("", "this workspace's snapshots; restore one (preview, confirm)"),
+    "/ps": ("", "the agent's commands still running in the background (an interrupt does not stop them)"),
+    "/stop": ("[ID]", "stop the background commands (or the one with process ID)"),
     "/help": ("", "keys and commands"),
     "/quit": ("", "leave (or Ctrl+D)"),
 }
@@ -142,6 +147,15 @@ class TerminalReader:
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.insert_text("\n")
 
+        @keys.add("enter", filter=~has_completions)
+        def _enter(event: KeyPressEvent) -> None:
+            # Without bracketed paste a terminal hands over a paste as keys, Enters included, in one read: an
+            # Enter with more keys right behind it is the paste's newline (as in the official TUI), not a send.
+            if any(k.key not in (Keys.ControlM, Keys.ControlJ) for k in event.app.key_processor.input_queue):
+                event.current_buffer.insert_text("\n")
+            else:
+                event.current_buffer.validate_and_handle()
+
         self.main = PromptSession[str](history=InMemoryHistory(), completer=SlashCompleter(),
                                        complete_while_typing=True, key_bindings=keys)
         self.answers = PromptSession[str]()
@@ -181,6 +195,7 @@ class KeyWatch:
         self.fd = stdin.fileno() if stdin.isatty() else None
         self.saved: list[Any] | None = None
         self._chars: list[str] = []
+        self.entered: list[str] = []  # lines typed ahead and sent with Enter, in order
         self._decode = codecs.getincrementaldecoder("utf-8")("replace").decode
 
     def __enter__(self) -> KeyWatch:
@@ -210,19 +225,27 @@ class KeyWatch:
         return b"\x03" in data
 
     def keep(self, text: str) -> None:
-        """Add typed text: Backspace edits it, Enter becomes a newline, escape sequences (arrows) are dropped."""
-        for ch in ESCAPES.sub("", text):
+        """Add keys that arrived together: Backspace edits, escape sequences (arrows) are dropped, and an Enter
+        ends a line (`entered`, run after the turn as a shell runs type-ahead) when it ends the chunk; an Enter
+        with more keys after it in the same chunk is a newline — keys that arrive at once are a paste."""
+        keys = ESCAPES.sub("", text)
+        last = len(keys.rstrip("\r\n"))
+        for i, ch in enumerate(keys):
             if ch in ("\x7f", "\b"):
                 if self._chars:
                     self._chars.pop()
             elif ch in ("\r", "\n"):
-                self._chars.append("\n")
+                if i < last:
+                    self._chars.append("\n")
+                elif i == last:  # the Enter that ends the chunk sends the line; more Enters are empty lines
+                    self.entered.append("".join(self._chars).strip("\n"))
+                    self._chars.clear()
             elif ch.isprintable() or ch == "\t":
                 self._chars.append(ch)
 
     @property
     def typed(self) -> str:
-        """What was typed ahead, without the Enter that ended it (the user sends it when they see it)."""
+        """What was typed ahead after the last line sent with Enter: the next prompt starts with it."""
         return "".join(self._chars).strip("\n")
 
 
@@ -322,7 +345,7 @@ class Printer:
         if ev.status == "completed" or ev.exit_code is not None:
             self.line(f"  [exit {ev.exit_code if ev.exit_code is not None else '?'}{took}]")
         elif ev.status == "background":
-            self.line("  [still running in the background: Codex stopped waiting for it]")
+            self.line("  [still running in the background: /ps to view, /stop to close]")
         else:
             self.line(f"  [{ev.status}]")
 
@@ -394,6 +417,7 @@ class LineMode:
         self.banner = banner
         self.composer = ""  # text for the next prompt (a rewind hands back the chosen prompt)
         self.typed_ahead = ""  # typed while a turn or an operation ran: follows the composer's text
+        self.ahead_lines: list[str] = []  # lines typed ahead with their Enter: run next, in order, as a shell does
 
     # ---------------------------------------------------------------- loop
     def run(self) -> int:
@@ -415,14 +439,18 @@ class LineMode:
             p.line("type a prompt, or /help")
             while True:
                 self.drain()
-                default = "\n".join(t for t in (self.composer, self.typed_ahead) if t)
-                self.composer = self.typed_ahead = ""
-                try:
-                    line = self.reader.read(PROMPT, default=default, main=True)
-                except KeyboardInterrupt:
-                    continue
-                except EOFError:
-                    break
+                if self.ahead_lines:  # typed during the last turn with its Enter: runs now, shown as typed
+                    line = self.ahead_lines.pop(0)
+                    p.line(PROMPT + line)
+                else:
+                    default = "\n".join(t for t in (self.composer, self.typed_ahead) if t)
+                    self.composer = self.typed_ahead = ""
+                    try:
+                        line = self.reader.read(PROMPT, default=default, main=True)
+                    except KeyboardInterrupt:
+                        continue
+                    except EOFError:
+                        break
                 self.drain()
                 text = line.strip()
                 if not text:
@@ -463,7 +491,13 @@ class LineMode:
         self.type_ahead(keys)
 
     def type_ahead(self, keys: KeyWatch) -> None:
-        """Keep what was typed while codexr worked: the next prompt starts with it."""
+        """Keep what was typed while codexr worked: lines sent with Enter run next, the rest starts the prompt."""
+        for line in keys.entered:
+            if self.typed_ahead:  # the start of this line was typed during an earlier turn
+                line, self.typed_ahead = f"{self.typed_ahead}\n{line}", ""
+            if line.strip():
+                self.ahead_lines.append(line)
+        keys.entered.clear()
         if keys.typed:
             self.typed_ahead = f"{self.typed_ahead}\n{keys.typed}" if self.typed_ahead else keys.typed
 
@@ -537,7 +571,8 @@ class LineMode:
         handlers: dict[str, Callable[[list[str]], object]] = {
             "/rewind": self.rewind, "/redo": self.redo, "/new": self.new, "/resume": self.resume,
             "/threads": self.list_threads, "/history": self.history, "/diff": self.diff, "/status": self.status,
-            "/snapshots": self.snapshots, "/help": self.help, "/model": self.model,
+            "/snapshots": self.snapshots, "/help": self.help, "/model": self.model, "/ps": self.ps,
+            "/stop": self.stop,
         }
         if name not in COMMANDS:  # a unique prefix will do: /red is /redo
             found = [c for c in COMMANDS if c.startswith(name)]
@@ -591,9 +626,12 @@ class LineMode:
             return ""
 
     def confirm(self, what: str, preview: Preview) -> bool:
-        """y/N, with `d` to show the per-file diffs first."""
+        """y/N, with `d` to show the per-file diffs first (another live session here is named in the question)."""
+        question = f"{what}? [y/N, d = show diffs] "
+        if preview.must_ask:
+            question = f"another codexr session is live in this workspace: {what} anyway? [y/N, d = show diffs] "
         while True:
-            answer = self.ask(f"{what}? [y/N, d = show diffs] ").lower()
+            answer = self.ask(question).lower()
             if answer in ("d", "diff", "diffs"):
                 for path, (st, diff) in sorted(preview.diffs.items()):
                     self.printer.line(f"--- {show_path(path)} ({st.change}, {stat_text(st)})")
@@ -604,6 +642,8 @@ class LineMode:
     def print_plan(self, preview: Preview) -> None:
         """Files written, deleted and left alone, each with its reason and line counts."""
         p = self.printer
+        for warning in preview.warnings:
+            p.line(f"  {warning}")
         restore = preview.restore
         if restore is None:
             p.line("  files: left as they are")
@@ -854,6 +894,17 @@ class LineMode:
             self.printer.line("no restore: nothing changed")
             return
         self.blocking(lambda: self.driver.restore_snapshot(sid))
+
+    def ps(self, args: list[str]) -> None:
+        """/ps: the commands still running in the background, with their process ids."""
+        running = self.blocking(self.driver.background_terminals)
+        self.printer.line(background_text(running))
+
+    def stop(self, args: list[str]) -> None:
+        """/stop [ID]: end the background commands (or one); says what was ended."""
+        pid = args[0] if args else None
+        stopped = self.blocking(lambda: self.driver.stop_terminals(pid))
+        self.printer.line(stopped_text(stopped, pid))
 
     def help(self, args: list[str]) -> None:
         """/help: commands and keys."""

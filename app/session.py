@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from config import CodexrSettings, is_codexr_key
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.errors import Interrupted
@@ -23,6 +25,7 @@ from snapshot_store.states import StatesRestore, prepare_states_restore
 from snapshot_store.workspace import workspace_root
 
 from .approval import ApprovalRequest as ApprovalRequest
+from .background import BackgroundTerminal as BackgroundTerminal
 from .codex_sdk import CodexClient, CodexConfig, CodexError, JsonRpcError, ThreadSourceKind, TransportClosedError
 from .errors import Declined as Declined
 from .errors import SessionError as SessionError
@@ -37,7 +40,7 @@ from .rewind_targets import (
 )
 from .sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord
 from .thread_label import rewound_before, thread_label
-from .workspace_lock import SessionLock
+from .workspace_lock import LastThread, SessionLock
 
 APPROVAL_METHODS = {
     "item/commandExecution/requestApproval": "command",
@@ -89,6 +92,12 @@ class SessionOptions:
 
 ApprovalCallback = Callable[[ApprovalRequest], str]
 EventCallback = Callable[[str, dict[str, Any]], None]
+
+
+class _AnyResponse(BaseModel):
+    """A response kept as it came: the SDK has no model for Codex's experimental methods."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 @dataclass
@@ -306,6 +315,7 @@ class Session:
         self.model = opts.model or ""  # as Codex reports it once a thread is started or resumed
         self.next_model: str | None = None  # chosen with /model: sent with every later turn/start
         self.lock = SessionLock(self.store_dir, self.cwd)
+        self.last = LastThread(self.store_dir, self.cwd)
         self._started: set[str] = set()  # threads this session started: no turn ran on them before ours
         self.client = self._start_codex()
         self._drain = threading.Thread(target=self._drain_global, daemon=True, name="codexr-notices")
@@ -499,8 +509,20 @@ class Session:
         """Bring an archived thread back."""
         self._rpc(f"cannot unarchive thread {thread_id}", lambda: self.client.thread_unarchive(thread_id))
 
+    def mark_used(self, thread_id: str) -> None:
+        """The user sent a prompt on `thread_id` or switched to it: `--last` means this thread from now on."""
+        self.last.mark(thread_id)
+
     def last_thread(self) -> str | None:
-        """The most recently used codexr thread of this workspace."""
+        """The thread the user last used in this workspace (last prompt sent or switched to).
+
+        Without a record (a store from before it was kept): the codexr thread created or prompted most recently.
+        """
+        recorded = self.last.get()
+        if recorded is not None:
+            side = self.sidecars.load(recorded)
+            if (side is not None and side.cwd == str(self.cwd)) or self._read_thread(recorded):
+                return recorded
         best: tuple[float, str] | None = None
         for side in self.sidecars.all():
             if side.cwd != str(self.cwd):
@@ -555,13 +577,14 @@ class Session:
         resp = self._rpc("cannot start the turn",
                          lambda: self.client.turn_start(thread_id, [{"type": "text", "text": text}], turn_params))
         turn_id = str(resp.turn.id)
+        self.mark_used(thread_id)
         self.recorder.bind(thread_id, side, turn_id, text, pre)
         state = TurnState()
         with self._items_lock:
             self._turn_states[turn_id] = state
         status, error = "failed", None
         try:
-            status, error = self._stream(turn_id, state, on_event)
+            status, error = self._stream(thread_id, turn_id, state, on_event)
         finally:
             with self._items_lock:
                 self._turn_states.pop(turn_id, None)
@@ -569,6 +592,8 @@ class Session:
                 self.client.unregister_turn_notifications(turn_id)
             for item_id, item in list(state.open_items.items()):
                 closed = {**item, "status": "interrupted" if status == "interrupted" else "failed"}
+                if self._still_running(thread_id, closed):
+                    closed["stillRunning"] = True
                 state.items.append(closed)
                 if on_event is not None:
                     with contextlib.suppress(Exception):
@@ -626,7 +651,8 @@ class Session:
                                           "message": text})
         return text
 
-    def _stream(self, turn_id: str, state: TurnState, on_event: EventCallback | None) -> tuple[str, str | None]:
+    def _stream(self, thread_id: str, turn_id: str, state: TurnState, on_event: EventCallback | None
+                ) -> tuple[str, str | None]:
         while True:
             try:
                 n = self.client.next_turn_notification(turn_id)
@@ -635,6 +661,9 @@ class Session:
             method, d = n.method, dump_payload(n.payload)
             with self._items_lock:  # an approval request looks up open items from the SDK's reader thread
                 self.recorder.observe(state, method, d)
+            item = d.get("item")
+            if method == "item/completed" and isinstance(item, dict) and self._still_running(thread_id, item):
+                d = {**d, "item": {**item, "stillRunning": True}}  # Codex says interrupted; the process runs on
             if on_event is not None:
                 with contextlib.suppress(Exception):
                     on_event(method, d)
@@ -646,6 +675,53 @@ class Session:
     def interrupt(self, thread_id: str, turn_id: str) -> None:
         """Ask Codex to stop a running turn."""
         self._rpc("cannot interrupt", lambda: self.client.turn_interrupt(thread_id, turn_id))
+
+    # ------------------------------------------------------------------ background terminals
+    def _still_running(self, thread_id: str, item: dict[str, Any]) -> bool:
+        """A command item that ended without an exit code while its process runs on (an interrupt leaves it)."""
+        if item.get("type") != "commandExecution" or item.get("exitCode") is not None or not item.get("processId"):
+            return False
+        if str(item.get("status")) not in ("interrupted", "failed", "inProgress"):
+            return False
+        try:
+            running = self.background_terminals(thread_id)
+        except SessionError:
+            return False
+        return any(t.process_id == str(item["processId"]) or t.item_id == item.get("id") for t in running)
+
+    def background_terminals(self, thread_id: str) -> list[BackgroundTerminal]:
+        """Commands of the thread still running after their turn (Codex's `thread/backgroundTerminals/list`)."""
+        out: list[BackgroundTerminal] = []
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {"threadId": thread_id, **({"cursor": cursor} if cursor else {})}
+            resp = self._experimental("cannot list background terminals", "thread/backgroundTerminals/list", params)
+            for t in resp.get("data") or []:
+                if isinstance(t, dict) and t.get("processId"):
+                    out.append(BackgroundTerminal(str(t["processId"]), str(t.get("itemId") or ""),
+                                                  str(t.get("command") or ""), str(t.get("cwd") or "")))
+            nxt = resp.get("nextCursor")
+            if not nxt or nxt == cursor:
+                return out
+            cursor = str(nxt)
+
+    def _experimental(self, what: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One call of an experimental Codex method (no SDK model for it), its result as a dict."""
+        resp = self._rpc(what, lambda: self.client.request(method, params, response_model=_AnyResponse))
+        out = resp.model_dump()
+        return out if isinstance(out, dict) else {}
+
+    def stop_terminals(self, thread_id: str, process_id: str | None = None) -> list[BackgroundTerminal]:
+        """End the thread's background terminals (or the one with `process_id`); the ones Codex terminated."""
+        stopped = []
+        for t in self.background_terminals(thread_id):
+            if process_id is not None and t.process_id != process_id:
+                continue
+            resp = self._experimental(f"cannot stop {t.command}", "thread/backgroundTerminals/terminate",
+                                      {"threadId": thread_id, "processId": t.process_id})
+            if resp.get("terminated"):
+                stopped.append(t)
+        return stopped
 
     # ------------------------------------------------------------------ rewind / redo
     def resolve_prompt(self, prompts: list[Prompt], to: str | int) -> Prompt:
@@ -662,6 +738,42 @@ class Session:
     def other_sessions(self) -> list[str]:
         """Other live codexr sessions in this workspace (their work may be overwritten)."""
         return self.lock.others()
+
+    def others_warning(self, thread_id: str | None, plan: RestorePlan | None) -> list[str]:
+        """Warning lines for a restore plan while another codexr session is live here (none when alone).
+
+        Names the files the plan deletes or overwrites that are not as this thread last captured them: created
+        or changed since, so perhaps the other session's work (DESIGN: a restore that would overwrite another
+        live session's work asks first).
+        """
+        others = self.other_sessions()
+        if not others or plan is None:
+            return []
+        lines = [f"! another codexr session is live in this workspace ({'; '.join(others)}): this restore may "
+                 "delete or overwrite its work (the safety snapshot keeps it)"]
+        side = self.sidecars.load(thread_id) if thread_id else None
+        last = side.files_snapshot() if side is not None else None
+        seen = self.store.files(last) if last is not None and self.store.exists(last) else None
+        created: list[str] = []
+        changed: list[str] = []
+        for a in plan.actions:
+            if a.op not in ("write", "delete") or a.current is None or a.current.kind == "-":
+                continue  # nothing there now: nothing of anyone's to lose
+            then = seen.get(a.path) if seen is not None else None
+            if seen is not None and then == a.current:
+                continue  # as this session last saw it: its own work
+            (created if then is None or then.kind == "-" else changed).append(a.path)
+        if seen is None and (created or changed):
+            lines.append("! files it deletes or overwrites (this thread has no capture to tell whose they are): "
+                         + ", ".join(created + changed))
+            return lines
+        if created:
+            lines.append("! created since this session last looked (another session's?), deleted or overwritten "
+                         "by this restore: " + ", ".join(created))
+        if changed:
+            lines.append("! changed since this session last looked (another session's?), overwritten by this "
+                         "restore: " + ", ".join(changed))
+        return lines
 
     def rewind(self, thread_id: str, to: str | int, mode: str = "both", *, dry_run: bool = False,
                confirm: Callable[[RewindPreview], bool] | None = None) -> RewindResult:
@@ -761,6 +873,7 @@ class Session:
         if "thread" not in landed:
             raise Declined("rewind cancelled; nothing changed")
         safety = restore.safety_id if restore else None
+        self.mark_used(landed["thread"])
         self.collect_later()
         return RewindResult(landed["thread"], thread_id, mode, target.number, target.text, safety, restore,
                             no_snapshot_reason=why)
@@ -983,6 +1096,7 @@ class Session:
                 lambda s: s.history.append({"event": "redone", "from": thread_id, "at": time.time(),
                                             "safety_id": safety}),
                 new=lambda: self.sidecar(entry.origin_thread))
+        self.mark_used(entry.origin_thread if entry.mode in ("both", "conversation") else thread_id)
         self.collect_later()
         return RedoResult(entry.origin_thread, thread_id, entry.mode, safety, seen["changed"], turns_since, restore)
 

@@ -80,7 +80,9 @@ def item_events(item: dict[str, Any], *, completed: bool, cwd: str = "") -> list
         code = item.get("exitCode")
         duration = item.get("durationMs")
         status = str(item.get("status") or "completed")
-        if status == "failed" and code is None and item.get("processId"):
+        if item.get("stillRunning"):
+            status = "background"  # codexr asked Codex: the process outlived its interrupted turn
+        elif status == "failed" and code is None and item.get("processId"):
             # Codex stopped waiting for a long command (its unified exec yields after ~10 s) and reports the item
             # as failed with no exit code, while the process runs on in the background: say that, not "failed".
             status = "background"

@@ -62,3 +62,31 @@ class SessionLock:
             started = time.strftime("%H:%M", time.localtime(float(doc.get("since", 0))))
             out.append(f"pid {pid} on {their_host} (since {started})")
         return out
+
+
+class LastThread:
+    """The thread the user last used in a workspace (last prompt sent or last switched to).
+
+    `resume --last` and `exec --last` go back to it: the thread created or written most recently is not it
+    (a redo returns to an older thread, leaving a newer fork behind).
+    """
+
+    def __init__(self, store_dir: Path, workspace: Path) -> None:
+        self.path = store_dir / "workspaces" / f"{workspace_key(str(workspace))}.json"
+        self.workspace = workspace
+
+    def mark(self, thread_id: str) -> None:
+        """Remember `thread_id` as the last used (best effort: losing it only makes `--last` guess)."""
+        doc = {"workspace": str(self.workspace), "thread_id": thread_id, "at": time.time()}
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path, json.dumps(doc).encode(), sync=False)
+
+    def get(self) -> str | None:
+        """The recorded thread id (None when none was recorded or the record is unreadable)."""
+        try:
+            doc = json.loads(self.path.read_text())
+            tid = doc["thread_id"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return tid if isinstance(tid, str) and tid else None

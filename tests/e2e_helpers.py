@@ -9,9 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import stat
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +28,7 @@ from app.session import ApprovalCallback, EventCallback, Session, SessionOptions
 from config import CODEXR_FILE_NAME, load_settings
 
 TURN_TIMEOUT_S = 30.0
+PIPE_TIMEOUT_S = 60.0  # a bound on waiting for a piped session's output, not a timing assertion
 
 # ------------------------------------------------------------------------------------------- trees
 
@@ -216,3 +220,71 @@ def official_codex_exec(env: Mapping[str, str], cwd: Path, prompt: str) -> str:
     started = [e["thread_id"] for e in events if e.get("type") == "thread.started"]
     assert len(started) == 1 and any(e.get("type") == "turn.completed" for e in events), res.stdout
     return str(started[0])
+
+
+class PipeSession:
+    """Another live `codexr --plain` in the same workspace, fed by a pipe and kept running (a second session)."""
+
+    def __init__(self, ws: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", "--plain"], cwd=ws, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=lambda: [self.lines.put(ln) for ln in self.proc.stdout or ()], daemon=True).start()
+
+    def until(self, text: str) -> None:
+        deadline = time.monotonic() + PIPE_TIMEOUT_S
+        while not any(text in ln for ln in self.seen):
+            try:
+                self.seen.append(self.lines.get(timeout=max(0.1, deadline - time.monotonic())))
+            except queue.Empty:
+                raise AssertionError(f"no {text!r}; output so far:\n{''.join(self.seen)}") from None
+
+    def prompt(self, text: str) -> None:
+        """Send a prompt and wait for its turn to end."""
+        done = sum("-- turn " in ln for ln in self.seen)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + PIPE_TIMEOUT_S
+        while sum("-- turn " in ln for ln in self.seen) <= done:
+            try:
+                self.seen.append(self.lines.get(timeout=max(0.1, deadline - time.monotonic())))
+            except queue.Empty:
+                raise AssertionError(f"no end of turn; output so far:\n{''.join(self.seen)}") from None
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(PIPE_TIMEOUT_S)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+
+
+def processes_running(needle: str) -> list[int]:
+    """Pids of live processes whose command line contains `needle` (read from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = next((ln for ln in (entry / "status").read_text().splitlines() if ln.startswith("State:")), "")
+        except OSError:
+            continue
+        if needle in cmdline and "zombie" not in state:
+            out.append(int(entry.name))
+    return out
+
+
+def wait_gone(needle: str, timeout: float = PIPE_TIMEOUT_S) -> None:
+    """Wait until no live process runs `needle` (a bound on waiting, not a timing assertion)."""
+    deadline = time.monotonic() + timeout
+    while processes_running(needle):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still running: {needle!r} (pids {processes_running(needle)})")
+        time.sleep(0.1)

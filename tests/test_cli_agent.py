@@ -741,3 +741,24 @@ def test_a_fork_made_by_a_rewind_is_labelled_with_what_it_holds_alike_in_threads
     label_of = {ln.split()[0]: listed[i + 1].strip() for i, ln in enumerate(listed[:-1])
                 if not ln.startswith(" ") and listed[i + 1].startswith("    ")}
     assert (label_of.get(kept), label_of.get(empty), label_of.get(thread)) == (held, none, "lbl one"), listed
+
+
+def test_rewind_names_the_files_another_live_session_created(cli: Cli) -> None:
+    """Issue 20: a rewind while another codexr session is live names the files it created since (not only the
+    session), before anything changes."""
+    from e2e_helpers import PipeSession
+
+    cli.model.script("ol-one", [add_file("one.txt", "1\n"), message("one")])
+    cli.model.script("ol-two", [add_file("two.txt", "2\n"), message("two")])
+    cli.model.script("ol-other", [add_file("other.txt", "theirs\n"), message("theirs")])
+    t, _, _ = cli.seed(["ol-one please", "ol-two please"])
+    other = PipeSession(cli.ws, {**os.environ, "PYTHONPATH": str(REPO), **cli.env})
+    try:
+        other.until("type a prompt")
+        other.prompt("ol-other please")
+        res = cli.run("rewind", "--thread", t, "--to", "2", "--yes")
+        assert res.returncode == 0, show(res)
+        assert "warning: other codexr sessions are live in this workspace: pid " in res.stdout, show(res)
+        assert re.search(r"warning: created since this session last looked .*: other\.txt", res.stdout), show(res)
+    finally:
+        other.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from e2e_helpers import official_codex_exec
+from e2e_helpers import PipeSession, official_codex_exec, processes_running, wait_gone
 
 from app.events import short_thread
 from app.scripted_model import ScriptedModel, message, responder, user_texts, write_codex_home
@@ -181,6 +182,83 @@ def test_what_is_typed_during_a_turn_starts_the_next_prompt(model: ScriptedModel
     sent = t.until(r"-- turn \w+")
     t.until("codexr>")
     assert t.read("ahead.txt") is not None, sent
+    t.quit()
+
+
+def test_a_line_typed_with_enter_during_a_turn_runs_after_it_as_in_a_shell(model: ScriptedModel, tmp_path: Path
+                                                                          ) -> None:
+    """Issue 20: the Enter of a line typed during a turn was lost (the text only pre-filled the next prompt).
+    Type-ahead runs as a shell runs it, in order; keys that arrive together are a paste, one prompt."""
+    t = Term(model, tmp_path, "--plain")
+    t.until("codexr>")
+    t.child.sendline("run sleep 2")
+    t.until(r"\$ sleep 2")  # the turn is running: nothing typed now is echoed
+    t.child.send("/status\r")
+    t.child.send("create ahead.txt typed ahead\r")
+    first = t.until(r"-- turn \w+")
+    assert "/status" not in first and "typed ahead" not in first
+    ran = t.until("redo depth")  # /status ran without another Enter
+    assert "codexr> /status" in ran, ran
+    t.until("codexr> create ahead.txt typed ahead")  # then the typed prompt runs, as the second turn
+    t.until(r"-- turn \w+")
+    t.until("codexr>")
+    assert t.read("ahead.txt") == "typed ahead\n"
+    t.child.sendline("run sleep 2")
+    t.until(r"\$ sleep 2")
+    t.child.send("first pasted line\rsecond pasted line\rthird")  # a paste (no bracketed paste): one prompt
+    t.until(r"-- turn \w+")
+    t.until("codexr>")
+    t.until("third")  # all three lines wait at the prompt, none was sent
+    t.child.sendcontrol("c")  # clears them
+    t.child.sendline("/status")
+    t.until("redo depth")
+    t.until("codexr>")
+    assert t.seen.count("-- turn completed") == 3, t.seen  # no pasted line ran as a prompt
+    t.quit()
+
+
+def test_an_interrupted_command_that_runs_on_is_shown_running_and_stop_ends_it(model: ScriptedModel, tmp_path: Path
+                                                                             ) -> None:
+    """Issue 20: Ctrl+C said the command was interrupted while it ran on (its file appeared seconds later).
+    Now the block says it still runs, a line says how many do, /ps lists them and /stop ends them."""
+    cmd = "sleep 30 && echo done > late-plain.txt"
+    t = Term(model, tmp_path, "--plain")
+    t.until("codexr>")
+    t.child.sendline(f"run {cmd}")
+    t.until(re.escape(f"$ {cmd}"))
+    t.child.sendintr()
+    out = t.until(r"-- turn \w+") + t.until("codexr>")
+    assert "-- turn interrupted" in out and "[interrupted]" not in out, out
+    assert "[still running in the background: /ps to view, /stop to close]" in out, out
+    assert "1 background terminal running · /ps to view · /stop to close" in out, out
+    assert processes_running(cmd)
+    t.child.sendline("/ps")
+    t.until("1 background terminal:")
+    t.until(re.escape(cmd))
+    t.child.sendline("/stop")
+    t.until(re.escape(f"stopped 1 background terminal: {cmd}"))
+    wait_gone(cmd)
+    t.child.sendline("/ps")
+    t.until("no background terminals")
+    t.until("codexr>")
+    t.quit()
+    assert t.read("late-plain.txt") is None
+
+
+def test_a_multi_line_paste_at_the_prompt_is_one_prompt(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20: a paste without bracketed paste became several prompts, one per line. An Enter with more keys
+    right behind it (the same read from the terminal) is a newline of the paste; the last one sends it all."""
+    t = Term(model, tmp_path, "--plain")
+    t.until("codexr>")
+    t.child.send("create pasted.txt line one\rline two\r")
+    t.until(r"-- turn \w+")
+    t.until("codexr>")
+    t.child.sendline("/status")
+    t.until("redo depth")
+    t.until("codexr>")
+    assert t.seen.count("-- turn ") == 1, t.seen  # one prompt, not one per line
+    req = [r for r in model.model_requests if "create pasted.txt" in "".join(user_texts(r))][-1]
+    assert "create pasted.txt line one\nline two" in user_texts(req), user_texts(req)
     t.quit()
 
 
@@ -355,3 +433,69 @@ def test_commands_are_shown_as_the_shell_ran_them(model: ScriptedModel, tmp_path
                          input="", capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert f"$ {ran}\n" in res.stdout, res.stdout  # the stored turn, read back from Codex
+
+
+def test_resume_last_is_the_thread_the_redo_returned_to_not_the_fork(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20: after rewind → /redo → quit, `resume --last` (and `exec --last`) reopened the abandoned fork,
+    the thread created last; "last" is the thread the user last used."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = _env(model, tmp_path / "home")
+
+    def run(*args: str, text: str) -> str:
+        res = subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ws, env=env, input=text,
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, (args, res.stdout, res.stderr)
+        return res.stdout
+
+    first = run("--plain", text="create one.txt first\ncreate two.txt second\n/rewind 2\ny\n/redo\ny\n")
+    origin = re.search(r"^thread ([0-9a-f-]{36})$", first, re.M)
+    assert origin is not None and "redone: " in first, first
+    assert f"== back on the thread the rewind left: thread {origin[1]}" in first, first
+    again = run("--plain", "resume", "--last", text="/status\n")
+    assert f"== resumed: thread {origin[1]}, 2 prompts ==" in again, again
+    doc = json.loads(run("exec", "--last", "--json", "create three.txt third", text=""))
+    assert doc["thread_id"] == origin[1], doc
+
+
+def test_rewind_and_redo_warn_and_ask_while_another_session_is_live(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20: with another live codexr session in the workspace, /rewind and /redo deleted its new file with
+    no word in the plan. Now the plan names the session and the file, and the question says what is at stake."""
+    t = Term(model, tmp_path, "--plain")
+    t.until("codexr>")
+    t.prompt("create one.txt first")
+    t.prompt("create two.txt second")
+    other = PipeSession(t.ws, _env(model, tmp_path / "home"))
+    try:
+        other.until("type a prompt")
+        other.prompt("create other.txt by the other session")
+        assert t.read("other.txt") == "by the other session\n"
+        t.child.sendline("/rewind 2")
+        plan = t.until(r"\[y/N")
+        assert "! another codexr session is live in this workspace (pid " in plan, plan
+        assert re.search(r"! created since this session last looked .*: other\.txt", plan), plan
+        assert "another codexr session is live in this workspace: rewind anyway? [y/N" in plan, plan
+        t.child.sendline("n")
+        t.until("no rewind: nothing changed")
+        t.until("codexr>")
+        assert t.read("other.txt") == "by the other session\n"
+        t.child.sendline("/rewind 2")
+        t.until(r"\[y/N")
+        t.child.sendline("y")
+        t.until("is back at the prompt")
+        t.until("codexr>")
+        assert t.read("other.txt") is None and t.read("two.txt") is None
+        other.prompt("create later.txt made after the rewind")
+        t.child.sendcontrol("u")  # clear the offered prompt
+        t.child.sendline("/redo")
+        plan = t.until(r"\[y/N")
+        assert "! another codexr session is live in this workspace (pid " in plan, plan
+        assert re.search(r"! created since this session last looked .*: later\.txt", plan), plan
+        assert "redo anyway? [y/N" in plan, plan
+        t.child.sendline("n")
+        t.until("no redo: nothing changed")
+        t.until("codexr>")
+        assert t.read("later.txt") == "made after the rewind\n"
+    finally:
+        other.close()
+    t.quit()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from e2e_helpers import official_codex_exec, session_options
+from e2e_helpers import PipeSession, official_codex_exec, session_options
 from rich.syntax import Syntax
 from test_driver import Events
 from textual.app import App
@@ -22,6 +23,7 @@ from tui_helpers import until, until_shown
 from app.driver import Driver
 from app.events import ApprovalAsked, Notice, ThreadLoaded, TurnFinished, UserPrompt
 from app.scripted_model import ScriptedModel, add_file, message, shell
+from app.tui.ask_dialog import AskDialog
 from app.tui.diff_screen import DiffScreen
 from app.tui.driver_screen import DriverScreen
 from app.tui.redo_dialog import RedoDialog
@@ -421,4 +423,57 @@ def test_a_running_turn_is_an_error_in_the_dialog_not_a_crash(model: ScriptedMod
         assert ev.wait(TurnFinished).status == "completed"
         assert not (d.opts.cwd / "asked.txt").exists()
     finally:
+        d.close()
+
+
+def test_rewind_redo_and_restore_warn_and_ask_while_another_session_is_live(model: ScriptedModel, tmp_path: Path
+                                                                          ) -> None:
+    """Issue 20: with `codexr --plain` live in the same workspace, Ctrl+R ↑ Enter deleted the file it had just
+    created with no dialog and no line in the plan; so did /redo. Now the plan names it and a dialog asks first."""
+    model.script("ls-other", [add_file("other.txt", "theirs\n"), message("made other.txt")])
+    model.script("ls-later", [add_file("later.txt", "later\n"), message("made later.txt")])
+    d = started(model, tmp_path, story_files(model, "ls"))
+    ws = d.opts.cwd
+    other = PipeSession(ws, {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), **(d.opts.env or {})})
+    try:
+        other.until("type a prompt")
+        other.prompt("ls-other please")
+        assert (ws / "other.txt").read_text() == "theirs\n"
+        app = Host(lambda: RewindPicker(d, start_prompt=2))
+
+        async def rewind(pilot: Pilot[Any]) -> None:
+            text = await showing(pilot, "! another codexr session is live in this workspace (pid ")
+            assert "! created since this session last looked (another session's?), deleted or overwritten by this " \
+                   "restore: other.txt" in text, text
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(pilot.app.screen, AskDialog), "the question")
+            assert (ws / "other.txt").exists()  # nothing happened before the answer
+            await pilot.press("n")
+            await showing(pilot, "no rewind: nothing changed")
+            assert (ws / "other.txt").exists()
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(pilot.app.screen, AskDialog), "the question again")
+            await pilot.press("y")
+            await settle(pilot)
+
+        run(app, rewind)
+        assert isinstance(app.result, str) and app.result.startswith("rewound to prompt 2"), app.result
+        assert not (ws / "other.txt").exists() and not (ws / "b.txt").exists()
+
+        other.prompt("ls-later please")
+        app = Host(lambda: RedoDialog(d))
+
+        async def redo(pilot: Pilot[Any]) -> None:
+            text = await showing(pilot, "! another codexr session is live in this workspace (pid ")
+            assert "this restore: later.txt" in text, text
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(pilot.app.screen, AskDialog), "the question")
+            await pilot.press("escape")
+            await showing(pilot, "no redo: nothing changed")
+            await pilot.press("escape")
+
+        run(app, redo)
+        assert app.result is None and (ws / "later.txt").read_text() == "later\n"
+    finally:
+        other.close()
         d.close()

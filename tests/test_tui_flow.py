@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from e2e_helpers import session_options
+from e2e_helpers import processes_running, session_options, wait_gone
 from test_tui_app import SIZE, drive, ready, turns_done, type_and_send
 from textual import events
 from textual.app import App, ComposeResult
@@ -82,6 +82,30 @@ def test_enter_waits_for_the_keys_typed_before_it() -> None:
 
     asyncio.run(main())
     assert len(app.sent) == 3
+
+
+def test_a_multi_line_paste_without_bracketed_paste_stays_one_prompt() -> None:
+    """Issue 20: without bracketed paste a terminal hands over a paste as keys, Enters included: 3 lines became
+    2 prompts and a line left over. As in the official TUI, an Enter with more keys right behind it is part of
+    a paste (a newline); the Enter that ends a burst still sends it."""
+    app = ComposerHost()
+
+    def burst(text: str) -> None:
+        for ch in text:
+            app.post_message(events.Key("enter", "\r") if ch == "\r" else events.Key(ch, ch))
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 12)) as pilot:
+            composer = app.query_one(Composer)
+            burst("first line\rsecond line\rthird")
+            await until(pilot, lambda: composer.text == "first line\nsecond line\nthird", "the pasted text")
+            assert app.sent == []
+            composer.set_text("")
+            burst("one\rtwo\r")  # a paste whose last key is Enter: sent, as one prompt
+            await until(pilot, lambda: len(app.sent) == 1, "the pasted prompt to be sent")
+            assert app.sent == ["one\ntwo"] and composer.text == ""  # the first paste's Enters sent nothing
+
+    asyncio.run(main())
 
 
 def status_thread(screen: str) -> str:
@@ -219,3 +243,32 @@ def test_transcript_keeps_following_when_the_space_below_it_shrinks() -> None:
             assert t.scroll_y == t.max_scroll_y
 
     asyncio.run(main())
+
+
+def test_esc_on_a_command_that_runs_on_says_so_and_stop_ends_it(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20: Esc showed `✗ interrupted` while the command ran on. Now the block says it still runs, a line
+    counts the background terminals, /ps lists them and /stop ends them."""
+    cmd = "sleep 30 && echo done > late-tui.txt"
+    model.script("bgt-run", [shell(cmd), message("never reached")])
+    opts = session_options(model, tmp_path)
+    app = CodexrApp(opts)
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await type_and_send(pilot, "bgt-run please")
+        await until_shown(pilot, "… running")
+        await until(pilot, lambda: bool(processes_running(cmd)), "the command to start")
+        await pilot.press("escape")
+        text = await until_shown(pilot, "still running in the background",
+                                 "1 background terminal running · /ps to view · /stop to close")
+        assert "✗ interrupted" not in text.split("still running in the background")[0].split(cmd)[-1], text
+        await until(pilot, lambda: not app.busy, "the turn to end")
+        await type_and_send(pilot, "/ps")
+        await until_shown(pilot, "1 background terminal:")
+        await type_and_send(pilot, "/stop")
+        await until_shown(pilot, "stopped 1 background terminal")
+        await until(pilot, lambda: not processes_running(cmd), "the command to end")
+
+    drive(app, scenario)
+    wait_gone(cmd)
+    assert not (opts.cwd / "late-tui.txt").exists()

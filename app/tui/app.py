@@ -20,6 +20,7 @@ from textual.app import App, ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from ..background import BackgroundTerminal, background_text, stopped_text
 from ..events import (
     ApprovalAsked,
     ApprovalDecided,
@@ -83,6 +84,10 @@ class DriverLike(Protocol):
     def models(self) -> list[str]: ...
 
     def set_model(self, model: str) -> str: ...
+
+    def background_terminals(self) -> list[BackgroundTerminal]: ...
+
+    def stop_terminals(self, process_id: str | None = None) -> list[BackgroundTerminal]: ...
 
 
 DriverFactory = Callable[[Emit], DriverLike]
@@ -415,6 +420,9 @@ class CodexrApp(App[int]):
         if action.id == "history":
             self.open_history(arg.strip())
             return
+        if action.id == "stop":
+            self.action_stop(arg.strip() or None)
+            return
         if action.id == "model" and arg.strip():
             driver = self._need_driver()
             if driver is not None:
@@ -511,6 +519,20 @@ class CodexrApp(App[int]):
         driver = self._need_driver()
         if driver is not None:
             self._background("status", driver.status, lambda st: self._emit(Notice(status_text(st))))
+
+    def action_ps(self) -> None:
+        """The commands still running in the background, as a transcript block."""
+        driver = self._need_driver()
+        if driver is not None:
+            self._background("ps", driver.background_terminals,
+                             lambda running: self._emit(Notice(background_text(running))))
+
+    def action_stop(self, process_id: str | None = None) -> None:
+        """End the background commands (or one); the transcript says which were ended."""
+        driver = self._need_driver()
+        if driver is not None:
+            self._background("stop", partial(driver.stop_terminals, process_id),
+                             lambda stopped: self._emit(Notice(stopped_text(stopped, process_id))))
 
     async def action_model(self) -> None:
         """Which model Codex uses, and the ones it offers (`/model NAME` switches from the next prompt on)."""

@@ -151,7 +151,7 @@ def _command_title(command: str, finished: CommandFinished | None, stable: bool 
     elif finished.status == "interrupted":
         parts.append(" ✗ interrupted")
     elif finished.status == "background":
-        parts.append(" ⋯ still running in the background (Codex stopped waiting)")
+        parts.append(" ⋯ still running in the background · /ps to view · /stop to close")
     elif finished.exit_code is not None:
         parts.append(" ✓ exit 0" if finished.exit_code == 0 else f" ✗ exit {finished.exit_code}")
     elif finished.status == "failed":

@@ -16,6 +16,7 @@ from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
+from textual.timer import Timer
 from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
@@ -48,6 +49,9 @@ def path_completions(workspace: str, partial: str) -> list[str]:
     return sorted(out)[:MAX_PATHS]
 
 
+PASTE_WINDOW_S = 0.05  # keys within this of an Enter: a paste; a terminal hands one over in a single read
+
+
 class PromptArea(TextArea):
     """The text area itself (bindings live on the Composer around it)."""
 
@@ -72,6 +76,8 @@ class Composer(Vertical):
         self._draft = ""
         self._completing = ""  # "slash" | "path" | ""
         self._completed_for = ""  # the text the dropdown was made for
+        self._enter: tuple[tuple[int, int], tuple[int, int], str] | None = None  # a newline that may yet send
+        self._enter_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="queued")
@@ -191,7 +197,31 @@ class Composer(Vertical):
 
     def action_send(self) -> None:
         """Send the prompt (or accept a completion: a slash command runs at once)."""
-        self._after_typed_keys(self._send)
+        self._after_typed_keys(self._send_unless_pasted)
+
+    def _send_unless_pasted(self) -> None:
+        """Enter, as the official TUI takes it without bracketed paste: keys right behind it make it a paste's
+        newline. It goes in as a newline at once; if nothing follows within PASTE_WINDOW_S, it sends instead."""
+        if self._completing:
+            self._send()
+            return
+        start = self.area.cursor_location
+        self.area.insert("\n")
+        self._enter = (start, self.area.cursor_location, self.text)
+        if self._enter_timer is not None:
+            self._enter_timer.stop()
+        self._enter_timer = self.set_timer(PASTE_WINDOW_S, self._enter_settled)
+
+    def _enter_settled(self) -> None:
+        """No key came right behind the last Enter: it was typed, not pasted. Take its newline back and send."""
+        enter, self._enter, self._enter_timer = self._enter, None, None
+        if enter is None:
+            return
+        start, end, text = enter
+        if self.text != text:
+            return  # more keys came: a paste (its Enters stay newlines) or the user typed on
+        self.area.delete(start, end)
+        self._send()
 
     def _send(self) -> None:
         if self._completing:

@@ -11,7 +11,8 @@ from textual.widgets import Button, Static
 
 from snapshot_store import StoreError
 
-from ..driver import Driver
+from ..driver import Driver, Preview
+from .ask_dialog import AskDialog
 
 ResultT = TypeVar("ResultT")
 
@@ -70,6 +71,21 @@ class DriverScreen(ModalScreen[ResultT]):
 
     def done(self, msg: CallDone) -> None:
         """Show a finished call's result."""
+
+    def ask_first(self, preview: Preview | None, what: str, go: Callable[[], None]) -> None:
+        """Run `go` now, or after an explicit yes when another codexr session is live here (its work is at stake)."""
+        if preview is None or not preview.must_ask:
+            go()
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                go()
+            else:
+                self.say(f"no {what}: nothing changed")
+
+        self.app.push_screen(AskDialog(f"Another codexr session is live in this workspace: {what} anyway? "
+                                       "[y/N]", preview.warnings), answered)
 
     def say(self, text: str, error: bool = False) -> None:
         """The dialog's one-line message (errors say so in words, not only in colour)."""

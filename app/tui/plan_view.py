@@ -63,7 +63,8 @@ class PlanView(Vertical):
         self._actions = actions
         self._diffs = dict(preview.diffs) if preview is not None else {}
         summary = plan_summary(preview) if preview is not None and preview.restore is not None else ""
-        self.query_one("#plan-summary", Static).update("\n".join(t for t in (note, summary) if t))
+        warnings = "\n".join(preview.warnings) if preview is not None else ""
+        self.query_one("#plan-summary", Static).update("\n".join(t for t in (warnings, note, summary) if t))
         listing = self.query_one("#plan-actions", OptionList)
         listing.set_options(Option(Content(plan_line(a, self._diffs.get(a.path, (None, ""))[0])), id=str(i))
                             for i, a in enumerate(actions))

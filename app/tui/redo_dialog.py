@@ -106,9 +106,13 @@ class RedoDialog(DriverScreen[str | None]):
         """Enter: apply the redo."""
         if self.working or self.preview is None:
             return
-        self.working = True
-        self.say("redoing…")
-        self.call("redo", self.driver.redo)
+
+        def go() -> None:
+            self.working = True
+            self.say("redoing…")
+            self.call("redo", self.driver.redo)
+
+        self.ask_first(self.preview, "redo", go)
 
     def action_cancel(self) -> None:
         """Esc: leave without redoing."""

@@ -11,7 +11,7 @@ from textual.content import Content
 from textual.widgets import Button, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..driver import Driver, PromptRow
+from ..driver import Driver, Preview, PromptRow
 from ..session import RewindResult
 from .driver_screen import CallDone, DriverScreen
 from .labels import MODE_KEYS, MODE_NAMES, ago, files_label, first_line, restored_counts
@@ -75,6 +75,7 @@ class RewindPicker(DriverScreen[str | None]):
         self.working = False
         self._ready = False  # the plan of (prompt, mode) is on screen: confirming rewinds exactly that
         self._want: tuple[int, str] | None = None
+        self.preview: Preview | None = None  # the plan on screen (its warnings ask before the rewind)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -142,6 +143,7 @@ class RewindPicker(DriverScreen[str | None]):
             self.say(msg.error, error=True)
             return
         self._ready = True
+        self.preview = msg.value
         note = ""
         if self.mode == "conversation":
             note = "files: left exactly as they are (conversation only)"
@@ -218,10 +220,14 @@ class RewindPicker(DriverScreen[str | None]):
             return
         if not self._ready:
             return  # the plan is still being worked out (or could not be): nothing unseen happens
-        self.working = True
-        self.say(f"rewinding to prompt {row.number} ({MODE_NAMES[self.mode]})…")
         driver, number, mode = self.driver, row.number, self.mode
-        self.call("rewind", lambda: driver.rewind(number, mode))
+
+        def go() -> None:
+            self.working = True
+            self.say(f"rewinding to prompt {number} ({MODE_NAMES[mode]})…")
+            self.call("rewind", lambda: driver.rewind(number, mode))
+
+        self.ask_first(self.preview if mode != "conversation" else None, "rewind", go)
 
     def action_cancel(self) -> None:
         """Esc: leave without rewinding."""

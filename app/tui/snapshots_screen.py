@@ -14,7 +14,7 @@ from textual.widgets.option_list import Option
 from snapshot_store import RestoreResult
 from snapshot_store.store import SnapshotInfo
 
-from ..driver import Driver
+from ..driver import Driver, Preview
 from .driver_screen import CallDone, DriverScreen
 from .labels import ago, count_text, restored_counts, short
 from .plan_view import PlanView
@@ -50,6 +50,7 @@ class SnapshotsScreen(DriverScreen[str | None]):
         self.working = False
         self._want: str | None = None
         self._ready: str | None = None
+        self.preview: Preview | None = None  # the plan on screen (its warnings ask before the restore)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -98,6 +99,7 @@ class SnapshotsScreen(DriverScreen[str | None]):
                 self.say(msg.error, error=True)
                 return
             self._ready = tag[1]
+            self.preview = msg.value
             self.query_one(PlanView).show(msg.value)
             self.say(f"restore snapshot {short(tag[1])}: a safety snapshot of the current state is taken first")
         elif isinstance(tag, tuple) and tag[0] == "restore":
@@ -122,9 +124,13 @@ class SnapshotsScreen(DriverScreen[str | None]):
         if self.working or self._ready is None:
             return
         snap = self._ready
-        self.working = True
-        self.say(f"restoring snapshot {short(snap)}…")
-        self.call(("restore", snap), lambda: self.driver.restore_snapshot(snap))
+
+        def go() -> None:
+            self.working = True
+            self.say(f"restoring snapshot {short(snap)}…")
+            self.call(("restore", snap), lambda: self.driver.restore_snapshot(snap))
+
+        self.ask_first(self.preview, "restore", go)
 
     def action_cancel(self) -> None:
         """Esc: leave without restoring."""
