@@ -102,6 +102,7 @@ class TracedServer:
              "print(socket_path()); print(marshal.dumps([os.path.abspath(p) if p else os.getcwd() "
              "for p in sys.path]).hex())"], env=env, capture_output=True, text=True, check=True, cwd=REPO)
         path, sys_path = probe.stdout.split()
+        assert path != "None", f"no server can run in {servers.dir}: {probe.stderr}"
         code = ("import sys, os, marshal; sys.path[:] = marshal.loads(bytes.fromhex(os.environ.pop("
                 "'CODEXR_SERVER_SYS_PATH'))); from app.server import main; main(sys.argv[1])")
         with open(path + ".log", "ab") as log:

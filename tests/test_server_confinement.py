@@ -88,11 +88,15 @@ def test_a_command_in_codexs_sandbox_does_not_leave_it_through_the_server(server
 def test_the_socket_is_never_where_a_sandbox_can_write(tmp_path: Path) -> None:
     """A runtime directory below /tmp (Codex's sandbox writes there), or below a directory others may write, is
     no place for a socket: no server is started or used there."""
-    for parent in (tmp_path, private_base()):
+    # A parent anyone may write (someone could swap the directory itself): one of this test's own, never the
+    # shared private_base(), which other tests' servers (another xdist worker) use meanwhile.
+    open_parent = private_base() / f"open-{os.getpid()}"
+    open_parent.mkdir(exist_ok=True)
+    for parent in (tmp_path, open_parent):
         runtime = parent / f"rt-{os.getpid()}"
         runtime.mkdir(mode=0o700)
-        if parent == private_base():
-            os.chmod(parent, 0o777)  # a parent anyone may write: someone could swap the directory itself
+        if parent == open_parent:
+            os.chmod(parent, 0o777)
         try:
             env = {**os.environ, "CODEXR_SERVER": "1", "CODEXR_RUNTIME_DIR": str(runtime), "PYTHONSAFEPATH": "1",
                    "PYTHONPATH": str(REPO), "CODEX_HOME": str(tmp_path / "home")}
@@ -109,6 +113,7 @@ def test_the_socket_is_never_where_a_sandbox_can_write(tmp_path: Path) -> None:
         finally:
             os.chmod(parent, 0o700)
             runtime.rmdir()
+    open_parent.rmdir()
     # Neither CODEXR_RUNTIME_DIR nor XDG_RUNTIME_DIR: no server (it used to be /tmp/codexr-UID)
     env = {k: v for k, v in os.environ.items() if k not in ("CODEXR_RUNTIME_DIR", "XDG_RUNTIME_DIR")}
     probe = subprocess.run([sys.executable, "-c", "from app import launch; print(launch.runtime_dir(create=False))"],
