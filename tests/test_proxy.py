@@ -192,3 +192,43 @@ def test_the_app_server_dying_mid_turn_ends_the_proxy_cleanly_and_keeps_what_it_
     sidecar = json.loads((tmp_path / "home" / "file_snapshots" / "refs" / "threads" / f"{thread}.json").read_text())
     (turn,) = sidecar["turns"]
     assert turn["status"] == "interrupted" and turn["pre"] and turn["post"], turn
+
+
+def test_a_proxy_killed_mid_turn_leaves_nothing_running_and_the_turn_recorded_from_its_start(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    """SIGKILL of `codexr app-server` while a turn waits on the model: its app-server (whose stdin closes)
+    exits with it, the pre-turn snapshot is bound to the turn, and the next codexr command has nothing to
+    finish and works."""
+    import signal
+
+    from app.scripted_model import pause
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    env = proxy_env(model, tmp_path / "home")
+    model.script("proxy killed mid turn", [pause(60), message("too late")])
+    client, thread = through_shim(ws, env)
+    try:
+        client.turn_start(thread, [{"type": "text", "text": "proxy killed mid turn"}])
+        deadline = time.monotonic() + TIMEOUT_S
+        while not any("proxy killed mid turn" in json.dumps(r) for r in model.requests):
+            assert time.monotonic() < deadline, "the turn never reached the model"
+            time.sleep(0.05)
+        assert client._proc is not None
+        proxy = client._proc.pid
+        (backend,) = [int(c) for t in Path(f"/proc/{proxy}/task").iterdir()
+                      for c in (t / "children").read_text().split()]
+        os.kill(proxy, signal.SIGKILL)
+        client._proc.wait(TIMEOUT_S)
+        while Path(f"/proc/{backend}").exists() and "Z" not in Path(f"/proc/{backend}/stat").read_text().split()[2]:
+            assert time.monotonic() < deadline + TIMEOUT_S, "the app-server outlived its killed proxy"
+            time.sleep(0.1)
+    finally:
+        client.close()
+    sidecar = json.loads((tmp_path / "home" / "file_snapshots" / "refs" / "threads" / f"{thread}.json").read_text())
+    (turn,) = sidecar["turns"]
+    assert turn["pre"], turn
+    after = codexr(env, ws, "snapshots", "capture")
+    assert after.returncode == 0 and "interrupted" not in after.stderr, show(after)
+    assert (ws / "a.txt").read_text() == "a\n"
