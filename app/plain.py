@@ -581,7 +581,9 @@ class LineMode:
             return False
         handler = handlers.get(name)
         if handler is None:
-            self.printer.line(f"unknown command {name}: /help lists them")
+            from .slash import unknown_command
+
+            self.printer.line(unknown_command(name, COMMANDS))
             return True
         try:
             handler(args)

@@ -499,3 +499,18 @@ def test_rewind_and_redo_warn_and_ask_while_another_session_is_live(model: Scrip
     finally:
         other.close()
     t.quit()
+
+
+def test_an_unknown_command_names_the_nearest_and_every_command(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20 §3: an unknown slash command says which exist (and which one was probably meant)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    res = subprocess.run([sys.executable, "-m", "app.cli", "--plain"], cwd=ws, env=_env(model, tmp_path / "home"),
+                         input="/rewnid 2\n/frobnicate\n", capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("unknown command")]
+    assert len(lines) == 2, res.stdout
+    assert lines[0].startswith("unknown command /rewnid: did you mean /rewind?"), lines
+    assert "did you mean" not in lines[1]
+    for line in lines:
+        assert all(c in line.split() for c in ("/rewind", "/redo", "/ps", "/stop", "/help", "/quit")), line

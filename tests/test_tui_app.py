@@ -400,3 +400,17 @@ def test_one_transcript_line_per_restore_and_per_resume(model: ScriptedModel, tm
         assert len(lines("resumed")) == 1, screen_text(app)
 
     drive(app, scenario)
+
+
+def test_an_unknown_command_names_the_nearest_and_every_command(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20 §3: an unknown slash command says which exist (and which one was probably meant)."""
+    app = CodexrApp(session_options(model, tmp_path, {"a.txt": "a\n"}))
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await type_and_send(pilot, "/rewnid")
+        text = await until_shown(pilot, "unknown command /rewnid")
+        assert "did you mean /rewind?" in words(text), text
+        assert all(c in words(text).split() for c in ("/redo", "/ps", "/stop", "/help", "/quit")), text
+
+    drive(app, scenario)

@@ -398,7 +398,9 @@ class CodexrApp(App[int]):
             await self.slash(text)
             return
         if head.startswith("/") and "/" not in head[1:]:
-            await self.say(f"unknown command {head}: /help lists the commands", "warning")
+            from ..slash import unknown_command
+
+            await self.say(unknown_command(head, SLASH), "warning")
             return
         if self.driver is None:
             self._early.append(text)
