@@ -913,6 +913,8 @@ class LineMode:
         for name, (arg, what) in COMMANDS.items():
             self.printer.line(f"  {(name + ' ' + arg).strip():<36} {what}")
         self.printer.block(KEYS)
+        if self.banner:  # what the session began with (the demo's words): still at hand after the first prompt
+            self.printer.block(self.banner, indent="")
 
 
 def run_plain(opts: SessionOptions, *, banner: str = "", thread_id: str | None = None,

@@ -363,6 +363,10 @@ def test_demo_on_a_terminal_is_interactive_with_its_vocabulary(tmp_path: Path) -
     child.expect(r"-- turn \w+")
     assert "README.md" in ANSI.sub("", str(child.before))  # ls ran in the scratch workspace
     child.expect("codexr>")
+    child.sendline("/help")  # the words are gone from the screen after a prompt: /help still has them
+    child.expect("/stop")  # the command list: /help runs
+    assert child.expect(["create NAME", "codexr>"]) == 0, "the demo's words are not in /help"
+    child.expect("codexr>")
     child.sendline("/quit")
     child.expect(pexpect.EOF)
     child.close()

@@ -414,3 +414,16 @@ def test_an_unknown_command_names_the_nearest_and_every_command(model: ScriptedM
         assert all(c in words(text).split() for c in ("/redo", "/ps", "/stop", "/help", "/quit")), text
 
     drive(app, scenario)
+
+
+def test_help_keeps_what_the_session_began_with(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20 §5: the demo's words (its banner) scroll away with the first prompt; F1 still shows them."""
+    app = CodexrApp(session_options(model, tmp_path, {"a.txt": "a\n"}),
+                    banner="**codexr demo**: try `create NAME [TEXT]` or `delete NAME`")
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await pilot.press("f1")
+        await until_shown(pilot, "create NAME [TEXT]", "/rewind")
+
+    drive(app, scenario)

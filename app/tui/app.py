@@ -555,7 +555,7 @@ class CodexrApp(App[int]):
         """Keys and slash commands."""
         from .help_screen import HelpScreen
 
-        self.push_screen(HelpScreen(self.keymap))
+        self.push_screen(HelpScreen(self.keymap, self.banner))
 
     async def action_quit(self) -> None:
         """Leave codexr."""

@@ -40,15 +40,20 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,f1", "dismiss_help", "Close")]
 
-    def __init__(self, keymap: Mapping[str, str]) -> None:
+    def __init__(self, keymap: Mapping[str, str], banner: str = "") -> None:
         super().__init__()
         self.keymap = keymap
+        self.banner = banner  # what the session began with (the demo's words): at hand after the first prompt
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
             yield Static("codexr — keys and slash commands   (Esc closes · remap keys with [tui] keys "
                          "in $CODEX_HOME/codexr.toml, e.g. keys = { rewind = \"f2\" })", id="help-title",
                          markup=False)
+            if self.banner:  # first: the words a demo understands matter more than the keys
+                from textual.widgets import Markdown
+
+                yield Markdown(self.banner, id="help-banner")
             yield Static(help_table(self.keymap))
 
     def action_dismiss_help(self) -> None:
