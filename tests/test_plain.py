@@ -518,3 +518,16 @@ def test_an_unknown_command_names_the_nearest_and_every_command(model: ScriptedM
     assert "did you mean" not in lines[1]
     for line in lines:
         assert all(c in line.split() for c in ("/rewind", "/redo", "/ps", "/stop", "/help", "/quit")), line
+
+
+def test_history_shows_a_prompt_once_when_it_matches_twice(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20 §5: `/history` lists a message once however often it matches (the matches marked in it)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    res = subprocess.run([sys.executable, "-m", "app.cli", "--plain"], cwd=ws, env=_env(model, tmp_path / "home"),
+                         input="create fruit.txt kumquat and kumquat\n/history kumquat\n\n", capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    user_hits = [ln for ln in res.stdout.splitlines() if ln.strip().startswith("user:")]
+    assert len(user_hits) == 1, res.stdout
+    assert user_hits[0].count("**kumquat**") == 2, user_hits
