@@ -14,7 +14,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -50,13 +50,17 @@ def send_prompt(tmux: Tmux, text: str, answer: str) -> str:
     return tmux.wait(lambda s: answer in s and "Worked for" in s.split(answer)[-1], f"the answer {answer!r}")
 
 
-def run_commands(tmux: Tmux, *commands: tuple[str, str]) -> None:
-    """Type each of the official TUI's slash commands, wait for what it shows, and close its view again."""
+def run_commands(tmux: Tmux, *commands: tuple[str, str | Callable[[str], bool]]) -> None:
+    """Type each of the official TUI's slash commands, wait for what it shows (a text, or a test of the screen),
+    and close its view again."""
     for command, shown_by in commands:
         tmux.type(command)
         time.sleep(0.3)
         tmux.keys("Enter")
-        tmux.wait_for(shown_by)
+        if isinstance(shown_by, str):
+            tmux.wait_for(shown_by)
+        else:
+            tmux.wait(shown_by, f"what {command} shows")
         if command in ("/diff", "/resume"):
             tmux.keys("q" if command == "/diff" else "Escape")
             tmux.wait(lambda s: "q close" not in s and "Resume a previous session" not in s, "the view to close")
@@ -136,7 +140,8 @@ def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmu
         # the official TUI's own commands pass through unchanged (the composer holds the reverted prompt: cleared)
         tmux.keys("C-c")
         tmux.wait(lambda s: "proxy-one change things" not in s.split("Conversation reverted")[-1], "a clear composer")
-        run_commands(tmux, ("/new", "describe a task"), ("/resume", "Resume a previous session"))
+        run_commands(tmux, ("/new", lambda s: "Conversation reverted" not in s and "Ask Codex" in s),
+                     ("/resume", "Resume a previous session"))
 
         # quit: nothing left running (the app-server, its shells, the proxy)
         tmux.keys("C-c")  # the official TUI quits on the first or the second (it may ask to press again)
