@@ -462,6 +462,10 @@ class LineMode:
                     self.turn(line)
         finally:
             self.driver.close()
+        if self.driver.thread_id:
+            from .thread_label import resume_line
+
+            p.line(resume_line(self.driver.thread_id, str(self.driver.opts.cwd)))
         p.line("bye")
         return 0
 

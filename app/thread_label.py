@@ -46,3 +46,13 @@ def thread_label(first_prompt: str, prompts: int, origin: str | None = None, bef
         return head
     note = fork_note(origin, before, after)
     return f"{head} · {note}" if head else note
+
+
+def resume_line(thread_id: str, workspace: str) -> str:
+    """What a front end says on exit, as the official TUI does: the command that continues this thread."""
+    import os
+    import shlex
+
+    here = os.path.realpath(os.getcwd()) == os.path.realpath(workspace)
+    where = "" if here else f" -C {shlex.quote(workspace)}"
+    return f"To continue this thread, run codexr{where} resume {thread_id}"

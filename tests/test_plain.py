@@ -318,6 +318,8 @@ def test_a_pipe_is_read_line_by_line(model: ScriptedModel, tmp_path: Path) -> No
     assert (ws / "piped.txt").read_text() == "from a pipe\n"
     assert "-- turn completed" in res.stdout and "+from a pipe" in res.stdout  # the turn, then /diff
     assert res.stdout.rstrip().endswith("bye") and "Traceback" not in res.stderr
+    # on exit, as the official TUI does: the command that continues the thread (run here: no -C)
+    assert re.search(r"^To continue this thread, run codexr resume [0-9a-f-]{36}$", res.stdout, re.M), res.stdout
 
 
 def test_resume_reads_prompts_from_a_pipe_too(model: ScriptedModel, tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ Waiting is polling with a deadline (a bound on waiting, never a timing assertion
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -125,6 +126,7 @@ def test_rewind_and_redo_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
         # without COLUMNS/LINES: a shell may export them, and they would pin the app's size (shutil reads them first)
         codexr = f"env -u COLUMNS -u LINES {assign} {shlex.quote(sys.executable)} -m app.cli -C {shlex.quote(str(ws))}"
         tmux.start(f"cd {shlex.quote(str(REPO))} && {codexr}; echo $? > {shlex.quote(str(rc_file))}")
+        tmux.tmux("set-option", "-g", "remain-on-exit", "on")  # the pane stays to be read after codexr exits
 
         tmux.wait_for("○ idle")  # Codex started
         tmux.type("tmux-one add a test")
@@ -175,6 +177,12 @@ def test_rewind_and_redo_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
 
         tmux.keys("C-c", "C-c")  # twice on an idle, empty composer: quit
         tmux.wait(lambda _s: rc_file.exists() and rc_file.read_text().strip() != "", "codexr to exit", timeout=30)
+        # as the official TUI does: the line that continues the thread (run from elsewhere: with its -C)
+        line = rf"To continue this thread, run codexr -C {re.escape(str(ws))} resume ([0-9a-f-]{{36}})"
+        # the pane's history too, wrapped lines joined (-J): the app's screen is gone, the line scrolled up
+        after = tmux.tmux("capture-pane", "-p", "-J", "-S", "-100", "-t", "codexr", check=False).stdout
+        found = re.search(line, after)
+        assert found and found.group(1).endswith(thread.lstrip("…")), (thread, after[:300])  # bar: "…TAIL"
     assert rc_file.read_text().strip() == "0"
 
 

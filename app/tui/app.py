@@ -667,4 +667,10 @@ def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *
     if splash is not None:
         splash.release()
     code = app.run()
+    thread = app.driver.thread_id if app.driver is not None else None
+    opts_now = getattr(app.driver, "opts", None)  # a replay has none: it continues nothing
+    if thread and opts_now is not None:
+        from ..thread_label import resume_line
+
+        print(resume_line(thread, str(opts_now.cwd)))
     return int(code or 0)
