@@ -161,6 +161,41 @@ def test_a_proxy_killed_mid_revert_leaves_the_files_before_or_after_never_mixed(
     assert len(outcomes) == 3
 
 
+def paused_turn(model: ScriptedModel, tmp_path: Path, prompt: str) -> tuple[CodexClient, str, Path, dict[str, str],
+                                                                           int, int]:
+    """A turn through the shim that waits a minute at the model (it has reached it): the client, thread,
+    workspace, environment, and the pids of the proxy and of its app-server."""
+    from app.scripted_model import pause
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    env = proxy_env(model, tmp_path / "home")
+    model.script(prompt, [pause(60), message("too late")])
+    client, thread = through_shim(ws, env)
+    try:
+        client.turn_start(thread, [{"type": "text", "text": prompt}])
+        deadline = time.monotonic() + TIMEOUT_S
+        while not any(prompt in json.dumps(r) for r in model.requests):
+            assert time.monotonic() < deadline, "the turn never reached the model"
+            time.sleep(0.05)
+        assert client._proc is not None
+        proxy = client._proc.pid
+        (backend,) = [int(c) for t in Path(f"/proc/{proxy}/task").iterdir()
+                      for c in (t / "children").read_text().split()]
+    except BaseException:
+        client.close()
+        raise
+    return client, thread, ws, env, proxy, backend
+
+
+def recorded_turns(tmp_path: Path, thread: str) -> list[dict[str, Any]]:
+    """The turns the thread's sidecar holds."""
+    turns: list[dict[str, Any]] = json.loads(
+        (tmp_path / "home" / "file_snapshots" / "refs" / "threads" / f"{thread}.json").read_text())["turns"]
+    return turns
+
+
 def test_the_app_server_dying_mid_turn_ends_the_proxy_cleanly_and_keeps_what_it_recorded(
         model: ScriptedModel, tmp_path: Path) -> None:
     """The real app-server behind `codexr app-server` is SIGKILLed while a turn waits on the model: the client's
@@ -168,29 +203,14 @@ def test_the_app_server_dying_mid_turn_ends_the_proxy_cleanly_and_keeps_what_it_
     interrupted with its snapshots (a post-turn capture after it, as for any turn that ended)."""
     import signal
 
-    from app.scripted_model import pause
-
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "a.txt").write_text("a\n")
-    env = proxy_env(model, tmp_path / "home")
-    model.script("proxy backend dies", [pause(60), message("too late")])
-    client, thread = through_shim(ws, env)
+    client, thread, _ws, _env, _proxy, backend = paused_turn(model, tmp_path, "proxy backend dies")
     try:
-        client.turn_start(thread, [{"type": "text", "text": "proxy backend dies"}])
-        deadline = time.monotonic() + TIMEOUT_S
-        while not model.requests and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert client._proc is not None
-        proxy = client._proc.pid
-        (backend,) = [int(c) for t in Path(f"/proc/{proxy}/task").iterdir()
-                      for c in (t / "children").read_text().split()]
         os.kill(backend, signal.SIGKILL)
+        assert client._proc is not None
         assert client._proc.wait(TIMEOUT_S) == 0, "the proxy did not end by itself when its app-server died"
     finally:
         client.close()
-    sidecar = json.loads((tmp_path / "home" / "file_snapshots" / "refs" / "threads" / f"{thread}.json").read_text())
-    (turn,) = sidecar["turns"]
+    (turn,) = recorded_turns(tmp_path, thread)
     assert turn["status"] == "interrupted" and turn["pre"] and turn["post"], turn
 
 
@@ -201,33 +221,18 @@ def test_a_proxy_killed_mid_turn_leaves_nothing_running_and_the_turn_recorded_fr
     finish and works."""
     import signal
 
-    from app.scripted_model import pause
-
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "a.txt").write_text("a\n")
-    env = proxy_env(model, tmp_path / "home")
-    model.script("proxy killed mid turn", [pause(60), message("too late")])
-    client, thread = through_shim(ws, env)
+    client, thread, ws, env, proxy, backend = paused_turn(model, tmp_path, "proxy killed mid turn")
     try:
-        client.turn_start(thread, [{"type": "text", "text": "proxy killed mid turn"}])
-        deadline = time.monotonic() + TIMEOUT_S
-        while not any("proxy killed mid turn" in json.dumps(r) for r in model.requests):
-            assert time.monotonic() < deadline, "the turn never reached the model"
-            time.sleep(0.05)
-        assert client._proc is not None
-        proxy = client._proc.pid
-        (backend,) = [int(c) for t in Path(f"/proc/{proxy}/task").iterdir()
-                      for c in (t / "children").read_text().split()]
         os.kill(proxy, signal.SIGKILL)
+        assert client._proc is not None
         client._proc.wait(TIMEOUT_S)
+        deadline = time.monotonic() + TIMEOUT_S
         while Path(f"/proc/{backend}").exists() and "Z" not in Path(f"/proc/{backend}/stat").read_text().split()[2]:
-            assert time.monotonic() < deadline + TIMEOUT_S, "the app-server outlived its killed proxy"
+            assert time.monotonic() < deadline, "the app-server outlived its killed proxy"
             time.sleep(0.1)
     finally:
         client.close()
-    sidecar = json.loads((tmp_path / "home" / "file_snapshots" / "refs" / "threads" / f"{thread}.json").read_text())
-    (turn,) = sidecar["turns"]
+    (turn,) = recorded_turns(tmp_path, thread)
     assert turn["pre"], turn
     after = codexr(env, ws, "snapshots", "capture")
     assert after.returncode == 0 and "interrupted" not in after.stderr, show(after)
