@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -340,18 +340,24 @@ def test_codexr_server_0_starts_nothing(servers: Servers, tmp_path: Path) -> Non
     assert not list(servers.dir.iterdir()), "CODEXR_SERVER=0 started a server"
 
 
-def test_changed_code_is_never_served_by_an_old_server(tmp_path: Path) -> None:
-    """A server is keyed by the stat of every source file: an edited (or upgraded) codexr gets a new one."""
+def copied_codexr(tmp_path: Path) -> Callable[[], str]:
+    """codexr's packages copied below `tmp_path`; the server key a process importing that copy computes."""
     for pkg in launch.PACKAGES:
         shutil.copytree(REPO / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     key = [sys.executable, "-c", "from app.launch import server_key; print(server_key())"]
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONSAFEPATH": "1"}
-    first = subprocess.run(key, env=env, capture_output=True, text=True, check=True).stdout.strip()
-    again = subprocess.run(key, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    return lambda: subprocess.run(key, env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_changed_code_is_never_served_by_an_old_server(tmp_path: Path) -> None:
+    """A server is keyed by the stat of every source file: an edited (or upgraded) codexr gets a new one."""
+    server_key = copied_codexr(tmp_path)
+    first = server_key()
+    again = server_key()
     assert first == again and re.fullmatch(r"[0-9a-f]{24}", first)
     source = tmp_path / "snapshot_store" / "restore.py"
     source.write_text(source.read_text() + "\n# edited\n")
-    edited = subprocess.run(key, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    edited = server_key()
     assert edited != first
 
 

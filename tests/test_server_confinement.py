@@ -372,15 +372,10 @@ def test_the_server_holds_no_callers_directory(servers: Servers, tmp_path: Path)
 
 
 def test_an_edit_that_keeps_size_and_mtime_gets_a_new_server(tmp_path: Path) -> None:
-    import shutil
+    from test_server import copied_codexr
 
-    from app import launch
-
-    for pkg in launch.PACKAGES:
-        shutil.copytree(REPO / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    key = [sys.executable, "-c", "from app.launch import server_key; print(server_key())"]
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONSAFEPATH": "1"}
-    first = subprocess.run(key, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    server_key = copied_codexr(tmp_path)
+    first = server_key()
     source = tmp_path / "snapshot_store" / "restore.py"
     st = source.stat()
     data = bytearray(source.read_bytes())
@@ -389,5 +384,5 @@ def test_an_edit_that_keeps_size_and_mtime_gets_a_new_server(tmp_path: Path) -> 
     source.write_bytes(bytes(data))
     os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert source.stat().st_size == st.st_size and source.stat().st_mtime_ns == st.st_mtime_ns
-    edited = subprocess.run(key, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    edited = server_key()
     assert edited != first
