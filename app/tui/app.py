@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -39,7 +40,7 @@ from ..events import (
 from .actions import SLASH, bindings, validate_keymap
 from .approval import ApprovalPanel
 from .composer import Composer
-from .messages import DriverEvent
+from .messages import DriverEvents, coalesce
 from .palette import ActionCommands
 from .status import StatusBar, human_size
 from .theme import terminal_theme
@@ -141,6 +142,9 @@ class CodexrApp(App[int]):
         self._last_esc = 0.0
         self._last_ctrl_c = 0.0
         self.last_status = Status()
+        self._inbox: list[Any] = []  # events emitted by the driver's threads, not yet taken by the UI
+        self._inbox_lock = threading.Lock()
+        self._inbox_posted = False  # a DriverEvents message is on its way for what the inbox holds
 
     # ------------------------------------------------------------------ layout and start
     def get_default_screen(self) -> Screen[int]:
@@ -196,8 +200,13 @@ class CodexrApp(App[int]):
         return Driver(opts, emit, thread_id=self._resume_id, resume_last=self._resume_last)
 
     def _emit(self, ev: Any) -> None:
-        """The driver's emit: any thread; post_message is thread-safe."""
-        self.post_message(DriverEvent(ev))
+        """The driver's emit: any thread. Events wait in the inbox; one message wakes the UI for all of them."""
+        with self._inbox_lock:
+            self._inbox.append(ev)
+            if self._inbox_posted:
+                return
+            self._inbox_posted = True
+        self.post_message(DriverEvents())  # thread-safe
 
     def _attach_driver(self, driver: DriverLike) -> None:
         """UI thread: the driver exists; hand it the prompts typed meanwhile."""
@@ -289,8 +298,15 @@ class CodexrApp(App[int]):
                 drv.write(f"\x1b]2;{text}\x07")
 
     # ------------------------------------------------------------------ driver events
-    async def on_driver_event(self, message: DriverEvent) -> None:
-        ev = message.event
+    async def on_driver_events(self, message: DriverEvents) -> None:
+        """Take every event waiting (streamed pieces of one item joined) and show them in order."""
+        with self._inbox_lock:
+            batch, self._inbox = self._inbox, []
+            self._inbox_posted = False
+        for ev in coalesce(batch):
+            await self._driver_event(ev)
+
+    async def _driver_event(self, ev: Any) -> None:
         if isinstance(ev, Ready):
             self.last_status = ev.status
             self.status_bar.show(ev.status, state="ready", busy=self.busy)
