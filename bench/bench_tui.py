@@ -471,7 +471,7 @@ class ScreenApp:
         self.prefix = "│ " if kind == "codexr" else "\u203a "  # how the composer's line starts (a box; a quote mark)
         self.screen = pyte.Screen(SIZE[0], SIZE[1])
         self.stream = pyte.ByteStream(self.screen)
-        self.t0 = time.monotonic()
+        self.t0 = self.arrived = time.monotonic()
         self.child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(cwd), dimensions=(SIZE[1], SIZE[0]),
                                    timeout=None)
         self.child.delaybeforesend = None
@@ -481,12 +481,16 @@ class ScreenApp:
         self.child.send(data.encode())
 
     def _read(self, timeout: float) -> None:
+        """Play what the app wrote into the screen; `arrived` is when it was read (pyte takes ~1.5 ms a KB here, a
+        terminal next to nothing: a full repaint's 100 KB would otherwise count ~150 ms of pyte against the app)."""
         try:
-            self.stream.feed(self.child.read_nonblocking(1 << 20, timeout=timeout))
+            data = self.child.read_nonblocking(1 << 20, timeout=timeout)
         except pexpect.TIMEOUT:
-            pass
+            return
         except pexpect.EOF as exc:
             raise RuntimeError(f"{self.kind} exited; the screen shows:\n{self.text()}") from exc
+        self.arrived = time.monotonic()
+        self.stream.feed(data)
 
     def lines(self) -> list[str]:
         return [ln.rstrip() for ln in self.screen.display]
@@ -495,14 +499,15 @@ class ScreenApp:
         return "\n".join(ln for ln in self.lines() if ln)
 
     def wait(self, cond: Callable[[], object], what: str, timeout: float = 60.0) -> float:
-        """Seconds since spawn when `cond()` first holds for the screen (reads as the output arrives)."""
+        """Seconds since spawn when the output that makes `cond()` hold for the screen arrived."""
         deadline = time.monotonic() + timeout
+        self.arrived = time.monotonic()  # already true: now
         while not cond():
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"{self.kind}: {what} not on screen within {timeout:.0f}s; it shows:\n{self.text()}")
             self._read(min(left, 0.2))
-        return time.monotonic() - self.t0
+        return self.arrived - self.t0
 
     def shows(self, text: str) -> bool:
         return any(text in ln for ln in self.lines())
@@ -530,11 +535,14 @@ class ScreenApp:
             return self.shows("○ idle")
         return self.shows("GPT-5.5") and not self.shows("esc to interrupt")
 
-    def timed_key(self, typed: str, ch: str) -> float:
+    def timed(self, data: str, cond: Callable[[], object], what: str, timeout: float = 30.0) -> float:
+        """Seconds from writing `data` until the output that makes `cond()` hold arrived."""
         t = time.monotonic()
-        self.send(ch)
-        self.wait(lambda: self.composer_is(typed + ch), f"the key {ch!r} in the composer", 10)
-        return time.monotonic() - t
+        self.send(data)
+        return self.wait(cond, what, timeout) + self.t0 - t
+
+    def timed_key(self, typed: str, ch: str) -> float:
+        return self.timed(ch, lambda: self.composer_is(typed + ch), f"the key {ch!r} in the composer", 10)
 
     def clear(self, typed: str) -> None:
         self.send("\x7f" * len(typed))
@@ -552,10 +560,7 @@ class ScreenApp:
         self.type_text(text)
         time.sleep(0.4)  # typing and Enter in one burst is a paste to the official TUI (and to codexr)
         self.settle(0.1, 1.0)
-        t = time.monotonic()
-        self.send("\r")
-        self.wait(lambda: self.shows(answer), f"the answer {answer!r}", 60)
-        took = time.monotonic() - t
+        took = self.timed("\r", lambda: self.shows(answer), f"the answer {answer!r}", 60)
         self.wait(self.ready, "the end of the turn", 60)
         return took
 
@@ -647,11 +652,10 @@ def live_round(setup: LiveSetup, kind: str, r: int, keys: dict[str, list[float]]
             for _ in range(2):
                 app.settle(0.3)
                 t = time.monotonic()
-                app.send("\x12")
-                app.wait(lambda: app.shows("[snapshot]  bench-third prompt"), "the picker's rows", 30)
-                out["picker"].append(time.monotonic() - t)
+                out["picker"].append(app.timed("\x12", lambda: app.shows("[snapshot]  bench-third prompt"),
+                                               "the picker's rows"))
                 app.wait(lambda: app.shows("prompt 3 · files and conversation"), "the picker's plan", 30)
-                out["picker_plan"].append(time.monotonic() - t)
+                out["picker_plan"].append(app.arrived - t)
                 app.send("\x1b")
                 app.wait(lambda: not app.shows("Rewind — choose"), "the picker to close", 30)
         # keystroke echo while a command prints STREAM_LINES_PER_S lines a second

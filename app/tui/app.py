@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult
+from textual.driver import Driver
 from textual.screen import Screen
 from textual.widgets import Footer
 
@@ -147,6 +148,17 @@ class CodexrApp(App[int]):
         self._inbox_posted = False  # a DriverEvents message is on its way for what the inbox holds
 
     # ------------------------------------------------------------------ layout and start
+    typed_ahead = b""  # keys the splash read while Textual loaded: the driver plays them before its own input
+
+    def get_driver_class(self) -> type[Driver]:
+        from .typed_ahead import typed_ahead_driver
+
+        def take() -> bytes:
+            data, self.typed_ahead = self.typed_ahead, b""
+            return data
+
+        return typed_ahead_driver(super().get_driver_class(), take)
+
     def get_default_screen(self) -> Screen[int]:
         return MainScreen(id="_default")
 
@@ -681,7 +693,7 @@ def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *
             splash.close()
         raise
     if splash is not None:
-        splash.release()
+        app.typed_ahead = splash.release()
     code = app.run()
     thread = app.driver.thread_id if app.driver is not None else None
     opts_now = getattr(app.driver, "opts", None)  # a replay has none: it continues nothing
