@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from textual import events
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.driver import Driver
@@ -149,6 +150,12 @@ class CodexrApp(App[int]):
 
     # ------------------------------------------------------------------ layout and start
     typed_ahead = b""  # keys the splash read while Textual loaded: the driver plays them before its own input
+    key_times = (0.0, 0.0)  # when the last two keys arrived (Textual's event time): the composer's paste check
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            self.key_times = (self.key_times[1], event.time)
+        await super().on_event(event)
 
     def get_driver_class(self) -> type[Driver]:
         from .typed_ahead import typed_ahead_driver
