@@ -7,6 +7,7 @@ started in a thread worker after mount, while the user can already type (those p
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import threading
 import time
@@ -207,7 +208,19 @@ class CodexrApp(App[int]):
             self.call_from_thread(self._attach_driver, driver)
         except RuntimeError:  # the app is already gone
             return
-        driver.start()
+        if driver.start():
+            # The dialogs' modules (rewind picker, plan, diff view and the highlighter they load) were imported by
+            # the first Ctrl+R itself, ~0.2 s of the picker's first opening (bench_tui.py): import them here, once
+            # Codex is up, off the event loop.
+            import importlib
+
+            for module in ("rewind_picker", "redo_dialog"):
+                with contextlib.suppress(ImportError):
+                    importlib.import_module(f"{__package__}.{module}")
+        # What is alive now (Textual, the SDK's ~1,000 models, Codex's session) lives as long as the app: keep it
+        # out of the collector's full passes, which took 0.25-0.45 s each under load and stalled keys and the
+        # picker's first frame behind them (bench_tui.py's live session, timed with gc.callbacks)
+        gc.freeze()
 
     def _make_driver(self, emit: Emit) -> DriverLike:
         if self._driver_factory is not None:
