@@ -32,7 +32,7 @@ from ..events import (
 )
 from .blocks import NOTICE_MARK, _command_title, _turn_line, diff_stat, notice_text, unified
 
-HINT = "/ search · n next · N previous · ↑↓ PgUp PgDn Home End scroll · Esc or q closes"
+HINT = "/ search · n next · N previous · g top · G end · ↑↓ PgUp PgDn scroll · Esc or q closes"
 
 
 def event_text(ev: Any, usage: TokenUsage | None = None, output: str = "") -> str:
@@ -77,6 +77,8 @@ class TranscriptScreen(ModalScreen[None]):
         Binding("slash", "search", "Search"),
         Binding("n", "find(1)", "Next", show=False),
         Binding("N", "find(-1)", "Previous", show=False),
+        Binding("g", "edge(0)", "Top", show=False),
+        Binding("G", "edge(1)", "End", show=False),
     ]
     DEFAULT_CSS = """
     TranscriptScreen { background: $background; }
@@ -116,6 +118,12 @@ class TranscriptScreen(ModalScreen[None]):
             self.query_one(TextArea).focus()
             return
         self.dismiss(None)
+
+    def action_edge(self, end: int) -> None:
+        """`g` / `G`: the first or the last line, as in less."""
+        area = self.query_one(TextArea)
+        area.move_cursor(area.document.end if end else (0, 0))
+        area.scroll_cursor_visible()
 
     def action_search(self) -> None:
         """`/`: open the search box."""
