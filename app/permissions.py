@@ -40,6 +40,11 @@ PRESETS: tuple[Preset, ...] = (
            "without asking for approval. Exercise caution when using.", "never", "danger-full-access"),
 )
 
+# Choosing Full Access asks first, as the official TUI does ("Enable Full Access?")
+FULL_ACCESS_QUESTION = "Enable Full Access?"
+FULL_ACCESS_WARNING = ("Codex will run without sandboxing: it can edit any file on your computer and run commands "
+                       "with network access, without asking for approval.")
+
 
 def find_preset(name: str) -> Preset:
     """The preset `name` means: its id or its label, any case (`default` is `auto`); SessionError otherwise."""

@@ -57,7 +57,7 @@ from .events import (
     UserPrompt,
     short_thread,
 )
-from .permissions import matching_preset
+from .permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, find_preset, matching_preset
 from .session import RedoResult, SessionOptions
 from .snapshot_cmds import show_path, when
 from .status_lines import settings_lines
@@ -117,10 +117,10 @@ def stat_text(st: FileStat) -> str:
 
 
 class SlashCompleter(Completer):
-    """Completes /commands (with their help text) and the mode word of /rewind."""
+    """Completes /commands (with their help text), the mode word of /rewind and the presets of /permissions."""
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
-        """Command names while the first word is typed; rewind modes after `/rewind N `."""
+        """Command names while the first word is typed; rewind modes after `/rewind N `; `/permissions` presets."""
         text = document.text_before_cursor
         if not text.startswith("/"):
             return
@@ -133,6 +133,10 @@ class SlashCompleter(Completer):
             for mode in MODES:
                 if mode.startswith(words[2]):
                     yield Completion(mode, -len(words[2]), display_meta=f"restore {mode}")
+        elif words[0] == "/permissions" and len(words) == 2:
+            for preset in PRESETS:
+                if preset.id.startswith(words[1]):
+                    yield Completion(preset.id, -len(words[1]), display_meta=preset.summary())
 
 
 class Reader(Protocol):
@@ -902,7 +906,13 @@ class LineMode:
     def permissions(self, args: list[str]) -> None:
         """/permissions [NAME]: the approval policy, the sandbox and the presets, or switch to one."""
         if args:
-            self.blocking(lambda: self.driver.set_permissions(" ".join(args)))
+            preset = find_preset(" ".join(args))
+            if preset.sandbox == "danger-full-access":  # asks first, as the official TUI does
+                self.printer.line(f"{FULL_ACCESS_QUESTION} {FULL_ACCESS_WARNING}")
+                if self.ask("enable it? [y/N] ").lower() not in ("y", "yes"):
+                    self.printer.line("no change: the permissions stay as they were")
+                    return
+            self.blocking(lambda: self.driver.set_permissions(preset.id))
             return
         st = self.blocking(self.driver.status_detail)
         current = matching_preset(st.approval.split(" (")[0], st.sandbox.split(" (")[0])

@@ -559,7 +559,7 @@ def test_permissions_and_effort_apply_from_the_next_prompt_and_status_says_conte
     ws = tmp_path / "ws"
     ws.mkdir()
     lines = ["/status", "/permissions", "/permissions bogus", "/model gpt-5.5 ultra", "/permissions read-only",
-             "/model gpt-5.5 high", "plain-settings go", "/status"]
+             "/permissions full-access", "n", "/model gpt-5.5 high", "plain-settings go", "/status"]
     res = subprocess.run([sys.executable, "-m", "app.cli", "--plain"], cwd=ws, env=_env(model, tmp_path / "home"),
                          input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
@@ -572,6 +572,8 @@ def test_permissions_and_effort_apply_from_the_next_prompt_and_status_says_conte
     assert "error: gpt-5.5 has no reasoning effort 'ultra'; it offers: low, medium, high, xhigh" in before
     assert "Permissions updated to Read Only (approval on-request, sandbox read-only) from the next prompt on" in before
     assert "model: gpt-5.5, reasoning high from the next prompt on" in before
+    assert "Enable Full Access? Codex will run without sandboxing" in before  # asked; "n" kept Read Only
+    assert "no change: the permissions stay as they were" in before
     for line in ("model: gpt-5.5, reasoning high", "approval: on-request", "sandbox: read-only",
                  "context window: 52% left (130K used / 258K)"):
         assert line in after, after

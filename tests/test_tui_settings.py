@@ -88,6 +88,11 @@ def test_permissions_and_effort_chosen_in_the_app_reach_codex_from_the_next_prom
         await pilot.press("home", "enter")  # Read Only
         await until_said(pilot, "Permissions updated to Read Only (approval on-request, sandbox read-only)")
 
+        await send(pilot, "/permissions full-access")  # asks first, as the official TUI; n keeps Read Only
+        await until_shown(pilot, "Enable Full Access? [y/N]", "Codex will run without sandboxing")
+        await pilot.press("n")
+        await until(pilot, lambda: len(app.screen_stack) == 1, "the question to close")
+
         await send(pilot, "/model")  # two steps, as the official TUI: the model, then its effort
         await until_shown(pilot, "Select Model and Effort", "gpt-5.5 (current)")
         await pilot.press("enter")

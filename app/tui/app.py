@@ -445,9 +445,19 @@ class CodexrApp(App[int]):
                 self._background("model", partial(driver.set_model, words[0], words[1] if len(words) > 1 else None))
             return
         if action.id == "permissions" and arg.strip():
+            from ..permissions import find_preset
+            from ..session import SessionError
+            from .permissions_screen import confirm_then
+
+            try:
+                preset = find_preset(arg)
+            except SessionError as exc:
+                await self.say(str(exc), "warning")
+                return
             driver = self._need_driver()
             if driver is not None:
-                self._background("permissions", partial(driver.set_permissions, arg.strip()))
+                confirm_then(self.screen, preset,
+                             lambda: self._background("permissions", partial(driver.set_permissions, preset.id)))
             return
         await self.run_action(action.method)
 

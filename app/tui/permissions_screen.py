@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
+from textual.widget import Widget
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..events import Status
-from ..permissions import PRESETS, Preset, matching_preset
+from ..permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, Preset, matching_preset
+from .ask_dialog import AskDialog
 from .driver_screen import CallDone, DriverScreen
 
 
@@ -20,6 +23,21 @@ def preset_label(p: Preset, current: Preset | None) -> str:
     """`Read Only (current)` over its description and the approval/sandbox pair it sets."""
     mark = " (current)" if p is current else ""
     return f"{p.label}{mark}\n    {p.description}\n    approval {p.approval} · sandbox {p.sandbox}"
+
+
+def confirm_then(owner: Widget, preset: Preset, go: Callable[[], None]) -> None:
+    """Run `go` now, or for Full Access after an explicit yes ("Enable Full Access?", as the official TUI asks)."""
+    if preset.sandbox != "danger-full-access":
+        go()
+        return
+
+    def answered(yes: bool | None) -> None:
+        if yes:
+            go()
+        else:
+            owner.notify("Full Access not enabled: the permissions stay as they were")
+
+    owner.app.push_screen(AskDialog(f"{FULL_ACCESS_QUESTION} [y/N]", (FULL_ACCESS_WARNING,)), answered)
 
 
 class PermissionsScreen(DriverScreen[str | None]):
@@ -64,7 +82,7 @@ class PermissionsScreen(DriverScreen[str | None]):
         """Enter: apply the preset (in a worker)."""
         event.stop()
         preset = PRESETS[event.option_index]
-        self.call("set", lambda: self.driver.set_permissions(preset.id))
+        confirm_then(self, preset, lambda: self.call("set", lambda: self.driver.set_permissions(preset.id)))
 
     def action_cancel(self) -> None:
         """Esc: nothing changes."""
