@@ -231,15 +231,20 @@ class Driver:
                 self._active = False
             self.emit(StatusChanged(self.status()))
 
-    def _turn(self, text: str, *, retry: bool = True) -> None:
+    def _turn(self, text: str, *, retry: bool = True, shown: bool = False) -> None:
         with self._ops:
             s = self._need()
             if self.thread_id is None:
-                self.thread_id = s.start_thread()
+                try:
+                    self.thread_id = s.start_thread()
+                except (SessionError, OSError) as exc:  # Codex died while idle: a new thread needs it too
+                    if self._after_failure(str(exc)) and retry:
+                        self._turn(text, retry=False, shown=shown)
+                    return
                 self.emit(ThreadLoaded(self.thread_id, (), "new"))
             thread = self.thread_id
             self._prompt_count += 1
-            if retry:  # a retried prompt is already on screen
+            if not shown:  # a retried prompt is already on screen
                 self.emit(UserPrompt("", text, self._prompt_count, s.tracking))
             cwd = str(s.cwd)
             started = False
@@ -263,7 +268,7 @@ class Driver:
                 restarted = self._after_failure(str(exc))
                 if restarted and retry and not started:  # it never reached Codex: send it to the new one
                     self.emit(Notice("sending the prompt again to the restarted Codex"))
-                    self._turn(text, retry=False)
+                    self._turn(text, retry=False, shown=True)
                 return
             finally:
                 self._running = None
