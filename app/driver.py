@@ -33,9 +33,11 @@ from .events import (
     Status,
     StatusChanged,
     ThreadLoaded,
+    TokenUsage,
     TurnFinished,
     UserPrompt,
 )
+from .permissions import PRESETS, Preset, find_preset
 from .session import (
     ApprovalRequest,
     BackgroundTerminal,
@@ -48,6 +50,7 @@ from .session import (
     dump_payload,
 )
 from .translate import notification_events, turn_events
+from .turn_settings import ModelInfo
 
 Emit = Callable[[Any], None]
 LOGIN_WORDS = ("login", "log in", "api key", "apikey", "unauthorized", "401", "auth")
@@ -107,6 +110,7 @@ class Driver:
         self._turns_begun = 0  # counts dequeued prompts: an operation that waited for the lock sees a turn ran
         self._prompt_count = 0
         self._last_capture: tuple[float, float] | None = None
+        self._context: tuple[int, int] | None = None  # (tokens of the last request, window) of the current thread
         self._closed = False
         self._runner: threading.Thread | None = None
         # threads whose edits the user accepted "for this session": Codex would ask again for another file
@@ -227,15 +231,20 @@ class Driver:
                 self._active = False
             self.emit(StatusChanged(self.status()))
 
-    def _turn(self, text: str, *, retry: bool = True) -> None:
+    def _turn(self, text: str, *, retry: bool = True, shown: bool = False) -> None:
         with self._ops:
             s = self._need()
             if self.thread_id is None:
-                self.thread_id = s.start_thread()
+                try:
+                    self.thread_id = s.start_thread()
+                except (SessionError, OSError) as exc:  # Codex died while idle: a new thread needs it too
+                    if self._after_failure(str(exc)) and retry:
+                        self._turn(text, retry=False, shown=shown)
+                    return
                 self.emit(ThreadLoaded(self.thread_id, (), "new"))
             thread = self.thread_id
             self._prompt_count += 1
-            if retry:  # a retried prompt is already on screen
+            if not shown:  # a retried prompt is already on screen
                 self.emit(UserPrompt("", text, self._prompt_count, s.tracking))
             cwd = str(s.cwd)
             started = False
@@ -247,6 +256,8 @@ class Driver:
                     turn = params.get("turn") or {}
                     self._running = (thread, str(turn.get("id") or ""))
                 for ev in notification_events(method, params, cwd):
+                    if isinstance(ev, TokenUsage) and ev.context_window:
+                        self._context = (ev.last_total, ev.context_window)
                     self.emit(ev)
 
             try:
@@ -257,7 +268,7 @@ class Driver:
                 restarted = self._after_failure(str(exc))
                 if restarted and retry and not started:  # it never reached Codex: send it to the new one
                     self.emit(Notice("sending the prompt again to the restarted Codex"))
-                    self._turn(text, retry=False)
+                    self._turn(text, retry=False, shown=True)
                 return
             finally:
                 self._running = None
@@ -314,6 +325,7 @@ class Driver:
             return False
         if s.next_model:
             self.session.use_model(s.next_model)
+        self.session.turn_settings = s.turn_settings  # the chosen effort and permissions go on
         self.emit(CodexDied(f"Codex stopped ({message}); restarted it and resumed the thread", True))
         return True
 
@@ -370,9 +382,34 @@ class Driver:
         others: tuple[str, ...] = ()
         with contextlib.suppress(Exception):
             others = tuple(s.other_sessions())
+        used, window = self._context or (None, None)
+        effort, approval, sandbox = s.turn_settings.current()
         return Status(model=s.model, workspace=str(s.cwd), thread_id=self.thread_id or "", tracking=s.tracking,
                       tracked_files=tracked, store_bytes=store_bytes(s.store_dir), last_capture_at=at,
-                      last_capture_seconds=secs, redo_depth=redo, others=others, busy=self.busy)
+                      last_capture_seconds=secs, redo_depth=redo, others=others, busy=self.busy,
+                      context_used=used, context_window=window, effort=effort, approval=approval, sandbox=sandbox)
+
+    def status_detail(self) -> Status:
+        """The status as /status shows it: what Codex would use where nothing was chosen or reported yet
+        (config.toml's approval and sandbox, the model's default effort), each marked as such."""
+        st = self.status()
+        s = self.session
+        if s is None:
+            return st
+        model, approval, sandbox, effort = st.model, st.approval, st.sandbox, st.effort
+        if not model or not approval or not sandbox:  # no thread yet: what Codex's config says
+            config = s.configured()
+            model = model or str(config.get("model") or "")
+            if not approval and config.get("approval_policy"):
+                approval = f"{config['approval_policy']} (config.toml)"
+            if not sandbox and config.get("sandbox_mode"):
+                sandbox = f"{config['sandbox_mode']} (config.toml)"
+        if not effort:
+            with contextlib.suppress(SessionError):
+                info = next((m for m in s.model_catalog() if m.id == model), None)
+                if info is not None and info.default_effort:
+                    effort = f"{info.default_effort} (the model's default)"
+        return replace(st, model=model, approval=approval, sandbox=sandbox, effort=effort)
 
     def load(self, thread_id: str, reason: str = "resumed", composer: str = "") -> None:
         """Make `thread_id` the current thread and emit its whole transcript (from Codex's own turns)."""
@@ -381,6 +418,8 @@ class Driver:
             tid = s.resume_thread(thread_id)
             s.mark_used(tid)
             events = self.transcript(tid)
+            if tid != self.thread_id:
+                self._context = None  # Codex reports a thread's usage with its next model response
             self.thread_id = tid
             self._prompt_count = sum(1 for e in events if isinstance(e, UserPrompt))
             self.emit(ThreadLoaded(tid, tuple(events), reason, composer))
@@ -403,6 +442,7 @@ class Driver:
         self._idle("start a new thread")
         self.thread_id = None
         self._prompt_count = 0
+        self._context = None
         self.emit(ThreadLoaded("", (), "new"))
         self.emit(StatusChanged(self.status()))
 
@@ -411,16 +451,41 @@ class Driver:
         with self._ops:
             return self._need().models()
 
-    def set_model(self, model: str) -> str:
-        """Use `model` from the next prompt on; refused (SessionError) when Codex does not offer it."""
+    def model_catalog(self) -> list[ModelInfo]:
+        """The models Codex offers with the reasoning efforts each supports (a read: never waits for a turn)."""
+        return self._need().model_catalog()
+
+    def set_model(self, model: str, effort: str | None = None) -> str:
+        """Use `model` (with reasoning `effort`; None: the model's default) from the next prompt on; refused
+        (SessionError, nothing changed) when Codex does not offer the model or the model not the effort."""
         model = model.strip()
-        offered = self.models()
-        if offered and model not in offered:
-            raise SessionError(f"Codex does not offer the model {model!r}; it offers: {', '.join(offered)}")
-        self._need().use_model(model)
-        self.emit(Notice(f"model: {model} from the next prompt on"))
+        catalog = self.model_catalog()
+        info = next((m for m in catalog if m.id == model), None)
+        if catalog and info is None:
+            offered = ", ".join(m.id for m in catalog)
+            raise SessionError(f"Codex does not offer the model {model!r}; it offers: {offered}")
+        if effort is not None:
+            effort = effort.strip().lower()
+            if info is not None and not info.supports(effort):
+                efforts = ", ".join(e for e, _ in info.efforts)
+                raise SessionError(f"{model} has no reasoning effort {effort!r}; it offers: {efforts}")
+        self._need().use_model(model, effort)
+        said = f"{model}, reasoning {effort}" if effort else model
+        self.emit(Notice(f"model: {said} from the next prompt on"))
         self.emit(StatusChanged(self.status()))
         return model
+
+    def permission_presets(self) -> tuple[Preset, ...]:
+        """The /permissions choices."""
+        return PRESETS
+
+    def set_permissions(self, name: str) -> Preset:
+        """Use a preset's approval policy and sandbox from the next prompt on (SessionError: no such preset)."""
+        preset = find_preset(name)
+        self._need().use_permissions(preset.approval, preset.sandbox)
+        self.emit(Notice(f"Permissions updated to {preset.summary()} from the next prompt on"))
+        self.emit(StatusChanged(self.status()))
+        return preset
 
     def threads(self) -> list[ThreadSummary]:
         """This workspace's threads, newest first."""

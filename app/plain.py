@@ -57,8 +57,10 @@ from .events import (
     UserPrompt,
     short_thread,
 )
+from .permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, find_preset, matching_preset
 from .session import RedoResult, SessionOptions
 from .snapshot_cmds import show_path, when
+from .status_lines import settings_lines
 from .translate import file_diffs, short_command
 
 T = TypeVar("T")
@@ -74,8 +76,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "/history": ("TEXT", "search every workspace's conversations, numbered; then a hit's number resumes its "
                          "thread (this workspace) or prints it read-only (another)"),
     "/diff": ("[N]", "the workspace now against the start of the last prompt (or of prompt N)"),
-    "/status": ("", "model, workspace, thread, tracking, store size, redo depth"),
-    "/model": ("[NAME]", "the model and the ones Codex offers; with NAME, use it from the next prompt on"),
+    "/status": ("", "model and reasoning effort, approval and sandbox, context left, workspace, thread, tracking, "
+                    "store size, redo depth"),
+    "/model": ("[NAME [EFFORT]]", "the model, its reasoning effort and the ones Codex offers; with NAME (and EFFORT), "
+                                  "use them from the next prompt on"),
+    "/permissions": ("[NAME]", "approval policy and sandbox, and the presets; with NAME (read-only, auto, "
+                               "full-access), use it from the next prompt on"),
     "/snapshots": ("", "this workspace's snapshots; restore one (preview, confirm)"),
     "/ps": ("", "the agent's commands still running in the background (an interrupt does not stop them)"),
     "/stop": ("[ID]", "stop the background commands (or the one with process ID)"),
@@ -111,10 +117,10 @@ def stat_text(st: FileStat) -> str:
 
 
 class SlashCompleter(Completer):
-    """Completes /commands (with their help text) and the mode word of /rewind."""
+    """Completes /commands (with their help text), the mode word of /rewind and the presets of /permissions."""
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
-        """Command names while the first word is typed; rewind modes after `/rewind N `."""
+        """Command names while the first word is typed; rewind modes after `/rewind N `; `/permissions` presets."""
         text = document.text_before_cursor
         if not text.startswith("/"):
             return
@@ -127,6 +133,10 @@ class SlashCompleter(Completer):
             for mode in MODES:
                 if mode.startswith(words[2]):
                     yield Completion(mode, -len(words[2]), display_meta=f"restore {mode}")
+        elif words[0] == "/permissions" and len(words) == 2:
+            for preset in PRESETS:
+                if preset.id.startswith(words[1]):
+                    yield Completion(preset.id, -len(words[1]), display_meta=preset.summary())
 
 
 class Reader(Protocol):
@@ -576,7 +586,7 @@ class LineMode:
             "/rewind": self.rewind, "/redo": self.redo, "/new": self.new, "/resume": self.resume,
             "/threads": self.list_threads, "/history": self.history, "/diff": self.diff, "/status": self.status,
             "/snapshots": self.snapshots, "/help": self.help, "/model": self.model, "/ps": self.ps,
-            "/stop": self.stop,
+            "/stop": self.stop, "/permissions": self.permissions,
         }
         if name not in COMMANDS:  # a unique prefix will do: /red is /redo
             found = [c for c in COMMANDS if c.startswith(name)]
@@ -861,9 +871,11 @@ class LineMode:
 
     def status(self, args: list[str]) -> None:
         """/status: the status bar as lines."""
-        s = self.blocking(self.driver.status)
+        s = self.blocking(self.driver.status_detail)
         p = self.printer
         p.line(status_line(s))
+        for line in settings_lines(s):
+            p.line(line)
         p.line(f"store {s.store_bytes / 1e6:.1f} MB, redo depth {s.redo_depth}")
         if s.last_capture_at is not None:
             took = f", took {s.last_capture_seconds:.2f} s" if s.last_capture_seconds is not None else ""
@@ -872,13 +884,43 @@ class LineMode:
             p.line("other codexr sessions in this workspace: " + "; ".join(s.others))
 
     def model(self, args: list[str]) -> None:
-        """/model [NAME]: show the model and the offered ones, or switch from the next prompt on."""
-        if args:
-            self.blocking(lambda: self.driver.set_model(" ".join(args)))
+        """/model [NAME [EFFORT]]: the model, its effort and the offered ones; or switch from the next prompt on."""
+        if len(args) > 2:
+            self.printer.line(f"usage: /model {COMMANDS['/model'][0]}")
             return
-        offered = self.blocking(self.driver.models)
-        self.printer.line(f"model: {self.blocking(self.driver.status).model or 'Codex default'}")
-        self.printer.line("offered: " + (", ".join(offered) if offered else "(Codex lists none)"))
+        if args:
+            name, effort = args[0], (args[1] if len(args) > 1 else None)
+            self.blocking(lambda: self.driver.set_model(name, effort))
+            return
+        catalog = self.blocking(self.driver.model_catalog)
+        st = self.blocking(self.driver.status_detail)
+        self.printer.line(settings_lines(st)[0])
+        if not catalog:
+            self.printer.line("offered: (Codex lists none)")
+        for m in catalog:
+            efforts = ", ".join(e + (" (default)" if e == m.default_effort else "") for e, _ in m.efforts)
+            mark = "*" if m.id == st.model else " "
+            self.printer.line(f"  {mark} {m.id:<22} {m.description}" + (f"  [reasoning: {efforts}]" if efforts else ""))
+        self.printer.line("/model NAME [EFFORT] switches from the next prompt on")
+
+    def permissions(self, args: list[str]) -> None:
+        """/permissions [NAME]: the approval policy, the sandbox and the presets, or switch to one."""
+        if args:
+            preset = find_preset(" ".join(args))
+            if preset.sandbox == "danger-full-access":  # asks first, as the official TUI does
+                self.printer.line(f"{FULL_ACCESS_QUESTION} {FULL_ACCESS_WARNING}")
+                if self.ask("enable it? [y/N] ").lower() not in ("y", "yes"):
+                    self.printer.line("no change: the permissions stay as they were")
+                    return
+            self.blocking(lambda: self.driver.set_permissions(preset.id))
+            return
+        st = self.blocking(self.driver.status_detail)
+        current = matching_preset(st.approval.split(" (")[0], st.sandbox.split(" (")[0])
+        self.printer.line(f"approval: {st.approval or 'unknown'}, sandbox: {st.sandbox or 'unknown'}")
+        for preset in self.driver.permission_presets():
+            mark = "*" if preset is current else " "
+            self.printer.line(f"  {mark} {preset.id:<12} {preset.label}: {preset.description}")
+        self.printer.line("/permissions NAME switches from the next prompt on")
 
     def snapshots(self, args: list[str]) -> None:
         """/snapshots: list them; restore one through the same preview and confirm."""

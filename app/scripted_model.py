@@ -6,9 +6,9 @@ trigger ``""`` is a catch-all), then picks the step by counting the tool outputs
 the first request of a turn gets round 0, the request after the first tool ran gets round 1, and so on.
 
 Each round is one action (a patch, a shell command, a final message or a failure) optionally preceded by
-``reasoning(...)``, ``pause(...)`` and transient ``fail(..., times=n)`` steps that ride along with it. A final
-``message`` ends the turn; past the end of the script the server answers ``"done"``. Unmatched prompts get
-``"ok: <first 60 chars of the prompt>"``.
+``reasoning(...)``, ``pause(...)``, ``usage(...)`` and transient ``fail(..., times=n)`` steps that ride along
+with it. A final ``message`` ends the turn; past the end of the script the server answers ``"done"``. Unmatched
+prompts get ``"ok: <first 60 chars of the prompt>"``.
 
 A ``Respond`` step (``responder()``) decides a turn's steps from the prompt text when the turn begins: the
 offline demo scripts it as the catch-all (``model.script("", [responder()])``) so free text gets a useful answer
@@ -50,6 +50,7 @@ __all__ = [
     "ScriptedModel",
     "Shell",
     "Step",
+    "Usage",
     "add_file",
     "delete_file",
     "fail",
@@ -66,6 +67,7 @@ __all__ = [
     "shell_escalated",
     "tool_outputs",
     "update_file",
+    "usage",
     "user_texts",
     "write_codex_home",
 ]
@@ -128,6 +130,13 @@ class Pause:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """Report ``input_tokens`` for the round it precedes, as a long conversation would (context-window displays)."""
+
+    input_tokens: int
+
+
+@dataclass(frozen=True)
 class Respond:
     """Decide the turn's steps from its prompt and the tool outputs so far (asked again every round).
 
@@ -138,7 +147,7 @@ class Respond:
     decide: Callable[[str, list[dict[str, Any]]], Sequence[Patch | Shell | Message | Reasoning | Fail | Pause]]
 
 
-Step = Patch | Shell | Message | Reasoning | Fail | Pause | Respond
+Step = Patch | Shell | Message | Reasoning | Fail | Pause | Usage | Respond
 
 
 def patch(text: str) -> Patch:
@@ -205,23 +214,28 @@ def pause(seconds: float) -> Pause:
     return Pause(seconds)
 
 
+def usage(input_tokens: int) -> Usage:
+    """Say the next round's request held ``input_tokens`` (its ``response.completed`` usage), whatever its size."""
+    return Usage(input_tokens)
+
+
 @dataclass(frozen=True)
 class _Round:
     """What one model request of a turn receives: prefix steps plus exactly one action."""
 
-    prefix: tuple[Reasoning | Pause | Fail, ...]
+    prefix: tuple[Reasoning | Pause | Fail | Usage, ...]
     action: Patch | Shell | Message | Fail | Respond
 
 
 def _rounds(steps: Sequence[Step]) -> list[_Round]:
     rounds: list[_Round] = []
-    prefix: list[Reasoning | Pause | Fail] = []
+    prefix: list[Reasoning | Pause | Fail | Usage] = []
     if any(isinstance(step, Respond) for step in steps):
         if len(steps) != 1:
             raise TypeError("a Respond step decides the whole turn: script it alone")
         return [_Round((), steps[0])]  # type: ignore[arg-type]
     for step in steps:
-        if isinstance(step, Reasoning | Pause) or (isinstance(step, Fail) and step.times is not None):
+        if isinstance(step, Reasoning | Pause | Usage) or (isinstance(step, Fail) and step.times is not None):
             prefix.append(step)
             continue
         if not isinstance(step, Patch | Shell | Message | Fail):
@@ -462,11 +476,14 @@ class ScriptedModel:
             return 200, self._stream(body, [], Message("done"))
         current = rounds[position]
         extras: list[Reasoning] = []
+        tokens: int | None = None
         for index, step in enumerate(current.prefix):
             if isinstance(step, Pause):
                 time.sleep(step.seconds)
             elif isinstance(step, Reasoning):
                 extras.append(step)
+            elif isinstance(step, Usage):
+                tokens = step.input_tokens
             elif step.times is not None:
                 key = (_turn_key(body), position, index)
                 with self._lock:
@@ -478,14 +495,15 @@ class ScriptedModel:
             return self._error(current.action.status)
         if isinstance(current.action, Respond):  # decide() returned another Respond: a scripting mistake
             return 200, self._stream(body, extras, Message("a Respond step may not return another Respond"))
-        return 200, self._stream(body, extras, current.action)
+        return 200, self._stream(body, extras, current.action, tokens)
 
     @staticmethod
     def _error(status: int) -> tuple[int, bytes]:
         doc = {"error": {"message": f"scripted failure (HTTP {status})", "type": "server_error", "code": None}}
         return status, json.dumps(doc).encode()
 
-    def _stream(self, body: dict[str, Any], extras: list[Reasoning], action: Patch | Shell | Message) -> bytes:
+    def _stream(self, body: dict[str, Any], extras: list[Reasoning], action: Patch | Shell | Message,
+                input_tokens: int | None = None) -> bytes:
         response_id = self._new_id("resp")
         frames = [_sse("response.created", {"response": {"id": response_id}})]
         out_index = 0
@@ -524,7 +542,8 @@ class ScriptedModel:
                     "arguments": arguments}
             frames.append(_sse("response.output_item.done", {"output_index": out_index, "item": call}))
             out_text += arguments
-        input_tokens = max(1, len(json.dumps(body.get("input", []))) // 4)
+        if input_tokens is None:
+            input_tokens = max(1, len(json.dumps(body.get("input", []))) // 4)
         output_tokens = max(1, len(out_text) // 4)
         usage = {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
                  "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": 0},

@@ -40,6 +40,7 @@ from .rewind_targets import (
 )
 from .sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord
 from .thread_label import rewound_before, thread_label
+from .turn_settings import ModelInfo, TurnSettings, model_info
 from .workspace_lock import LastThread, SessionLock
 
 APPROVAL_METHODS = {
@@ -314,6 +315,8 @@ class Session:
         self._gc_thread: threading.Thread | None = None
         self.model = opts.model or ""  # as Codex reports it once a thread is started or resumed
         self.next_model: str | None = None  # chosen with /model: sent with every later turn/start
+        self.turn_settings = TurnSettings()  # effort (/model), approval and sandbox (/permissions): likewise
+        self._catalog: list[ModelInfo] | None = None
         self.lock = SessionLock(self.store_dir, self.cwd)
         self.last = LastThread(self.store_dir, self.cwd)
         self._started: set[str] = set()  # threads this session started: no turn ran on them before ours
@@ -462,22 +465,45 @@ class Session:
             params["sandbox"] = self.opts.sandbox
         if self.opts.approval_policy:
             params["approvalPolicy"] = self.opts.approval_policy
+        params.update(self.turn_settings.thread_params())
         return params
 
     def models(self) -> list[str]:
         """The models Codex offers (its `model/list`, hidden ones left out), by id."""
-        resp = self._rpc("cannot list the models", lambda: self.client.model_list())
-        return [str(m.id) for m in resp.data if not m.hidden]
+        return [m.id for m in self.model_catalog()]
 
-    def use_model(self, model: str) -> None:
-        """Use `model` from the next turn on (Codex keeps a turn's model for the turns after it)."""
+    def model_catalog(self) -> list[ModelInfo]:
+        """The models Codex offers with their reasoning efforts (asked once per Codex process)."""
+        if self._catalog is None:
+            resp = self._rpc("cannot list the models", lambda: self.client.model_list())
+            self._catalog = [model_info(dump_payload(m)) for m in resp.data if not m.hidden]
+        return self._catalog
+
+    def use_model(self, model: str, effort: str | None = None) -> None:
+        """Use `model` (and reasoning `effort`, None: the model's default) from the next turn on."""
         self.next_model = model
         self.model = model
+        self.turn_settings.effort = effort
+
+    def use_permissions(self, approval: str, sandbox: str) -> None:
+        """Use this approval policy and sandbox mode from the next turn on (/permissions)."""
+        self.turn_settings.approval = approval
+        self.turn_settings.sandbox = sandbox
+
+    def configured(self) -> dict[str, Any]:
+        """Codex's effective config.toml values for this workspace (`config/read`), {} when it cannot say."""
+        try:
+            out = self._experimental("cannot read Codex's config", "config/read", {"cwd": str(self.cwd)})
+        except SessionError:
+            return {}
+        config = out.get("config")
+        return config if isinstance(config, dict) else {}
 
     def start_thread(self) -> str:
         """A new thread in this workspace; its sidecar is written with its first turn."""
         resp = self._rpc("cannot start a thread", lambda: self.client.thread_start(self._thread_params()))
         self.model = str(getattr(resp, "model", "") or self.model)
+        self.turn_settings.note(dump_payload(resp))
         self._started.add(str(resp.thread.id))
         return str(resp.thread.id)
 
@@ -499,6 +525,7 @@ class Session:
         resp = self._rpc(f"cannot resume thread {thread_id}",
                          lambda: self.client.thread_resume(thread_id, params))
         self.model = str(getattr(resp, "model", "") or self.model)
+        self.turn_settings.note(dump_payload(resp))
         return str(resp.thread.id)
 
     def archive_thread(self, thread_id: str) -> None:
@@ -573,7 +600,8 @@ class Session:
         if not self.sidecars.exists(thread_id) and thread_id not in self._started:
             notice = self._continuing_notice(thread_id, side)
         pre, pre_seconds = self.recorder.begin(side, text)
-        turn_params: dict[str, Any] | None = {"model": self.next_model} if self.next_model else None
+        turn_params: dict[str, Any] | None = {**({"model": self.next_model} if self.next_model else {}),
+                                              **self.turn_settings.turn_params()} or None
         resp = self._rpc("cannot start the turn",
                          lambda: self.client.turn_start(thread_id, [{"type": "text", "text": text}], turn_params))
         turn_id = str(resp.turn.id)

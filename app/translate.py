@@ -117,7 +117,9 @@ def notification_events(method: str, params: dict[str, Any], cwd: str = "") -> l
         usage = params.get("tokenUsage") or {}
         last = (usage.get("last") or {}).get("totalTokens") or 0
         total = (usage.get("total") or {}).get("totalTokens") or 0
-        return [TokenUsage(str(params.get("turnId") or ""), int(last), int(total))]
+        window = usage.get("modelContextWindow")
+        return [TokenUsage(str(params.get("turnId") or ""), int(last), int(total),
+                           int(window) if isinstance(window, int) and window > 0 else None)]
     return []
 
 

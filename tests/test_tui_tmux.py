@@ -19,7 +19,16 @@ from pathlib import Path
 import pytest
 from fs_helpers import tree
 
-from app.scripted_model import ScriptedModel, add_file, delete_file, message, shell, update_file, write_codex_home
+from app.scripted_model import (
+    ScriptedModel,
+    add_file,
+    delete_file,
+    message,
+    shell,
+    update_file,
+    usage,
+    write_codex_home,
+)
 
 REPO = Path(__file__).parents[1]
 WIDTH, HEIGHT = 120, 40
@@ -283,3 +292,35 @@ def test_words_on_screen_commands_approvals_and_fork_labels(tmux: Tmux, tmp_path
         fork_row = next(ln for ln in shown.splitlines() if "rewound before prompt 2" in ln)
         assert "* tw-one print it · fork of " in fork_row and thread_short.lstrip("…") in fork_row, shown
         assert "(rewound to before its first prompt)" not in shown
+
+
+def test_context_left_on_the_status_bar_and_ctrl_t_shows_the_whole_transcript(tmux: Tmux, tmp_path: Path) -> None:
+    """Issue 20 §3 in a real terminal: the status bar says how much of the context window is left once Codex has
+    reported it (the official TUI's "N% context left"), and Ctrl+T pages through the whole thread — the first
+    lines of an output the transcript block cuts to its tail too — until q closes it."""
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    with ScriptedModel() as model:
+        model.script("tt-count", [shell("seq 1 450"), usage(130_000), message("Counted to 450.")])
+        env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
+               "TERM": "xterm-256color"}
+        assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        tmux.start(f"cd {shlex.quote(str(ws))} && env -u COLUMNS -u LINES {assign} {shlex.quote(sys.executable)} "
+                   "-m app.cli; sleep 60")
+        shown = tmux.wait_for("○ idle")
+        assert "context left" not in shown  # nothing reported yet: nothing claimed
+        tmux.type("tt-count please")
+        tmux.keys("Enter")
+        shown = tmux.wait(lambda s: "Counted to 450." in s and "○ idle" in s and "52% context left" in s,
+                          "the answer and the context left on the status bar")
+        bar = next(ln for ln in shown.splitlines() if "○ idle" in ln)
+        assert "gpt-5.5  │  52% context left" in bar, bar
+        tmux.keys("C-t")
+        tmux.wait(lambda s: "Transcript — the whole thread" in s and "Esc or q closes" in s, "the transcript pager")
+        tmux.keys("g")
+        top = tmux.wait(lambda s: "▶ prompt 1" in s and "$ seq 1 450" in s, "the top of the transcript")
+        lines = [ln.strip("▊▎ ") for ln in top.splitlines()]
+        at = next(i for i, ln in enumerate(lines) if ln.startswith("$ seq 1 450"))
+        assert lines[at + 1:at + 4] == ["1", "2", "3"], top  # the block on the main screen shows only the tail
+        tmux.keys("q")
+        tmux.wait(lambda s: "Transcript — the whole thread" not in s and "Ask Codex" in s, "the pager to close")

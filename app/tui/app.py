@@ -11,6 +11,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -31,6 +32,7 @@ from ..events import (
     Status,
     StatusChanged,
     ThreadLoaded,
+    TokenUsage,
     TurnFinished,
     TurnStarted,
     UserPrompt,
@@ -79,11 +81,15 @@ class DriverLike(Protocol):
 
     def status(self) -> Status: ...
 
+    def status_detail(self) -> Status: ...
+
     def new_thread(self) -> None: ...
 
     def models(self) -> list[str]: ...
 
-    def set_model(self, model: str) -> str: ...
+    def set_model(self, model: str, effort: str | None = None) -> str: ...
+
+    def set_permissions(self, name: str) -> object: ...
 
     def background_terminals(self) -> list[BackgroundTerminal]: ...
 
@@ -324,6 +330,10 @@ class CodexrApp(App[int]):
                 self._in_turn = True
             elif isinstance(ev, ApprovalDecided):
                 self.transcript.command_waiting(ev.item_id, False)
+            elif isinstance(ev, TokenUsage) and ev.context_window:  # the bar's "N% context left", as it changes
+                self.last_status = replace(self.last_status, context_used=ev.last_total,
+                                           context_window=ev.context_window)
+                self.status_bar.show(self.last_status)
             await self.transcript.apply(ev)
             if isinstance(ev, UserPrompt):
                 self._show_queue()
@@ -426,9 +436,28 @@ class CodexrApp(App[int]):
             self.action_stop(arg.strip() or None)
             return
         if action.id == "model" and arg.strip():
+            words = arg.split()
+            if len(words) > 2:
+                await self.say(f"usage: /model {action.args}", "warning")
+                return
             driver = self._need_driver()
             if driver is not None:
-                self._background("model", partial(driver.set_model, arg.strip()))
+                self._background("model", partial(driver.set_model, words[0], words[1] if len(words) > 1 else None))
+            return
+        if action.id == "permissions" and arg.strip():
+            from ..permissions import find_preset
+            from ..session import SessionError
+            from .permissions_screen import confirm_then
+
+            try:
+                preset = find_preset(arg)
+            except SessionError as exc:
+                await self.say(str(exc), "warning")
+                return
+            driver = self._need_driver()
+            if driver is not None:
+                confirm_then(self.screen, preset,
+                             lambda: self._background("permissions", partial(driver.set_permissions, preset.id)))
             return
         await self.run_action(action.method)
 
@@ -520,7 +549,7 @@ class CodexrApp(App[int]):
         """The session's status as a transcript block."""
         driver = self._need_driver()
         if driver is not None:
-            self._background("status", driver.status, lambda st: self._emit(Notice(status_text(st))))
+            self._background("status", driver.status_detail, lambda st: self._emit(Notice(status_text(st))))
 
     def action_ps(self) -> None:
         """The commands still running in the background, as a transcript block."""
@@ -536,20 +565,24 @@ class CodexrApp(App[int]):
             self._background("stop", partial(driver.stop_terminals, process_id),
                              lambda stopped: self._emit(Notice(stopped_text(stopped, process_id))))
 
-    async def action_model(self) -> None:
-        """Which model Codex uses, and the ones it offers (`/model NAME` switches from the next prompt on)."""
-        model = self.last_status.model or "Codex's default (from config.toml)"
-        driver = self.driver
-        if driver is None or driver.session is None:
-            await self.say(f"model: {model}")
+    def action_model(self) -> None:
+        """Pick the model, then its reasoning effort (the official TUI's two steps)."""
+        self._push("model_screen", "ModelScreen", said_by_driver=True)
+
+    def action_permissions(self) -> None:
+        """Pick the approval policy and sandbox preset."""
+        self._push("permissions_screen", "PermissionsScreen", said_by_driver=True)
+
+    def action_transcript(self) -> None:
+        """The whole thread's transcript in a pager (nothing folded, nothing cut); Ctrl+T again closes it."""
+        from .full_transcript import TranscriptScreen, full_text
+
+        if isinstance(self.screen, TranscriptScreen):
+            self.screen.dismiss(None)
             return
-
-        def listed(offered: list[str]) -> None:
-            others = ", ".join(offered) if offered else "(Codex lists none)"
-            self.call_later(self.say, f"model: {model}\n  offered: {others}\n  /model NAME switches from the next "
-                                      "prompt on")
-
-        self._background("model", driver.models, listed)
+        if len(self.screen_stack) > 1:
+            raise SkipAction()  # another dialog is open: its keys first
+        self.push_screen(TranscriptScreen(full_text(self.transcript.entries)))
 
     def action_help(self) -> None:
         """Keys and slash commands."""
@@ -630,8 +663,10 @@ class CodexrApp(App[int]):
 
 def status_text(s: Status) -> str:
     """/status as a few lines."""
+    from ..status_lines import settings_lines
+
     lines = [
-        f"model: {s.model or '?'}",
+        *settings_lines(s),
         f"workspace: {s.workspace}",
         f"thread: {s.thread_id or '(none yet: the next prompt starts one)'}",
         f"file tracking: {'on' if s.tracking else 'off'} · {s.tracked_files} files tracked · store "

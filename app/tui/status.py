@@ -1,4 +1,4 @@
-"""The status bar: busy, model, workspace, thread, redo depth, other sessions, tracking, store, last capture."""
+"""The status bar: busy, model, context left, workspace, thread, redo, other sessions, tracking, store, capture."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 from rich.text import Text
 from textual.widgets import Static
 
+from ..context_window import context_left
 from ..events import Status, short_thread
 from .splash import STARTING
 
@@ -54,6 +55,15 @@ class StatusBar(Static):
             self.state = state
         self.update(self.line())
 
+    def model_piece(self) -> str:
+        """`gpt-5.5`, with the reasoning effort when one was chosen (`gpt-5.5 high`), as the official footer."""
+        s = self.status
+        return (s.model or "default model") + (f" {s.effort}" if s.effort else "")
+
+    def context_piece(self) -> str:
+        """`73% context left` (the official TUI's words); "" until Codex reported the thread's usage."""
+        return context_left(self.status.context_used, self.status.context_window)
+
     def line(self) -> Text:
         """The bar's text (markers and words, never colour alone)."""
         s = self.status
@@ -72,7 +82,11 @@ class StatusBar(Static):
         else:
             out.append("○ idle")
         out.append(*sep)
-        out.append(s.model or "default model", style="bold")
+        out.append(self.model_piece(), style="bold")
+        context = self.context_piece()
+        if context:
+            out.append(*sep)
+            out.append(context)
         out.append(*sep)
         out.append("workspace" if self.stable else short_path(s.workspace))
         out.append(*sep)
