@@ -69,7 +69,15 @@ class DriverLike(Protocol):
 
     def start(self) -> bool: ...
 
-    def submit(self, text: str) -> None: ...
+    def submit(self, text: str, images: tuple[str, ...] | list[str] = ()) -> None: ...
+
+    def compact(self) -> None: ...
+
+    def review(self, words: str = "") -> None: ...
+
+    def init(self) -> str: ...
+
+    def find_files(self, query: str) -> list[str]: ...
 
     def pending(self) -> list[str]: ...
 
@@ -134,7 +142,7 @@ class CodexrApp(App[int]):
         self.stable_status = stable_status
         self.workspace = workspace or (str(getattr(opts, "cwd", "")) if not callable(opts) else "")
         self.driver: DriverLike | None = None
-        self._early: list[str] = []  # prompts typed before the driver existed
+        self._early: list[tuple[str, tuple[str, ...]]] = []  # prompts and their images typed before the driver existed
         self._in_turn = False
         self._approvals: deque[ApprovalAsked] = deque()
         self._reviewing: ApprovalAsked | None = None
@@ -205,9 +213,10 @@ class CodexrApp(App[int]):
         opts = getattr(driver, "opts", None)  # a replay has no workspace of its own
         if opts is not None:
             self.composer.workspace = str(opts.cwd)
-        for text in self._early:
-            driver.submit(text)
+        for text, images in self._early:
+            driver.submit(text, images)
         self._early.clear()
+        self.composer.file_search = self._find_files
 
     def on_unmount(self) -> None:
         for asked in self._approvals:  # nobody will answer them now
@@ -241,7 +250,14 @@ class CodexrApp(App[int]):
         return self._in_turn or bool(self._early) or (self.driver is not None and self.driver.busy)
 
     def _queued(self) -> list[str]:
-        return list(self._early) + (self.driver.pending() if self.driver is not None else [])
+        return [text for text, _ in self._early] + (self.driver.pending() if self.driver is not None else [])
+
+    def _find_files(self, query: str) -> list[str]:
+        """The composer's `@` search (a worker thread): Codex's fuzzy file search, nothing before Codex runs."""
+        driver = self.driver
+        if driver is None or driver.session is None:
+            return []
+        return driver.find_files(query)
 
     def _show_queue(self) -> None:
         queued = self._queued()
@@ -402,10 +418,20 @@ class CodexrApp(App[int]):
 
             await self.say(unknown_command(head, SLASH), "warning")
             return
+        if message.images:
+            from ..images import check_images
+            from ..session import SessionError
+
+            try:
+                check_images(message.images)
+            except SessionError as exc:  # one line; the prompt was not sent
+                await self.say(str(exc), "error")
+                self.composer.set_text(text)
+                return
         if self.driver is None:
-            self._early.append(text)
+            self._early.append((text, message.images))
         else:
-            self.driver.submit(text)
+            self.driver.submit(text, message.images)
         self._show_queue()
 
     async def slash(self, text: str) -> None:
@@ -425,12 +451,37 @@ class CodexrApp(App[int]):
         if action.id == "stop":
             self.action_stop(arg.strip() or None)
             return
+        if action.id in ("compact", "review", "init"):
+            await self._queue_job(action.id, arg)
+            return
+        if action.id == "mention":
+            self.composer.mention(arg.strip())
+            return
         if action.id == "model" and arg.strip():
             driver = self._need_driver()
             if driver is not None:
                 self._background("model", partial(driver.set_model, arg.strip()))
             return
         await self.run_action(action.method)
+
+    async def _queue_job(self, kind: str, arg: str) -> None:
+        """/compact, /review, /init: queued like a prompt (Esc interrupts it, the queued line shows it)."""
+        driver = self._need_driver()
+        if driver is None:
+            return
+        from ..session import SessionError
+
+        try:
+            if kind == "compact":
+                driver.compact()
+            elif kind == "review":
+                driver.review(arg)
+            else:
+                driver.init()
+        except SessionError as exc:
+            await self.say(str(exc), "warning")
+            return
+        self._show_queue()
 
     def on_transcript_rewind_here(self, message: Transcript.RewindHere) -> None:
         self.start_rewind(message.number)
@@ -550,6 +601,22 @@ class CodexrApp(App[int]):
                                       "prompt on")
 
         self._background("model", driver.models, listed)
+
+    async def action_compact(self) -> None:
+        """Summarise the conversation to free context."""
+        await self._queue_job("compact", "")
+
+    async def action_review(self) -> None:
+        """Code review of the uncommitted changes."""
+        await self._queue_job("review", "")
+
+    async def action_init(self) -> None:
+        """Ask Codex for an AGENTS.md."""
+        await self._queue_job("init", "")
+
+    def action_mention(self) -> None:
+        """Insert `@` and search the workspace's files."""
+        self.composer.mention("")
 
     def action_help(self) -> None:
         """Keys and slash commands."""
