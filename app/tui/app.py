@@ -120,7 +120,7 @@ class CodexrApp(App[int]):
                  driver_factory: DriverFactory | None = None, record: Path | None = None,
                  thread_id: str | None = None, resume_last: bool = False, banner: str = "",
                  keymap: Mapping[str, str] | None = None, stable_status: bool = False,
-                 workspace: str = "") -> None:
+                 workspace: str = "", prompt: str = "", images: tuple[str, ...] = ()) -> None:
         """`opts` (or a factory of them) builds a live Driver; `driver_factory` replaces it (a replay).
 
         `record`: append every event the driver emits to this replay log (app/replay.py).
@@ -142,7 +142,9 @@ class CodexrApp(App[int]):
         self.stable_status = stable_status
         self.workspace = workspace or (str(getattr(opts, "cwd", "")) if not callable(opts) else "")
         self.driver: DriverLike | None = None
-        self._early: list[tuple[str, tuple[str, ...]]] = []  # prompts and their images typed before the driver existed
+        # prompts and their images typed before the driver existed (`codexr -i FILE PROMPT`: the first)
+        self._early: list[tuple[str, tuple[str, ...]]] = [(prompt, images)] if prompt else []
+        self._first_images = () if prompt else images  # `codexr -i FILE` alone: the images wait in the composer
         self._in_turn = False
         self._approvals: deque[ApprovalAsked] = deque()
         self._reviewing: ApprovalAsked | None = None
@@ -171,6 +173,8 @@ class CodexrApp(App[int]):
         panel.display = False
         panel.hide_clock = self.stable_status
         self.composer.focus_prompt()
+        if self._first_images:
+            self.composer.attach(self._first_images)
         # after the first frame: the worker's imports (the SDK, ~0.4 s) would hold the GIL while it paints
         self.call_after_refresh(self.run_worker, self._start, thread=True, exit_on_error=False, group="start",
                                 name="start Codex")
@@ -716,7 +720,7 @@ def status_text(s: Status) -> str:
 def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *, thread_id: str | None = None,
             resume_last: bool = False, banner: str = "", settings: CodexrSettings | None = None,
             workspace: str = "", driver_factory: DriverFactory | None = None, record: Path | None = None,
-            splash: Splash | None = None) -> int:
+            splash: Splash | None = None, prompt: str = "", images: tuple[str, ...] = ()) -> int:
     """Run the app until the user quits; `opts` may be a factory so the SDK loads after the first frame.
 
     `splash`: the frame drawn before Textual loaded; the terminal gets its settings back just before Textual
@@ -726,7 +730,8 @@ def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *
         conf = settings if settings is not None else getattr(opts, "settings", None)
         keys = dict(conf.tui.keys) if conf is not None else {}
         app = CodexrApp(opts, driver_factory=driver_factory, record=record, thread_id=thread_id,
-                        resume_last=resume_last, banner=banner, keymap=keys, workspace=workspace)
+                        resume_last=resume_last, banner=banner, keymap=keys, workspace=workspace, prompt=prompt,
+                        images=images)
     except BaseException:
         if splash is not None:
             splash.close()

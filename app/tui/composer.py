@@ -216,6 +216,13 @@ class Composer(Vertical):
         ol.display = True
         self._completing = "path"
 
+    def attach(self, images: tuple[str, ...]) -> None:
+        """Images attached to the prompt being written, each shown as `[image: name.png]` in the text."""
+        for path in images:
+            label = image_label(path)
+            self.attachments[label] = path
+            self.area.insert(label + " ")
+
     def mention(self, query: str = "") -> None:
         """/mention: `@` (and the query) at the cursor, with the file search open, as the official TUI's /mention."""
         row, col = self.area.cursor_location
