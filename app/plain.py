@@ -57,7 +57,7 @@ from .events import (
     UserPrompt,
     short_thread,
 )
-from .images import check_images, image_label, pasted_image
+from .images import check_images, image_label, pasted_image, with_labels
 from .session import RedoResult, SessionOptions
 from .snapshot_cmds import show_path, when
 from .translate import file_diffs, short_command
@@ -481,7 +481,8 @@ class LineMode:
                     return 2
                 p.line("no thread was resumed: your first prompt starts a new one")
             p.line("type a prompt, or /help")
-            if self.first[0]:
+            if self.first[0]:  # shown as if typed at the prompt
+                p.line(PROMPT + with_labels(*self.first))
                 self.turn(*self.first)
             elif self.first[1]:  # `codexr --plain -i FILE` alone: the images go with the first prompt typed
                 self.composer = " ".join(image_label(p) for p in self.first[1])
