@@ -171,8 +171,8 @@ def narrow_parser(modules: Sequence[str], app_flags: bool) -> argparse.ArgumentP
 def first_prompt(argv: list[str]) -> tuple[list[str], str]:
     """`codexr [FLAGS] PROMPT`: the app's (or --plain's) first prompt split off the command line, as `codex PROMPT`.
 
-    Words after the flags that name no command are the prompt (they must come last). A single word close to a
-    command's name is a misspelt command, not a prompt: that is an error naming the command.
+    Words after the flags that name no command are the prompt (they must come last). A single word alone (no
+    `-i`) stays what it was, a command name: a misspelt command is an error naming the commands, never a prompt.
     """
     pre = _TryParser(prog="codexr", add_help=False)
     _add_global_flags(pre)
@@ -180,19 +180,13 @@ def first_prompt(argv: list[str]) -> tuple[list[str], str]:
 
     add_app_flags(pre)
     try:
-        _ns, rest = pre.parse_known_args(argv)
+        ns, rest = pre.parse_known_args(argv)
     except _Retry:
         return argv, ""
     if not rest or rest[0] in COMMANDS or rest[0].startswith("-") or argv[-len(rest):] != rest:
         return argv, ""
-    if len(rest) == 1 and len(rest[0].split()) == 1:
-        import difflib
-
-        near = difflib.get_close_matches(rest[0], list(COMMANDS), n=1, cutoff=0.75)
-        if near:
-            print(f"codexr: error: unknown command {rest[0]!r} (did you mean {near[0]}?); a first prompt of one word "
-                  "that looks like a command is not sent: quote more words", file=sys.stderr)
-            raise SystemExit(EXIT_USAGE)
+    if len(rest) == 1 and len(rest[0].split()) == 1 and not ns.images:
+        return argv, ""
     return argv[:-len(rest)], " ".join(rest)
 
 
