@@ -282,7 +282,9 @@ class Driver:
             def on_event(method: str, params: dict[str, Any]) -> None:
                 turn = params.get("turn") if isinstance(params.get("turn"), dict) else {}
                 tid = params.get("turnId") or (turn or {}).get("id")
-                if self._running is None and tid:
+                if method == "turn/started" and (turn or {}).get("id"):
+                    self._running = (thread, str((turn or {})["id"]))  # a review's reviewer turn is the active one
+                elif self._running is None and tid:
                     self._running = (thread, str(tid))  # Esc interrupts it like a prompt's turn
                 item = params.get("item") if isinstance(params.get("item"), dict) else {}
                 for ev in notification_events(method, params, cwd):

@@ -128,9 +128,9 @@ def item_events(item: dict[str, Any], *, completed: bool, cwd: str = "") -> list
         return [Notice(COMPACTED)]
     if kind == "enteredReviewMode":
         return [Notice(f">> Code review started: {item.get('review') or 'review requested'} <<")]
-    if kind == "exitedReviewMode":
-        return [AgentMessage(iid, str(item.get("review") or "(the review found nothing to say)")),
-                Notice("<< Code review finished >>")]
+    if kind == "exitedReviewMode":  # no review text: it was interrupted (the turn's status says so)
+        said = [AgentMessage(iid, str(item["review"]))] if item.get("review") else []
+        return [*said, Notice("<< Code review finished >>")]
     return []
 
 

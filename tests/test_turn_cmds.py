@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import subprocess
+import time
 import zlib
 from pathlib import Path
 
@@ -15,7 +16,16 @@ from app.driver import Driver
 from app.errors import SessionError
 from app.events import AgentDelta, AgentMessage, Notice, Ready, StatusChanged, ThreadLoaded, TurnFinished, UserPrompt
 from app.init_prompt import INIT_PROMPT
-from app.scripted_model import SUMMARY_HEAD, ScriptedModel, add_file, message, review, user_texts
+from app.scripted_model import (
+    SUMMARY_HEAD,
+    ScriptedModel,
+    add_file,
+    last_user_text,
+    message,
+    pause,
+    review,
+    user_texts,
+)
 from app.translate import COMPACTED
 
 
@@ -112,6 +122,7 @@ def test_review_shows_the_review_and_is_no_rewind_point(model: ScriptedModel, tm
     model.script("Review the current code changes", [
         review("add() subtracts.", [("[P1] add subtracts", "It returns a - b.", calc, 2)], "patch is incorrect")])
     model.script("only look at calc", [review("calc looked at, as told.")])
+    model.script("slow review", [pause(30), review("never")])
     ev = Events()
     d = Driver(opts, ev)
     try:
@@ -133,13 +144,21 @@ def test_review_shows_the_review_and_is_no_rewind_point(model: ScriptedModel, tm
         assert "only look at calc" in user_texts(model.model_requests[-1])[-1]
         with pytest.raises(SessionError, match="usage: /review"):
             d.review("branch")
+        d.review("slow review")  # Esc stops a review as it stops a prompt: the reviewer's turn is the active one
+        deadline = time.monotonic() + 30
+        while not any("slow review" in last_user_text(r) for r in model.requests):  # the reviewer is at work
+            assert time.monotonic() < deadline, "the review never reached the model"
+            time.sleep(0.05)
+        assert d.interrupt()
+        until_idle(ev)
+        assert Notice("review interrupted", "warning") in ev.seen
         d.submit("rev-two please")
         ev.wait(TurnFinished)
         assert [r.text for r in d.prompt_rows()] == ["rev-one please", "rev-two please"]  # reviews are no prompts
         res = d.rewind(2)
         fork = loaded(ev, res.thread_id)
         assert [e.text for e in fork.events if isinstance(e, UserPrompt)] == ["rev-one please"]
-        assert sum(isinstance(e, Notice) and "Code review started" in e.text for e in fork.events) == 2
+        assert sum(isinstance(e, Notice) and "Code review started" in e.text for e in fork.events) == 3
         assert (opts.cwd / "calc.py").exists()
     finally:
         d.close()
