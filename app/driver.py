@@ -23,6 +23,8 @@ from snapshot_store.store import SnapshotInfo
 
 from . import changes
 from .events import (
+    AgentDelta,
+    AgentMessage,
     ApprovalAsked,
     ApprovalDecided,
     CodexDied,
@@ -37,7 +39,10 @@ from .events import (
     TurnFinished,
     UserPrompt,
 )
+from .images import check_images, with_labels
+from .init_prompt import init_prompt
 from .permissions import PRESETS, Preset, find_preset
+from .review_target import review_target
 from .session import (
     ApprovalRequest,
     BackgroundTerminal,
@@ -88,6 +93,16 @@ class Preview:
         return bool(self.warnings)
 
 
+@dataclass(frozen=True)
+class Job:
+    """What the queue runs on the thread, in order: a prompt (its text and images), a compaction or a review."""
+
+    kind: str  # prompt | compact | review
+    text: str  # the prompt; for the others what the queued line shows (/compact, /review ...)
+    images: tuple[str, ...] = ()
+    target: dict[str, Any] | None = None  # a review's target (review/start)
+
+
 class Busy(SessionError):
     """The operation needs the session idle (a turn is running)."""
 
@@ -102,8 +117,8 @@ class Driver:
         self.session: Session | None = None
         self.thread_id: str | None = thread_id
         self._resume_last = resume_last
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        self._pending: list[str] = []
+        self._queue: queue.Queue[Job | None] = queue.Queue()
+        self._pending: list[Job] = []
         self._ops = threading.RLock()  # one store/Codex operation at a time (a turn holds it throughout)
         self._running: tuple[str, str] | None = None  # (thread, turn) of the running turn
         self._active = False  # a dequeued prompt is being run (from its pre-turn capture until its end)
@@ -187,14 +202,38 @@ class Driver:
             yield self._need()
 
     # ------------------------------------------------------------------ prompts
-    def submit(self, text: str) -> None:
-        """Queue a prompt (runs after the current turn). Never blocks."""
-        self._pending.append(text)
-        self._queue.put(text)
+    def submit(self, text: str, images: tuple[str, ...] | list[str] = ()) -> None:
+        """Queue a prompt, with image files to send with it (runs after the current turn). Never blocks."""
+        self._enqueue(Job("prompt", text, tuple(images)))
+
+    def _enqueue(self, job: Job) -> None:
+        self._pending.append(job)
+        self._queue.put(job)
+
+    def compact(self) -> None:
+        """Queue a compaction of the conversation (`/compact`): Codex summarises it to free context."""
+        if self.thread_id is None and not self._pending:
+            raise SessionError("nothing to compact: no prompt was sent yet")
+        self._enqueue(Job("compact", "/compact"))
+
+    def review(self, words: str = "") -> None:
+        """Queue a code review (`/review [branch NAME | commit SHA | INSTRUCTIONS]`; none: uncommitted changes)."""
+        target = review_target(words)  # SessionError: usage
+        self._enqueue(Job("review", f"/review {words.strip()}".strip(), target=target))
+
+    def init(self) -> str:
+        """Queue /init's prompt (an AGENTS.md for the workspace); SessionError when there is one already."""
+        text = init_prompt(self.session.cwd if self.session is not None else self.opts.cwd)
+        self.submit(text)
+        return text
+
+    def find_files(self, query: str) -> list[str]:
+        """Workspace files matching `query` fuzzily, best first (Codex's file search, as `@` in the official TUI)."""
+        return self._need().find_files(query)
 
     def pending(self) -> list[str]:
-        """Prompts waiting for the running turn to end."""
-        return list(self._pending)
+        """What waits for the running turn to end (prompts, /compact, /review), as the queued line shows it."""
+        return [j.text for j in self._pending]
 
     def interrupt(self) -> bool:
         """Ask Codex to stop the running turn and drop queued prompts; False when nothing ran."""
@@ -216,22 +255,70 @@ class Driver:
 
     def _run_queue(self) -> None:
         while True:
-            text = self._queue.get()
-            if text is None or self._closed:
+            job = self._queue.get()
+            if job is None or self._closed:
                 return
             self._active = True  # before leaving _pending, so `busy` never reads False in between
             self._turns_begun += 1
-            if text in self._pending:
-                self._pending.remove(text)
+            if job in self._pending:
+                self._pending.remove(job)
             try:
-                self._turn(text)
+                if job.kind == "prompt":
+                    self._turn(job.text, images=job.images)
+                else:
+                    self._thread_turn(job)
             except Exception as exc:  # the session goes on after any failure
-                self.emit(Notice(f"the prompt failed: {exc}", "error"))
+                self.emit(Notice(f"the {'prompt' if job.kind == 'prompt' else job.text} failed: {exc}", "error"))
             finally:
                 self._active = False
             self.emit(StatusChanged(self.status()))
 
-    def _turn(self, text: str, *, retry: bool = True, shown: bool = False) -> None:
+    def _thread_turn(self, job: Job) -> None:
+        """/compact or /review: a turn Codex runs on the thread that is no prompt (no snapshot, no rewind point)."""
+        with self._ops:
+            s = self._need()
+            if self.thread_id is None:
+                self.emit(Notice(f"{job.text}: no prompt was sent yet, nothing to {job.kind}", "warning"))
+                return
+            thread, cwd = self.thread_id, str(s.cwd)
+            review = job.kind == "review"
+
+            def on_event(method: str, params: dict[str, Any]) -> None:
+                turn = params.get("turn") if isinstance(params.get("turn"), dict) else {}
+                tid = params.get("turnId") or (turn or {}).get("id")
+                if method == "turn/started" and (turn or {}).get("id"):
+                    self._running = (thread, str((turn or {})["id"]))  # a review's reviewer turn is the active one
+                elif self._running is None and tid:
+                    self._running = (thread, str(tid))  # Esc interrupts it like a prompt's turn
+                item = params.get("item") if isinstance(params.get("item"), dict) else {}
+                for ev in notification_events(method, params, cwd):
+                    if review and isinstance(ev, AgentDelta | AgentMessage) and (
+                            method == "item/agentMessage/delta" or (item or {}).get("type") == "agentMessage"):
+                        continue  # the reviewer's raw answer (JSON): the review shows from exitedReviewMode
+                    self.emit(ev)
+
+            try:
+                if review:
+                    status, error = s.review(thread, job.target or {"type": "uncommittedChanges"}, on_event)
+                else:
+                    status, error = s.compact(thread, on_event)
+            finally:
+                self._running = None
+            s.mark_used(thread)
+            if not review and status == "completed":
+                self._context = None  # what a compacted thread holds is known with its next model response
+            if status != "completed" or error:
+                what = "review" if review else "compaction"
+                self.emit(Notice(f"{what} {status}" + (f": {error}" if error else ""),
+                                 "warning" if status == "interrupted" else "error"))
+
+    def _turn(self, text: str, *, retry: bool = True, shown: bool = False,
+              images: tuple[str, ...] = ()) -> None:
+        try:
+            check_images(images)  # a file gone since it was attached: one line, nothing sent
+        except SessionError as exc:
+            self.emit(Notice(str(exc), "error"))
+            return
         with self._ops:
             s = self._need()
             if self.thread_id is None:
@@ -239,13 +326,13 @@ class Driver:
                     self.thread_id = s.start_thread()
                 except (SessionError, OSError) as exc:  # Codex died while idle: a new thread needs it too
                     if self._after_failure(str(exc)) and retry:
-                        self._turn(text, retry=False, shown=shown)
+                        self._turn(text, retry=False, shown=shown, images=images)
                     return
                 self.emit(ThreadLoaded(self.thread_id, (), "new"))
             thread = self.thread_id
             self._prompt_count += 1
             if not shown:  # a retried prompt is already on screen
-                self.emit(UserPrompt("", text, self._prompt_count, s.tracking))
+                self.emit(UserPrompt("", with_labels(text, images), self._prompt_count, s.tracking))
             cwd = str(s.cwd)
             started = False
 
@@ -261,14 +348,14 @@ class Driver:
                     self.emit(ev)
 
             try:
-                outcome = s.run_turn(thread, text, on_event)
+                outcome = s.run_turn(thread, text, on_event, images)
             except (SessionError, OSError) as exc:  # OSError: a pipe to a Codex that died while idle
                 self._prompt_count -= 1
                 self._running = None
                 restarted = self._after_failure(str(exc))
                 if restarted and retry and not started:  # it never reached Codex: send it to the new one
                     self.emit(Notice("sending the prompt again to the restarted Codex"))
-                    self._turn(text, retry=False, shown=True)
+                    self._turn(text, retry=False, shown=True, images=images)
                 return
             finally:
                 self._running = None

@@ -10,6 +10,10 @@ Each round is one action (a patch, a shell command, a final message or a failure
 with it. A final ``message`` ends the turn; past the end of the script the server answers ``"done"``. Unmatched
 prompts get ``"ok: <first 60 chars of the prompt>"``.
 
+Codex's own compaction request (``/compact``: no tools, its checkpoint prompt as the last user message) is never
+matched against the scripts: it gets ``compaction_summary()`` of the user's prompts, so a test can see that the next
+request carries that summary instead of the conversation. ``review(...)`` is the JSON a code review answers with.
+
 A ``Respond`` step (``responder()``) decides a turn's steps from the prompt text when the turn begins: the
 offline demo scripts it as the catch-all (``model.script("", [responder()])``) so free text gets a useful answer
 (vocabulary in ``RESPONDER_HELP``: create / edit / delete / run / list, anything else a small multi-file edit).
@@ -52,6 +56,7 @@ __all__ = [
     "Step",
     "Usage",
     "add_file",
+    "compaction_summary",
     "delete_file",
     "fail",
     "last_user_text",
@@ -63,6 +68,7 @@ __all__ = [
     "reasoning",
     "responder",
     "responder_steps",
+    "review",
     "shell",
     "shell_escalated",
     "tool_outputs",
@@ -74,6 +80,9 @@ __all__ = [
 
 GUARDIAN_MODEL = "codex-auto-review"
 MOCK_KEY_ENV = "MOCK_KEY"
+#: How Codex's compaction request begins (its checkpoint prompt, sent as the last user message with no tools).
+COMPACTION_PROMPT = "You are performing a CONTEXT CHECKPOINT COMPACTION"
+SUMMARY_HEAD = "Summary of the conversation so far (scripted):"
 _TOOL_OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
 # User-role messages Codex writes itself (environment, AGENTS.md, skills ...) start with one of these.
 _INJECTED_PREFIXES = ("<environment_context", "<user_instructions", "<skill", "<user_shell_command", "<turn_aborted",
@@ -207,6 +216,22 @@ def reasoning(summary: str) -> Reasoning:
 def fail(status: int = 500, *, times: int | None = None) -> Fail:
     """Fail the request at this round with HTTP ``status`` (every retry, or only the first ``times`` attempts)."""
     return Fail(status, times)
+
+
+def review(explanation: str, findings: Sequence[tuple[str, str, str, int]] = (),
+           correctness: str = "patch is correct") -> Message:
+    """A code review's answer: the JSON Codex's review mode expects (findings as (title, body, path, line))."""
+    doc = {"findings": [{"title": title, "body": body, "confidence_score": 0.8, "priority": 1,
+                         "code_location": {"absolute_file_path": path, "line_range": {"start": line, "end": line}}}
+                        for title, body, path, line in findings],
+           "overall_correctness": correctness, "overall_explanation": explanation, "overall_confidence_score": 0.8}
+    return Message(json.dumps(doc))
+
+
+def compaction_summary(body: dict[str, Any]) -> str:
+    """What the scripted model answers to Codex's compaction request: the user's prompts so far, one a line."""
+    asked = [t for t in user_texts(body) if not t.startswith(COMPACTION_PROMPT)]
+    return "\n".join([SUMMARY_HEAD, *(f"- the user asked: {' '.join(t.split())[:80]}" for t in asked)])
 
 
 def pause(seconds: float) -> Pause:
@@ -466,6 +491,8 @@ class ScriptedModel:
         prompt = last_user_text(body)
         if body.get("model") == GUARDIAN_MODEL:
             return 200, self._stream(body, [], Message('{"outcome":"deny"}'))
+        if prompt.startswith(COMPACTION_PROMPT) and not body.get("tools"):
+            return 200, self._stream(body, [], Message(compaction_summary(body)))
         rounds = self._pick(prompt)
         if rounds is None:
             return 200, self._stream(body, [], Message(f"ok: {prompt[:60]}"))

@@ -201,9 +201,9 @@ def test_slash_completion_help_and_remapped_keys(model: ScriptedModel, tmp_path:
             return lambda: app.composer.text == text and completions.display and completions.option_count == n
 
         await pilot.press("/", "r", "e")
-        await until(pilot, completing("/re", 3), "the completions of /re")
+        await until(pilot, completing("/re", 4), "the completions of /re")
         text = await until_shown(pilot, "/rewind  Rewind the conversation and the files to an earlier prompt",
-                                 "/redo  Undo the last rewind", "/resume")
+                                 "/redo  Undo the last rewind", "/resume", "/review")
         assert "/status" not in text
         await pilot.press("down", "down", "tab")  # /resume highlighted, Tab puts it in the composer
         await until(pilot, lambda: not app.composer.completing, "Tab to take the completion")

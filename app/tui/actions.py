@@ -60,6 +60,14 @@ ACTIONS: tuple[Action, ...] = (
            "prompts; /permissions NAME switches at once", slash="/permissions", args="[NAME]"),
     Action("transcript", "ctrl+t", "The whole thread's transcript in a pager: every prompt, answer, command with all "
            "its output, edit; / searches, Esc or q closes", priority=True, label="Transcript"),
+    Action("compact", "", "Summarise the conversation to free context (no prompt: rewind still lists every prompt)",
+           slash="/compact"),
+    Action("review", "", "Code review by Codex: uncommitted changes, or the changes against branch NAME, commit SHA, "
+           "or your own instructions", slash="/review", args="[branch NAME | commit SHA | TEXT]"),
+    Action("init", "", "Ask Codex for an AGENTS.md contributor guide (a normal prompt; skipped if one exists)",
+           slash="/init"),
+    Action("mention", "", "Insert a workspace file's path: @ and a fuzzy file search (typing @ does the same)",
+           slash="/mention", args="[QUERY]"),
     Action("help", "f1", "Keys and slash commands", slash="/help", label="Help"),
     Action("quit", "ctrl+q", "Quit codexr", slash="/quit", priority=True, label="Quit"),
     # Ctrl+Up first: Textual 8 reads Alt+Up from a real terminal as Esc then Up, so Alt alone never reached it.

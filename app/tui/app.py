@@ -71,7 +71,15 @@ class DriverLike(Protocol):
 
     def start(self) -> bool: ...
 
-    def submit(self, text: str) -> None: ...
+    def submit(self, text: str, images: tuple[str, ...] | list[str] = ()) -> None: ...
+
+    def compact(self) -> None: ...
+
+    def review(self, words: str = "") -> None: ...
+
+    def init(self) -> str: ...
+
+    def find_files(self, query: str) -> list[str]: ...
 
     def pending(self) -> list[str]: ...
 
@@ -118,7 +126,7 @@ class CodexrApp(App[int]):
                  driver_factory: DriverFactory | None = None, record: Path | None = None,
                  thread_id: str | None = None, resume_last: bool = False, banner: str = "",
                  keymap: Mapping[str, str] | None = None, stable_status: bool = False,
-                 workspace: str = "") -> None:
+                 workspace: str = "", prompt: str = "", images: tuple[str, ...] = ()) -> None:
         """`opts` (or a factory of them) builds a live Driver; `driver_factory` replaces it (a replay).
 
         `record`: append every event the driver emits to this replay log (app/replay.py).
@@ -140,7 +148,9 @@ class CodexrApp(App[int]):
         self.stable_status = stable_status
         self.workspace = workspace or (str(getattr(opts, "cwd", "")) if not callable(opts) else "")
         self.driver: DriverLike | None = None
-        self._early: list[str] = []  # prompts typed before the driver existed
+        # prompts and their images typed before the driver existed (`codexr -i FILE PROMPT`: the first)
+        self._early: list[tuple[str, tuple[str, ...]]] = [(prompt, images)] if prompt else []
+        self._first_images = () if prompt else images  # `codexr -i FILE` alone: the images wait in the composer
         self._in_turn = False
         self._approvals: deque[ApprovalAsked] = deque()
         self._reviewing: ApprovalAsked | None = None
@@ -169,6 +179,8 @@ class CodexrApp(App[int]):
         panel.display = False
         panel.hide_clock = self.stable_status
         self.composer.focus_prompt()
+        if self._first_images:
+            self.composer.attach(self._first_images)
         # after the first frame: the worker's imports (the SDK, ~0.4 s) would hold the GIL while it paints
         self.call_after_refresh(self.run_worker, self._start, thread=True, exit_on_error=False, group="start",
                                 name="start Codex")
@@ -211,9 +223,10 @@ class CodexrApp(App[int]):
         opts = getattr(driver, "opts", None)  # a replay has no workspace of its own
         if opts is not None:
             self.composer.workspace = str(opts.cwd)
-        for text in self._early:
-            driver.submit(text)
+        for text, images in self._early:
+            driver.submit(text, images)
         self._early.clear()
+        self.composer.file_search = self._find_files
 
     def on_unmount(self) -> None:
         for asked in self._approvals:  # nobody will answer them now
@@ -247,7 +260,14 @@ class CodexrApp(App[int]):
         return self._in_turn or bool(self._early) or (self.driver is not None and self.driver.busy)
 
     def _queued(self) -> list[str]:
-        return list(self._early) + (self.driver.pending() if self.driver is not None else [])
+        return [text for text, _ in self._early] + (self.driver.pending() if self.driver is not None else [])
+
+    def _find_files(self, query: str) -> list[str]:
+        """The composer's `@` search (a worker thread): Codex's fuzzy file search, nothing before Codex runs."""
+        driver = self.driver
+        if driver is None or driver.session is None:
+            return []
+        return driver.find_files(query)
 
     def _show_queue(self) -> None:
         queued = self._queued()
@@ -412,10 +432,20 @@ class CodexrApp(App[int]):
 
             await self.say(unknown_command(head, SLASH), "warning")
             return
+        if message.images:
+            from ..images import check_images
+            from ..session import SessionError
+
+            try:
+                check_images(message.images)
+            except SessionError as exc:  # one line; the prompt was not sent
+                await self.say(str(exc), "error")
+                self.composer.set_text(text)
+                return
         if self.driver is None:
-            self._early.append(text)
+            self._early.append((text, message.images))
         else:
-            self.driver.submit(text)
+            self.driver.submit(text, message.images)
         self._show_queue()
 
     async def slash(self, text: str) -> None:
@@ -434,6 +464,12 @@ class CodexrApp(App[int]):
             return
         if action.id == "stop":
             self.action_stop(arg.strip() or None)
+            return
+        if action.id in ("compact", "review", "init"):
+            await self._queue_job(action.id, arg)
+            return
+        if action.id == "mention":
+            self.composer.mention(arg.strip())
             return
         if action.id == "model" and arg.strip():
             words = arg.split()
@@ -460,6 +496,25 @@ class CodexrApp(App[int]):
                              lambda: self._background("permissions", partial(driver.set_permissions, preset.id)))
             return
         await self.run_action(action.method)
+
+    async def _queue_job(self, kind: str, arg: str) -> None:
+        """/compact, /review, /init: queued like a prompt (Esc interrupts it, the queued line shows it)."""
+        driver = self._need_driver()
+        if driver is None:
+            return
+        from ..session import SessionError
+
+        try:
+            if kind == "compact":
+                driver.compact()
+            elif kind == "review":
+                driver.review(arg)
+            else:
+                driver.init()
+        except SessionError as exc:
+            await self.say(str(exc), "warning")
+            return
+        self._show_queue()
 
     def on_transcript_rewind_here(self, message: Transcript.RewindHere) -> None:
         self.start_rewind(message.number)
@@ -584,6 +639,22 @@ class CodexrApp(App[int]):
             raise SkipAction()  # another dialog is open: its keys first
         self.push_screen(TranscriptScreen(full_text(self.transcript.entries)))
 
+    async def action_compact(self) -> None:
+        """Summarise the conversation to free context."""
+        await self._queue_job("compact", "")
+
+    async def action_review(self) -> None:
+        """Code review of the uncommitted changes."""
+        await self._queue_job("review", "")
+
+    async def action_init(self) -> None:
+        """Ask Codex for an AGENTS.md."""
+        await self._queue_job("init", "")
+
+    def action_mention(self) -> None:
+        """Insert `@` and search the workspace's files."""
+        self.composer.mention("")
+
     def action_help(self) -> None:
         """Keys and slash commands."""
         from .help_screen import HelpScreen
@@ -684,7 +755,7 @@ def status_text(s: Status) -> str:
 def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *, thread_id: str | None = None,
             resume_last: bool = False, banner: str = "", settings: CodexrSettings | None = None,
             workspace: str = "", driver_factory: DriverFactory | None = None, record: Path | None = None,
-            splash: Splash | None = None) -> int:
+            splash: Splash | None = None, prompt: str = "", images: tuple[str, ...] = ()) -> int:
     """Run the app until the user quits; `opts` may be a factory so the SDK loads after the first frame.
 
     `splash`: the frame drawn before Textual loaded; the terminal gets its settings back just before Textual
@@ -694,7 +765,8 @@ def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *
         conf = settings if settings is not None else getattr(opts, "settings", None)
         keys = dict(conf.tui.keys) if conf is not None else {}
         app = CodexrApp(opts, driver_factory=driver_factory, record=record, thread_id=thread_id,
-                        resume_last=resume_last, banner=banner, keymap=keys, workspace=workspace)
+                        resume_last=resume_last, banner=banner, keymap=keys, workspace=workspace, prompt=prompt,
+                        images=images)
     except BaseException:
         if splash is not None:
             splash.close()
