@@ -17,6 +17,7 @@ from snapshot_store.store import SnapshotInfo
 from ..driver import Driver, Preview
 from .driver_screen import CallDone, DriverScreen
 from .labels import ago, count_text, restored_counts, short
+from .lists import KeptList
 from .plan_view import PlanView
 
 
@@ -57,7 +58,7 @@ class SnapshotsScreen(DriverScreen[str | None]):
             yield Static("Snapshots of this workspace, newest first", id="title")
             with Horizontal(id="panes"):
                 with Vertical(id="left"):
-                    yield OptionList(id="snapshots")
+                    yield KeptList(id="snapshots")
                 yield PlanView(id="preview")
             yield Static("loading the snapshots…", id="message", markup=False)
             with Horizontal(id="buttons"):
