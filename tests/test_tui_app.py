@@ -11,14 +11,18 @@ from typing import Any
 
 import pytest
 from e2e_helpers import session_options
+from textual.app import App
+from textual.geometry import Region
 from textual.pilot import Pilot
-from textual.widgets import OptionList
+from textual.widgets import OptionList, Static
 from tui_helpers import WAIT_S, screen_text, until, until_shown, words
 
 from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
+from app.tui.actions import ACTIONS
 from app.tui.app import CodexrApp
 from app.tui.approval_review import ApprovalReview
 from app.tui.blocks import AgentBlock, CommandBlock, FileChangeBlock, PromptBlock, TurnBlock
+from app.tui.help_screen import HelpScreen
 from app.tui.start_failed import StartFailedScreen
 
 SIZE = (110, 40)
@@ -427,3 +431,24 @@ def test_help_keeps_what_the_session_began_with(model: ScriptedModel, tmp_path: 
         await until_shown(pilot, "create NAME [TEXT]", "/rewind")
 
     drive(app, scenario)
+
+
+def test_help_wraps_every_description_on_a_narrow_terminal() -> None:
+    """Issue 20 §4: at 60 columns F1 dropped its description column (the no-wrap columns took the width); now each
+    action's description wraps beneath its key, command and id."""
+
+    class HelpHost(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(HelpScreen({}))
+
+    app = HelpHost()
+
+    async def main() -> None:
+        async with app.run_test(size=(60, 20)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")
+            body = app.screen.query_one("#help-body", Static)
+            text = words("\n".join(s.text for s in body.render_lines(Region(0, 0, *body.size))))  # all of it
+            for action in ACTIONS:
+                assert action.id in text and words(action.description) in text, (action.id, text)
+
+    asyncio.run(main())
