@@ -17,6 +17,7 @@ from textual.pilot import Pilot
 from textual.widgets import OptionList, Static
 from tui_helpers import WAIT_S, screen_text, until, until_shown, words
 
+from app.events import Status
 from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
 from app.tui.actions import ACTIONS
 from app.tui.app import CodexrApp
@@ -24,6 +25,7 @@ from app.tui.approval_review import ApprovalReview
 from app.tui.blocks import AgentBlock, CommandBlock, FileChangeBlock, PromptBlock, TurnBlock
 from app.tui.help_screen import HelpScreen
 from app.tui.start_failed import StartFailedScreen
+from app.tui.status import StatusBar
 
 SIZE = (110, 40)
 
@@ -450,5 +452,47 @@ def test_help_wraps_every_description_on_a_narrow_terminal() -> None:
             text = words("\n".join(s.text for s in body.render_lines(Region(0, 0, *body.size))))  # all of it
             for action in ACTIONS:
                 assert action.id in text and words(action.description) in text, (action.id, text)
+
+    asyncio.run(main())
+
+
+def test_the_status_bar_drops_whole_fields_least_important_first() -> None:
+    """Issue 20 §4: a narrow terminal cut the status bar mid-field (`◆ tracking`, its count gone) and hid the redo
+    depth and the other-session warning first; now whole fields give way, the least important first."""
+    status = Status(model="gpt-test-model", workspace="/srv/projects/example", thread_id="0199aaaa-bbbb-7ccc-8ddd-"
+                    "eeeeffff0011", tracking=True, tracked_files=12, store_bytes=3 << 20, last_capture_at=1.7e9,
+                    last_capture_seconds=0.04, redo_depth=2, others=("pid 7 on host",))
+
+    class BarHost(App[None]):
+        CSS_PATH = Path(__file__).parents[1] / "app" / "tui" / "app.tcss"  # the bar as the app styles it
+
+        def compose(self) -> Any:
+            yield StatusBar()
+
+        def on_mount(self) -> None:
+            self.query_one(StatusBar).show(status, busy=True, queued=1, state="ready")
+
+    def fields(line: str) -> list[str]:
+        return [f.strip() for part in line.split("│") for f in part.split(" · ") if f.strip()]
+
+    app = BarHost()
+
+    async def main() -> None:
+        async with app.run_test(size=(200, 1)) as pilot:
+            await pilot.pause()
+            every = fields(screen_text(app))
+            assert len(every) == 10, every  # state, queued, model, workspace, thread, redo, others, tracking, size,
+            # last capture            # the order of importance: what goes last comes first
+            important = [every[i] for i in (0, 1, 6, 5, 4, 2, 7, 3, 8, 9)]
+            assert important[:4] == ["● working", "1 queued", "⚠ 1 other codexr session here", "↷ redo 2"]
+            bar = app.query_one(StatusBar)
+            for width in (120, 100, 80, 60, 40, 24):
+                await pilot.resize_terminal(width, 1)
+                await until(pilot, lambda w=width: bar.content_size.width == w - 2, "the new size")
+                shown = fields(screen_text(app))
+                kept = [f for f in every if f in shown]
+                assert shown == kept, (width, shown)  # whole fields, in their order
+                assert set(shown) == set(important[:len(shown)]), (width, shown)  # the most important ones
+                assert len(shown) >= {120: 6, 100: 5, 80: 4, 60: 3, 40: 2, 24: 2}[width], (width, shown)  # all that fit
 
     asyncio.run(main())
