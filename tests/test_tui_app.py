@@ -302,6 +302,26 @@ def test_snapshot_main_screen_after_a_turn(model: ScriptedModel, tmp_path: Path,
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
+@pytest.mark.parametrize("size", [(80, 24), (60, 20)], ids=["80x24", "60x20"])
+def test_snapshot_main_screen_on_a_small_terminal(model: ScriptedModel, tmp_path: Path, snap_compare: Any,
+                                                  size: tuple[int, int]) -> None:
+    """Issue 20 §4: the end of the turn in view, the status bar in whole fields, F1 Help still in the footer."""
+    model.script("tui-small", [reasoning("Plan: add a greeting module"), add_file("hello.py", "print('hello')\n"),
+                               shell("echo checked"), message("Added `hello.py`.\n\n**Next:** run it.")])
+    app = CodexrApp(session_options(model, tmp_path, {"README.md": "demo\n"}), stable_status=True)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        app.composer.area.cursor_blink = False
+        await type_and_send(pilot, "tui-small add a greeting")
+        await until(pilot, lambda: turns_done(app) == 1 and not app.busy, "the turn")
+        text = await until_shown(pilot, "Next: run it.", "turn completed", "A hello.py +1 -0", "○ idle",
+                                 "◆ tracking 2 files")
+        assert "f1 Help" in text.splitlines()[-1], text  # the footer's last key: the palette's hint gives way
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
 def test_snapshot_approval_request(model: ScriptedModel, tmp_path: Path, snap_compare: Any) -> None:
     model.script("tui-snap-ask", [shell("touch approved.txt"), message("ok")])
     app = CodexrApp(session_options(model, tmp_path, approval_policy="untrusted", sandbox="read-only"),
