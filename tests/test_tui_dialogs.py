@@ -355,6 +355,30 @@ def test_snapshots_screen_previews_and_restores(model: ScriptedModel, tmp_path: 
         d.close()
 
 
+def test_snapshot_rows_never_show_two_ids_on_one_line(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20 §5: a safety snapshot's label names the snapshot it restored; wrapped, it put that id beside the
+    row's own (`0673221bbb89 · 3 files · id 009fd5e9`). Now a row's id leads its first line, the label is beneath."""
+    d = started(model, tmp_path, story_files(model, "two"))
+    try:
+        d.rewind(2)  # its safety snapshot: "before restoring <id>"
+        snaps = d.snapshots()
+        assert any(s.label.startswith("before restoring ") for s in snaps)
+        for size in ((60, 20), (80, 24), SIZE):
+            async def story(pilot: Pilot[Any]) -> None:
+                await opened(pilot)
+                screen = await until_shown(pilot, f"id {snaps[0].id[:8]}", "before restoring")
+                for line in screen.splitlines():
+                    assert len(set(re.findall(r"\b[0-9a-f]{8,}\b", line))) <= 1, (line, screen)
+
+            async def go(size: tuple[int, int] = size) -> None:
+                async with Host(lambda: SnapshotsScreen(d)).run_test(size=size) as pilot:
+                    await story(pilot)
+
+            asyncio.run(go())
+    finally:
+        d.close()
+
+
 def test_diff_screen_shows_each_file_and_its_diff(model: ScriptedModel, tmp_path: Path) -> None:
     d = started(model, tmp_path, story_files(model, "df"))
     try:

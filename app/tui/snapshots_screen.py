@@ -22,12 +22,9 @@ from .plan_view import PlanView
 
 
 def snapshot_label(s: SnapshotInfo, now: float | None = None) -> str:
-    """`3 min ago · pre-turn · label · 12 files · id 1a2b3c4d`."""
-    parts = [ago(s.created, now), s.kind]
-    if s.label:
-        parts.append(s.label)
-    parts += [count_text(s.file_count, "file"), f"id {short(s.id)}"]
-    return " · ".join(parts)
+    """`id 1a2b3c4d · 3 min ago · pre-turn · 12 files`, the label beneath: it may name another snapshot's id."""
+    head = " · ".join([f"id {short(s.id)}", ago(s.created, now), s.kind, count_text(s.file_count, "file")])
+    return f"{head}\n    {s.label}" if s.label else head
 
 
 def restore_summary(snap: str, res: RestoreResult) -> str:
