@@ -404,7 +404,7 @@ def test_one_transcript_line_per_restore_and_per_resume(model: ScriptedModel, tm
         await type_and_send(pilot, "tui-once go")
         await until(pilot, lambda: turns_done(app) == 1, "the turn")
         await app.slash("/snapshots")
-        await until_shown(pilot, "pre-turn · before: tui-once go")
+        await until_shown(pilot, "before: tui-once go")
         await pilot.press("end")  # the oldest: before the prompt ran
         await until_shown(pilot, "D delete: once.txt +0 -1")
         await pilot.press("enter")
