@@ -305,7 +305,8 @@ def test_snapshot_main_screen_after_a_turn(model: ScriptedModel, tmp_path: Path,
 @pytest.mark.parametrize("size", [(80, 24), (60, 20)], ids=["80x24", "60x20"])
 def test_snapshot_main_screen_on_a_small_terminal(model: ScriptedModel, tmp_path: Path, snap_compare: Any,
                                                   size: tuple[int, int]) -> None:
-    """Issue 20 §4: the end of the turn in view, the status bar in whole fields, F1 Help still in the footer."""
+    """Issue 20 §4: the end of the turn in view, the status bar in whole fields, F1 Help still in the footer (at
+    60 columns it was cut off, and a key's label was cut mid-word)."""
     model.script("tui-small", [reasoning("Plan: add a greeting module"), add_file("hello.py", "print('hello')\n"),
                                shell("echo checked"), message("Added `hello.py`.\n\n**Next:** run it.")])
     app = CodexrApp(session_options(model, tmp_path, {"README.md": "demo\n"}), stable_status=True)
@@ -316,8 +317,8 @@ def test_snapshot_main_screen_on_a_small_terminal(model: ScriptedModel, tmp_path
         await type_and_send(pilot, "tui-small add a greeting")
         await until(pilot, lambda: turns_done(app) == 1 and not app.busy, "the turn")
         text = await until_shown(pilot, "Next: run it.", "turn completed", "A hello.py +1 -0", "○ idle",
-                                 "◆ tracking 2 files")
-        assert "f1 Help" in text.splitlines()[-1], text  # the footer's last key: the palette's hint gives way
+                                 "context left")
+        assert "f1 Help" in text.splitlines()[-1], text  # the keys that do not fit give way, F1 Help last
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
@@ -481,7 +482,8 @@ def test_the_status_bar_drops_whole_fields_least_important_first() -> None:
     depth and the other-session warning first; now whole fields give way, the least important first."""
     status = Status(model="gpt-test-model", workspace="/srv/projects/example", thread_id="0199aaaa-bbbb-7ccc-8ddd-"
                     "eeeeffff0011", tracking=True, tracked_files=12, store_bytes=3 << 20, last_capture_at=1.7e9,
-                    last_capture_seconds=0.04, redo_depth=2, others=("pid 7 on host",))
+                    last_capture_seconds=0.04, redo_depth=2, others=("pid 7 on host",), context_used=60_000,
+                    context_window=200_000)
 
     class BarHost(App[None]):
         CSS_PATH = Path(__file__).parents[1] / "app" / "tui" / "app.tcss"  # the bar as the app styles it
@@ -498,12 +500,12 @@ def test_the_status_bar_drops_whole_fields_least_important_first() -> None:
     app = BarHost()
 
     async def main() -> None:
-        async with app.run_test(size=(200, 1)) as pilot:
+        async with app.run_test(size=(240, 1)) as pilot:
             await pilot.pause()
             every = fields(screen_text(app))
-            assert len(every) == 10, every  # state, queued, model, workspace, thread, redo, others, tracking, size,
-            # last capture            # the order of importance: what goes last comes first
-            important = [every[i] for i in (0, 1, 6, 5, 4, 2, 7, 3, 8, 9)]
+            # state, queued, model, context left, workspace, thread, redo, others, tracking, size, last capture
+            assert len(every) == 11 and every[3] == "74% context left", every
+            important = [every[i] for i in (0, 1, 7, 6, 5, 3, 2, 8, 4, 9, 10)]  # what goes last comes first
             assert important[:4] == ["● working", "1 queued", "⚠ 1 other codexr session here", "↷ redo 2"]
             bar = app.query_one(StatusBar)
             for width in (120, 100, 80, 60, 40, 24):

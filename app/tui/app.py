@@ -16,11 +16,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from textual import events
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from ..background import BackgroundTerminal, background_text, stopped_text
 from ..events import (
@@ -42,6 +40,7 @@ from ..events import (
 from .actions import SLASH, bindings, validate_keymap
 from .approval import ApprovalPanel
 from .composer import Composer
+from .footer import AppFooter
 from .messages import DriverEvent
 from .palette import ActionCommands
 from .status import StatusBar, human_size
@@ -168,7 +167,7 @@ class CodexrApp(App[int]):
         yield ApprovalPanel(id="approval")
         yield Composer(self.workspace, id="composer")
         yield StatusBar(stable=self.stable_status, id="status")
-        yield Footer()
+        yield AppFooter()
 
     def on_mount(self) -> None:
         theme = terminal_theme(os.environ)
@@ -185,12 +184,6 @@ class CodexrApp(App[int]):
         # after the first frame: the worker's imports (the SDK, ~0.4 s) would hold the GIL while it paints
         self.call_after_refresh(self.run_worker, self._start, thread=True, exit_on_error=False, group="start",
                                 name="start Codex")
-
-    def on_resize(self, event: events.Resize) -> None:
-        """Below 100 columns the footer drops its padding and the palette's hint, so F1 Help stays in it."""
-        footer = self.query_one(Footer)
-        footer.compact = event.size.width < 100
-        footer.show_command_palette = event.size.width >= 100
 
     def _start(self) -> None:
         """Worker: import the core, make the driver, start Codex (emits Ready or StartFailed)."""
