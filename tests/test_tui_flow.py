@@ -245,6 +245,41 @@ def test_transcript_keeps_following_when_the_space_below_it_shrinks() -> None:
     asyncio.run(main())
 
 
+def test_a_resize_keeps_the_bottom_in_view_and_a_scrolled_up_view_in_place() -> None:
+    """Issue 20 §4: after a resize a transcript that was at the bottom showed earlier lines (the new height or the
+    reflowed text moved the end out of view). Now it stays at the bottom; one the user scrolled up keeps the
+    block it showed at the top."""
+    app = TranscriptHost()
+    long = "word " * 24  # 120 characters: reflowed by every width change
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            t = app.query_one(Transcript)
+            for i in range(60):
+                await t.note(f"line {i}: {long}")
+            await until_shown(pilot, "line 59: word")
+            for size in ((60, 20), (80, 24), (120, 40), (60, 20)):
+                await pilot.resize_terminal(*size)
+                await until(pilot, lambda s=size: t.region.width == s[0], "the new size")
+                await until_shown(pilot, "line 59: word")
+                assert t.scroll_y == t.max_scroll_y, size
+            t.focus()
+            await pilot.press("pageup", "pageup", "pageup")  # the user scrolls up
+            await until(pilot, lambda: 0 < t.scroll_y < t.max_scroll_y - t.size.height, "the scroll")
+
+            def first_shown() -> int:
+                return next(i for i in range(60) if f"line {i}:" in screen_text(app))
+
+            top = first_shown()
+            for size in ((100, 30), (70, 20)):
+                await pilot.resize_terminal(*size)
+                await until(pilot, lambda s=size: t.region.width == s[0] and first_shown() == top,
+                            f"line {top} at the top again")
+            assert t.scroll_y < t.max_scroll_y - t.size.height  # still scrolled up, not following
+
+    asyncio.run(main())
+
+
 def test_esc_on_a_command_that_runs_on_says_so_and_stop_ends_it(model: ScriptedModel, tmp_path: Path) -> None:
     """Issue 20: Esc showed `✗ interrupted` while the command ran on. Now the block says it still runs, a line
     counts the background terminals, /ps lists them and /stop ends them."""

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from ..background import BackgroundTerminal, background_text, stopped_text
 from ..events import (
@@ -41,6 +40,7 @@ from ..events import (
 from .actions import SLASH, bindings, validate_keymap
 from .approval import ApprovalPanel
 from .composer import Composer
+from .footer import AppFooter
 from .messages import DriverEvent
 from .palette import ActionCommands
 from .status import StatusBar, human_size
@@ -167,7 +167,7 @@ class CodexrApp(App[int]):
         yield ApprovalPanel(id="approval")
         yield Composer(self.workspace, id="composer")
         yield StatusBar(stable=self.stable_status, id="status")
-        yield Footer()
+        yield AppFooter()
 
     def on_mount(self) -> None:
         theme = terminal_theme(os.environ)
