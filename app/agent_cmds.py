@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser("exec", help="run one prompt with snapshots and print the agent's final message")
     _codex_flags(p)
     p.add_argument("prompt", help="the prompt text")
+    p.add_argument("-i", "--image", dest="images", action="append", default=argparse.SUPPRESS, metavar="FILE",
+                   help="attach an image to the prompt (repeatable)")
     who = p.add_mutually_exclusive_group()
     who.add_argument("--thread", help="continue this thread (its id or a unique prefix of 4+ characters)")
     who.add_argument("--last", action="store_true", help="continue this workspace's most recent codexr thread")
@@ -136,11 +138,18 @@ def retry_notices() -> Callable[[str, dict[str, Any]], None]:
 def _exec(ctx: Context, args: argparse.Namespace) -> int:
     if not args.prompt.strip():  # `codex exec` refuses it too ("No prompt provided"): before Codex starts
         raise UsageError("empty prompt: give the prompt text as the argument")
+    from .errors import SessionError
+    from .images import check_images
+
+    try:  # a missing or unreadable image: one line, before Codex starts
+        check_images(getattr(args, "images", ()))
+    except SessionError as exc:
+        raise UsageError(str(exc)) from exc
     with open_session(ctx, args, approval=_decline_noninteractive) as session:
         from .session import ensure_thread
 
         thread = ensure_thread(session, args.thread, args.last)
-        out = session.run_turn(thread, args.prompt, retry_notices())
+        out = session.run_turn(thread, args.prompt, retry_notices(), tuple(getattr(args, "images", ())))
     if out.notice:
         print(f"codexr: {out.notice}", file=sys.stderr)
     if ctx.json:

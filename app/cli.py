@@ -99,6 +99,8 @@ def _add_global_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", dest="json_global", action="store_true", help="print JSON")
     parser.add_argument("--plain", action="store_true",
                         help="line mode: the interactive session in a plain REPL (no full screen); with `demo` too")
+    parser.add_argument("-i", "--image", dest="images", action="append", default=[], metavar="FILE",
+                        help="attach an image to the first prompt (repeatable): the app, --plain, exec")
 
 
 def build_parser(modules: Sequence[str] = COMMAND_MODULES, parser_class: type[_Parser] = _Parser,
@@ -166,6 +168,28 @@ def narrow_parser(modules: Sequence[str], app_flags: bool) -> argparse.ArgumentP
     return parser
 
 
+def first_prompt(argv: list[str]) -> tuple[list[str], str]:
+    """`codexr [FLAGS] PROMPT`: the app's (or --plain's) first prompt split off the command line, as `codex PROMPT`.
+
+    Words after the flags that name no command are the prompt (they must come last). A single word alone (no
+    `-i`) stays what it was, a command name: a misspelt command is an error naming the commands, never a prompt.
+    """
+    pre = _TryParser(prog="codexr", add_help=False)
+    _add_global_flags(pre)
+    from .tui_cmds import add_app_flags
+
+    add_app_flags(pre)
+    try:
+        ns, rest = pre.parse_known_args(argv)
+    except _Retry:
+        return argv, ""
+    if not rest or rest[0] in COMMANDS or rest[0].startswith("-") or argv[-len(rest):] != rest:
+        return argv, ""
+    if len(rest) == 1 and len(rest[0].split()) == 1 and not ns.images:
+        return argv, ""
+    return argv[:-len(rest)], " ".join(rest)
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse as the whole command tree would, building only the part `argv` uses when that is enough."""
     narrow = _narrowed(argv)
@@ -186,7 +210,8 @@ def _plain(ctx: Context, args: argparse.Namespace) -> int:
     from .agent_cmds import session_options
     from .plain import run_plain
 
-    return run_plain(session_options(ctx, args))
+    return run_plain(session_options(ctx, args), prompt=getattr(args, "first_prompt", ""),
+                     images=tuple(args.images))
 
 
 def end_by_signal(signum: int) -> int:
@@ -211,7 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .tui_cmds import login
 
         return login(argv[1:])
+    argv, prompt = first_prompt(argv)
     args = parse(argv)
+    args.first_prompt = prompt
     if args.version:
         from .doctor import version
 
@@ -236,6 +263,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .tui_cmds import check_app_flags
 
             check_app_flags(args)
+        if args.images or prompt:
+            from .tui_cmds import check_first_prompt
+
+            check_first_prompt(args)
         home = codex_home()
         settings = None  # no source sets a codexr key: the defaults, validated only if a command asks
         if not defaults_apply(home, overrides=args.overrides, enable=args.enable, disable=args.disable):

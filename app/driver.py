@@ -23,6 +23,8 @@ from snapshot_store.store import SnapshotInfo
 
 from . import changes
 from .events import (
+    AgentDelta,
+    AgentMessage,
     ApprovalAsked,
     ApprovalDecided,
     CodexDied,
@@ -33,9 +35,14 @@ from .events import (
     Status,
     StatusChanged,
     ThreadLoaded,
+    TokenUsage,
     TurnFinished,
     UserPrompt,
 )
+from .images import check_images, with_labels
+from .init_prompt import init_prompt
+from .permissions import PRESETS, Preset, find_preset
+from .review_target import review_target
 from .session import (
     ApprovalRequest,
     BackgroundTerminal,
@@ -48,6 +55,7 @@ from .session import (
     dump_payload,
 )
 from .translate import notification_events, turn_events
+from .turn_settings import ModelInfo
 
 Emit = Callable[[Any], None]
 LOGIN_WORDS = ("login", "log in", "api key", "apikey", "unauthorized", "401", "auth")
@@ -85,6 +93,16 @@ class Preview:
         return bool(self.warnings)
 
 
+@dataclass(frozen=True)
+class Job:
+    """What the queue runs on the thread, in order: a prompt (its text and images), a compaction or a review."""
+
+    kind: str  # prompt | compact | review
+    text: str  # the prompt; for the others what the queued line shows (/compact, /review ...)
+    images: tuple[str, ...] = ()
+    target: dict[str, Any] | None = None  # a review's target (review/start)
+
+
 class Busy(SessionError):
     """The operation needs the session idle (a turn is running)."""
 
@@ -99,14 +117,15 @@ class Driver:
         self.session: Session | None = None
         self.thread_id: str | None = thread_id
         self._resume_last = resume_last
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        self._pending: list[str] = []
+        self._queue: queue.Queue[Job | None] = queue.Queue()
+        self._pending: list[Job] = []
         self._ops = threading.RLock()  # one store/Codex operation at a time (a turn holds it throughout)
         self._running: tuple[str, str] | None = None  # (thread, turn) of the running turn
         self._active = False  # a dequeued prompt is being run (from its pre-turn capture until its end)
         self._turns_begun = 0  # counts dequeued prompts: an operation that waited for the lock sees a turn ran
         self._prompt_count = 0
         self._last_capture: tuple[float, float] | None = None
+        self._context: tuple[int, int] | None = None  # (tokens of the last request, window) of the current thread
         self._closed = False
         self._runner: threading.Thread | None = None
         # threads whose edits the user accepted "for this session": Codex would ask again for another file
@@ -183,14 +202,38 @@ class Driver:
             yield self._need()
 
     # ------------------------------------------------------------------ prompts
-    def submit(self, text: str) -> None:
-        """Queue a prompt (runs after the current turn). Never blocks."""
-        self._pending.append(text)
-        self._queue.put(text)
+    def submit(self, text: str, images: tuple[str, ...] | list[str] = ()) -> None:
+        """Queue a prompt, with image files to send with it (runs after the current turn). Never blocks."""
+        self._enqueue(Job("prompt", text, tuple(images)))
+
+    def _enqueue(self, job: Job) -> None:
+        self._pending.append(job)
+        self._queue.put(job)
+
+    def compact(self) -> None:
+        """Queue a compaction of the conversation (`/compact`): Codex summarises it to free context."""
+        if self.thread_id is None and not self._pending:
+            raise SessionError("nothing to compact: no prompt was sent yet")
+        self._enqueue(Job("compact", "/compact"))
+
+    def review(self, words: str = "") -> None:
+        """Queue a code review (`/review [branch NAME | commit SHA | INSTRUCTIONS]`; none: uncommitted changes)."""
+        target = review_target(words)  # SessionError: usage
+        self._enqueue(Job("review", f"/review {words.strip()}".strip(), target=target))
+
+    def init(self) -> str:
+        """Queue /init's prompt (an AGENTS.md for the workspace); SessionError when there is one already."""
+        text = init_prompt(self.session.cwd if self.session is not None else self.opts.cwd)
+        self.submit(text)
+        return text
+
+    def find_files(self, query: str) -> list[str]:
+        """Workspace files matching `query` fuzzily, best first (Codex's file search, as `@` in the official TUI)."""
+        return self._need().find_files(query)
 
     def pending(self) -> list[str]:
-        """Prompts waiting for the running turn to end."""
-        return list(self._pending)
+        """What waits for the running turn to end (prompts, /compact, /review), as the queued line shows it."""
+        return [j.text for j in self._pending]
 
     def interrupt(self) -> bool:
         """Ask Codex to stop the running turn and drop queued prompts; False when nothing ran."""
@@ -212,31 +255,84 @@ class Driver:
 
     def _run_queue(self) -> None:
         while True:
-            text = self._queue.get()
-            if text is None or self._closed:
+            job = self._queue.get()
+            if job is None or self._closed:
                 return
             self._active = True  # before leaving _pending, so `busy` never reads False in between
             self._turns_begun += 1
-            if text in self._pending:
-                self._pending.remove(text)
+            if job in self._pending:
+                self._pending.remove(job)
             try:
-                self._turn(text)
+                if job.kind == "prompt":
+                    self._turn(job.text, images=job.images)
+                else:
+                    self._thread_turn(job)
             except Exception as exc:  # the session goes on after any failure
-                self.emit(Notice(f"the prompt failed: {exc}", "error"))
+                self.emit(Notice(f"the {'prompt' if job.kind == 'prompt' else job.text} failed: {exc}", "error"))
             finally:
                 self._active = False
             self.emit(StatusChanged(self.status()))
 
-    def _turn(self, text: str, *, retry: bool = True) -> None:
+    def _thread_turn(self, job: Job) -> None:
+        """/compact or /review: a turn Codex runs on the thread that is no prompt (no snapshot, no rewind point)."""
         with self._ops:
             s = self._need()
             if self.thread_id is None:
-                self.thread_id = s.start_thread()
+                self.emit(Notice(f"{job.text}: no prompt was sent yet, nothing to {job.kind}", "warning"))
+                return
+            thread, cwd = self.thread_id, str(s.cwd)
+            review = job.kind == "review"
+
+            def on_event(method: str, params: dict[str, Any]) -> None:
+                turn = params.get("turn") if isinstance(params.get("turn"), dict) else {}
+                tid = params.get("turnId") or (turn or {}).get("id")
+                if method == "turn/started" and (turn or {}).get("id"):
+                    self._running = (thread, str((turn or {})["id"]))  # a review's reviewer turn is the active one
+                elif self._running is None and tid:
+                    self._running = (thread, str(tid))  # Esc interrupts it like a prompt's turn
+                item = params.get("item") if isinstance(params.get("item"), dict) else {}
+                for ev in notification_events(method, params, cwd):
+                    if review and isinstance(ev, AgentDelta | AgentMessage) and (
+                            method == "item/agentMessage/delta" or (item or {}).get("type") == "agentMessage"):
+                        continue  # the reviewer's raw answer (JSON): the review shows from exitedReviewMode
+                    self.emit(ev)
+
+            try:
+                if review:
+                    status, error = s.review(thread, job.target or {"type": "uncommittedChanges"}, on_event)
+                else:
+                    status, error = s.compact(thread, on_event)
+            finally:
+                self._running = None
+            s.mark_used(thread)
+            if not review and status == "completed":
+                self._context = None  # what a compacted thread holds is known with its next model response
+            if status != "completed" or error:
+                what = "review" if review else "compaction"
+                self.emit(Notice(f"{what} {status}" + (f": {error}" if error else ""),
+                                 "warning" if status == "interrupted" else "error"))
+
+    def _turn(self, text: str, *, retry: bool = True, shown: bool = False,
+              images: tuple[str, ...] = ()) -> None:
+        try:
+            check_images(images)  # a file gone since it was attached: one line, nothing sent
+        except SessionError as exc:
+            self.emit(Notice(str(exc), "error"))
+            return
+        with self._ops:
+            s = self._need()
+            if self.thread_id is None:
+                try:
+                    self.thread_id = s.start_thread()
+                except (SessionError, OSError) as exc:  # Codex died while idle: a new thread needs it too
+                    if self._after_failure(str(exc)) and retry:
+                        self._turn(text, retry=False, shown=shown, images=images)
+                    return
                 self.emit(ThreadLoaded(self.thread_id, (), "new"))
             thread = self.thread_id
             self._prompt_count += 1
-            if retry:  # a retried prompt is already on screen
-                self.emit(UserPrompt("", text, self._prompt_count, s.tracking))
+            if not shown:  # a retried prompt is already on screen
+                self.emit(UserPrompt("", with_labels(text, images), self._prompt_count, s.tracking))
             cwd = str(s.cwd)
             started = False
 
@@ -247,17 +343,19 @@ class Driver:
                     turn = params.get("turn") or {}
                     self._running = (thread, str(turn.get("id") or ""))
                 for ev in notification_events(method, params, cwd):
+                    if isinstance(ev, TokenUsage) and ev.context_window:
+                        self._context = (ev.last_total, ev.context_window)
                     self.emit(ev)
 
             try:
-                outcome = s.run_turn(thread, text, on_event)
+                outcome = s.run_turn(thread, text, on_event, images)
             except (SessionError, OSError) as exc:  # OSError: a pipe to a Codex that died while idle
                 self._prompt_count -= 1
                 self._running = None
                 restarted = self._after_failure(str(exc))
                 if restarted and retry and not started:  # it never reached Codex: send it to the new one
                     self.emit(Notice("sending the prompt again to the restarted Codex"))
-                    self._turn(text, retry=False)
+                    self._turn(text, retry=False, shown=True, images=images)
                 return
             finally:
                 self._running = None
@@ -314,6 +412,7 @@ class Driver:
             return False
         if s.next_model:
             self.session.use_model(s.next_model)
+        self.session.turn_settings = s.turn_settings  # the chosen effort and permissions go on
         self.emit(CodexDied(f"Codex stopped ({message}); restarted it and resumed the thread", True))
         return True
 
@@ -370,9 +469,34 @@ class Driver:
         others: tuple[str, ...] = ()
         with contextlib.suppress(Exception):
             others = tuple(s.other_sessions())
+        used, window = self._context or (None, None)
+        effort, approval, sandbox = s.turn_settings.current()
         return Status(model=s.model, workspace=str(s.cwd), thread_id=self.thread_id or "", tracking=s.tracking,
                       tracked_files=tracked, store_bytes=store_bytes(s.store_dir), last_capture_at=at,
-                      last_capture_seconds=secs, redo_depth=redo, others=others, busy=self.busy)
+                      last_capture_seconds=secs, redo_depth=redo, others=others, busy=self.busy,
+                      context_used=used, context_window=window, effort=effort, approval=approval, sandbox=sandbox)
+
+    def status_detail(self) -> Status:
+        """The status as /status shows it: what Codex would use where nothing was chosen or reported yet
+        (config.toml's approval and sandbox, the model's default effort), each marked as such."""
+        st = self.status()
+        s = self.session
+        if s is None:
+            return st
+        model, approval, sandbox, effort = st.model, st.approval, st.sandbox, st.effort
+        if not model or not approval or not sandbox:  # no thread yet: what Codex's config says
+            config = s.configured()
+            model = model or str(config.get("model") or "")
+            if not approval and config.get("approval_policy"):
+                approval = f"{config['approval_policy']} (config.toml)"
+            if not sandbox and config.get("sandbox_mode"):
+                sandbox = f"{config['sandbox_mode']} (config.toml)"
+        if not effort:
+            with contextlib.suppress(SessionError):
+                info = next((m for m in s.model_catalog() if m.id == model), None)
+                if info is not None and info.default_effort:
+                    effort = f"{info.default_effort} (the model's default)"
+        return replace(st, model=model, approval=approval, sandbox=sandbox, effort=effort)
 
     def load(self, thread_id: str, reason: str = "resumed", composer: str = "") -> None:
         """Make `thread_id` the current thread and emit its whole transcript (from Codex's own turns)."""
@@ -381,6 +505,8 @@ class Driver:
             tid = s.resume_thread(thread_id)
             s.mark_used(tid)
             events = self.transcript(tid)
+            if tid != self.thread_id:
+                self._context = None  # Codex reports a thread's usage with its next model response
             self.thread_id = tid
             self._prompt_count = sum(1 for e in events if isinstance(e, UserPrompt))
             self.emit(ThreadLoaded(tid, tuple(events), reason, composer))
@@ -403,6 +529,7 @@ class Driver:
         self._idle("start a new thread")
         self.thread_id = None
         self._prompt_count = 0
+        self._context = None
         self.emit(ThreadLoaded("", (), "new"))
         self.emit(StatusChanged(self.status()))
 
@@ -411,16 +538,41 @@ class Driver:
         with self._ops:
             return self._need().models()
 
-    def set_model(self, model: str) -> str:
-        """Use `model` from the next prompt on; refused (SessionError) when Codex does not offer it."""
+    def model_catalog(self) -> list[ModelInfo]:
+        """The models Codex offers with the reasoning efforts each supports (a read: never waits for a turn)."""
+        return self._need().model_catalog()
+
+    def set_model(self, model: str, effort: str | None = None) -> str:
+        """Use `model` (with reasoning `effort`; None: the model's default) from the next prompt on; refused
+        (SessionError, nothing changed) when Codex does not offer the model or the model not the effort."""
         model = model.strip()
-        offered = self.models()
-        if offered and model not in offered:
-            raise SessionError(f"Codex does not offer the model {model!r}; it offers: {', '.join(offered)}")
-        self._need().use_model(model)
-        self.emit(Notice(f"model: {model} from the next prompt on"))
+        catalog = self.model_catalog()
+        info = next((m for m in catalog if m.id == model), None)
+        if catalog and info is None:
+            offered = ", ".join(m.id for m in catalog)
+            raise SessionError(f"Codex does not offer the model {model!r}; it offers: {offered}")
+        if effort is not None:
+            effort = effort.strip().lower()
+            if info is not None and not info.supports(effort):
+                efforts = ", ".join(e for e, _ in info.efforts)
+                raise SessionError(f"{model} has no reasoning effort {effort!r}; it offers: {efforts}")
+        self._need().use_model(model, effort)
+        said = f"{model}, reasoning {effort}" if effort else model
+        self.emit(Notice(f"model: {said} from the next prompt on"))
         self.emit(StatusChanged(self.status()))
         return model
+
+    def permission_presets(self) -> tuple[Preset, ...]:
+        """The /permissions choices."""
+        return PRESETS
+
+    def set_permissions(self, name: str) -> Preset:
+        """Use a preset's approval policy and sandbox from the next prompt on (SessionError: no such preset)."""
+        preset = find_preset(name)
+        self._need().use_permissions(preset.approval, preset.sandbox)
+        self.emit(Notice(f"Permissions updated to {preset.summary()} from the next prompt on"))
+        self.emit(StatusChanged(self.status()))
+        return preset
 
     def threads(self) -> list[ThreadSummary]:
         """This workspace's threads, newest first."""

@@ -117,11 +117,12 @@ class ErrorNotice:
 
 @dataclass(frozen=True)
 class TokenUsage:
-    """Tokens used by the thread so far and by the last turn."""
+    """Tokens used by the thread so far and by the last model request (which is what fills the context window)."""
 
     turn_id: str
     last_total: int
     thread_total: int
+    context_window: int | None = None  # the model's context window, as Codex reports it
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,11 @@ class Status:
     redo_depth: int = 0
     others: tuple[str, ...] = ()  # other live codexr sessions in this workspace
     busy: bool = False  # a turn is running
+    context_used: int | None = None  # tokens of the last model request of this thread (None: not known yet)
+    context_window: int | None = None
+    effort: str = ""  # reasoning effort of the next turn ("": the model's default)
+    approval: str = ""  # approval policy of the next turn ("": not known yet)
+    sandbox: str = ""  # sandbox mode of the next turn
 
 
 @dataclass(frozen=True)

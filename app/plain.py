@@ -57,8 +57,11 @@ from .events import (
     UserPrompt,
     short_thread,
 )
+from .images import check_images, image_label, pasted_image, with_labels
+from .permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, find_preset, matching_preset
 from .session import RedoResult, SessionOptions
 from .snapshot_cmds import show_path, when
+from .status_lines import settings_lines
 from .translate import file_diffs, short_command
 
 T = TypeVar("T")
@@ -74,15 +77,27 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "/history": ("TEXT", "search every workspace's conversations, numbered; then a hit's number resumes its "
                          "thread (this workspace) or prints it read-only (another)"),
     "/diff": ("[N]", "the workspace now against the start of the last prompt (or of prompt N)"),
-    "/status": ("", "model, workspace, thread, tracking, store size, redo depth"),
-    "/model": ("[NAME]", "the model and the ones Codex offers; with NAME, use it from the next prompt on"),
+    "/status": ("", "model and reasoning effort, approval and sandbox, context left, workspace, thread, tracking, "
+                    "store size, redo depth"),
+    "/model": ("[NAME [EFFORT]]", "the model, its reasoning effort and the ones Codex offers; with NAME (and EFFORT), "
+                                  "use them from the next prompt on"),
+    "/permissions": ("[NAME]", "approval policy and sandbox, and the presets; with NAME (read-only, auto, "
+                               "full-access), use it from the next prompt on"),
+    "/compact": ("", "summarise the conversation to free context (no prompt: /rewind still lists every prompt)"),
+    "/review": ("[branch NAME | commit SHA | TEXT]", "code review by Codex: the uncommitted changes, the changes "
+                "against branch NAME, commit SHA, or your own instructions"),
+    "/init": ("", "ask Codex for an AGENTS.md contributor guide (a normal prompt; skipped if one exists)"),
+    "/mention": ("QUERY", "find workspace files (fuzzy) and put @path into your next prompt; @QUERY and Tab "
+                 "complete too"),
     "/snapshots": ("", "this workspace's snapshots; restore one (preview, confirm)"),
     "/ps": ("", "the agent's commands still running in the background (an interrupt does not stop them)"),
     "/stop": ("[ID]", "stop the background commands (or the one with process ID)"),
     "/help": ("", "keys and commands"),
     "/quit": ("", "leave (or Ctrl+D)"),
 }
-KEYS = ("Enter sends · Esc then Enter inserts a newline · Up/Down: earlier prompts · Tab completes a /command\n"
+KEYS = ("Enter sends · Esc then Enter inserts a newline · Up/Down: earlier prompts · Tab completes a /command or "
+        "an @file\n"
+        "A pasted path to an image file (png, jpg, gif, webp) attaches the image: [image: name.png]\n"
         "Ctrl+C interrupts a running turn (at the prompt it clears the line) · Ctrl+D or /quit leaves")
 ANSWERS = {"y": "accept", "yes": "accept", "a": "acceptForSession", "always": "acceptForSession",
            "n": "decline", "no": "decline", "c": "cancel", "cancel": "cancel"}
@@ -110,12 +125,29 @@ def stat_text(st: FileStat) -> str:
 # ------------------------------------------------------------------------------------------ input
 
 
+_AT_WORD = re.compile(r"(?:^|\s)@(\S+)$")
+
+
 class SlashCompleter(Completer):
-    """Completes /commands (with their help text) and the mode word of /rewind."""
+    """Completes /commands (with their help text), the mode word of /rewind, the presets of /permissions and
+    `@QUERY` with workspace files."""
+
+    def __init__(self, files: Callable[[str], list[str]] | None = None) -> None:
+        self.files = files  # Codex's fuzzy file search (asked off the editor's thread: complete_in_thread)
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
-        """Command names while the first word is typed; rewind modes after `/rewind N `."""
+        """Command names while the first word is typed; rewind modes after `/rewind N `; `/permissions` presets;
+        files after `@`."""
         text = document.text_before_cursor
+        at = _AT_WORD.search(text)
+        if at is not None and self.files is not None:
+            try:
+                found = self.files(at.group(1))
+            except Exception:  # Codex not there (yet): no completion
+                found = []
+            for path in found:
+                yield Completion("@" + path, -len(at.group(1)) - 1, display_meta="workspace file")
+            return
         if not text.startswith("/"):
             return
         words = text.split(" ")
@@ -127,6 +159,10 @@ class SlashCompleter(Completer):
             for mode in MODES:
                 if mode.startswith(words[2]):
                     yield Completion(mode, -len(words[2]), display_meta=f"restore {mode}")
+        elif words[0] == "/permissions" and len(words) == 2:
+            for preset in PRESETS:
+                if preset.id.startswith(words[1]):
+                    yield Completion(preset.id, -len(words[1]), display_meta=preset.summary())
 
 
 class Reader(Protocol):
@@ -138,10 +174,26 @@ class Reader(Protocol):
 
 
 class TerminalReader:
-    """prompt-toolkit on a terminal: the main prompt has history, completion and a pre-filled default."""
+    """prompt-toolkit on a terminal: the main prompt has history, completion and a pre-filled default.
 
-    def __init__(self) -> None:
+    A pasted path to an image file (bracketed paste) becomes `[image: name.png]` and the image an attachment:
+    `attachments` maps each label to its file, for the prompt that still names it.
+    """
+
+    def __init__(self, files: Callable[[str], list[str]] | None = None, cwd: str = ".") -> None:
         keys = KeyBindings()
+        self.attachments: dict[str, str] = {}
+
+        @keys.add(Keys.BracketedPaste)
+        def _paste(event: KeyPressEvent) -> None:
+            data = event.data.replace("\r\n", "\n").replace("\r", "\n")
+            image = pasted_image(data, cwd)
+            if image is None:
+                event.current_buffer.insert_text(data)
+                return
+            label = image_label(image)
+            self.attachments[label] = image
+            event.current_buffer.insert_text(label + " ")
 
         @keys.add("escape", "enter")
         def _newline(event: KeyPressEvent) -> None:
@@ -156,8 +208,8 @@ class TerminalReader:
             else:
                 event.current_buffer.validate_and_handle()
 
-        self.main = PromptSession[str](history=InMemoryHistory(), completer=SlashCompleter(),
-                                       complete_while_typing=True, key_bindings=keys)
+        self.main = PromptSession[str](history=InMemoryHistory(), completer=SlashCompleter(files),
+                                       complete_while_typing=True, complete_in_thread=True, key_bindings=keys)
         self.answers = PromptSession[str]()
 
     def read(self, message: str, *, default: str = "", main: bool = False) -> str:
@@ -406,14 +458,18 @@ class LineMode:
     """The REPL: prompts go to the driver, slash commands to its rewind/redo/... methods."""
 
     def __init__(self, opts: SessionOptions, *, banner: str = "", reader: Reader | None = None,
-                 out: TextIO | None = None, thread_id: str | None = None, resume_last: bool = False) -> None:
+                 out: TextIO | None = None, thread_id: str | None = None, resume_last: bool = False,
+                 prompt: str = "", images: tuple[str, ...] = ()) -> None:
         self.out = out or sys.stdout
+        self.first = (prompt, images)  # `codexr --plain [-i FILE] [PROMPT]`: sent once Codex runs
+        self.attach_next: tuple[str, ...] = ()  # images for the next prompt sent (`-i FILE` without a prompt)
         self.printer = Printer(self.out)
         self.events: queue.Queue[Any] = queue.Queue()
         self.driver = Driver(opts, self.events.put, thread_id=thread_id, resume_last=resume_last)
         self.resuming = thread_id is not None or resume_last
         self.stdin = sys.stdin
-        self.reader = reader or (TerminalReader() if sys.stdin.isatty() else PipeReader(sys.stdin, self.out))
+        self.reader = reader or (TerminalReader(self._find_files, str(opts.cwd)) if sys.stdin.isatty()
+                                 else PipeReader(sys.stdin, self.out))
         self.banner = banner
         self.composer = ""  # text for the next prompt (a rewind hands back the chosen prompt)
         self.typed_ahead = ""  # typed while a turn or an operation ran: follows the composer's text
@@ -437,6 +493,12 @@ class LineMode:
                     return 2
                 p.line("no thread was resumed: your first prompt starts a new one")
             p.line("type a prompt, or /help")
+            if self.first[0]:  # shown as if typed at the prompt
+                p.line(PROMPT + with_labels(*self.first))
+                self.turn(*self.first)
+            elif self.first[1]:  # `codexr --plain -i FILE` alone: the images go with the first prompt typed
+                self.composer = " ".join(image_label(p) for p in self.first[1])
+                self.attach_next = self.first[1]
             while True:
                 self.drain()
                 if self.ahead_lines:  # typed during the last turn with its Enter: runs now, shown as typed
@@ -459,7 +521,11 @@ class LineMode:
                     if not self.command(text):
                         break
                 else:
-                    self.turn(line)
+                    attached = getattr(self.reader, "attachments", {})
+                    images = tuple(path for label, path in attached.items() if label in line)
+                    self.turn(line, self.attach_next + images)
+                    self.attach_next = ()
+                    attached.clear()
         finally:
             self.driver.close()
         if self.driver.thread_id:
@@ -487,12 +553,26 @@ class LineMode:
             self.composer = ev.composer
         self.printer.show(ev)
 
-    def turn(self, text: str) -> None:
-        """Send a prompt and stay with it until it ends; Ctrl+C interrupts it."""
-        self.driver.submit(text)
+    def turn(self, text: str, images: tuple[str, ...] = ()) -> None:
+        """Send a prompt (with its images) and stay with it until it ends; Ctrl+C interrupts it."""
+        try:
+            check_images(images)
+        except StoreError as exc:  # one line, nothing sent; the text comes back to be sent again
+            self.printer.line(f"error: {exc}")
+            self.composer = text
+            return
+        self._job(lambda: self.driver.submit(text, images))
+
+    def _job(self, start: Callable[[], object]) -> None:
+        """Queue a prompt, /compact or /review on the driver and follow it to its end (Ctrl+C interrupts it)."""
+        start()
         with KeyWatch(self.stdin) as keys:
             self._follow(keys)
         self.type_ahead(keys)
+
+    def _find_files(self, query: str) -> list[str]:
+        """Codex's fuzzy file search for `@` completion (none before Codex runs)."""
+        return self.driver.find_files(query) if self.driver.session is not None else []
 
     def type_ahead(self, keys: KeyWatch) -> None:
         """Keep what was typed while codexr worked: lines sent with Enter run next, the rest starts the prompt."""
@@ -576,7 +656,8 @@ class LineMode:
             "/rewind": self.rewind, "/redo": self.redo, "/new": self.new, "/resume": self.resume,
             "/threads": self.list_threads, "/history": self.history, "/diff": self.diff, "/status": self.status,
             "/snapshots": self.snapshots, "/help": self.help, "/model": self.model, "/ps": self.ps,
-            "/stop": self.stop,
+            "/stop": self.stop, "/permissions": self.permissions, "/compact": self.compact, "/review": self.review,
+            "/init": self.init, "/mention": self.mention,
         }
         if name not in COMMANDS:  # a unique prefix will do: /red is /redo
             found = [c for c in COMMANDS if c.startswith(name)]
@@ -861,9 +942,11 @@ class LineMode:
 
     def status(self, args: list[str]) -> None:
         """/status: the status bar as lines."""
-        s = self.blocking(self.driver.status)
+        s = self.blocking(self.driver.status_detail)
         p = self.printer
         p.line(status_line(s))
+        for line in settings_lines(s):
+            p.line(line)
         p.line(f"store {s.store_bytes / 1e6:.1f} MB, redo depth {s.redo_depth}")
         if s.last_capture_at is not None:
             took = f", took {s.last_capture_seconds:.2f} s" if s.last_capture_seconds is not None else ""
@@ -872,13 +955,43 @@ class LineMode:
             p.line("other codexr sessions in this workspace: " + "; ".join(s.others))
 
     def model(self, args: list[str]) -> None:
-        """/model [NAME]: show the model and the offered ones, or switch from the next prompt on."""
-        if args:
-            self.blocking(lambda: self.driver.set_model(" ".join(args)))
+        """/model [NAME [EFFORT]]: the model, its effort and the offered ones; or switch from the next prompt on."""
+        if len(args) > 2:
+            self.printer.line(f"usage: /model {COMMANDS['/model'][0]}")
             return
-        offered = self.blocking(self.driver.models)
-        self.printer.line(f"model: {self.blocking(self.driver.status).model or 'Codex default'}")
-        self.printer.line("offered: " + (", ".join(offered) if offered else "(Codex lists none)"))
+        if args:
+            name, effort = args[0], (args[1] if len(args) > 1 else None)
+            self.blocking(lambda: self.driver.set_model(name, effort))
+            return
+        catalog = self.blocking(self.driver.model_catalog)
+        st = self.blocking(self.driver.status_detail)
+        self.printer.line(settings_lines(st)[0])
+        if not catalog:
+            self.printer.line("offered: (Codex lists none)")
+        for m in catalog:
+            efforts = ", ".join(e + (" (default)" if e == m.default_effort else "") for e, _ in m.efforts)
+            mark = "*" if m.id == st.model else " "
+            self.printer.line(f"  {mark} {m.id:<22} {m.description}" + (f"  [reasoning: {efforts}]" if efforts else ""))
+        self.printer.line("/model NAME [EFFORT] switches from the next prompt on")
+
+    def permissions(self, args: list[str]) -> None:
+        """/permissions [NAME]: the approval policy, the sandbox and the presets, or switch to one."""
+        if args:
+            preset = find_preset(" ".join(args))
+            if preset.sandbox == "danger-full-access":  # asks first, as the official TUI does
+                self.printer.line(f"{FULL_ACCESS_QUESTION} {FULL_ACCESS_WARNING}")
+                if self.ask("enable it? [y/N] ").lower() not in ("y", "yes"):
+                    self.printer.line("no change: the permissions stay as they were")
+                    return
+            self.blocking(lambda: self.driver.set_permissions(preset.id))
+            return
+        st = self.blocking(self.driver.status_detail)
+        current = matching_preset(st.approval.split(" (")[0], st.sandbox.split(" (")[0])
+        self.printer.line(f"approval: {st.approval or 'unknown'}, sandbox: {st.sandbox or 'unknown'}")
+        for preset in self.driver.permission_presets():
+            mark = "*" if preset is current else " "
+            self.printer.line(f"  {mark} {preset.id:<12} {preset.label}: {preset.description}")
+        self.printer.line("/permissions NAME switches from the next prompt on")
 
     def snapshots(self, args: list[str]) -> None:
         """/snapshots: list them; restore one through the same preview and confirm."""
@@ -901,6 +1014,43 @@ class LineMode:
             return
         self.blocking(lambda: self.driver.restore_snapshot(sid))
 
+    def compact(self, args: list[str]) -> None:
+        """/compact: Codex summarises the conversation (no prompt of its own; the rewind list stays the same)."""
+        self._job(self.driver.compact)
+
+    def review(self, args: list[str]) -> None:
+        """/review [branch NAME | commit SHA | TEXT]: Codex reviews the changes; the review is printed."""
+        self._job(lambda: self.driver.review(" ".join(args)))
+
+    def init(self, args: list[str]) -> None:
+        """/init: send the AGENTS.md prompt (a normal prompt, rewindable); refused when AGENTS.md exists."""
+
+        def start() -> None:
+            text = self.driver.init()
+            self.printer.line(f"/init sends: {text.splitlines()[0]} (...)")
+
+        self._job(start)
+
+    def mention(self, args: list[str]) -> None:
+        """/mention QUERY: workspace files matching QUERY (fuzzy); the one picked goes into the next prompt as @path."""
+        if not args:
+            self.printer.line(f"usage: /mention {COMMANDS['/mention'][0]} (or type @QUERY and Tab)")
+            return
+        query = " ".join(args)
+        found = self.blocking(lambda: self.driver.find_files(query))[:20]
+        if not found:
+            self.printer.line(f"no workspace file matches {query!r}")
+            return
+        if len(found) > 1:
+            for i, path in enumerate(found, 1):
+                self.printer.line(f"  {i}. {path}")
+            answer = self.ask("mention which? (number, Enter for none) ")
+            if not answer.isdigit() or not 1 <= int(answer) <= len(found):
+                return
+            found = [found[int(answer) - 1]]
+        self.composer = f"{self.composer} @{found[0]} ".lstrip()
+        self.printer.line(f"@{found[0]} is in your next prompt")
+
     def ps(self, args: list[str]) -> None:
         """/ps: the commands still running in the background, with their process ids."""
         running = self.blocking(self.driver.background_terminals)
@@ -922,6 +1072,7 @@ class LineMode:
 
 
 def run_plain(opts: SessionOptions, *, banner: str = "", thread_id: str | None = None,
-              resume_last: bool = False) -> int:
+              resume_last: bool = False, prompt: str = "", images: tuple[str, ...] = ()) -> int:
     """`codexr --plain [resume ID|--last]`: the session in line mode until Ctrl+D or /quit (a pipe works too)."""
-    return LineMode(opts, banner=banner, thread_id=thread_id, resume_last=resume_last).run()
+    return LineMode(opts, banner=banner, thread_id=thread_id, resume_last=resume_last, prompt=prompt,
+                    images=images).run()

@@ -130,7 +130,7 @@ class ReplayDriver:
         """The replay's fixed status."""
         return self._status
 
-    def submit(self, text: str) -> None:
+    def submit(self, text: str, images: tuple[str, ...] | list[str] = ()) -> None:
         """A replay sends nothing: say so."""
         self.emit(Notice(f"replay: not sent to any agent: {text[:60]}", "warning"))
 

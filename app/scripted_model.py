@@ -6,9 +6,13 @@ trigger ``""`` is a catch-all), then picks the step by counting the tool outputs
 the first request of a turn gets round 0, the request after the first tool ran gets round 1, and so on.
 
 Each round is one action (a patch, a shell command, a final message or a failure) optionally preceded by
-``reasoning(...)``, ``pause(...)`` and transient ``fail(..., times=n)`` steps that ride along with it. A final
-``message`` ends the turn; past the end of the script the server answers ``"done"``. Unmatched prompts get
-``"ok: <first 60 chars of the prompt>"``.
+``reasoning(...)``, ``pause(...)``, ``usage(...)`` and transient ``fail(..., times=n)`` steps that ride along
+with it. A final ``message`` ends the turn; past the end of the script the server answers ``"done"``. Unmatched
+prompts get ``"ok: <first 60 chars of the prompt>"``.
+
+Codex's own compaction request (``/compact``: no tools, its checkpoint prompt as the last user message) is never
+matched against the scripts: it gets ``compaction_summary()`` of the user's prompts, so a test can see that the next
+request carries that summary instead of the conversation. ``review(...)`` is the JSON a code review answers with.
 
 A ``Respond`` step (``responder()``) decides a turn's steps from the prompt text when the turn begins: the
 offline demo scripts it as the catch-all (``model.script("", [responder()])``) so free text gets a useful answer
@@ -50,7 +54,9 @@ __all__ = [
     "ScriptedModel",
     "Shell",
     "Step",
+    "Usage",
     "add_file",
+    "compaction_summary",
     "delete_file",
     "fail",
     "last_user_text",
@@ -62,16 +68,21 @@ __all__ = [
     "reasoning",
     "responder",
     "responder_steps",
+    "review",
     "shell",
     "shell_escalated",
     "tool_outputs",
     "update_file",
+    "usage",
     "user_texts",
     "write_codex_home",
 ]
 
 GUARDIAN_MODEL = "codex-auto-review"
 MOCK_KEY_ENV = "MOCK_KEY"
+#: How Codex's compaction request begins (its checkpoint prompt, sent as the last user message with no tools).
+COMPACTION_PROMPT = "You are performing a CONTEXT CHECKPOINT COMPACTION"
+SUMMARY_HEAD = "Summary of the conversation so far (scripted):"
 _TOOL_OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
 # User-role messages Codex writes itself (environment, AGENTS.md, skills ...) start with one of these.
 _INJECTED_PREFIXES = ("<environment_context", "<user_instructions", "<skill", "<user_shell_command", "<turn_aborted",
@@ -128,6 +139,13 @@ class Pause:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """Report ``input_tokens`` for the round it precedes, as a long conversation would (context-window displays)."""
+
+    input_tokens: int
+
+
+@dataclass(frozen=True)
 class Respond:
     """Decide the turn's steps from its prompt and the tool outputs so far (asked again every round).
 
@@ -138,7 +156,7 @@ class Respond:
     decide: Callable[[str, list[dict[str, Any]]], Sequence[Patch | Shell | Message | Reasoning | Fail | Pause]]
 
 
-Step = Patch | Shell | Message | Reasoning | Fail | Pause | Respond
+Step = Patch | Shell | Message | Reasoning | Fail | Pause | Usage | Respond
 
 
 def patch(text: str) -> Patch:
@@ -200,28 +218,49 @@ def fail(status: int = 500, *, times: int | None = None) -> Fail:
     return Fail(status, times)
 
 
+def review(explanation: str, findings: Sequence[tuple[str, str, str, int]] = (),
+           correctness: str = "patch is correct") -> Message:
+    """A code review's answer: the JSON Codex's review mode expects (findings as (title, body, path, line))."""
+    doc = {"findings": [{"title": title, "body": body, "confidence_score": 0.8, "priority": 1,
+                         "code_location": {"absolute_file_path": path, "line_range": {"start": line, "end": line}}}
+                        for title, body, path, line in findings],
+           "overall_correctness": correctness, "overall_explanation": explanation, "overall_confidence_score": 0.8}
+    return Message(json.dumps(doc))
+
+
+def compaction_summary(body: dict[str, Any]) -> str:
+    """What the scripted model answers to Codex's compaction request: the user's prompts so far, one a line."""
+    asked = [t for t in user_texts(body) if not t.startswith(COMPACTION_PROMPT)]
+    return "\n".join([SUMMARY_HEAD, *(f"- the user asked: {' '.join(t.split())[:80]}" for t in asked)])
+
+
 def pause(seconds: float) -> Pause:
     """Delay the next round's answer by ``seconds``."""
     return Pause(seconds)
+
+
+def usage(input_tokens: int) -> Usage:
+    """Say the next round's request held ``input_tokens`` (its ``response.completed`` usage), whatever its size."""
+    return Usage(input_tokens)
 
 
 @dataclass(frozen=True)
 class _Round:
     """What one model request of a turn receives: prefix steps plus exactly one action."""
 
-    prefix: tuple[Reasoning | Pause | Fail, ...]
+    prefix: tuple[Reasoning | Pause | Fail | Usage, ...]
     action: Patch | Shell | Message | Fail | Respond
 
 
 def _rounds(steps: Sequence[Step]) -> list[_Round]:
     rounds: list[_Round] = []
-    prefix: list[Reasoning | Pause | Fail] = []
+    prefix: list[Reasoning | Pause | Fail | Usage] = []
     if any(isinstance(step, Respond) for step in steps):
         if len(steps) != 1:
             raise TypeError("a Respond step decides the whole turn: script it alone")
         return [_Round((), steps[0])]  # type: ignore[arg-type]
     for step in steps:
-        if isinstance(step, Reasoning | Pause) or (isinstance(step, Fail) and step.times is not None):
+        if isinstance(step, Reasoning | Pause | Usage) or (isinstance(step, Fail) and step.times is not None):
             prefix.append(step)
             continue
         if not isinstance(step, Patch | Shell | Message | Fail):
@@ -452,6 +491,8 @@ class ScriptedModel:
         prompt = last_user_text(body)
         if body.get("model") == GUARDIAN_MODEL:
             return 200, self._stream(body, [], Message('{"outcome":"deny"}'))
+        if prompt.startswith(COMPACTION_PROMPT) and not body.get("tools"):
+            return 200, self._stream(body, [], Message(compaction_summary(body)))
         rounds = self._pick(prompt)
         if rounds is None:
             return 200, self._stream(body, [], Message(f"ok: {prompt[:60]}"))
@@ -462,11 +503,14 @@ class ScriptedModel:
             return 200, self._stream(body, [], Message("done"))
         current = rounds[position]
         extras: list[Reasoning] = []
+        tokens: int | None = None
         for index, step in enumerate(current.prefix):
             if isinstance(step, Pause):
                 time.sleep(step.seconds)
             elif isinstance(step, Reasoning):
                 extras.append(step)
+            elif isinstance(step, Usage):
+                tokens = step.input_tokens
             elif step.times is not None:
                 key = (_turn_key(body), position, index)
                 with self._lock:
@@ -478,14 +522,15 @@ class ScriptedModel:
             return self._error(current.action.status)
         if isinstance(current.action, Respond):  # decide() returned another Respond: a scripting mistake
             return 200, self._stream(body, extras, Message("a Respond step may not return another Respond"))
-        return 200, self._stream(body, extras, current.action)
+        return 200, self._stream(body, extras, current.action, tokens)
 
     @staticmethod
     def _error(status: int) -> tuple[int, bytes]:
         doc = {"error": {"message": f"scripted failure (HTTP {status})", "type": "server_error", "code": None}}
         return status, json.dumps(doc).encode()
 
-    def _stream(self, body: dict[str, Any], extras: list[Reasoning], action: Patch | Shell | Message) -> bytes:
+    def _stream(self, body: dict[str, Any], extras: list[Reasoning], action: Patch | Shell | Message,
+                input_tokens: int | None = None) -> bytes:
         response_id = self._new_id("resp")
         frames = [_sse("response.created", {"response": {"id": response_id}})]
         out_index = 0
@@ -524,7 +569,8 @@ class ScriptedModel:
                     "arguments": arguments}
             frames.append(_sse("response.output_item.done", {"output_index": out_index, "item": call}))
             out_text += arguments
-        input_tokens = max(1, len(json.dumps(body.get("input", []))) // 4)
+        if input_tokens is None:
+            input_tokens = max(1, len(json.dumps(body.get("input", []))) // 4)
         output_tokens = max(1, len(out_text) // 4)
         usage = {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
                  "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": 0},

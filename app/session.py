@@ -10,7 +10,7 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from .background import BackgroundTerminal as BackgroundTerminal
 from .codex_sdk import CodexClient, CodexConfig, CodexError, JsonRpcError, ThreadSourceKind, TransportClosedError
 from .errors import Declined as Declined
 from .errors import SessionError as SessionError
+from .images import check_images, prompt_input
 from .recorder import Recorder, TurnState
 from .rewind_targets import (
     RewindTargets,
@@ -40,6 +41,8 @@ from .rewind_targets import (
 )
 from .sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord
 from .thread_label import rewound_before, thread_label
+from .translate import is_prompt_turn, is_sub_turn
+from .turn_settings import ModelInfo, TurnSettings, model_info
 from .workspace_lock import LastThread, SessionLock
 
 APPROVAL_METHODS = {
@@ -148,6 +151,7 @@ class Prompt:
     status: str
     pre: str | None
     by_codexr: bool = True  # False: sent by another Codex client before codexr continued the thread
+    after_turn: str | None = None  # the thread's turn just before it (a compaction or review counts): a fork ends there
 
     def no_snapshot_reason(self) -> str | None:
         """Why this prompt's files cannot be rewound (None when they can, as far as its record goes)."""
@@ -314,6 +318,8 @@ class Session:
         self._gc_thread: threading.Thread | None = None
         self.model = opts.model or ""  # as Codex reports it once a thread is started or resumed
         self.next_model: str | None = None  # chosen with /model: sent with every later turn/start
+        self.turn_settings = TurnSettings()  # effort (/model), approval and sandbox (/permissions): likewise
+        self._catalog: list[ModelInfo] | None = None
         self.lock = SessionLock(self.store_dir, self.cwd)
         self.last = LastThread(self.store_dir, self.cwd)
         self._started: set[str] = set()  # threads this session started: no turn ran on them before ours
@@ -462,22 +468,45 @@ class Session:
             params["sandbox"] = self.opts.sandbox
         if self.opts.approval_policy:
             params["approvalPolicy"] = self.opts.approval_policy
+        params.update(self.turn_settings.thread_params())
         return params
 
     def models(self) -> list[str]:
         """The models Codex offers (its `model/list`, hidden ones left out), by id."""
-        resp = self._rpc("cannot list the models", lambda: self.client.model_list())
-        return [str(m.id) for m in resp.data if not m.hidden]
+        return [m.id for m in self.model_catalog()]
 
-    def use_model(self, model: str) -> None:
-        """Use `model` from the next turn on (Codex keeps a turn's model for the turns after it)."""
+    def model_catalog(self) -> list[ModelInfo]:
+        """The models Codex offers with their reasoning efforts (asked once per Codex process)."""
+        if self._catalog is None:
+            resp = self._rpc("cannot list the models", lambda: self.client.model_list())
+            self._catalog = [model_info(dump_payload(m)) for m in resp.data if not m.hidden]
+        return self._catalog
+
+    def use_model(self, model: str, effort: str | None = None) -> None:
+        """Use `model` (and reasoning `effort`, None: the model's default) from the next turn on."""
         self.next_model = model
         self.model = model
+        self.turn_settings.effort = effort
+
+    def use_permissions(self, approval: str, sandbox: str) -> None:
+        """Use this approval policy and sandbox mode from the next turn on (/permissions)."""
+        self.turn_settings.approval = approval
+        self.turn_settings.sandbox = sandbox
+
+    def configured(self) -> dict[str, Any]:
+        """Codex's effective config.toml values for this workspace (`config/read`), {} when it cannot say."""
+        try:
+            out = self._experimental("cannot read Codex's config", "config/read", {"cwd": str(self.cwd)})
+        except SessionError:
+            return {}
+        config = out.get("config")
+        return config if isinstance(config, dict) else {}
 
     def start_thread(self) -> str:
         """A new thread in this workspace; its sidecar is written with its first turn."""
         resp = self._rpc("cannot start a thread", lambda: self.client.thread_start(self._thread_params()))
         self.model = str(getattr(resp, "model", "") or self.model)
+        self.turn_settings.note(dump_payload(resp))
         self._started.add(str(resp.thread.id))
         return str(resp.thread.id)
 
@@ -499,6 +528,7 @@ class Session:
         resp = self._rpc(f"cannot resume thread {thread_id}",
                          lambda: self.client.thread_resume(thread_id, params))
         self.model = str(getattr(resp, "model", "") or self.model)
+        self.turn_settings.note(dump_payload(resp))
         return str(resp.thread.id)
 
     def archive_thread(self, thread_id: str) -> None:
@@ -548,14 +578,19 @@ class Session:
             raise SessionError(f"unknown thread {thread_id}: Codex stopped responding ({exc})") from exc
         side = self.sidecars.load(thread_id)
         out: list[Prompt] = []
+        before: str | None = None
         for turn in resp.thread.turns or []:
             t = dump_payload(turn)
-            users = [i for i in t.get("items") or [] if i.get("type") == "userMessage"]
-            if not users:
+            if is_sub_turn(t):
+                continue  # a review's inner turn: part of the review turn, never a prompt of its own
+            if not is_prompt_turn(t):  # a compaction or a review: the conversation the next prompt was sent on
+                before = str(t["id"])
                 continue
+            users = [i for i in t.get("items") or [] if i.get("type") == "userMessage"]
             rec = side.turn(t["id"]) if side else None
             out.append(Prompt(len(out) + 1, t["id"], _text_of(users[0]), str(t.get("status")),
-                              rec.pre if rec else None, rec is not None))
+                              rec.pre if rec else None, rec is not None, before))
+            before = str(t["id"])
         return out
 
     # ------------------------------------------------------------------ turns
@@ -563,8 +598,13 @@ class Session:
         """Every path the thread's captures look at (for dry runs and diffs outside a turn)."""
         return self.recorder.known_paths(self.sidecar(thread_id))
 
-    def run_turn(self, thread_id: str, text: str, on_event: EventCallback | None = None) -> TurnOutcome:
-        """Capture, start the turn, stream it, capture again; the sidecar binds both to the turn id (recorder.py)."""
+    def run_turn(self, thread_id: str, text: str, on_event: EventCallback | None = None,
+                 images: Sequence[str] = ()) -> TurnOutcome:
+        """Capture, start the turn, stream it, capture again; the sidecar binds both to the turn id (recorder.py).
+
+        `images`: local image files sent with the prompt (checked by app/images.py before anything is captured).
+        """
+        check_images(images)
         started = time.perf_counter()
         side = self.sidecar(thread_id)
         notice = None
@@ -573,9 +613,10 @@ class Session:
         if not self.sidecars.exists(thread_id) and thread_id not in self._started:
             notice = self._continuing_notice(thread_id, side)
         pre, pre_seconds = self.recorder.begin(side, text)
-        turn_params: dict[str, Any] | None = {"model": self.next_model} if self.next_model else None
+        turn_params: dict[str, Any] | None = {**({"model": self.next_model} if self.next_model else {}),
+                                              **self.turn_settings.turn_params()} or None
         resp = self._rpc("cannot start the turn",
-                         lambda: self.client.turn_start(thread_id, [{"type": "text", "text": text}], turn_params))
+                         lambda: self.client.turn_start(thread_id, prompt_input(text, images), turn_params))
         turn_id = str(resp.turn.id)
         self.mark_used(thread_id)
         self.recorder.bind(thread_id, side, turn_id, text, pre)
@@ -638,8 +679,7 @@ class Session:
             return None  # "no rollout"/"list_turns is not supported yet": nothing ran on it
         except (TransportClosedError, CodexError) as exc:
             raise SessionError(f"cannot read thread {thread_id}: Codex stopped responding ({exc})") from exc
-        earlier = sum(1 for t in resp.thread.turns or []
-                      if any(i.get("type") == "userMessage" for i in dump_payload(t).get("items") or []))
+        earlier = sum(1 for t in resp.thread.turns or [] if is_prompt_turn(dump_payload(t)))
         if not earlier:
             return None
         source = source_label(dump_payload(resp.thread))
@@ -675,6 +715,70 @@ class Session:
     def interrupt(self, thread_id: str, turn_id: str) -> None:
         """Ask Codex to stop a running turn."""
         self._rpc("cannot interrupt", lambda: self.client.turn_interrupt(thread_id, turn_id))
+
+    # ------------------------------------------------------------------ turns that are not prompts
+    def compact(self, thread_id: str, on_event: EventCallback | None = None) -> tuple[str, str | None]:
+        """Summarise the thread's conversation to free context (Codex's `thread/compact/start`): (status, error).
+
+        Codex runs it as a turn of its own (a `contextCompaction` item, no prompt, no file change): no snapshot is
+        taken, and the rewind picker's prompts are the same before and after it.
+        """
+        return self._thread_turn(thread_id, "cannot compact the conversation",
+                                 lambda: self.client.thread_compact(thread_id), on_event)
+
+    def review(self, thread_id: str, target: dict[str, Any], on_event: EventCallback | None = None
+               ) -> tuple[str, str | None]:
+        """A code review on this thread (Codex's `review/start`, inline): (status, error).
+
+        Codex runs it as a turn that holds no prompt of the user's (`enteredReviewMode`, the reviewer's work, then
+        `exitedReviewMode` with the review): like a compaction it is not a rewind point (app/translate.py).
+        """
+        params: dict[str, Any] = {"threadId": thread_id, "target": target, "delivery": "inline"}
+        return self._thread_turn(thread_id, "cannot start the review",
+                                 lambda: self.client.request("review/start", params, response_model=_AnyResponse),
+                                 on_event)
+
+    def _thread_turn(self, thread_id: str, what: str, start: Callable[[], Any],
+                     on_event: EventCallback | None) -> tuple[str, str | None]:
+        """Start a turn Codex begins by itself and stream it to its end (its id is known only from its events).
+
+        The SDK routes a turn's notifications by turn id; this turn's id comes with its first notification, so
+        the thread's route (the SDK's thread-scoped one, made for goal turns) takes every turn notification of
+        the thread from before the request on.
+        """
+        route = self.client.register_goal_operation(thread_id)
+        try:
+            resp = self._rpc(what, start)
+            dumped = resp.model_dump() if hasattr(resp, "model_dump") else {}
+            root = (dumped.get("turn") or {}).get("id") if isinstance(dumped, dict) else None
+            while True:
+                try:
+                    n = self.client.next_goal_notification(route)
+                except (TransportClosedError, CodexError) as exc:
+                    return "failed", f"Codex stopped during the turn: {exc}"
+                method, d = n.method, dump_payload(n.payload)
+                if on_event is not None:
+                    with contextlib.suppress(Exception):
+                        on_event(method, d)
+                if method == "turn/completed":
+                    turn = d.get("turn") or {}
+                    if root is None or turn.get("id") == root:
+                        err = turn.get("error") or None
+                        return (str(turn.get("status") or "completed"),
+                                err.get("message") if isinstance(err, dict) else None)
+        finally:
+            self.client.unregister_goal_operation(route)
+
+    def find_files(self, query: str, limit: int = 40) -> list[str]:
+        """Workspace files matching `query` fuzzily, best first, relative to the workspace (`fuzzyFileSearch`)."""
+        resp = self._experimental("cannot search the workspace's files", "fuzzyFileSearch",
+                                  {"query": query, "roots": [str(self.cwd)]})
+        out: list[str] = []
+        for f in resp.get("files") or []:
+            if isinstance(f, dict) and f.get("path"):
+                path = str(f["path"])
+                out.append(path + "/" if f.get("match_type") == "directory" and not path.endswith("/") else path)
+        return out[:limit]
 
     # ------------------------------------------------------------------ background terminals
     def _still_running(self, thread_id: str, item: dict[str, Any]) -> bool:
@@ -951,8 +1055,8 @@ class Session:
         """
         if target.number == 1:
             params = {**self._thread_params(), "beforeTurnId": target.turn_id}
-        else:
-            params = {**self._thread_params(), "lastTurnId": prompts[target.number - 2].turn_id}
+        else:  # a compaction or review between the two prompts stays: it came before `target` was sent
+            params = {**self._thread_params(), "lastTurnId": target.after_turn or prompts[target.number - 2].turn_id}
         resp = self._rpc(f"cannot fork thread {thread_id}", lambda: self.client.thread_fork(thread_id, params))
         return str(resp.thread.id)
 

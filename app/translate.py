@@ -19,6 +19,7 @@ from .events import (
     ErrorNotice,
     FileChanges,
     FileDiff,
+    Notice,
     Reasoning,
     TokenUsage,
     TurnStarted,
@@ -26,6 +27,35 @@ from .events import (
 )
 
 _SHELLS = ("bash", "sh", "zsh")
+COMPACTED = "context compacted: the conversation so far is summarised (the rewind picker still lists every prompt)"
+# Not prompts of the user's: Codex's own turns for /compact and /review
+_NOT_PROMPT_ITEMS = frozenset({"contextCompaction", "enteredReviewMode", "exitedReviewMode"})
+
+
+def is_sub_turn(turn: dict[str, Any]) -> bool:
+    """A turn run inside another (a review's reviewer turn holds the review prompt): never a prompt of its own."""
+    root = turn.get("rootTurnId")
+    return bool(root) and root != turn.get("id")
+
+
+def is_prompt_turn(turn: dict[str, Any]) -> bool:
+    """A turn the user sent a prompt for (a rewind point): not a compaction, a review, or a review's inner turn."""
+    items = [i for i in turn.get("items") or [] if isinstance(i, dict)]
+    return (not is_sub_turn(turn) and any(i.get("type") == "userMessage" for i in items)
+            and not any(i.get("type") in _NOT_PROMPT_ITEMS for i in items))
+
+
+def prompt_text(user_item: dict[str, Any]) -> str:
+    """A userMessage's text as the transcript shows it: its text parts, and `[image: name]` for each image."""
+    parts = []
+    for c in user_item.get("content") or []:
+        if not isinstance(c, dict):
+            continue
+        if c.get("type") == "text" and c.get("text"):
+            parts.append(str(c["text"]))
+        elif c.get("type") in ("localImage", "image"):
+            parts.append(f"[image: {os.path.basename(str(c.get('path') or c.get('url') or 'image'))}]")
+    return "\n".join(parts)
 
 
 def short_command(command: str) -> str:
@@ -92,6 +122,15 @@ def item_events(item: dict[str, Any], *, completed: bool, cwd: str = "") -> list
     if kind == "fileChange":
         return [FileChanges(iid, str(item.get("status") or ("completed" if completed else "inProgress")),
                             file_diffs(item, cwd))]
+    if not completed:
+        return []
+    if kind == "contextCompaction":  # as the official TUI says it
+        return [Notice(COMPACTED)]
+    if kind == "enteredReviewMode":
+        return [Notice(f">> Code review started: {item.get('review') or 'review requested'} <<")]
+    if kind == "exitedReviewMode":  # no review text: it was interrupted (the turn's status says so)
+        said = [AgentMessage(iid, str(item["review"]))] if item.get("review") else []
+        return [*said, Notice("<< Code review finished >>")]
     return []
 
 
@@ -117,7 +156,9 @@ def notification_events(method: str, params: dict[str, Any], cwd: str = "") -> l
         usage = params.get("tokenUsage") or {}
         last = (usage.get("last") or {}).get("totalTokens") or 0
         total = (usage.get("total") or {}).get("totalTokens") or 0
-        return [TokenUsage(str(params.get("turnId") or ""), int(last), int(total))]
+        window = usage.get("modelContextWindow")
+        return [TokenUsage(str(params.get("turnId") or ""), int(last), int(total),
+                           int(window) if isinstance(window, int) and window > 0 else None)]
     return []
 
 
@@ -130,18 +171,20 @@ def turn_events(turns: list[dict[str, Any]], cwd: str = "", snapshots: dict[str,
     out: list[Any] = []
     number = 0
     for turn in turns:
+        if is_sub_turn(turn):
+            continue  # a review's inner turn: its review shows with the review turn
         items = [i for i in turn.get("items") or [] if isinstance(i, dict)]
         users = [i for i in items if i.get("type") == "userMessage"]
+        review = any(i.get("type") == "exitedReviewMode" for i in items)
         tid = str(turn.get("id") or "")
-        if users:
+        if users and is_prompt_turn(turn):
             number += 1
-            parts = [c.get("text", "") for c in users[0].get("content") or [] if isinstance(c, dict)]
-            out.append(UserPrompt(tid, "\n".join(p for p in parts if p), number,
+            out.append(UserPrompt(tid, prompt_text(users[0]), number,
                                   bool(snapshots and snapshots.get(tid)),
                                   snapshots is not None and tid not in snapshots))
         for item in items:
-            if item.get("type") == "userMessage":
-                continue
+            if item.get("type") == "userMessage" or (review and item.get("type") == "agentMessage"):
+                continue  # a review's agent message repeats the review (shown from exitedReviewMode)
             out.extend(item_events(item, completed=True, cwd=cwd))
         err = turn.get("error")
         if isinstance(err, dict) and err.get("message"):

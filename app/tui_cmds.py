@@ -46,6 +46,22 @@ def check_app_flags(args: argparse.Namespace) -> None:
         raise UsageError("--record works with the app only (codexr, codexr resume)")
 
 
+def check_first_prompt(args: argparse.Namespace) -> None:
+    """A first prompt and `-i FILE` go with the app, --plain and exec only; each image must be a readable image."""
+    from .agent_cmds import _exec
+
+    if args.handler not in (run_app, _exec) and not getattr(args, "plain", False):
+        what = "-i/--image" if args.images else f"the prompt {args.first_prompt!r}"
+        raise UsageError(f"{what}: a first prompt and images go with the app, --plain or exec only")
+    from .errors import SessionError
+    from .images import check_images
+
+    try:
+        check_images(args.images)
+    except SessionError as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def _record_path(args: argparse.Namespace) -> Path | None:
     """The --record file, opened once here so that a bad path is a one-line error before the app starts."""
     if not getattr(args, "record", None):
@@ -79,7 +95,8 @@ def run_app(ctx: Context, args: argparse.Namespace, *, thread_id: str | None = N
             splash.close()
         raise
     return run_tui(lambda: session_options(ctx, args), thread_id=thread_id, resume_last=resume_last,
-                   settings=ctx.loaded, workspace=str(args.cd), record=record, splash=splash)
+                   settings=ctx.loaded, workspace=str(args.cd), record=record, splash=splash,
+                   prompt=getattr(args, "first_prompt", ""), images=tuple(getattr(args, "images", ())))
 
 
 def _need_terminal() -> None:

@@ -29,7 +29,7 @@ from app.events import (
     to_json,
 )
 from app.replay import Recorder, read_log
-from app.scripted_model import ScriptedModel, add_file, message, shell
+from app.scripted_model import ScriptedModel, add_file, last_user_text, message, shell, tool_outputs
 
 
 class Events:
@@ -172,6 +172,40 @@ def test_model_switch_applies_to_the_next_prompt_and_refuses_unknown_names(model
         assert [r.get("model") for r in model.model_requests if "drv-model-b" in str(r)][-1] == other
     finally:
         d.close()
+
+
+def test_chosen_effort_and_permissions_hold_on_a_new_thread_and_after_codex_restarts(model: ScriptedModel,
+                                                                                      tmp_path: Path) -> None:
+    """/model's effort and /permissions' preset are sent with every later turn: a new thread and a restarted Codex
+    keep them (asserted on what Codex did: the effort it asked for, the sandbox its command met)."""
+    model.script("drv-keep-one", [shell("touch kept-one.txt"), message("one")])
+    model.script("drv-keep-two", [shell("touch kept-two.txt"), message("two")])
+    ev = Events()
+    d = Driver(session_options(model, tmp_path), ev)
+    try:
+        assert d.start()
+        d.set_model("gpt-5.5", "low")
+        assert d.set_permissions("Read Only").id == "read-only"  # the label works as well as the id
+        with pytest.raises(SessionError, match="no permissions preset 'root'"):
+            d.set_permissions("root")
+        d.submit("drv-keep-one")
+        assert ev.wait(TurnFinished).status == "completed"
+        d.new_thread()
+        assert d.session is not None
+        d.session.client._proc.kill()
+        d.session.client._proc.wait()
+        d.submit("drv-keep-two")
+        assert ev.wait(CodexDied).restarted
+        assert ev.wait(TurnFinished).status == "completed"
+        st = d.status()
+        assert (st.effort, st.approval, st.sandbox) == ("low", "on-request", "read-only")
+    finally:
+        d.close()
+    for trigger in ("drv-keep-one", "drv-keep-two"):
+        turn = [r for r in model.model_requests if trigger in last_user_text(r)]
+        assert {r["reasoning"]["effort"] for r in turn} == {"low"}, trigger
+        assert "Read-only file system" in "".join(str(o.get("output")) for r in turn for o in tool_outputs(r))
+    assert not (d.opts.cwd / "kept-one.txt").exists() and not (d.opts.cwd / "kept-two.txt").exists()
 
 
 def test_approval_is_a_future_the_front_end_resolves(model: ScriptedModel, tmp_path: Path) -> None:

@@ -19,7 +19,17 @@ import pytest
 from e2e_helpers import PipeSession, official_codex_exec, processes_running, wait_gone
 
 from app.events import short_thread
-from app.scripted_model import ScriptedModel, message, responder, user_texts, write_codex_home
+from app.scripted_model import (
+    ScriptedModel,
+    last_user_text,
+    message,
+    responder,
+    shell,
+    tool_outputs,
+    usage,
+    user_texts,
+    write_codex_home,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
@@ -539,3 +549,35 @@ def test_history_shows_a_prompt_once_when_it_matches_twice(model: ScriptedModel,
     user_hits = [ln for ln in res.stdout.splitlines() if ln.strip().startswith("user:")]
     assert len(user_hits) == 1, res.stdout
     assert user_hits[0].count("**kumquat**") == 2, user_hits
+
+
+def test_permissions_and_effort_apply_from_the_next_prompt_and_status_says_context_left(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20 §3 in line mode: `/permissions` lists the presets and `/permissions NAME` sets one; `/model NAME
+    EFFORT` sets the effort; both reach Codex with the next prompt; `/status` says how much context is left."""
+    model.script("plain-settings", [shell("touch blocked.txt"), usage(130_000), message("plain settings done")])
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    lines = ["/status", "/permissions", "/permissions bogus", "/model gpt-5.5 ultra", "/permissions read-only",
+             "/permissions full-access", "n", "/model gpt-5.5 high", "plain-settings go", "/status"]
+    res = subprocess.run([sys.executable, "-m", "app.cli", "--plain"], cwd=ws, env=_env(model, tmp_path / "home"),
+                         input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    before, after = res.stdout.split("plain settings done", 1)
+    assert "context window: unknown until Codex answers a prompt of this thread" in before
+    presets = [ln.split()[:2] for ln in before.splitlines() if ln.strip().startswith(("read-only", "auto", "full-",
+                                                                                      "* "))]
+    assert presets == [["read-only", "Read"], ["auto", "Default:"], ["*", "full-access"]], before
+    assert "error: no permissions preset 'bogus': the presets are read-only, auto, full-access" in before
+    assert "error: gpt-5.5 has no reasoning effort 'ultra'; it offers: low, medium, high, xhigh" in before
+    assert "Permissions updated to Read Only (approval on-request, sandbox read-only) from the next prompt on" in before
+    assert "model: gpt-5.5, reasoning high from the next prompt on" in before
+    assert "Enable Full Access? Codex will run without sandboxing" in before  # asked; "n" kept Read Only
+    assert "no change: the permissions stay as they were" in before
+    for line in ("model: gpt-5.5, reasoning high", "approval: on-request", "sandbox: read-only",
+                 "context window: 52% left (130K used / 258K)"):
+        assert line in after, after
+    assert not (ws / "blocked.txt").exists()  # what Codex did: the sandbox refused the write
+    turn = [r for r in model.model_requests if "plain-settings" in last_user_text(r)]
+    assert {r["reasoning"]["effort"] for r in turn} == {"high"}
+    assert "Read-only file system" in "".join(str(o.get("output")) for r in turn for o in tool_outputs(r))

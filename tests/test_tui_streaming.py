@@ -16,7 +16,9 @@ from app.events import AgentDelta, CommandFinished, CommandOutput, CommandStarte
 from app.replay import ReplayDriver
 from app.tui.app import CodexrApp
 from app.tui.blocks import LIVE_TAIL_LINES, CommandBlock, LiveTail
+from app.tui.full_transcript import full_text
 from app.tui.messages import coalesce
+from app.tui.transcript import Entry
 
 LINES = 600
 
@@ -75,3 +77,9 @@ def test_streamed_output_arrives_whole_and_in_order_while_keys_land_in_the_compo
             assert shown(block).splitlines()[-1] == f"output line {LINES - 1:04d}"
 
     asyncio.run(main())
+
+
+def test_ctrl_t_shows_a_running_commands_output_so_far_as_text() -> None:
+    """The transcript keeps a running command's output in pieces; Ctrl+T's whole transcript shows them as text."""
+    entry = Entry("cmd:c1", CommandStarted("c1", "make test", "/ws"), output=["one\ntw", "o\n"])
+    assert full_text([entry]).splitlines()[1:] == ["one", "two"]

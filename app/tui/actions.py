@@ -54,8 +54,20 @@ ACTIONS: tuple[Action, ...] = (
     Action("ps", "", "The agent's commands still running in the background (an interrupt does not stop them)",
            slash="/ps"),
     Action("stop", "", "Stop the background commands (or the one with process ID)", slash="/stop", args="[ID]"),
-    Action("model", "", "Show the model and the ones Codex offers; /model NAME switches from the next prompt",
-           slash="/model", args="[NAME]"),
+    Action("model", "", "Pick the model, then its reasoning effort, for the next prompts; /model NAME [EFFORT] "
+           "switches at once", slash="/model", args="[NAME [EFFORT]]"),
+    Action("permissions", "", "Pick the approval policy and sandbox (Read Only, Default, Full Access) for the next "
+           "prompts; /permissions NAME switches at once", slash="/permissions", args="[NAME]"),
+    Action("transcript", "ctrl+t", "The whole thread's transcript in a pager: every prompt, answer, command with all "
+           "its output, edit; / searches, Esc or q closes", priority=True, label="Transcript"),
+    Action("compact", "", "Summarise the conversation to free context (no prompt: rewind still lists every prompt)",
+           slash="/compact"),
+    Action("review", "", "Code review by Codex: uncommitted changes, or the changes against branch NAME, commit SHA, "
+           "or your own instructions", slash="/review", args="[branch NAME | commit SHA | TEXT]"),
+    Action("init", "", "Ask Codex for an AGENTS.md contributor guide (a normal prompt; skipped if one exists)",
+           slash="/init"),
+    Action("mention", "", "Insert a workspace file's path: @ and a fuzzy file search (typing @ does the same)",
+           slash="/mention", args="[QUERY]"),
     Action("help", "f1", "Keys and slash commands", slash="/help", label="Help"),
     Action("quit", "ctrl+q", "Quit codexr", slash="/quit", priority=True, label="Quit"),
     # Ctrl+Up first: Textual 8 reads Alt+Up from a real terminal as Esc then Up, so Alt alone never reached it.

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -22,7 +23,6 @@ from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.driver import Driver
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from ..background import BackgroundTerminal, background_text, stopped_text
 from ..events import (
@@ -35,6 +35,7 @@ from ..events import (
     Status,
     StatusChanged,
     ThreadLoaded,
+    TokenUsage,
     TurnFinished,
     TurnStarted,
     UserPrompt,
@@ -43,6 +44,7 @@ from ..events import (
 from .actions import SLASH, bindings, validate_keymap
 from .approval import ApprovalPanel
 from .composer import Composer
+from .footer import AppFooter
 from .messages import DriverEvents, coalesce
 from .palette import ActionCommands
 from .status import StatusBar, human_size
@@ -73,7 +75,15 @@ class DriverLike(Protocol):
 
     def start(self) -> bool: ...
 
-    def submit(self, text: str) -> None: ...
+    def submit(self, text: str, images: tuple[str, ...] | list[str] = ()) -> None: ...
+
+    def compact(self) -> None: ...
+
+    def review(self, words: str = "") -> None: ...
+
+    def init(self) -> str: ...
+
+    def find_files(self, query: str) -> list[str]: ...
 
     def pending(self) -> list[str]: ...
 
@@ -83,11 +93,15 @@ class DriverLike(Protocol):
 
     def status(self) -> Status: ...
 
+    def status_detail(self) -> Status: ...
+
     def new_thread(self) -> None: ...
 
     def models(self) -> list[str]: ...
 
-    def set_model(self, model: str) -> str: ...
+    def set_model(self, model: str, effort: str | None = None) -> str: ...
+
+    def set_permissions(self, name: str) -> object: ...
 
     def background_terminals(self) -> list[BackgroundTerminal]: ...
 
@@ -116,7 +130,7 @@ class CodexrApp(App[int]):
                  driver_factory: DriverFactory | None = None, record: Path | None = None,
                  thread_id: str | None = None, resume_last: bool = False, banner: str = "",
                  keymap: Mapping[str, str] | None = None, stable_status: bool = False,
-                 workspace: str = "") -> None:
+                 workspace: str = "", prompt: str = "", images: tuple[str, ...] = ()) -> None:
         """`opts` (or a factory of them) builds a live Driver; `driver_factory` replaces it (a replay).
 
         `record`: append every event the driver emits to this replay log (app/replay.py).
@@ -138,7 +152,9 @@ class CodexrApp(App[int]):
         self.stable_status = stable_status
         self.workspace = workspace or (str(getattr(opts, "cwd", "")) if not callable(opts) else "")
         self.driver: DriverLike | None = None
-        self._early: list[str] = []  # prompts typed before the driver existed
+        # prompts and their images typed before the driver existed (`codexr -i FILE PROMPT`: the first)
+        self._early: list[tuple[str, tuple[str, ...]]] = [(prompt, images)] if prompt else []
+        self._first_images = () if prompt else images  # `codexr -i FILE` alone: the images wait in the composer
         self._in_turn = False
         self._approvals: deque[ApprovalAsked] = deque()
         self._reviewing: ApprovalAsked | None = None
@@ -175,7 +191,7 @@ class CodexrApp(App[int]):
         yield ApprovalPanel(id="approval")
         yield Composer(self.workspace, id="composer")
         yield StatusBar(stable=self.stable_status, id="status")
-        yield Footer()
+        yield AppFooter()
 
     def on_mount(self) -> None:
         theme = terminal_theme(os.environ)
@@ -187,6 +203,8 @@ class CodexrApp(App[int]):
         panel.display = False
         panel.hide_clock = self.stable_status
         self.composer.focus_prompt()
+        if self._first_images:
+            self.composer.attach(self._first_images)
         # after the first frame: the worker's imports (the SDK, ~0.4 s) would hold the GIL while it paints
         self.call_after_refresh(self.run_worker, self._start, thread=True, exit_on_error=False, group="start",
                                 name="start Codex")
@@ -246,9 +264,10 @@ class CodexrApp(App[int]):
         opts = getattr(driver, "opts", None)  # a replay has no workspace of its own
         if opts is not None:
             self.composer.workspace = str(opts.cwd)
-        for text in self._early:
-            driver.submit(text)
+        for text, images in self._early:
+            driver.submit(text, images)
         self._early.clear()
+        self.composer.file_search = self._find_files
 
     def on_unmount(self) -> None:
         for asked in self._approvals:  # nobody will answer them now
@@ -282,7 +301,14 @@ class CodexrApp(App[int]):
         return self._in_turn or bool(self._early) or (self.driver is not None and self.driver.busy)
 
     def _queued(self) -> list[str]:
-        return list(self._early) + (self.driver.pending() if self.driver is not None else [])
+        return [text for text, _ in self._early] + (self.driver.pending() if self.driver is not None else [])
+
+    def _find_files(self, query: str) -> list[str]:
+        """The composer's `@` search (a worker thread): Codex's fuzzy file search, nothing before Codex runs."""
+        driver = self.driver
+        if driver is None or driver.session is None:
+            return []
+        return driver.find_files(query)
 
     def _show_queue(self) -> None:
         queued = self._queued()
@@ -372,6 +398,10 @@ class CodexrApp(App[int]):
                 self._in_turn = True
             elif isinstance(ev, ApprovalDecided):
                 self.transcript.command_waiting(ev.item_id, False)
+            elif isinstance(ev, TokenUsage) and ev.context_window:  # the bar's "N% context left", as it changes
+                self.last_status = replace(self.last_status, context_used=ev.last_total,
+                                           context_window=ev.context_window)
+                self.status_bar.show(self.last_status)
             await self.transcript.apply(ev)
             if isinstance(ev, UserPrompt):
                 self._show_queue()
@@ -450,10 +480,20 @@ class CodexrApp(App[int]):
 
             await self.say(unknown_command(head, SLASH), "warning")
             return
+        if message.images:
+            from ..images import check_images
+            from ..session import SessionError
+
+            try:
+                check_images(message.images)
+            except SessionError as exc:  # one line; the prompt was not sent
+                await self.say(str(exc), "error")
+                self.composer.set_text(text)
+                return
         if self.driver is None:
-            self._early.append(text)
+            self._early.append((text, message.images))
         else:
-            self.driver.submit(text)
+            self.driver.submit(text, message.images)
         self._show_queue()
 
     async def slash(self, text: str) -> None:
@@ -473,12 +513,56 @@ class CodexrApp(App[int]):
         if action.id == "stop":
             self.action_stop(arg.strip() or None)
             return
+        if action.id in ("compact", "review", "init"):
+            await self._queue_job(action.id, arg)
+            return
+        if action.id == "mention":
+            self.composer.mention(arg.strip())
+            return
         if action.id == "model" and arg.strip():
+            words = arg.split()
+            if len(words) > 2:
+                await self.say(f"usage: /model {action.args}", "warning")
+                return
             driver = self._need_driver()
             if driver is not None:
-                self._background("model", partial(driver.set_model, arg.strip()))
+                self._background("model", partial(driver.set_model, words[0], words[1] if len(words) > 1 else None))
+            return
+        if action.id == "permissions" and arg.strip():
+            from ..permissions import find_preset
+            from ..session import SessionError
+            from .permissions_screen import confirm_then
+
+            try:
+                preset = find_preset(arg)
+            except SessionError as exc:
+                await self.say(str(exc), "warning")
+                return
+            driver = self._need_driver()
+            if driver is not None:
+                confirm_then(self.screen, preset,
+                             lambda: self._background("permissions", partial(driver.set_permissions, preset.id)))
             return
         await self.run_action(action.method)
+
+    async def _queue_job(self, kind: str, arg: str) -> None:
+        """/compact, /review, /init: queued like a prompt (Esc interrupts it, the queued line shows it)."""
+        driver = self._need_driver()
+        if driver is None:
+            return
+        from ..session import SessionError
+
+        try:
+            if kind == "compact":
+                driver.compact()
+            elif kind == "review":
+                driver.review(arg)
+            else:
+                driver.init()
+        except SessionError as exc:
+            await self.say(str(exc), "warning")
+            return
+        self._show_queue()
 
     def on_transcript_rewind_here(self, message: Transcript.RewindHere) -> None:
         self.start_rewind(message.number)
@@ -568,7 +652,7 @@ class CodexrApp(App[int]):
         """The session's status as a transcript block."""
         driver = self._need_driver()
         if driver is not None:
-            self._background("status", driver.status, lambda st: self._emit(Notice(status_text(st))))
+            self._background("status", driver.status_detail, lambda st: self._emit(Notice(status_text(st))))
 
     def action_ps(self) -> None:
         """The commands still running in the background, as a transcript block."""
@@ -584,20 +668,40 @@ class CodexrApp(App[int]):
             self._background("stop", partial(driver.stop_terminals, process_id),
                              lambda stopped: self._emit(Notice(stopped_text(stopped, process_id))))
 
-    async def action_model(self) -> None:
-        """Which model Codex uses, and the ones it offers (`/model NAME` switches from the next prompt on)."""
-        model = self.last_status.model or "Codex's default (from config.toml)"
-        driver = self.driver
-        if driver is None or driver.session is None:
-            await self.say(f"model: {model}")
+    def action_model(self) -> None:
+        """Pick the model, then its reasoning effort (the official TUI's two steps)."""
+        self._push("model_screen", "ModelScreen", said_by_driver=True)
+
+    def action_permissions(self) -> None:
+        """Pick the approval policy and sandbox preset."""
+        self._push("permissions_screen", "PermissionsScreen", said_by_driver=True)
+
+    def action_transcript(self) -> None:
+        """The whole thread's transcript in a pager (nothing folded, nothing cut); Ctrl+T again closes it."""
+        from .full_transcript import TranscriptScreen, full_text
+
+        if isinstance(self.screen, TranscriptScreen):
+            self.screen.dismiss(None)
             return
+        if len(self.screen_stack) > 1:
+            raise SkipAction()  # another dialog is open: its keys first
+        self.push_screen(TranscriptScreen(full_text(self.transcript.entries)))
 
-        def listed(offered: list[str]) -> None:
-            others = ", ".join(offered) if offered else "(Codex lists none)"
-            self.call_later(self.say, f"model: {model}\n  offered: {others}\n  /model NAME switches from the next "
-                                      "prompt on")
+    async def action_compact(self) -> None:
+        """Summarise the conversation to free context."""
+        await self._queue_job("compact", "")
 
-        self._background("model", driver.models, listed)
+    async def action_review(self) -> None:
+        """Code review of the uncommitted changes."""
+        await self._queue_job("review", "")
+
+    async def action_init(self) -> None:
+        """Ask Codex for an AGENTS.md."""
+        await self._queue_job("init", "")
+
+    def action_mention(self) -> None:
+        """Insert `@` and search the workspace's files."""
+        self.composer.mention("")
 
     def action_help(self) -> None:
         """Keys and slash commands."""
@@ -678,8 +782,10 @@ class CodexrApp(App[int]):
 
 def status_text(s: Status) -> str:
     """/status as a few lines."""
+    from ..status_lines import settings_lines
+
     lines = [
-        f"model: {s.model or '?'}",
+        *settings_lines(s),
         f"workspace: {s.workspace}",
         f"thread: {s.thread_id or '(none yet: the next prompt starts one)'}",
         f"file tracking: {'on' if s.tracking else 'off'} · {s.tracked_files} files tracked · store "
@@ -697,7 +803,7 @@ def status_text(s: Status) -> str:
 def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *, thread_id: str | None = None,
             resume_last: bool = False, banner: str = "", settings: CodexrSettings | None = None,
             workspace: str = "", driver_factory: DriverFactory | None = None, record: Path | None = None,
-            splash: Splash | None = None) -> int:
+            splash: Splash | None = None, prompt: str = "", images: tuple[str, ...] = ()) -> int:
     """Run the app until the user quits; `opts` may be a factory so the SDK loads after the first frame.
 
     `splash`: the frame drawn before Textual loaded; the terminal gets its settings back just before Textual
@@ -707,7 +813,8 @@ def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *
         conf = settings if settings is not None else getattr(opts, "settings", None)
         keys = dict(conf.tui.keys) if conf is not None else {}
         app = CodexrApp(opts, driver_factory=driver_factory, record=record, thread_id=thread_id,
-                        resume_last=resume_last, banner=banner, keymap=keys, workspace=workspace)
+                        resume_last=resume_last, banner=banner, keymap=keys, workspace=workspace, prompt=prompt,
+                        images=images)
     except BaseException:
         if splash is not None:
             splash.close()

@@ -1,7 +1,9 @@
 """The composer: a multi-line prompt with history, slash-command and @path completion, and a queue line.
 
 Enter sends, Ctrl+J (or Shift+Enter where the terminal reports it) inserts a newline; Up/Down walk the
-prompt history when the cursor is on the first/last line; Tab or Enter accepts a completion.
+prompt history when the cursor is on the first/last line; Tab or Enter accepts a completion. `@` completes
+workspace paths: the directory's entries at once, then Codex's fuzzy file search (`file_search`, run in a
+worker). A pasted path to an image file becomes an attachment, shown as `[image: name.png]`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -20,6 +23,7 @@ from textual.timer import Timer
 from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
+from ..images import image_label, pasted_image
 from .actions import bindings, slash_matches
 from .splash import PLACEHOLDER
 
@@ -55,6 +59,19 @@ PASTE_WINDOW_S = 0.05  # keys within this of an Enter: a paste; a terminal hands
 class PromptArea(TextArea):
     """The text area itself (bindings live on the Composer around it)."""
 
+    async def _on_paste(self, event: events.Paste) -> None:
+        """A pasted path to an image file attaches the image (as the official TUI does); anything else is text."""
+        composer = self.parent
+        path = pasted_image(event.text, composer.workspace) if isinstance(composer, Composer) else None
+        if path is None or not isinstance(composer, Composer):
+            await super()._on_paste(event)
+            return
+        event.stop()
+        event.prevent_default()
+        label = image_label(path)
+        composer.attachments[label] = path
+        self.insert(label + " ")
+
 
 class Composer(Vertical):
     """Prompt input with completion dropdown and the queued-prompts line."""
@@ -62,11 +79,12 @@ class Composer(Vertical):
     BINDINGS = bindings("composer")  # type: ignore[assignment]
 
     class Submitted(Message):
-        """The user sent a prompt or slash command."""
+        """The user sent a prompt or slash command (with the images still named in its text)."""
 
-        def __init__(self, text: str) -> None:
+        def __init__(self, text: str, images: tuple[str, ...] = ()) -> None:
             super().__init__()
             self.text = text
+            self.images = images
 
     def __init__(self, workspace: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -78,6 +96,8 @@ class Composer(Vertical):
         self._completed_for = ""  # the text the dropdown was made for
         self._enter: tuple[tuple[int, int], tuple[int, int], str] | None = None  # a newline that may yet send
         self._enter_timer: Timer | None = None
+        self.attachments: dict[str, str] = {}  # `[image: name.png]` -> the pasted image's path
+        self.file_search: Callable[[str], list[str]] | None = None  # fuzzy search (the app sets it: Codex's)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="queued")
@@ -150,6 +170,8 @@ class Composer(Vertical):
             if m is not None:
                 kind = "path"
                 options = [Option("@" + p, id=p) for p in path_completions(self.workspace, m.group(1))]
+                if m.group(1) and self.file_search is not None:
+                    self._search(m.group(1), [str(o.id) for o in options])
         ol = self.query_one("#completions", OptionList)
         if not options or (kind == "slash" and len(options) == 1 and options[0].id == text):
             self.close_completions()
@@ -159,6 +181,54 @@ class Composer(Vertical):
         ol.add_options(options)
         ol.highlighted = 0
         ol.display = True
+
+    def _at_query(self) -> str | None:
+        """The `@word` being typed at the cursor (None when the cursor is not on one)."""
+        row, col = self.area.cursor_location
+        m = _AT_PATH.search(self.area.document.get_line(row)[:col])
+        return m.group(1) if m is not None else None
+
+    def _search(self, query: str, shown: list[str]) -> None:
+        """Run the fuzzy file search in a worker; its matches join the dropdown if `@query` is still being typed."""
+        search = self.file_search
+        if search is None:
+            return
+
+        def work() -> None:
+            try:
+                found = search(query)
+            except Exception:  # Codex busy or gone: the prefix matches stay
+                return
+            self.app.call_from_thread(self._found, query, shown, found)
+
+        self.run_worker(work, thread=True, exclusive=True, group="file-search", exit_on_error=False)
+
+    def _found(self, query: str, shown: list[str], found: list[str]) -> None:
+        if self._at_query() != query:
+            return  # typed on meanwhile: a newer search answers
+        merged = list(dict.fromkeys([*shown, *found]))[:MAX_PATHS]
+        if not merged:
+            return
+        ol = self.query_one("#completions", OptionList)
+        ol.clear_options()
+        ol.add_options([Option("@" + p, id=p) for p in merged])
+        ol.highlighted = 0
+        ol.display = True
+        self._completing = "path"
+
+    def attach(self, images: tuple[str, ...]) -> None:
+        """Images attached to the prompt being written, each shown as `[image: name.png]` in the text."""
+        for path in images:
+            label = image_label(path)
+            self.attachments[label] = path
+            self.area.insert(label + " ")
+
+    def mention(self, query: str = "") -> None:
+        """/mention: `@` (and the query) at the cursor, with the file search open, as the official TUI's /mention."""
+        row, col = self.area.cursor_location
+        before = self.area.document.get_line(row)[:col]
+        self.area.insert(("" if not before or before.endswith(" ") else " ") + "@" + query)
+        self.focus_prompt()
 
     def _accept(self) -> str | None:
         """Put the highlighted completion into the text; returns what it inserted."""
@@ -239,9 +309,11 @@ class Composer(Vertical):
         if not text.startswith("/") and (not self.history or self.history[-1] != text):
             self.history.append(text)
         self._hist_pos = None
+        images = tuple(path for label, path in self.attachments.items() if label in text)
+        self.attachments.clear()
         self.set_text("")
         self.close_completions()
-        self.post_message(self.Submitted(text))
+        self.post_message(self.Submitted(text, images))
 
     def action_newline(self) -> None:
         """Insert a newline at the cursor."""
