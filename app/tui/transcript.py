@@ -10,7 +10,7 @@ brings the newest back. So a long session stays responsive however far back the 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.text import Text
@@ -47,7 +47,7 @@ class Entry:
     key: str
     event: Any
     usage: TokenUsage | None = None
-    output: str = ""  # a running command's output so far
+    output: list[str] = field(default_factory=list)  # a running command's output so far, in pieces
     waiting: bool = False  # a command Codex asks the user about: not running until answered
     widget: Block | None = None
 
@@ -193,7 +193,7 @@ class Transcript(VerticalScroll, can_focus=True):
                 entry.waiting = isinstance(ev, CommandStarted) and ev.item_id in self._awaiting
                 return entry, True
             if isinstance(ev, CommandOutput):
-                entry.output += ev.delta
+                entry.output.append(ev.delta)
             else:
                 entry.event = ev
             return entry, False
@@ -218,7 +218,8 @@ class Transcript(VerticalScroll, can_focus=True):
             block: Block | None = CommandBlock(ev.item_id, ev.command, waiting=entry.waiting)
             if entry.output:
                 assert isinstance(block, CommandBlock)
-                block.output = entry.output
+                entry.output[:] = ["".join(entry.output)]
+                block.output = entry.output[0]
             return block
         return build_block(ev, entry.usage)
 
