@@ -59,9 +59,9 @@ ROWS: list[tuple[str, str, str | None, float | None]] = [
     ("codex exec, on the capture tree", "codex.exec_tree", None, None),
     ("codexr exec, on the capture tree", "{tree}.exec_tree", "codex.exec_tree", None),
     ("git add -A + write-tree, unchanged", "git.unchanged", None, None),
-    ("codexr snapshots capture, unchanged", "{tree}.capture", "git.unchanged", 3.0),
+    ("codexr snapshots capture, unchanged", "{tree}.capture", "git.unchanged", 4.0),
     ("git read-tree -u --reset, 1 file", "git.restore1", None, None),
-    ("codexr snapshots restore --yes, 1 file", "{tree}.restore1", "git.restore1", 3.0),
+    ("codexr snapshots restore --yes, 1 file", "{tree}.restore1", "git.restore1", 4.0),
 ]
 
 
