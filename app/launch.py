@@ -56,7 +56,7 @@ HEADER = 16
 #: The longest socket path AF_UNIX takes (sun_path is 108 bytes with its NUL).
 SOCKET_MAX = 107
 #: Seconds a client waits for its worker to start (say `ok`) before it runs the command itself: a worker starts in
-#: ~5-20 ms (a fork waiting in accept()), so only a stopped or starved server takes this long.
+#: a fork's time, so only a stopped or starved server takes this long.
 START_TIMEOUT = 3.0
 
 

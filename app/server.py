@@ -1,19 +1,20 @@
-"""The resident codexr: imports everything once, then forks one worker per one-shot command (see app/launch.py).
+"""The resident codexr: imports everything once, then forks one worker per one-shot command (client: app/launch.py).
 
-The server never runs a command itself. A spare worker, forked ahead, waits in `accept()` and hands the server a
-copy of the connection it took ("took"); the server then forks the next spare. Nothing is read from a caller in
-the server, so a slow or hostile caller never blocks it. The worker checks the peer is this user (SO_PEERCRED),
-takes the caller's streams, directory, environment, umask, niceness and limits (or refuses, and the caller runs
-the command itself), answers `ok PID`, runs `app.cli.main`, does what the interpreter does at exit (non-daemon
-threads joined, atexit handlers run, streams flushed), closes every fd the command held and says `exit N`; the
-caller leaves then. The server reaps the worker and sends its wait status (what the caller goes by when there was
-no `exit`: a worker killed by a signal). A worker whose caller dies is SIGKILLed by the server (a pidfd of the
-caller), and kills itself if it sees the connection end first.
+The shape is Mercurial's chg (`contrib/chg/` and `commandserver.py`'s forking service): the server accepts a
+connection and forks; the fork, a worker, serves that one caller and exits. The server itself never reads from a
+caller (a slow or hostile one cannot block it), and runs no command.
 
-Before it lets go, a worker tells the server (over the line it said "took" on) which store files its command read;
-0.15 s later the server loads them, decoded (snapshot_store/memo.py: kept only while each file's stat is the same),
-and asks its waiting spare to leave for a fresh fork that holds them. A spare leaves only from its wait: a caller
-that reached it first is served, one that arrives meanwhile waits in the listen backlog for the next spare.
+What happens, in this module's order:
+
+1. `main` starts the server: it takes the lock, imports what the commands use (`preload`), hides that from the
+   collector (`gc.freeze`), and listens.
+2. `Server` accepts a connection and forks a worker for it; it watches the caller (a pidfd) and SIGKILLs the
+   worker if the caller dies; it reaps the worker and sends the caller its wait status (`status N`).
+3. `worker` → `_serve`: the worker checks the caller is confined exactly as the server (`_same_confinement`)
+   before anything of the caller's is sent; says `hi`; takes the request and becomes the caller (`_take` /
+   `_adopt`: limits, niceness, directory, environment, umask, standard streams); says `ok PID` and runs the
+   command once the caller answers `go` (from then on the caller relays its signals to this pid); does what the
+   interpreter does at exit (`_finish`); lets go of every descriptor the command held, and says `exit N`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import gc
 import json
 import marshal
 import os
-import select
 import selectors
 import signal
 import socket
@@ -32,8 +32,6 @@ import sys
 import time
 from typing import Any, NoReturn
 
-from snapshot_store import memo
-
 from . import confinement
 from .launch import HEADER, IDLE_SECONDS, command_of, take_lock
 
@@ -41,15 +39,6 @@ from .launch import HEADER, IDLE_SECONDS, command_of, take_lock
 REQUEST_TIMEOUT = 10.0
 #: How often (seconds) an idle server checks that its socket is still its own.
 CHECK_EVERY = 30.0
-#: Seconds a worker runs without the cyclic garbage collector (see `worker`).
-GC_AFTER_S = 10.0
-#: Seconds after a command ends before the server loads what it used: the stat cache and walk it just wrote are
-#: kept only once past the racy window (statcache.FINE_WINDOW_NS, 100 ms), or the load would be for nothing.
-WARM_DELAY = 0.15
-#: Store files a worker's hint names at most.
-HINT_FILES = 512
-#: Bytes of a worker's hint the server reads at most (the store files its command loaded, memo.py).
-HINT_MAX = 1 << 20
 #: What confines the server (app/confinement.py), read once at its start: a caller confined otherwise is refused.
 OWN: tuple[str, ...] | None = None
 
@@ -57,29 +46,6 @@ OWN: tuple[str, ...] | None = None
 def _fd_limit() -> int:
     limit = os.sysconf("SC_OPEN_MAX")
     return limit if limit > 0 else 65536
-
-
-def warm() -> None:
-    """Import what the one-shot commands use, so that a fork has nothing left to import or build.
-
-    The SDK's models are imported here with their validators built (not deferred as `app.codex_sdk` does for a
-    short-lived process): building them on first use would cost every worker 30-50 ms per model again.
-    """
-    import openai_codex.generated.v2_all  # noqa: F401  (before app.codex_sdk: built, not deferred)
-
-    from config import loader  # noqa: F401
-    from snapshot_store import capture, restore, verify  # noqa: F401
-    from snapshot_store import gc as store_gc  # noqa: F401
-
-    from . import agent_cmds, cli, codex_sdk, config_cmds, doctor, history_cmds, session, snapshot_cmds  # noqa: F401
-
-    for name in ("pygit2", "zstandard", "blake3", "inotify_simple", "concurrent.futures", "subprocess", "resource",
-                 "threading", "traceback", "atexit", "io"):
-        with contextlib.suppress(ImportError):
-            __import__(name)
-    for module in set(cli.COMMANDS.values()) - {"tui_cmds", "demo"}:  # the one-shot commands' parsers
-        cli.narrow_parser([module], False)
-    memo.enable()  # what each command decodes of a store is kept for the next (warm_store)
 
 
 def idle_seconds() -> float:
@@ -90,29 +56,7 @@ def idle_seconds() -> float:
         return float(IDLE_SECONDS)
 
 
-def hint_bytes(used: list[tuple[str, str]]) -> bytes:
-    """A worker's hint: the (kind, path) of every store file its command loaded, NUL-separated."""
-    return b"\0".join(os.fsencode(kind) + b"\0" + os.fsencode(path) for kind, path in used)
-
-
-def parse_hint(data: bytes) -> list[tuple[str, str]]:
-    """The (kind, path) pairs of a hint (an odd or empty one: none)."""
-    fields = [os.fsdecode(f) for f in data.split(b"\0")] if data else []
-    if len(fields) % 2:
-        return []
-    return list(zip(fields[::2], fields[1::2], strict=True))
-
-
-def warm_store(used: list[tuple[str, str]]) -> int:
-    """Load (decoded, memo.py) what the last command loaded of its store, so the next fork has it at hand.
-
-    Read-only, never under a store lock: it only reads files, and keeps each only while its stat stays the same.
-    The collector is told to leave what is kept alone, like everything else the server holds (see `main`).
-    """
-    kept = memo.warm(used)
-    gc.collect()  # only what is not frozen yet: what this load made, and any cycle it left
-    gc.freeze()
-    return kept
+# ------------------------------------------------------------------------------------------------------- start
 
 
 def main(path: str) -> None:
@@ -129,10 +73,10 @@ def main(path: str) -> None:
     idle = idle_seconds()
     global OWN
     OWN = confinement.fingerprint("self")  # what a caller must share with every worker (before any fork)
-    warm()
-    # Everything imported so far lives as long as the server: out of the collector's sight, a worker's
-    # collections look at its own objects only (a full collection over the SDK's ~1,000 classes took ~100 ms
-    # of a worker's restore, measured) and never write to the pages it shares with the server.
+    preload()
+    # What is imported now lives as long as the server. Frozen, it is out of the collector's sight: a worker's
+    # collections then look at its own objects only, instead of walking the server's and writing to every page
+    # of them it shares (copy-on-write) — the one collector setting that pays for itself (bench/README.md).
     gc.collect()
     gc.freeze()
     with contextlib.suppress(FileNotFoundError):
@@ -149,6 +93,29 @@ def main(path: str) -> None:
     Server(path, ino, listener, lock, idle).run()
 
 
+def preload() -> None:
+    """Import what the one-shot commands use, so that a fork has nothing left to import or build: this is what
+    the server is for (importing it is most of a short command's time in a fresh Python).
+
+    The SDK's models are imported here with their validators built (not deferred as `app.codex_sdk` does for a
+    short-lived process): deferred, every worker would build the ones its command uses again.
+    """
+    import openai_codex.generated.v2_all  # noqa: F401  (before app.codex_sdk: built, not deferred)
+
+    from config import loader  # noqa: F401
+    from snapshot_store import capture, restore, verify  # noqa: F401
+    from snapshot_store import gc as store_gc  # noqa: F401
+
+    from . import agent_cmds, cli, codex_sdk, config_cmds, doctor, history_cmds, session, snapshot_cmds  # noqa: F401
+
+    for name in ("pygit2", "zstandard", "blake3", "inotify_simple", "concurrent.futures", "subprocess", "resource",
+                 "threading", "traceback", "atexit", "io", "fcntl"):
+        with contextlib.suppress(ImportError):
+            __import__(name)
+    for module in set(cli.COMMANDS.values()) - {"tui_cmds", "demo"}:  # the one-shot commands' parsers
+        cli.narrow_parser([module], False)
+
+
 def _write_pid(path: str) -> None:
     """`<socket>.pid`: the server's pid and its socket, for `codexr server status|stop` (atomic rename)."""
     tmp = f"{path}.pid.{os.getpid()}"
@@ -157,21 +124,16 @@ def _write_pid(path: str) -> None:
     os.replace(tmp, path + ".pid")
 
 
+# ------------------------------------------------------------------------------------------------------ server
+
+
 class Server:
-    """The accept / fork / reap loop (a spare worker waits in accept() while the server waits for it)."""
+    """The accept / fork / reap loop."""
 
     def __init__(self, path: str, ino: int, listener: socket.socket, lock: int, idle: float) -> None:
         self.path, self.ino, self.listener, self.lock, self.idle = path, ino, listener, lock, idle
-        self.workers: dict[int, socket.socket] = {}
+        self.workers: dict[int, socket.socket] = {}  # worker pid -> its caller's connection (for `status`)
         self.callers: dict[int, int] = {}  # worker pid -> pidfd of its caller
-        self.spare: tuple[int, socket.socket] | None = None  # a forked worker waiting in accept(), and its line
-        self.spares_failed = 0
-        self.reaped: dict[int, int] = {}  # wait status of children reaped before the server knew them as workers
-        self.hints: dict[int, bytes] = {}  # what each worker's command loaded of a store, as said so far
-        self.to_warm: dict[tuple[str, str], None] = {}  # what ended commands loaded, to load here (in order)
-        self.warm_due: float | None = None  # when to (files written within the racy window are not kept)
-        self.retiring: int | None = None  # the spare asked to leave (for a fork holding what was just loaded)
-        self.closing = False  # no more spares: the listener is closing
         self.stopping = False
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
@@ -182,7 +144,7 @@ class Server:
         signal.signal(signal.SIGINT, self._stop)
         sel = selectors.DefaultSelector()
         sel.register(self.wake_r, selectors.EVENT_READ, "wake")
-        self._fork_spare(sel)
+        sel.register(self.listener, selectors.EVENT_READ, "accept")
         last = time.monotonic()
         try:
             while True:
@@ -196,29 +158,18 @@ class Server:
                 elif time.monotonic() - last >= self.idle:
                     return
                 timeout = None if self.workers else min(CHECK_EVERY, max(0.0, last + self.idle - time.monotonic()))
-                if self.warm_due is not None:
-                    due = max(0.0, self.warm_due - time.monotonic())
-                    if due == 0.0:
-                        self._warm(sel)
-                        continue
-                    timeout = due if timeout is None else min(timeout, due)
                 for key, _ in sel.select(timeout):
-                    if isinstance(key.data, int):  # a caller died: its worker dies with it, at once
+                    if key.data == "accept":
+                        self._accept(sel)
+                        last = time.monotonic()
+                    elif key.data == "wake":
+                        with contextlib.suppress(BlockingIOError):
+                            os.read(self.wake_r, 512)
+                    elif isinstance(key.data, int):  # a caller died: its worker dies with it, at once
                         if key.data in self.workers:  # not reaped yet, so the pid is still the worker's
                             with contextlib.suppress(ProcessLookupError):
                                 os.kill(key.data, signal.SIGKILL)
                         self._forget_caller(sel, key.data)
-                    elif key.data == "wake":
-                        with contextlib.suppress(BlockingIOError):
-                            os.read(self.wake_r, 512)
-                    elif key.data == "accept":
-                        self._accept(sel)
-                        last = time.monotonic()
-                    elif key.data == "spare":
-                        self._spare_took(sel)
-                        last = time.monotonic()
-                    elif isinstance(key.data, tuple):  # a worker's line: what its command loaded, at its end
-                        self._hint(sel, key.fileobj, key.data[1])  # type: ignore[arg-type]
         finally:
             self._close_listener(sel)
 
@@ -237,17 +188,6 @@ class Server:
             return
         with contextlib.suppress(KeyError, ValueError):
             sel.unregister(self.listener)
-        self.closing = True
-        if self.spare is not None:
-            self._spare_took(sel, waiting=False)  # one with a caller already becomes a worker, waited for
-        if self.spare is not None:
-            spare_pid, line = self.spare  # still in accept(): nothing of a caller's has reached it
-            self.spare = None
-            with contextlib.suppress(KeyError, ValueError):
-                sel.unregister(line)
-            line.close()
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(spare_pid, signal.SIGKILL)
         if self._still_ours():
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
@@ -256,6 +196,7 @@ class Server:
         self.listener.close()
 
     def _accept(self, sel: selectors.BaseSelector) -> None:
+        """Fork a worker for the next caller; nothing of the caller's is read here (the worker does that)."""
         try:
             conn, _ = self.listener.accept()
         except (BlockingIOError, InterruptedError, ConnectionAbortedError):
@@ -263,120 +204,10 @@ class Server:
         pid = os.fork()
         if pid == 0:
             sel.close()
-            worker(conn, None, None, [self.listener, *self.workers.values()],
-                   self._private_fds())
+            worker(conn, [self.listener, *self.workers.values()],
+                   [self.lock, self.wake_r, self.wake_w, *self.callers.values()])
         self.workers[pid] = conn
         self._watch_caller(sel, conn, pid)
-
-    def _fork_spare(self, sel: selectors.BaseSelector) -> None:
-        """Fork the next command's worker now, to wait in accept(): forking this process takes ~6 ms here
-        (page tables of ~70 MB), which no caller then waits for. If spares keep dying unused, accept here."""
-        if self.spare is not None or self.listener.fileno() < 0 or self.stopping or self.closing:
-            return
-        if self.spares_failed >= 3:
-            with contextlib.suppress(KeyError):  # registered already
-                sel.register(self.listener, selectors.EVENT_READ, "accept")
-            return
-        line, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        pid = os.fork()
-        if pid == 0:
-            sel.close()
-            line.close()
-            worker(None, self.listener, child_end, list(self.workers.values()),
-                   self._private_fds())
-        child_end.close()
-        self.spare = (pid, line)
-        with contextlib.suppress(KeyError, ValueError):
-            sel.unregister(self.listener)  # the spare accepts; this process must not race it
-        sel.register(line, selectors.EVENT_READ, "spare")
-
-    def _spare_took(self, sel: selectors.BaseSelector, waiting: bool = True) -> bool:
-        """The spare took a connection (and sent a copy of it): it is a worker now; fork the next spare.
-
-        With `waiting` False (closing), only if it has said so already; False when it has not (it is still in
-        accept(), or died unused, or left when asked to: `_renew_spare`).
-        """
-        assert self.spare is not None
-        pid, line = self.spare
-        line.setblocking(waiting)
-        try:
-            msg, fds, _flags, _addr = socket.recv_fds(line, 16, 1)
-        except BlockingIOError:
-            return False
-        except OSError:
-            msg, fds = b"", []
-        retiring, self.retiring = self.retiring == pid, None
-        self.spare = None
-        with contextlib.suppress(KeyError, ValueError):
-            sel.unregister(line)
-        took = msg[:4] == b"took" and bool(fds)
-        if not took:
-            line.close()
-        if took:
-            line.setblocking(False)
-            sel.register(line, selectors.EVENT_READ, ("hint", pid))  # what its command loaded comes here
-            self.hints[pid] = msg[4:]  # the start of it, if the command was over before this read
-            conn = socket.socket(fileno=fds[0])
-            self.spares_failed = 0
-            status = self.reaped.pop(pid, None)
-            if status is not None:  # it ran and ended before this process read "took" (a loaded machine)
-                self._report(conn, status)
-            else:
-                self.workers[pid] = conn
-                self._watch_caller(sel, conn, pid)
-        else:  # it died without a caller (killed, out of memory, retired): reaped as an unknown child
-            for fd in fds:
-                os.close(fd)
-            if not retiring:
-                self.spares_failed += 1
-        self._fork_spare(sel)
-        return took
-
-    def _hint(self, sel: selectors.BaseSelector, line: socket.socket, pid: int) -> None:
-        """Read a worker's line; at its end (the command is over), load what the command used and renew the spare."""
-        try:
-            chunk = line.recv(1 << 16)
-        except BlockingIOError:
-            return
-        except OSError:
-            chunk = b""
-        if chunk and len(self.hints.get(pid, b"")) < HINT_MAX:
-            self.hints[pid] = self.hints.get(pid, b"") + chunk
-            return
-        with contextlib.suppress(KeyError, ValueError):
-            sel.unregister(line)
-        line.close()
-        used = parse_hint(self.hints.pop(pid, b""))
-        if used and not self.closing and not self.stopping:
-            self.to_warm.update(dict.fromkeys(used))
-            self.warm_due = time.monotonic() + WARM_DELAY
-
-    def _warm(self, sel: selectors.BaseSelector) -> None:
-        """Load what the last commands used, then renew the spare so that the next command finds it loaded."""
-        used, self.to_warm, self.warm_due = list(self.to_warm), {}, None
-        if not self.closing and not self.stopping:
-            kept = warm_store(used)
-            _log(2, f"kept {kept} of {len(used)} store files the last command read", who="server")
-            self._renew_spare(sel)
-
-    def _renew_spare(self, sel: selectors.BaseSelector) -> None:
-        """Replace the waiting spare by a fork of this process as it is now (holding what `warm_store` loaded).
-
-        The spare is asked to leave over its line; its line then ends, and `_spare_took` forks the next one as for
-        any spare gone unused (not counted as a failure). If a caller reached it first it says "took" and runs that
-        command: nothing is lost either way, as a spare leaves only from its wait, before it accepted anyone.
-        """
-        if self.spare is None:
-            self._fork_spare(sel)
-            return
-        pid, line = self.spare
-        self.retiring = pid
-        with contextlib.suppress(OSError):  # gone already: its line reads EOF all the same
-            line.sendall(b"retire")
-
-    def _private_fds(self) -> list[int]:
-        """The server's own fds, which a fork closes: its lock, its wake-up pipe, the pidfds of other callers."""
-        return [self.lock, self.wake_r, self.wake_w, *self.callers.values()]
 
     def _watch_caller(self, sel: selectors.BaseSelector, conn: socket.socket, worker_pid: int) -> None:
         """Kill the worker the moment its caller dies (a SIGKILLed `codexr` must not go on restoring).
@@ -398,6 +229,9 @@ class Server:
             os.close(pidfd)
 
     def _reap(self, sel: selectors.BaseSelector) -> None:
+        """Reap the workers that ended and tell each one's caller how (its wait status), then let go of it.
+
+        The status is what the caller goes by when the worker never said `exit` (killed by a signal)."""
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -408,69 +242,43 @@ class Server:
             self._forget_caller(sel, pid)
             conn = self.workers.pop(pid, None)
             if conn is not None:
-                self._report(conn, status)
-            else:  # the spare: maybe a worker already, whose "took" is still to be read
-                self.reaped[pid] = status
-                while len(self.reaped) > 64:
-                    self.reaped.pop(next(iter(self.reaped)))
-
-    @staticmethod
-    def _report(conn: socket.socket, status: int) -> None:
-        """Tell a caller how its worker ended (its wait status) and let go of the connection."""
-        with contextlib.suppress(OSError):
-            conn.sendall(b"status %d\n" % status)
-        conn.close()
+                with contextlib.suppress(OSError):
+                    conn.sendall(b"status %d\n" % status)
+                conn.close()
 
 
-# ------------------------------------------------------------------------------------------------------- worker
+# ------------------------------------------------------------------------------------------------------ worker
 
 
-def worker(conn: socket.socket | None, listener: socket.socket | None, ctrl: socket.socket | None,
-           inherited: list[socket.socket], fds: list[int]) -> NoReturn:
-    """Run one client's command in this fork of the server; never returns.
+def worker(conn: socket.socket, inherited: list[socket.socket], fds: list[int]) -> NoReturn:
+    """Run one caller's command in this fork of the server; never returns.
 
-    A spare (`conn` None) first takes the next connection from the listener itself and hands the server a copy
-    over `ctrl`. Whatever happens, the fork ends here: an exception must not unwind into the server's loop (a
-    second server), nor print a traceback on a caller's stderr (a caller killed right after connecting did,
-    soak --server).
+    Whatever happens, the fork ends here: an exception must not unwind into the server's loop (a second server),
+    nor print a traceback on a caller's stderr (a caller killed right after connecting did, soak --server).
     """
     code = 1
     try:
-        for other in inherited:  # other clients' connections: holding them would keep those clients waiting
+        for other in inherited:  # the listener, other callers' connections: holding them would keep those waiting
             other.close()
-        for fd in fds:
+        for fd in fds:  # the server's own: its lock, its wake-up pipe, other callers' pidfds
             os.close(fd)
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        if conn is None:
-            assert listener is not None and ctrl is not None
-            # A spare waits here, before any caller (no command waits for a fork), until a caller or its leave:
-            # the server renews it after loading a store (or the server is gone: its line ends).
-            memo.touch()  # the copies it would make during the command, made before it (memo.py)
-            waiting = select.poll()
-            waiting.register(listener, select.POLLIN)
-            waiting.register(ctrl, select.POLLIN)
-            if listener.fileno() not in {fd for fd, _event in waiting.poll()}:
-                os._exit(0)
-            conn, _ = listener.accept()
-            listener.close()
-            socket.send_fds(ctrl, [b"took"], [conn.fileno()])  # the server reports this worker's exit on it
-        code = _work(conn, ctrl)
+        code = _serve(conn)
     finally:
         os._exit(code & 0xFF)
 
 
-def _work(conn: socket.socket, ctrl: socket.socket | None) -> int:
-    """Take the caller's request and run it; the exit code. `ctrl`: the server's line (tell it what was loaded).
+def _serve(conn: socket.socket) -> int:
+    """Check the caller, take its request, run it; the exit code.
 
     The worker's own descriptors move to the top of its range first: a caller's low limit on open files
     (`ulimit -n 6`) then leaves the command the same descriptors free as in a process of its own.
     """
     conn = _high_socket(conn)
-    ctrl = _high_socket(ctrl) if ctrl is not None else None
-    log = _high(os.dup(2))  # the server's log: fd 2 becomes the client's stderr
+    log = _high(os.dup(2))  # the server's log: fd 2 becomes the caller's stderr
     try:
         _same_confinement(conn)  # before anything of the caller's is sent (its descriptors, its environment)
     except Exception as exc:
@@ -480,7 +288,7 @@ def _work(conn: socket.socket, ctrl: socket.socket | None) -> int:
     except OSError:
         return 0  # a probe (a test's) that connected and left: nothing to say
     try:
-        request = _take(conn, log)
+        request = _take(conn)
     except Exception as exc:
         return _refuse(conn, log, exc)
     try:
@@ -497,23 +305,29 @@ def _work(conn: socket.socket, ctrl: socket.socket | None) -> int:
     os.close(log)
     import threading
 
-    # A one-shot command allocates ~10^5 objects without cycles (maps of 11,000 files, freed by reference counts);
-    # the collector's passes over them cost ~75 ms CPU of a one-file restore (500 -> 430 ms, measured in-process).
-    # A long command (a Codex turn) gets the collector back after GC_AFTER_S (from the caller-watching thread).
-    gc.disable()
     threading.Thread(target=_watch_caller, args=(conn,), daemon=True, name="codexr-caller").start()
     code = _run(request)
-    if ctrl is not None:
-        with contextlib.suppress(OSError):
-            ctrl.sendall(hint_bytes(memo.take_used()[:HINT_FILES]))
     # Everything the command held is let go before the caller hears "exit" and ends (it does not wait for this
-    # process's teardown, ~6 ms for the server's address space): a lock held through an fd until exit would
-    # otherwise still be held when the next command starts.
+    # process's teardown): a lock held through an fd until exit would otherwise still be held when the next
+    # command starts.
     os.closerange(3, conn.fileno())
     os.closerange(conn.fileno() + 1, _fd_limit())
     with contextlib.suppress(OSError):
         conn.sendall(b"exit %d\n" % code)
     return code
+
+
+def _same_confinement(conn: socket.socket) -> None:
+    """Refuse a caller confined otherwise than the server: other credentials, groups, capabilities, namespaces,
+    seccomp filters, `no_new_privs`, root, cgroup or LSM label (app/confinement.py). A command runs here only as it
+    would in a process of the caller's own; else the caller runs it itself."""
+    peer = confinement.peer(conn)
+    if peer is None:
+        raise PermissionError("the caller's process could not be named or read (gone, not this user's to read, "
+                              "or a kernel without SO_PEERPIDFD, Linux 6.5)")
+    if OWN is None or peer[1] != OWN:
+        differ = sorted({f.split(":", 1)[0].split(" ", 1)[0] for f in set(peer[1]) ^ set(OWN or ())})
+        raise PermissionError(f"client {peer[0]} is confined otherwise than the server ({', '.join(differ)[:200]})")
 
 
 def _refuse(conn: socket.socket, log: int, exc: Exception) -> int:
@@ -534,36 +348,7 @@ def _hung_up(conn: socket.socket) -> bool:
         return True
 
 
-def _high(fd: int) -> int:
-    """`fd` moved to the top of this process's descriptor range (close-on-exec, as before)."""
-    import fcntl
-
-    top = max(3, _fd_limit() - 64)
-    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, top)
-    os.close(fd)
-    return moved
-
-
-def _high_socket(sock: socket.socket) -> socket.socket:
-    """`sock` on a descriptor at the top of the range (see `_high`)."""
-    moved = socket.socket(fileno=_high(sock.detach()))
-    return moved
-
-
-def _peer(conn: socket.socket) -> tuple[int, int]:
-    """The pid and uid of the process at the other end (SO_PEERCRED: as it was when it connected)."""
-    pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                           struct.calcsize("3i")))
-    return pid, uid
-
-
-def _log(fd: int, text: str, who: str = "worker") -> None:
-    """One line in the server's log (`<socket>.log`): which worker ran what for whom; never a prompt's text."""
-    with contextlib.suppress(OSError):
-        os.write(fd, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {who} {os.getpid()}: {text}\n".encode(errors="replace"))
-
-
-def _take(conn: socket.socket, log: int) -> dict[str, Any]:
+def _take(conn: socket.socket) -> dict[str, Any]:
     """Read the request and adopt the client's streams, directory, environment, umask, niceness and limits."""
     _pid, uid = _peer(conn)
     if uid != os.getuid():
@@ -601,17 +386,11 @@ def _take(conn: socket.socket, log: int) -> dict[str, Any]:
     return request
 
 
-def _same_confinement(conn: socket.socket) -> None:
-    """Refuse a caller confined otherwise than the server: other credentials, groups, capabilities, namespaces,
-    seccomp filters, `no_new_privs`, root, cgroup or LSM label (app/confinement.py). A command runs here only as it
-    would in a process of the caller's own; else the caller runs it itself."""
-    peer = confinement.peer(conn)
-    if peer is None:
-        raise PermissionError("the caller's process could not be named or read (gone, not this user's to read, "
-                              "or a kernel without SO_PEERPIDFD, Linux 6.5)")
-    if OWN is None or peer[1] != OWN:
-        differ = sorted({f.split(":", 1)[0].split(" ", 1)[0] for f in set(peer[1]) ^ set(OWN or ())})
-        raise PermissionError(f"client {peer[0]} is confined otherwise than the server ({', '.join(differ)[:200]})")
+def _peer(conn: socket.socket) -> tuple[int, int]:
+    """The pid and uid of the process at the other end (SO_PEERCRED: as it was when it connected)."""
+    pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                           struct.calcsize("3i")))
+    return pid, uid
 
 
 def _adopt(request: dict[str, Any], fds: list[int]) -> None:
@@ -652,19 +431,10 @@ def _text(fd: int, mode: str, encoding: str | None, errors: str | None, *, line_
 
 
 def _watch_caller(conn: socket.socket) -> None:
-    """If the caller is gone (its connection ends), die as it did: SIGKILL (the server does it first, by pidfd).
-
-    After GC_AFTER_S it turns the collector back on (one thread for both: a thread costs ~1 ms to start).
-    """
-    conn.settimeout(GC_AFTER_S)
+    """If the caller is gone (its connection ends), die as it did: SIGKILL (the server does it first, by pidfd)."""
     with contextlib.suppress(OSError):
-        while True:
-            try:
-                if not conn.recv(4096):  # the caller sends nothing: signals come straight to this pid
-                    break
-            except TimeoutError:
-                gc.enable()
-                conn.settimeout(None)
+        while conn.recv(4096):  # the caller sends nothing: signals come straight to this pid
+            pass
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -717,3 +487,27 @@ def _finish(code: int) -> int:
             if stream is sys.stdout:
                 code = 120
     return code
+
+
+# ----------------------------------------------------------------------------------------------------- helpers
+
+
+def _high(fd: int) -> int:
+    """`fd` moved to the top of this process's descriptor range (close-on-exec, as before)."""
+    import fcntl
+
+    top = max(3, _fd_limit() - 64)
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, top)
+    os.close(fd)
+    return moved
+
+
+def _high_socket(sock: socket.socket) -> socket.socket:
+    """`sock` on a descriptor at the top of the range (see `_high`)."""
+    return socket.socket(fileno=_high(sock.detach()))
+
+
+def _log(fd: int, text: str, who: str = "worker") -> None:
+    """One line in the server's log (`<socket>.log`): which worker ran what for whom; never a prompt's text."""
+    with contextlib.suppress(OSError):
+        os.write(fd, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {who} {os.getpid()}: {text}\n".encode(errors="replace"))

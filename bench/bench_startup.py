@@ -59,9 +59,9 @@ ROWS: list[tuple[str, str, str | None, float | None]] = [
     ("codex exec, on the capture tree", "codex.exec_tree", None, None),
     ("codexr exec, on the capture tree", "{tree}.exec_tree", "codex.exec_tree", None),
     ("git add -A + write-tree, unchanged", "git.unchanged", None, None),
-    ("codexr snapshots capture, unchanged", "{tree}.capture", "git.unchanged", 3.0),
+    ("codexr snapshots capture, unchanged", "{tree}.capture", "git.unchanged", 4.0),
     ("git read-tree -u --reset, 1 file", "git.restore1", None, None),
-    ("codexr snapshots restore --yes, 1 file", "{tree}.restore1", "git.restore1", 3.0),
+    ("codexr snapshots restore --yes, 1 file", "{tree}.restore1", "git.restore1", 4.0),
 ]
 
 
@@ -98,8 +98,8 @@ class Tree:
     snap_id: str = ""
 
     server: bool = False
-    """Whether this tree's commands may run in a resident server (the `codexr` tree; `cold` is the same
-    checkout with CODEXR_SERVER=0)."""
+    """Whether this tree's commands may run in a resident server (the `codexr` tree, and a baseline that has one;
+    `cold` is the same checkout with CODEXR_SERVER=0)."""
 
     def cmd(self, *args: str) -> list[str]:
         """`codexr ARGS` as the console script runs it: `python -m app` (app/launch.py) with cwd = the checkout (its
@@ -135,8 +135,9 @@ class Bench:
         self.trees = [Tree("codexr", REPO_ROOT, server=True)]
         if (REPO_ROOT / "app" / "launch.py").exists() and not args.no_cold:
             self.trees.append(Tree("cold", REPO_ROOT))
-        if args.baseline:
-            self.trees.append(Tree("baseline", Path(args.baseline).resolve()))
+        if args.baseline:  # through its own resident server when it has one: like is compared with like
+            base = Path(args.baseline).resolve()
+            self.trees.append(Tree("baseline", base, server=(base / "app" / "launch.py").exists()))
 
     # ---------------------------------------------------------------------------------------- setup
 
@@ -173,7 +174,7 @@ class Bench:
         if not any(tree.server for tree in self.trees) or not runtime.is_dir():
             return
         deadline = time.monotonic() + 120
-        while not list(runtime.glob("*.sock.pid")):
+        while len(list(runtime.glob("*.sock.pid"))) < sum(tree.server for tree in self.trees):
             if time.monotonic() > deadline:
                 raise SystemExit(f"no resident server came up in {runtime}: see its *.log")
             time.sleep(0.2)
