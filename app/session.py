@@ -252,7 +252,7 @@ class ThreadSummary:
     tracking: bool
     forked_from: str | None = None
     cwd: str = ""
-    source: str = ""  # who started it: codexr, cli, exec, vscode, app-server, ...
+    source: str = ""  # who started it, in app/vocab.py's words: codexr, CLI, exec, IDE, app-server, ...
     rewound_before: int | None = None  # a fork made by a rewind: the origin's prompt it went back before
 
     @property
