@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .context import Context, UsageError
-from .lines import plan_lines, show_path, since_rewind_lines, thread_counts
+from .lines import plan_lines, restored_counts, retry_line, show_path, since_rewind_lines, thread_counts
 from .snapshot_cmds import print_plan, restore_exit
 from .vocab import RewindMode
 
@@ -124,10 +124,9 @@ def retry_notices() -> Callable[[str, dict[str, Any]], None]:
             return
         err = params.get("error")
         err = err if isinstance(err, dict) else {"message": str(err)}
-        text = " ".join(str(err.get("message") or "retrying").split())
-        details = " ".join(str(err.get("additionalDetails") or "").split())
-        line = f"codexr: Codex retries: {text}" + (f" ({details})" if details and details not in text else "")
-        if "waiting for network" in text and not waiting_said:
+        message = " ".join(str(err.get("message") or "").split())
+        line = "codexr: " + retry_line(message, str(err.get("additionalDetails") or ""))
+        if "waiting for network" in message and not waiting_said:
             waiting_said = True
             line += "; it cannot reach the model provider and keeps waiting without a limit: Ctrl+C stops"
         print(line, file=sys.stderr, flush=True)
@@ -238,7 +237,7 @@ def _print_rewind(res: RewindResult) -> None:
         print(f"safety snapshot {res.safety_id}")
     if res.restore is not None:
         r = res.restore
-        print(f"files: {len(r.written)} written, {len(r.deleted)} deleted, {len(r.left)} left alone")
+        print(f"files: {restored_counts(r)}")
         for a in r.left:
             print(f"  left {show_path(a.path)}  ({a.reason})")
     elif res.no_snapshot_reason:

@@ -13,7 +13,7 @@ from .context_window import context_detail
 from .permissions import matching_preset
 
 if TYPE_CHECKING:  # light on purpose: every `codexr` command imports this module (bench_startup.py)
-    from snapshot_store import RestorePlan
+    from snapshot_store import RestorePlan, RestoreResult
 
     from .events import Status
     from .session import ThreadSummary
@@ -80,6 +80,13 @@ def thread_counts(t: ThreadSummary) -> str:
     return f"{prompts}, {cover}{redo}"
 
 
+def retry_line(message: str, details: str = "") -> str:
+    """Codex retrying a failing provider by itself: `Codex retries: Reconnecting... 2/5 (details)`."""
+    text = " ".join(message.split()) or "retrying"
+    details = " ".join(details.split())
+    return f"Codex retries: {text}" + (f" ({details})" if details and details not in text else "")
+
+
 def since_rewind_lines(changed: list[str], turns: int, indent: str = "") -> list[str]:
     """What a redo would overwrite: the files changed since the rewind, and the prompts sent on the fork since."""
     out = []
@@ -89,6 +96,11 @@ def since_rewind_lines(changed: list[str], turns: int, indent: str = "") -> list
     if turns:
         out.append(f"{indent}{plural(turns, 'prompt')} sent on this fork since the rewind (it stays as it is)")
     return out
+
+
+def restored_counts(res: RestoreResult) -> str:
+    """What a restore, rewind or redo did to the files: `2 written, 1 deleted, 0 left alone`."""
+    return f"{len(res.written)} written, {len(res.deleted)} deleted, {len(res.left)} left alone"
 
 
 def plan_lines(plan: RestorePlan, indent: str = "", after: Mapping[str, str] | None = None) -> list[str]:

@@ -59,7 +59,17 @@ from .events import (
     short_thread,
 )
 from .images import check_images, image_label, pasted_image, with_labels
-from .lines import plan_lines, plural, settings_lines, show_path, since_rewind_lines, status_lines, thread_counts
+from .lines import (
+    plan_lines,
+    plural,
+    restored_counts,
+    retry_line,
+    settings_lines,
+    show_path,
+    since_rewind_lines,
+    status_lines,
+    thread_counts,
+)
 from .permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, find_preset, matching_preset
 from .session import RedoResult, SessionOptions
 from .snapshot_cmds import when
@@ -334,7 +344,7 @@ class Printer:
         elif isinstance(ev, FileChanges):
             self._file_changes(ev)
         elif isinstance(ev, ErrorNotice):
-            self.line(f"error: {clean(ev.message)}" + (" (Codex retries)" if ev.will_retry else ""))
+            self.line(f"warning: {retry_line(clean(ev.message))}" if ev.will_retry else f"error: {clean(ev.message)}")
         elif isinstance(ev, TokenUsage):
             self.tokens = ev.last_total
         elif isinstance(ev, TurnFinished):
@@ -778,8 +788,7 @@ class LineMode:
         res = self.blocking(lambda: self.driver.rewind(to, mode))
         self.drain()
         if res.restore is not None:
-            r = res.restore
-            self.printer.line(f"rewound: {len(r.written)} written, {len(r.deleted)} deleted, {len(r.left)} left alone")
+            self.printer.line(f"rewound: {restored_counts(res.restore)}")
         if res.safety_id:
             self.printer.line(f"safety snapshot {res.safety_id[:12]}; /redo undoes this rewind")
         self.printer.line(f"prompt {res.to_prompt} is back at the prompt: edit it and press Enter, or clear it")
@@ -802,7 +811,7 @@ class LineMode:
         done = self.blocking(self.driver.redo)
         self.drain()
         if done.restore is not None:
-            p.line(f"redone: {len(done.restore.written)} written, {len(done.restore.deleted)} deleted")
+            p.line(f"redone: {restored_counts(done.restore)}")
         self.composer = ""
 
     def new(self, args: list[str]) -> None:

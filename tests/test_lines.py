@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.lines import since_rewind_lines, thread_counts
+from app.lines import retry_line, since_rewind_lines, thread_counts
 from app.session import ThreadSummary
 
 
@@ -16,3 +16,17 @@ def test_one_prompt_and_one_file_are_singular_in_threads_and_redo() -> None:
         "  1 file changed since the rewind (the safety snapshot keeps them):", "    a.txt",
         "  1 prompt sent on this fork since the rewind (it stays as it is)"]
     assert since_rewind_lines([], 0) == []
+
+
+def test_codex_retrying_reads_the_same_in_line_mode_and_exec() -> None:
+    """Line mode said `error: X (Codex retries)` where `codexr exec` said `codexr: Codex retries: X`."""
+    import io
+
+    from app.events import ErrorNotice
+    from app.plain import Printer
+
+    out = io.StringIO()
+    Printer(out).show(ErrorNotice("Reconnecting... 2/5", True))
+    assert out.getvalue() == "warning: Codex retries: Reconnecting... 2/5\n"
+    assert retry_line("Reconnecting... 2/5", "stream disconnected") == (
+        "Codex retries: Reconnecting... 2/5 (stream disconnected)")
