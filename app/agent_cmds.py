@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .context import Context, UsageError
 from .lines import plan_lines, restored_counts, retry_line, show_path, since_rewind_lines, thread_counts
 from .snapshot_cmds import print_plan, restore_exit
-from .vocab import RewindMode
+from .vocab import CONVERSATION_MODES, RewindMode
 
 if TYPE_CHECKING:  # the SDK import costs ~0.5 s: only commands that start Codex pay it
     from .session import ApprovalRequest, RedoPreview, RewindPreview, RewindResult, Session, SessionOptions
@@ -228,7 +228,7 @@ def _print_rewind(res: RewindResult) -> None:
                 print(line)
         if res.no_snapshot_reason:
             print(f"files: left as they are ({res.no_snapshot_reason}: conversation only)")
-        if RewindMode(res.mode).restores_conversation:
+        if res.mode in CONVERSATION_MODES:
             print("the conversation would continue on a fork ending just before that prompt")
         print(f"prompt {res.to_prompt}: {res.prompt}")
         return

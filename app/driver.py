@@ -56,7 +56,7 @@ from .session import (
 )
 from .translate import notification_events, turn_events
 from .turn_settings import ModelInfo
-from .vocab import RewindMode
+from .vocab import CONVERSATION_MODES, RewindMode
 
 Emit = Callable[[Any], None]
 LOGIN_WORDS = ("login", "log in", "api key", "apikey", "unauthorized", "401", "auth")
@@ -621,7 +621,7 @@ class Driver:
             if self.thread_id is None:
                 raise SessionError("nothing to rewind: no prompt was sent yet")
             res = s.rewind(self.thread_id, to, mode, confirm=lambda _p: True)
-            where = ("files restored to before prompt" if not RewindMode(mode).restores_conversation
+            where = ("files restored to before prompt" if mode not in CONVERSATION_MODES
                      else "conversation forked before prompt")
             self.load(res.thread_id, reason=f"{where} {res.to_prompt}", composer=res.prompt)
             return res

@@ -74,7 +74,7 @@ from .permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, fin
 from .session import RedoResult, SessionOptions
 from .snapshot_cmds import when
 from .translate import file_diffs, short_command
-from .vocab import RewindMode
+from .vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
 
 T = TypeVar("T")
 PROMPT = "codexr> "
@@ -778,9 +778,9 @@ class LineMode:
         why = getattr(preview.result, "no_snapshot_reason", None)
         if why:
             self.printer.line(f"  {why}: the rewind is conversation only")
-        if mode.restores_files:
+        if mode in FILE_MODES:
             self.print_plan(preview)
-        if mode.restores_conversation:
+        if mode in CONVERSATION_MODES:
             self.printer.line(f"  the conversation continues on a fork that ends just before prompt {to}")
         if not self.confirm("rewind", preview):
             self.printer.line("no rewind: nothing changed")

@@ -44,7 +44,7 @@ from .sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord
 from .thread_label import rewound_before, thread_label
 from .translate import is_prompt_turn, is_sub_turn
 from .turn_settings import ModelInfo, TurnSettings, model_info
-from .vocab import CLIENT_NAME, SESSION_KINDS, RewindMode, source_label
+from .vocab import CLIENT_NAME, CONVERSATION_MODES, FILE_MODES, SESSION_KINDS, RewindMode, source_label
 from .workspace_lock import LastThread, SessionLock
 
 APPROVAL_METHODS = {
@@ -883,7 +883,7 @@ class Session:
         side = self.sidecars.load(thread_id)
         prompts = self.prompts(thread_id)
         target = self.resolve_prompt(prompts, to)
-        files = RewindMode(mode).restores_files
+        files = mode in FILE_MODES
         why = target.no_snapshot_reason()
         if files and why is not None:
             raise SessionError(f"{why}; rewind the conversation only with --conversation-only")
@@ -924,7 +924,7 @@ class Session:
                 plan = shown["plan"] = merged_plan(plan, out.plan if out else None, targets)
             if confirm is not None and not confirm(RewindPreview(thread_id, target.number, target.text, mode, plan)):
                 return False
-            forks = RewindMode(mode).restores_conversation
+            forks = mode in CONVERSATION_MODES
             new_thread = self._fork_before(thread_id, target, prompts) if forks else thread_id
             try:
                 self._record_rewind(side, new_thread, thread_id, target, prompts, mode,
@@ -1014,7 +1014,7 @@ class Session:
                        prompts: list[Prompt], mode: str, safety_id: str | None, target_snapshot: str | None,
                        outside_safety: str | None, outside_target: str | None) -> None:
         """Save the redo entry on the destination thread before any file changes (it pins the safeties)."""
-        files = RewindMode(mode).restores_files
+        files = mode in FILE_MODES
         entry = RedoEntry(origin_thread=origin, mode=mode, safety_id=safety_id,
                           target_snapshot=target_snapshot if files else None, to_prompt=target.number,
                           prompt=target.text, origin_turns=len(prompts), outside_safety_id=outside_safety,
@@ -1111,7 +1111,7 @@ class Session:
         # On a fork, prompts past the shared ones are new; on the same thread (files-only), past the old count.
         base = entry.to_prompt - 1 if entry.origin_thread != thread_id else entry.origin_turns
         turns_since = max(0, len(self.prompts(thread_id)) - base)
-        files = RewindMode(entry.mode).restores_files and entry.safety_id is not None
+        files = entry.mode in FILE_MODES and entry.safety_id is not None
         if files and entry.safety_id and self.store.exists(entry.safety_id):
             self._same_workspace(self.store.record(entry.safety_id).root, "redo")
         known = self.recorder.known_paths(side)
@@ -1128,7 +1128,7 @@ class Session:
                 restore = merged_result(ws_res, plan, None, out_plan, None)
                 changed = self._changed_since_rewind(entry, ws_res.plan) + self._changed_outside(entry, out_prep)
             return RedoResult(entry.origin_thread, thread_id, entry.mode, None, changed, turns_since, restore, True)
-        if RewindMode(entry.mode).restores_conversation and entry.origin_thread != thread_id:
+        if entry.mode in CONVERSATION_MODES and entry.origin_thread != thread_id:
             self.resume_thread(entry.origin_thread)
         seen: dict[str, list[str]] = {}
         outside: dict[str, StatesRestore] = {}
@@ -1192,7 +1192,7 @@ class Session:
                 lambda s: s.history.append({"event": "redone", "from": thread_id, "at": time.time(),
                                             "safety_id": safety}),
                 new=lambda: self.sidecar(entry.origin_thread))
-        self.mark_used(entry.origin_thread if RewindMode(entry.mode).restores_conversation else thread_id)
+        self.mark_used(entry.origin_thread if entry.mode in CONVERSATION_MODES else thread_id)
         self.collect_later()
         return RedoResult(entry.origin_thread, thread_id, entry.mode, safety, seen["changed"], turns_since, restore)
 

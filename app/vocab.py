@@ -16,19 +16,15 @@ class RewindMode(StrEnum):
     CONVERSATION = "conversation"
 
     @property
-    def restores_files(self) -> bool:
-        """The workspace goes back too."""
-        return self is not RewindMode.CONVERSATION
-
-    @property
-    def restores_conversation(self) -> bool:
-        """The thread goes back too (a fork before the prompt)."""
-        return self is not RewindMode.FILES
-
-    @property
     def words(self) -> str:
         """How the front ends name it: `files and conversation`, `files only`, `conversation only`."""
         return {"both": "files and conversation", "files": "files only", "conversation": "conversation only"}[self]
+
+
+FILE_MODES = (RewindMode.BOTH, RewindMode.FILES)
+"""The modes that restore the workspace (a mode read back from a sidecar is compared, never converted)."""
+CONVERSATION_MODES = (RewindMode.BOTH, RewindMode.CONVERSATION)
+"""The modes that take the conversation back (a fork before the prompt)."""
 
 
 class Source(StrEnum):
