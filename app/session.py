@@ -655,8 +655,9 @@ class Session:
             except StoreError as exc:
                 self._notice("codexr/gcFailed", {"message": str(exc)})
 
-        self._gc_thread = threading.Thread(target=run, daemon=True, name="codexr-gc")
-        self._gc_thread.start()
+        thread = threading.Thread(target=run, daemon=True, name="codexr-gc")
+        thread.start()  # before it is published: close() on another thread joins only a started thread
+        self._gc_thread = thread
 
     def _continuing_notice(self, thread_id: str, side: ThreadSidecar) -> str | None:
         """The one line said when codexr first sends a prompt on a thread another Codex client ran.

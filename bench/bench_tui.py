@@ -11,8 +11,8 @@ rounds; no PASS is a promise on another machine.
 
 * first frame: exec of the `codexr` console script (scratch CODEX_HOME without a login, scratch
   workspace) until the composer's placeholder is on screen (codexr: its splash, drawn before Textual
-  loads); then three keys typed at once until the composer shows them (the app is live and kept what
-  was typed under the splash). Codex starts in a worker after the frame.
+  loads); then three keys typed at once until the composer shows them (since issue 20 the splash draws
+  them itself; the live app shows them later, see the live session). Codex starts in a worker after the frame.
 * keystroke echo: `codexr replay LOG` of `tui_log.session_log()` (500 turns, 20 MB of command output)
   vs `codexr replay` of an empty log vs bare Textual: send one character, wait until the composer
   shows everything typed so far.
@@ -21,6 +21,12 @@ rounds; no PASS is a promise on another machine.
   blocks) whenever blocks were folded away, until the first prompt is on screen; each key timed until
   the screen is quiet; vs Page Up in a bare Textual VerticalScroll (an empty transcript cannot scroll).
 * resuming: headless, the time to draw a 500-turn thread (Transcript.reset) vs a 1-turn thread.
+* live session (issue 20 §2): codexr (the real pinned Codex against the scripted model on 127.0.0.1, a scratch
+  CODEX_HOME) and the official TUI (the pinned `codex` binary run interactively on the same kind of CODEX_HOME)
+  in the same interleaved rounds, each a fresh process: a word typed at spawn until the composer shows it; two
+  prompts, Enter on the second until its answer is on screen; codexr only: a third prompt, then Ctrl+R until
+  the picker lists the prompts (twice); then a prompt whose command prints 20 lines/s for 8 s, and one key at a
+  time until the composer shows it. Screens are read with pyte (see ScreenApp).
 """
 
 from __future__ import annotations
@@ -32,11 +38,13 @@ import json
 import os
 import platform
 import re
+import shlex
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from math import nan
 from pathlib import Path
 from typing import Any
 
@@ -430,6 +438,287 @@ def resume_draw(sc: Scratch, rounds: int) -> dict[str, Any]:
     return {"samples": samples, "median": med, "ratio": med["500"] / med["1"]}
 
 
+# ------------------------------------------------------------------------------------------ a live session
+# (issue 20 §2) The real app with the real pinned Codex against the scripted model, next to the official TUI (the
+# pinned Codex binary run interactively on the same kind of scratch CODEX_HOME), in the same interleaved rounds.
+# What is on screen is read with pyte (a VT100 emulator): a diff-painting TUI (the official one) redraws single
+# cells, so the typed text never appears contiguously in the raw output the way Textual's line repaints do.
+
+MARK = "ZQXJ"  # typed characters; no screen text of either app contains them in this order
+LAUNCH_WORD = "ZQXJW"
+STREAM_LINES_PER_S = 20
+STREAM_SECONDS = 8.0  # under exec_command's 10 s yield, so the command streams inside its turn
+KEY_GAP_S = 0.1  # between a key's echo and the next key
+LIVE_TARGETS = {"echo_median": 0.030, "echo_p99": 0.100, "launch": 0.5, "enter": 0.2, "picker": 0.3}
+
+
+STREAM_SCRIPT = f"""import sys, time
+t = time.time()
+for i in range({int(STREAM_LINES_PER_S * STREAM_SECONDS)}):
+    print(f"{{sys.argv[1]}} stream line {{i:04d}}: tests/test_module.py::test_case_{{i}} PASSED", flush=True)
+    time.sleep(max(0.0, t + (i + 1) / {STREAM_LINES_PER_S} - time.time()))
+"""
+
+
+def stream_command(tag: str) -> str:
+    """A shell command printing STREAM_LINES_PER_S lines a second for STREAM_SECONDS, on a schedule (a script in
+    the workspace, so the command is one short line on screen)."""
+    return f"{shlex.quote(sys.executable)} stream_lines.py {tag}"
+
+
+class ScreenApp:
+    """One TUI in a pseudo-terminal whose output is played into a pyte screen (which also answers the app's
+    cursor-position queries, as a terminal does)."""
+
+    def __init__(self, kind: str, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        import pyte
+
+        self.kind = kind  # "codexr" | "official"
+        self.prefix = "│ " if kind == "codexr" else "\u203a "  # how the composer's line starts (a box; a quote mark)
+        self.screen = pyte.Screen(SIZE[0], SIZE[1])
+        self.stream = pyte.ByteStream(self.screen)
+        self.t0 = self.arrived = time.monotonic()
+        self.child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(cwd), dimensions=(SIZE[1], SIZE[0]),
+                                   timeout=None)
+        self.child.delaybeforesend = None
+        self.screen.write_process_input = lambda data: self.child.send(data.encode())
+
+    def send(self, data: str) -> None:
+        self.child.send(data.encode())
+
+    def _read(self, timeout: float) -> None:
+        """Play what the app wrote into the screen; `arrived` is when it was read (pyte takes ~1.5 ms a KB here, a
+        terminal next to nothing: a full repaint's 100 KB would otherwise count ~150 ms of pyte against the app)."""
+        try:
+            data = self.child.read_nonblocking(1 << 20, timeout=timeout)
+        except pexpect.TIMEOUT:
+            return
+        except pexpect.EOF as exc:
+            raise RuntimeError(f"{self.kind} exited; the screen shows:\n{self.text()}") from exc
+        self.arrived = time.monotonic()
+        self.stream.feed(data)
+
+    def lines(self) -> list[str]:
+        return [ln.rstrip() for ln in self.screen.display]
+
+    def text(self) -> str:
+        return "\n".join(ln for ln in self.lines() if ln)
+
+    def wait(self, cond: Callable[[], object], what: str, timeout: float = 60.0) -> float:
+        """Seconds since spawn when the output that makes `cond()` hold for the screen arrived."""
+        deadline = time.monotonic() + timeout
+        self.arrived = time.monotonic()  # already true: now
+        while not cond():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{self.kind}: {what} not on screen within {timeout:.0f}s; it shows:\n{self.text()}")
+            self._read(min(left, 0.2))
+        return self.arrived - self.t0
+
+    def shows(self, text: str) -> bool:
+        return any(text in ln for ln in self.lines())
+
+    def composer_is(self, typed: str) -> bool:
+        """The composer's line holds exactly `typed`."""
+        want = self.prefix + typed
+        return any(ln.strip().rstrip("│").rstrip() == want.rstrip() for ln in self.lines())
+
+    def composer_has_mark(self) -> bool:
+        return any(ln.strip().startswith(self.prefix + MARK[0]) for ln in self.lines())
+
+    def settle(self, quiet: float = 0.3, limit: float = 5.0) -> None:
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            try:
+                self.stream.feed(self.child.read_nonblocking(1 << 20, timeout=quiet))
+            except pexpect.TIMEOUT:
+                return
+
+    def ready(self) -> bool:
+        """Ready for a prompt: codexr's status bar says Codex is idle; the official TUI shows its model line under
+        the composer and no running turn."""
+        if self.kind == "codexr":
+            return self.shows("○ idle")
+        return self.shows("GPT-5.5") and not self.shows("esc to interrupt")
+
+    def timed(self, data: str, cond: Callable[[], object], what: str, timeout: float = 30.0) -> float:
+        """Seconds from writing `data` until the output that makes `cond()` hold arrived."""
+        t = time.monotonic()
+        self.send(data)
+        return self.wait(cond, what, timeout) + self.t0 - t
+
+    def timed_key(self, typed: str, ch: str) -> float:
+        return self.timed(ch, lambda: self.composer_is(typed + ch), f"the key {ch!r} in the composer", 10)
+
+    def clear(self, typed: str) -> None:
+        self.send("\x7f" * len(typed))
+        self.wait(lambda: not self.composer_has_mark(), "an empty composer", 10)
+
+    def type_text(self, text: str) -> None:
+        """Type `text` a key at a time, as a person does (a burst would be a paste to either app)."""
+        for ch in text:
+            self.send(ch)
+            time.sleep(0.02)
+        self.wait(lambda: self.composer_is(text), f"{text!r} in the composer", 30)
+
+    def prompt(self, text: str, answer: str) -> float:
+        """Type `text`, let the composer show it, Enter; seconds from Enter until `answer` is on screen."""
+        self.type_text(text)
+        time.sleep(0.4)  # typing and Enter in one burst is a paste to the official TUI (and to codexr)
+        self.settle(0.1, 1.0)
+        took = self.timed("\r", lambda: self.shows(answer), f"the answer {answer!r}", 60)
+        self.wait(self.ready, "the end of the turn", 60)
+        return took
+
+    def quit(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.kind == "codexr":
+                self.send("\x11")
+            else:
+                self.send("\x03")
+                time.sleep(0.3)
+                self.send("\x03")
+            self.child.expect(pexpect.EOF, timeout=20)
+        if self.child.isalive():
+            self.child.terminate(force=True)
+        self.child.close()
+
+
+class LiveSetup:
+    """The scripted model, one scratch CODEX_HOME and workspace per app, and how to start each app."""
+
+    def __init__(self, base: Path, model: Any) -> None:
+        from app.codex_bin import pinned_path
+        from app.scripted_model import message, write_codex_home
+
+        self.model = model
+        self.dirs: dict[str, tuple[Path, Path]] = {}
+        self.env: dict[str, dict[str, str]] = {}
+        for kind in ("codexr", "official"):
+            home, ws = base / f"live-{kind}-home", base / f"live-{kind}-ws"
+            ws.mkdir()
+            for i in range(20):
+                (ws / f"module_{i}.py").write_text(f"def f_{i}():\n    return {i}\n")
+            (ws / "stream_lines.py").write_text(STREAM_SCRIPT)
+            env = dict(os.environ, **write_codex_home(home, model.base_url), TERM="xterm-256color",
+                       COLORTERM="truecolor", NO_PROXY="127.0.0.1,localhost",
+                       PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+            for var in ("NO_COLOR", "TEXTUAL", "COLUMNS", "LINES", "CODEXR_SERVER"):
+                env.pop(var, None)
+            if kind == "official":  # what it writes itself once the user answered "Use existing model" (its
+                # model announcement would otherwise come first at every start)
+                with (home / "config.toml").open("a") as f:
+                    f.write('\n[tui]\nscreen_reader_detection_done = true\n\n[notice.model_migrations]\n'
+                            '"gpt-5.5" = "gpt-6-sol"\n')
+            self.dirs[kind], self.env[kind] = (home, ws), env
+        self.codex = str(pinned_path())
+        for i, word in enumerate(("first", "second", "third"), 1):
+            model.script(f"bench-{word}", [message(f"answer number {i} of the bench")])
+
+    def argv(self, kind: str) -> list[str]:
+        if kind == "codexr":
+            exe = Path(sys.executable).with_name("codexr")
+            return [str(exe) if exe.exists() else sys.executable, *([] if exe.exists() else ["-m", "app.cli"]),
+                    "-C", str(self.dirs[kind][1])]
+        return [self.codex, "-C", str(self.dirs[kind][1])]
+
+    def spawn(self, kind: str) -> ScreenApp:
+        return ScreenApp(kind, self.argv(kind), self.env[kind], self.dirs[kind][1])
+
+    def warm_up(self, kind: str) -> None:
+        """First start on a fresh CODEX_HOME: Codex installs its skills; the official TUI asks about a new model."""
+        app = self.spawn(kind)
+        try:
+            app.wait(lambda: app.ready() or app.shows("Use existing model"), "the first screen", 60)
+            if app.shows("Use existing model"):
+                app.send("2")
+                time.sleep(0.2)
+                app.send("\r")
+            app.wait(app.ready, "the composer", 60)
+            app.settle(0.5)
+        finally:
+            app.quit()
+
+
+def live_round(setup: LiveSetup, kind: str, r: int, keys: dict[str, list[float]], out: dict[str, list[float]]) -> None:
+    from app.scripted_model import message, shell
+
+    app = setup.spawn(kind)
+    try:
+        # a word typed at launch, on screen in the composer
+        app.send(LAUNCH_WORD)
+        out["launch"].append(app.wait(lambda: app.composer_is(LAUNCH_WORD), "the word typed at launch", 60))
+        if kind == "codexr":  # codexr's splash shows it first: when the live app (its footer) shows it too
+            out["launch_live"].append(app.wait(lambda: app.shows("palette") and app.composer_is(LAUNCH_WORD),
+                                               "the live app", 60))
+        app.wait(app.ready, "Codex started", 60)
+        app.clear(LAUNCH_WORD)
+        # Enter -> the answer of the second prompt
+        app.prompt("bench-first prompt", "answer number 1 of the bench")
+        out["enter"].append(app.prompt("bench-second prompt", "answer number 2 of the bench"))
+        if kind == "codexr":  # the rewind picker on a thread of three prompts
+            app.prompt("bench-third prompt", "answer number 3 of the bench")
+            for _ in range(2):
+                app.settle(0.3)
+                t = time.monotonic()
+                out["picker"].append(app.timed("\x12", lambda: app.shows("[snapshot]  bench-third prompt"),
+                                               "the picker's rows"))
+                app.wait(lambda: app.shows("prompt 3 · files and conversation"), "the picker's plan", 30)
+                out["picker_plan"].append(app.arrived - t)
+                app.send("\x1b")
+                app.wait(lambda: not app.shows("Rewind — choose"), "the picker to close", 30)
+        # keystroke echo while a command prints STREAM_LINES_PER_S lines a second
+        tag = f"s{r}{kind[0]}"
+        setup.model.script(f"bench-stream-{tag}", [shell(stream_command(tag)), message(f"stream {tag} finished")])
+        app.type_text(f"bench-stream-{tag} go")
+        time.sleep(0.4)
+        app.settle(0.1, 1.0)
+        app.send("\r")
+        started = time.monotonic()
+        if kind == "codexr":
+            app.wait(lambda: app.shows(f"{tag} stream line"), "the command's output", 60)
+        else:
+            app.wait(lambda: app.shows("Working") or app.shows("background terminal"), "the turn", 60)
+            time.sleep(0.5)  # the official TUI shows a command's output when it ends: give it time to start
+        typed = ""
+        while time.monotonic() - started < STREAM_SECONDS - 1.0:
+            ch = MARK[len(typed) % len(MARK)]
+            keys[kind].append(app.timed_key(typed, ch))
+            typed += ch
+            time.sleep(KEY_GAP_S)
+        app.clear(typed)
+        app.wait(lambda: app.shows(f"stream {tag} finished"), "the end of the stream turn", 60)
+        app.wait(app.ready, "the end of the stream turn", 60)
+    finally:
+        app.quit()
+
+
+def live_session(base: Path, rounds: int) -> dict[str, Any]:
+    """Launch, Enter, Ctrl+R and keystroke echo while a command streams: codexr vs the official TUI."""
+    from app.scripted_model import ScriptedModel
+
+    kinds = ("codexr", "official")
+    keys: dict[str, list[float]] = {k: [] for k in kinds}
+    out: dict[str, dict[str, list[float]]] = {
+        k: {"launch": [], "launch_live": [], "enter": [], "picker": [], "picker_plan": []} for k in kinds}
+    with ScriptedModel() as model:
+        setup = LiveSetup(base, model)
+        for kind in kinds:
+            setup.warm_up(kind)
+        for r in range(rounds):
+            for kind in (kinds if r % 2 == 0 else tuple(reversed(kinds))):
+                live_round(setup, kind, r, keys, out[kind])
+            log(f"  live round {r + 1}/{rounds}: " + "; ".join(
+                f"{k}: launch {out[k]['launch'][-1]:.2f}s, enter {out[k]['enter'][-1]:.2f}s, keys "
+                f"{1000 * median(keys[k][-10:]):.0f}ms" + (f", picker {out[k]['picker'][-1]:.2f}s" if out[k]['picker']
+                                                             else "") for k in kinds))
+    res: dict[str, Any] = {"keys": keys, "samples": out, "targets": LIVE_TARGETS, "rate": STREAM_LINES_PER_S}
+    res["echo"] = {k: {"median": median(v), "p90": pct(v, 0.9), "p99": pct(v, 0.99), "max": max(v) if v else nan}
+                   for k, v in keys.items()}
+    res["median"] = {k: {m: median(v) for m, v in out[k].items()} for k in kinds}
+    return res
+
+
 # ------------------------------------------------------------------------------------------ report
 
 
@@ -440,7 +729,7 @@ def report(res: dict[str, Any]) -> str:
         m = ff["median"]
         lm = ff["live_median"]
         out += ["first frame (exec -> composer on screen; codexr: its splash), then a key typed at once -> shown "
-                f"by the live app, median of {len(ff['samples']['codexr'])} rounds:",
+                f"(codexr: by its splash), median of {len(ff['samples']['codexr'])} rounds:",
                 f"  bare Textual app   frame {m['bare']:.3f} s   key shown {lm['bare']:.3f} s",
                 f"  codexr             frame {m['codexr']:.3f} s   key shown {lm['codexr']:.3f} s   ratios "
                 f"{ff['ratio_median']:.2f}x / {ff['live_ratio_median']:.2f}x   "
@@ -474,6 +763,32 @@ def report(res: dict[str, Any]) -> str:
                 f"  jumps in the transcript: End (the newest blocks) {1000 * sc['end_s']:.0f} ms, Home (the first "
                 f"prompt, window moved there) {1000 * sc['home_s']:.0f} ms, first prompt on screen: "
                 f"{sc['home_reached']}", ""]
+    lv = res.get("live")
+    if lv:
+        e, m, tg = lv["echo"], lv["median"], lv["targets"]
+        n_rounds = len(lv["samples"]["codexr"]["launch"])
+
+        def ms(x: float) -> str:
+            return f"{1000 * x:.0f}"
+
+        out += [f"a live session (the real Codex, the scripted model; median of {n_rounds} interleaved rounds):",
+                f"  keystroke echo while a command prints {lv['rate']} lines/s (median / p90 / p99 / max ms, "
+                f"{len(lv['keys']['codexr'])} / {len(lv['keys']['official'])} keys):"]
+        for k in ("codexr", "official"):
+            out.append(f"    {k:<9} {ms(e[k]['median'])} / {ms(e[k]['p90'])} / {ms(e[k]['p99'])} / {ms(e[k]['max'])}")
+        echo_ok = e["codexr"]["median"] <= tg["echo_median"] and e["codexr"]["p99"] <= tg["echo_p99"]
+        out += [f"    ratio codexr / official (median) {e['codexr']['median'] / e['official']['median']:.1f}x; target "
+                f"median <= {ms(tg['echo_median'])} ms, p99 <= {ms(tg['echo_p99'])} ms: "
+                f"{'PASS' if echo_ok else 'MISS'}",
+                f"  a word typed at launch, in the composer: codexr {m['codexr']['launch']:.2f} s (the live app "
+                f"shows it at {m['codexr']['launch_live']:.2f} s), official {m['official']['launch']:.2f} s; target "
+                f"{tg['launch']} s: {'PASS' if m['codexr']['launch'] <= tg['launch'] else 'MISS'}",
+                f"  Enter -> the answer, second prompt: codexr {m['codexr']['enter']:.2f} s, official "
+                f"{m['official']['enter']:.2f} s; target {tg['enter']} s: "
+                f"{'PASS' if m['codexr']['enter'] <= tg['enter'] else 'MISS'}",
+                f"  Ctrl+R -> the picker's rows (three prompts): codexr {m['codexr']['picker']:.2f} s (its plan "
+                f"{m['codexr']['picker_plan']:.2f} s); target {tg['picker']} s: "
+                f"{'PASS' if m['codexr']['picker'] <= tg['picker'] else 'MISS'}", ""]
     rd = res.get("resume")
     if rd:
         out += ["drawing a resumed thread (headless Transcript.reset until settled), median:",
@@ -492,7 +807,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--scroll-seconds", type=float, default=180.0, help="give up scrolling after this long")
     p.add_argument("--bare-blocks", type=int, default=100,
                    help="Statics in the bare scroll baseline (default 100: as many as the transcript mounts)")
-    p.add_argument("--only", default="frame,keys,scroll,resume", help="comma-separated parts (default all)")
+    p.add_argument("--live-rounds", type=int, default=5, help="rounds of the live session (default 5)")
+    p.add_argument("--only", default="frame,keys,scroll,resume,live", help="comma-separated parts (default all)")
     p.add_argument("--json", type=Path, help="write every sample as JSON")
     return p.parse_args(argv)
 
@@ -516,6 +832,7 @@ def main(argv: list[str] | None = None) -> int:
             ("keys", lambda: keys_and_memory(sc, max(3, args.rounds // 2), args.keys)),
             ("scroll", lambda: scrolling(sc, args.scroll_keys, args.scroll_seconds, args.bare_blocks)),
             ("resume", lambda: resume_draw(sc, 3)),
+            ("live", lambda: live_session(Path(tmp), args.live_rounds)),
         ]
         if parts & {"keys", "scroll", "resume"}:
             log(f"building the {args.turns}-turn log ({args.mb} MB of output)…")

@@ -11,15 +11,21 @@ from typing import Any
 
 import pytest
 from e2e_helpers import session_options
+from textual.app import App
+from textual.geometry import Region
 from textual.pilot import Pilot
-from textual.widgets import OptionList
+from textual.widgets import OptionList, Static
 from tui_helpers import WAIT_S, screen_text, until, until_shown, words
 
+from app.events import Status
 from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
+from app.tui.actions import ACTIONS
 from app.tui.app import CodexrApp
 from app.tui.approval_review import ApprovalReview
 from app.tui.blocks import AgentBlock, CommandBlock, FileChangeBlock, PromptBlock, TurnBlock
+from app.tui.help_screen import HelpScreen
 from app.tui.start_failed import StartFailedScreen
+from app.tui.status import StatusBar
 
 SIZE = (110, 40)
 
@@ -296,6 +302,27 @@ def test_snapshot_main_screen_after_a_turn(model: ScriptedModel, tmp_path: Path,
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
+@pytest.mark.parametrize("size", [(80, 24), (60, 20)], ids=["80x24", "60x20"])
+def test_snapshot_main_screen_on_a_small_terminal(model: ScriptedModel, tmp_path: Path, snap_compare: Any,
+                                                  size: tuple[int, int]) -> None:
+    """Issue 20 §4: the end of the turn in view, the status bar in whole fields, F1 Help still in the footer (at
+    60 columns it was cut off, and a key's label was cut mid-word)."""
+    model.script("tui-small", [reasoning("Plan: add a greeting module"), add_file("hello.py", "print('hello')\n"),
+                               shell("echo checked"), message("Added `hello.py`.\n\n**Next:** run it.")])
+    app = CodexrApp(session_options(model, tmp_path, {"README.md": "demo\n"}), stable_status=True)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        app.composer.area.cursor_blink = False
+        await type_and_send(pilot, "tui-small add a greeting")
+        await until(pilot, lambda: turns_done(app) == 1 and not app.busy, "the turn")
+        text = await until_shown(pilot, "Next: run it.", "turn completed", "A hello.py +1 -0", "○ idle",
+                                 "context left")
+        assert "f1 Help" in text.splitlines()[-1], text  # the keys that do not fit give way, F1 Help last
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
 def test_snapshot_approval_request(model: ScriptedModel, tmp_path: Path, snap_compare: Any) -> None:
     model.script("tui-snap-ask", [shell("touch approved.txt"), message("ok")])
     app = CodexrApp(session_options(model, tmp_path, approval_policy="untrusted", sandbox="read-only"),
@@ -378,7 +405,7 @@ def test_one_transcript_line_per_restore_and_per_resume(model: ScriptedModel, tm
         await type_and_send(pilot, "tui-once go")
         await until(pilot, lambda: turns_done(app) == 1, "the turn")
         await app.slash("/snapshots")
-        await until_shown(pilot, "pre-turn · before: tui-once go")
+        await until_shown(pilot, "before: tui-once go")
         await pilot.press("end")  # the oldest: before the prompt ran
         await until_shown(pilot, "D delete: once.txt +0 -1")
         await pilot.press("enter")
@@ -427,3 +454,67 @@ def test_help_keeps_what_the_session_began_with(model: ScriptedModel, tmp_path: 
         await until_shown(pilot, "create NAME [TEXT]", "/rewind")
 
     drive(app, scenario)
+
+
+def test_help_wraps_every_description_on_a_narrow_terminal() -> None:
+    """Issue 20 §4: at 60 columns F1 dropped its description column (the no-wrap columns took the width); now each
+    action's description wraps beneath its key, command and id."""
+
+    class HelpHost(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(HelpScreen({}))
+
+    app = HelpHost()
+
+    async def main() -> None:
+        async with app.run_test(size=(60, 20)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")
+            body = app.screen.query_one("#help-body", Static)
+            text = words("\n".join(s.text for s in body.render_lines(Region(0, 0, *body.size))))  # all of it
+            for action in ACTIONS:
+                assert action.id in text and words(action.description) in text, (action.id, text)
+
+    asyncio.run(main())
+
+
+def test_the_status_bar_drops_whole_fields_least_important_first() -> None:
+    """Issue 20 §4: a narrow terminal cut the status bar mid-field (`◆ tracking`, its count gone) and hid the redo
+    depth and the other-session warning first; now whole fields give way, the least important first."""
+    status = Status(model="gpt-test-model", workspace="/srv/projects/example", thread_id="0199aaaa-bbbb-7ccc-8ddd-"
+                    "eeeeffff0011", tracking=True, tracked_files=12, store_bytes=3 << 20, last_capture_at=1.7e9,
+                    last_capture_seconds=0.04, redo_depth=2, others=("pid 7 on host",), context_used=60_000,
+                    context_window=200_000)
+
+    class BarHost(App[None]):
+        CSS_PATH = Path(__file__).parents[1] / "app" / "tui" / "app.tcss"  # the bar as the app styles it
+
+        def compose(self) -> Any:
+            yield StatusBar()
+
+        def on_mount(self) -> None:
+            self.query_one(StatusBar).show(status, busy=True, queued=1, state="ready")
+
+    def fields(line: str) -> list[str]:
+        return [f.strip() for part in line.split("│") for f in part.split(" · ") if f.strip()]
+
+    app = BarHost()
+
+    async def main() -> None:
+        async with app.run_test(size=(240, 1)) as pilot:
+            await pilot.pause()
+            every = fields(screen_text(app))
+            # state, queued, model, context left, workspace, thread, redo, others, tracking, size, last capture
+            assert len(every) == 11 and every[3] == "74% context left", every
+            important = [every[i] for i in (0, 1, 7, 6, 5, 3, 2, 8, 4, 9, 10)]  # what goes last comes first
+            assert important[:4] == ["● working", "1 queued", "⚠ 1 other codexr session here", "↷ redo 2"]
+            bar = app.query_one(StatusBar)
+            for width in (120, 100, 80, 60, 40, 24):
+                await pilot.resize_terminal(width, 1)
+                await until(pilot, lambda w=width: bar.content_size.width == w - 2, "the new size")
+                shown = fields(screen_text(app))
+                kept = [f for f in every if f in shown]
+                assert shown == kept, (width, shown)  # whole fields, in their order
+                assert set(shown) == set(important[:len(shown)]), (width, shown)  # the most important ones
+                assert len(shown) >= {120: 6, 100: 5, 80: 4, 60: 3, 40: 2, 24: 2}[width], (width, shown)  # all that fit
+
+    asyncio.run(main())

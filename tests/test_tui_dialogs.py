@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,7 @@ from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widgets import OptionList, Static
 from textual.worker import WorkerCancelled
-from tui_helpers import until, until_shown
+from tui_helpers import screen_text, until, until_shown
 
 from app.driver import Driver
 from app.events import ApprovalAsked, Notice, ThreadLoaded, TurnFinished, UserPrompt
@@ -354,6 +355,30 @@ def test_snapshots_screen_previews_and_restores(model: ScriptedModel, tmp_path: 
         d.close()
 
 
+def test_snapshot_rows_never_show_two_ids_on_one_line(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 20 §5: a safety snapshot's label names the snapshot it restored; wrapped, it put that id beside the
+    row's own (`0673221bbb89 · 3 files · id 009fd5e9`). Now a row's id leads its first line, the label is beneath."""
+    d = started(model, tmp_path, story_files(model, "two"))
+    try:
+        d.rewind(2)  # its safety snapshot: "before restoring <id>"
+        snaps = d.snapshots()
+        assert any(s.label.startswith("before restoring ") for s in snaps)
+        for size in ((60, 20), (80, 24), SIZE):
+            async def story(pilot: Pilot[Any]) -> None:
+                await opened(pilot)
+                screen = await until_shown(pilot, f"id {snaps[0].id[:8]}", "before restoring")
+                for line in screen.splitlines():
+                    assert len(set(re.findall(r"\b[0-9a-f]{8,}\b", line))) <= 1, (line, screen)
+
+            async def go(size: tuple[int, int] = size) -> None:
+                async with Host(lambda: SnapshotsScreen(d)).run_test(size=size) as pilot:
+                    await story(pilot)
+
+            asyncio.run(go())
+    finally:
+        d.close()
+
+
 def test_diff_screen_shows_each_file_and_its_diff(model: ScriptedModel, tmp_path: Path) -> None:
     d = started(model, tmp_path, story_files(model, "df"))
     try:
@@ -397,6 +422,46 @@ def test_snapshots_of_the_rewind_picker_and_the_redo_dialog(model: ScriptedModel
                               "conversation: back to the original thread")
 
         assert snap_compare(Host(lambda: RedoDialog(d)), terminal_size=SIZE, run_before=redo_shown)
+    finally:
+        d.close()
+
+
+def picker_rows(screen: str) -> list[int]:
+    """The numbers of the prompt rows the picker shows on screen (each row's first line: number, age, snapshot)."""
+    return [int(m.group(1)) for m in re.finditer(r"^\W*(\d+)  [\w ]+  \[snapshot\]  sm-", screen, re.M)]
+
+
+def test_picker_and_redo_fit_80x24_and_60x20(model: ScriptedModel, tmp_path: Path, snap_compare: Any) -> None:
+    """Issue 20 §4: at 80x24 the picker showed about one prompt row, at 60x20 none, and the redo dialog at 60x20
+    no step of its plan. Now the dialogs fill a small screen: ≥ 4 rows at 80x24 and ≥ 2 at 60x20 with the
+    highlighted prompt among them, and Tab to the plan brings its steps and the diff into view."""
+    prompts = story_files(model, "sm")
+    for i in range(3, 7):
+        model.script(f"sm-{i}", [message(f"answer {i}")])
+        prompts.append(f"sm-{i} please")
+    d = started(model, tmp_path, prompts)
+    try:
+        for size, least in (((80, 24), 4), ((60, 20), 2)):
+            async def fits(pilot: Pilot[Any], least: int = least) -> None:
+                await opened(pilot)
+                screen = await until_shown(pilot, "prompt 2 · files and conversation", "files: 1 file written")
+                rows = picker_rows(screen)
+                assert len(rows) >= least and 2 in rows, screen
+                await pilot.press("tab", "tab")  # the modes, then the plan
+                await until_shown(pilot, "D delete: b.txt +0 -2", "W write: a.txt +0 -1", "-x", "sm-two please")
+                await pilot.press("shift+tab", "shift+tab")  # back to the prompts: they have the room again
+                await until(pilot, lambda: len(picker_rows(screen_text(pilot.app))) >= least, "the rows back")
+
+            assert snap_compare(Host(lambda: RewindPicker(d, start_prompt=2)), terminal_size=size, run_before=fits)
+        d.rewind(2)
+        (d.opts.cwd / "a.txt").write_text("edited after the rewind\n")
+        for size in ((80, 24), (60, 20)):
+            async def redo_fits(pilot: Pilot[Any]) -> None:
+                await opened(pilot)
+                await until_shown(pilot, "! 1 file changed since the rewind", "W write: a.txt +3 -1",
+                                  "W write: b.txt +2 -0", "-edited after the rewind", "Enter redo")
+
+            assert snap_compare(Host(lambda: RedoDialog(d)), terminal_size=size, run_before=redo_fits)
     finally:
         d.close()
 

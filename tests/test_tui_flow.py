@@ -17,6 +17,7 @@ from textual.widgets import Static
 from tui_helpers import WAIT_S, screen_text, until, until_shown
 
 from app.events import short_thread
+from app.replay import ReplayDriver
 from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
 from app.tui.app import CodexrApp
 from app.tui.blocks import AgentBlock, CommandBlock, PromptBlock
@@ -104,6 +105,34 @@ def test_a_multi_line_paste_without_bracketed_paste_stays_one_prompt() -> None:
             burst("one\rtwo\r")  # a paste whose last key is Enter: sent, as one prompt
             await until(pilot, lambda: len(app.sent) == 1, "the pasted prompt to be sent")
             assert app.sent == ["one\ntwo"] and composer.text == ""  # the first paste's Enters sent nothing
+
+    asyncio.run(main())
+
+
+def test_an_enter_typed_after_a_pause_sends_at_once_and_the_next_keys_start_the_next_prompt() -> None:
+    """Issue 20 §2: every Enter waited PASTE_WINDOW_S for a paste to go on, so the keys of the next prompt typed
+    right behind a deliberate Enter were taken for a paste's next line and sent with it. Only an Enter in a burst
+    of keys (a paste) waits now; one typed after a pause sends what is typed, and what follows is the next prompt."""
+    app = CodexrApp(driver_factory=lambda emit: ReplayDriver([], emit), workspace="(replay)")
+    sent: list[str] = []
+
+    def key(ch: str, at: float) -> events.Key:
+        ev = events.Key("enter", "\r") if ch == "\r" else events.Key(ch, ch)
+        ev.time = at  # when the terminal handed it over
+        return ev
+
+    async def main() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.driver is not None, "the app to be live")
+            app.driver.submit = lambda text, *_: sent.append(text)  # type: ignore[union-attr, method-assign]
+            now = time.monotonic()
+            for i, ch in enumerate("first prompt"):
+                app.post_message(key(ch, now + i * 0.12))  # typed: 120 ms a key
+            app.post_message(key("\r", now + 12 * 0.12 + 0.3))  # Enter after a pause
+            for ch in "second":  # the next prompt, typed at once
+                app.post_message(key(ch, now + 12 * 0.12 + 0.31))
+            await until(pilot, lambda: app.composer.text == "second", "the next prompt in the composer")
+            assert sent == ["first prompt"]
 
     asyncio.run(main())
 
@@ -241,6 +270,41 @@ def test_transcript_keeps_following_when_the_space_below_it_shrinks() -> None:
             await until(pilot, lambda: t.max_scroll_y > 16, "the new line to be laid out")
             await until_shown(pilot, "✗ cancelled (turn stopped)")
             assert t.scroll_y == t.max_scroll_y
+
+    asyncio.run(main())
+
+
+def test_a_resize_keeps_the_bottom_in_view_and_a_scrolled_up_view_in_place() -> None:
+    """Issue 20 §4: after a resize a transcript that was at the bottom showed earlier lines (the new height or the
+    reflowed text moved the end out of view). Now it stays at the bottom; one the user scrolled up keeps the
+    block it showed at the top."""
+    app = TranscriptHost()
+    long = "word " * 24  # 120 characters: reflowed by every width change
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            t = app.query_one(Transcript)
+            for i in range(60):
+                await t.note(f"line {i}: {long}")
+            await until_shown(pilot, "line 59: word")
+            for size in ((60, 20), (80, 24), (120, 40), (60, 20)):
+                await pilot.resize_terminal(*size)
+                await until(pilot, lambda s=size: t.region.width == s[0], "the new size")
+                await until_shown(pilot, "line 59: word")
+                assert t.scroll_y == t.max_scroll_y, size
+            t.focus()
+            await pilot.press("pageup", "pageup", "pageup")  # the user scrolls up
+            await until(pilot, lambda: 0 < t.scroll_y < t.max_scroll_y - t.size.height, "the scroll")
+
+            def first_shown() -> int:
+                return next(i for i in range(60) if f"line {i}:" in screen_text(app))
+
+            top = first_shown()
+            for size in ((100, 30), (70, 20)):
+                await pilot.resize_terminal(*size)
+                await until(pilot, lambda s=size: t.region.width == s[0] and first_shown() == top,
+                            f"line {top} at the top again")
+            assert t.scroll_y < t.max_scroll_y - t.size.height  # still scrolled up, not following
 
     asyncio.run(main())
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from app.tui.splash import DISABLE_ENV, PLACEHOLDER, Splash
+from app.tui.splash import DISABLE_ENV, PLACEHOLDER, Splash, composer_line
 
 REPO = Path(__file__).parents[1]
 
@@ -42,7 +42,7 @@ def read_all(fd: int, wait: float = 0.2) -> bytes:
     return out
 
 
-def test_the_splash_draws_the_layout_keeps_typed_keys_unechoed_and_gives_the_settings_back(
+def test_the_splash_draws_the_layout_shows_typed_keys_in_its_composer_keeps_them_and_gives_the_settings_back(
         pty_pair: tuple[int, int]) -> None:
     master, slave = pty_pair
     before = termios.tcgetattr(slave)
@@ -51,18 +51,23 @@ def test_the_splash_draws_the_layout_keeps_typed_keys_unechoed_and_gives_the_set
     drawn = read_all(master).decode()
     assert drawn.startswith("\x1b[?1049h") and PLACEHOLDER in drawn  # the alternate screen, the composer
     quiet = termios.tcgetattr(slave)
-    assert not quiet[3] & termios.ECHO and not quiet[0] & termios.ICRNL and quiet[3] & termios.ICANON
+    assert not quiet[3] & termios.ECHO and not quiet[0] & termios.ICRNL and not quiet[3] & termios.ICANON
 
-    os.write(master, b"fix the bug\r")  # typed while Textual loads
-    assert read_all(master) == b""  # not echoed over the frame
+    os.write(master, b"fix the bugg\x7f")  # typed while Textual loads (a typo taken back)
+    # drawn in the frame's composer row (28 of 30: the box's middle line), at once, not echoed at the cursor
+    assert read_all(master).decode().endswith(composer_line("fix the bug", 100, 30))
+    assert composer_line("fix the bug", 100, 30).startswith("\x1b[27;3Hfix the bug ")
+    os.write(master, b"\r")
+    read_all(master)
     assert not splash.released
-    splash.release()
+    assert splash.release() == b"fix the bugg\x7f\r"  # every byte, for the app to play first
     assert splash.released  # the app has the terminal: a failure after this is the app's to clean up
     assert termios.tcgetattr(slave) == before  # what Textual saves (and restores on exit) is the user's own
+    os.write(master, b"more")  # typed once the app has the terminal: its own input thread reads it
     raw = termios.tcgetattr(slave)
     raw[3] &= ~(termios.ICANON | termios.ECHO)
     termios.tcsetattr(slave, termios.TCSANOW, raw)  # what the app's driver does next
-    assert read_all(slave) == b"fix the bug\r"  # kept, and Enter is still Enter (not Ctrl+J)
+    assert read_all(slave) == b"more"  # nothing the splash read is read twice
     termios.tcsetattr(slave, termios.TCSANOW, before)
 
     splash.close()  # the app failed to start: the user's screen comes back

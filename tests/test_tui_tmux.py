@@ -42,16 +42,21 @@ class Tmux:
         self.socket = f"codexr-test-{uuid.uuid4().hex[:12]}"
         self.tmp = tmp
 
-        self.conf = tmp / "tmux.conf"  # no user config; the size from the start (a detached session would
-        # otherwise begin at 80x24 and resize, which the app may miss while Python is still starting)
-        self.conf.write_text(f"set -g default-size {WIDTH}x{HEIGHT}\nset -g default-shell /bin/sh\n")
+        self.conf = tmp / "tmux.conf"  # no user config (written by start, with the window's size)
 
     def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["tmux", "-L", self.socket, "-f", str(self.conf), *args], capture_output=True,
                               text=True, check=check, timeout=30)
 
-    def start(self, command: str) -> None:
-        self.tmux("new-session", "-d", "-s", "codexr", "-x", str(WIDTH), "-y", str(HEIGHT), command)
+    def start(self, command: str, width: int = WIDTH, height: int = HEIGHT) -> None:
+        # the size from the start: a detached session would otherwise begin at 80x24 and resize, which the app
+        # may miss while Python is still starting
+        self.conf.write_text(f"set -g default-size {width}x{height}\nset -g default-shell /bin/sh\n")
+        self.tmux("new-session", "-d", "-s", "codexr", "-x", str(width), "-y", str(height), command)
+
+    def resize(self, width: int, height: int) -> None:
+        """Resize the window, as a user dragging the terminal's corner."""
+        self.tmux("resize-window", "-t", "codexr", "-x", str(width), "-y", str(height))
 
     def kill(self) -> None:
         self.tmux("kill-server", check=False)
@@ -197,8 +202,9 @@ def test_rewind_and_redo_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
 
 def test_keys_typed_under_the_first_frame_reach_the_composer_and_the_terminal_comes_back(
         tmux: Tmux, tmp_path: Path) -> None:
-    """`codexr` draws its first frame before Textual has loaded (app/tui/splash.py): what the user types then is
-    neither echoed over it nor lost, and quitting gives the shell its terminal settings back."""
+    """`codexr` draws its first frame before Textual has loaded (app/tui/splash.py): what the user types then shows
+    in its composer at once (issue 20 §2), is neither echoed elsewhere nor lost nor doubled when the live app takes
+    over, and quitting gives the shell its terminal settings back."""
     ws, home = tmp_path / "ws", tmp_path / "home"
     ws.mkdir()
     home.mkdir()
@@ -214,8 +220,9 @@ def test_keys_typed_under_the_first_frame_reach_the_composer_and_the_terminal_co
     typed = "typed under the splash"
     tmux.type(typed)
     right_after = tmux.screen()
-    if "palette" not in right_after:  # still the splash (nearly always): the terminal did not echo the keys
-        assert typed not in right_after, right_after
+    if "palette" not in right_after:  # still the splash (nearly always): its composer, and only it, shows the keys
+        assert right_after.count(typed) <= 1 and (typed not in right_after or composer_text(right_after) == typed), \
+            right_after
     shown = tmux.wait(lambda s: typed in s and "palette" in s, "the live app showing what was typed")
     assert composer_text(shown) == typed and shown.count(typed) == 1
     tmux.keys("C-q")
@@ -324,3 +331,49 @@ def test_context_left_on_the_status_bar_and_ctrl_t_shows_the_whole_transcript(tm
         assert lines[at + 1:at + 4] == ["1", "2", "3"], top  # the block on the main screen shows only the tail
         tmux.keys("q")
         tmux.wait(lambda s: "Transcript — the whole thread" not in s and "Ask Codex" in s, "the pager to close")
+
+
+def test_small_terminal_picker_rows_and_a_resize_that_keeps_the_bottom(tmux: Tmux, tmp_path: Path) -> None:
+    """Issue 20 §4 in a real terminal: at 80x24 the rewind picker shows several prompt rows and, on Tab, its plan
+    (before: about one row); still two at 60x20; and a resize leaves the transcript at its end."""
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("n\n")
+    with ScriptedModel() as model:
+        for i in range(1, 6):
+            model.script(f"ts-{i}", [shell(f"echo {i} > f{i}.txt"), message(f"Answer number {i}.")])
+        env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
+               "TERM": "xterm-256color"}
+        assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        codexr = f"env -u COLUMNS -u LINES {assign} {shlex.quote(sys.executable)} -m app.cli -C {shlex.quote(str(ws))}"
+        tmux.start(f"cd {shlex.quote(str(REPO))} && {codexr}; sleep 60", 80, 24)
+        tmux.wait_for("○ idle")
+        for i in range(1, 6):
+            tmux.type(f"ts-{i} go")
+            tmux.keys("Enter")
+            tmux.wait(lambda s, i=i: f"Answer number {i}." in s and "○ idle" in s, f"the answer to prompt {i}")
+
+        def rows(screen: str) -> list[int]:
+            return [int(m.group(1)) for m in re.finditer(r"^\W*(\d+)  [\w ]+  \[snapshot\]  ts-", screen, re.M)]
+
+        tmux.keys("Escape", "Escape")
+        shown = tmux.wait(lambda s: "prompt 5 · files and conversation" in s and len(rows(s)) >= 4,
+                          "the picker with at least 4 prompt rows")
+        assert 5 in rows(shown) and "files: 0 files written, 1 deleted" in shown
+        tmux.keys("Tab", "Tab")  # the plan: its step and its diff
+        tmux.wait(lambda s: "D delete: f5.txt" in s and "-5" in s, "the plan in view")
+        tmux.keys("BTab", "BTab")
+        tmux.resize(60, 20)
+        tmux.wait(lambda s: len(rows(s)) >= 2 and 5 in rows(s), "at least 2 prompt rows at 60x20")
+        tmux.keys("Escape")
+        tmux.wait(lambda s: "Rewind —" not in s and "Answer number 5." in s, "the main screen at 60x20")
+        for width, height in ((100, 30), (70, 22)):
+            tmux.resize(width, height)
+
+            def at_the_end(s: str, w: int = width) -> bool:  # redrawn across the new width, the end in view
+                if not any(ln.startswith("╰") and ln.endswith("╯") and len(ln) == w for ln in s.splitlines()):
+                    return False
+                above = transcript_text(s)
+                return "Answer number 5." in above and "turn completed" in above.split("Answer number 5.")[-1]
+
+            tmux.wait(at_the_end, f"the transcript's end in view at {width}x{height}")

@@ -184,7 +184,7 @@ def test_init_mention_and_images(model: ScriptedModel, tmp_path: Path) -> None:
         ev.wait(TurnFinished)
         assert user_texts(model.model_requests[-1])[-1] == INIT_PROMPT
         assert (opts.cwd / "AGENTS.md").read_text() == "# Repository Guidelines\n"
-        with pytest.raises(SessionError, match="AGENTS.md already exists here. Skipping /init"):
+        with pytest.raises(SessionError, match=r"AGENTS\.md already exists here\. Skipping /init"):
             d.init()
         assert d.prompt_rows()[0].has_snapshot  # a normal prompt: a rewind point
 

@@ -7,7 +7,9 @@ started in a thread worker after mount, while the user can already type (those p
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -16,10 +18,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from textual import events
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult
+from textual.driver import Driver
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from ..background import BackgroundTerminal, background_text, stopped_text
 from ..events import (
@@ -41,7 +44,8 @@ from ..events import (
 from .actions import SLASH, bindings, validate_keymap
 from .approval import ApprovalPanel
 from .composer import Composer
-from .messages import DriverEvent
+from .footer import AppFooter
+from .messages import DriverEvents, coalesce
 from .palette import ActionCommands
 from .status import StatusBar
 from .theme import terminal_theme
@@ -157,8 +161,28 @@ class CodexrApp(App[int]):
         self._last_esc = 0.0
         self._last_ctrl_c = 0.0
         self.last_status = Status()
+        self._inbox: list[Any] = []  # events emitted by the driver's threads, not yet taken by the UI
+        self._inbox_lock = threading.Lock()
+        self._inbox_posted = False  # a DriverEvents message is on its way for what the inbox holds
 
     # ------------------------------------------------------------------ layout and start
+    typed_ahead = b""  # keys the splash read while Textual loaded: the driver plays them before its own input
+    key_times = (0.0, 0.0)  # when the last two keys arrived (Textual's event time): the composer's paste check
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            self.key_times = (self.key_times[1], event.time)
+        await super().on_event(event)
+
+    def get_driver_class(self) -> type[Driver]:
+        from .typed_ahead import typed_ahead_driver
+
+        def take() -> bytes:
+            data, self.typed_ahead = self.typed_ahead, b""
+            return data
+
+        return typed_ahead_driver(super().get_driver_class(), take)
+
     def get_default_screen(self) -> Screen[int]:
         return MainScreen(id="_default")
 
@@ -167,7 +191,7 @@ class CodexrApp(App[int]):
         yield ApprovalPanel(id="approval")
         yield Composer(self.workspace, id="composer")
         yield StatusBar(stable=self.stable_status, id="status")
-        yield Footer()
+        yield AppFooter()
 
     def on_mount(self) -> None:
         theme = terminal_theme(os.environ)
@@ -202,7 +226,19 @@ class CodexrApp(App[int]):
             self.call_from_thread(self._attach_driver, driver)
         except RuntimeError:  # the app is already gone
             return
-        driver.start()
+        if driver.start():
+            # The dialogs' modules (rewind picker, plan, diff view and the highlighter they load) were imported by
+            # the first Ctrl+R itself, ~0.2 s of the picker's first opening (bench_tui.py): import them here, once
+            # Codex is up, off the event loop.
+            import importlib
+
+            for module in ("rewind_picker", "redo_dialog"):
+                with contextlib.suppress(ImportError):
+                    importlib.import_module(f"{__package__}.{module}")
+        # What is alive now (Textual, the SDK's ~1,000 models, Codex's session) lives as long as the app: keep it
+        # out of the collector's full passes, which took 0.25-0.45 s each under load and stalled keys and the
+        # picker's first frame behind them (bench_tui.py's live session, timed with gc.callbacks)
+        gc.freeze()
 
     def _make_driver(self, emit: Emit) -> DriverLike:
         if self._driver_factory is not None:
@@ -214,8 +250,13 @@ class CodexrApp(App[int]):
         return Driver(opts, emit, thread_id=self._resume_id, resume_last=self._resume_last)
 
     def _emit(self, ev: Any) -> None:
-        """The driver's emit: any thread; post_message is thread-safe."""
-        self.post_message(DriverEvent(ev))
+        """The driver's emit: any thread. Events wait in the inbox; one message wakes the UI for all of them."""
+        with self._inbox_lock:
+            self._inbox.append(ev)
+            if self._inbox_posted:
+                return
+            self._inbox_posted = True
+        self.post_message(DriverEvents())  # thread-safe
 
     def _attach_driver(self, driver: DriverLike) -> None:
         """UI thread: the driver exists; hand it the prompts typed meanwhile."""
@@ -315,8 +356,15 @@ class CodexrApp(App[int]):
                 drv.write(f"\x1b]2;{text}\x07")
 
     # ------------------------------------------------------------------ driver events
-    async def on_driver_event(self, message: DriverEvent) -> None:
-        ev = message.event
+    async def on_driver_events(self, message: DriverEvents) -> None:
+        """Take every event waiting (streamed pieces of one item joined) and show them in order."""
+        with self._inbox_lock:
+            batch, self._inbox = self._inbox, []
+            self._inbox_posted = False
+        for ev in coalesce(batch):
+            await self._driver_event(ev)
+
+    async def _driver_event(self, ev: Any) -> None:
         if isinstance(ev, Ready):
             self.last_status = ev.status
             self.status_bar.show(ev.status, state="ready", busy=self.busy)
@@ -759,7 +807,7 @@ def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *
             splash.close()
         raise
     if splash is not None:
-        splash.release()
+        app.typed_ahead = splash.release()
     code = app.run()
     thread = app.driver.thread_id if app.driver is not None else None
     opts_now = getattr(app.driver, "opts", None)  # a replay has none: it continues nothing

@@ -6,11 +6,14 @@ rebuilt from its (latest) event, which is what lets the transcript unmount old b
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.timer import Timer
 from textual.widgets import Collapsible, Static
 
 from ..events import (
@@ -34,7 +37,12 @@ from .diffview import DiffView, stat_label
 if TYPE_CHECKING:  # Textual's Markdown (markdown-it) loads with the first answer, not before the first frame
     from textual.widgets.markdown import MarkdownStream
 
-OUTPUT_TAIL_LINES = 400  # a command's output shown in the block; the copy has all of it
+OUTPUT_TAIL_LINES = 400  # a command's output shown in the block once it ended; the copy has all of it
+# While a command runs its block shows only the newest lines, one row each, like the official TUI's live cell: a
+# block that grew with every piece of output made Textual lay out and repaint the whole transcript 20 times a second
+# (bench/bench_tui.py, keystroke echo while a command streams), and keys waited behind those frames.
+LIVE_TAIL_LINES = 10
+LIVE_REFRESH_S = 0.1  # the live output is redrawn at most this often, however fast the command prints
 
 
 def _stable(widget: Block) -> bool:
@@ -169,6 +177,32 @@ def _tail(output: str) -> str:
     return f"… {hidden} earlier lines (copy the block for all of it)\n" + "\n".join(lines[-OUTPUT_TAIL_LINES:])
 
 
+class LiveTail:
+    """The newest lines of a running command's output, kept as the pieces arrive (work per piece, not per output)."""
+
+    def __init__(self, keep: int = LIVE_TAIL_LINES) -> None:
+        self.lines: deque[str] = deque(maxlen=keep)
+        self.partial = ""  # the line being written (no newline yet)
+        self.count = 0  # complete lines so far
+
+    def feed(self, delta: str) -> None:
+        """Take a piece of output."""
+        *done, self.partial = (self.partial + delta).split("\n")
+        self.lines.extend(line.rstrip("\r").rsplit("\r", 1)[-1] for line in done)  # a \r redraws its line
+        self.count += len(done)
+
+    def text(self) -> Text:
+        """The newest lines, one row each; a first line counts the ones above them."""
+        shown = list(self.lines)
+        partial = self.partial.rsplit("\r", 1)[-1]
+        if partial:
+            shown.append(partial)
+        shown = shown[-(self.lines.maxlen or 1):]
+        hidden = self.count + (1 if partial else 0) - len(shown)
+        head = [f"… {hidden} earlier line{'s' if hidden != 1 else ''} (all of them when it ends)"] if hidden else []
+        return Text("\n".join(head + shown) or "(no output)", no_wrap=True, overflow="ellipsis")
+
+
 class CommandBlock(Block):
     """A shell command with its output (collapsible), exit code and duration."""
 
@@ -178,14 +212,34 @@ class CommandBlock(Block):
         self.item_id = item_id
         self.command = command
         self.finished = finished
-        self.output = finished.output if finished else ""
+        self._chunks: list[str] = [finished.output] if finished else []
+        self._live = LiveTail()
+        self._live_rows = 0  # rows the live output had when last shown
+        self._live_shown = 0.0  # when (time.monotonic) the live output was last shown
+        self._live_timer: Timer | None = None  # shows the output that arrived since, LIVE_REFRESH_S after the last
         self.waiting = waiting  # Codex asked the user about it: it does not run until answered
+
+    @property
+    def output(self) -> str:
+        """All the output so far."""
+        if len(self._chunks) > 1:
+            self._chunks = ["".join(self._chunks)]
+        return self._chunks[0] if self._chunks else ""
+
+    @output.setter
+    def output(self, text: str) -> None:
+        self._chunks = [text]
+        self._live = LiveTail()
+        self._live.feed(text)
+
+    def _shown(self) -> Text:
+        return Text(_tail(self.output)) if self.finished is not None else self._live.text()
 
     def compose(self) -> ComposeResult:
         failed = self.finished is not None and (self.finished.exit_code or 0) != 0
         with Collapsible(title=_command_title(self.command, self.finished, _stable(self), self.waiting),
                          collapsed=self.finished is not None and not failed):
-            yield Static(Text(_tail(self.output)), classes="command-output", markup=False)
+            yield Static(self._shown(), classes="command-output", markup=False)
 
     def set_waiting(self, waiting: bool) -> None:
         """Waiting for the user's approval (not running yet), or answered."""
@@ -195,14 +249,32 @@ class CommandBlock(Block):
 
     def add_output(self, delta: str) -> None:
         """More output while the command runs."""
-        self.output += delta
-        self.query_one(".command-output", Static).update(Text(_tail(self.output)))
+        self._chunks.append(delta)
+        self._live.feed(delta)
+        if self.finished is None and self._live_timer is None:
+            wait = self._live_shown + LIVE_REFRESH_S - time.monotonic()
+            if wait <= 0:
+                self._show_live()
+            else:  # at most LIVE_REFRESH_S apart: every repaint of the block is a frame the keys wait behind
+                self._live_timer = self.set_timer(wait, self._show_live)
+
+    def _show_live(self) -> None:
+        self._live_timer = None
+        if self.finished is not None:
+            return
+        self._live_shown = time.monotonic()
+        text = self._live.text()
+        rows = len(text.plain.split("\n"))  # one row a line (no wrapping while it runs)
+        # no layout pass while the block keeps its height (the usual case once it shows LIVE_TAIL_LINES): a layout
+        # of the whole screen per piece of output was half the cost of streaming (bench_tui.py)
+        self.query_one(".command-output", Static).update(text, layout=rows != self._live_rows)
+        self._live_rows = rows
 
     def finish(self, ev: CommandFinished) -> None:
         """The command ended: its full output, exit code and duration."""
         self.finished = ev
         self.output = ev.output or self.output
-        self.query_one(".command-output", Static).update(Text(_tail(self.output)))
+        self.query_one(".command-output", Static).update(self._shown())
         c = self.query_one(Collapsible)
         c.title = _command_title(self.command, ev, _stable(self))
         c.collapsed = (ev.exit_code or 0) == 0 and ev.status == "completed"

@@ -267,11 +267,15 @@ class Composer(Vertical):
 
     def action_send(self) -> None:
         """Send the prompt (or accept a completion: a slash command runs at once)."""
-        self._after_typed_keys(self._send_unless_pasted)
+        before, enter = getattr(self.app, "key_times", (0.0, 0.0))
+        typed = enter - before > PASTE_WINDOW_S  # no key right before it: typed, not the middle of a paste
+        self._after_typed_keys(self._send if typed else self._send_unless_pasted)
 
     def _send_unless_pasted(self) -> None:
-        """Enter, as the official TUI takes it without bracketed paste: keys right behind it make it a paste's
-        newline. It goes in as a newline at once; if nothing follows within PASTE_WINDOW_S, it sends instead."""
+        """Enter in a burst of keys, as the official TUI takes it without bracketed paste: keys right behind it
+        make it a paste's newline. It goes in as a newline at once; if nothing follows within PASTE_WINDOW_S, it
+        sends instead. (An Enter typed after a pause sends at once: the wait was most of Enter -> first output's
+        lead over the official TUI's, bench_tui.py.)"""
         if self._completing:
             self._send()
             return

@@ -16,6 +16,7 @@ from ..events import FileStat
 from .diffview import DiffView, stat_label
 from .driver_screen import CallDone, DriverScreen
 from .labels import count_text
+from .lists import KeptList
 
 
 class DiffScreen(DriverScreen[None]):
@@ -38,7 +39,7 @@ class DiffScreen(DriverScreen[None]):
             yield Static(f"Diff — the workspace now against {since}", id="title")
             with Horizontal(id="panes"):
                 with Vertical(id="left"):
-                    yield OptionList(id="files")
+                    yield KeptList(id="files")
                 with VerticalScroll(id="diff-scroll"):
                     yield DiffView("", id="diff")
             yield Static("comparing…", id="message", markup=False)

@@ -31,6 +31,9 @@ class DriverScreen(ModalScreen[ResultT]):
     """A modal dialog over a Driver: `call` runs blocking work off the event loop, `done` shows its result."""
 
     CSS_PATH = "dialogs.tcss"
+    # Small terminals get a compact layout (dialogs.tcss): `-narrow` stacks the panes, `-short` drops the frame
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012 (Screen declares it so)
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]  # noqa: RUF012
 
     def __init__(self, driver: Driver) -> None:
         super().__init__()

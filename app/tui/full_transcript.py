@@ -64,8 +64,8 @@ def event_text(ev: Any, usage: TokenUsage | None = None, output: str = "") -> st
 
 
 def full_text(entries: Iterable[Any]) -> str:
-    """Every entry of the transcript's log (objects with `event`, `usage`, `output`), blank lines between."""
-    parts = [event_text(e.event, getattr(e, "usage", None), getattr(e, "output", "")) for e in entries]
+    """Every entry of the transcript's log (objects with `event`, `usage`, `output` in pieces), blank lines between."""
+    parts = [event_text(e.event, getattr(e, "usage", None), "".join(getattr(e, "output", ()))) for e in entries]
     return "\n\n".join(p for p in parts if p) or "(nothing in this thread yet)"
 
 

@@ -14,6 +14,7 @@ from ..driver import Preview
 from ..events import FileStat
 from .diffview import DiffView
 from .labels import count_text, plan_line
+from .lists import KeptList
 
 
 def plan_actions(preview: Preview) -> list[Action]:
@@ -53,7 +54,7 @@ class PlanView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="plan-summary", markup=False)
-        yield OptionList(id="plan-actions")
+        yield KeptList(id="plan-actions")
         with VerticalScroll(id="plan-diff-scroll", can_focus=False):
             yield DiffView("", id="plan-diff")
 

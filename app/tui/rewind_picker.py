@@ -16,6 +16,7 @@ from ..session import RewindResult
 from ..vocab import RewindMode
 from .driver_screen import CallDone, DriverScreen
 from .labels import MODE_KEYS, MODE_NAMES, ago, files_label, first_line, restored_counts
+from .lists import KeptList
 from .plan_view import PlanView
 
 MODES = tuple(RewindMode)
@@ -83,10 +84,10 @@ class RewindPicker(DriverScreen[str | None]):
             yield Static("Rewind — choose the prompt to go back to (before it ran)", id="title")
             with Horizontal(id="panes"):
                 with Vertical(id="left"):
-                    yield OptionList(id="prompts")
+                    yield KeptList(id="prompts")
                     yield Static("Mode", classes="label")
                     choices = [Option(Content(mode_label(m, None, m == "both")), id=m) for m in MODES]
-                    yield OptionList(*choices, id="modes")
+                    yield KeptList(*choices, id="modes")
                 yield PlanView(id="preview")
             yield Static("loading the prompts…", id="message", markup=False)
             with Horizontal(id="buttons"):

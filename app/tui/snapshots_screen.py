@@ -17,16 +17,14 @@ from snapshot_store.store import SnapshotInfo
 from ..driver import Driver, Preview
 from .driver_screen import CallDone, DriverScreen
 from .labels import ago, count_text, restored_counts, short
+from .lists import KeptList
 from .plan_view import PlanView
 
 
 def snapshot_label(s: SnapshotInfo, now: float | None = None) -> str:
-    """`3 min ago · pre-turn · label · 12 files · id 1a2b3c4d`."""
-    parts = [ago(s.created, now), s.kind]
-    if s.label:
-        parts.append(s.label)
-    parts += [count_text(s.file_count, "file"), f"id {short(s.id)}"]
-    return " · ".join(parts)
+    """`id 1a2b3c4d · 3 min ago · pre-turn · 12 files`, the label beneath: it may name another snapshot's id."""
+    head = " · ".join([f"id {short(s.id)}", ago(s.created, now), s.kind, count_text(s.file_count, "file")])
+    return f"{head}\n    {s.label}" if s.label else head
 
 
 def restore_summary(snap: str, res: RestoreResult) -> str:
@@ -57,7 +55,7 @@ class SnapshotsScreen(DriverScreen[str | None]):
             yield Static("Snapshots of this workspace, newest first", id="title")
             with Horizontal(id="panes"):
                 with Vertical(id="left"):
-                    yield OptionList(id="snapshots")
+                    yield KeptList(id="snapshots")
                 yield PlanView(id="preview")
             yield Static("loading the snapshots…", id="message", markup=False)
             with Horizontal(id="buttons"):

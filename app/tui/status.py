@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from typing import NamedTuple
 
 from rich.text import Text
 from textual.widgets import Static
@@ -29,6 +30,39 @@ def short_path(path: str) -> str:
     if home != "/" and (path == home or path.startswith(home + "/")):
         path = "~" + path[len(home):]
     return path if len(path) <= 28 else "…" + path[-27:]
+
+
+SEP = "  │  "
+
+
+class Piece(NamedTuple):
+    """One field of the bar. The higher its rank, the sooner it gives way when the bar is too narrow."""
+
+    rank: int
+    text: Text
+    glue: str = SEP  # what joins it to the field before it (a detail of that field: ` · `)
+
+
+def fit(pieces: list[Piece], width: int) -> Text:
+    """The pieces in their order, less the least important (highest rank, the later first) the width cannot hold.
+
+    Whole fields go, never part of one; a width of 0 (not laid out yet) keeps them all.
+    """
+    kept = list(pieces)
+
+    def joined() -> Text:
+        out = Text()
+        for i, piece in enumerate(kept):
+            if i:
+                out.append(piece.glue, style="dim" if piece.glue == SEP else "")
+            out.append_text(piece.text)
+        return out
+
+    line = joined()
+    while width > 0 and len(kept) > 1 and line.cell_len > width:
+        del kept[max(range(len(kept)), key=lambda i: (kept[i].rank, i))]
+        line = joined()
+    return line
 
 
 class StatusBar(Static):
@@ -64,52 +98,47 @@ class StatusBar(Static):
         """`73% context left` (the official TUI's words); "" until Codex reported the thread's usage."""
         return context_left(self.status.context_used, self.status.context_window)
 
+    def on_resize(self) -> None:
+        """A new width may hold more fields, or fewer."""
+        self.update(self.line())
+
     def line(self) -> Text:
-        """The bar's text (markers and words, never colour alone)."""
+        """The bar's text at the bar's width (markers and words, never colour alone)."""
+        return fit(self.pieces(), self.content_size.width)
+
+    def pieces(self) -> list[Piece]:
+        """Every field in display order with its rank: what a user must not miss has the lowest."""
         s = self.status
-        sep = ("  │  ", "dim")
-        out = Text()
         if self.state == "starting":
-            out.append("◌ starting Codex…", style="bold")
-            return out
+            return [Piece(0, Text("◌ starting Codex…", style="bold"))]
         if self.state == "failed":
-            out.append("✗ Codex is not running", style="bold")
-            return out
+            return [Piece(0, Text("✗ Codex is not running", style="bold"))]
         if self.busy:
-            out.append("● working", style="bold")
+            busy = Text("● working", style="bold")
             if self.queued:
-                out.append(f" · {self.queued} queued", style="bold")
+                busy.append(f" · {self.queued} queued", style="bold")
         else:
-            out.append("○ idle")
-        out.append(*sep)
-        out.append(self.model_piece(), style="bold")
+            busy = Text("○ idle")
+        out = [Piece(0, busy), Piece(5, Text(self.model_piece(), style="bold"))]
         context = self.context_piece()
         if context:
-            out.append(*sep)
-            out.append(context)
-        out.append(*sep)
-        out.append("workspace" if self.stable else short_path(s.workspace))
-        out.append(*sep)
-        if s.thread_id:
-            out.append("thread " + ("●" if self.stable else short_thread(s.thread_id)))
-        else:
-            out.append("new thread")
-        if s.redo_depth:  # before the capture details: what matters for /redo must not be cut off
-            out.append(*sep)
-            out.append(f"↷ redo {s.redo_depth}")
+            out.append(Piece(4, Text(context)))
+        out += [Piece(7, Text("workspace" if self.stable else short_path(s.workspace))),
+                Piece(3, Text("thread " + ("●" if self.stable else short_thread(s.thread_id))
+                              if s.thread_id else "new thread"))]
+        if s.redo_depth:  # what matters for /redo
+            out.append(Piece(2, Text(f"↷ redo {s.redo_depth}")))
         if s.others:
-            out.append(*sep)
             n = len(s.others)
-            out.append(f"⚠ {n} other codexr session{'s' if n != 1 else ''} here", style="bold")
-        out.append(*sep)
-        if s.tracking:
-            out.append(f"◆ tracking {s.tracked_files} file{'' if s.tracked_files == 1 else 's'}")
-            if not self.stable:
-                out.append(f" · {human_size(s.store_bytes)}")
-                if s.last_capture_at is not None:
-                    when = dt.datetime.fromtimestamp(s.last_capture_at).strftime("%H:%M:%S")
-                    took = f" {s.last_capture_seconds:.2f}s" if s.last_capture_seconds is not None else ""
-                    out.append(f" · snap {when}{took}")
-        else:
-            out.append("◇ tracking off")
+            out.append(Piece(1, Text(f"⚠ {n} other codexr session{'s' if n != 1 else ''} here", style="bold")))
+        if not s.tracking:
+            out.append(Piece(6, Text("◇ tracking off")))
+            return out
+        out.append(Piece(6, Text(f"◆ tracking {s.tracked_files} file{'' if s.tracked_files == 1 else 's'}")))
+        if not self.stable:
+            out.append(Piece(8, Text(human_size(s.store_bytes)), " · "))
+            if s.last_capture_at is not None:
+                when = dt.datetime.fromtimestamp(s.last_capture_at).strftime("%H:%M:%S")
+                took = f" {s.last_capture_seconds:.2f}s" if s.last_capture_seconds is not None else ""
+                out.append(Piece(9, Text(f"snap {when}{took}"), " · "))
         return out

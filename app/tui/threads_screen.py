@@ -15,6 +15,7 @@ from ..driver import Driver
 from ..session import ThreadSummary
 from .driver_screen import CallDone, DriverScreen
 from .labels import ago, count_text, first_line
+from .lists import KeptList
 
 
 def thread_label(t: ThreadSummary, current: str | None, now: float | None = None) -> str:
@@ -49,7 +50,7 @@ class ThreadsScreen(DriverScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Static("Threads of this workspace, newest first (* current)", id="title")
-            yield OptionList(id="threads")
+            yield KeptList(id="threads")
             yield Static("loading the threads…", id="message", markup=False)
             yield Static("↑↓ thread · Enter resume · Esc cancel — conversation-only prompts cannot restore files",
                          id="hint")

@@ -10,11 +10,13 @@ brings the newest back. So a long session stays responsive however far back the 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.containers import VerticalScroll
+from textual.geometry import Size
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
@@ -45,7 +47,7 @@ class Entry:
     key: str
     event: Any
     usage: TokenUsage | None = None
-    output: str = ""  # a running command's output so far
+    output: list[str] = field(default_factory=list)  # a running command's output so far, in pieces
     waiting: bool = False  # a command Codex asks the user about: not running until answered
     widget: Block | None = None
 
@@ -83,6 +85,8 @@ class Transcript(VerticalScroll, can_focus=True):
         self._seq = 0
         self.cursor: int | None = None
         self._stick = True
+        self._sized = Size(0, 0)  # the size the blocks were last laid out for
+        self._anchor: tuple[Widget, float] | None = None  # the block at the top of a scrolled-up view
 
     def compose(self) -> Iterable[Widget]:
         yield Static("", id="fold")
@@ -107,10 +111,33 @@ class Transcript(VerticalScroll, can_focus=True):
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
+        if self.size != self._sized:
+            return  # a new size clamping the scroll, not the user: on_resize puts the view back
         if new_value < old_value - 0.5 and new_value < self.max_scroll_y:
             self._stick = False  # the user scrolled up: stay where they are (a taller view clamping is not that)
         elif new_value >= self.max_scroll_y - 1:
             self._stick = True
+        if not self._following():
+            self._anchor = self._top_block()  # what the user reads now, kept in place across a resize
+
+    def _top_block(self) -> tuple[Widget, float] | None:
+        """The first block whose top line is in view (else the one filling the view), and that line's row in it."""
+        y = self.scroll_y
+        shown = [w for w in self.children if w.display and w.virtual_region.bottom > y]
+        first = next((w for w in shown if y <= w.virtual_region.y < y + self.size.height), shown[0] if shown else None)
+        return None if first is None else (first, first.virtual_region.y - y)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """A new terminal size reflows the blocks: the end stays in view, or what the user scrolled to stays put."""
+        if event.size == self._sized:
+            return  # only the content changed: apply() follows it
+        self._sized = event.size
+        if self._following():
+            self._follow()
+        elif self._anchor is not None and self._anchor[0].is_attached:
+            widget, offset = self._anchor
+            self.call_after_refresh(lambda: self.scroll_to(y=widget.virtual_region.y - offset, animate=False,
+                                                           immediate=True))
 
     def _show_chrome(self) -> None:
         fold = self.query_one("#fold", Static)
@@ -166,7 +193,7 @@ class Transcript(VerticalScroll, can_focus=True):
                 entry.waiting = isinstance(ev, CommandStarted) and ev.item_id in self._awaiting
                 return entry, True
             if isinstance(ev, CommandOutput):
-                entry.output += ev.delta
+                entry.output.append(ev.delta)
             else:
                 entry.event = ev
             return entry, False
@@ -191,7 +218,8 @@ class Transcript(VerticalScroll, can_focus=True):
             block: Block | None = CommandBlock(ev.item_id, ev.command, waiting=entry.waiting)
             if entry.output:
                 assert isinstance(block, CommandBlock)
-                block.output = entry.output
+                entry.output[:] = ["".join(entry.output)]
+                block.output = entry.output[0]
             return block
         return build_block(ev, entry.usage)
 
