@@ -8,11 +8,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .context import Context, UsageError
-from .snapshot_cmds import print_plan, restore_exit, show_path
+from .lines import plan_lines, restored_counts, retry_line, show_path, since_rewind_lines, thread_counts
+from .snapshot_cmds import print_plan, restore_exit
+from .vocab import CONVERSATION_MODES, RewindMode
 
 if TYPE_CHECKING:  # the SDK import costs ~0.5 s: only commands that start Codex pay it
-    from snapshot_store import RestorePlan
-
     from .session import ApprovalRequest, RedoPreview, RewindPreview, RewindResult, Session, SessionOptions
 
 
@@ -124,10 +124,9 @@ def retry_notices() -> Callable[[str, dict[str, Any]], None]:
             return
         err = params.get("error")
         err = err if isinstance(err, dict) else {"message": str(err)}
-        text = " ".join(str(err.get("message") or "retrying").split())
-        details = " ".join(str(err.get("additionalDetails") or "").split())
-        line = f"codexr: Codex retries: {text}" + (f" ({details})" if details and details not in text else "")
-        if "waiting for network" in text and not waiting_said:
+        message = " ".join(str(err.get("message") or "").split())
+        line = "codexr: " + retry_line(message, str(err.get("additionalDetails") or ""))
+        if "waiting for network" in message and not waiting_said:
             waiting_said = True
             line += "; it cannot reach the model provider and keeps waiting without a limit: Ctrl+C stops"
         print(line, file=sys.stderr, flush=True)
@@ -181,12 +180,7 @@ def _threads(ctx: Context, args: argparse.Namespace) -> int:
     if not rows:
         print("no threads" + ("" if args.all else " in this workspace"))
     for r in rows:
-        when = screen_time(r.updated or None)
-        cover = f"{r.with_snapshots}/{r.prompts} with snapshots"
-        if r.conversation_only:
-            cover += f" ({r.conversation_only} conversation-only)"
-        redo = f", redo {r.redo_depth}" if r.redo_depth else ""
-        print(f"{r.thread_id}  {when}  {r.source:<10}  {r.prompts} prompts, {cover}{redo}  {r.label}")
+        print(f"{r.thread_id}  {screen_time(r.updated or None)}  {r.source:<10}  {thread_counts(r)}  {r.label}")
     return 0
 
 
@@ -206,7 +200,8 @@ def _confirm(ctx: Context, args: argparse.Namespace, session: Session, what: str
             for line in session.others_warning(preview.thread_id, preview.plan)[1:]:  # the files at stake
                 print(f"warning: {line.removeprefix('! ')}", file=out)
         if not ctx.json and isinstance(preview, RedoPreview):
-            _print_since_rewind(preview.changed_since_rewind, preview.turns_since_rewind, preview.thread_id)
+            for line in since_rewind_lines(preview.changed_since_rewind, preview.turns_since_rewind):
+                print(line)
         if args.yes:
             return True
         if preview.plan is not None:
@@ -220,36 +215,20 @@ def _confirm(ctx: Context, args: argparse.Namespace, session: Session, what: str
     return ask
 
 
-def _print_since_rewind(changed: list[str], turns: int, thread: str) -> None:
-    if changed:
-        print(f"{len(changed)} files changed since the rewind (the safety snapshot keeps them):")
-        for p in changed:
-            print(f"  {show_path(p)}")
-    if turns:
-        print(f"{turns} prompts were sent on thread {thread} since the rewind (it stays as it is)")
-
-
-def _mode(args: argparse.Namespace) -> str:
-    return "files" if args.files_only else "conversation" if args.conversation_only else "both"
-
-
-def _print_actions(plan: RestorePlan) -> None:
-    """The plan of a rewind's or redo's file restore, indented under its heading."""
-    for a in plan.actions:
-        if a.op != "rmdir":
-            print(f"  {a.op:<6} {show_path(a.path)}  ({a.reason})")
-    for note in plan.notes:
-        print(f"  note: {note}")
+def _mode(args: argparse.Namespace) -> RewindMode:
+    return (RewindMode.FILES if args.files_only else RewindMode.CONVERSATION if args.conversation_only
+            else RewindMode.BOTH)
 
 
 def _print_rewind(res: RewindResult) -> None:
     if res.dry_run:
         print(f"rewind thread {res.origin_thread} to prompt {res.to_prompt} ({res.mode}):")
         if res.restore is not None:
-            _print_actions(res.restore.plan)
+            for line in plan_lines(res.restore.plan, "  "):
+                print(line)
         if res.no_snapshot_reason:
             print(f"files: left as they are ({res.no_snapshot_reason}: conversation only)")
-        if res.mode != "files":
+        if res.mode in CONVERSATION_MODES:
             print("the conversation would continue on a fork ending just before that prompt")
         print(f"prompt {res.to_prompt}: {res.prompt}")
         return
@@ -258,7 +237,7 @@ def _print_rewind(res: RewindResult) -> None:
         print(f"safety snapshot {res.safety_id}")
     if res.restore is not None:
         r = res.restore
-        print(f"files: {len(r.written)} written, {len(r.deleted)} deleted, {len(r.left)} left alone")
+        print(f"files: {restored_counts(r)}")
         for a in r.left:
             print(f"  left {show_path(a.path)}  ({a.reason})")
     elif res.no_snapshot_reason:
@@ -305,9 +284,11 @@ def _redo(ctx: Context, args: argparse.Namespace) -> int:
         ctx.emit(res.as_json())
         return 0 if res.dry_run else restore_exit(res.restore, "redo")
     if res.dry_run:
-        _print_since_rewind(res.changed_since_rewind, res.turns_since_rewind, res.from_thread)
+        for line in since_rewind_lines(res.changed_since_rewind, res.turns_since_rewind):
+            print(line)
         if res.restore is not None:
-            _print_actions(res.restore.plan)
+            for line in plan_lines(res.restore.plan, "  "):
+                print(line)
         print(f"redo would return to thread {res.thread_id}")
         return 0
     print(f"thread {res.thread_id}")

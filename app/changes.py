@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from snapshot_store import RestorePlan, Store, StoreError
 from snapshot_store.manifest import Entry, FileEntry, FileMap, LinkEntry
+from snapshot_store.restore import DELETE, WRITE
 from snapshot_store.safefs import SafeRoot, UnsafePath
 from snapshot_store.store import diff_maps
 
@@ -118,14 +119,14 @@ def plan_diffs(store: Store, plan: RestorePlan, paths: Iterable[str] | None = No
         return out
     with SafeRoot(plan.root) as root, SafeRoot("/") as top:
         for a in plan.actions:
-            if a.op not in ("write", "delete") or (wanted is not None and a.path not in wanted):
+            if a.op not in (WRITE, DELETE) or (wanted is not None and a.path not in wanted):
                 continue
             # A path outside the workspace (a pre-edit state from an agent patch) is shown absolute.
             outside = os.path.isabs(a.path)
             now = workspace_text(top, a.path.lstrip("/")) if outside else workspace_text(root, a.path)
-            then = blob_text(store, a.target if outside else target.get(a.path)) if a.op == "write" else b""
+            then = blob_text(store, a.target if outside else target.get(a.path)) if a.op == WRITE else b""
             added, removed = counts(now, then)
-            change = "deleted" if a.op == "delete" else ("added" if now == b"" else "modified")
+            change = "deleted" if a.op == DELETE else ("added" if now == b"" else "modified")
             out[a.path] = (FileStat(a.path, change, added, removed), unified(now, then, a.path))
     return out
 

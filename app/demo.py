@@ -256,9 +256,10 @@ def run(ctx: Context, args: argparse.Namespace, codex_bin: str | None = None) ->
                 plan = session.rewind(thread, 2, dry_run=True)
                 say("\n/rewind to prompt 2 — preview:")
                 if plan.restore is not None:
-                    for a in plan.restore.plan.actions:
-                        if a.op != "rmdir":
-                            say(f"  {a.op:<6} {a.path}  ({a.reason})")
+                    from .lines import plan_lines
+
+                    for line in plan_lines(plan.restore.plan, "  "):
+                        say(line)
                 rew = session.rewind(thread, 2)
                 checks["files back to before prompt 2"] = _tree(ws) == before_two
                 fork_prompts = [p.text for p in session.prompts(rew.thread_id)]

@@ -15,7 +15,7 @@ from snapshot_store import StoreError
 
 from .codex_bin import CodexBinary, binary_version, choose, pinned_path
 from .context import Context, UsageError
-from .snapshot_cmds import human_bytes
+from .lines import human_bytes
 
 SDK_DIST = "openai-codex"
 PINNED_DIST = "openai-codex-cli-bin"

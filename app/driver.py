@@ -56,6 +56,7 @@ from .session import (
 )
 from .translate import notification_events, turn_events
 from .turn_settings import ModelInfo
+from .vocab import CONVERSATION_MODES, RewindMode
 
 Emit = Callable[[Any], None]
 LOGIN_WORDS = ("login", "log in", "api key", "apikey", "unauthorized", "401", "auth")
@@ -604,7 +605,7 @@ class Driver:
                                       p.by_codexr))
             return rows
 
-    def rewind_preview(self, to: int, mode: str = "both") -> Preview:
+    def rewind_preview(self, to: int, mode: str = RewindMode.BOTH) -> Preview:
         """The exact plan of a rewind to prompt `to` (a dry run) and each file's diff."""
         with self._exclusive("rewind") as s:
             if self.thread_id is None:
@@ -614,13 +615,13 @@ class Driver:
             return Preview(f"rewind to prompt {to}", res, res.restore, diffs,
                            self._warnings(s, res.restore))
 
-    def rewind(self, to: int, mode: str = "both") -> RewindResult:
+    def rewind(self, to: int, mode: str = RewindMode.BOTH) -> RewindResult:
         """Rewind and load the resulting thread; the chosen prompt goes back to the composer."""
         with self._exclusive("rewind") as s:
             if self.thread_id is None:
                 raise SessionError("nothing to rewind: no prompt was sent yet")
             res = s.rewind(self.thread_id, to, mode, confirm=lambda _p: True)
-            where = ("files restored to before prompt" if mode == "files"
+            where = ("files restored to before prompt" if mode not in CONVERSATION_MODES
                      else "conversation forked before prompt")
             self.load(res.thread_id, reason=f"{where} {res.to_prompt}", composer=res.prompt)
             return res

@@ -19,6 +19,7 @@ from .errors import SessionError
 from .recorder import Recorder
 from .rewind_targets import inside_target, merged_plan, merged_result, outside_target, rewind_targets
 from .sidecar import RedoEntry, ThreadSidecar, TurnRecord
+from .vocab import RewindMode
 
 
 @dataclass
@@ -71,11 +72,12 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, redo_thre
         if out is not None:
             outside["prep"] = out
         safety = getattr(plan, "safety_id", None)
-        entry = RedoEntry(origin_thread=redo_thread, mode="both", safety_id=safety, target_snapshot=ws_target,
+        entry = RedoEntry(origin_thread=redo_thread, mode=RewindMode.BOTH, safety_id=safety, target_snapshot=ws_target,
                           to_prompt=number, prompt=target.prompt, origin_turns=len(side.turns),
                           outside_safety_id=out.safety_id if out else None, outside_target=out_target)
-        event = {"event": "rewind", "from": redo_thread, "to_prompt": number, "mode": "both", "via": "thread/revert",
-                 "safety_id": safety, "outside_safety_id": entry.outside_safety_id, "at": time.time()}
+        event = {"event": "rewind", "from": redo_thread, "to_prompt": number, "mode": RewindMode.BOTH,
+                 "via": "thread/revert", "safety_id": safety, "outside_safety_id": entry.outside_safety_id,
+                 "at": time.time()}
 
         def add(s: ThreadSidecar) -> None:
             s.redo.append(entry)

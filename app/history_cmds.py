@@ -117,12 +117,11 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _list_line(s: Session, cat: Catalog) -> str:
-    from .history.catalog import source_label
     from .history.render import session_json, short_time
     from .thread_label import rewound_before, thread_label
 
     d = session_json(s, cat)
-    bits = [s.id, short_time(d["last_activity"]), source_label(s.source, s.client), f"{d['prompts']} prompts"]
+    bits = [s.id, short_time(d["last_activity"]), s.source_label, f"{d['prompts']} prompts"]
     if d["snapshots"]:
         bits.append(f"{d['snapshots']} snapshots")
     if s.archived:
@@ -145,7 +144,7 @@ def _highlight(text: str, spans: list[tuple[int, int]], tty: bool) -> str:
 
 
 def _search(ctx: Context, args: argparse.Namespace) -> int:
-    from .history.catalog import HistoryError, source_label
+    from .history.catalog import HistoryError
     from .history.render import nothing_found, short_time, skipped_note
     from .history.search import Matcher
     from .history.store import Filter
@@ -171,7 +170,7 @@ def _search(ctx: Context, args: argparse.Namespace) -> int:
     tty = sys.stdout.isatty()
     for h in res.hits:
         s = h.session
-        label = source_label(s.source, s.client) + (", archived" if s.archived else "")
+        label = s.source_label + (", archived" if s.archived else "")
         for m in h.matches:
             also = f" (also in fork {', '.join(m.inherited_by)})" if m.inherited_by else ""
             print(f"{s.id}  {s.cwd}  #{m.prompt}  {short_time(m.at)}  [{label}] {m.kind}: "
@@ -186,13 +185,12 @@ def _search(ctx: Context, args: argparse.Namespace) -> int:
 
 def search_json(text: str, matcher: Matcher, res: SearchResult) -> dict[str, Any]:
     """The stable `history search --json` document."""
-    from .history.catalog import source_label
     from .times import json_time
 
     return {
         "query": text, "regex": matcher.regex, "kinds": list(matcher.kinds),
         "results": [{"session_id": h.session.id, "workspace": h.session.cwd, "source": h.session.source,
-                     "source_label": source_label(h.session.source, h.session.client),
+                     "source_label": h.session.source_label,
                      "archived": h.session.archived, "last_activity": json_time(h.session.last_activity),
                      "matches": [m.as_json() for m in h.matches]} for h in res.hits],
         "total_sessions": res.total_sessions,

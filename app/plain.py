@@ -19,7 +19,7 @@ import sys
 import termios
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol, TextIO, TypeVar
+from typing import Any, ClassVar, Protocol, TextIO, TypeVar
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
@@ -32,6 +32,7 @@ from prompt_toolkit.keys import Keys
 from snapshot_store import StoreError
 
 from .background import background_text, stopped_text
+from .commands import COMMANDS as REGISTRY
 from .driver import Driver, Preview, PromptRow
 from .events import (
     AgentDelta,
@@ -58,43 +59,28 @@ from .events import (
     short_thread,
 )
 from .images import check_images, image_label, pasted_image, with_labels
+from .lines import (
+    plan_lines,
+    plural,
+    restored_counts,
+    retry_line,
+    settings_lines,
+    show_path,
+    since_rewind_lines,
+    status_lines,
+    thread_counts,
+)
 from .permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, find_preset, matching_preset
 from .session import RedoResult, SessionOptions
-from .snapshot_cmds import show_path, when
-from .status_lines import settings_lines
+from .snapshot_cmds import when
 from .translate import file_diffs, short_command
+from .vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
 
 T = TypeVar("T")
 PROMPT = "codexr> "
-MODES = ("both", "files", "conversation")
 OUTPUT_TAIL = 20
-COMMANDS: dict[str, tuple[str, str]] = {
-    "/rewind": ("[N] [files|conversation]", "go back to before prompt N: files and conversation (preview, confirm)"),
-    "/redo": ("", "undo the last rewind (shows what changed since, then confirm)"),
-    "/new": ("", "start a new thread"),
-    "/resume": ("[N]", "list this workspace's threads and load one"),
-    "/threads": ("", "list this workspace's threads"),
-    "/history": ("TEXT", "search every workspace's conversations, numbered; then a hit's number resumes its "
-                         "thread (this workspace) or prints it read-only (another)"),
-    "/diff": ("[N]", "the workspace now against the start of the last prompt (or of prompt N)"),
-    "/status": ("", "model and reasoning effort, approval and sandbox, context left, workspace, thread, tracking, "
-                    "store size, redo depth"),
-    "/model": ("[NAME [EFFORT]]", "the model, its reasoning effort and the ones Codex offers; with NAME (and EFFORT), "
-                                  "use them from the next prompt on"),
-    "/permissions": ("[NAME]", "approval policy and sandbox, and the presets; with NAME (read-only, auto, "
-                               "full-access), use it from the next prompt on"),
-    "/compact": ("", "summarise the conversation to free context (no prompt: /rewind still lists every prompt)"),
-    "/review": ("[branch NAME | commit SHA | TEXT]", "code review by Codex: the uncommitted changes, the changes "
-                "against branch NAME, commit SHA, or your own instructions"),
-    "/init": ("", "ask Codex for an AGENTS.md contributor guide (a normal prompt; skipped if one exists)"),
-    "/mention": ("QUERY", "find workspace files (fuzzy) and put @path into your next prompt; @QUERY and Tab "
-                 "complete too"),
-    "/snapshots": ("", "this workspace's snapshots; restore one (preview, confirm)"),
-    "/ps": ("", "the agent's commands still running in the background (an interrupt does not stop them)"),
-    "/stop": ("[ID]", "stop the background commands (or the one with process ID)"),
-    "/help": ("", "keys and commands"),
-    "/quit": ("", "leave (or Ctrl+D)"),
-}
+COMMANDS: dict[str, tuple[str, str]] = {c.name: c.line for c in REGISTRY}
+"""Line mode's slash commands (app/commands.py): name → (argument, what it does)."""
 KEYS = ("Enter sends · Esc then Enter inserts a newline · Up/Down: earlier prompts · Tab completes a /command or "
         "an @file\n"
         "A pasted path to an image file (png, jpg, gif, webp) attaches the image: [image: name.png]\n"
@@ -108,11 +94,6 @@ ESCAPES = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|O.|.)?")  # arrows, function
 def clean(text: str) -> str:
     """Text from the agent or a command without terminal control sequences (plain output only)."""
     return _CONTROL.sub("", text.replace("\r\n", "\n"))
-
-
-def plural(n: int, word: str) -> str:
-    """`1 file`, `2 files`."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def stat_text(st: FileStat) -> str:
@@ -156,7 +137,7 @@ class SlashCompleter(Completer):
                 if name.startswith(text):
                     yield Completion(name, -len(text), display=f"{name} {args}".strip(), display_meta=what)
         elif words[0] == "/rewind" and len(words) == 3:
-            for mode in MODES:
+            for mode in RewindMode:
                 if mode.startswith(words[2]):
                     yield Completion(mode, -len(words[2]), display_meta=f"restore {mode}")
         elif words[0] == "/permissions" and len(words) == 2:
@@ -363,7 +344,7 @@ class Printer:
         elif isinstance(ev, FileChanges):
             self._file_changes(ev)
         elif isinstance(ev, ErrorNotice):
-            self.line(f"error: {clean(ev.message)}" + (" (Codex retries)" if ev.will_retry else ""))
+            self.line(f"warning: {retry_line(clean(ev.message))}" if ev.will_retry else f"error: {clean(ev.message)}")
         elif isinstance(ev, TokenUsage):
             self.tokens = ev.last_total
         elif isinstance(ev, TurnFinished):
@@ -456,6 +437,14 @@ def status_line(s: Status) -> str:
 
 class LineMode:
     """The REPL: prompts go to the driver, slash commands to its rewind/redo/... methods."""
+
+    HANDLERS: ClassVar[dict[str, str]] = {
+        "/rewind": "rewind", "/redo": "redo", "/new": "new", "/resume": "resume", "/threads": "list_threads",
+        "/history": "history", "/diff": "diff", "/status": "status", "/snapshots": "snapshots", "/help": "help",
+        "/model": "model", "/ps": "ps", "/stop": "stop", "/permissions": "permissions", "/compact": "compact",
+        "/review": "review", "/init": "init", "/mention": "mention",
+    }
+    """The method that runs each slash command of the registry (/quit ends the loop)."""
 
     def __init__(self, opts: SessionOptions, *, banner: str = "", reader: Reader | None = None,
                  out: TextIO | None = None, thread_id: str | None = None, resume_last: bool = False,
@@ -652,19 +641,13 @@ class LineMode:
     def command(self, text: str) -> bool:
         """Run one slash command; False means quit."""
         name, *args = text.split()
-        handlers: dict[str, Callable[[list[str]], object]] = {
-            "/rewind": self.rewind, "/redo": self.redo, "/new": self.new, "/resume": self.resume,
-            "/threads": self.list_threads, "/history": self.history, "/diff": self.diff, "/status": self.status,
-            "/snapshots": self.snapshots, "/help": self.help, "/model": self.model, "/ps": self.ps,
-            "/stop": self.stop, "/permissions": self.permissions, "/compact": self.compact, "/review": self.review,
-            "/init": self.init, "/mention": self.mention,
-        }
         if name not in COMMANDS:  # a unique prefix will do: /red is /redo
             found = [c for c in COMMANDS if c.startswith(name)]
             name = found[0] if len(found) == 1 else name
         if name in ("/quit", "/exit"):
             return False
-        handler = handlers.get(name)
+        method = self.HANDLERS.get(name)
+        handler: Callable[[list[str]], object] | None = getattr(self, method) if method else None
         if handler is None:
             from .slash import unknown_command
 
@@ -735,17 +718,9 @@ class LineMode:
         if restore is None:
             p.line("  files: left as they are")
             return
-        shown = [a for a in restore.plan.actions if a.op != "rmdir"]
-        if not shown:
-            p.line("  files: nothing to do, the workspace already matches")
-        for a in shown:
-            counts = preview.diffs.get(a.path)
-            extra = f"  {stat_text(counts[0])}" if counts else ""
-            p.line(f"  {a.op:<6} {show_path(a.path)}  ({a.reason}){extra}")
-        plan = restore.plan
-        p.line(f"  {len(plan.writes)} to write, {len(plan.deletes)} to delete, {len(plan.left)} left alone")
-        for note in plan.notes:
-            p.line(f"  note: {note}")
+        counts = {path: f"  {stat_text(st)}" for path, (st, _diff) in preview.diffs.items()}
+        for line in plan_lines(restore.plan, "  ", counts):
+            p.line(line)
 
     def rows(self) -> list[PromptRow]:
         """The thread's prompts, or a message when there are none."""
@@ -775,13 +750,13 @@ class LineMode:
 
     def rewind(self, args: list[str]) -> None:
         """/rewind [N] [files|conversation]: list, preview the plan, confirm, rewind."""
-        mode = "both"
+        mode = RewindMode.BOTH
         number: int | None = None
         for a in args:
             if a.isdigit():
                 number = int(a)
-            elif a in MODES:
-                mode = a
+            elif a in tuple(RewindMode):
+                mode = RewindMode(a)
             else:
                 self.printer.line(f"usage: /rewind {COMMANDS['/rewind'][0]}")
                 return
@@ -797,16 +772,15 @@ class LineMode:
             number = int(answer)
         to = number
         preview = self.blocking(lambda: self.driver.rewind_preview(to, mode))
-        what = {"both": "files and conversation", "files": "files only", "conversation": "conversation only"}[mode]
-        self.printer.line(f"{preview.title} ({what}):")
+        self.printer.line(f"{preview.title} ({mode.words}):")
         prompt = getattr(preview.result, "prompt", "")
         self.printer.line(f"  prompt {to}: {' '.join(clean(prompt).split())[:200]}")
         why = getattr(preview.result, "no_snapshot_reason", None)
         if why:
             self.printer.line(f"  {why}: the rewind is conversation only")
-        if mode != "conversation":
+        if mode in FILE_MODES:
             self.print_plan(preview)
-        if mode != "files":
+        if mode in CONVERSATION_MODES:
             self.printer.line(f"  the conversation continues on a fork that ends just before prompt {to}")
         if not self.confirm("rewind", preview):
             self.printer.line("no rewind: nothing changed")
@@ -814,8 +788,7 @@ class LineMode:
         res = self.blocking(lambda: self.driver.rewind(to, mode))
         self.drain()
         if res.restore is not None:
-            r = res.restore
-            self.printer.line(f"rewound: {len(r.written)} written, {len(r.deleted)} deleted, {len(r.left)} left alone")
+            self.printer.line(f"rewound: {restored_counts(res.restore)}")
         if res.safety_id:
             self.printer.line(f"safety snapshot {res.safety_id[:12]}; /redo undoes this rewind")
         self.printer.line(f"prompt {res.to_prompt} is back at the prompt: edit it and press Enter, or clear it")
@@ -828,13 +801,8 @@ class LineMode:
         p = self.printer
         p.line("redo: back to where the last rewind started")
         if isinstance(res, RedoResult):
-            if res.changed_since_rewind:
-                p.line(f"  {plural(len(res.changed_since_rewind), 'file')} changed since the rewind "
-                       "(the safety snapshot keeps them):")
-                for path in res.changed_since_rewind:
-                    p.line(f"    {show_path(path)}")
-            if res.turns_since_rewind:
-                p.line(f"  {plural(res.turns_since_rewind, 'prompt')} sent on this fork since the rewind (it stays)")
+            for line in since_rewind_lines(res.changed_since_rewind, res.turns_since_rewind, "  "):
+                p.line(line)
             p.line(f"  returns to thread {res.thread_id}")
         self.print_plan(preview)
         if not self.confirm("redo", preview):
@@ -843,7 +811,7 @@ class LineMode:
         done = self.blocking(self.driver.redo)
         self.drain()
         if done.restore is not None:
-            p.line(f"redone: {len(done.restore.written)} written, {len(done.restore.deleted)} deleted")
+            p.line(f"redone: {restored_counts(done.restore)}")
         self.composer = ""
 
     def new(self, args: list[str]) -> None:
@@ -858,12 +826,7 @@ class LineMode:
         for i, r in enumerate(rows, 1):
             here = "*" if r.thread_id == self.driver.thread_id else " "
             at = when(r.updated) if r.updated else "?"
-            cover = f"{r.with_snapshots}/{r.prompts} with file snapshots"
-            if r.conversation_only:
-                cover += f", {r.conversation_only} conversation only"
-            redo = f", redo {r.redo_depth}" if r.redo_depth else ""
-            self.printer.line(f"{here}{i}. {r.thread_id}  {at}  {r.source}  {plural(r.prompts, 'prompt')}, "
-                              f"{cover}{redo}")
+            self.printer.line(f"{here}{i}. {r.thread_id}  {at}  {r.source}  {thread_counts(r)}")
             self.printer.line(f"     {' '.join(clean(r.preview).split())[:90]}")
         return [r.thread_id for r in rows]
 
@@ -941,18 +904,10 @@ class LineMode:
             self.printer.line(f"{plural(len(items), 'file')} changed since the start of {since}")
 
     def status(self, args: list[str]) -> None:
-        """/status: the status bar as lines."""
+        """/status: the lines the app shows (app/lines.py)."""
         s = self.blocking(self.driver.status_detail)
-        p = self.printer
-        p.line(status_line(s))
-        for line in settings_lines(s):
-            p.line(line)
-        p.line(f"store {s.store_bytes / 1e6:.1f} MB, redo depth {s.redo_depth}")
-        if s.last_capture_at is not None:
-            took = f", took {s.last_capture_seconds:.2f} s" if s.last_capture_seconds is not None else ""
-            p.line(f"last capture {when(s.last_capture_at)}{took}")
-        if s.others:
-            p.line("other codexr sessions in this workspace: " + "; ".join(s.others))
+        for line in status_lines(s):
+            self.printer.line(line)
 
     def model(self, args: list[str]) -> None:
         """/model [NAME [EFFORT]]: the model, its effort and the offered ones; or switch from the next prompt on."""

@@ -21,6 +21,7 @@ from config import CodexrSettings, is_codexr_key
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.errors import Interrupted
 from snapshot_store.gc import maybe_auto_gc
+from snapshot_store.restore import DELETE, WRITE
 from snapshot_store.states import StatesRestore, prepare_states_restore
 from snapshot_store.workspace import workspace_root
 
@@ -43,6 +44,7 @@ from .sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord
 from .thread_label import rewound_before, thread_label
 from .translate import is_prompt_turn, is_sub_turn
 from .turn_settings import ModelInfo, TurnSettings, model_info
+from .vocab import CLIENT_NAME, CONVERSATION_MODES, FILE_MODES, SESSION_KINDS, RewindMode, source_label
 from .workspace_lock import LastThread, SessionLock
 
 APPROVAL_METHODS = {
@@ -51,12 +53,8 @@ APPROVAL_METHODS = {
     "execCommandApproval": "command",
     "applyPatchApproval": "fileChange",
 }
-MODES = ("both", "files", "conversation")
-CLIENT_NAME = "codexr"  # Codex records it as the `originator` of the threads codexr starts
 # `thread/list` without `sourceKinds` leaves out `codex exec` threads (and others): ask for every kind
 SOURCE_KINDS = tuple(k.value for k in ThreadSourceKind)
-SESSION_KINDS = ("cli", "vscode", "exec", "appServer")  # asked for alone when a binary rejects the others
-SOURCE_LABELS = {"appServer": "app-server"}
 
 
 @contextlib.contextmanager
@@ -254,7 +252,7 @@ class ThreadSummary:
     tracking: bool
     forked_from: str | None = None
     cwd: str = ""
-    source: str = ""  # who started it: codexr, cli, exec, vscode, app-server, ...
+    source: str = ""  # who started it, in app/vocab.py's words: codexr, CLI, exec, IDE, app-server, ...
     rewound_before: int | None = None  # a fork made by a rewind: the origin's prompt it went back before
 
     @property
@@ -268,16 +266,9 @@ class ThreadSummary:
         return max(0, self.prompts - self.with_snapshots)
 
 
-def source_label(thread: dict[str, Any]) -> str:
-    """Who started a thread: `codexr` for codexr's own (its client name is the originator), else Codex's source."""
-    if thread.get("originator") == CLIENT_NAME:
-        return CLIENT_NAME
-    src = thread.get("source")
-    if isinstance(src, dict):
-        if isinstance(src.get("custom"), str):
-            return str(src["custom"])
-        return "sub-agent" if "subAgent" in src else "unknown"
-    return SOURCE_LABELS.get(str(src), str(src or "unknown"))
+def thread_source(thread: dict[str, Any]) -> str:
+    """Who started a thread (app-server's Thread): `codexr` for codexr's own (its client name is the originator)."""
+    return source_label(thread.get("source"), by_codexr=thread.get("originator") == CLIENT_NAME)
 
 
 def _text_of(user_item: dict[str, Any]) -> str:
@@ -683,7 +674,7 @@ class Session:
         earlier = sum(1 for t in resp.thread.turns or [] if is_prompt_turn(dump_payload(t)))
         if not earlier:
             return None
-        source = source_label(dump_payload(resp.thread))
+        source = thread_source(dump_payload(resp.thread))
         side.history.append({"event": "continued", "source": source, "earlier_prompts": earlier, "at": time.time()})
         snaps = "gets file snapshots" if side.tracking else "gets no file snapshot (file_snapshots is off)"
         text = (f"thread {thread_id} was started outside codexr ({source}): its {earlier} earlier "
@@ -862,7 +853,7 @@ class Session:
         created: list[str] = []
         changed: list[str] = []
         for a in plan.actions:
-            if a.op not in ("write", "delete") or a.current is None or a.current.kind == "-":
+            if a.op not in (WRITE, DELETE) or a.current is None or a.current.kind == "-":
                 continue  # nothing there now: nothing of anyone's to lose
             then = seen.get(a.path) if seen is not None else None
             if seen is not None and then == a.current:
@@ -880,7 +871,7 @@ class Session:
                          "restore: " + ", ".join(changed))
         return lines
 
-    def rewind(self, thread_id: str, to: str | int, mode: str = "both", *, dry_run: bool = False,
+    def rewind(self, thread_id: str, to: str | int, mode: str = RewindMode.BOTH, *, dry_run: bool = False,
                confirm: Callable[[RewindPreview], bool] | None = None) -> RewindResult:
         """Fork the conversation before prompt `to` and/or restore its pre-turn files.
 
@@ -888,12 +879,12 @@ class Session:
         safety capture, plan, `confirm`, fork, the redo entry saved (pinning the safety snapshot),
         then the journaled restore. A declined rewind changes nothing and creates no fork.
         """
-        if mode not in MODES:
+        if mode not in tuple(RewindMode):
             raise SessionError(f"unknown rewind mode {mode!r}")
         side = self.sidecars.load(thread_id)
         prompts = self.prompts(thread_id)
         target = self.resolve_prompt(prompts, to)
-        files = mode in ("both", "files")
+        files = mode in FILE_MODES
         why = target.no_snapshot_reason()
         if files and why is not None:
             raise SessionError(f"{why}; rewind the conversation only with --conversation-only")
@@ -934,7 +925,8 @@ class Session:
                 plan = shown["plan"] = merged_plan(plan, out.plan if out else None, targets)
             if confirm is not None and not confirm(RewindPreview(thread_id, target.number, target.text, mode, plan)):
                 return False
-            new_thread = self._fork_before(thread_id, target, prompts) if mode != "files" else thread_id
+            forks = mode in CONVERSATION_MODES
+            new_thread = self._fork_before(thread_id, target, prompts) if forks else thread_id
             try:
                 self._record_rewind(side, new_thread, thread_id, target, prompts, mode,
                                     plan.safety_id if plan else None, ws_target,
@@ -1023,7 +1015,7 @@ class Session:
                        prompts: list[Prompt], mode: str, safety_id: str | None, target_snapshot: str | None,
                        outside_safety: str | None, outside_target: str | None) -> None:
         """Save the redo entry on the destination thread before any file changes (it pins the safeties)."""
-        files = mode in ("both", "files")
+        files = mode in FILE_MODES
         entry = RedoEntry(origin_thread=origin, mode=mode, safety_id=safety_id,
                           target_snapshot=target_snapshot if files else None, to_prompt=target.number,
                           prompt=target.text, origin_turns=len(prompts), outside_safety_id=outside_safety,
@@ -1080,7 +1072,7 @@ class Session:
         changed = []
         for a in out.plan.actions:
             then = left_by_rewind.get(a.path)
-            if a.op in ("write", "delete") and a.current != then and not (
+            if a.op in (WRITE, DELETE) and a.current != then and not (
                     (a.current is None or a.current.kind == "-") and (then is None or then.kind == "-")):
                 changed.append("/" + a.path)
         return sorted(changed)
@@ -1096,7 +1088,7 @@ class Session:
         left_by_rewind = self.store.files(entry.target_snapshot)
         out = []
         for a in plan.actions:
-            if a.op not in ("write", "delete"):
+            if a.op not in (WRITE, DELETE):
                 continue
             then = left_by_rewind.get(a.path)
             # absent then and absent now is no change, however each capture recorded the absence
@@ -1120,7 +1112,7 @@ class Session:
         # On a fork, prompts past the shared ones are new; on the same thread (files-only), past the old count.
         base = entry.to_prompt - 1 if entry.origin_thread != thread_id else entry.origin_turns
         turns_since = max(0, len(self.prompts(thread_id)) - base)
-        files = entry.mode in ("both", "files") and entry.safety_id is not None
+        files = entry.mode in FILE_MODES and entry.safety_id is not None
         if files and entry.safety_id and self.store.exists(entry.safety_id):
             self._same_workspace(self.store.record(entry.safety_id).root, "redo")
         known = self.recorder.known_paths(side)
@@ -1137,7 +1129,7 @@ class Session:
                 restore = merged_result(ws_res, plan, None, out_plan, None)
                 changed = self._changed_since_rewind(entry, ws_res.plan) + self._changed_outside(entry, out_prep)
             return RedoResult(entry.origin_thread, thread_id, entry.mode, None, changed, turns_since, restore, True)
-        if entry.mode in ("both", "conversation") and entry.origin_thread != thread_id:
+        if entry.mode in CONVERSATION_MODES and entry.origin_thread != thread_id:
             self.resume_thread(entry.origin_thread)
         seen: dict[str, list[str]] = {}
         outside: dict[str, StatesRestore] = {}
@@ -1201,7 +1193,7 @@ class Session:
                 lambda s: s.history.append({"event": "redone", "from": thread_id, "at": time.time(),
                                             "safety_id": safety}),
                 new=lambda: self.sidecar(entry.origin_thread))
-        self.mark_used(entry.origin_thread if entry.mode in ("both", "conversation") else thread_id)
+        self.mark_used(entry.origin_thread if entry.mode in CONVERSATION_MODES else thread_id)
         self.collect_later()
         return RedoResult(entry.origin_thread, thread_id, entry.mode, safety, seen["changed"], turns_since, restore)
 
@@ -1222,7 +1214,7 @@ class Session:
             seen.add(tid)
             side = self.sidecars.load(tid)
             out.append(self._summary(tid, side, str(t.get("preview") or ""), float(t.get("updatedAt") or 0),
-                                     str(t.get("cwd") or ""), source_label(t)))
+                                     str(t.get("cwd") or ""), thread_source(t)))
         for side in self.sidecars.all():
             if side.thread_id in seen or (not all_workspaces and side.cwd != str(self.cwd)):
                 continue
@@ -1234,7 +1226,7 @@ class Session:
             preview = str(t.get("preview") or "")
             updated = max([side.created, *[r.started for r in side.turns]])
             out.append(self._summary(side.thread_id, side, preview, updated, side.cwd,
-                                     source_label(t) if t else CLIENT_NAME))
+                                     thread_source(t) if t else CLIENT_NAME))
         out.sort(key=lambda s: s.updated, reverse=True)
         return out
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,16 +10,12 @@ from typing import TYPE_CHECKING, Any
 from snapshot_store import StoreError
 
 from .context import Context, UsageError
+from .lines import human_bytes, plan_lines, show_path
 from .workspace_lock import SessionLock
 
 if TYPE_CHECKING:  # the store's modules load in the handler that needs them (start-up: see bench_startup.py)
     from snapshot_store import RestorePlan, RestoreResult, Store
     from snapshot_store.manifest import Entry
-
-
-def show_path(path: str) -> str:
-    """Printable form of a path that may hold undecodable bytes."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def when(ts: float) -> str:
@@ -29,15 +24,6 @@ def when(ts: float) -> str:
     from .times import screen_time  # here: only listings format times
 
     return screen_time(ts, seconds=True)
-
-
-def human_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -189,24 +175,15 @@ def _diff(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def print_plan(store: Store, plan: RestorePlan, with_diff: bool) -> None:
-    """The preview: what will be written, deleted, left alone, and why."""
-    labels = {"write": "write ", "delete": "delete", "rmdir": "rmdir ", "leave": "leave "}
-    shown = [a for a in plan.actions if a.op != "rmdir"]
-    if not shown:
-        print("nothing to do: the workspace already matches the snapshot")
-    diffs = {}
+    """The preview: what will be written, deleted, left alone, and why (with each file's diff)."""
+    after = {}
     if with_diff:
         from .changes import plan_diffs  # the current side from the disk: a dry run stores no blob of it
 
         diffs = plan_diffs(store, plan)
-    for a in shown:
-        print(f"{labels[a.op]} {show_path(a.path)}  ({a.reason})")
-        if a.path in diffs:
-            sys.stdout.write(show_path(diffs[a.path][1]))
-    w, d, left = len(plan.writes), len(plan.deletes), len(plan.left)
-    print(f"{w} to write, {d} to delete, {left} left alone")
-    for note in plan.notes:
-        print(f"note: {note}")
+        after = {path: "\n" + show_path(diff).rstrip("\n") for path, (_st, diff) in diffs.items() if diff}
+    for line in plan_lines(plan, after=after):
+        print(line)
 
 
 def _restore(ctx: Context, args: argparse.Namespace) -> int:

@@ -18,7 +18,6 @@ import pexpect
 import pytest
 from e2e_helpers import PipeSession, official_codex_exec, processes_running, wait_gone
 
-from app.events import short_thread
 from app.scripted_model import (
     ScriptedModel,
     last_user_text,
@@ -127,7 +126,7 @@ def test_prompts_stream_then_rewind_and_redo_bring_files_and_prompt_back(model: 
     (t.ws / "old.txt").write_text("edited after the rewind\n")
     t.child.sendcontrol("u")  # clear the offered prompt
     t.child.send("/red")
-    t.until("undo the last rewind")  # completion menu with the help text
+    t.until("Undo the last rewind")  # completion menu with the help text
     t.child.send("\t")
     t.until("/redo")
     t.child.sendline("")
@@ -433,7 +432,7 @@ def test_history_numbers_hits_of_every_workspace_then_resumes_one_here_or_prints
     t.until("codexr>")
     t.child.sendline("/status")
     status = t.until("redo depth")  # still the resumed thread: reading another workspace's loads nothing
-    assert f"thread {short_thread(resumed.group(1))}," in status and resumed.group(1) != far_id, status
+    assert f"thread: {resumed.group(1)}" in status and resumed.group(1) != far_id, status
     t.until("codexr>")
     t.quit()
     assert not (far / "a.txt").exists() and (t.ws / "b.txt").exists()

@@ -86,3 +86,20 @@ def test_the_plan_counts_deletions_as_the_result_will() -> None:
     assert summary == "files: 0 files written, 1 deleted, 0 left alone, 1 empty directory removed"
     done = RestoreResult(plan, "s" * 64, written=[], deleted=["gen/out.txt"])
     assert restored_counts(done) == "0 files written, 1 deleted"
+
+
+def test_one_command_registry_drives_the_app_and_line_mode() -> None:
+    """Line mode kept its own command table beside the app's: now both read app/commands.py, and each front end
+    runs every command there (the app through its action, line mode through its handler)."""
+    from app.commands import COMMANDS
+    from app.plain import COMMANDS as LINE
+    from app.plain import LineMode
+    from app.tui.actions import SLASH
+
+    names = {c.name for c in COMMANDS}
+    assert set(SLASH) == names and set(LINE) == names
+    assert set(LineMode.HANDLERS) == names - {"/quit"}
+    assert all(callable(getattr(LineMode, m, None)) for m in LineMode.HANDLERS.values())
+    for c in COMMANDS:
+        assert (SLASH[c.name].description, SLASH[c.name].args) == (c.description, c.args)
+        assert LINE[c.name] == c.line

@@ -6,7 +6,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .catalog import HistoryError, conversation, source_label
+from .catalog import HistoryError, conversation
 from .render import markdown, nothing_found, skipped_note
 from .search import Matcher
 from .store import Filter, HistoryStore, same_dir
@@ -104,7 +104,7 @@ def search_hits(home: Path, query: str, here: str, *, limit: int = 20, context: 
     if not res.hits:
         return Found([], nothing_found(text, res, None, tools))
     hits = [Hit(h.session.id, h.session.cwd, m.prompt, m.at, m.kind, m.excerpt, m.start, m.end,
-                source_label(h.session.source, h.session.client), same_dir(h.session.cwd, here), tuple(m.spans))
+                h.session.source_label, same_dir(h.session.cwd, here), tuple(m.spans))
             for h in res.hits for m in h.matches]
     more = res.total_sessions - len(res.hits)
     summary = (f"{len(hits)} hit{'s' if len(hits) != 1 else ''} in {len(res.hits)} of "

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..vocab import CLIENT_NAME, source_label
 from .rollout import Digest, Entry, Skipped
 
 SESSIONS = "sessions"
@@ -195,8 +196,8 @@ class Session:
     @property
     def client(self) -> str:
         """codexr when codexr ran it (its sidecar, or codexr as the SDK originator), else codex."""
-        if self.sidecar is not None or any(f.meta.get("originator") == "codexr" for f in self.files):
-            return "codexr"
+        if self.sidecar is not None or any(f.meta.get("originator") == CLIENT_NAME for f in self.files):
+            return CLIENT_NAME
         return "codex"
 
     @property
@@ -204,17 +205,14 @@ class Session:
         return str(self.files[0].meta.get("source") or "")
 
     @property
+    def source_label(self) -> str:
+        """Who started it, worded as everywhere else (app/vocab.py)."""
+        return source_label(self.source, by_codexr=self.client == CLIENT_NAME)
+
+    @property
     def forked_from(self) -> str | None:
         v = self.files[0].meta.get("forked_from_id") or (self.sidecar.forked_from if self.sidecar else None)
         return str(v) if v else None
-
-
-def source_label(source: str, client: str) -> str:
-    """How `list` names who wrote a session."""
-    if client == "codexr":
-        return "codexr"
-    return {"cli": "CLI", "exec": "exec", "vscode": "IDE", "mcp": "MCP", "subagent": "subagent"}.get(source,
-                                                                                                   source or "?")
 
 
 class Segment:

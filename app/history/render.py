@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from ..times import json_time, screen_time
-from .catalog import Catalog, Prompt, Session, rewind_marks, source_label
+from .catalog import Catalog, Prompt, Session, rewind_marks
 from .rollout import Entry
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def session_json(s: Session, cat: Catalog) -> dict[str, Any]:
         "last_activity": json_time(s.last_activity),
         "source": s.source,
         "client": s.client,
-        "source_label": source_label(s.source, s.client),
+        "source_label": s.source_label,
         "archived": s.archived,
         "forked_from": s.forked_from,
         "forked_at_prompt": s.forked_at,

@@ -1,4 +1,5 @@
-"""The one action registry: keys, footer, /help, slash commands and the command palette all come from here.
+"""The one action registry: keys, footer, /help, slash commands and the command palette all come from here
+(a slash command's words from app/commands.py, which line mode reads too).
 
 Users remap keys in codexr's settings (`[tui] keys = { "rewind" = "f2" }`); an unknown action id is a
 config error, never silently ignored.
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 from textual.binding import Binding
 
 from config import ConfigError
+
+from ..commands import BY_NAME
 
 
 @dataclass(frozen=True)
@@ -34,42 +37,39 @@ class Action:
         return self.id
 
 
+def _command(id: str, key: str = "", *, priority: bool = False, label: str = "") -> Action:
+    """An action that is also the slash command `/<id>`: its words and argument come from app/commands.py."""
+    c = BY_NAME["/" + id]
+    return Action(id, key, c.description, slash=c.name, args=c.args, priority=priority, label=label)
+
+
 ACTIONS: tuple[Action, ...] = (
     # ---- app
     Action("interrupt", "escape", "Interrupt the running turn; Esc Esc on an empty composer opens the rewind picker",
            priority=True, label="Interrupt"),
     Action("interrupt_or_quit", "ctrl+c", "Interrupt the running turn; twice on an empty idle composer quits",
            priority=True, show=False),
-    Action("rewind", "ctrl+r", "Rewind the conversation and the files to an earlier prompt", slash="/rewind",
-           priority=True, label="Rewind"),
-    Action("redo", "", "Undo the last rewind (shows what comes back and any conflicts first)", slash="/redo"),
-    Action("new", "", "Start a new thread (the next prompt begins it)", slash="/new"),
-    Action("resume", "", "Resume one of this workspace's threads", slash="/resume"),
-    Action("threads", "", "List this workspace's threads and switch to one", slash="/threads"),
-    Action("history", "", "Search every workspace's conversations; a hit here resumes its thread, another's is "
-           "shown read-only", slash="/history", args="TEXT"),
-    Action("diff", "", "Workspace now vs the start of the current turn (or of prompt N)", slash="/diff", args="[N]"),
-    Action("status", "", "Show the session's status in the transcript", slash="/status"),
-    Action("snapshots", "", "This workspace's file snapshots; restore one", slash="/snapshots"),
-    Action("ps", "", "The agent's commands still running in the background (an interrupt does not stop them)",
-           slash="/ps"),
-    Action("stop", "", "Stop the background commands (or the one with process ID)", slash="/stop", args="[ID]"),
-    Action("model", "", "Pick the model, then its reasoning effort, for the next prompts; /model NAME [EFFORT] "
-           "switches at once", slash="/model", args="[NAME [EFFORT]]"),
-    Action("permissions", "", "Pick the approval policy and sandbox (Read Only, Default, Full Access) for the next "
-           "prompts; /permissions NAME switches at once", slash="/permissions", args="[NAME]"),
+    _command("rewind", "ctrl+r", priority=True, label="Rewind"),
+    _command("redo"),
+    _command("new"),
+    _command("resume"),
+    _command("threads"),
+    _command("history"),
+    _command("diff"),
+    _command("status"),
+    _command("snapshots"),
+    _command("ps"),
+    _command("stop"),
+    _command("model"),
+    _command("permissions"),
     Action("transcript", "ctrl+t", "The whole thread's transcript in a pager: every prompt, answer, command with all "
            "its output, edit; / searches, Esc or q closes", priority=True, label="Transcript"),
-    Action("compact", "", "Summarise the conversation to free context (no prompt: rewind still lists every prompt)",
-           slash="/compact"),
-    Action("review", "", "Code review by Codex: uncommitted changes, or the changes against branch NAME, commit SHA, "
-           "or your own instructions", slash="/review", args="[branch NAME | commit SHA | TEXT]"),
-    Action("init", "", "Ask Codex for an AGENTS.md contributor guide (a normal prompt; skipped if one exists)",
-           slash="/init"),
-    Action("mention", "", "Insert a workspace file's path: @ and a fuzzy file search (typing @ does the same)",
-           slash="/mention", args="[QUERY]"),
-    Action("help", "f1", "Keys and slash commands", slash="/help", label="Help"),
-    Action("quit", "ctrl+q", "Quit codexr", slash="/quit", priority=True, label="Quit"),
+    _command("compact"),
+    _command("review"),
+    _command("init"),
+    _command("mention"),
+    _command("help", "f1", label="Help"),
+    _command("quit", "ctrl+q", priority=True, label="Quit"),
     # Ctrl+Up first: Textual 8 reads Alt+Up from a real terminal as Esc then Up, so Alt alone never reached it.
     Action("block_prev", "ctrl+up,alt+up", "Move the block cursor to the previous transcript block", show=False),
     Action("block_next", "ctrl+down,alt+down", "Move the block cursor to the next transcript block", show=False),

@@ -47,7 +47,7 @@ from .composer import Composer
 from .footer import AppFooter
 from .messages import DriverEvents, coalesce
 from .palette import ActionCommands
-from .status import StatusBar, human_size
+from .status import StatusBar
 from .theme import terminal_theme
 from .transcript import Transcript
 
@@ -782,22 +782,9 @@ class CodexrApp(App[int]):
 
 def status_text(s: Status) -> str:
     """/status as a few lines."""
-    from ..status_lines import settings_lines
+    from ..lines import status_lines
 
-    lines = [
-        *settings_lines(s),
-        f"workspace: {s.workspace}",
-        f"thread: {s.thread_id or '(none yet: the next prompt starts one)'}",
-        f"file tracking: {'on' if s.tracking else 'off'} · {s.tracked_files} files tracked · store "
-        f"{human_size(s.store_bytes)}",
-    ]
-    if s.last_capture_at is not None:
-        took = f" in {s.last_capture_seconds:.2f}s" if s.last_capture_seconds is not None else ""
-        lines.append(f"last capture: {time.strftime('%H:%M:%S', time.localtime(s.last_capture_at))}{took}")
-    lines.append(f"redo depth: {s.redo_depth}")
-    if s.others:
-        lines.append("other codexr sessions here: " + "; ".join(s.others))
-    return "status\n  " + "\n  ".join(lines)
+    return "status\n  " + "\n  ".join(status_lines(s))
 
 
 def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *, thread_id: str | None = None,

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import time
 
-from snapshot_store.restore import Action, RestoreResult
+from snapshot_store.restore import DELETE, LEAVE, RMDIR, WRITE, Action, RestoreResult
 
 from ..events import FileStat
+from ..vocab import RewindMode
 from .diffview import stat_label
 
-MODE_NAMES = {"both": "files and conversation", "files": "files only", "conversation": "conversation only"}
+MODE_NAMES: dict[str, str] = {m: m.words for m in RewindMode}
 MODE_KEYS = {"both": "b", "files": "f", "conversation": "c"}
-OP_LETTERS = {"write": "W", "delete": "D", "rmdir": "R", "leave": "="}
+OP_LETTERS = {WRITE: "W", DELETE: "D", RMDIR: "R", LEAVE: "="}
 
 
 def ago(ts: float | None, now: float | None = None) -> str:
@@ -57,8 +58,7 @@ def files_label(files: tuple[FileStat, ...] | None, limit: int = 4) -> str:
 def plan_line(action: Action, stat: FileStat | None) -> str:
     """One step of a restore plan: letter, path (with +/- when known) and the reason."""
     what = stat_label(stat).split(" ", 1)[1] if stat is not None else action.path
-    verb = {"write": "write", "delete": "delete", "rmdir": "remove dir", "leave": "leave alone"}.get(action.op,
-                                                                                                   action.op)
+    verb = {WRITE: "write", DELETE: "delete", RMDIR: "remove dir", LEAVE: "leave alone"}.get(action.op, action.op)
     return f"{OP_LETTERS.get(action.op, '?')} {verb}: {what} — {action.reason}"
 
 

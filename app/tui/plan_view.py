@@ -8,7 +8,7 @@ from textual.content import Content
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from snapshot_store.restore import Action
+from snapshot_store.restore import DELETE, LEAVE, RMDIR, WRITE, Action
 
 from ..driver import Preview
 from ..events import FileStat
@@ -33,10 +33,10 @@ def plan_summary(preview: Preview) -> str:
     Directories emptied by the rewind are named apart: the result's "deleted" counts files only.
     """
     acts = plan_actions(preview)
-    written = sum(a.op == "write" for a in acts)
-    deleted = sum(a.op == "delete" for a in acts)
-    dirs = sum(a.op == "rmdir" for a in acts)
-    left = sum(a.op == "leave" for a in acts)
+    written = sum(a.op == WRITE for a in acts)
+    deleted = sum(a.op == DELETE for a in acts)
+    dirs = sum(a.op == RMDIR for a in acts)
+    left = sum(a.op == LEAVE for a in acts)
     notes = "".join(f"\nnote: {n}" for n in preview.restore.plan.notes) if preview.restore else ""
     if not acts:
         return "files: the workspace already matches — nothing to write or delete" + notes
@@ -82,7 +82,7 @@ class PlanView(Vertical):
         act = self._actions[index]
         if act.path in self._diffs:
             text = self._diffs[act.path][1]
-        elif act.op == "leave":
+        elif act.op == LEAVE:
             text = f"(left alone: {act.reason})"
         else:
             text = f"({act.op} {act.path})"

@@ -13,12 +13,13 @@ from textual.widgets.option_list import Option
 
 from ..driver import Driver, Preview, PromptRow
 from ..session import RewindResult
+from ..vocab import RewindMode
 from .driver_screen import CallDone, DriverScreen
 from .labels import MODE_KEYS, MODE_NAMES, ago, files_label, first_line, restored_counts
 from .lists import KeptList
 from .plan_view import PlanView
 
-MODES = ("both", "files", "conversation")
+MODES = tuple(RewindMode)
 
 
 def row_label(row: PromptRow, now: float | None = None) -> str:

@@ -1,0 +1,117 @@
+"""Lines both front ends and the command line print alike: /status, and the plan of a restore (a snapshot's, a
+rewind's, a redo's) — worded here once, so line mode, `codexr snapshots restore`, `codexr rewind` and the demo agree.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .context_window import context_detail
+from .permissions import matching_preset
+
+if TYPE_CHECKING:  # light on purpose: every `codexr` command imports this module (bench_startup.py)
+    from snapshot_store import RestorePlan, RestoreResult
+
+    from .events import Status
+    from .session import ThreadSummary
+
+
+def plural(n: int, word: str) -> str:
+    """`1 file`, `2 files`."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def show_path(path: str) -> str:
+    """Printable form of a path that may hold undecodable bytes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def settings_lines(s: Status) -> list[str]:
+    """Model and reasoning effort, approval policy, sandbox (with the /permissions preset they make), context."""
+    model = s.model or "Codex's default (config.toml)"
+    lines = [f"model: {model}, reasoning {s.effort or 'default'}"]
+    approval, sandbox = s.approval or "unknown", s.sandbox or "unknown"
+    preset = matching_preset(approval.split(" (")[0], sandbox.split(" (")[0])
+    lines.append(f"approval: {approval}")
+    lines.append(f"sandbox: {sandbox}" + (f"  (/permissions: {preset.label})" if preset else ""))
+    lines.append(f"context window: {context_detail(s.context_used, s.context_window)}")
+    return lines
+
+
+def status_lines(s: Status) -> list[str]:
+    """/status, worded as the official Codex TUI: the settings, then workspace, thread, tracking and store, the
+    last capture, redo depth and the other sessions here."""
+    lines = [
+        *settings_lines(s),
+        f"workspace: {s.workspace}",
+        f"thread: {s.thread_id or '(none yet: the next prompt starts one)'}",
+        f"file tracking: {'on' if s.tracking else 'off'} · {s.tracked_files} files tracked · store "
+        f"{human_bytes(s.store_bytes)}",
+    ]
+    if s.last_capture_at is not None:
+        took = f" in {s.last_capture_seconds:.2f}s" if s.last_capture_seconds is not None else ""
+        lines.append(f"last capture: {time.strftime('%H:%M:%S', time.localtime(s.last_capture_at))}{took}")
+    lines.append(f"redo depth: {s.redo_depth}")
+    if s.others:
+        lines.append("other codexr sessions here: " + "; ".join(s.others))
+    return lines
+
+
+def thread_counts(t: ThreadSummary) -> str:
+    """A thread's prompts and how many have file snapshots, as `codexr threads` and /threads list it:
+    `3 prompts, 2/3 with snapshots (1 conversation-only), redo 1`."""
+    prompts = plural(t.prompts, "prompt")
+    cover = f"{t.with_snapshots}/{t.prompts} with snapshots"
+    if t.conversation_only:
+        cover += f" ({t.conversation_only} conversation-only)"
+    redo = f", redo {t.redo_depth}" if t.redo_depth else ""
+    return f"{prompts}, {cover}{redo}"
+
+
+def retry_line(message: str, details: str = "") -> str:
+    """Codex retrying a failing provider by itself: `Codex retries: Reconnecting... 2/5 (details)`."""
+    text = " ".join(message.split()) or "retrying"
+    details = " ".join(details.split())
+    return f"Codex retries: {text}" + (f" ({details})" if details and details not in text else "")
+
+
+def since_rewind_lines(changed: list[str], turns: int, indent: str = "") -> list[str]:
+    """What a redo would overwrite: the files changed since the rewind, and the prompts sent on the fork since."""
+    out = []
+    if changed:
+        out.append(f"{indent}{plural(len(changed), 'file')} changed since the rewind (the safety snapshot keeps them):")
+        out += [f"{indent}  {show_path(p)}" for p in changed]
+    if turns:
+        out.append(f"{indent}{plural(turns, 'prompt')} sent on this fork since the rewind (it stays as it is)")
+    return out
+
+
+def restored_counts(res: RestoreResult) -> str:
+    """What a restore, rewind or redo did to the files: `2 written, 1 deleted, 0 left alone`."""
+    return f"{len(res.written)} written, {len(res.deleted)} deleted, {len(res.left)} left alone"
+
+
+def plan_lines(plan: RestorePlan, indent: str = "", after: Mapping[str, str] | None = None) -> list[str]:
+    """What a restore will do: each file written, deleted or left alone with its reason (and `after[path]`: line
+    counts, a diff), the totals, the planner's notes. Directories it removes are counted, not listed."""
+    from snapshot_store.restore import RMDIR  # loaded already: the plan came from it
+
+    after = after or {}
+    shown = [a for a in plan.actions if a.op != RMDIR]
+    out = [] if shown else [f"{indent}nothing to do: the workspace already matches the snapshot"]
+    out += [f"{indent}{a.op:<6} {show_path(a.path)}  ({a.reason}){after.get(a.path, '')}" for a in shown]
+    out.append(f"{indent}{len(plan.writes)} to write, {len(plan.deletes)} to delete, {len(plan.left)} left alone")
+    out += [f"{indent}note: {note}" for note in plan.notes]
+    return out

@@ -1,0 +1,65 @@
+"""The words codexr and Codex share, each spelled once: what a rewind restores, and who started a thread."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+CLIENT_NAME = "codexr"  # Codex records it as the `originator` of the threads codexr starts
+
+
+class RewindMode(StrEnum):
+    """What a rewind (and its redo) restores: both, or only the files, or only the conversation."""
+
+    BOTH = "both"
+    FILES = "files"
+    CONVERSATION = "conversation"
+
+    @property
+    def words(self) -> str:
+        """How the front ends name it: `files and conversation`, `files only`, `conversation only`."""
+        return {"both": "files and conversation", "files": "files only", "conversation": "conversation only"}[self]
+
+
+FILE_MODES = (RewindMode.BOTH, RewindMode.FILES)
+"""The modes that restore the workspace (a mode read back from a sidecar is compared, never converted)."""
+CONVERSATION_MODES = (RewindMode.BOTH, RewindMode.CONVERSATION)
+"""The modes that take the conversation back (a fork before the prompt)."""
+
+
+class Source(StrEnum):
+    """Who started a thread, as Codex's app-server names it (rollout files spell a sub-agent `subagent`)."""
+
+    CLI = "cli"
+    VSCODE = "vscode"
+    EXEC = "exec"
+    APP_SERVER = "appServer"
+    MCP = "mcp"
+    SUB_AGENT = "subAgent"
+    UNKNOWN = "unknown"
+
+
+SESSION_KINDS = (Source.CLI, Source.VSCODE, Source.EXEC, Source.APP_SERVER)
+"""The `thread/list` source kinds every binary knows: asked for alone when a binary rejects the others."""
+
+SOURCE_LABELS: dict[str, str] = {Source.CLI: "CLI", Source.VSCODE: "IDE", Source.EXEC: "exec",
+                                  Source.APP_SERVER: "app-server", Source.MCP: "MCP", Source.SUB_AGENT: "subagent",
+                                  Source.UNKNOWN: "unknown"}
+
+
+def source_label(source: Any, *, by_codexr: bool = False) -> str:
+    """Who started a thread, worded once for the app, `codexr threads`, `codexr history` and the proxy.
+
+    `source` is Codex's SessionSource as the app-server or a rollout file gives it: a kind ("cli", "appServer"),
+    or an object ({"subAgent": …}, {"custom": name}); `by_codexr`: codexr started it (its originator).
+    """
+    if by_codexr:
+        return CLIENT_NAME
+    if isinstance(source, dict):
+        if isinstance(source.get("custom"), str):
+            return str(source["custom"])
+        source = next(iter(source), "")
+    kind = str(source or "")
+    if kind.lower() == Source.SUB_AGENT.lower():
+        kind = Source.SUB_AGENT
+    return SOURCE_LABELS.get(kind, kind or "unknown")
