@@ -17,7 +17,7 @@ import pytest
 from store_helpers import WIDE, write
 
 from snapshot_store import CorruptStore, Store, memo
-from snapshot_store.verify import verify
+from snapshot_store.maint.verify import verify
 
 
 @pytest.fixture

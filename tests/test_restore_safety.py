@@ -16,7 +16,7 @@ from fs_helpers import codexr
 from store_helpers import WIDE, tree, write
 
 from snapshot_store import ScopeSettings, Store, StoreError
-from snapshot_store.verify import verify
+from snapshot_store.maint.verify import verify
 
 REPO = Path(__file__).parents[1]
 WIDE_5000 = ScopeSettings(residue_max_files=5000)

@@ -39,7 +39,7 @@ from snapshot_store import (
     UnknownSnapshot,
     WorkspaceError,
 )
-from snapshot_store.verify import verify
+from snapshot_store.maint.verify import verify
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="faults are matched by fd path")
 

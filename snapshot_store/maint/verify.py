@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import zstandard
 
-from . import memo
-from .errors import StoreError
-from .fsutil import TMP_PREFIX
+from .. import memo
+from ..errors import StoreError
+from ..fsutil import TMP_PREFIX
+from ..ids import is_pack_id, is_snapshot_id
+from ..packs import Location, check_headers, record_ok, scan_pack, write_index
+from ..settings import RetentionPolicy
+from ..store import UNLISTED_KINDS
 from .gc import PENDING, pending_exists, read_pending
-from .ids import is_pack_id, is_snapshot_id
-from .packs import Location, check_headers, record_ok, scan_pack, write_index
 from .reach import each_needs
 from .refcheck import (
     lost_history,
@@ -31,11 +33,9 @@ from .refcheck import (
     ref_mismatch,
     workspace_ref_files,
 )
-from .settings import RetentionPolicy
-from .store import UNLISTED_KINDS
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..store import Store
 
 IN_PROGRESS_SECONDS = 10.0  # a snapshot file this young may belong to a capture about to append its ref line
 
@@ -79,7 +79,7 @@ def verify(store: Store, *, full: bool = False, repair: bool = False,
 
 
 def _check_format(store: Store, report: VerifyReport) -> None:
-    from .store import STORE_FORMAT, STORE_VERSION
+    from ..store import STORE_FORMAT, STORE_VERSION
 
     want = json.dumps({"format": STORE_FORMAT, "version": STORE_VERSION}).encode() + b"\n"
     try:

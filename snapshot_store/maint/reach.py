@@ -10,10 +10,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .errors import CorruptStore, StoreError
+from ..errors import CorruptStore, StoreError
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..store import Store
 
 
 @dataclass

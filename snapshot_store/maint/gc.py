@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import blake3
 
-from . import memo
-from .errors import CorruptStore, StoreBusy, StoreError
-from .fsutil import TMP_PREFIX, atomic_write, fsync_dir, translate_os_errors
-from .ids import is_pack_id, is_snapshot_id
-from .packs import RECORD, Location, PackScan, PackWriter, scan_pack, write_index
+from .. import memo
+from ..errors import CorruptStore, StoreBusy, StoreError
+from ..fsutil import TMP_PREFIX, atomic_write, fsync_dir, translate_os_errors
+from ..ids import is_pack_id, is_snapshot_id
+from ..packs import RECORD, Location, PackScan, PackWriter, scan_pack, write_index
+from ..settings import RetentionPolicy
+from ..store import AUTO_GC_INTERVAL, GC_MARKER, SnapshotInfo
 from .reach import each_needs
 from .refcheck import (
     RefFile,
@@ -38,11 +40,9 @@ from .refcheck import (
     workspace_ref_files,
     write_dropped,
 )
-from .settings import RetentionPolicy
-from .store import AUTO_GC_INTERVAL, GC_MARKER, SnapshotInfo
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..store import Store
 
 REPACK_BELOW = 0.5
 PENDING = "gc.pending"  # written before gc's first deletion, removed after its last (FORMAT.md §8)

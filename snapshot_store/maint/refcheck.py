@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import StoreError
-from .fsutil import TMP_PREFIX, atomic_write
-from .ids import is_snapshot_id, workspace_key
+from ..errors import StoreError
+from ..fsutil import TMP_PREFIX, atomic_write
+from ..ids import is_snapshot_id, workspace_key
+from ..store import UNLISTED_KINDS, SnapshotInfo
 from .reach import needs_of
-from .store import UNLISTED_KINDS, SnapshotInfo
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..store import Store
 
 ID_RE = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 REF_KEYS = frozenset({"id", "root", "created", "kind", "label", "file_count"})
