@@ -132,7 +132,7 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _workspace(path: str) -> str:
-    from snapshot_store.workspace import resolve_root
+    from snapshot_store.roots import resolve_root
 
     return str(resolve_root(path))
 

@@ -26,13 +26,17 @@ from .errors import (
 from .settings import DEFAULT_CHURN_DIRS, RetentionPolicy, ScopeSettings
 
 if TYPE_CHECKING:
+    from .capture import CaptureResult
+    from .repository.repo import SnapshotInfo
     from .restore import Action, RestorePlan, RestoreResult
-    from .store import CaptureResult, Change, SnapshotInfo, Store
+    from .store import Store
+    from .workspace import Change, Workspace
 
 #: Public name -> the submodule that defines it, imported on first use.
 _LAZY = {
     "Action": "restore", "RestorePlan": "restore", "RestoreResult": "restore",
-    "CaptureResult": "store", "Change": "store", "SnapshotInfo": "store", "Store": "store",
+    "CaptureResult": "capture", "Change": "workspace", "SnapshotInfo": "repository.repo", "Store": "store",
+    "Workspace": "workspace",
 }
 
 
@@ -71,5 +75,6 @@ __all__ = [
     "StoreFull",
     "UnknownSnapshot",
     "UnsupportedFormat",
+    "Workspace",
     "WorkspaceError",
 ]

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from . import scope as scope_mod
-from .capture import Captured
 from .changes import Changes
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, is_captured, parent_of
+from .readfiles import Captured
 from .reasons import HELD_BACK, Reason
 from .safefs import TMP_PREFIX as OWN_TMP
 from .settings import ScopeSettings

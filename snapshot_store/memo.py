@@ -35,8 +35,8 @@ Loader = Callable[[str], Any]
 #: What is kept: kind -> the module and function that read such a file from disk (named here, imported when
 #: first used: those modules use this one).
 KINDS = {
-    "snapshot": ("store", "read_record"),  # a snapshot file (its decoded record)
-    "pack": ("packs", "read_pack_index"),  # a pack index, also keyed by its pack file's stat
+    "snapshot": ("repository.repo", "read_record"),  # a snapshot file (its decoded record)
+    "pack": ("repository.packs", "read_pack_index"),  # a pack index, also keyed by its pack file's stat
     "stat": ("statcache", "read_stat_cache"),  # a workspace's stat cache
     "walk": ("walkstate", "read"),  # a workspace's saved walk
     "git": ("scope", "GitTracked.read"),  # a workspace's saved Git listing

@@ -58,7 +58,7 @@ def test_a_damaged_stored_copy_of_current_work_is_stored_afresh_before_the_resto
 def test_a_restore_leaves_a_file_whose_only_copy_is_damaged_and_that_changed(ws: Path, store: Store,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """If the file changes between the safety capture and the re-store, nothing vouches for it: left."""
-    import snapshot_store.restore as restore_mod
+    import snapshot_store.restore.apply as restore_mod
 
     write(ws, "work.txt", b"old\n")
     old = store.capture(ws, scope=WIDE).id

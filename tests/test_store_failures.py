@@ -29,7 +29,7 @@ from typing import Any, cast
 import pytest
 from store_helpers import WIDE, exact_tree, store_files, tree, write
 
-import snapshot_store.packs as packs_mod
+import snapshot_store.repository.packs as packs_mod
 import snapshot_store.scope as scope_mod
 from snapshot_store import (
     IgnoreFileError,

@@ -13,7 +13,7 @@ from store_helpers import age_tree
 
 from snapshot_store import ScopeSettings, Store, StoreError
 from snapshot_store.ids import workspace_key
-from snapshot_store.packs import IDX_COUNT, IDX_ENTRY, IDX_MAGIC, RECORD
+from snapshot_store.repository.packs import IDX_COUNT, IDX_ENTRY, IDX_MAGIC, RECORD
 from snapshot_store.maint.verify import VerifyReport, verify
 
 SCOPE = ScopeSettings(residue_max_files=1000)

@@ -20,10 +20,10 @@ import zstandard
 if TYPE_CHECKING:
     import concurrent.futures
 
-from . import memo
-from .errors import CorruptStore, MissingBlob
-from .fsutil import TMP_PREFIX, atomic_write, fsync_dir, tmp_name
-from .ids import is_pack_id, new_pack_id
+from .. import memo
+from ..errors import CorruptStore, MissingBlob
+from ..fsutil import TMP_PREFIX, atomic_write, fsync_dir, tmp_name
+from ..ids import is_pack_id, new_pack_id
 
 GENERATION_FILE = "generation"  # beside packs/: changed by gc around every deletion
 
