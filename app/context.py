@@ -74,7 +74,9 @@ class Context:
         if self._store is None:
             from snapshot_store import Store
 
-            self._store = Store.open(self.store_dir, protected=[self.home])
+            from .decoded_cache import held
+
+            self._store = Store.open(self.store_dir, protected=[self.home], decoded=held())
             self._store.on_recovery = say_recovery
         return self._store
 

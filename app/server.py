@@ -11,7 +11,7 @@ no `exit`: a worker killed by a signal). A worker whose caller dies is SIGKILLed
 caller), and kills itself if it sees the connection end first.
 
 Before it lets go, a worker tells the server (over the line it said "took" on) which store files its command read;
-0.15 s later the server loads them, decoded (snapshot_store/memo.py: kept only while each file's stat is the same),
+0.15 s later the server loads them, decoded (snapshot_store/decoded.py: kept only while each file's stat is the same),
 and asks its waiting spare to leave for a fresh fork that holds them. A spare leaves only from its wait: a caller
 that reached it first is served, one that arrives meanwhile waits in the listen backlog for the next spare.
 """
@@ -32,9 +32,7 @@ import sys
 import time
 from typing import Any, NoReturn
 
-from snapshot_store import memo
-
-from . import confinement
+from . import confinement, decoded_cache
 from .launch import HEADER, IDLE_SECONDS, command_of, take_lock
 
 #: Seconds a client has to send its request before its worker gives up.
@@ -48,7 +46,7 @@ GC_AFTER_S = 10.0
 WARM_DELAY = 0.15
 #: Store files a worker's hint names at most.
 HINT_FILES = 512
-#: Bytes of a worker's hint the server reads at most (the store files its command loaded, memo.py).
+#: Bytes of a worker's hint the server reads at most (the store files its command loaded, decoded.py).
 HINT_MAX = 1 << 20
 #: What confines the server (app/confinement.py), read once at its start: a caller confined otherwise is refused.
 OWN: tuple[str, ...] | None = None
@@ -80,7 +78,7 @@ def warm() -> None:
             __import__(name)
     for module in set(cli.COMMANDS.values()) - {"tui_cmds", "demo"}:  # the one-shot commands' parsers
         cli.narrow_parser([module], False)
-    memo.enable()  # what each command decodes of a store is kept for the next (warm_store)
+    decoded_cache.hold()  # what each command decodes of a store is kept for the next (warm_store)
 
 
 def idle_seconds() -> float:
@@ -105,12 +103,12 @@ def parse_hint(data: bytes) -> list[tuple[str, str]]:
 
 
 def warm_store(used: list[tuple[str, str]]) -> int:
-    """Load (decoded, memo.py) what the last command loaded of its store, so the next fork has it at hand.
+    """Load (decoded, decoded.py) what the last command loaded of its store, so the next fork has it at hand.
 
     Read-only, never under a store lock: it only reads files, and keeps each only while its stat stays the same.
     The collector is told to leave what is kept alone, like everything else the server holds (see `main`).
     """
-    kept = memo.warm(used)
+    kept = decoded_cache.hold().warm(used)
     gc.collect()  # only what is not frozen yet: what this load made, and any cycle it left
     gc.freeze()
     return kept
@@ -449,7 +447,7 @@ def worker(conn: socket.socket | None, listener: socket.socket | None, ctrl: soc
             assert listener is not None and ctrl is not None
             # A spare waits here, before any caller (no command waits for a fork), until a caller or its leave:
             # the server renews it after loading a store (or the server is gone: its line ends).
-            memo.touch()  # the copies it would make during the command, made before it (memo.py)
+            decoded_cache.hold().touch()  # the copies it would make during the command, made before it
             waiting = select.poll()
             waiting.register(listener, select.POLLIN)
             waiting.register(ctrl, select.POLLIN)
@@ -506,7 +504,7 @@ def _work(conn: socket.socket, ctrl: socket.socket | None) -> int:
     code = _run(request)
     if ctrl is not None:
         with contextlib.suppress(OSError):
-            ctrl.sendall(hint_bytes(memo.take_used()[:HINT_FILES]))
+            ctrl.sendall(hint_bytes(decoded_cache.hold().take_used()[:HINT_FILES]))
     # Everything the command held is let go before the caller hears "exit" and ends (it does not wait for this
     # process's teardown, ~6 ms for the server's address space): a lock held through an fd until exit would
     # otherwise still be held when the next command starts.

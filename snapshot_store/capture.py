@@ -32,7 +32,8 @@ from .restore.apply import Restorer
 from .restore.journal import Recovery
 from .roots import resolve_root
 from .settings import ScopeSettings
-from .statcache import Key, StatCache, stat_key
+from .stamps import Key, stat_key
+from .statcache import StatCache
 
 CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
 
@@ -100,7 +101,7 @@ class Capturer:
         key = workspace_key(str(root))
         cache = self._caches.get(key)
         if cache is None:
-            cache = StatCache(self.repo.cache_file(root, ".stat"))
+            cache = StatCache(self.repo.cache_file(root, ".stat"), self.repo.decoded)
             self._caches[key] = cache
         return cache
 
@@ -200,7 +201,7 @@ class Capturer:
             key = str(ws)
             known_git = self._git.get(key)
             if known_git is None:  # a fresh process: the listing the last capture saved, if the index is unchanged
-                known_git = scope_mod.GitTracked.load(self._git_cache_path(ws))
+                known_git = scope_mod.GitTracked.load(self._git_cache_path(ws), self.repo.decoded)
             git = scope_mod.git_tracked(ws, known_git)
             self._git[key] = git
             parent = self.repo.latest(ws)
@@ -341,7 +342,7 @@ class Capturer:
         A `journal` gets a watch on every saved directory before the look, so that nothing changed after the
         look goes unseen by the captures that follow (the order a walk keeps: watch, then list).
         """
-        state = walkstate.load(self._walk_path(ws))
+        state = walkstate.load(self._walk_path(ws), self.repo.decoded)
         if state is None or not state.same_rules(settings, git_signature, self.repo.protected_rel(ws)):
             return None
         chain = self._unchanged_since(parent, state.snapshot, str(ws))

@@ -22,7 +22,7 @@ from .readfiles import Captured
 from .reasons import HELD_BACK, Reason
 from .safefs import TMP_PREFIX as OWN_TMP
 from .settings import ScopeSettings
-from .statcache import Key, stat_key
+from .stamps import Key, stat_key
 
 if TYPE_CHECKING:
     from .walkstate import WalkState

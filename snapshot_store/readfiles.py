@@ -16,7 +16,8 @@ from .manifest import ABSENT, FileEntry, FileMap, LinkEntry, SkippedEntry
 from .reasons import Reason, unreadable
 from .repository.packs import CHUNK, STREAM_THRESHOLD
 from .scope import REPLACED
-from .statcache import Key, StatCache, stat_key
+from .stamps import Key, stat_key
+from .statcache import StatCache
 
 READ_ATTEMPTS = 3
 

@@ -28,7 +28,7 @@ from .restore.apply import Restorer, RestoreResult
 from .restore.plan import DELETE, LEAVE, WRITE, Action, RestorePlan, plan_restore
 from .safefs import SafeRoot, UnsafePath
 from .scope import Ignore, forbidden
-from .statcache import Key, stat_key
+from .stamps import Key, stat_key
 
 STATES_ROOT = "/"
 KIND_PRE_EDIT = "pre-edit"

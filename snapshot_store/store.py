@@ -10,9 +10,12 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from . import scope, walkstate
 from .capture import Capturer, CaptureResult
+from .decoded import DecodedFiles
 from .manifest import Entry
 from .readfiles import Progress
+from .repository.packs import read_pack_index
 from .repository.repo import (
     AUTO_GC_INTERVAL,
     GC_MARKER,
@@ -28,18 +31,25 @@ from .restore.apply import RestoreResult
 from .restore.journal import Recovery
 from .restore.plan import RestorePlan
 from .settings import ScopeSettings
-from .statcache import StatCache
+from .statcache import StatCache, read_stat_cache
 from .workspace import Change, Workspace, diff_maps, refuse_single_files
 
 __all__ = ["AUTO_GC_INTERVAL", "GC_MARKER", "STORE_FORMAT", "STORE_VERSION", "UNLISTED_KINDS", "CaptureResult",
-           "Change", "SnapshotInfo", "Store", "diff_maps", "read_record", "read_ref_file"]
+           "Change", "SnapshotInfo", "Store", "decoded_files", "diff_maps", "read_record", "read_ref_file"]
+
+
+def decoded_files() -> DecodedFiles:
+    """An empty cache of decoded store files, for a process that opens stores for many commands to own and pass
+    to Store.open (the resident server); every kind with the reader of its files."""
+    return DecodedFiles({"snapshot": read_record, "pack": read_pack_index, "stat": read_stat_cache,
+                         "walk": walkstate.read, "git": scope.GitTracked.read})
 
 
 class Store(Repository):
     """A snapshot store at `path` (normally $CODEX_HOME/file_snapshots), able to capture and restore workspaces."""
 
-    def __init__(self, path: Path, protected: tuple[Path, ...]) -> None:
-        super().__init__(path, protected)
+    def __init__(self, path: Path, protected: tuple[Path, ...], decoded: DecodedFiles | None = None) -> None:
+        super().__init__(path, protected, decoded)
         self.capturer = Capturer(self)
 
     def close(self) -> None:

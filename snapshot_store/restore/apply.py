@@ -23,7 +23,7 @@ from ..locks import owner_info
 from ..repository.interfaces import Loader
 from ..repository.packs import PackWriter
 from ..safefs import SafeRoot, UnsafePath
-from ..statcache import is_racy, stat_key
+from ..stamps import is_racy, stat_key
 from .journal import Recovery, WorkspaceNotes, drop_journal, matches, recover, roll_back, write_journal
 from .plan import DELETE, LEAVE, RMDIR, WRITE, Action, RestorePlan
 

@@ -26,7 +26,7 @@ from ..repository.interfaces import BlobLoader, SnapshotLoader
 from ..repository.packs import CHUNK
 from ..safefs import SafeRoot, UnsafePath
 from ..scope import forbidden
-from ..statcache import stat_key
+from ..stamps import stat_key
 from .plan import DELETE, RMDIR, WRITE
 
 

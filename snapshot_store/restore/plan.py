@@ -13,7 +13,7 @@ from typing import Any
 from ..manifest import CAPTURED_KINDS, WALKED, Entry, FileMap, is_captured, parent_of, witnessed_absent
 from ..reasons import ENTERABLE_DIRS, NEVER_REPORTED_DIRS, Reason
 from ..scope import HIDDEN, IGNORE_FILE, Ignore, forbidden
-from ..statcache import Key
+from ..stamps import Key
 
 WRITE, DELETE, RMDIR, LEAVE = "write", "delete", "rmdir", "leave"
 HELD_OR_ABSENT = CAPTURED_KINDS | {"-"}  # what a restore may write or delete: its safety capture covers them
