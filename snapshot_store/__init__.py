@@ -27,15 +27,16 @@ from .settings import DEFAULT_CHURN_DIRS, RetentionPolicy, ScopeSettings
 
 if TYPE_CHECKING:
     from .capture import CaptureResult
+    from .diff import Change
     from .repository.repo import SnapshotInfo
     from .restore import Action, RestorePlan, RestoreResult
     from .store import Store
-    from .workspace import Change, Workspace
+    from .workspace import Workspace
 
 #: Public name -> the submodule that defines it, imported on first use.
 _LAZY = {
     "Action": "restore", "RestorePlan": "restore", "RestoreResult": "restore",
-    "CaptureResult": "capture", "Change": "workspace", "SnapshotInfo": "repository.repo", "Store": "store",
+    "CaptureResult": "capture", "Change": "diff", "SnapshotInfo": "repository.repo", "Store": "store",
     "Workspace": "workspace",
 }
 

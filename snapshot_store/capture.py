@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import fastpath, walkstate
 from . import scope as scope_mod
@@ -24,16 +24,18 @@ from .dirfd import DirCache
 from .errors import StoreBusy, StoreError
 from .fsutil import translate_os_errors
 from .ids import workspace_key
+from .index import WorkspaceIndex
 from .manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, captured_paths, count_captured, is_captured
 from .readfiles import HashOnly, Progress, read_paths
 from .repository.packs import PackWriter, read_generation
 from .repository.repo import Repository, SnapshotInfo
-from .restore.apply import Restorer
-from .restore.journal import Recovery
 from .roots import resolve_root
 from .settings import ScopeSettings
 from .stamps import Key, stat_key
 from .statcache import StatCache
+
+if TYPE_CHECKING:
+    from .restore.journal import Recovery
 
 CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
 
@@ -78,7 +80,7 @@ class Capturer:
     def __init__(self, repo: Repository) -> None:
         self.repo = repo
         self._git: dict[str, scope_mod.GitTracked] = {}
-        self._caches: dict[str, StatCache] = {}
+        self._indexes: dict[str, WorkspaceIndex] = {}
         self._watched: dict[str, fastpath.Watched] = {}
         repo.on_gc.append(self._forget_last)
 
@@ -89,21 +91,26 @@ class Capturer:
 
     def close(self) -> None:
         """Save the stat caches and stop the change journals."""
-        for cache in self._caches.values():
+        for index in self._indexes.values():
             with contextlib.suppress(OSError):
-                cache.save()
+                index.save()
         for w in self._watched.values():
             w.journal.close()
         self._watched.clear()
 
-    def stat_cache(self, root: Path) -> StatCache:
-        """The workspace's stat cache (a restore forgets the paths it rewrote)."""
+    def index(self, root: Path) -> WorkspaceIndex:
+        """The workspace's index (a restore tells it the paths it rewrote)."""
         key = workspace_key(str(root))
-        cache = self._caches.get(key)
-        if cache is None:
-            cache = StatCache(self.repo.cache_file(root, ".stat"), self.repo.decoded)
-            self._caches[key] = cache
-        return cache
+        index = self._indexes.get(key)
+        if index is None:
+            index = WorkspaceIndex(self.repo.cache_file(root, ".stat"), self.repo.cache_file(root, ".walk"),
+                                   self.repo.decoded)
+            self._indexes[key] = index
+        return index
+
+    def stat_cache(self, root: Path) -> StatCache:
+        """The per-path half of the workspace's index."""
+        return self.index(root).stat
 
     def _git_cache_path(self, root: Path) -> Path:
         """Where the workspace's Git listing is kept between processes (FORMAT.md §7)."""
@@ -229,26 +236,32 @@ class Capturer:
             parent_captured = captured_paths(parent_files) if parent_files is not None else []
             if grow:
                 known.extend(parent_captured)
-            w = watched  # what the fast path asks: the journal, or the check for this one capture
+            # What changed since the last capture: the check's look at the saved index, or the inotify journal.
+            since: fastpath.Since | None = None
+            by_check = False  # the fast path starts from the check's look (else from the journal, or walks)
             if checked is not None and parent_files is not None and not checked.check.changes.structural:
                 covered_now = {*git.paths, *known}  # what a walk would capture whatever the limits
                 captured_then = set(parent_captured)
                 if walkstate.same_map(checked.state.covered_set(), covered_now, parent_files, captured_then, settings,
                                       ignore):
                     # Covered then and now: what the fast path settles newly known paths against.
-                    w = self._checked_watch(checked, parent_files, captured_then,
-                                            checked.state.covered_set() & covered_now, git.signature,
-                                            settings) or watched
+                    last = self._checked_last(checked, parent_files, captured_then,
+                                              checked.state.covered_set() & covered_now, git.signature, settings)
+                    if last is not None:
+                        since = fastpath.Since(last, checked.check.changes)
+                        by_check = True
                 else:
                     checked = None  # other known paths would change the map: walk
+            if since is None and watched is not None and watched.last is not None:
+                since = fastpath.Since(watched.last, watched.journal.drain(), watched.pending)
             cache = self.stat_cache(ws)
             sink = HashOnly() if dry_run else self.repo.blob_writer()
             state: fastpath.LastCapture | None = None
             selected: scope_mod.Scope | None = None
             try:
-                if w is not None:
+                if since is not None:
                     with DirCache(key) as dirs:  # the fast path's looks and its reads use the same fds
-                        fast = fastpath.select(dirs, w, known, git.signature, settings, ignore, whatever_size)
+                        fast = fastpath.select(dirs, since, known, git.signature, settings, ignore, whatever_size)
                         if fast is not None:
                             captured = read_paths(dirs, fast.to_read, sink, cache, progress)
                             state = fastpath.merge(fast, captured)
@@ -301,7 +314,7 @@ class Capturer:
             # from with the files it read again (a check's, or the one a session saved at its last capture).
             if selected is not None:
                 base = None
-            elif w is not watched and checked is not None:
+            elif by_check and checked is not None:
                 base = checked.state
             else:
                 base = watched.saved if watched is not None else None
@@ -331,10 +344,6 @@ class Capturer:
                 git.save(self._git_cache_path(ws))  # disposable too
 
     # ----------------------------------------------------------------- the last walk, between processes
-    def _walk_path(self, root: Path) -> Path:
-        """Where the workspace's last walk is kept between processes (FORMAT.md §7)."""
-        return self.repo.cache_file(root, ".walk")
-
     def _check_walk(self, ws: Path, parent: str, settings: ScopeSettings, git_signature: tuple[int, ...] | None,
                     journal: fastpath.Journal | None) -> walkstate.Checked | None:
         """The saved walk, if it describes `parent`'s files under these rules, with a fresh look at its stats.
@@ -342,7 +351,7 @@ class Capturer:
         A `journal` gets a watch on every saved directory before the look, so that nothing changed after the
         look goes unseen by the captures that follow (the order a walk keeps: watch, then list).
         """
-        state = walkstate.load(self._walk_path(ws), self.repo.decoded)
+        state = self.index(ws).saved_walk()
         if state is None or not state.same_rules(settings, git_signature, self.repo.protected_rel(ws)):
             return None
         chain = self._unchanged_since(parent, state.snapshot, str(ws))
@@ -373,10 +382,10 @@ class Capturer:
             snap = rec.parent
         return None
 
-    def _checked_watch(self, checked: walkstate.Checked, parent_files: FileMap, captured: set[str],
-                       covered: frozenset[str], git_signature: tuple[int, ...] | None,
-                       settings: ScopeSettings) -> fastpath.Watched | None:
-        """A one-capture journal from the check: the fast path re-reads only the files whose stat moved.
+    def _checked_last(self, checked: walkstate.Checked, parent_files: FileMap, captured: set[str],
+                      covered: frozenset[str], git_signature: tuple[int, ...] | None,
+                      settings: ScopeSettings) -> fastpath.LastCapture | None:
+        """The last capture as the check vouches for it: the fast path re-reads only the files whose stat moved.
 
         `covered`: paths covered by the saved walk and by this capture (walkstate.same_map said the map is the
         same); the fast path adds this capture's newly known ones. `captured`: the files and symlinks of the map.
@@ -388,9 +397,8 @@ class Capturer:
             return None
         if stats is None:
             return None
-        last = fastpath.LastCapture(parent_files, {}, stats, covered, dict(state.unwatched),
+        return fastpath.LastCapture(parent_files, {}, stats, covered, dict(state.unwatched),
                                     git_signature, settings, time.monotonic())
-        return fastpath.Watched(walkstate.CheckedJournal(checked.check.changes), last=last)
 
     def _unchanged(self, ws: Path, checked: walkstate.Checked, parent: str, kind: str, label: str | None,
                    started: float, started_ns: int) -> CaptureResult | None:
@@ -411,7 +419,7 @@ class Capturer:
             state.snapshot = snap_id  # a new chain starts here
             state.dirs = walkstate.with_dir_keys(state.dirs, {
                 rel: walkstate.trusted(k, started_ns) for rel, k in moved.items()})
-            walkstate.save(self._walk_path(ws), state)
+            self.index(ws).save_walk(state)
         return CaptureResult(id=snap_id, root=str(ws), file_count=state.file_count, bytes_hashed=0, bytes_stored=0,
                              seconds=time.perf_counter() - started, unchanged=True, skipped=list(state.skipped))
 
@@ -420,21 +428,21 @@ class Capturer:
                    moved_dirs: dict[str, Key], read: dict[str, Key], git_paths: set[str],
                    started_ns: int) -> walkstate.WalkState | None:
         """Keep what this capture saw for the next process (or forget a walk nobody can check); return it."""
-        path = self._walk_path(ws)
+        index = self.index(ws)
         files = state.files
 
         def trusted(key: Key | None) -> Key | None:
             return walkstate.trusted(key, started_ns)
 
         if not walkstate.savable(files, result.skipped):
-            walkstate.forget(path)
+            index.forget_walk()
             return None
         unwatched = {p: trusted(k) for p, k in state.unwatched.items()}
         packs = walkstate.pack_signature(self.repo.path / "packs", read_generation(self.repo.path))
         skipped = [(str(p), str(why)) for p, why in result.skipped]
         if selected is None:
             if base is None:
-                walkstate.forget(path)
+                index.forget_walk()
                 return None
             # No directory moved since `base` was saved (else this capture walked), so the same entries are there:
             # only the files read again get new keys (rebuilding the whole state cost ~30 ms of a one-file restore).
@@ -446,7 +454,7 @@ class Capturer:
             if any(is_captured(files.get(rel)) for rel in newly):
                 kept = base.seen_paths() | unwatched.keys()
                 if any(is_captured(files.get(rel)) and rel not in kept for rel in newly):
-                    walkstate.forget(path)
+                    index.forget_walk()
                     return None
             # Directories listed the same at the check: their new stats stand (racy ones untrusted).
             listed = walkstate.with_dir_keys(base.dirs, {rel: trusted(k) for rel, k in moved_dirs.items()})
@@ -458,7 +466,7 @@ class Capturer:
                                         covered_blob=blob, _covered=covered,
                                         file_count=result.file_count, skipped=skipped,
                                         grows_same=walkstate.grows_same(covered, git_paths, files))
-            walkstate.save(path, saved)
+            index.save_walk(saved)
             return saved
         # Walked: every listed directory and stat'ed entry, racy ones untrusted.
         dirs: walkstate.Group = ("", list(selected.listed),
@@ -468,7 +476,7 @@ class Capturer:
                 if walkstate.stat_bound(files, rel)}
         # Every captured file must be looked at by the next check, or a change to it would go unseen.
         if any(is_captured(e) and p not in seen and p not in unwatched for p, e in files.items()):
-            walkstate.forget(path)
+            index.forget_walk()
             return None
         covered = frozenset(state.covered)
         saved = walkstate.WalkState(
@@ -477,7 +485,7 @@ class Capturer:
             covered_blob=marshal.dumps(sorted(covered), 2), unwatched=unwatched, file_count=result.file_count,
             skipped=skipped, listings=b"".join(selected.listing[rel] for rel in selected.listed),
             grows_same=walkstate.grows_same(covered, git_paths, files))
-        walkstate.save(path, saved)
+        index.save_walk(saved)
         return saved
 
     def _recover_if_idle(self, ws: Path) -> Recovery | None:
@@ -486,6 +494,8 @@ class Capturer:
         journal = repo.journal_file(ws)
         if not journal.exists():
             return None
+        from .restore.apply import Restorer  # here: only a capture that finds a journal loads restore's modules
+
         try:
             with repo.workspace_lock(ws, wait=False):
                 report = Restorer(repo, ws, journal, self.notes(ws)).recover()
@@ -508,7 +518,7 @@ class WorkspaceNotes:
     ws: Path
 
     def forget(self, paths: list[str]) -> None:
-        self.capturer.stat_cache(self.ws).forget(paths)
+        self.capturer.index(self.ws).forget(paths)
 
     def absorb(self, written: dict[str, Entry], deleted: list[str], dirs_changed: bool) -> None:
         self.capturer.absorb_own_changes(self.ws, written, deleted, dirs_changed)

@@ -9,12 +9,20 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import scope, walkstate
 from .capture import Capturer, CaptureResult
 from .decoded import DecodedFiles
 from .manifest import Entry
 from .readfiles import Progress
+
+if TYPE_CHECKING:  # a command that only captures never loads restore's modules
+    from .restore.apply import RestoreResult
+    from .restore.journal import Recovery
+    from .restore.plan import RestorePlan
+    from .workspace import Workspace
+from .diff import Change, diff_maps
 from .repository.packs import read_pack_index
 from .repository.repo import (
     AUTO_GC_INTERVAL,
@@ -27,12 +35,8 @@ from .repository.repo import (
     read_record,
     read_ref_file,
 )
-from .restore.apply import RestoreResult
-from .restore.journal import Recovery
-from .restore.plan import RestorePlan
 from .settings import ScopeSettings
 from .statcache import StatCache, read_stat_cache
-from .workspace import Change, Workspace, diff_maps, refuse_single_files
 
 __all__ = ["AUTO_GC_INTERVAL", "GC_MARKER", "STORE_FORMAT", "STORE_VERSION", "UNLISTED_KINDS", "CaptureResult",
            "Change", "SnapshotInfo", "Store", "decoded_files", "diff_maps", "read_record", "read_ref_file"]
@@ -59,6 +63,8 @@ class Store(Repository):
 
     def at(self, root: str | os.PathLike[str]) -> Workspace:
         """The front door for one workspace of this store."""
+        from .workspace import Workspace  # here: a command that only captures never loads restore's modules
+
         return Workspace(self, self.capturer, root)
 
     # ----------------------------------------------------------------- capture and the change journal
@@ -130,6 +136,8 @@ class Store(Repository):
         into: bool = False,
     ) -> RestoreResult:
         """Workspace.restore into `root` (by default the snapshot's own workspace)."""
+        from .workspace import refuse_single_files
+
         rec = self.record(snap_id)
         refuse_single_files(snap_id, rec.root, rec.kind)  # before the root is resolved, as the message says why
         return self.at(root if root is not None else rec.root).restore(

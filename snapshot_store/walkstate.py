@@ -317,27 +317,6 @@ class Checked(NamedTuple):
     chain: int
 
 
-class CheckedJournal:
-    """The change journal's interface over a finished `check`, for the fast path (fastpath.select)."""
-
-    def __init__(self, changes: Changes) -> None:
-        self._changes = changes
-
-    def drain(self) -> Changes:
-        """What the check found (once)."""
-        changes, self._changes = self._changes, Changes()
-        return changes
-
-    def reset(self) -> None:
-        """Nothing is pending between processes."""
-
-    def watch_dir(self, rel_dir: str) -> None:
-        """No watches: the next process checks stats instead."""
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-
 def listing(fd: int) -> bytes:
     """A directory's listing digest now, read through its fd."""
     with os.scandir(fd) as it:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from .capture import Capturer, CaptureResult
+from .diff import Change, diff_maps
 from .errors import StoreError
 from .fsutil import translate_os_errors
-from .manifest import FileMap, captured_items, is_captured, witnessed_absent
+from .manifest import captured_items, witnessed_absent
 from .readfiles import Progress
 from .repository.repo import Repository
 from .restore.apply import Restorer, RestoreResult
@@ -23,34 +23,6 @@ from .restore.journal import Recovery
 from .restore.plan import DELETE, HELD_OR_ABSENT, WRITE, RestorePlan, keep_everything, plan_restore, protected_in
 from .scope import Ignore
 from .settings import ScopeSettings
-
-
-@dataclass(frozen=True)
-class Change:
-    """One path's difference between two states."""
-
-    path: str
-    change: str  # added | modified | deleted | mode | type
-
-
-def diff_maps(old: FileMap, new: FileMap) -> list[Change]:
-    """added / deleted / modified / mode / type, for captured paths only, sorted."""
-    out: list[Change] = []
-    for path in sorted({p for p, e in old.items() if is_captured(e)} | {p for p, e in new.items() if is_captured(e)}):
-        o, n = old.get(path), new.get(path)
-        oc, nc = is_captured(o), is_captured(n)
-        if oc and not nc:
-            out.append(Change(path, "deleted"))
-        elif nc and not oc:
-            out.append(Change(path, "added"))
-        elif o != n and o is not None and n is not None:
-            if o.kind != n.kind:
-                out.append(Change(path, "type"))
-            elif o.kind == "f" and n.kind == "f" and o.blob == n.blob:
-                out.append(Change(path, "mode"))
-            else:
-                out.append(Change(path, "modified"))
-    return out
 
 
 class Workspace:

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from ..decoded import DecodedFiles
 from ..errors import AmbiguousSnapshot, CorruptStore, StoreError, UnknownSnapshot, UnsupportedFormat
@@ -22,9 +22,11 @@ from ..fsutil import append_line, atomic_write, complete_lines, translate_os_err
 from ..ids import digest_hex, is_snapshot_id, is_snapshot_prefix, workspace_key
 from ..locks import flocked
 from ..manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, apply_delta, delta, is_captured
-from ..restore.journal import Recovery
 from ..roots import Identity, protected_identities, workspace_root
 from .packs import BlobIndex, PackWriter, read_generation
+
+if TYPE_CHECKING:
+    from ..restore.journal import Recovery
 
 STORE_FORMAT = "codex-rewind-snapshots"
 STORE_VERSION = 1
