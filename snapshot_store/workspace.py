@@ -38,9 +38,11 @@ class Workspace:
         """Applies plans into this workspace, telling the capturer what it rewrote."""
         return Restorer(self.repo, self.root, self.repo.journal_file(self.root), self.capturer.notes(self.root))
 
-    def capture(self, **options: object) -> CaptureResult:
-        """Capture this workspace (Capturer.capture's options)."""
-        return self.capturer.capture(self.root, **options)  # type: ignore[arg-type]
+    def capture(self, *, label: str | None = None, known_paths: Iterable[str] = (), scope: ScopeSettings | None = None,
+                kind: str = "capture", progress: Progress | None = None) -> CaptureResult:
+        """Capture this workspace (Capturer.capture)."""
+        return self.capturer.capture(self.root, label=label, known_paths=known_paths, scope=scope, kind=kind,
+                                     progress=progress)
 
     def diff(self, a: str, b: str | None = None, scope: ScopeSettings | None = None) -> list[Change]:
         """Per-path changes from snapshot `a` to snapshot `b` (or to this workspace now)."""
