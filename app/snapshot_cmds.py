@@ -89,7 +89,7 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
     ctx.workspace(args.cd)  # not the store, nor Codex's home, nor a directory holding either
     store = ctx.store()
     try:
-        res = store.capture(args.cd, label=args.label, scope=ctx.scope(), progress=ctx.read_progress, lean=True)
+        res = store.capture_summary(args.cd, label=args.label, scope=ctx.scope(), progress=ctx.read_progress)
     finally:
         ctx.done_progress()
     if ctx.json:
