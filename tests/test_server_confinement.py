@@ -376,7 +376,7 @@ def test_an_edit_that_keeps_size_and_mtime_gets_a_new_server(tmp_path: Path) -> 
 
     server_key = copied_codexr(tmp_path)
     first = server_key()
-    source = tmp_path / "snapshot_store" / "restore.py"
+    source = tmp_path / "snapshot_store" / "restore" / "apply.py"
     st = source.stat()
     data = bytearray(source.read_bytes())
     at = data.index(b"\"\"\"") + 3
