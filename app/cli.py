@@ -174,6 +174,10 @@ def first_prompt(argv: list[str]) -> tuple[list[str], str]:
     Words after the flags that name no command are the prompt (they must come last). A single word alone (no
     `-i`) stays what it was, a command name: a misspelt command is an error naming the commands, never a prompt.
     """
+    from .launch import command_of  # the console script's own module: already loaded, and light
+
+    if command_of(argv) in COMMANDS:  # `codexr history list`: no app flags to build (they load the app's commands)
+        return argv, ""
     pre = _TryParser(prog="codexr", add_help=False)
     _add_global_flags(pre)
     from .tui_cmds import add_app_flags

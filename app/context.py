@@ -65,7 +65,7 @@ class Context:
 
     def workspace(self, path: str | Path) -> Path:
         """The workspace's real path; refused (one line, exit 2) when it is or lies inside the store or CODEX_HOME."""
-        from snapshot_store.workspace import workspace_root
+        from snapshot_store.roots import workspace_root
 
         return workspace_root(path, [self.home], store=self.store_dir, containing=True)
 

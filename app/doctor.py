@@ -177,7 +177,7 @@ def _app_server_checks(ctx: Context, args: argparse.Namespace, binary: CodexBina
 def _store_check(ctx: Context) -> Check:
     """A quick (not --full) verify of the snapshot store, and its size on disk."""
     from snapshot_store import Store
-    from snapshot_store.verify import verify
+    from snapshot_store.maint.verify import verify
 
     path = ctx.store_dir
     if not (path / "format").exists():

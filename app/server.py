@@ -103,8 +103,9 @@ def preload() -> None:
     import openai_codex.generated.v2_all  # noqa: F401  (before app.codex_sdk: built, not deferred)
 
     from config import loader  # noqa: F401
-    from snapshot_store import capture, restore, verify  # noqa: F401
-    from snapshot_store import gc as store_gc  # noqa: F401
+    from snapshot_store import capture, restore  # noqa: F401
+    from snapshot_store.maint import gc as store_gc  # noqa: F401
+    from snapshot_store.maint import verify  # noqa: F401
 
     from . import agent_cmds, cli, codex_sdk, config_cmds, doctor, history_cmds, session, snapshot_cmds  # noqa: F401
 

@@ -20,10 +20,10 @@ from pydantic import BaseModel, ConfigDict
 from config import CodexrSettings, is_codexr_key
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.errors import Interrupted
-from snapshot_store.gc import maybe_auto_gc
+from snapshot_store.maint.gc import maybe_auto_gc
 from snapshot_store.restore import DELETE, WRITE
+from snapshot_store.roots import workspace_root
 from snapshot_store.states import StatesRestore, prepare_states_restore
-from snapshot_store.workspace import workspace_root
 
 from .approval import ApprovalRequest as ApprovalRequest
 from .background import BackgroundTerminal as BackgroundTerminal

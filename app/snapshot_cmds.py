@@ -75,7 +75,7 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
     ctx.workspace(args.cd)  # not the store, nor Codex's home, nor a directory holding either
     store = ctx.store()
     try:
-        res = store.capture(args.cd, label=args.label, scope=ctx.scope(), progress=ctx.read_progress, lean=True)
+        res = store.capture_summary(args.cd, label=args.label, scope=ctx.scope(), progress=ctx.read_progress)
     finally:
         ctx.done_progress()
     if ctx.json:
@@ -89,7 +89,7 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
             print(f"  skipped {show_path(path)}: {reason}", file=sys.stderr)
     if ctx.auto_gc() and store.auto_gc_due():
         try:
-            from snapshot_store.gc import maybe_auto_gc
+            from snapshot_store.maint.gc import maybe_auto_gc
 
             maybe_auto_gc(store, ctx.retention())
         except StoreError as exc:
@@ -118,7 +118,7 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _workspace(path: str) -> str:
-    from snapshot_store.workspace import resolve_root
+    from snapshot_store.roots import resolve_root
 
     return str(resolve_root(path))
 
@@ -267,7 +267,7 @@ def restore_exit(res: RestoreResult | None, what: str = "restore") -> int:
 def _verify(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     try:
-        from snapshot_store.verify import verify
+        from snapshot_store.maint.verify import verify
 
         report = verify(store, full=args.full, repair=args.repair, retention=ctx.retention(),
                         progress=lambda n, t: ctx.progress(f"verified {n}/{t} blobs"))
@@ -290,7 +290,7 @@ def _verify(ctx: Context, args: argparse.Namespace) -> int:
 
 def _gc(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
-    from snapshot_store.gc import gc
+    from snapshot_store.maint.gc import gc
 
     plan = gc(store, ctx.retention(), dry_run=args.dry_run)
     if ctx.json:

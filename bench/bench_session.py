@@ -88,7 +88,10 @@ class CaptureProbe:
         self.records: list[dict[str, Any]] = []
         import snapshot_store.fastpath as fastpath
 
-        orig_capture = store.capture
+        # Every capture, a restore's safety capture too, goes through the capturer's `run` (store.capture before).
+        target = getattr(store, "capturer", store)
+        attr = "run" if hasattr(store, "capturer") else "capture"
+        orig_capture = getattr(target, attr)
         orig_fast = fastpath.select
         state: dict[str, Any] = {}
 
@@ -117,7 +120,7 @@ class CaptureProbe:
             return res
 
         fastpath.select = fast_select  # module-wide: the bench has one store
-        store.capture = capture
+        setattr(target, attr, capture)
 
 
 class TurnError(RuntimeError):
@@ -534,7 +537,7 @@ def setup(b: Bench) -> None:
     t = time.perf_counter()
     b.nosnap = Session(SessionOptions(cwd=b.ws.root, codex_home=home_nosnap, settings=settings_nosnap, env=env_nosnap))
     rec.note("setup", f"session start, snapshots off: {time.perf_counter() - t:.2f} s")
-    b.watch_on = str(b.snap.cwd) in getattr(b.snap.store, "_watched", {})
+    b.watch_on = str(b.snap.cwd) in getattr(getattr(b.snap.store, "capturer", b.snap.store), "_watched", {})
     b.probe = CaptureProbe(b.snap.store)
 
     log("warm-up turns (the snap session's first capture is cold)")

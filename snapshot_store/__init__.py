@@ -26,13 +26,18 @@ from .errors import (
 from .settings import DEFAULT_CHURN_DIRS, RetentionPolicy, ScopeSettings
 
 if TYPE_CHECKING:
+    from .capture import CaptureResult
+    from .diff import Change
+    from .repository.repo import SnapshotInfo
     from .restore import Action, RestorePlan, RestoreResult
-    from .store import CaptureResult, Change, SnapshotInfo, Store
+    from .store import Store
+    from .workspace import Workspace
 
 #: Public name -> the submodule that defines it, imported on first use.
 _LAZY = {
     "Action": "restore", "RestorePlan": "restore", "RestoreResult": "restore",
-    "CaptureResult": "store", "Change": "store", "SnapshotInfo": "store", "Store": "store",
+    "CaptureResult": "capture", "Change": "diff", "SnapshotInfo": "repository.repo", "Store": "store",
+    "Workspace": "workspace",
 }
 
 
@@ -41,9 +46,8 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+    # Not cached in this module's namespace (no process-wide state here): sys.modules makes a repeat cheap.
+    return getattr(importlib.import_module(f".{module}", __name__), name)
 
 
 def __dir__() -> list[str]:
@@ -71,5 +75,6 @@ __all__ = [
     "StoreFull",
     "UnknownSnapshot",
     "UnsupportedFormat",
+    "Workspace",
     "WorkspaceError",
 ]

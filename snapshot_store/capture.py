@@ -1,181 +1,524 @@
-"""Reading the selected paths into the store, trusting the stat cache where it is safe to."""
+"""Capturing a workspace: scope (Git listing, known paths, residue, ignore rules) -> changed paths -> blobs ->
+a delta manifest -> its ref.
+
+A Capturer works on one repository and keeps, per workspace, what makes the next capture cheap: the Git
+listing, the stat cache, and where a long-running process watches it, the inotify change journal (watch.py). A
+one-shot process has no journal: it checks the walk the last capture saved instead (walkstate.py).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import marshal
 import os
-import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import BinaryIO, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import blake3
+from . import fastpath, walkstate
+from . import scope as scope_mod
+from .dirfd import DirCache
+from .errors import StoreBusy, StoreError
+from .fsutil import translate_os_errors
+from .ids import workspace_key
+from .index import WorkspaceIndex
+from .manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, captured_paths, count_captured, is_captured
+from .readfiles import HashOnly, Progress, read_paths
+from .repository.packs import PackWriter, read_generation
+from .repository.repo import Repository, SnapshotInfo
+from .roots import resolve_root
+from .settings import ScopeSettings
+from .stamps import Key, stat_key
+from .statcache import StatCache
 
-from .dirfd import DirCache, DirChanged, SymlinkInPath
-from .manifest import ABSENT, FileEntry, FileMap, LinkEntry, SkippedEntry
-from .packs import CHUNK, STREAM_THRESHOLD
-from .reasons import Reason, unreadable
-from .scope import REPLACED
-from .statcache import Key, StatCache, stat_key
+if TYPE_CHECKING:
+    from .restore.journal import Recovery
 
-READ_ATTEMPTS = 3
-
-
-class BlobSink(Protocol):
-    """Where captured content goes: the pack writer, or a hash-only sink for dry runs."""
-
-    bytes_stored: int
-
-    def has(self, blob: bytes) -> bool: ...
-
-    def add(self, data: bytes) -> bytes: ...
-
-    def add_stream(self, src: BinaryIO) -> tuple[bytes, int]: ...
-
-
-class HashOnly:
-    """A sink that hashes and keeps nothing: previews must not change the store."""
-
-    bytes_stored = 0
-
-    def has(self, blob: bytes) -> bool:
-        return True
-
-    def add(self, data: bytes) -> bytes:
-        return blake3.blake3(data).digest()
-
-    def add_stream(self, src: BinaryIO) -> tuple[bytes, int]:
-        hasher = blake3.blake3()
-        total = 0
-        while chunk := src.read(CHUNK):
-            hasher.update(chunk)
-            total += len(chunk)
-        return hasher.digest(), total
+CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
 
 
 @dataclass
-class Captured:
-    """Entries read from disk plus what the stat cache and the restorer need."""
+class CaptureResult:
+    """The outcome of one capture."""
 
-    entries: FileMap = field(default_factory=dict)
-    stats: dict[str, Key] = field(default_factory=dict)
-    fresh: dict[str, tuple[Key, str]] = field(default_factory=dict)
+    id: str
+    root: str
+    file_count: int
+    bytes_hashed: int
+    bytes_stored: int
+    seconds: float
+    unchanged: bool
     skipped: list[tuple[str, str]] = field(default_factory=list)
-    bytes_hashed: int = 0
+    files: FileMap = field(default_factory=dict, repr=False)
+    stats: Mapping[str, Key] = field(default_factory=dict, repr=False)
+    stored_blobs: frozenset[bytes] = field(default=frozenset(), repr=False)  # written by this capture
+    recovered: Recovery | None = None  # an interrupted restore this capture finished first
+
+    def as_json(self) -> dict[str, Any]:
+        """The stable JSON shape the CLI prints."""
+        return {
+            "id": self.id,
+            "root": self.root,
+            "file_count": self.file_count,
+            "bytes_hashed": self.bytes_hashed,
+            "bytes_stored": self.bytes_stored,
+            "seconds": round(self.seconds, 6),
+            "unchanged": self.unchanged,
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "recovered": self.recovered.as_json() if self.recovered else None,
+        }
 
 
-def _same(a: os.stat_result, b: os.stat_result) -> bool:
-    return (a.st_size, a.st_mtime_ns, a.st_ctime_ns, a.st_ino) == (b.st_size, b.st_mtime_ns, b.st_ctime_ns, b.st_ino)
 
 
-Progress = Callable[[int, int, int], None]  # files done, files in all, bytes read so far
-PROGRESS_EVERY = 0.25
+class Capturer:
+    """Captures workspaces into one repository, keeping per workspace what the next capture reuses."""
 
+    def __init__(self, repo: Repository) -> None:
+        self.repo = repo
+        self._git: dict[str, scope_mod.GitTracked] = {}
+        self._indexes: dict[str, WorkspaceIndex] = {}
+        self._watched: dict[str, fastpath.Watched] = {}
+        repo.on_gc.append(self._forget_last)
 
-def read_paths(root: str | DirCache, to_capture: dict[str, os.stat_result], sink: BlobSink, cache: StatCache,
-               progress: Progress | None = None) -> Captured:
-    """Capture every path: symlinks as links, files by content, never following a link.
+    def _forget_last(self) -> None:
+        """A gc ran: a journal's last file map names blobs it may have freed, so the next capture walks."""
+        for w in self._watched.values():
+            w.last = None
 
-    Every path is reached through directory fds with O_NOFOLLOW at each component; given the
-    DirCache the walk used, the reads go through the very directories the walk listed.
-    """
-    if isinstance(root, DirCache):
-        return _read_paths(root, to_capture, sink, cache, progress)
-    with DirCache(root) as dirs:
-        return _read_paths(dirs, to_capture, sink, cache, progress)
+    def close(self) -> None:
+        """Save the stat caches and stop the change journals."""
+        for index in self._indexes.values():
+            with contextlib.suppress(OSError):
+                index.save()
+        for w in self._watched.values():
+            w.journal.close()
+        self._watched.clear()
 
+    def index(self, root: Path) -> WorkspaceIndex:
+        """The workspace's index (a restore tells it the paths it rewrote)."""
+        key = workspace_key(str(root))
+        index = self._indexes.get(key)
+        if index is None:
+            index = WorkspaceIndex(self.repo.cache_file(root, ".stat"), self.repo.cache_file(root, ".walk"),
+                                   self.repo.decoded)
+            self._indexes[key] = index
+        return index
 
-def _read_paths(dirs: DirCache, to_capture: dict[str, os.stat_result], sink: BlobSink, cache: StatCache,
-                progress: Progress | None) -> Captured:
-    out = Captured()
-    total = len(to_capture)
-    next_report = time.monotonic() + PROGRESS_EVERY
-    for n, rel in enumerate(sorted(to_capture)):
-        if progress is not None and time.monotonic() >= next_report:
-            progress(n, total, out.bytes_hashed)
-            next_report = time.monotonic() + PROGRESS_EVERY
-        st = to_capture[rel]
-        if stat.S_ISLNK(st.st_mode):
+    def stat_cache(self, root: Path) -> StatCache:
+        """The per-path half of the workspace's index."""
+        return self.index(root).stat
+
+    def _git_cache_path(self, root: Path) -> Path:
+        """Where the workspace's Git listing is kept between processes (FORMAT.md §7)."""
+        return self.repo.cache_file(root, ".git")
+
+    # ----------------------------------------------------------------- change journal
+    def watch(self, root: str | os.PathLike[str]) -> bool:
+        """Keep an inotify change journal for this workspace so later captures can skip the walk.
+
+        Meant for long-running processes (the session); returns False where inotify is missing.
+        """
+        ws = self.repo.workspace(root)
+        if str(ws) in self._watched:
+            return True
+        from .watch import ChangeJournal  # here: inotify_simple (ctypes) is for long-running processes only
+
+        if not ChangeJournal.available():
+            return False
+        try:
+            self._watched[str(ws)] = fastpath.Watched(ChangeJournal(str(ws)))
+        except OSError:
+            return False
+        return True
+
+    def unwatch(self, root: str | os.PathLike[str]) -> None:
+        """Stop the change journal of a workspace."""
+        w = self._watched.pop(str(resolve_root(root)), None)
+        if w is not None:
+            w.journal.close()
+
+    def absorb_own_changes(self, ws: Path, written: dict[str, Entry], deleted: list[str],
+                           dirs_changed: bool) -> None:
+        """After a restore, fold its own writes into the change journal instead of re-walking."""
+        w = self._watched.get(str(ws))
+        if w is not None:
+            fastpath.absorb(w, written, deleted, dirs_changed)
+
+    def capture(self, root: str | os.PathLike[str], *, label: str | None = None, known_paths: Iterable[str] = (),
+                scope: ScopeSettings | None = None, kind: str = "capture", progress: Progress | None = None
+                ) -> CaptureResult:
+        """A snapshot of the workspace's tracked set: blobs, then the snapshot, then its ref.
+
+        `known_paths` are captured whatever their size (agent-touched, earlier-tracked); everything the
+        workspace's latest snapshot captured stays tracked. `progress(done, total, bytes)` is called now and
+        then while file contents are read.
+        """
+        return self.run(root, label=label, known_paths=known_paths, scope=scope, kind=kind, progress=progress)
+
+    def capture_summary(self, root: str | os.PathLike[str], *, label: str | None = None,
+                        known_paths: Iterable[str] = (), scope: ScopeSettings | None = None,
+                        progress: Progress | None = None) -> CaptureResult:
+        """A capture whose caller needs only its id and counts (a one-shot command): when nothing changed its
+        `files` and `stats` may be empty, and no manifest is decoded."""
+        return self.run(root, label=label, known_paths=known_paths, scope=scope, progress=progress,
+                        summary_only=True)
+
+    def safety(self, root: str | os.PathLike[str], *, known_paths: Iterable[str], scope: ScopeSettings | None,
+               label: str, progress: Progress | None = None, whatever_size: Callable[[str], bool] | None = None,
+               dry_run: bool = False) -> CaptureResult:
+        """A restore's safety capture: every path it may write or delete (`known_paths`), and the files for which
+        `whatever_size` is true whatever the residue limits say. With `dry_run`, hashed in memory, nothing
+        stored."""
+        return self.run(root, label=label, known_paths=known_paths, scope=scope, kind="safety", progress=progress,
+                        whatever_size=whatever_size, dry_run=dry_run)
+
+    def preview(self, root: str | os.PathLike[str], *, known_paths: Iterable[str] = (),
+                scope: ScopeSettings | None = None) -> CaptureResult:
+        """The workspace now as `known_paths` and the scope see it (a diff's current side), hashed in memory
+        only: nothing is stored, and what the latest snapshot captured is not added."""
+        return self.run(root, known_paths=known_paths, scope=scope, dry_run=True, grow=False)
+
+    def run(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        label: str | None = None,
+        known_paths: Iterable[str] = (),
+        scope: ScopeSettings | None = None,
+        kind: str = "capture",
+        grow: bool = True,
+        dry_run: bool = False,
+        whatever_size: Callable[[str], bool] | None = None,
+        progress: Progress | None = None,
+        summary_only: bool = False,
+    ) -> CaptureResult:
+        """The capture the four above name: `grow` adds what the latest snapshot captured to `known_paths`,
+        `dry_run` stores nothing, `whatever_size` lifts the residue limits, `summary_only` may skip the maps."""
+        started = time.perf_counter()
+        started_ns = time.time_ns()
+        ws = self.repo.workspace(root)
+        settings = scope or ScopeSettings()
+        with translate_os_errors(f"capture of {ws}"), self.repo.shared_lock():
+            recovered = None if dry_run else self._recover_if_idle(ws)
+            ignore = scope_mod.Ignore.load(ws)
+            key = str(ws)
+            known_git = self._git.get(key)
+            if known_git is None:  # a fresh process: the listing the last capture saved, if the index is unchanged
+                known_git = scope_mod.GitTracked.load(self._git_cache_path(ws), self.repo.decoded)
+            git = scope_mod.git_tracked(ws, known_git)
+            self._git[key] = git
+            parent = self.repo.latest(ws)
+            known = list(known_paths)
+            watched = self._watched.get(key) if not dry_run else None  # a long-running process's inotify journal
+            # No journal, or one that has seen nothing yet (a session's first capture): check the last walk's
+            # saved stats instead of walking (a one-shot command, the first turn of a session).
+            checked = None
+            if (watched is None or watched.last is None) and not dry_run and parent is not None:
+                checked = self._check_walk(ws, parent, settings, git.signature,
+                                           watched.journal if watched is not None else None)
+                if (checked is not None and watched is None and summary_only and whatever_size is None
+                        and recovered is None and checked.check.unchanged and grow and checked.state.grows_same
+                        and (not known or checked.state.covered_set().issuperset(known))):
+                    done = self._unchanged(ws, checked, parent, kind, label, started, started_ns)
+                    if done is not None:
+                        self._save_git_listing(ws, git, known_git)
+                        return done
+            parent_files: FileMap | None = None
+            if parent is not None:
+                try:
+                    parent_files = self.repo.files(parent)
+                except StoreError:
+                    parent, parent_files, checked = None, None, None
+            parent_captured = captured_paths(parent_files) if parent_files is not None else []
+            if grow:
+                known.extend(parent_captured)
+            # What changed since the last capture: the check's look at the saved index, or the inotify journal.
+            since: fastpath.Since | None = None
+            by_check = False  # the fast path starts from the check's look (else from the journal, or walks)
+            if checked is not None and parent_files is not None and not checked.check.changes.structural:
+                covered_now = {*git.paths, *known}  # what a walk would capture whatever the limits
+                captured_then = set(parent_captured)
+                if walkstate.same_map(checked.state.covered_set(), covered_now, parent_files, captured_then, settings,
+                                      ignore):
+                    # Covered then and now: what the fast path settles newly known paths against.
+                    last = self._checked_last(checked, parent_files, captured_then,
+                                              checked.state.covered_set() & covered_now, git.signature, settings)
+                    if last is not None:
+                        since = fastpath.Since(last, checked.check.changes)
+                        by_check = True
+                else:
+                    checked = None  # other known paths would change the map: walk
+            if since is None and watched is not None and watched.last is not None:
+                since = fastpath.Since(watched.last, watched.journal.drain(), watched.pending)
+            cache = self.stat_cache(ws)
+            sink = HashOnly() if dry_run else self.repo.blob_writer()
+            state: fastpath.LastCapture | None = None
+            selected: scope_mod.Scope | None = None
             try:
-                target = dirs.readlink(rel)
-            except (SymlinkInPath, DirChanged) as exc:
-                _not_reached(rel, exc, out)
-                continue
-            except OSError as exc:
-                out.entries[rel] = SkippedEntry("x", unreadable(exc.strerror))
-                out.skipped.append((rel, f"unreadable symlink: {exc.strerror}"))
-                continue
-            out.entries[rel] = LinkEntry("l", target)
-            out.stats[rel] = stat_key(st)
-            continue
-        cached = cache.lookup(rel, st)
-        if cached is not None and sink.has(bytes.fromhex(cached)):
-            out.entries[rel] = FileEntry("f", stat.S_IMODE(st.st_mode), st.st_size, cached)
-            key = stat_key(st)
-            out.stats[rel] = key
-            out.fresh[rel] = (key, cached)
-            continue
-        _read_file(dirs, rel, sink, out)
-    return out
-
-
-def _not_reached(rel: str, exc: SymlinkInPath | DirChanged, out: Captured) -> None:
-    """A directory on the way turned into a symlink (or another directory) after the walk."""
-    if isinstance(exc, SymlinkInPath):
-        out.entries[rel] = SkippedEntry("x", Reason.BEHIND_SYMLINK)
-        out.skipped.append((rel, "behind a symlinked directory"))
-    else:
-        out.entries[rel] = SkippedEntry("x", REPLACED)
-        out.skipped.append((rel, "a directory on its path was replaced during capture; not captured"))
-
-
-def _pread_all(fd: int, size_hint: int) -> bytes:
-    """Read a whole small file from offset 0 in as few syscalls as its size allows."""
-    data = os.pread(fd, size_hint + 1, 0)
-    if len(data) <= size_hint:
-        return data
-    parts = [data]
-    pos = len(data)
-    while chunk := os.pread(fd, CHUNK, pos):
-        parts.append(chunk)
-        pos += len(chunk)
-    return b"".join(parts)
-
-
-def _read_file(dirs: DirCache, rel: str, sink: BlobSink, out: Captured) -> None:
-    """Read one file, retrying while it changes under us; never store a torn read as valid."""
-    try:
-        fd = dirs.open(rel, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        out.entries[rel] = ABSENT
-        return
-    except (SymlinkInPath, DirChanged) as exc:
-        _not_reached(rel, exc, out)
-        return
-    except OSError as exc:
-        out.entries[rel] = SkippedEntry("x", unreadable(exc.strerror))
-        out.skipped.append((rel, f"unreadable: {exc.strerror}"))
-        return
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        for _attempt in range(READ_ATTEMPTS):
-            before = os.fstat(fd)
-            if not stat.S_ISREG(before.st_mode):
-                out.entries[rel] = SkippedEntry("x", Reason.NOT_REGULAR)
-                return
-            if before.st_size <= STREAM_THRESHOLD:
-                data = _pread_all(fd, before.st_size)
-                blob = sink.add(data)
-                size = len(data)
+                if since is not None:
+                    with DirCache(key) as dirs:  # the fast path's looks and its reads use the same fds
+                        fast = fastpath.select(dirs, since, known, git.signature, settings, ignore, whatever_size)
+                        if fast is not None:
+                            captured = read_paths(dirs, fast.to_read, sink, cache, progress)
+                            state = fastpath.merge(fast, captured)
+                            skipped = captured.skipped
+                walked = state is None
+                if state is None:
+                    if watched is not None:
+                        watched.journal.reset()
+                    with DirCache(key) as dirs:  # the walk and the reads see the same directories
+                        selected = scope_mod.select(ws, settings, ignore, git.paths, known,
+                                                    protected=self.repo.protected_rel(ws),
+                                                    protected_ids=self.repo.protected_ids,
+                                                    on_dir=watched.journal.watch_dir if watched is not None else None,
+                                                    force=whatever_size, dirs=dirs)
+                        captured = read_paths(dirs, selected.to_capture, sink, cache, progress)
+                    files = selected.entries
+                    files.update(captured.entries)
+                    skipped = selected.skipped + captured.skipped
+                    covered = frozenset(selected.covered)
+                    unwatched = fastpath.unwatched_after_walk(files, covered, selected.to_capture)
+                    state = fastpath.LastCapture(files, captured.fresh, captured.stats, covered, unwatched,
+                                                 git.signature, settings, time.monotonic())
+                files, stats = state.files, state.stats
+                skipped = [*skipped, *scope_mod.too_large_skipped(files, skipped, settings.residue_max_file_bytes)]
+                result = CaptureResult(
+                    id="", root=key, file_count=count_captured(files),
+                    bytes_hashed=captured.bytes_hashed, bytes_stored=0, seconds=0.0, unchanged=False,
+                    skipped=skipped, files=files, stats=stats,
+                )
+                if recovered is not None:
+                    result.recovered = recovered
+                    result.skipped[:0] = [(p, f"interrupted restore: {why}") for p, why in recovered.left]
+                if dry_run:
+                    result.seconds = time.perf_counter() - started
+                    return result
+                assert isinstance(sink, PackWriter)
+                sink.commit()
+            except BaseException:
+                if isinstance(sink, PackWriter):
+                    sink.abort()
+                raise
+            result.bytes_stored = sink.bytes_stored
+            result.stored_blobs = frozenset(sink.stored)
+            result.id, result.unchanged = self.repo.write_snapshot(ws, files, parent, parent_files, kind, label,
+                                                               result.file_count)
+            if watched is not None:
+                watched.last = state
+                watched.pending.clear()
+            # What the next process checks instead of walking: from this walk, or the state this capture started
+            # from with the files it read again (a check's, or the one a session saved at its last capture).
+            if selected is not None:
+                base = None
+            elif by_check and checked is not None:
+                base = checked.state
             else:
-                f.seek(0)
-                blob, size = sink.add_stream(f)
-            after = os.fstat(fd)
-            out.bytes_hashed += size
-            if _same(before, after) and size == after.st_size:
-                key = stat_key(after)
-                out.entries[rel] = FileEntry("f", stat.S_IMODE(after.st_mode), size, blob.hex())
-                out.stats[rel] = key
-                out.fresh[rel] = (key, blob.hex())
-                return
-        out.entries[rel] = SkippedEntry("x", Reason.CHANGING)
-        out.skipped.append((rel, "kept changing during capture; not captured"))
+                base = watched.saved if watched is not None else None
+            from_check = checked is not None and base is checked.state
+            saved = self._save_walk(ws, result, state, selected, base,
+                                    checked.check.keys if checked is not None and from_check else {},
+                                    checked.check.dir_keys if checked is not None and from_check else {},
+                                    captured.stats, set(git.paths), started_ns)
+            if watched is not None:
+                watched.saved = saved
+            if walked:
+                cache.update(state.fresh, started_ns)
+            else:
+                cache.update_some(captured.entries, captured.fresh, started_ns)
+            # A restore's safety capture leaves the saving to the restore's end (close): it forgets the paths it
+            # rewrites right after, and saving twice cost ~40-70 ms of a one-file restore (11,000 files, measured).
+            if kind != "safety" and (watched is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL):
+                with contextlib.suppress(OSError):
+                    cache.save()  # disposable: the snapshot is already committed
+            self._save_git_listing(ws, git, known_git)
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def _save_git_listing(self, ws: Path, git: scope_mod.GitTracked, known: scope_mod.GitTracked | None) -> None:
+        if git is not known:
+            with contextlib.suppress(OSError):
+                git.save(self._git_cache_path(ws))  # disposable too
+
+    # ----------------------------------------------------------------- the last walk, between processes
+    def _check_walk(self, ws: Path, parent: str, settings: ScopeSettings, git_signature: tuple[int, ...] | None,
+                    journal: fastpath.Journal | None) -> walkstate.Checked | None:
+        """The saved walk, if it describes `parent`'s files under these rules, with a fresh look at its stats.
+
+        A `journal` gets a watch on every saved directory before the look, so that nothing changed after the
+        look goes unseen by the captures that follow (the order a walk keeps: watch, then list).
+        """
+        state = self.index(ws).saved_walk()
+        if state is None or not state.same_rules(settings, git_signature, self.repo.protected_rel(ws)):
+            return None
+        chain = self._unchanged_since(parent, state.snapshot, str(ws))
+        if chain is None:
+            return None
+        # Unchanged files keep the blobs they had without asking the blob index (a walk would, through the stat
+        # cache): only while no gc ran and no pack index the capture relied on went away or changed.
+        if not walkstate.packs_hold(state.packs, walkstate.pack_signature(self.repo.path / "packs",
+                                                                         read_generation(self.repo.path))):
+            return None
+        if journal is not None:
+            for rel in state.dirs[1]:
+                journal.watch_dir(rel)
+        with DirCache(str(ws)) as dirs:
+            return walkstate.Checked(state, walkstate.check(dirs, state), chain)
+
+    def _unchanged_since(self, snap: str, base: str, root: str) -> int | None:
+        """Unchanged snapshots between `base` and `snap` (None: `snap` may not hold `base`'s files)."""
+        for steps in range(walkstate.CHAIN_LIMIT + 1):
+            if snap == base:
+                return steps
+            try:
+                rec = self.repo.record(snap)
+            except StoreError:
+                return None
+            if rec.changes or rec.parent is None or rec.root != root:
+                return None
+            snap = rec.parent
+        return None
+
+    def _checked_last(self, checked: walkstate.Checked, parent_files: FileMap, captured: set[str],
+                      covered: frozenset[str], git_signature: tuple[int, ...] | None,
+                      settings: ScopeSettings) -> fastpath.LastCapture | None:
+        """The last capture as the check vouches for it: the fast path re-reads only the files whose stat moved.
+
+        `covered`: paths covered by the saved walk and by this capture (walkstate.same_map said the map is the
+        same); the fast path adds this capture's newly known ones. `captured`: the files and symlinks of the map.
+        """
+        state = checked.state
+        try:
+            stats = walkstate.captured_stats(captured, state, checked.check.changes.files)
+        except ValueError:
+            return None
+        if stats is None:
+            return None
+        return fastpath.LastCapture(parent_files, {}, stats, covered, dict(state.unwatched),
+                                    git_signature, settings, time.monotonic())
+
+    def _unchanged(self, ws: Path, checked: walkstate.Checked, parent: str, kind: str, label: str | None,
+                   started: float, started_ns: int) -> CaptureResult | None:
+        """Nothing moved since `parent`: record that, without decoding a manifest (None: do the full capture)."""
+        state = checked.state
+        try:
+            prev = self.repo.record(parent)
+        except StoreError:
+            return None  # the full capture decides what a damaged parent means
+        if prev.depth + 1 >= REBASE_DEPTH:
+            return None  # this one rebases: written whole, so the map is needed
+        rec = SnapshotRecord(root=str(ws), created=time.time(), kind=kind, label=label, parent=parent,
+                             depth=prev.depth + 1, changes={}, meta={"file_count": state.file_count})
+        snap_id = self.repo.write_record(rec)
+        self.repo.append_ref(SnapshotInfo(snap_id, str(ws), rec.created, kind, label, state.file_count))
+        moved = checked.check.dir_keys
+        if moved or checked.chain + 1 >= walkstate.CHAIN_LIMIT:  # else not rewritten: ~6 ms saved
+            state.snapshot = snap_id  # a new chain starts here
+            state.dirs = walkstate.with_dir_keys(state.dirs, {
+                rel: walkstate.trusted(k, started_ns) for rel, k in moved.items()})
+            self.index(ws).save_walk(state)
+        return CaptureResult(id=snap_id, root=str(ws), file_count=state.file_count, bytes_hashed=0, bytes_stored=0,
+                             seconds=time.perf_counter() - started, unchanged=True, skipped=list(state.skipped))
+
+    def _save_walk(self, ws: Path, result: CaptureResult, state: fastpath.LastCapture,
+                   selected: scope_mod.Scope | None, base: walkstate.WalkState | None, checked_keys: dict[str, Key],
+                   moved_dirs: dict[str, Key], read: dict[str, Key], git_paths: set[str],
+                   started_ns: int) -> walkstate.WalkState | None:
+        """Keep what this capture saw for the next process (or forget a walk nobody can check); return it."""
+        index = self.index(ws)
+        files = state.files
+
+        def trusted(key: Key | None) -> Key | None:
+            return walkstate.trusted(key, started_ns)
+
+        if not walkstate.savable(files, result.skipped):
+            index.forget_walk()
+            return None
+        unwatched = {p: trusted(k) for p, k in state.unwatched.items()}
+        packs = walkstate.pack_signature(self.repo.path / "packs", read_generation(self.repo.path))
+        skipped = [(str(p), str(why)) for p, why in result.skipped]
+        if selected is None:
+            if base is None:
+                index.forget_walk()
+                return None
+            # No directory moved since `base` was saved (else this capture walked), so the same entries are there:
+            # only the files read again get new keys (rebuilding the whole state cost ~30 ms of a one-file restore).
+            # A file no longer captured keeps an entry: the next check just looks at it again. A new one (a session's
+            # journal reports created files) moved its directory's stat: the next check walks.
+            newly = {rel: trusted(read.get(rel, now)) for rel, now in checked_keys.items()}
+            newly.update((rel, trusted(key)) for rel, key in read.items())
+            # Every captured file must keep a key the next check looks at, or a change to it would go unseen.
+            if any(is_captured(files.get(rel)) for rel in newly):
+                kept = base.seen_paths() | unwatched.keys()
+                if any(is_captured(files.get(rel)) and rel not in kept for rel in newly):
+                    index.forget_walk()
+                    return None
+            # Directories listed the same at the check: their new stats stand (racy ones untrusted).
+            listed = walkstate.with_dir_keys(base.dirs, {rel: trusted(k) for rel, k in moved_dirs.items()})
+            covered = frozenset(state.covered)
+            # Sorting and marshalling 11,000 paths again is ~5 ms of every session capture: only when they moved.
+            blob = base.covered_blob if covered == base.covered_set() else marshal.dumps(sorted(covered), 2)
+            saved = dataclasses.replace(base, snapshot=result.id, packs=packs, dirs=listed,
+                                        seen=walkstate.with_keys(base.seen, newly), unwatched=unwatched,
+                                        covered_blob=blob, _covered=covered,
+                                        file_count=result.file_count, skipped=skipped,
+                                        grows_same=walkstate.grows_same(covered, git_paths, files))
+            index.save_walk(saved)
+            return saved
+        # Walked: every listed directory and stat'ed entry, racy ones untrusted.
+        dirs: walkstate.Group = ("", list(selected.listed),
+                                 b"".join(walkstate.pack_key(trusted(stat_key(st)))
+                                          for st in selected.listed.values()))
+        seen = {rel: trusted(read.get(rel) or stat_key(st)) for rel, st in selected.seen.items()
+                if walkstate.stat_bound(files, rel)}
+        # Every captured file must be looked at by the next check, or a change to it would go unseen.
+        if any(is_captured(e) and p not in seen and p not in unwatched for p, e in files.items()):
+            index.forget_walk()
+            return None
+        covered = frozenset(state.covered)
+        saved = walkstate.WalkState(
+            snapshot=result.id, settings=walkstate.settings_key(state.settings), git_signature=state.git_signature,
+            protected=self.repo.protected_rel(ws), packs=packs, dirs=dirs, seen=walkstate.group(seen),
+            covered_blob=marshal.dumps(sorted(covered), 2), unwatched=unwatched, file_count=result.file_count,
+            skipped=skipped, listings=b"".join(selected.listing[rel] for rel in selected.listed),
+            grows_same=walkstate.grows_same(covered, git_paths, files))
+        index.save_walk(saved)
+        return saved
+
+    def _recover_if_idle(self, ws: Path) -> Recovery | None:
+        """A capture finishes an interrupted restore, but leaves one that is still running alone."""
+        repo = self.repo
+        journal = repo.journal_file(ws)
+        if not journal.exists():
+            return None
+        from .restore.apply import Restorer  # here: only a capture that finds a journal loads restore's modules
+
+        try:
+            with repo.workspace_lock(ws, wait=False):
+                report = Restorer(repo, ws, journal, self.notes(ws)).recover()
+        except StoreBusy:
+            return None
+        if report is not None:
+            repo.report_recovery(report)
+        return report
+
+    def notes(self, ws: Path) -> WorkspaceNotes:
+        """What a restore of `ws` tells about its own writes: the stat cache forgets them, a journal absorbs them."""
+        return WorkspaceNotes(self, ws)
+
+
+@dataclass
+class WorkspaceNotes:
+    """The capturer's side of restore.journal.WorkspaceNotes for one workspace."""
+
+    capturer: Capturer
+    ws: Path
+
+    def forget(self, paths: list[str]) -> None:
+        self.capturer.index(self.ws).forget(paths)
+
+    def absorb(self, written: dict[str, Entry], deleted: list[str], dirs_changed: bool) -> None:
+        self.capturer.absorb_own_changes(self.ws, written, deleted, dirs_changed)

@@ -1,6 +1,8 @@
-"""The change journal's fast path: a watched workspace's next map from the last one plus its events.
+"""The fast path: a workspace's next map from the last capture's plus what changed since.
 
-Store.capture asks `select` first; None means "walk". Every path looked at is reached through the
+What changed comes from one of two change sources, both as a `Changes` (changes.py): a long-running process's
+inotify journal (watch.py), or a one-shot check of the saved index (walkstate.check). Capturer.run asks
+`select` first; None means "walk". Every path looked at is reached through the
 capture's DirCache (directory fds, O_NOFOLLOW at each component) and the reads that follow use the
 same fds, so a directory swapped for a symlink is never looked through: the capture walks instead.
 """
@@ -15,14 +17,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from . import scope as scope_mod
-from .capture import Captured
 from .changes import Changes
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, is_captured, parent_of
+from .readfiles import Captured
 from .reasons import HELD_BACK, Reason
 from .safefs import TMP_PREFIX as OWN_TMP
 from .settings import ScopeSettings
-from .statcache import Key, stat_key
+from .stamps import Key, stat_key
 
 if TYPE_CHECKING:
     from .walkstate import WalkState
@@ -46,7 +48,8 @@ class LastCapture:
 
 
 class Journal(Protocol):
-    """Where the fast path learns what changed: inotify (watch.py), or a check of saved stats (walkstate.py)."""
+    """A change source that lives between captures: inotify (watch.py). (A check of the saved index is the other
+    source; it is one look, not a journal: walkstate.check.)"""
 
     def drain(self) -> Changes: ...
 
@@ -68,6 +71,15 @@ class Watched:
 
 
 @dataclass(frozen=True)
+class Since:
+    """What changed since `last` was captured, as one change source reports it."""
+
+    last: LastCapture
+    changes: Changes
+    pending: set[str] = field(default_factory=set)  # paths a restore wrote since (a journal's; re-read)
+
+
+@dataclass(frozen=True)
 class Selection:
     """The fast path's answer: the last map with creations and removals applied, and what to re-read."""
 
@@ -78,17 +90,16 @@ class Selection:
     removed: set[str]
 
 
-def select(dirs: DirCache, w: Watched, known: Iterable[str], git_signature: tuple[int, ...] | None,
+def select(dirs: DirCache, since: Since, known: Iterable[str], git_signature: tuple[int, ...] | None,
            settings: ScopeSettings, ignore: scope_mod.Ignore, force: Callable[[str], bool] | None
            ) -> Selection | None:
-    """Use the change journal: the previous map plus the files known to have changed, or None (walk)."""
-    changes = w.journal.drain()
-    last = w.last
-    if (last is None or changes.structural or git_signature != last.git_signature
+    """The previous map plus the files known to have changed, or None (walk)."""
+    changes, last = since.changes, since.last
+    if (changes.structural or git_signature != last.git_signature
             or settings != last.settings or time.monotonic() - last.walked_at > FULL_WALK_INTERVAL):
         return None
     files = last.files
-    dirty: set[str] = set(w.pending)
+    dirty: set[str] = set(since.pending)
     extra = [p for p in known if p not in last.covered]
     for p in extra:
         # A newly known path (e.g. a restore target): settle it from the map where the walk saw it.

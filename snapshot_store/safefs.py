@@ -17,7 +17,7 @@ from .dirfd import DIR_FLAGS as _DIR_FLAGS
 from .dirfd import SymlinkInPath, open_dir
 from .fsutil import libc_function, syncfs
 from .scope import forbidden
-from .statcache import Key, stat_key
+from .stamps import Key, stat_key
 
 TMP_PREFIX = ".codexr-tmp-"
 ASIDE_PREFIX = TMP_PREFIX + "del-"  # then 12 hex digits, "-" and the file's own name

@@ -12,37 +12,25 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import blake3
 
 from .fsutil import atomic_write
+from .stamps import COARSE_WINDOW_NS, FINE_WINDOW_NS, SECOND_NS, Key, is_racy, stat_key
+
+if TYPE_CHECKING:
+    from .decoded import DecodedFiles
 
 # Then blake3 of the payload (32 bytes), then the payload: a marshal of
 # {path: (size, mtime_ns, ctime_ns, ino, mode, blob hex)}. A cache whose checksum does not match
 # is discarded: a damaged entry could otherwise name the wrong blob for an unchanged file.
 MAGIC = b"CRSTAT2\n"
-SECOND_NS = 1_000_000_000
-FINE_WINDOW_NS = 100_000_000  # 100 ms: far above ext4/xfs/btrfs timestamp ticks
-COARSE_WINDOW_NS = 2 * SECOND_NS  # file systems with whole-second (or FAT's 2 s) stamps
-
-Key = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, ino, mode
 #: A command that changed at most this many entries (files read again, or rewritten by a restore) leaves the file
 #: as it was: what it says of those paths no longer matches their stat (a rewrite moves ctime, a re-read was of a
 #: file whose stat moved), so they just miss and the next walk hashes them again. Rewriting all 11,000 entries
 #: for them was ~12 ms of every one-shot restore (measured in the resident server's workers).
 SMALL_CHANGE = 64
-
-
-def stat_key(st: os.stat_result) -> Key:
-    """What must stay equal for a cached hash to remain valid."""
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
-
-
-def is_racy(key: Key, started_ns: int) -> bool:
-    """Modified too close to (or after) the capture start to trust the timestamp."""
-    newest = max(key[1], key[2])
-    window = COARSE_WINDOW_NS if key[1] % SECOND_NS == 0 else FINE_WINDOW_NS
-    return newest >= started_ns - window
 
 
 def read_stat_cache(path: str) -> dict[str, tuple[int, int, int, int, int, str]]:
@@ -61,8 +49,9 @@ def read_stat_cache(path: str) -> dict[str, tuple[int, int, int, int, int, str]]
 class StatCache:
     """path -> (stat key, blob hex) for one workspace; a damaged cache file is simply rebuilt."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, decoded: DecodedFiles | None = None) -> None:
         self.path = path
+        self.decoded = decoded  # a resident server's decoded files (decoded.py), or None: read from disk
         # Kept as stored, (size, mtime_ns, ctime_ns, ino, mode, blob hex) by path: loading is then one marshal call
         # and saving another (re-tupling 11,000 entries each way cost ~20 ms of a one-file restore, measured).
         self.entries: dict[str, tuple[int, int, int, int, int, str]] = {}
@@ -72,10 +61,9 @@ class StatCache:
         self._load()
 
     def _load(self) -> None:
-        from . import memo  # here: memo imports this module
-
         try:
-            self.entries = dict(memo.load("stat", str(self.path)))  # a copy: entries change, the memo's must not
+            loaded = self.decoded.load("stat", str(self.path)) if self.decoded else read_stat_cache(str(self.path))
+            self.entries = dict(loaded)  # a copy: entries change, the kept one must not
         except (OSError, ValueError, EOFError, TypeError, AttributeError):
             self.entries = {}
 

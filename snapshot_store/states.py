@@ -21,24 +21,14 @@ import blake3
 from .errors import StoreError
 from .fsutil import translate_os_errors
 from .manifest import ABSENT, Entry, FileEntry, FileMap, LinkEntry, SkippedEntry, UnlistedDir
-from .packs import PackWriter
 from .reasons import Reason
-from .restore import (
-    DELETE,
-    LEAVE,
-    WRITE,
-    Action,
-    RestorePlan,
-    RestoreResult,
-    _apply,
-    _secure_safety_copies,
-    plan_restore,
-    recover,
-)
+from .repository.packs import PackWriter
+from .repository.repo import Repository
+from .restore.apply import Restorer, RestoreResult
+from .restore.plan import DELETE, LEAVE, WRITE, Action, RestorePlan, plan_restore
 from .safefs import SafeRoot, UnsafePath
 from .scope import Ignore, forbidden
-from .statcache import Key, stat_key
-from .store import Store
+from .stamps import Key, stat_key
 
 STATES_ROOT = "/"
 KIND_PRE_EDIT = "pre-edit"
@@ -72,12 +62,12 @@ class FileState:
     mode_seen: bool = True  # False: nothing saw the mode (a deleted file's); `mode` is a cautious stand-in
 
 
-def save_states(store: Store, states: Mapping[str, FileState], *, label: str,
+def save_states(store: Repository, states: Mapping[str, FileState], *, label: str,
                 meta: dict[str, object] | None = None, kind: str = KIND_PRE_EDIT) -> str:
     """Store each state (blobs first, then the snapshot file) and return the snapshot id."""
     changes: dict[str, Entry] = {}
     with translate_os_errors("snapshot store"), store.shared_lock():
-        writer = PackWriter(store.blobs)
+        writer = store.blob_writer()
         try:
             for path, st in states.items():
                 key = state_key(path)
@@ -135,11 +125,16 @@ def _capture_one(fs: SafeRoot, key: str, writer: PackWriter | None) -> tuple[Ent
         return SkippedEntry("x", f"unreadable: {exc.strerror}"), None
 
 
+def restorer(store: Repository) -> Restorer:
+    """The restorer of single files: its root is "/", and no workspace index is told of its writes."""
+    return Restorer(store, Path(STATES_ROOT), store.journal_file(Path(STATES_ROOT)))
+
+
 @dataclass
 class StatesRestore:
     """A prepared restore of a states snapshot: its safety capture is committed, its plan made."""
 
-    store: Store
+    store: Repository
     plan: RestorePlan
     safety_id: str | None
     fresh: frozenset[bytes]
@@ -153,13 +148,12 @@ class StatesRestore:
         result = RestoreResult(self.plan, self.safety_id)
         root = Path(STATES_ROOT)
         with translate_os_errors("restore of single files"), store.workspace_lock(root), store.shared_lock():
-            _secure_safety_copies(store, root, self.plan, self.fresh)
-            _apply(store, root, self.plan, self.safety_id, result, self.started_ns)
+            restorer(store).apply(self.plan, self.safety_id, result, self.fresh, self.started_ns)
         result.seconds = time.perf_counter() - started
         return result
 
 
-def prepare_states_restore(store: Store, snap_id: str, *, dry_run: bool = False,
+def prepare_states_restore(store: Repository, snap_id: str, *, dry_run: bool = False,
                            protected: Iterable[str] = ()) -> StatesRestore:
     """Finish an interrupted states restore, capture every named path (safety), and plan.
 
@@ -176,8 +170,10 @@ def prepare_states_restore(store: Store, snap_id: str, *, dry_run: bool = False,
     started_ns = time.time_ns()
     with translate_os_errors("restore of single files"), store.workspace_lock(root), store.shared_lock():
         if not dry_run:
-            recover(store, root)
-        writer = None if dry_run else PackWriter(store.blobs)
+            report = restorer(store).recover()
+            if report is not None:
+                store.report_recovery(report)
+        writer = None if dry_run else store.blob_writer()
         try:
             with SafeRoot(STATES_ROOT) as fs:
                 for key in sorted(target):

@@ -25,15 +25,15 @@ from typing import Any, NamedTuple
 
 import blake3
 
-from . import memo
 from .changes import Changes
+from .decoded import DecodedFiles
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .fsutil import atomic_write
 from .manifest import WALKED, FileMap, is_captured, parent_of, valid_key
 from .reasons import Reason
 from .scope import IGNORE_FILE, Ignore, entry_kind, forbidden, listing_digest
 from .settings import ScopeSettings
-from .statcache import Key, is_racy, stat_key
+from .stamps import Key, is_racy, stat_key
 
 MAGIC = b"CRWALK3\n"  # CRWALK1/2 (no listing digests, no grows_same) are discarded like any unreadable state
 DIGEST = 16  # bytes of a listing digest (scope.listing_digest)
@@ -317,27 +317,6 @@ class Checked(NamedTuple):
     chain: int
 
 
-class CheckedJournal:
-    """The change journal's interface over a finished `check`, for the fast path (fastpath.select)."""
-
-    def __init__(self, changes: Changes) -> None:
-        self._changes = changes
-
-    def drain(self) -> Changes:
-        """What the check found (once)."""
-        changes, self._changes = self._changes, Changes()
-        return changes
-
-    def reset(self) -> None:
-        """Nothing is pending between processes."""
-
-    def watch_dir(self, rel_dir: str) -> None:
-        """No watches: the next process checks stats instead."""
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-
 def listing(fd: int) -> bytes:
     """A directory's listing digest now, read through its fd."""
     with os.scandir(fd) as it:
@@ -408,10 +387,10 @@ def captured_stats(captured: set[str], state: WalkState, changed: set[str]) -> M
     return CapturedStats(captured, state)
 
 
-def load(path: Path) -> WalkState | None:
+def load(path: Path, decoded: DecodedFiles | None = None) -> WalkState | None:
     """The saved state, or None when there is none or it is damaged (a disposable cache: then walk)."""
-    state: WalkState | None = memo.load("walk", str(path))
-    # A copy: a capture replaces some of its fields (Store._unchanged), the memo's must stay as loaded.
+    state: WalkState | None = decoded.load("walk", str(path)) if decoded else read(str(path))
+    # A copy: a capture replaces some of its fields (Capturer._unchanged), the kept one must stay as loaded.
     return dataclasses.replace(state) if state is not None else None
 
 

@@ -5,7 +5,7 @@ listing is missed. A capture that sees no events reuses the previous result; fil
 say where to look again (each named path is lstat'ed and classified as the walk would). Anything
 about directories (created, removed, renamed), a queue overflow, a watch that could not be
 added, or a change to which residue files are kept falls back to the full walk.
-A restore's own writes are absorbed (see Store.absorb_own_changes); its safety capture may use
+A restore's own writes are absorbed (see Capturer.absorb_own_changes); its safety capture may use
 the journal because every write is re-checked against the file's lstat before it happens.
 """
 

@@ -1,75 +1,140 @@
-"""Resolving a workspace root: shared by capture, restore and the app, so it lives on its own."""
+"""The front door: one workspace of one repository — capture, plan, restore, diff, recover.
+
+Everything below it (the repository, the capturer, the restorer) knows nothing of it, so the layers import
+one way only: repository <- capture, restore <- workspace <- store (the convenience the app and tests hold).
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from .errors import WorkspaceError
-
-Identity = tuple[int, int]
-"""(st_dev, st_ino): what makes two paths the same directory, through symlinks and bind mounts."""
-
-
-def resolve_root(root: str | os.PathLike[str]) -> Path:
-    """The workspace's real absolute path; a missing workspace is a clear error."""
-    path = Path(os.path.realpath(os.path.abspath(root)))
-    if not path.exists():
-        raise WorkspaceError(f"workspace {root} does not exist")
-    if not path.is_dir():
-        raise WorkspaceError(f"workspace {root} is not a directory")
-    return path
+from .capture import Capturer, CaptureResult
+from .diff import Change, diff_maps
+from .errors import StoreError
+from .fsutil import translate_os_errors
+from .manifest import captured_items, witnessed_absent
+from .readfiles import Progress
+from .repository.repo import Repository
+from .restore.apply import Restorer, RestoreResult
+from .restore.journal import Recovery
+from .restore.plan import DELETE, HELD_OR_ABSENT, WRITE, RestorePlan, keep_everything, plan_restore, protected_in
+from .scope import Ignore
+from .settings import ScopeSettings
 
 
-def identity(path: str | os.PathLike[str]) -> Identity | None:
-    """The directory's (device, inode), or None when it cannot be looked at (then nothing lies inside it)."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return (st.st_dev, st.st_ino)
+class Workspace:
+    """A workspace root in a repository, with the capturer that keeps its index."""
+
+    def __init__(self, repo: Repository, capturer: Capturer, root: str | os.PathLike[str]) -> None:
+        self.repo = repo
+        self.capturer = capturer
+        self.root: Path = repo.workspace(root)  # refused when it is or lies inside the store or Codex's home
+
+    @property
+    def restorer(self) -> Restorer:
+        """Applies plans into this workspace, telling the capturer what it rewrote."""
+        return Restorer(self.repo, self.root, self.repo.journal_file(self.root), self.capturer.notes(self.root))
+
+    def capture(self, *, label: str | None = None, known_paths: Iterable[str] = (), scope: ScopeSettings | None = None,
+                kind: str = "capture", progress: Progress | None = None) -> CaptureResult:
+        """Capture this workspace (Capturer.capture)."""
+        return self.capturer.capture(self.root, label=label, known_paths=known_paths, scope=scope, kind=kind,
+                                     progress=progress)
+
+    def diff(self, a: str, b: str | None = None, scope: ScopeSettings | None = None) -> list[Change]:
+        """Per-path changes from snapshot `a` to snapshot `b` (or to this workspace now)."""
+        old = self.repo.files(a)
+        if b is not None:
+            new = self.repo.files(b)
+        else:
+            known = [p for p, _e in captured_items(old)]
+            new = self.capturer.preview(self.root, known_paths=known, scope=scope).files
+        return diff_maps(old, new)
+
+    def recover(self) -> Recovery | None:
+        """Finish a restore that was interrupted in this workspace (None when there was none).
+
+        Only under the workspace lock, which a running restore holds: a live restore is never
+        "finished" by someone else (StoreBusy instead).
+        """
+        with self.repo.workspace_lock(self.root, wait=False):
+            return self._recover()
+
+    def _recover(self) -> Recovery | None:
+        report = self.restorer.recover()
+        if report is not None:
+            self.repo.report_recovery(report)
+        return report
+
+    def plan(self, snap_id: str, *, known_paths: Iterable[str] = (), scope: ScopeSettings | None = None,
+             progress: Progress | None = None, into: bool = False) -> RestorePlan:
+        """What restoring `snap_id` here would do, against a capture held in memory only (nothing written)."""
+        return self.restore(snap_id, dry_run=True, known_paths=known_paths, scope=scope, progress=progress,
+                            into=into).plan
+
+    def restore(
+        self,
+        snap_id: str,
+        *,
+        dry_run: bool = False,
+        known_paths: Iterable[str] = (),
+        scope: ScopeSettings | None = None,
+        confirm: Callable[[RestorePlan], bool] | None = None,
+        progress: Progress | None = None,
+        into: bool = False,
+    ) -> RestoreResult:
+        """Safety capture, plan, (confirm), journaled apply. The safety id undoes it exactly.
+
+        A snapshot witnessed absence only under its own root: restoring it into another directory is
+        refused unless `into` is set, and then nothing there is deleted.
+        """
+        started = time.perf_counter()
+        repo, ws = self.repo, self.root
+        target_rec = repo.record(snap_id)
+        refuse_single_files(snap_id, target_rec.root, target_rec.kind)
+        foreign = str(ws) != target_rec.root
+        if foreign and not into:
+            raise StoreError(
+                f"snapshot {snap_id[:12]} was taken of {target_rec.root}, not {ws}; to copy its files into {ws} "
+                f"anyway pass --into {ws} (nothing there is deleted then)")
+        target = repo.files(snap_id)
+        # The safety capture must hold everything the restore may write or delete, without size cap:
+        # every path the target holds or tombstoned, and any file the target witnessed absent.
+        targets = [p for p, e in target.items() if e.kind in HELD_OR_ABSENT]
+        known = [*known_paths, *targets]
+        # The shared store lock spans capture, confirmation and apply: gc cannot drop the target meanwhile.
+        with translate_os_errors(f"restore into {ws}"), repo.workspace_lock(ws), repo.shared_lock():
+            recovered = None if dry_run else self._recover()
+            ignore = Ignore.load(ws)
+            # Dry runs hash in memory only; real runs commit the safety snapshot before touching anything.
+            safety_started_ns = time.time_ns()
+            label = f"before restoring {snap_id[:12]}"
+            wanted = None if foreign else (lambda p: witnessed_absent(target, p))
+            safety = self.capturer.safety(ws, known_paths=known, scope=scope, label=label, progress=progress,
+                                          whatever_size=wanted, dry_run=dry_run)
+            plan = plan_restore(target, safety.files, ignore, str(ws), snap_id,
+                                protected_in(safety.files, repo.protected_rel(ws)))
+            plan.safety_id = None if dry_run else safety.id
+            if foreign:
+                keep_everything(plan)
+            for a in plan.actions:
+                if a.op in (WRITE, DELETE):
+                    a.before = safety.stats.get(a.path)
+            result = RestoreResult(plan, None if dry_run else safety.id, dry_run=dry_run, recovered=recovered)
+            if dry_run or (confirm is not None and not confirm(plan)):
+                result.left = plan.left
+                result.seconds = time.perf_counter() - started
+                return result
+            self.restorer.apply(plan, safety.id, result, safety.stored_blobs, safety_started_ns)
+        result.seconds = time.perf_counter() - started
+        return result
 
 
-def protected_identities(dirs: Iterable[str | os.PathLike[str]]) -> frozenset[Identity]:
-    """The identities of the directories no capture or restore may enter (the store, Codex's home)."""
-    return frozenset(i for i in map(identity, dirs) if i is not None)
-
-
-def workspace_root(root: str | os.PathLike[str], protected: Iterable[str | os.PathLike[str]] = (),
-                   store: str | os.PathLike[str] | None = None, containing: bool = False) -> Path:
-    """resolve_root, refusing a directory that is or lies inside the store or a protected one (Codex's home),
-    and with `containing` one that contains either (a user's workspace: the app refuses all three).
-
-    A restore there would overwrite or delete the store's own files (its packs, its format file) or
-    Codex's `config.toml`. Directories are compared by (device, inode) along every ancestor, so a
-    symlink or a bind mount of the store is the store. Without `containing` (the library's own roots:
-    the states of paths outside a workspace live under "/") a root that contains one is accepted:
-    captures never enter it and restores never write or delete there (FORMAT.md §1).
-    """
-    path = resolve_root(root)
-    named = [(Path(store), "the snapshot store")] if store is not None else []
-    named += [(Path(p), "Codex's home (CODEX_HOME)") for p in protected]
-    ids: dict[Identity, tuple[Path, str]] = {}
-    for p, label in named:
-        i = identity(p)
-        if i is not None:
-            ids.setdefault(i, (p, label))
-    if not ids:
-        return path
-    for anc in (path, *path.parents):
-        hit = ids.get(identity(anc) or (-1, -1))
-        if hit is not None:
-            where, label = hit
-            how = "is" if anc == path else "lies inside"
-            raise WorkspaceError(f"workspace {root} {how} {label} {where}; codexr never captures, restores or "
-                                 "deletes files there: pick another directory")
-    if containing:
-        own = identity(path)
-        for p, label in sorted(named, key=lambda n: len(str(n[0]))):  # the outermost first: Codex's home
-            for anc in (Path(os.path.realpath(p)).parents):
-                if identity(anc) == own:
-                    raise WorkspaceError(f"workspace {path} contains {label} {p}; a workspace that holds Codex's "
-                                         "own files or the snapshot store is refused: pick a directory below it, "
-                                         "or set CODEX_HOME elsewhere")
-    return path
+def refuse_single_files(snap_id: str, root: str, kind: str) -> None:
+    """A snapshot of single files by absolute path is restored by rewind and redo (states.py), not here."""
+    if root == "/" and kind in ("pre-edit", "states-safety"):
+        raise StoreError(f"snapshot {snap_id[:12]} records single files by absolute path (agent edits); "
+                         "rewind and redo restore it, not a workspace restore")

@@ -13,7 +13,8 @@ import pytest
 
 REPO = Path(__file__).parents[1]
 STORE_MODULES = ["snapshot_store", *(f"snapshot_store.{m}" for m in
-                                     ("store", "restore", "gc", "verify", "scope", "capture", "packs"))]
+                                     ("store", "restore", "maint.gc", "maint.verify", "scope", "capture",
+                                      "repository.packs", "workspace"))]
 FORBIDDEN = ["app", "textual", "prompt_toolkit", "openai_codex", "config"]
 
 
@@ -70,10 +71,11 @@ def test_sources_contain_no_forbidden_import(package: str, banned: set[str]) -> 
     assert files
     bad = []
     for f in files:
+        depth = len(f.relative_to(REPO / package).parts)  # 1 for a top-level module, 2 inside a subpackage
         for line, module, level in imported_modules(f):
             # A relative import climbing out of the package (from .. import app) counts as well.
             head = module.split(".")[0]
-            if (level == 0 and head in banned) or (level > 1 and (head in banned or not module)):
+            if (level == 0 and head in banned) or (level > depth and (head in banned or not module)):
                 bad.append(f"{f.relative_to(REPO)}:{line}: {'.' * level}{module}")
     assert not bad, "forbidden imports:\n" + "\n".join(bad)
 
@@ -92,24 +94,35 @@ def test_store_commands_do_not_load_the_codex_sdk() -> None:
 
 
 def _runtime_imports(path: Path) -> set[str]:
-    """Sibling modules a file imports at run time (imports under `if TYPE_CHECKING:` do not count)."""
+    """Modules of the package a file imports at run time (imports under `if TYPE_CHECKING:` do not count), as
+    paths below snapshot_store/ without `.py` ("restore/apply"), whatever the relative level."""
     tree = ast.parse(path.read_text())
     typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
                    and getattr(node.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(node)}
+    here = path.parent.relative_to(REPO / "snapshot_store").parts
     out = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and id(node) not in typing_only:
-            out.add(node.module or "")
+        if isinstance(node, ast.ImportFrom) and node.level >= 1 and id(node) not in typing_only:
+            base = here[:len(here) - (node.level - 1)] if node.level > 1 else here
+            out.add("/".join((*base, *(node.module or "").split("."))).strip("/"))
     return out
+
+
+def _module_files(name: str) -> list[Path]:
+    """The file of a module, or every file of a package."""
+    pkg = REPO / "snapshot_store"
+    return sorted((pkg / name).rglob("*.py")) if (pkg / name).is_dir() else [pkg / f"{name}.py"]
 
 
 def test_the_store_and_what_it_builds_on_do_not_import_each_other() -> None:
     """`store` builds on restore, scope, packs...; none of them imports `store` back (no import cycle)."""
     pkg = REPO / "snapshot_store"
-    below = _runtime_imports(pkg / "store.py") - {""}
-    assert "restore" in below
-    cycles = sorted(m for m in below if "store" in _runtime_imports(pkg / f"{m}.py"))
+    below = {m for f in _module_files("store") + _module_files("workspace") for m in _runtime_imports(f)} - {""}
+    assert any(m.startswith("restore") for m in below)
+    cycles = sorted(m for m in below if m not in ("store", "workspace") for f in _module_files(m)
+                    if {"store", "workspace"} & _runtime_imports(f))
     assert not cycles, cycles
+    assert pkg.is_dir()
 
 
 def test_no_module_reaches_into_private_store_members() -> None:
@@ -126,17 +139,17 @@ def test_no_module_reaches_into_private_store_members() -> None:
 
 
 def test_store_restore_spells_out_the_options_of_restore() -> None:
-    """Store.restore takes exactly restore()'s options by name (no **kwargs a type checker cannot see)."""
+    """Store.restore takes exactly Workspace.restore's options by name (no **kwargs a type checker cannot see)."""
     import inspect
 
     from snapshot_store import Store
-    from snapshot_store.restore import restore
+    from snapshot_store.workspace import Workspace
 
     method = inspect.signature(Store.restore).parameters
-    func = inspect.signature(restore).parameters
+    func = inspect.signature(Workspace.restore).parameters
     assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in method.values())
-    assert list(method)[1:] == list(func)[1:]  # both after self / store
-    assert all(method[n].default == func[n].default for n in list(func)[1:])
+    assert [n for n in method if n != "root"] == list(func)  # self, snap_id, then the same options
+    assert all(method[n].default == func[n].default for n in list(func)[2:])
 
 
 def test_a_command_starts_with_its_own_code_only(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import pytest
 from fs_helpers import store_files, tree
 
 from snapshot_store import CorruptStore, RetentionPolicy, ScopeSettings, Store
-from snapshot_store.gc import gc
+from snapshot_store.maint.gc import gc
 
 REPO = Path(__file__).parents[1]
 SCOPE = ScopeSettings(residue_max_files=1000)
@@ -422,7 +422,7 @@ PAUSED_RESTORE = textwrap.dedent("""
 TRY_GC_NOW = textwrap.dedent("""
     import sys
     from snapshot_store import RetentionPolicy, Store, StoreBusy
-    from snapshot_store.gc import gc
+    from snapshot_store.maint.gc import gc
     with Store.open(sys.argv[1]) as store:
         try:
             gc(store, RetentionPolicy(max_snapshots_per_workspace=1, grace_seconds=0), wait=False)

@@ -15,8 +15,8 @@ import pytest
 from fs_helpers import store_files
 
 from snapshot_store import RetentionPolicy, ScopeSettings, Store, StoreBusy
-from snapshot_store.gc import gc, maybe_auto_gc, plan_gc
-from snapshot_store.verify import verify
+from snapshot_store.maint.gc import gc, maybe_auto_gc, plan_gc
+from snapshot_store.maint.verify import verify
 
 SCOPE = ScopeSettings(residue_max_files=1000)
 DAY = 86400.0

@@ -11,7 +11,7 @@ from pathlib import Path
 import blake3
 import pytest
 
-import snapshot_store.restore as restore_mod
+import snapshot_store.restore.apply as restore_mod
 from snapshot_store import CorruptStore, ScopeSettings, Store
 from snapshot_store.safefs import SafeRoot
 

@@ -1,4 +1,4 @@
-"""Decoded store files kept in memory (snapshot_store/memo.py, what the resident server hands its workers).
+"""Decoded store files kept in memory (snapshot_store/decoded.py, what the resident server hands its workers).
 
 What a user relies on: a file is never served from memory once it changed on disk in any way (even with its size
 and mtime put back), nothing written within the racy window is kept, `verify` always reads the disk, and the
@@ -16,16 +16,25 @@ from typing import Any
 import pytest
 from store_helpers import WIDE, write
 
-from snapshot_store import CorruptStore, Store, memo
-from snapshot_store.verify import verify
+import snapshot_store.repository.repo as repo_mod
+from snapshot_store import CorruptStore, Store
+from snapshot_store.decoded import DecodedFiles, _signature
+from snapshot_store.maint.verify import verify
+from snapshot_store.store import decoded_files
+
+HELD: list[DecodedFiles] = []  # the decoded files of the running test (what a resident server holds)
+
+
+def open_store(path: Path) -> Store:
+    """Open a store as a command in the resident server does: with the decoded files it holds, if any."""
+    return Store.open(path, decoded=HELD[0] if HELD else None)
 
 
 @pytest.fixture
 def memo_on() -> Iterator[dict[str, int]]:
-    """Memoizing on, with every disk read counted by kind."""
+    """Decoded files held, with every disk read counted by kind."""
     reads: dict[str, int] = {}
-    memo.enable()
-    originals = {kind: memo._loader(kind) for kind in memo.KINDS}
+    held = decoded_files()
 
     def counting(kind: str, real: Callable[[str], Any]) -> Callable[[str], Any]:
         def load(path: str) -> Any:
@@ -33,20 +42,19 @@ def memo_on() -> Iterator[dict[str, int]]:
             return real(path)
         return load
 
-    for kind, real in originals.items():
-        memo._loaders[kind] = counting(kind, real)
+    held.readers = {kind: counting(kind, real) for kind, real in held.readers.items()}
+    HELD.append(held)
     try:
         yield reads
     finally:
-        memo.enable(False)
-        memo._loaders.update(originals)
+        HELD.clear()
 
 
 def _settled_store(tmp_path: Path) -> tuple[Store, Path, str]:
     ws = tmp_path / "ws"
     for i in range(5):
         write(ws, f"f{i}.txt", f"content {i}\n")
-    store = Store.open(tmp_path / "store")
+    store = open_store(tmp_path / "store")
     snap = store.capture(ws, scope=WIDE).id
     store.close()
     time.sleep(0.25)  # past the racy window (statcache.FINE_WINDOW_NS): these files may be kept now
@@ -59,24 +67,28 @@ def _snapshot_file(tmp_path: Path, snap: str) -> Path:
 
 def test_an_unchanged_file_is_decoded_once(tmp_path: Path, memo_on: dict[str, int]) -> None:
     _store, _ws, snap = _settled_store(tmp_path)
-    first = Store.open(tmp_path / "store").files(snap)
-    second = Store.open(tmp_path / "store").files(snap)
+    first = open_store(tmp_path / "store").files(snap)
+    second = open_store(tmp_path / "store").files(snap)
     assert first == second
     assert memo_on["snapshot"] == 1
 
 
-def test_memoizing_is_off_unless_enabled(tmp_path: Path) -> None:
+def test_memoizing_is_off_unless_enabled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _store, _ws, snap = _settled_store(tmp_path)
-    assert not memo.enabled()
-    Store.open(tmp_path / "store").record(snap)
-    assert memo.take_used() == []  # nothing noted, nothing kept
+    reads: list[str] = []
+    real = repo_mod.read_record
+    monkeypatch.setattr(repo_mod, "read_record", lambda path: reads.append(path) or real(path))
+    for _ in range(2):
+        assert open_store(tmp_path / "store").decoded is None  # no decoded files held: nothing kept
+        open_store(tmp_path / "store").record(snap)
+    assert len(reads) == 2  # each store read the disk
 
 
 def test_a_file_changed_with_its_size_and_mtime_put_back_is_read_again(tmp_path: Path,
                                                                       memo_on: dict[str, int]) -> None:
     """Damage through the file system moves ctime, which nobody can set back: the damaged bytes are read."""
     _store, _ws, snap = _settled_store(tmp_path)
-    Store.open(tmp_path / "store").record(snap)
+    open_store(tmp_path / "store").record(snap)
     path = _snapshot_file(tmp_path, snap)
     st = path.stat()
     data = bytearray(path.read_bytes())
@@ -85,18 +97,18 @@ def test_a_file_changed_with_its_size_and_mtime_put_back_is_read_again(tmp_path:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
     with pytest.raises(CorruptStore, match="does not match its hash"):
-        Store.open(tmp_path / "store").record(snap)
+        open_store(tmp_path / "store").record(snap)
     assert memo_on["snapshot"] == 2
 
 
 def test_a_file_written_within_the_racy_window_is_not_kept(tmp_path: Path, memo_on: dict[str, int]) -> None:
     ws = tmp_path / "ws"
     write(ws, "a.txt", "a\n")
-    store = Store.open(tmp_path / "store")
+    store = open_store(tmp_path / "store")
     snap = store.capture(ws, scope=WIDE).id
     store.close()
     for _ in range(2):  # at once: the snapshot file is younger than the window
-        Store.open(tmp_path / "store").record(snap)
+        open_store(tmp_path / "store").record(snap)
     assert memo_on["snapshot"] == 2
 
 
@@ -104,41 +116,41 @@ def test_every_kind_is_kept_and_replaced_when_rewritten(tmp_path: Path, memo_on:
     """A capture's pack index, stat cache and saved walk are kept; a capture that rewrites them is seen."""
     _store, ws, _snap = _settled_store(tmp_path)
     for _ in range(2):
-        store = Store.open(tmp_path / "store")
+        store = open_store(tmp_path / "store")
         store.capture(ws, scope=WIDE)
         store.close()
-    assert {k for k, _p in memo.take_used()} >= {"snapshot", "pack", "stat", "walk", "git"}
+    assert {k for k, _p in HELD[0].take_used()} >= {"snapshot", "pack", "stat", "walk", "git"}
     before = dict(memo_on)
     write(ws, "f0.txt", "changed\n")
-    store = Store.open(tmp_path / "store")
+    store = open_store(tmp_path / "store")
     result = store.capture(ws, scope=WIDE)
     store.close()
-    assert not result.unchanged and result.files["f0.txt"] != Store.open(tmp_path / "store").files(_snap)["f0.txt"]
+    assert not result.unchanged and result.files["f0.txt"] != open_store(tmp_path / "store").files(_snap)["f0.txt"]
     assert memo_on["pack"] == before["pack"]  # the old pack index: unchanged, not read again
 
 
 def test_verify_reads_the_disk_even_when_a_good_copy_is_kept(tmp_path: Path, memo_on: dict[str, int]) -> None:
     """Bit rot leaves the stat as it was: verify must not take the kept copy's word for the file."""
     _store, _ws, snap = _settled_store(tmp_path)
-    good = Store.open(tmp_path / "store").record(snap)
+    good = open_store(tmp_path / "store").record(snap)
     path = _snapshot_file(tmp_path, snap)
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
     path.write_bytes(bytes(data))
     time.sleep(0.25)
     # What rot under an unchanged stat would look like: the kept entry matches the damaged file's stat.
-    sig = memo._signature((str(path),), time.time_ns())
+    sig = _signature((str(path),), time.time_ns())
     assert sig is not None
-    memo._entries[("snapshot", str(path))] = (sig, good, 1)
-    assert Store.open(tmp_path / "store").record(snap) is good  # served from memory
-    report = verify(Store.open(tmp_path / "store"))
+    HELD[0].entries[("snapshot", str(path))] = (sig, good, 1)
+    assert open_store(tmp_path / "store").record(snap) is good  # served from memory
+    report = verify(open_store(tmp_path / "store"))
     assert not report.ok and any(snap in p for p in report.problems), report.problems
 
 
 def test_what_is_kept_is_bounded(tmp_path: Path, memo_on: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(memo, "MAX_FILES", 3)
+    HELD[0].max_files = 3
     ws = tmp_path / "ws"
-    store = Store.open(tmp_path / "store")
+    store = open_store(tmp_path / "store")
     snaps = []
     for i in range(5):
         write(ws, "a.txt", f"{i}\n")
@@ -146,6 +158,6 @@ def test_what_is_kept_is_bounded(tmp_path: Path, memo_on: dict[str, int], monkey
     store.close()
     time.sleep(0.25)
     for snap in snaps:
-        Store.open(tmp_path / "store").record(snap)
-    assert len(memo._entries) == 3
-    assert [p for (_k, p) in memo._entries] == [str(_snapshot_file(tmp_path, s)) for s in snaps[2:]]
+        open_store(tmp_path / "store").record(snap)
+    assert len(HELD[0].entries) == 3
+    assert [p for (_k, p) in HELD[0].entries] == [str(_snapshot_file(tmp_path, s)) for s in snaps[2:]]

@@ -25,10 +25,10 @@ from app.pre_edit import (
 )
 from app.scripted_model import message, patch, shell
 from snapshot_store import RetentionPolicy, Store, StoreError
-from snapshot_store.gc import gc
+from snapshot_store.maint.gc import gc
+from snapshot_store.maint.verify import verify
 from snapshot_store.manifest import FileEntry, LinkEntry
 from snapshot_store.states import FileState, prepare_states_restore, save_states
-from snapshot_store.verify import verify
 
 FROM_PATCH = "pre-edit state from the agent's patch"
 

@@ -12,7 +12,7 @@ from store_helpers import write
 
 from snapshot_store import CorruptStore, Store
 from snapshot_store.ids import workspace_key
-from snapshot_store.verify import verify
+from snapshot_store.maint.verify import verify
 
 
 def _ref(home: Path, ws: Path) -> Path:

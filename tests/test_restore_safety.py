@@ -16,7 +16,7 @@ from fs_helpers import codexr
 from store_helpers import WIDE, tree, write
 
 from snapshot_store import ScopeSettings, Store, StoreError
-from snapshot_store.verify import verify
+from snapshot_store.maint.verify import verify
 
 REPO = Path(__file__).parents[1]
 WIDE_5000 = ScopeSettings(residue_max_files=5000)
@@ -58,7 +58,7 @@ def test_a_damaged_stored_copy_of_current_work_is_stored_afresh_before_the_resto
 def test_a_restore_leaves_a_file_whose_only_copy_is_damaged_and_that_changed(ws: Path, store: Store,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """If the file changes between the safety capture and the re-store, nothing vouches for it: left."""
-    import snapshot_store.restore as restore_mod
+    import snapshot_store.restore.apply as restore_mod
 
     write(ws, "work.txt", b"old\n")
     old = store.capture(ws, scope=WIDE).id

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from codex_cli_bin import bundled_codex_path  # type: ignore[import-untyped]
 from test_cli_agent import show
-from test_server import REPO, START_S, Servers, alive, children, private_base, slow_exec, wait_until
+from test_server import REPO, START_S, Servers, children, private_base, slow_exec, wait_until
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="sets credentials and mounts: CI runs as root")
@@ -375,7 +375,7 @@ def test_an_edit_that_keeps_size_and_mtime_gets_a_new_server(tmp_path: Path) -> 
 
     server_key = copied_codexr(tmp_path)
     first = server_key()
-    source = tmp_path / "snapshot_store" / "restore.py"
+    source = tmp_path / "snapshot_store" / "restore" / "apply.py"
     st = source.stat()
     data = bytearray(source.read_bytes())
     at = data.index(b"\"\"\"") + 3

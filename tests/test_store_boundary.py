@@ -93,7 +93,7 @@ def test_restore_into_the_store_or_codex_home_is_refused_and_changes_nothing(cli
 def test_a_capture_of_the_store_made_before_the_fix_cannot_be_restored_over_it(
         cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """The issue's loss: a snapshot *of the store* (made by an older codexr) restored later deleted packs."""
-    from snapshot_store.workspace import resolve_root
+    from snapshot_store.roots import resolve_root
 
     with monkeypatch.context() as m, Store.open(cli.store_dir) as store:
         # What codexr did before the fix: any directory was a workspace.

@@ -29,7 +29,7 @@ from typing import Any, cast
 import pytest
 from store_helpers import WIDE, exact_tree, store_files, tree, write
 
-import snapshot_store.packs as packs_mod
+import snapshot_store.repository.packs as packs_mod
 import snapshot_store.scope as scope_mod
 from snapshot_store import (
     IgnoreFileError,
@@ -39,7 +39,7 @@ from snapshot_store import (
     UnknownSnapshot,
     WorkspaceError,
 )
-from snapshot_store.verify import verify
+from snapshot_store.maint.verify import verify
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="faults are matched by fd path")
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from snapshot_store import RetentionPolicy, Store
-from snapshot_store import gc as gc_mod
 from snapshot_store.locks import flocked
-from snapshot_store.verify import verify
+from snapshot_store.maint import gc as gc_mod
+from snapshot_store.maint.verify import verify
 
 REPO = Path(__file__).parents[1]
 SWEEP_ALL = RetentionPolicy(max_snapshots_per_workspace=1, grace_seconds=0, max_age_days=0, max_store_bytes=0)

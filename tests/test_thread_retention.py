@@ -13,8 +13,8 @@ import pytest
 from store_helpers import write
 
 from snapshot_store import RetentionPolicy, Store
-from snapshot_store.gc import gc
-from snapshot_store.verify import verify
+from snapshot_store.maint.gc import gc
+from snapshot_store.maint.verify import verify
 
 REPO = Path(__file__).parents[1]
 DAY = 86400.0

@@ -13,8 +13,8 @@ from store_helpers import age_tree
 
 from snapshot_store import ScopeSettings, Store, StoreError
 from snapshot_store.ids import workspace_key
-from snapshot_store.packs import IDX_COUNT, IDX_ENTRY, IDX_MAGIC, RECORD
-from snapshot_store.verify import VerifyReport, verify
+from snapshot_store.maint.verify import VerifyReport, verify
+from snapshot_store.repository.packs import IDX_COUNT, IDX_ENTRY, IDX_MAGIC, RECORD
 
 SCOPE = ScopeSettings(residue_max_files=1000)
 THREAD = "thread-0123456789"

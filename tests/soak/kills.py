@@ -166,7 +166,8 @@ class Soak:
     def warm(self) -> None:
         """Import every module a command may import, once, so their bytecode caches exist."""
         mods = ("app.cli", "app.snapshot_cmds", "app.agent_cmds", "app.session", "app.sidecar",
-                "snapshot_store.gc", "snapshot_store.verify", "snapshot_store.restore", "snapshot_store.watch")
+                "snapshot_store.maint.gc", "snapshot_store.maint.verify", "snapshot_store.restore",
+                "snapshot_store.watch")
         code = f"import importlib\nfor m in {mods!r}: importlib.import_module(m)"
         r = self.cx()._run([sys.executable, "-c", code], ["(warm)"], timeout=120, cwd=self.base)
         if r.rc != 0:
@@ -442,7 +443,7 @@ class Soak:
         # 3. the store is sound (`snapshots verify --full`)
         listed: list[tuple[str, str]] = []
         try:
-            from snapshot_store.verify import verify
+            from snapshot_store.maint.verify import verify
 
             with self.store() as st:
                 report = verify(st, full=True)

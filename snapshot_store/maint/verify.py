@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import zstandard
 
-from . import memo
-from .errors import StoreError
-from .fsutil import TMP_PREFIX
+from ..errors import StoreError
+from ..fsutil import TMP_PREFIX
+from ..ids import is_pack_id, is_snapshot_id
+from ..repository.packs import Location, check_headers, record_ok, scan_pack, write_index
+from ..repository.repo import UNLISTED_KINDS
+from ..settings import RetentionPolicy
 from .gc import PENDING, pending_exists, read_pending
-from .ids import is_pack_id, is_snapshot_id
-from .packs import Location, check_headers, record_ok, scan_pack, write_index
 from .reach import each_needs
 from .refcheck import (
     lost_history,
@@ -31,11 +32,9 @@ from .refcheck import (
     ref_mismatch,
     workspace_ref_files,
 )
-from .settings import RetentionPolicy
-from .store import UNLISTED_KINDS
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..repository.repo import Repository
 
 IN_PROGRESS_SECONDS = 10.0  # a snapshot file this young may belong to a capture about to append its ref line
 
@@ -64,7 +63,7 @@ class VerifyReport:
                 "snapshots": self.snapshots, "refs": self.refs}
 
 
-def verify(store: Store, *, full: bool = False, repair: bool = False,
+def verify(store: Repository, *, full: bool = False, repair: bool = False,
            progress: Callable[[int, int], None] | None = None,
            retention: RetentionPolicy | None = None) -> VerifyReport:
     """Check format, packs, indexes, snapshots, refs and pins; `full` re-reads every blob and header.
@@ -73,13 +72,13 @@ def verify(store: Store, *, full: bool = False, repair: bool = False,
     packs' own records and drops an index whose pack is gone, reporting each.
     """
     lock = store.exclusive_lock() if repair else store.shared_lock()
-    with lock, memo.disabled():  # from disk: damage need not move a file's stat
+    with lock, store.uncached():  # from disk: damage need not move a file's stat
         return _verify(store, full=full, repair=repair, progress=progress,
                        idle_days=retention.thread_idle_days if retention is not None else 0.0)
 
 
-def _check_format(store: Store, report: VerifyReport) -> None:
-    from .store import STORE_FORMAT, STORE_VERSION
+def _check_format(store: Repository, report: VerifyReport) -> None:
+    from ..repository.repo import STORE_FORMAT, STORE_VERSION
 
     want = json.dumps({"format": STORE_FORMAT, "version": STORE_VERSION}).encode() + b"\n"
     try:
@@ -90,7 +89,7 @@ def _check_format(store: Store, report: VerifyReport) -> None:
         report.problems.append("the store's format file is damaged (expected exactly " f"{want!r})")
 
 
-def _check_packs(store: Store, report: VerifyReport, pending: set[str], repair: bool) -> None:
+def _check_packs(store: Repository, report: VerifyReport, pending: set[str], repair: bool) -> None:
     packs_dir = store.path / "packs"
     names = sorted(f.name for f in packs_dir.iterdir())
     pack_ids = {n[:-5] for n in names if n.endswith(".pack") and is_pack_id(n[:-5])}
@@ -119,7 +118,7 @@ def _check_packs(store: Store, report: VerifyReport, pending: set[str], repair: 
     store.blobs.refresh()
 
 
-def _unindexed(store: Store, report: VerifyReport, pack_id: str, damage: str | None, pending: set[str],
+def _unindexed(store: Repository, report: VerifyReport, pack_id: str, damage: str | None, pending: set[str],
                repair: bool) -> None:
     """A pack whose index is missing (`damage` None) or damaged: classify it, and rebuild it on `repair`."""
     if pack_id in pending and damage is None:
@@ -145,7 +144,7 @@ def _unindexed(store: Store, report: VerifyReport, pack_id: str, damage: str | N
                                "`codexr snapshots verify --repair` indexes what can be read")
 
 
-def _verify(store: Store, *, full: bool, repair: bool, progress: Callable[[int, int], None] | None,
+def _verify(store: Repository, *, full: bool, repair: bool, progress: Callable[[int, int], None] | None,
             idle_days: float) -> VerifyReport:
     report = VerifyReport(full=full)
     _check_format(store, report)
@@ -235,7 +234,7 @@ def _verify(store: Store, *, full: bool, repair: bool, progress: Callable[[int, 
     return report
 
 
-def _unreached(store: Store, garbage: set[str]) -> list[str]:
+def _unreached(store: Repository, garbage: set[str]) -> list[str]:
     """Why snapshot files no ref or pin reaches are there, one warning per cause, each named exactly.
 
     Every rewind writes a record of its targets that only its redo entry pins: after the redo (an ordinary
@@ -269,7 +268,7 @@ def _unreached(store: Store, garbage: set[str]) -> list[str]:
     return out
 
 
-def _full(store: Store, report: VerifyReport, progress: Callable[[int, int], None] | None) -> None:
+def _full(store: Repository, report: VerifyReport, progress: Callable[[int, int], None] | None) -> None:
     """Cross-check every record header against its index, then re-read and re-hash every record."""
     by_pack: dict[str, list[tuple[bytes, Location]]] = {}
     for pid in sorted(store.blobs.loaded):

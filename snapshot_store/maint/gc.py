@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import blake3
 
-from . import memo
-from .errors import CorruptStore, StoreBusy, StoreError
-from .fsutil import TMP_PREFIX, atomic_write, fsync_dir, translate_os_errors
-from .ids import is_pack_id, is_snapshot_id
-from .packs import RECORD, Location, PackScan, PackWriter, scan_pack, write_index
+from ..errors import CorruptStore, StoreBusy, StoreError
+from ..fsutil import TMP_PREFIX, atomic_write, fsync_dir, translate_os_errors
+from ..ids import is_pack_id, is_snapshot_id
+from ..repository.packs import RECORD, Location, PackScan, PackWriter, scan_pack, write_index
+from ..repository.repo import AUTO_GC_INTERVAL, GC_MARKER, SnapshotInfo
+from ..settings import RetentionPolicy
 from .reach import each_needs
 from .refcheck import (
     RefFile,
@@ -38,11 +39,9 @@ from .refcheck import (
     workspace_ref_files,
     write_dropped,
 )
-from .settings import RetentionPolicy
-from .store import AUTO_GC_INTERVAL, GC_MARKER, SnapshotInfo
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..repository.repo import Repository
 
 REPACK_BELOW = 0.5
 PENDING = "gc.pending"  # written before gc's first deletion, removed after its last (FORMAT.md §8)
@@ -102,7 +101,7 @@ def _pending_body(doc: dict[str, Any]) -> bytes:
     return json.dumps({k: doc[k] for k in ("started", "packs", "snapshots")}, sort_keys=True).encode()
 
 
-def read_pending(store: Store) -> dict[str, Any] | None:
+def read_pending(store: Repository) -> dict[str, Any] | None:
     """The marker of a gc that was interrupted while deleting (None if none, or if it is damaged)."""
     try:
         doc = json.loads((store.path / PENDING).read_bytes())
@@ -117,12 +116,12 @@ def read_pending(store: Store) -> dict[str, Any] | None:
         return None
 
 
-def pending_exists(store: Store) -> bool:
+def pending_exists(store: Repository) -> bool:
     """True when a gc marker is on disk (damaged or not)."""
     return (store.path / PENDING).exists()
 
 
-def _write_pending(store: Store, packs: list[str], snapshots: list[str]) -> None:
+def _write_pending(store: Repository, packs: list[str], snapshots: list[str]) -> None:
     doc: dict[str, Any] = {"started": time.time(), "packs": sorted(packs), "snapshots": sorted(snapshots)}
     doc["check"] = blake3.blake3(_pending_body(doc)).hexdigest()
     atomic_write(store.path / PENDING, json.dumps(doc).encode() + b"\n")
@@ -143,7 +142,7 @@ def _stop(why: str) -> CorruptStore:
     return CorruptStore(f"gc stopped, nothing was deleted: {why}")
 
 
-def _load_packs(store: Store, pending: set[str], *, write: bool) -> _Packs:
+def _load_packs(store: Repository, pending: set[str], *, write: bool) -> _Packs:
     """Read every pack index from disk; rebuild a missing or damaged one from its pack (if `write`).
 
     A `.pack` is never deleted for lacking an index: its records name their blobs, so the index is
@@ -207,7 +206,7 @@ def _retain(infos: list[SnapshotInfo], policy: RetentionPolicy, now: float, pinn
     return sorted(kept, key=lambda i: i.created)
 
 
-def _all_snapshots(store: Store) -> Iterator[tuple[str, Path]]:
+def _all_snapshots(store: Repository) -> Iterator[tuple[str, Path]]:
     for bucket in (store.path / "snapshots").iterdir():
         if bucket.is_dir():
             for f in bucket.iterdir():
@@ -228,7 +227,7 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _check_refs(store: Store, policy: RetentionPolicy, now: float) -> tuple[list[RefFile], set[str], set[str]]:
+def _check_refs(store: Repository, policy: RetentionPolicy, now: float) -> tuple[list[RefFile], set[str], set[str]]:
     """Every ref and pin, strictly: (ref files, pinned ids that exist, ids of every ref line)."""
     refs = workspace_ref_files(store)
     pins = read_pins(store, policy.thread_idle_days, now)
@@ -251,7 +250,7 @@ def _check_refs(store: Store, policy: RetentionPolicy, now: float) -> tuple[list
     return refs, pinned, {i.id for r in refs for i in r.infos}
 
 
-def plan_gc(store: Store, policy: RetentionPolicy, now: float | None = None, *,
+def plan_gc(store: Repository, policy: RetentionPolicy, now: float | None = None, *,
             _packs: _Packs | None = None) -> GcPlan:
     """Compute retention, mark and sweep decisions without changing anything."""
     now = time.time() if now is None else now
@@ -379,9 +378,9 @@ def plan_gc(store: Store, policy: RetentionPolicy, now: float | None = None, *,
 # ----------------------------------------------------------------------------- executing
 
 
-def gc(store: Store, policy: RetentionPolicy, *, dry_run: bool = False, wait: bool = True) -> GcPlan:
+def gc(store: Repository, policy: RetentionPolicy, *, dry_run: bool = False, wait: bool = True) -> GcPlan:
     """Run (or with `dry_run` only plan) a collection under the store's exclusive lock, reading from disk."""
-    with store.exclusive_lock(wait=wait), translate_os_errors("gc"), memo.disabled():
+    with store.exclusive_lock(wait=wait), translate_os_errors("gc"), store.uncached():
         pending = read_pending(store)
         packs = _load_packs(store, set(pending["packs"]) if pending else set(), write=not dry_run)
         plan = plan_gc(store, policy, _packs=packs)
@@ -394,14 +393,14 @@ def gc(store: Store, policy: RetentionPolicy, *, dry_run: bool = False, wait: bo
     return plan
 
 
-def _measure(store: Store) -> int:
+def _measure(store: Repository) -> int:
     """Bytes of packs, pack indexes and snapshot files now on disk."""
     total = sum(_size(f) for f in (store.path / "packs").iterdir()
                 if not f.name.startswith(TMP_PREFIX) and f.suffix in (".pack", ".idx"))
     return total + sum(_size(f) for _n, f in _all_snapshots(store))
 
 
-def _execute(store: Store, plan: GcPlan) -> None:
+def _execute(store: Repository, plan: GcPlan) -> None:
     # Every other store reloads what it knows once the generation moves; it moves again at the end,
     # so a store that loaded its blob index while this gc was deleting cannot keep it either.
     store.blobs.note_gc()
@@ -411,7 +410,7 @@ def _execute(store: Store, plan: GcPlan) -> None:
         store.blobs.note_gc()
 
 
-def _sweep(store: Store, plan: GcPlan) -> None:
+def _sweep(store: Repository, plan: GcPlan) -> None:
     dropped = {i.id for i in plan.dropped}
     if dropped:  # first: a snapshot file left without its ref line is history lost unless listed here
         write_dropped(store, read_dropped(store) | dropped)
@@ -455,7 +454,7 @@ def _sweep(store: Store, plan: GcPlan) -> None:
     fsync_dir(store.path)
 
 
-def maybe_auto_gc(store: Store, policy: RetentionPolicy, interval: float = AUTO_GC_INTERVAL) -> GcPlan | None:
+def maybe_auto_gc(store: Repository, policy: RetentionPolicy, interval: float = AUTO_GC_INTERVAL) -> GcPlan | None:
     """Collect at most once per `interval`, never waiting for a busy store."""
     marker = store.path / GC_MARKER
     if not store.auto_gc_due(interval):

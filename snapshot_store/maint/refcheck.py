@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import StoreError
-from .fsutil import TMP_PREFIX, atomic_write
-from .ids import is_snapshot_id, workspace_key
+from ..errors import StoreError
+from ..fsutil import TMP_PREFIX, atomic_write
+from ..ids import is_snapshot_id, workspace_key
+from ..repository.repo import UNLISTED_KINDS, SnapshotInfo
 from .reach import needs_of
-from .store import UNLISTED_KINDS, SnapshotInfo
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..repository.repo import Repository
 
 ID_RE = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 REF_KEYS = frozenset({"id", "root", "created", "kind", "label", "file_count"})
@@ -117,7 +117,7 @@ def check_ref_file(path: Path) -> RefFile:
     return ref
 
 
-def workspace_ref_files(store: Store) -> list[RefFile]:
+def workspace_ref_files(store: Repository) -> list[RefFile]:
     """Every workspace ref log, checked (temporary files are ignored)."""
     out = []
     for path in sorted((store.path / "refs" / "workspaces").iterdir()):
@@ -127,7 +127,7 @@ def workspace_ref_files(store: Store) -> list[RefFile]:
     return out
 
 
-def ref_mismatch(store: Store, ref: RefFile, n: int, info: SnapshotInfo) -> str | None:
+def ref_mismatch(store: Repository, ref: RefFile, n: int, info: SnapshotInfo) -> str | None:
     """Why a ref line disagrees with the snapshot it names (None when it agrees)."""
     try:
         rec = store.record(info.id)
@@ -170,7 +170,7 @@ def _structured_ids(value: Any, key: str | None = None) -> Iterator[tuple[str, A
             yield k, v
 
 
-def read_pins(store: Store, idle_days: float = 0.0, now: float | None = None) -> Pins:
+def read_pins(store: Repository, idle_days: float = 0.0, now: float | None = None) -> Pins:
     """Read every pin file; a file that cannot be read or parsed is a problem, never an empty pin.
 
     A thread sidecar (`refs/threads/*.json`) not written for more than `idle_days` (0: never)
@@ -219,7 +219,7 @@ def read_pins(store: Store, idle_days: float = 0.0, now: float | None = None) ->
 # ----------------------------------------------------------------------------- history no ref names
 
 
-def read_dropped(store: Store) -> set[str]:
+def read_dropped(store: Repository) -> set[str]:
     """Snapshots gc dropped from their workspace ref on purpose (a missing or damaged file drops nothing)."""
     try:
         text = (store.path / DROPPED).read_text("ascii", "replace")
@@ -228,7 +228,7 @@ def read_dropped(store: Store) -> set[str]:
     return {line for line in text.split() if is_snapshot_id(line)}
 
 
-def write_dropped(store: Store, ids: Iterable[str]) -> None:
+def write_dropped(store: Repository, ids: Iterable[str]) -> None:
     """Replace the list of deliberately dropped snapshots (atomically; empty: the file goes)."""
     keep = sorted(set(ids))
     if keep:
@@ -237,7 +237,7 @@ def write_dropped(store: Store, ids: Iterable[str]) -> None:
         (store.path / DROPPED).unlink(missing_ok=True)
 
 
-def prune_dropped(store: Store) -> None:
+def prune_dropped(store: Repository) -> None:
     """Forget dropped ids whose snapshot files gc has deleted: the list stays as small as the leftovers."""
     before = read_dropped(store)
     keep = {s for s in before if (store.path / "snapshots" / s[:2] / s).is_file()}
@@ -245,12 +245,12 @@ def prune_dropped(store: Store) -> None:
         write_dropped(store, keep)
 
 
-def ref_path(store: Store, root: str) -> Path:
+def ref_path(store: Repository, root: str) -> Path:
     """The ref log of the workspace at `root`."""
     return store.path / "refs" / "workspaces" / f"{workspace_key(root)}.jsonl"
 
 
-def lost_history(store: Store, ids: Iterable[str], named: set[str], *, min_age: float = 0.0,
+def lost_history(store: Repository, ids: Iterable[str], named: set[str], *, min_age: float = 0.0,
                  now: float | None = None) -> dict[str, list[str]]:
     """{workspace root: snapshot ids} of workspace history that no ref names, reaches or dropped on purpose.
 
@@ -277,7 +277,7 @@ def lost_history(store: Store, ids: Iterable[str], named: set[str], *, min_age: 
     return out
 
 
-def lost_line(store: Store, root: str, ids: list[str]) -> str:
+def lost_line(store: Repository, root: str, ids: list[str]) -> str:
     """One line naming the workspace whose ref lost these snapshots."""
     path = ref_path(store, root)
     how = "is missing" if not path.exists() else "has lost their lines"
@@ -285,7 +285,7 @@ def lost_line(store: Store, root: str, ids: list[str]) -> str:
             "`codexr snapshots verify --repair` rebuilds it from the snapshots")
 
 
-def rebuild_refs(store: Store, lost: dict[str, list[str]]) -> tuple[list[str], list[str]]:
+def rebuild_refs(store: Repository, lost: dict[str, list[str]]) -> tuple[list[str], list[str]]:
     """Put lost snapshots back in their workspace refs (exclusive lock held): (repairs, problems left).
 
     A snapshot whose blobs are no longer all held (a delta base an earlier gc dropped) is recorded as

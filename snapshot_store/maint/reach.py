@@ -10,10 +10,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .errors import CorruptStore, StoreError
+from ..errors import CorruptStore, StoreError
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..repository.repo import Repository
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Reach:
     blobs: set[bytes] = field(default_factory=set)
 
 
-def needs_of(store: Store, root: str) -> Needs:
+def needs_of(store: Repository, root: str) -> Needs:
     """Materialise one root; a damaged or missing member of its chain raises StoreError naming both."""
     try:
         files = store.files(root)
@@ -50,7 +50,7 @@ def needs_of(store: Store, root: str) -> Needs:
     return Needs(root, chain, blobs)
 
 
-def each_needs(store: Store, roots: Iterable[str]) -> Iterator[Needs]:
+def each_needs(store: Repository, roots: Iterable[str]) -> Iterator[Needs]:
     """needs_of every root, oldest first (consecutive deltas reuse the cached parent map)."""
     def created(snap: str) -> float:
         try:
@@ -62,7 +62,7 @@ def each_needs(store: Store, roots: Iterable[str]) -> Iterator[Needs]:
         yield needs_of(store, root)
 
 
-def reach(store: Store, roots: Iterable[str]) -> Reach:
+def reach(store: Repository, roots: Iterable[str]) -> Reach:
     """Every snapshot file and blob the roots need."""
     out = Reach()
     for n in each_needs(store, roots):

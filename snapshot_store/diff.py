@@ -1,0 +1,35 @@
+"""Per-path differences between two file maps (snapshots, or a snapshot and the workspace now)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .manifest import FileMap, is_captured
+
+
+@dataclass(frozen=True)
+class Change:
+    """One path's difference between two states."""
+
+    path: str
+    change: str  # added | modified | deleted | mode | type
+
+
+def diff_maps(old: FileMap, new: FileMap) -> list[Change]:
+    """added / deleted / modified / mode / type, for captured paths only, sorted."""
+    out: list[Change] = []
+    for path in sorted({p for p, e in old.items() if is_captured(e)} | {p for p, e in new.items() if is_captured(e)}):
+        o, n = old.get(path), new.get(path)
+        oc, nc = is_captured(o), is_captured(n)
+        if oc and not nc:
+            out.append(Change(path, "deleted"))
+        elif nc and not oc:
+            out.append(Change(path, "added"))
+        elif o != n and o is not None and n is not None:
+            if o.kind != n.kind:
+                out.append(Change(path, "type"))
+            elif o.kind == "f" and n.kind == "f" and o.blob == n.blob:
+                out.append(Change(path, "mode"))
+            else:
+                out.append(Change(path, "modified"))
+    return out

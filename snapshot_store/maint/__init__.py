@@ -1,0 +1,1 @@
+"""Keeping the store healthy: what is reachable, garbage collection, verification and repair."""

@@ -1,0 +1,182 @@
+"""Reading the selected paths into the store, trusting the stat cache where it is safe to."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import BinaryIO, Protocol
+
+import blake3
+
+from .dirfd import DirCache, DirChanged, SymlinkInPath
+from .manifest import ABSENT, FileEntry, FileMap, LinkEntry, SkippedEntry
+from .reasons import Reason, unreadable
+from .repository.packs import CHUNK, STREAM_THRESHOLD
+from .scope import REPLACED
+from .stamps import Key, stat_key
+from .statcache import StatCache
+
+READ_ATTEMPTS = 3
+
+
+class BlobSink(Protocol):
+    """Where captured content goes: the pack writer, or a hash-only sink for dry runs."""
+
+    bytes_stored: int
+
+    def has(self, blob: bytes) -> bool: ...
+
+    def add(self, data: bytes) -> bytes: ...
+
+    def add_stream(self, src: BinaryIO) -> tuple[bytes, int]: ...
+
+
+class HashOnly:
+    """A sink that hashes and keeps nothing: previews must not change the store."""
+
+    bytes_stored = 0
+
+    def has(self, blob: bytes) -> bool:
+        return True
+
+    def add(self, data: bytes) -> bytes:
+        return blake3.blake3(data).digest()
+
+    def add_stream(self, src: BinaryIO) -> tuple[bytes, int]:
+        hasher = blake3.blake3()
+        total = 0
+        while chunk := src.read(CHUNK):
+            hasher.update(chunk)
+            total += len(chunk)
+        return hasher.digest(), total
+
+
+@dataclass
+class Captured:
+    """Entries read from disk plus what the stat cache and the restorer need."""
+
+    entries: FileMap = field(default_factory=dict)
+    stats: dict[str, Key] = field(default_factory=dict)
+    fresh: dict[str, tuple[Key, str]] = field(default_factory=dict)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    bytes_hashed: int = 0
+
+
+def _same(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_size, a.st_mtime_ns, a.st_ctime_ns, a.st_ino) == (b.st_size, b.st_mtime_ns, b.st_ctime_ns, b.st_ino)
+
+
+Progress = Callable[[int, int, int], None]  # files done, files in all, bytes read so far
+PROGRESS_EVERY = 0.25
+
+
+def read_paths(root: str | DirCache, to_capture: dict[str, os.stat_result], sink: BlobSink, cache: StatCache,
+               progress: Progress | None = None) -> Captured:
+    """Capture every path: symlinks as links, files by content, never following a link.
+
+    Every path is reached through directory fds with O_NOFOLLOW at each component; given the
+    DirCache the walk used, the reads go through the very directories the walk listed.
+    """
+    if isinstance(root, DirCache):
+        return _read_paths(root, to_capture, sink, cache, progress)
+    with DirCache(root) as dirs:
+        return _read_paths(dirs, to_capture, sink, cache, progress)
+
+
+def _read_paths(dirs: DirCache, to_capture: dict[str, os.stat_result], sink: BlobSink, cache: StatCache,
+                progress: Progress | None) -> Captured:
+    out = Captured()
+    total = len(to_capture)
+    next_report = time.monotonic() + PROGRESS_EVERY
+    for n, rel in enumerate(sorted(to_capture)):
+        if progress is not None and time.monotonic() >= next_report:
+            progress(n, total, out.bytes_hashed)
+            next_report = time.monotonic() + PROGRESS_EVERY
+        st = to_capture[rel]
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                target = dirs.readlink(rel)
+            except (SymlinkInPath, DirChanged) as exc:
+                _not_reached(rel, exc, out)
+                continue
+            except OSError as exc:
+                out.entries[rel] = SkippedEntry("x", unreadable(exc.strerror))
+                out.skipped.append((rel, f"unreadable symlink: {exc.strerror}"))
+                continue
+            out.entries[rel] = LinkEntry("l", target)
+            out.stats[rel] = stat_key(st)
+            continue
+        cached = cache.lookup(rel, st)
+        if cached is not None and sink.has(bytes.fromhex(cached)):
+            out.entries[rel] = FileEntry("f", stat.S_IMODE(st.st_mode), st.st_size, cached)
+            key = stat_key(st)
+            out.stats[rel] = key
+            out.fresh[rel] = (key, cached)
+            continue
+        _read_file(dirs, rel, sink, out)
+    return out
+
+
+def _not_reached(rel: str, exc: SymlinkInPath | DirChanged, out: Captured) -> None:
+    """A directory on the way turned into a symlink (or another directory) after the walk."""
+    if isinstance(exc, SymlinkInPath):
+        out.entries[rel] = SkippedEntry("x", Reason.BEHIND_SYMLINK)
+        out.skipped.append((rel, "behind a symlinked directory"))
+    else:
+        out.entries[rel] = SkippedEntry("x", REPLACED)
+        out.skipped.append((rel, "a directory on its path was replaced during capture; not captured"))
+
+
+def _pread_all(fd: int, size_hint: int) -> bytes:
+    """Read a whole small file from offset 0 in as few syscalls as its size allows."""
+    data = os.pread(fd, size_hint + 1, 0)
+    if len(data) <= size_hint:
+        return data
+    parts = [data]
+    pos = len(data)
+    while chunk := os.pread(fd, CHUNK, pos):
+        parts.append(chunk)
+        pos += len(chunk)
+    return b"".join(parts)
+
+
+def _read_file(dirs: DirCache, rel: str, sink: BlobSink, out: Captured) -> None:
+    """Read one file, retrying while it changes under us; never store a torn read as valid."""
+    try:
+        fd = dirs.open(rel, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        out.entries[rel] = ABSENT
+        return
+    except (SymlinkInPath, DirChanged) as exc:
+        _not_reached(rel, exc, out)
+        return
+    except OSError as exc:
+        out.entries[rel] = SkippedEntry("x", unreadable(exc.strerror))
+        out.skipped.append((rel, f"unreadable: {exc.strerror}"))
+        return
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        for _attempt in range(READ_ATTEMPTS):
+            before = os.fstat(fd)
+            if not stat.S_ISREG(before.st_mode):
+                out.entries[rel] = SkippedEntry("x", Reason.NOT_REGULAR)
+                return
+            if before.st_size <= STREAM_THRESHOLD:
+                data = _pread_all(fd, before.st_size)
+                blob = sink.add(data)
+                size = len(data)
+            else:
+                f.seek(0)
+                blob, size = sink.add_stream(f)
+            after = os.fstat(fd)
+            out.bytes_hashed += size
+            if _same(before, after) and size == after.st_size:
+                key = stat_key(after)
+                out.entries[rel] = FileEntry("f", stat.S_IMODE(after.st_mode), size, blob.hex())
+                out.stats[rel] = key
+                out.fresh[rel] = (key, blob.hex())
+                return
+        out.entries[rel] = SkippedEntry("x", Reason.CHANGING)
+        out.skipped.append((rel, "kept changing during capture; not captured"))

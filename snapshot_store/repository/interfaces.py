@@ -1,0 +1,41 @@
+"""The narrow reading and writing interfaces of the repository (restic's Loader, BlobLoader and Saver).
+
+Restore, recovery and the states of single files are written against these, not against the whole store, so
+each says exactly what of the store it reads and what it may write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from ..manifest import FileMap, SnapshotRecord
+from .packs import PackWriter
+
+
+class SnapshotLoader(Protocol):
+    """Reads snapshot records and the file maps their delta chains make."""
+
+    def record(self, snap_id: str) -> SnapshotRecord: ...
+
+    def files(self, snap_id: str) -> FileMap: ...
+
+
+class BlobLoader(Protocol):
+    """Reads blobs, verified."""
+
+    def blob_chunks(self, blob_hex: str) -> Iterator[bytes]: ...
+
+    def check_blob(self, blob: bytes) -> int:
+        """Verify one stored blob (CorruptStore if damaged) and return its length."""
+        ...
+
+
+class BlobSaver(Protocol):
+    """Writes blobs: a pack writer whose blobs are durable once it commits."""
+
+    def blob_writer(self) -> PackWriter: ...
+
+
+class Loader(SnapshotLoader, BlobLoader, BlobSaver, Protocol):
+    """What a restore needs of the repository: snapshots and blobs to read, and blobs to store again."""

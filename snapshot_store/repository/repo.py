@@ -1,0 +1,473 @@
+"""The repository: one directory holding packs, snapshot records, refs, caches and journals (FORMAT.md).
+
+It reads and writes the store's own files and nothing else: what a workspace holds is the Capturer's business
+(capture.py), what a restore does the Restorer's (restore/). Narrow views of it: repository/interfaces.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
+
+from ..decoded import DecodedFiles
+from ..errors import AmbiguousSnapshot, CorruptStore, StoreError, UnknownSnapshot, UnsupportedFormat
+from ..fsutil import append_line, atomic_write, complete_lines, translate_os_errors
+from ..ids import digest_hex, is_snapshot_id, is_snapshot_prefix, workspace_key
+from ..locks import flocked
+from ..manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, apply_delta, delta, is_captured
+from ..roots import Identity, protected_identities, workspace_root
+from .packs import BlobIndex, PackWriter, read_generation
+
+if TYPE_CHECKING:
+    from ..restore.journal import Recovery
+
+STORE_FORMAT = "codex-rewind-snapshots"
+STORE_VERSION = 1
+REF_TAIL_BYTES = 16 * 1024  # `latest` parses only this much of a workspace's ref log
+AUTO_GC_INTERVAL = 24 * 3600.0  # automatic gc at most this often
+GC_MARKER = "gc.last"  # holds the time of the last automatic gc
+CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
+#: Kinds of snapshot that no workspace ref lists (a pin keeps them); every other kind with a workspace root is
+#: history that a ref must name, and gc refuses while one is named by none (FORMAT.md §4).
+UNLISTED_KINDS = frozenset({"rewind-target", "pre-edit", "states-safety"})
+SUBDIRS = ("packs", "snapshots", "refs", "refs/workspaces", "cache", "journal", "locks")
+
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """What a listing shows about one snapshot."""
+
+    id: str
+    root: str
+    created: float
+    kind: str
+    label: str | None
+    file_count: int
+
+
+
+def read_record(path: str) -> SnapshotRecord:
+    """One snapshot file, verified: its name is the hash of its bytes."""
+    snap_id = os.path.basename(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError as exc:
+        raise UnknownSnapshot(f"no snapshot {snap_id}") from exc
+    except OSError as exc:
+        raise CorruptStore(f"snapshot {snap_id} cannot be read: {exc.strerror}") from exc
+    if digest_hex(data) != snap_id:
+        raise CorruptStore(f"snapshot {snap_id} does not match its hash (damaged file)")
+    return SnapshotRecord.decode(snap_id, data)
+
+
+
+class Repository:
+    """A snapshot store at `path` (normally $CODEX_HOME/file_snapshots): its files, not what a workspace holds."""
+
+    def __init__(self, path: Path, protected: tuple[Path, ...], decoded: DecodedFiles | None = None) -> None:
+        self.path = path
+        self.decoded = decoded  # files kept decoded between commands by their owner (a resident server), or None
+        self.protected = protected  # the store itself first, then Codex's home: never captured, restored into
+        self.protected_ids: frozenset[Identity] = protected_identities(protected)
+        self._blobs: BlobIndex | None = None  # loaded on first use: an unchanged capture needs no blob (~15-30 ms)
+        self._generation = read_generation(path)  # gc's, while the blob index is not loaded
+        self._maps: OrderedDict[str, FileMap] = OrderedDict()
+        self._records: dict[str, SnapshotRecord] = {}
+        # Told when a gc (by any process) may have freed what was learnt of the store before (the capturer's
+        # journal state names blobs): see _fence.
+        self.on_gc: list[Callable[[], None]] = []
+        self._volatile: dict[str, SnapshotRecord] = {}  # unlisted snapshots of dry runs, never written
+        # Told of every interrupted restore this store finishes or rolls back (a command prints it), and the
+        # ones it did, in order: a recovery is never silent, whichever operation ran it.
+        self.on_recovery: Callable[[Recovery], None] | None = None
+        self.recoveries: list[Recovery] = []
+
+    # ----------------------------------------------------------------- opening
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, create: bool = True,
+             protected: Iterable[str | os.PathLike[str]] = (), decoded: DecodedFiles | None = None) -> Self:
+        """Open (and by default create) a store; refuse an unknown format version."""
+        root = Path(os.path.abspath(path))
+        fmt = root / "format"
+        with translate_os_errors(f"snapshot store {root}"):
+            if not fmt.exists():
+                if not create:
+                    raise StoreError(f"no snapshot store at {root}")
+                if root.exists() and not root.is_dir():
+                    raise StoreError(f"snapshot store {root} is not a directory")
+                root.mkdir(parents=True, exist_ok=True)
+                for sub in SUBDIRS:
+                    (root / sub).mkdir(exist_ok=True)
+                doc = {"format": STORE_FORMAT, "version": STORE_VERSION}
+                atomic_write(fmt, json.dumps(doc).encode() + b"\n")
+            else:
+                try:
+                    doc = json.loads(fmt.read_bytes())
+                except ValueError as exc:
+                    raise CorruptStore(f"snapshot store {root}: format file is damaged") from exc
+                if not isinstance(doc, dict) or doc.get("format") != STORE_FORMAT:
+                    raise CorruptStore(f"{root} is not a codex-rewind snapshot store")
+                if doc.get("version") != STORE_VERSION:
+                    raise UnsupportedFormat(
+                        f"snapshot store {root} has format version {doc.get('version')}; "
+                        f"this codexr reads version {STORE_VERSION}"
+                    )
+                for sub in SUBDIRS:
+                    (root / sub).mkdir(exist_ok=True)
+        prot = (root, *(Path(os.path.realpath(p)) for p in protected))
+        return cls(root, prot, decoded)
+
+    def close(self) -> None:
+        """Release file descriptors."""
+        if self._blobs is not None:
+            self._blobs.close()
+
+    @property
+    def blobs(self) -> BlobIndex:
+        """Where every stored blob is (every pack index, loaded when first asked)."""
+        if self._blobs is None:
+            self._blobs = BlobIndex(self.path / "packs", self.decoded)
+            if self._blobs.generation != self._generation:
+                self._forget_cached()  # a gc ran since this store was opened
+        return self._blobs
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- locks
+    @contextlib.contextmanager
+    def shared_lock(self) -> Iterator[None]:
+        """Held by captures and restores so gc cannot sweep what they are about to reference.
+
+        Whatever this process learnt about the store before a gc ran elsewhere is dropped here,
+        under the lock: every later decision that a blob or snapshot exists is made afresh.
+        """
+        with flocked(self.path / "locks" / "store.lock", exclusive=False):
+            self._fence()
+            yield
+
+    @contextlib.contextmanager
+    def uncached(self) -> Iterator[None]:
+        """Read every file from disk for the duration (gc, verify), keeping what is held decoded for later."""
+        decoded, self.decoded = self.decoded, None
+        if self._blobs is not None:
+            self._blobs.decoded = None
+        try:
+            yield
+        finally:
+            self.decoded = decoded
+            if self._blobs is not None:
+                self._blobs.decoded = decoded
+
+    @contextlib.contextmanager
+    def exclusive_lock(self, wait: bool = True) -> Iterator[None]:
+        """Held by gc."""
+        with flocked(self.path / "locks" / "store.lock", exclusive=True, wait=wait):
+            self._fence()
+            yield
+
+    def _fence(self) -> None:
+        """After a gc (by any process): forget cached blob locations, snapshots and journal state."""
+        if self._blobs is not None:
+            if not self._blobs.fence():
+                return
+        else:
+            now = read_generation(self.path)
+            if now == self._generation:
+                return
+            self._generation = now
+        self._forget_cached()
+
+    def _forget_cached(self) -> None:
+        self._records.clear()
+        self._maps.clear()
+        for hook in self.on_gc:
+            hook()
+
+    def workspace_lock(self, root: Path, wait: bool = True) -> contextlib.AbstractContextManager[None]:
+        """Serialises restores (and journal recovery) within one workspace."""
+        return flocked(self.path / "locks" / f"{workspace_key(str(root))}.lock", exclusive=True,
+                       wait=wait, what=f"workspace {root}")
+
+    # ----------------------------------------------------------------- snapshots
+    def _snapshot_path(self, snap_id: str) -> Path:
+        if not is_snapshot_id(snap_id):
+            raise UnknownSnapshot(f"{snap_id!r} is not a snapshot id")
+        return self.path / "snapshots" / snap_id[:2] / snap_id
+
+    def record(self, snap_id: str) -> SnapshotRecord:
+        """Read one snapshot file, verifying its name is the hash of its bytes."""
+        rec = self._records.get(snap_id) or self._volatile.get(snap_id)
+        if rec is not None:
+            return rec
+        path = str(self._snapshot_path(snap_id))
+        loaded: SnapshotRecord = self.decoded.load("snapshot", path) if self.decoded else read_record(path)
+        self._records[snap_id] = loaded
+        return loaded
+
+    def files(self, snap_id: str) -> FileMap:
+        """The full path map of a snapshot, replaying its delta chain (cached; do not mutate)."""
+        cached = self._maps.get(snap_id)
+        if cached is not None:
+            self._maps.move_to_end(snap_id)
+            return cached
+        chain: list[SnapshotRecord] = []
+        current: str | None = snap_id
+        base: FileMap | None = None
+        seen: set[str] = set()
+        while current is not None:
+            if current in seen:
+                raise CorruptStore(f"snapshot {snap_id} has a cycle in its parent chain")
+            seen.add(current)
+            hit = self._maps.get(current)
+            if hit is not None and current != snap_id:
+                base = dict(hit)
+                break
+            rec = self.record(current)
+            chain.append(rec)
+            current = rec.parent
+        files: FileMap = base if base is not None else {}
+        for rec in reversed(chain):
+            apply_delta(files, rec.changes)
+        self.remember(snap_id, files)
+        return files
+
+    def remember(self, snap_id: str, files: FileMap) -> None:
+        self._maps[snap_id] = files
+        self._maps.move_to_end(snap_id)
+        while len(self._maps) > 8:
+            self._maps.popitem(last=False)
+
+    def forget_snapshots(self, snap_ids: Iterable[str]) -> None:
+        """Drop cached records and maps of snapshot files gc just deleted."""
+        for snap in snap_ids:
+            self._records.pop(snap, None)
+            self._maps.pop(snap, None)
+
+    def exists(self, snap_id: str) -> bool:
+        """Is there a snapshot file of this id (gc may have dropped an old one)?"""
+        return is_snapshot_id(snap_id) and self._snapshot_path(snap_id).is_file()
+
+    def resolve(self, ref: str) -> str:
+        """A full snapshot id from an id or a unique prefix of at least 4 hex digits."""
+        ref = ref.strip().lower()
+        if is_snapshot_id(ref):
+            if not self._snapshot_path(ref).exists():
+                raise UnknownSnapshot(f"no snapshot {ref}")
+            return ref
+        if not is_snapshot_prefix(ref):
+            raise UnknownSnapshot(f"{ref!r} is not a snapshot id (expected at least 4 hex digits)")
+        bucket = self.path / "snapshots" / ref[:2]
+        matches = sorted(p.name for p in bucket.glob(f"{ref}*")) if bucket.is_dir() else []
+        matches = [m for m in matches if is_snapshot_id(m)]
+        if not matches:
+            raise UnknownSnapshot(f"no snapshot matches {ref}")
+        if len(matches) > 1:
+            raise AmbiguousSnapshot(f"{ref} matches {len(matches)} snapshots; type more digits")
+        return matches[0]
+
+    def info(self, snap_id: str) -> SnapshotInfo:
+        """Metadata of one snapshot."""
+        rec = self.record(snap_id)
+        return SnapshotInfo(snap_id, rec.root, rec.created, rec.kind, rec.label,
+                            int(rec.meta.get("file_count", 0)))
+
+    # ----------------------------------------------------------------- refs
+    def _ref_path(self, root: str) -> Path:
+        return self.path / "refs" / "workspaces" / f"{workspace_key(root)}.jsonl"
+
+    def append_ref(self, info: SnapshotInfo) -> None:
+        line = {"id": info.id, "root": info.root, "created": info.created, "kind": info.kind,
+                "label": info.label, "file_count": info.file_count}
+        append_line(self._ref_path(info.root), json.dumps(line, separators=(",", ":")).encode() + b"\n")
+
+    def list_snapshots(self, root: str | os.PathLike[str] | None = None) -> list[SnapshotInfo]:
+        """Snapshots of one workspace (or all), oldest first."""
+        if root is not None:
+            paths = [self._ref_path(str(Path(os.path.realpath(os.path.abspath(root)))))]
+        else:
+            paths = sorted((self.path / "refs" / "workspaces").glob("*.jsonl"))
+        out: list[SnapshotInfo] = []
+        for path in paths:
+            out.extend(read_ref_file(path))
+        out.sort(key=lambda i: i.created)
+        return out
+
+    def latest(self, root: Path) -> str | None:
+        """The newest snapshot of a workspace that can still be read.
+
+        Every capture asks this, so only the ref log's tail is parsed (the log grows with every
+        capture); the whole log is read only when the tail names no snapshot that still exists.
+        """
+        path = self._ref_path(str(root))
+        try:
+            with open(path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(0, size - REF_TAIL_BYTES))
+                lines = complete_lines(f.read())  # a torn final line (crash mid-append) is no record
+        except FileNotFoundError:
+            return None
+        if size > REF_TAIL_BYTES:
+            lines = lines[1:]  # the first line of the window may be cut
+        for line in reversed(lines):
+            try:
+                snap = json.loads(line)["id"]
+                if not isinstance(snap, str) or not is_snapshot_id(snap):
+                    raise ValueError("bad id")
+            except (ValueError, KeyError, TypeError) as exc:
+                raise CorruptStore(f"ref file {path.name} is damaged near its end") from exc
+            if self._snapshot_path(snap).exists():
+                return snap
+        for info in reversed(self.list_snapshots(root)):
+            if self._snapshot_path(info.id).exists():
+                return info.id
+        return None
+
+    def workspace(self, root: str | os.PathLike[str]) -> Path:
+        """The workspace's real path; refused when it is or lies inside the store or Codex's home."""
+        return workspace_root(root, self.protected[1:], store=self.protected[0])
+
+    def protected_rel(self, root: Path) -> tuple[str, ...]:
+        """The protected directories below `root` by path (a bind mount is found by the walk instead)."""
+        out = []
+        for p in self.protected:
+            with contextlib.suppress(ValueError):
+                rel = Path(os.path.realpath(p)).relative_to(root).as_posix()
+                if rel != ".":
+                    out.append(rel)
+        return tuple(out)
+
+    def write_snapshot(self, ws: Path, files: FileMap, parent: str | None, parent_files: FileMap | None,
+                        kind: str, label: str | None, file_count: int) -> tuple[str, bool]:
+        """Write the snapshot as a delta against `parent` (or whole); return (id, unchanged)."""
+        changes: dict[str, Any]
+        depth = 0
+        unchanged = False
+        if parent is not None and parent_files is not None:
+            changes = delta(parent_files, files)
+            unchanged = not changes
+            depth = self.record(parent).depth + 1
+            if depth >= REBASE_DEPTH or len(changes) * 2 > len(files):
+                parent, changes, depth = None, dict(files), 0
+        else:
+            parent, changes = None, dict(files)
+        rec = SnapshotRecord(root=str(ws), created=time.time(), kind=kind, label=label, parent=parent,
+                             depth=depth, changes=changes, meta={"file_count": file_count})
+        snap_id = self.write_record(rec)
+        self.remember(snap_id, files)
+        self.append_ref(SnapshotInfo(snap_id, str(ws), rec.created, kind, label, file_count))
+        return snap_id, unchanged
+
+    def write_record(self, rec: SnapshotRecord) -> str:
+        """Write one snapshot file (durably, once: its name is its hash) and return its id."""
+        data = rec.encode()
+        snap_id = digest_hex(data)
+        path = self._snapshot_path(snap_id)
+        path.parent.mkdir(exist_ok=True)
+        if not path.exists():
+            atomic_write(path, data)
+        self._records[snap_id] = rec
+        return snap_id
+
+    def write_unlisted(self, root: str, changes: dict[str, Entry], *, parent: str | None, kind: str,
+                       label: str | None, meta: dict[str, Any] | None = None, persist: bool = True) -> str:
+        """A snapshot no workspace ref lists (pre-edit states, derived rewind targets): kept by a pin.
+
+        Every blob it names must already be durable. With `persist` off it is only known to this
+        store object (dry runs): nothing is written.
+        """
+        if kind not in UNLISTED_KINDS:
+            raise StoreError(f"a snapshot of kind {kind!r} must be listed in its workspace's ref")
+        base: FileMap = dict(self.files(parent)) if parent is not None else {}
+        depth = self.record(parent).depth + 1 if parent is not None else 0
+        if depth >= REBASE_DEPTH:
+            apply_delta(base, changes)
+            parent, depth, delta_changes = None, 0, dict(base)
+        else:
+            delta_changes = dict(changes)
+            apply_delta(base, changes)
+        doc_meta = {"file_count": sum(1 for e in base.values() if is_captured(e)), **(meta or {})}
+        rec = SnapshotRecord(root=root, created=time.time(), kind=kind, label=label, parent=parent,
+                             depth=depth, changes=dict(delta_changes), meta=doc_meta)
+        data = rec.encode()
+        snap_id = digest_hex(data)
+        if persist:
+            path = self._snapshot_path(snap_id)
+            with translate_os_errors("snapshot store"):
+                path.parent.mkdir(exist_ok=True)
+                if not path.exists():
+                    atomic_write(path, data)
+        else:
+            self._volatile[snap_id] = rec
+        self._records[snap_id] = rec
+        self.remember(snap_id, base)
+        return snap_id
+
+    def report_recovery(self, report: Recovery) -> None:
+        """Record a finished or rolled-back interrupted restore and tell the caller's `on_recovery`."""
+        self.recoveries.append(report)
+        if self.on_recovery is not None:
+            self.on_recovery(report)
+
+    def journal_file(self, root: Path) -> Path:
+        """Where a running restore of this workspace keeps its journal (FORMAT.md)."""
+        return self.path / "journal" / f"{workspace_key(str(root))}.json"
+
+    def auto_gc_due(self, interval: float = AUTO_GC_INTERVAL) -> bool:
+        """Has `interval` passed since the last automatic gc? (Asked without importing gc: ~8 ms a command.)"""
+        try:
+            last = float((self.path / GC_MARKER).read_text())
+        except (OSError, ValueError):
+            last = 0.0
+        return time.time() - last >= interval
+
+    def blob_chunks(self, blob_hex: str) -> Iterator[bytes]:
+        """A blob's verified content, in chunks."""
+        return self.blobs.stream(bytes.fromhex(blob_hex))
+
+
+
+    def check_blob(self, blob: bytes) -> int:
+        """Verify one stored blob (CorruptStore if damaged) and return its length."""
+        self.blobs.check(blob)
+        return self.blobs.locate(blob).raw_len
+
+    def blob_writer(self) -> PackWriter:
+        """A writer of new blobs into a pack of this repository (durable once committed)."""
+        return PackWriter(self.blobs)
+
+    def cache_file(self, root: Path, suffix: str) -> Path:
+        """Where a disposable cache of one workspace lives (FORMAT.md §7): `.stat`, `.git`, `.walk`."""
+        return self.path / "cache" / f"{workspace_key(str(root))}{suffix}"
+
+
+def read_ref_file(path: Path) -> list[SnapshotInfo]:
+    """Parse a workspace ref log: every complete line must parse; a torn unterminated tail is skipped."""
+    try:
+        lines = complete_lines(path.read_bytes())
+    except FileNotFoundError:
+        return []
+    out: list[SnapshotInfo] = []
+    for n, line in enumerate(lines):
+        try:
+            d = json.loads(line)
+            if not is_snapshot_id(d["id"]):
+                raise ValueError("bad id")
+            out.append(SnapshotInfo(d["id"], d["root"], float(d["created"]), d["kind"], d.get("label"),
+                                    int(d.get("file_count", 0))))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptStore(f"ref file {path.name} line {n + 1} is damaged") from exc
+    return out
+

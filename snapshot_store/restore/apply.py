@@ -1,0 +1,280 @@
+"""Applying a restore plan: the safety copies checked, a journal written, each step done only if its path is
+still as the safety capture saw it, and a stop (Ctrl+C) rolled back.
+
+A Restorer is given a reader of the repository (snapshots and blobs: repository/interfaces.py) and the
+workspace it writes into; the safety capture that precedes it is the caller's (Workspace.restore for a
+workspace, states.py for single files): it never sees the whole store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import CorruptStore, Interrupted, StoreFull
+from ..interrupts import HeldSignals
+from ..locks import owner_info
+from ..repository.interfaces import Loader
+from ..repository.packs import PackWriter
+from ..safefs import SafeRoot, UnsafePath
+from ..stamps import is_racy, stat_key
+from .journal import Recovery, WorkspaceNotes, drop_journal, matches, recover, roll_back, write_journal
+from .plan import DELETE, LEAVE, RMDIR, WRITE, Action, RestorePlan
+
+
+@dataclass
+class RestoreResult:
+    """The outcome of a restore; `safety_id` restores the pre-restore state exactly."""
+
+    plan: RestorePlan
+    safety_id: str | None
+    written: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    left: list[Action] = field(default_factory=list)
+    dry_run: bool = False
+    seconds: float = 0.0
+    recovered: Recovery | None = None  # an interrupted earlier restore this one finished first
+    # Planned writes and deletes that were not done (also in `left`): a restore with any is incomplete.
+    failed: list[Action] = field(default_factory=list)
+    late_signal: int | None = None  # a stopping signal that came after the last change: the restore stands
+
+    def as_json(self) -> dict[str, Any]:
+        """Stable JSON shape the CLI prints."""
+        return {
+            "recovered": self.recovered.as_json() if self.recovered else None,
+            "failed": [a.as_json() for a in self.failed],
+            "root": self.plan.root,
+            "target": self.plan.target_id,
+            "safety_id": self.safety_id,
+            "dry_run": self.dry_run,
+            "written": self.written,
+            "deleted": self.deleted,
+            "left": [a.as_json() for a in self.left],
+            "plan": [a.as_json() for a in self.plan.actions],
+            "notes": list(self.plan.notes),
+            "seconds": round(self.seconds, 6),
+        }
+
+
+
+
+
+class Restorer:
+    """Restores into one root (a workspace, or "/" for single files) from what `loader` reads."""
+
+    def __init__(self, loader: Loader, root: Path, journal: Path, notes: WorkspaceNotes | None = None) -> None:
+        self.loader = loader
+        self.root = root
+        self.journal = journal  # where a running restore of this root keeps its journal (FORMAT.md)
+        self.notes = notes  # the workspace index, told what the restore rewrote
+
+    def recover(self) -> Recovery | None:
+        """Finish (or roll back) an interrupted restore of this root; the caller holds the workspace lock."""
+        return recover(self.loader, self.root, self.journal, self.notes)
+
+    def apply(self, plan: RestorePlan, safety_id: str, result: RestoreResult, fresh: frozenset[bytes],
+              safety_started_ns: int) -> None:
+        """Secure the safety copies, then carry out the plan, journaled (see _apply)."""
+        _secure_safety_copies(self.loader, self.root, plan, fresh)
+        _apply(self.loader, self.root, self.journal, self.notes, plan, safety_id, result, safety_started_ns)
+
+
+def _secure_safety_copies(loader: Loader, ws: Path, plan: RestorePlan, fresh: frozenset[bytes]) -> None:
+    """Before a file is overwritten or deleted, the store must hold an intact copy of it.
+
+    The safety capture reuses blobs already stored; one of those may be damaged on disk (its id
+    still matches the file). Each reused blob is read back and verified; a damaged one is stored
+    afresh from the file itself, and a file that no longer matches is left alone.
+    """
+    reused: dict[bytes, list[Action]] = {}
+    for a in plan.actions:
+        if a.op in (WRITE, DELETE) and a.current is not None and a.current.kind == "f":
+            blob = bytes.fromhex(a.current.blob)
+            if blob not in fresh:
+                reused.setdefault(blob, []).append(a)
+    damaged: list[tuple[bytes, list[Action]]] = []
+    for blob, actions in reused.items():
+        try:
+            loader.check_blob(blob)
+        except CorruptStore:
+            damaged.append((blob, actions))
+    if not damaged:
+        return
+    writer = loader.blob_writer()
+    try:
+        with SafeRoot(str(ws)) as fs:
+            for blob, actions in damaged:
+                for a in actions:
+                    if _store_again(fs, a.path, writer) != blob:
+                        a.op, a.reason = LEAVE, "changed after the safety capture (its stored copy was damaged)"
+        writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _store_again(fs: SafeRoot, path: str, writer: PackWriter) -> bytes | None:
+    """Store a file's current content even though a blob of that id exists; its id, or None."""
+    try:
+        fd = fs.open_regular(path)
+    except (OSError, UnsafePath):
+        return None
+    if fd is None:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        blob, _size = writer.add_stream(f, force=True)
+    return blob
+
+
+def _apply(loader: Loader, ws: Path, journal: Path, notes: WorkspaceNotes | None, plan: RestorePlan, safety_id: str,
+           result: RestoreResult,
+           safety_started_ns: int) -> None:
+    # Pre-flight: every blob to be written must exist, verify and have the size the snapshot says,
+    # so a damaged (or forged) store changes nothing.
+    sizes = {a.target.blob: (a.target.size, a.path) for a in plan.actions if a.op == WRITE and a.target
+             and a.target.kind == "f"}
+    for blob, (size, path) in sizes.items():
+        if loader.check_blob(bytes.fromhex(blob)) != size:
+            raise CorruptStore(f"snapshot {plan.target_id[:12]} says {path} has {size} bytes, but its content "
+                               "has another length (damaged snapshot); nothing was changed")
+    actions = [a for a in plan.actions if a.op in (WRITE, DELETE, RMDIR)]
+    doc: dict[str, Any] = {
+        "root": str(ws),
+        "target": plan.target_id,
+        "safety": safety_id,
+        "started": time.time(),
+        "actions": [[a.op, a.path, list(a.target) if a.target else None, list(a.before) if a.before else None]
+                    for a in actions],
+    }
+    doc["owner"] = owner_info()
+    # From the journal on, SIGINT/SIGTERM/SIGHUP only stop the loop between two steps; the steps taken are
+    # then rolled back (with the signals still held: a second Ctrl+C cannot cut the rollback short).
+    with HeldSignals() as held, SafeRoot(str(ws)) as fs:
+        doc["dir_modes"] = _dir_modes(fs, actions)
+        write_journal(journal, doc)
+        reached = 0
+        for a in plan.actions:
+            if held.pending is not None:
+                break
+            if a.op == LEAVE:
+                result.left.append(a)
+                continue
+            reached += 1
+            try:
+                done = _do(loader, fs, a, safety_started_ns)
+            except UnsafePath as exc:
+                _not_done(result, Action(LEAVE, a.path, str(exc), a.target, a.current))
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise StoreFull(
+                        f"restore into {ws}: the disk filled up after {len(result.written)} files were written; "
+                        f"the restore is journaled and the next codexr run finishes it once there is space "
+                        f"(safety snapshot {safety_id[:12]} holds the state before it)") from exc
+                # One path that cannot be changed (a directory in the way, permissions) is reported,
+                # not allowed to abort the rest half-way.
+                _not_done(result, Action(LEAVE, a.path, f"could not {a.op}: {exc.strerror}", a.target, a.current))
+                continue
+            if done is None:
+                continue
+            if done:
+                (result.written if a.op == WRITE else result.deleted).append(a.path)
+            else:
+                _not_done(result, Action(LEAVE, a.path, "changed after the safety capture; left as it is",
+                                         a.target, a.current))
+        if held.pending is not None:
+            _interrupted(loader, ws, fs, journal, notes, doc, actions[:reached], held.pending)
+        if notes is not None:
+            notes.forget(result.written + result.deleted)
+            written = {a.path: a.target for a in plan.actions if a.op == WRITE and a.target is not None}
+            notes.absorb({p: written[p] for p in result.written}, result.deleted, fs.dirs_changed)
+        fs.sync()
+        drop_journal(journal)
+        result.late_signal = held.pending
+
+
+def _not_done(result: RestoreResult, left: Action) -> None:
+    """A planned write or delete that did not happen: left alone, and the restore is incomplete."""
+    result.left.append(left)
+    result.failed.append(left)
+
+
+def _dir_modes(fs: SafeRoot, actions: list[Action]) -> dict[str, int]:
+    """The modes of the directories the restore removes, so a rollback makes them as they were."""
+    out: dict[str, int] = {}
+    for a in actions:
+        if a.op == RMDIR or (a.op == WRITE and a.current is not None and a.current.kind in ("d", "D")):
+            st = fs.lstat(a.path)
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                out[a.path] = stat.S_IMODE(st.st_mode)
+    return out
+
+
+def _interrupted(loader: Loader, ws: Path, fs: SafeRoot, journal: Path, notes: WorkspaceNotes | None,
+                 doc: dict[str, Any], reached: list[Action], signum: int) -> None:
+    """Roll back the steps taken, say so, and raise Interrupted (the journal turns into a rollback first).
+
+    The journal is rewritten before anything is put back: a kill during the rollback leaves a journal the
+    next command rolls back further, never one it would finish.
+    """
+    doc["rollback"] = True
+    write_journal(journal, doc)
+    before = loader.files(doc["safety"])
+    steps = [(a.op, a.path, a.target) for a in reached]
+    report = Recovery(str(ws), doc["target"], doc["safety"], rolled_back=True)
+    roll_back(loader, fs, steps, before, doc["dir_modes"], report)
+    if notes is not None:
+        notes.forget([a.path for a in reached])
+        notes.absorb(report.put_back, report.removed, True)
+    fs.sync()
+    safety = doc["safety"][:12]
+    if report.left:
+        shown = "; ".join(f"{p}: {why}" for p, why in report.left[:3])
+        more = f" and {len(report.left) - 3} more" if len(report.left) > 3 else ""
+        # The journal goes too: the user stopped this restore, no later command may finish it.
+        drop_journal(journal)
+        raise Interrupted(
+            f"the restore was stopped and rolled back except {len(report.left)} path(s) ({shown}{more}), which hold "
+            f"what snapshot {doc['target'][:12]} has or changed meanwhile; `codexr snapshots restore {safety} --yes` "
+            f"puts back the state before the restore (safety snapshot {safety})", signum, rolled_back=False)
+    drop_journal(journal)
+    raise Interrupted(f"the restore was rolled back; nothing changed (safety snapshot {safety})", signum,
+                      rolled_back=True)
+
+
+def _do(loader: Loader, fs: SafeRoot, a: Action, safety_started_ns: int) -> bool | None:
+    """Carry out one action if the path is still as the safety capture saw it."""
+    st = fs.lstat(a.path)
+    if a.op == RMDIR:
+        with contextlib.suppress(OSError):
+            fs.rmdir(a.path)
+        return None
+    if a.before is not None:
+        if st is None or stat_key(st) != a.before:
+            return False
+        # Timestamps this fresh cannot prove the content is unchanged: compare the content itself.
+        if is_racy(a.before, safety_started_ns) and not matches(fs, a.path, a.current):
+            return False
+    elif st is not None and a.op == WRITE and not (a.current is not None and a.current.kind in ("d", "D")):
+        return False
+    if a.op == DELETE:
+        # False: it changed between this check and the unlink, so it was put back (left).
+        return st is None or fs.unlink(a.path, stat_key(st))
+    t = a.target
+    assert t is not None
+    if st is not None and a.current is not None and a.current.kind in ("d", "D"):
+        with contextlib.suppress(OSError):
+            fs.rmdir(a.path)
+    if t.kind == "f":
+        fs.write_file(a.path, loader.blob_chunks(t.blob), t.mode)
+    else:
+        assert t.kind == "l", t  # a write's target is always captured (plan_restore, recover check it)
+        fs.write_link(a.path, t.target)
+    return True
+

@@ -1,0 +1,23 @@
+"""A file's stat as a key, and when a stat is too fresh to vouch for the content (the racy-timestamp rule)."""
+
+from __future__ import annotations
+
+import os
+
+SECOND_NS = 1_000_000_000
+FINE_WINDOW_NS = 100_000_000  # 100 ms: far above ext4/xfs/btrfs timestamp ticks
+COARSE_WINDOW_NS = 2 * SECOND_NS  # file systems with whole-second (or FAT's 2 s) stamps
+
+Key = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, ino, mode
+
+
+def stat_key(st: os.stat_result) -> Key:
+    """What must stay equal for a cached hash to remain valid."""
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
+
+
+def is_racy(key: Key, started_ns: int) -> bool:
+    """Modified too close to (or after) the capture start to trust the timestamp."""
+    newest = max(key[1], key[2])
+    window = COARSE_WINDOW_NS if key[1] % SECOND_NS == 0 else FINE_WINDOW_NS
+    return newest >= started_ns - window
