@@ -101,8 +101,9 @@ def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmu
                "TERM": "xterm-256color", "CODEXR_SERVER": "0"}
         before_one = tree(ws)
         assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        tmux.start(f"cd {shlex.quote(str(ws))} && env -u COLUMNS -u LINES {assign} {shlex.quote(sys.executable)} "
-                   f"-m app.cli codex; echo $? > {shlex.quote(str(rc_file))}")
+        # the trap: a second Ctrl+C that lands after the TUI quit must not kill this shell before it writes rc
+        tmux.start(f"trap true INT; cd {shlex.quote(str(ws))} && env -u COLUMNS -u LINES {assign} "
+                   f"{shlex.quote(sys.executable)} -m app.cli codex; echo $? > {shlex.quote(str(rc_file))}")
         screen = tmux.wait(lambda s: "Use existing model" in s or "Ask Codex" in s or "describe a task" in s,
                            "the official TUI's first screen")
         if "Use existing model" in screen:  # a fresh CODEX_HOME: the model announcement comes first
