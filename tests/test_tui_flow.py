@@ -169,11 +169,17 @@ def test_rewind_from_esc_esc_then_redo_through_the_main_app(model: ScriptedModel
         await until(pilot, lambda: f"thread {short_thread(origin)}" in screen_text(app).splitlines()[-2],
                     "the status bar's thread")
         shown_origin = status_thread(screen_text(app))
+        keys = screen_text(app).splitlines()[-1]  # the main screen's footer
 
         await pilot.press("escape", "escape")  # on the empty composer: the picker, on the last prompt
         await until(pilot, lambda: isinstance(app.screen, RewindPicker), "the picker")
         picker = app.screen
         assert isinstance(picker, RewindPicker)
+        # opaque: nothing of the main screen shows through, so Textual does not draw it beneath each frame
+        assert picker.styles.background.a == 1
+        # its layout for the terminal's size from the start (Textual's own breakpoints come after the first frame)
+        probe = RewindPicker(app.driver)
+        assert probe.has_class("-wide" if SIZE[0] >= 100 else "-narrow", "-tall" if SIZE[1] >= 30 else "-short")
         await until(pilot, lambda: picker._ready and not picker.in_flight, "the plan of prompt 2")
         await until_shown(pilot, "D delete: b.txt")
         await pilot.press("enter")
@@ -210,6 +216,7 @@ def test_rewind_from_esc_esc_then_redo_through_the_main_app(model: ScriptedModel
         text = await until_shown(pilot, "redo: back where the rewind started (files and conversation)",
                                  f"thread {shown_origin}")
         assert status_thread(text) == shown_origin
+        assert text.splitlines()[-1] == keys  # the footer's keys, left alone under the dialogs, are the main ones
 
     drive(app, scenario)
     assert (ws / "a.txt").read_text() == "one\ntwo\n" and (ws / "b.txt").read_text() == "new\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -27,6 +28,11 @@ class CallDone(Message, bubble=False):
         self.error = error
 
 
+def breakpoint_class(size: int, breakpoints: list[tuple[int, str]]) -> str:
+    """The class Textual gives a screen of this size (the last breakpoint at or below it)."""
+    return max((b for b in breakpoints if size >= b[0]), default=breakpoints[0])[1]
+
+
 class DriverScreen(ModalScreen[ResultT]):
     """A modal dialog over a Driver: `call` runs blocking work off the event loop, `done` shows its result."""
 
@@ -34,11 +40,21 @@ class DriverScreen(ModalScreen[ResultT]):
     # Small terminals get a compact layout (dialogs.tcss): `-narrow` stacks the panes, `-short` drops the frame
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012 (Screen declares it so)
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]  # noqa: RUF012
+    # A dialog filling (nearly) the whole screen is drawn on an opaque background: under a see-through one Textual
+    # renders the whole main screen again, tinted, at every frame of the dialog — the most of the rewind picker's
+    # first frame (bench/bench_tui.py, Ctrl+R). Small dialogs (/model, /permissions) keep the tinted view around them.
+    OPAQUE = True
 
     def __init__(self, driver: Driver) -> None:
-        super().__init__()
+        super().__init__(classes="-opaque" if self.OPAQUE else None)
         self.driver = driver
         self.in_flight = 0  # calls whose result the dialog has not shown yet
+        # the breakpoint classes from the start: set by Textual only at the first resize, after the first frame,
+        # they restyled every widget of the dialog and drew it all again
+        with contextlib.suppress(Exception):  # no running app (a unit test building the screen alone)
+            width, height = self.app.size
+            self.add_class(breakpoint_class(width, self.HORIZONTAL_BREAKPOINTS),
+                           breakpoint_class(height, self.VERTICAL_BREAKPOINTS))
 
     def on_mount(self) -> None:
         """Buttons are for the mouse (keys do the same), so Enter never lands on Cancel by focus."""

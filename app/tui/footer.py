@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.cells import cell_len
 from textual import events
 from textual.app import ComposeResult
+from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
@@ -27,6 +28,14 @@ class AppFooter(Footer):
         self.compact = narrow
         self.show_command_palette = not narrow
         self.refresh(recompose=True)
+
+    def bindings_changed(self, screen: Screen[object]) -> None:
+        """Redraw the keys only while this footer's screen is on top: under a dialog they were recomposed (~70-100 ms
+        here) and again when it closed, in the middle of the dialog's first frames (bench_tui.py, Ctrl+R)."""
+        if self.is_attached and self.screen is not self.app.screen:
+            self._bindings_ready = True
+            return
+        super().bindings_changed(screen)
 
     def compose(self) -> ComposeResult:
         """The keys Textual's footer shows; when compact, the later ones go until the rest fits (F1 Help stays)."""

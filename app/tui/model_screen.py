@@ -29,6 +29,8 @@ def effort_word(effort: str) -> str:
 class ModelScreen(DriverScreen[str | None]):
     """Pick a model, then one of its reasoning efforts; both apply from the next prompt on."""
 
+    OPAQUE = False  # a small dialog: the main screen stays in view around it
+
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "back", "Back")]
 
     def __init__(self, driver: Driver) -> None:

@@ -43,6 +43,8 @@ def confirm_then(owner: Widget, preset: Preset, go: Callable[[], None]) -> None:
 class PermissionsScreen(DriverScreen[str | None]):
     """Enter applies the highlighted preset from the next prompt on; Esc keeps the current settings."""
 
+    OPAQUE = False  # a small dialog: the main screen stays in view around it
+
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
     def compose(self) -> ComposeResult:
