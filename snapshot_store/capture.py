@@ -103,8 +103,7 @@ class Capturer:
         key = workspace_key(str(root))
         index = self._indexes.get(key)
         if index is None:
-            index = WorkspaceIndex(self.repo.cache_file(root, ".stat"), self.repo.cache_file(root, ".walk"),
-                                   self.repo.decoded)
+            index = WorkspaceIndex(self.repo.cache_file(root, ".stat"), self.repo.cache_file(root, ".walk"))
             self._indexes[key] = index
         return index
 
@@ -208,7 +207,7 @@ class Capturer:
             key = str(ws)
             known_git = self._git.get(key)
             if known_git is None:  # a fresh process: the listing the last capture saved, if the index is unchanged
-                known_git = scope_mod.GitTracked.load(self._git_cache_path(ws), self.repo.decoded)
+                known_git = scope_mod.GitTracked.load(self._git_cache_path(ws))
             git = scope_mod.git_tracked(ws, known_git)
             self._git[key] = git
             parent = self.repo.latest(ws)

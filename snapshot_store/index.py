@@ -14,17 +14,15 @@ import os
 from pathlib import Path
 
 from . import walkstate
-from .decoded import DecodedFiles
 from .statcache import StatCache
 
 
 class WorkspaceIndex:
     """The index of one workspace: the stat cache by path and the saved walk by directory."""
 
-    def __init__(self, stat_file: Path, walk_file: Path, decoded: DecodedFiles | None = None) -> None:
+    def __init__(self, stat_file: Path, walk_file: Path) -> None:
         self.stat_file = stat_file
         self.walk_file = walk_file
-        self._decoded = decoded
         self._stat: StatCache | None = None
 
     @property
@@ -32,7 +30,7 @@ class WorkspaceIndex:
         """Path -> (stat key, blob), loaded when first asked: an unchanged capture that checks the saved walk
         never needs it (decoding it is ~10-15 ms on 11,000 files)."""
         if self._stat is None:
-            self._stat = StatCache(self.stat_file, self._decoded)
+            self._stat = StatCache(self.stat_file)
         return self._stat
 
     def lookup(self, rel: str, st: os.stat_result) -> str | None:
@@ -45,7 +43,7 @@ class WorkspaceIndex:
 
     def saved_walk(self) -> walkstate.WalkState | None:
         """The directories and files the last capture saw, or None (none, or damaged: walk)."""
-        return walkstate.load(self.walk_file, self._decoded)
+        return walkstate.load(self.walk_file)
 
     def save_walk(self, state: walkstate.WalkState) -> None:
         """Keep what this capture saw for the next process (no fsync: losing it costs a walk)."""

@@ -13,7 +13,6 @@ from pathlib import Path
 import blake3
 
 from . import wildmatch
-from .decoded import DecodedFiles
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .errors import IgnoreFileError, WorkspaceError
 from .fsutil import NotSmallRegular, atomic_write, read_small_regular
@@ -124,10 +123,9 @@ class GitTracked:
     """What discovery saw; while `place_holds`, the listing is reused without importing pygit2."""
 
     @classmethod
-    def load(cls, path: Path, decoded: DecodedFiles | None = None) -> GitTracked | None:
-        """The listing a previous process saved (see `save`), or None when absent or damaged (kept decoded by a
-        resident server: decoded.py; callers do not change it)."""
-        listing: GitTracked | None = decoded.load("git", str(path)) if decoded else cls.read(str(path))
+    def load(cls, path: Path) -> GitTracked | None:
+        """The listing a previous process saved (see `save`), or None when absent or damaged."""
+        listing: GitTracked | None = cls.read(str(path))
         return listing
 
     @classmethod

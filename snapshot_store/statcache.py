@@ -12,15 +12,11 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import blake3
 
 from .fsutil import atomic_write
 from .stamps import COARSE_WINDOW_NS, FINE_WINDOW_NS, SECOND_NS, Key, is_racy, stat_key
-
-if TYPE_CHECKING:
-    from .decoded import DecodedFiles
 
 # Then blake3 of the payload (32 bytes), then the payload: a marshal of
 # {path: (size, mtime_ns, ctime_ns, ino, mode, blob hex)}. A cache whose checksum does not match
@@ -49,9 +45,8 @@ def read_stat_cache(path: str) -> dict[str, tuple[int, int, int, int, int, str]]
 class StatCache:
     """path -> (stat key, blob hex) for one workspace; a damaged cache file is simply rebuilt."""
 
-    def __init__(self, path: Path, decoded: DecodedFiles | None = None) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self.decoded = decoded  # a resident server's decoded files (decoded.py), or None: read from disk
         # Kept as stored, (size, mtime_ns, ctime_ns, ino, mode, blob hex) by path: loading is then one marshal call
         # and saving another (re-tupling 11,000 entries each way cost ~20 ms of a one-file restore, measured).
         self.entries: dict[str, tuple[int, int, int, int, int, str]] = {}
@@ -62,8 +57,7 @@ class StatCache:
 
     def _load(self) -> None:
         try:
-            loaded = self.decoded.load("stat", str(self.path)) if self.decoded else read_stat_cache(str(self.path))
-            self.entries = dict(loaded)  # a copy: entries change, the kept one must not
+            self.entries = read_stat_cache(str(self.path))
         except (OSError, ValueError, EOFError, TypeError, AttributeError):
             self.entries = {}
 

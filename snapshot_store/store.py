@@ -11,9 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import scope, walkstate
 from .capture import Capturer, CaptureResult
-from .decoded import DecodedFiles
 from .manifest import Entry
 from .readfiles import Progress
 
@@ -23,7 +21,6 @@ if TYPE_CHECKING:  # a command that only captures never loads restore's modules
     from .restore.plan import RestorePlan
     from .workspace import Workspace
 from .diff import Change, diff_maps
-from .repository.packs import read_pack_index
 from .repository.repo import (
     AUTO_GC_INTERVAL,
     GC_MARKER,
@@ -36,24 +33,17 @@ from .repository.repo import (
     read_ref_file,
 )
 from .settings import ScopeSettings
-from .statcache import StatCache, read_stat_cache
+from .statcache import StatCache
 
 __all__ = ["AUTO_GC_INTERVAL", "GC_MARKER", "STORE_FORMAT", "STORE_VERSION", "UNLISTED_KINDS", "CaptureResult",
-           "Change", "SnapshotInfo", "Store", "decoded_files", "diff_maps", "read_record", "read_ref_file"]
-
-
-def decoded_files() -> DecodedFiles:
-    """An empty cache of decoded store files, for a process that opens stores for many commands to own and pass
-    to Store.open (the resident server); every kind with the reader of its files."""
-    return DecodedFiles({"snapshot": read_record, "pack": read_pack_index, "stat": read_stat_cache,
-                         "walk": walkstate.read, "git": scope.GitTracked.read})
+           "Change", "SnapshotInfo", "Store", "diff_maps", "read_record", "read_ref_file"]
 
 
 class Store(Repository):
     """A snapshot store at `path` (normally $CODEX_HOME/file_snapshots), able to capture and restore workspaces."""
 
-    def __init__(self, path: Path, protected: tuple[Path, ...], decoded: DecodedFiles | None = None) -> None:
-        super().__init__(path, protected, decoded)
+    def __init__(self, path: Path, protected: tuple[Path, ...]) -> None:
+        super().__init__(path, protected)
         self.capturer = Capturer(self)
 
     def close(self) -> None:

@@ -26,7 +26,6 @@ from typing import Any, NamedTuple
 import blake3
 
 from .changes import Changes
-from .decoded import DecodedFiles
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .fsutil import atomic_write
 from .manifest import WALKED, FileMap, is_captured, parent_of, valid_key
@@ -387,9 +386,9 @@ def captured_stats(captured: set[str], state: WalkState, changed: set[str]) -> M
     return CapturedStats(captured, state)
 
 
-def load(path: Path, decoded: DecodedFiles | None = None) -> WalkState | None:
+def load(path: Path) -> WalkState | None:
     """The saved state, or None when there is none or it is damaged (a disposable cache: then walk)."""
-    state: WalkState | None = decoded.load("walk", str(path)) if decoded else read(str(path))
+    state: WalkState | None = read(str(path))
     # A copy: a capture replaces some of its fields (Capturer._unchanged), the kept one must stay as loaded.
     return dataclasses.replace(state) if state is not None else None
 

@@ -1,5 +1,5 @@
 """snapshot_store keeps no process-wide mutable state (issue 21): what one command learnt cannot leak into the
-next, or into gc and verify, except through objects a caller owns and passes in (e.g. decoded.DecodedFiles).
+next, or into gc and verify, except through objects a caller owns and passes in.
 
 Process-wide mutable state, as read from the sources with `ast`:
 * a `global` statement anywhere (a function rebinding a module name);

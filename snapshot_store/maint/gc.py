@@ -380,7 +380,7 @@ def plan_gc(store: Repository, policy: RetentionPolicy, now: float | None = None
 
 def gc(store: Repository, policy: RetentionPolicy, *, dry_run: bool = False, wait: bool = True) -> GcPlan:
     """Run (or with `dry_run` only plan) a collection under the store's exclusive lock, reading from disk."""
-    with store.exclusive_lock(wait=wait), translate_os_errors("gc"), store.uncached():
+    with store.exclusive_lock(wait=wait), translate_os_errors("gc"):
         pending = read_pending(store)
         packs = _load_packs(store, set(pending["packs"]) if pending else set(), write=not dry_run)
         plan = plan_gc(store, policy, _packs=packs)

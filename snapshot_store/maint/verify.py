@@ -72,7 +72,7 @@ def verify(store: Repository, *, full: bool = False, repair: bool = False,
     packs' own records and drops an index whose pack is gone, reporting each.
     """
     lock = store.exclusive_lock() if repair else store.shared_lock()
-    with lock, store.uncached():  # from disk: damage need not move a file's stat
+    with lock:
         return _verify(store, full=full, repair=repair, progress=progress,
                        idle_days=retention.thread_idle_days if retention is not None else 0.0)
 

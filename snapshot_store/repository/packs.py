@@ -20,7 +20,6 @@ import zstandard
 if TYPE_CHECKING:
     import concurrent.futures
 
-from ..decoded import DecodedFiles
 from ..errors import CorruptStore, MissingBlob
 from ..fsutil import TMP_PREFIX, atomic_write, fsync_dir, tmp_name
 from ..ids import is_pack_id, new_pack_id
@@ -119,9 +118,8 @@ class BlobIndex:
     reloads the map when it moved, so no decision that a blob exists outlives a gc.
     """
 
-    def __init__(self, packs_dir: Path, decoded: DecodedFiles | None = None) -> None:
+    def __init__(self, packs_dir: Path) -> None:
         self.packs_dir = packs_dir
-        self.decoded = decoded  # pack indexes kept decoded by a resident server (decoded.py), or None
         self.locations: dict[bytes, Location] = {}
         self.alternates: dict[bytes, list[Location]] = {}  # further copies of a blob (a re-stored good copy)
         self.loaded: dict[str, int] = {}
@@ -191,9 +189,9 @@ class BlobIndex:
         raise failure
 
     def load_pack(self, pack_id: str) -> PackInfo:
-        """Read one pack's index, checking it against the pack's size (kept decoded by a server: decoded.py)."""
+        """Read one pack's index, checking it against the pack's size."""
         path = str(self.packs_dir / f"{pack_id}.idx")
-        info: PackInfo = self.decoded.load("pack", path) if self.decoded else read_pack_index(path)
+        info: PackInfo = read_pack_index(path)
         return info
 
     def __contains__(self, blob: bytes) -> bool:

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from ..decoded import DecodedFiles
 from ..errors import AmbiguousSnapshot, CorruptStore, StoreError, UnknownSnapshot, UnsupportedFormat
 from ..fsutil import append_line, atomic_write, complete_lines, translate_os_errors
 from ..ids import digest_hex, is_snapshot_id, is_snapshot_prefix, workspace_key
@@ -73,9 +72,8 @@ def read_record(path: str) -> SnapshotRecord:
 class Repository:
     """A snapshot store at `path` (normally $CODEX_HOME/file_snapshots): its files, not what a workspace holds."""
 
-    def __init__(self, path: Path, protected: tuple[Path, ...], decoded: DecodedFiles | None = None) -> None:
+    def __init__(self, path: Path, protected: tuple[Path, ...]) -> None:
         self.path = path
-        self.decoded = decoded  # files kept decoded between commands by their owner (a resident server), or None
         self.protected = protected  # the store itself first, then Codex's home: never captured, restored into
         self.protected_ids: frozenset[Identity] = protected_identities(protected)
         self._blobs: BlobIndex | None = None  # loaded on first use: an unchanged capture needs no blob (~15-30 ms)
@@ -94,7 +92,7 @@ class Repository:
     # ----------------------------------------------------------------- opening
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, create: bool = True,
-             protected: Iterable[str | os.PathLike[str]] = (), decoded: DecodedFiles | None = None) -> Self:
+             protected: Iterable[str | os.PathLike[str]] = ()) -> Self:
         """Open (and by default create) a store; refuse an unknown format version."""
         root = Path(os.path.abspath(path))
         fmt = root / "format"
@@ -124,7 +122,7 @@ class Repository:
                 for sub in SUBDIRS:
                     (root / sub).mkdir(exist_ok=True)
         prot = (root, *(Path(os.path.realpath(p)) for p in protected))
-        return cls(root, prot, decoded)
+        return cls(root, prot)
 
     def close(self) -> None:
         """Release file descriptors."""
@@ -135,7 +133,7 @@ class Repository:
     def blobs(self) -> BlobIndex:
         """Where every stored blob is (every pack index, loaded when first asked)."""
         if self._blobs is None:
-            self._blobs = BlobIndex(self.path / "packs", self.decoded)
+            self._blobs = BlobIndex(self.path / "packs")
             if self._blobs.generation != self._generation:
                 self._forget_cached()  # a gc ran since this store was opened
         return self._blobs
@@ -157,19 +155,6 @@ class Repository:
         with flocked(self.path / "locks" / "store.lock", exclusive=False):
             self._fence()
             yield
-
-    @contextlib.contextmanager
-    def uncached(self) -> Iterator[None]:
-        """Read every file from disk for the duration (gc, verify), keeping what is held decoded for later."""
-        decoded, self.decoded = self.decoded, None
-        if self._blobs is not None:
-            self._blobs.decoded = None
-        try:
-            yield
-        finally:
-            self.decoded = decoded
-            if self._blobs is not None:
-                self._blobs.decoded = decoded
 
     @contextlib.contextmanager
     def exclusive_lock(self, wait: bool = True) -> Iterator[None]:
@@ -213,7 +198,7 @@ class Repository:
         if rec is not None:
             return rec
         path = str(self._snapshot_path(snap_id))
-        loaded: SnapshotRecord = self.decoded.load("snapshot", path) if self.decoded else read_record(path)
+        loaded: SnapshotRecord = read_record(path)
         self._records[snap_id] = loaded
         return loaded
 
