@@ -37,16 +37,20 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
 
 def send_prompt(tmux: Tmux, text: str, answer: str) -> str:
     """Type a prompt into the official TUI and wait for its answer. Keys typed in a quick burst can be taken as
-    a paste, whose Enter becomes a newline (CODEX_FACTS §10): if the turn has not started a moment later, a
-    second Enter sends it."""
+    a paste, whose Enter becomes a newline (CODEX_FACTS §10), and under load the TUI may not take an Enter yet:
+    while the turn has not started a moment later, Enter is pressed again (an empty composer ignores it)."""
     tmux.type(text)
     time.sleep(0.3)
-    tmux.keys("Enter")
     started = lambda s: answer in s or "esc to interrupt" in s  # noqa: E731
-    try:
-        tmux.wait(started, "the turn to start", timeout=3)
-    except AssertionError:
+    deadline = time.monotonic() + WAIT_S
+    while True:  # under load the TUI may not take an Enter yet (its session still starting): press it again
         tmux.keys("Enter")
+        try:
+            tmux.wait(started, "the turn to start", timeout=3)
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
     return tmux.wait(lambda s: answer in s and "Worked for" in s.split(answer)[-1], f"the answer {answer!r}")
 
 
