@@ -15,7 +15,7 @@ from textual.app import App
 from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import OptionList, Static
-from tui_helpers import WAIT_S, screen_text, until, until_shown, words
+from tui_helpers import WAIT_S, ready, screen_text, type_and_send, until, until_shown, words
 
 from app.events import Status
 from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
@@ -28,20 +28,6 @@ from app.tui.start_failed import StartFailedScreen
 from app.tui.status import StatusBar
 
 SIZE = (110, 40)
-
-
-async def ready(pilot: Pilot[Any]) -> CodexrApp:
-    app = pilot.app
-    assert isinstance(app, CodexrApp)
-    await until(pilot, lambda: app.status_bar.state == "ready", "Codex to start")
-    return app
-
-
-async def type_and_send(pilot: Pilot[Any], text: str) -> None:
-    app = pilot.app
-    assert isinstance(app, CodexrApp)
-    app.composer.set_text(text)
-    await pilot.press("enter")
 
 
 def turns_done(app: CodexrApp) -> int:

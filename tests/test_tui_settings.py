@@ -15,7 +15,7 @@ from e2e_helpers import session_options
 from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import TextArea
-from tui_helpers import screen_text, until, until_shown, words
+from tui_helpers import ready, screen_text, type_and_send, until, until_shown, words
 
 from app.context_window import percent_left
 from app.scripted_model import ScriptedModel, last_user_text, message, shell, tool_outputs, usage
@@ -26,20 +26,6 @@ from app.tui.help_screen import help_table
 from app.tui.transcript import Transcript
 
 SIZE = (110, 40)
-
-
-async def ready(pilot: Pilot[Any]) -> CodexrApp:
-    app = pilot.app
-    assert isinstance(app, CodexrApp)
-    await until(pilot, lambda: app.status_bar.state == "ready", "Codex to start")
-    return app
-
-
-async def send(pilot: Pilot[Any], text: str) -> None:
-    app = pilot.app
-    assert isinstance(app, CodexrApp)
-    app.composer.set_text(text)
-    await pilot.press("enter")
 
 
 async def until_said(pilot: Pilot[Any], *phrases: str) -> str:
@@ -73,38 +59,38 @@ def test_permissions_and_effort_chosen_in_the_app_reach_codex_from_the_next_prom
 
     async def scenario(pilot: Pilot[Any]) -> None:
         await ready(pilot)
-        await send(pilot, "/status")  # before any prompt: Codex's config, and no usage to reckon with
+        await type_and_send(pilot, "/status")  # before any prompt: Codex's config, and no usage to reckon with
         said = await until_said(pilot, "context window: unknown")
         assert "approval: never (config.toml)" in said and "sandbox: danger-full-access (config.toml)" in said
         assert "model: gpt-5.5, reasoning medium (the model's default)" in said
         assert "context left" not in app.status_bar.line().plain  # the bar says nothing rather than guess
 
-        await send(pilot, "set-one go")  # Full Access: the command writes
+        await type_and_send(pilot, "set-one go")  # Full Access: the command writes
         await until(pilot, lambda: turns_done(app) == 1, "the first turn")
         assert "100% context left" in app.status_bar.line().plain
 
-        await send(pilot, "/permissions")
+        await type_and_send(pilot, "/permissions")
         await until_shown(pilot, "Update Model Permissions", "Full Access (current)", "Read Only", "Default")
         await pilot.press("home", "enter")  # Read Only
         await until_said(pilot, "Permissions updated to Read Only (approval on-request, sandbox read-only)")
 
-        await send(pilot, "/permissions full-access")  # asks first, as the official TUI; n keeps Read Only
+        await type_and_send(pilot, "/permissions full-access")  # asks first, as the official TUI; n keeps Read Only
         await until_shown(pilot, "Enable Full Access? [y/N]", "Codex will run without sandboxing")
         await pilot.press("n")
         await until(pilot, lambda: len(app.screen_stack) == 1, "the question to close")
 
-        await send(pilot, "/model")  # two steps, as the official TUI: the model, then its effort
+        await type_and_send(pilot, "/model")  # two steps, as the official TUI: the model, then its effort
         await until_shown(pilot, "Select Model and Effort", "gpt-5.5 (current)")
         await pilot.press("enter")
         await until_shown(pilot, "Select Reasoning Level for gpt-5.5", "Medium (default) (current)", "Extra high")
         await pilot.press("down", "enter")  # High
         await until_said(pilot, "model: gpt-5.5, reasoning high from the next prompt on")
 
-        await send(pilot, "set-two go")
+        await type_and_send(pilot, "set-two go")
         await until(pilot, lambda: turns_done(app) == 2, "the second turn")
         await until(pilot, lambda: "52% context left" in app.status_bar.line().plain, "the bar's context left")
         assert "gpt-5.5 high" in app.status_bar.line().plain
-        await send(pilot, "/status")
+        await type_and_send(pilot, "/status")
         said = await until_said(pilot, "context window: 52% left (130K used / 258K)")
         assert "approval: on-request" in said and "sandbox: read-only (/permissions: Read Only)" in said
         assert "model: gpt-5.5, reasoning high" in said
@@ -132,9 +118,9 @@ def test_ctrl_t_shows_the_whole_thread_folded_blocks_and_full_output_included(
 
     async def scenario(pilot: Pilot[Any]) -> None:
         await ready(pilot)
-        await send(pilot, "pager-one count")
+        await type_and_send(pilot, "pager-one count")
         await until(pilot, lambda: turns_done(app) == 1, "the first turn")
-        await send(pilot, "pager-two again")
+        await type_and_send(pilot, "pager-two again")
         await until_shown(pilot, "second answer", "earlier blocks folded away")
         await pilot.press("ctrl+t")
         await until(pilot, lambda: isinstance(app.screen, TranscriptScreen), "the transcript pager")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 from textual.pilot import Pilot
+
+if TYPE_CHECKING:
+    from app.tui.app import CodexrApp
 
 WAIT_S = 45.0  # a bound on waiting (a slow 2-core CI box beside real Codex processes), not a timing assertion
 
@@ -43,3 +46,23 @@ async def until_shown(pilot: Pilot[Any], *needles: str, timeout: float = WAIT_S)
             return text
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {missing} on screen; it shows:\n{text}")
+
+
+async def ready(pilot: Pilot[Any]) -> CodexrApp:
+    """The codexr app once Codex has started (its status bar says ready)."""
+    from app.tui.app import CodexrApp  # here: the helpers stay light for tests that never start the app
+
+    app = pilot.app
+    assert isinstance(app, CodexrApp)
+    await until(pilot, lambda: app.status_bar.state == "ready", "Codex to start")
+    return app
+
+
+async def type_and_send(pilot: Pilot[Any], text: str) -> None:
+    """Put `text` in the composer and press Enter, as a user sends a prompt."""
+    from app.tui.app import CodexrApp
+
+    app = pilot.app
+    assert isinstance(app, CodexrApp)
+    app.composer.set_text(text)
+    await pilot.press("enter")
