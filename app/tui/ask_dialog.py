@@ -1,10 +1,11 @@
-"""The question a restore asks while another codexr session is live in the workspace: go ahead anyway?"""
+"""A yes/no question over the app (a restore while another session is live here, Full Access): go ahead anyway?"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
@@ -46,3 +47,13 @@ class AskDialog(ModalScreen[bool]):
         """The buttons answer as the keys do."""
         event.stop()
         self.dismiss(event.button.id == "yes")
+
+
+def ask_then(app: App[object], question: str, warnings: tuple[str, ...], go: Callable[[], None],
+             refused: Callable[[], None]) -> None:
+    """Ask `question` over the app; `go` on an explicit yes, `refused` on no or Esc."""
+
+    def answered(yes: bool | None) -> None:
+        (go if yes else refused)()
+
+    app.push_screen(AskDialog(question, warnings), answered)

@@ -13,7 +13,7 @@ from textual.widgets import Button, Static
 from snapshot_store import StoreError
 
 from ..driver import Driver, Preview
-from .ask_dialog import AskDialog
+from .ask_dialog import ask_then
 
 ResultT = TypeVar("ResultT")
 
@@ -97,14 +97,8 @@ class DriverScreen(ModalScreen[ResultT]):
             go()
             return
 
-        def answered(yes: bool | None) -> None:
-            if yes:
-                go()
-            else:
-                self.say(f"no {what}: nothing changed")
-
-        self.app.push_screen(AskDialog(f"Another codexr session is live in this workspace: {what} anyway? "
-                                       "[y/N]", preview.warnings), answered)
+        ask_then(self.app, f"Another codexr session is live in this workspace: {what} anyway? [y/N]",
+                 preview.warnings, go, lambda: self.say(f"no {what}: nothing changed"))
 
     def say(self, text: str, error: bool = False) -> None:
         """The dialog's one-line message (errors say so in words, not only in colour)."""

@@ -15,7 +15,7 @@ from textual.widgets.option_list import Option
 
 from ..events import Status
 from ..permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, Preset, matching_preset
-from .ask_dialog import AskDialog
+from .ask_dialog import ask_then
 from .driver_screen import CallDone, DriverScreen
 
 
@@ -31,13 +31,8 @@ def confirm_then(owner: Widget, preset: Preset, go: Callable[[], None]) -> None:
         go()
         return
 
-    def answered(yes: bool | None) -> None:
-        if yes:
-            go()
-        else:
-            owner.notify("Full Access not enabled: the permissions stay as they were")
-
-    owner.app.push_screen(AskDialog(f"{FULL_ACCESS_QUESTION} [y/N]", (FULL_ACCESS_WARNING,)), answered)
+    ask_then(owner.app, f"{FULL_ACCESS_QUESTION} [y/N]", (FULL_ACCESS_WARNING,), go,
+             lambda: owner.notify("Full Access not enabled: the permissions stay as they were"))
 
 
 class PermissionsScreen(DriverScreen[str | None]):
