@@ -3,6 +3,7 @@ changes nothing in the workspace, and writes nothing outside it."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
 from collections.abc import Callable
@@ -246,7 +247,8 @@ def run_hostile(base: Path, seed: int, log: Callable[[str], None], only: str | N
     s2 = cx.run("snapshots", "capture").stdout.split()[0]
     shown = cx.run("snapshots", "show", s1, "--json").json()
     f0 = next(e for e in shown["entries"] if e["kind"] == "f" and e["size"] > 0)
-    facts = {"root": str(lay.ws), "wskey": wskey(lay.ws), "created": shown["created"], "s1": s1, "s2": s2,
+    created = dt.datetime.fromisoformat(shown["created"]).timestamp()  # --json times are ISO 8601 (app/times.py)
+    facts = {"root": str(lay.ws), "wskey": wskey(lay.ws), "created": created, "s1": s1, "s2": s2,
              "blob": f0["blob"], "size": f0["size"], "mode": f0["mode"]}
     tpl.mkdir()
     for part in ("ws", "home", "outside"):
