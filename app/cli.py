@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import contextlib
-import os
 import sys
 from collections.abc import Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from .exits import EXIT_USAGE, end_by_signal
+
 if TYPE_CHECKING:
     from .context import Context
 
-EXIT_USAGE = 2
-#: A restore, rewind or redo that did not make every change it planned (a path it could not write or delete,
-#: or one changed meanwhile): the rest was done, the line and `--json` name what was not.
-EXIT_INCOMPLETE = 3
 PATH_SAFE = "codexr-path"
 #: The command modules, in the order `codexr --help` lists their commands.
 COMMAND_MODULES = ("snapshot_cmds", "agent_cmds", "demo", "tui_cmds", "doctor", "history_cmds", "config_cmds",
@@ -174,7 +170,7 @@ def first_prompt(argv: list[str]) -> tuple[list[str], str]:
     Words after the flags that name no command are the prompt (they must come last). A single word alone (no
     `-i`) stays what it was, a command name: a misspelt command is an error naming the commands, never a prompt.
     """
-    from .launch import command_of  # the console script's own module: already loaded, and light
+    from .oneshot import command_of  # the console script's own: already loaded, and light
 
     if command_of(argv) in COMMANDS:  # `codexr history list`: no app flags to build (they load the app's commands)
         return argv, ""
@@ -216,20 +212,6 @@ def _plain(ctx: Context, args: argparse.Namespace) -> int:
 
     return run_plain(session_options(ctx, args), prompt=getattr(args, "first_prompt", ""),
                      images=tuple(args.images))
-
-
-def end_by_signal(signum: int) -> int:
-    """End as the stopping signal would: 130 for Ctrl+C (as before); SIGTERM and SIGHUP kill this process with it."""
-    import signal
-
-    if signum == signal.SIGINT:
-        return 130
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
-    return 128 + signum  # not reached: the default action of both is to terminate
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -203,7 +203,8 @@ def _store_check(ctx: Context) -> Check:
 
 def _server_check() -> Check:
     """Whether one-shot commands run in the resident server (app/launch.py); never a failure."""
-    from .launch import RUNTIME_HOW, server_unavailable, server_wanted, socket_path
+    from .oneshot import server_wanted
+    from .runtime import RUNTIME_HOW, server_unavailable, socket_path
     from .server_cmds import servers
 
     if not server_wanted(["doctor"]):

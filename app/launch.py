@@ -12,7 +12,9 @@ status (a worker killed by a signal makes this process die of the same signal); 
 SIGKILL) the server kills the worker at once, so killing a command kills it as it always did.
 
 Only this module's imports are paid per command: C modules only (`_socket`, `_signal`, `_blake2`, `marshal`:
-~1 ms; `socket`, `signal`, `json` and `hashlib` would add ~25 ms through `enum` and `re`, measured). Anything
+~1 ms; `socket`, `signal`, `json` and `hashlib` would add ~25 ms through `enum` and `re`, measured), and two
+small modules of ours that import no more (`app/oneshot.py`: which command lines run there; `app/runtime.py`:
+where the server lives and how it starts). Anything
 unusual runs the command here as before: the interactive app and line mode, an unknown or abbreviated flag, a
 closed standard stream, interpreter options (`-X`, `-W`, `-I`, `-E`, `-S`), `CODEXR_SERVER=0`, no private
 runtime directory, a server still starting (the first command starts it in the background), or a server that
@@ -31,285 +33,19 @@ import os
 import sys
 import time  # built in, and imported by Python's start-up already
 
+from .oneshot import server_wanted
+from .runtime import socket_path, spawn
+
 TYPE_CHECKING = False  # not `typing`'s: importing typing costs ~15 ms (it imports re); mypy reads this name as True
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-#: The one-shot commands a server may run (the rest need this process: the app, line mode, login, replay, demo).
-ONESHOT = frozenset({"snapshots", "exec", "threads", "rewind", "redo", "history", "config", "doctor"})
-#: Global flags taking a value (`app/cli.py`'s `_add_global_flags`; tests/test_server.py checks they agree).
-VALUE_FLAGS = frozenset({"-c", "--config", "--enable", "--disable", "-C", "--cd", "-m", "--model", "-s", "--sandbox",
-                         "-a", "--ask-for-approval", "--codex-bin", "-i", "--image"})
-#: Global flags without a value that a server may see before the command.
-PLAIN_FLAGS = frozenset({"--json"})
 #: Signals relayed to the worker while it runs.
 RELAYED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT)
-#: Environment variables that change what Python imports or how it decodes: part of a server's key.
-KEY_VARS = ("LANG", "LC_ALL", "LC_CTYPE")
-#: Seconds a server with nothing to do waits for a command before it exits (`CODEXR_SERVER_IDLE` overrides).
-IDLE_SECONDS = 900
-PACKAGES = ("app", "snapshot_store", "config")
-HEADER = 16
-"""Bytes of the request's first message: b"CRX1" and the body's length as 12 decimal digits; the body is a
-`marshal`led dict (read only from a peer of the same uid, SO_PEERCRED)."""
-#: The longest socket path AF_UNIX takes (sun_path is 108 bytes with its NUL).
-SOCKET_MAX = 107
 #: Seconds a client waits for its worker to start (say `ok`) before it runs the command itself: a worker starts in
 #: a fork's time, so only a stopped or starved server takes this long.
 START_TIMEOUT = 3.0
-
-
-def command_of(argv: Sequence[str]) -> str | None:
-    """The command `argv` names when only known global flags come before it (else None: run here)."""
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg in VALUE_FLAGS:
-            i += 2
-        elif (arg.startswith("--") and "=" in arg and arg.split("=", 1)[0] in VALUE_FLAGS) or arg in PLAIN_FLAGS:
-            i += 1
-        elif arg.startswith("-"):
-            return None
-        else:
-            return arg
-    return None
-
-
-def server_wanted(argv: Sequence[str]) -> bool:
-    """Whether this command may run in the resident server."""
-    if server_off():
-        return False
-    flags = sys.flags
-    if (flags.dev_mode or flags.isolated or flags.ignore_environment or flags.no_site or flags.verbose
-            or sys.warnoptions or getattr(sys, "_xoptions", None)):
-        return False
-    if confinement_vars_set():
-        return False  # a command Codex runs in its sandbox: never a server's (issue 17)
-    return command_of(argv) in ONESHOT
-
-
-def confinement_vars_set() -> bool:
-    """Whether this process runs inside Codex's sandbox, by the variables Codex sets there (`CODEX_SANDBOX*`)."""
-    from .confinement import in_codex_sandbox
-
-    return in_codex_sandbox(os.environ)
-
-
-def runtime_dir(create: bool = True) -> str | None:
-    """This user's private directory for server sockets (None when there is none: then no server).
-
-    `CODEXR_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/codexr`; nothing else (the old `/tmp/codexr-UID` was writable by
-    every process of the user's that Codex sandboxes, issue 17). Used only where no other process can replace the
-    socket: the directory is this user's, mode 700, not below `/tmp` or `$TMPDIR` (which Codex's sandbox lets a
-    command write), and each directory above it belongs to root or this user and is writable by no one else, as
-    OpenSSH requires of the files it trusts.
-    """
-    base = os.environ.get("CODEXR_RUNTIME_DIR")
-    if not base:
-        xdg = os.environ.get("XDG_RUNTIME_DIR")
-        if not xdg or not os.path.isabs(xdg):
-            return None
-        base = os.path.join(xdg, "codexr")
-    parent = os.path.realpath(os.path.dirname(os.path.abspath(base)))
-    if not safe_parents(parent):
-        return None
-    base = os.path.join(parent, os.path.basename(os.path.abspath(base)))
-    if create:
-        try:
-            os.mkdir(base, 0o700)
-        except FileExistsError:
-            pass
-        except OSError:
-            return None
-    try:
-        st = os.lstat(base)
-    except OSError:
-        return None
-    import stat
-
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        return None
-    return base
-
-
-RUNTIME_HOW = ("set CODEXR_RUNTIME_DIR to a directory of yours, mode 700, not below /tmp or $TMPDIR, whose parents "
-               f"only root or you can write (e.g. /run/user/{os.getuid()}/codexr)")
-"""How to give codexr a runtime directory, for the lines that say there is none."""
-
-
-def server_off() -> bool:
-    """Whether the user turned the resident server off (`CODEXR_SERVER=0`)."""
-    return os.environ.get("CODEXR_SERVER", "1").strip().lower() in ("0", "off", "no", "false")
-
-
-def runtime_problem() -> str | None:
-    """Why `runtime_dir` would find no directory (None: it has one, or makes it on first use), without making it:
-    `server status` and `doctor` must not say "not available" merely because no server ran yet."""
-    base = os.environ.get("CODEXR_RUNTIME_DIR")
-    if not base:
-        xdg = os.environ.get("XDG_RUNTIME_DIR")
-        if not xdg:
-            return f"neither XDG_RUNTIME_DIR nor CODEXR_RUNTIME_DIR is set; {RUNTIME_HOW}"
-        if not os.path.isabs(xdg):
-            return f"XDG_RUNTIME_DIR={xdg} is not an absolute path; {RUNTIME_HOW}"
-        base = os.path.join(xdg, "codexr")
-    parent = os.path.realpath(os.path.dirname(os.path.abspath(base)))
-    if not safe_parents(parent):
-        return (f"{parent} is missing, lies below a temporary directory, or a directory above it is writable by "
-                f"others; {RUNTIME_HOW}")
-    full = os.path.join(parent, os.path.basename(os.path.abspath(base)))
-    try:
-        st = os.lstat(full)
-    except FileNotFoundError:
-        return None  # the first server makes it (mode 700)
-    except OSError as exc:
-        return f"{full}: {exc.strerror}; {RUNTIME_HOW}"
-    import stat
-
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        return f"{full} is not a directory of yours with mode 700; {RUNTIME_HOW}"
-    return None
-
-
-def server_unavailable() -> str | None:
-    """Why no resident server can serve this codexr here, in words a user can act on (None: one can)."""
-    why = runtime_problem()
-    if why is not None:
-        return f"no runtime directory only you can write: {why}"
-    key = server_key()
-    if key is None:
-        return "codexr is not installed as packages beside each other (app, snapshot_store, config)"
-    base = os.path.abspath(os.environ.get("CODEXR_RUNTIME_DIR")
-                           or os.path.join(os.environ.get("XDG_RUNTIME_DIR", ""), "codexr"))
-    base = os.path.join(os.path.realpath(os.path.dirname(base)), os.path.basename(base))  # as runtime_dir has it
-    if len(os.fsencode(os.path.join(base, f"s-{key}.sock"))) > SOCKET_MAX:
-        return (f"a socket path in {base} would be longer than {SOCKET_MAX} bytes; set CODEXR_RUNTIME_DIR to a "
-                "shorter one")
-    return None
-
-
-def safe_parents(real: str) -> bool:
-    """Whether `real` (a resolved path) and every directory above it belong to root or this user, are writable by
-    no one else, and are not a temporary directory a sandboxed command may write."""
-    temps = []
-    for tmp in ("/tmp", "/var/tmp", "/dev/shm", os.environ.get("TMPDIR") or "/tmp"):
-        try:
-            st = os.stat(tmp)
-        except OSError:
-            continue
-        temps.append((st.st_dev, st.st_ino))
-    uid = os.getuid()
-    path = real
-    while True:
-        try:
-            st = os.lstat(path)
-        except OSError:
-            return False
-        if st.st_uid not in (0, uid) or st.st_mode & 0o022 or (st.st_dev, st.st_ino) in temps:
-            return False
-        if path == "/":
-            return True
-        path = os.path.dirname(path)
-
-
-def _hasher() -> Any:
-    """blake2b from its C module (hashlib's import loads OpenSSL: ~5 ms)."""
-    try:
-        from _blake2 import blake2b
-    except ImportError:
-        from hashlib import blake2b
-    return blake2b(digest_size=12)
-
-
-def _code_stats(h: Any) -> bool:
-    """Feed the stat of every codexr source file to `h` (False when a package is not beside this one)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    stack = []
-    for pkg in PACKAGES:
-        path = os.path.join(root, pkg)
-        if not os.path.isfile(os.path.join(path, "__init__.py")):
-            return False
-        stack.append(path)
-    while stack:
-        with os.scandir(stack.pop()) as entries:
-            for entry in sorted(entries, key=lambda e: e.name):
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name != "__pycache__":
-                        stack.append(entry.path)
-                elif entry.name.endswith((".py", ".tcss")):
-                    st = entry.stat(follow_symlinks=False)
-                    h.update(f"{entry.path}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_size}\0{st.st_ino}\n".encode(
-                        errors="replace"))  # ctime: an edit that puts size and mtime back still shows
-    return True
-
-
-def server_key() -> str | None:
-    """What a server must share with this process to run its command (None: no server for this codexr)."""
-    h = _hasher()
-    h.update(repr((sys.executable, sys.version, sys.path, os.getuid(), sys.getfilesystemencoding())).encode(
-        errors="replace"))
-    for name in sorted(os.environ):
-        if name.startswith("PYTHON") or name in KEY_VARS:
-            h.update(f"{name}={os.environ[name]}\n".encode(errors="replace"))
-    for entry in sys.path[1:]:  # [0] is the script's or the current directory: its files come and go
-        try:
-            st = os.stat(entry or ".")
-        except OSError:
-            h.update(b"-\n")
-        else:
-            h.update(f"{st.st_ino}:{st.st_mtime_ns}\n".encode())
-    if not _code_stats(h):
-        return None
-    return str(h.hexdigest())
-
-
-def socket_path(create: bool = True) -> str | None:
-    """The socket of the server for this codexr (None when none can be used)."""
-    base = runtime_dir(create)
-    key = server_key() if base else None
-    if base is None or key is None:
-        return None
-    path = os.path.join(base, f"s-{key}.sock")
-    return path if len(os.fsencode(path)) <= SOCKET_MAX else None
-
-
-def take_lock(lock: str) -> int | None:
-    """The fd holding `lock` (a server's `<socket>.lock`) exclusively, or None when someone holds it (a server,
-    for its whole life, or one starting) or it cannot be opened (never through a symlink)."""
-    import fcntl
-
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def spawn(path: str) -> int | None:
-    """Start a server on `path` in the background, unless one is starting (its pid, or None)."""
-    fd = take_lock(path + ".lock")
-    if fd is None:
-        return None
-    os.close(fd)  # released: the server takes it
-    env = dict(os.environ)
-    # Absolute: the server runs in "/" (it must hold no caller's directory), yet imports what this process would.
-    env["CODEXR_SERVER_SYS_PATH"] = marshal.dumps([os.path.abspath(p) if p else os.getcwd() for p in sys.path]).hex()
-    code = "import sys, os, marshal; sys.path[:] = marshal.loads(bytes.fromhex(os.environ.pop(" \
-           "'CODEXR_SERVER_SYS_PATH'))); from app.server import main; main(sys.argv[1])"
-    actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-               (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-               (os.POSIX_SPAWN_OPEN, 2, path + ".log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)]
-    try:
-        return os.posix_spawn(sys.executable, [sys.executable, "-c", code, path], env,
-                              file_actions=actions, setsid=True)
-    except OSError:
-        return None
 
 
 def _request(argv: Sequence[str]) -> bytes:

@@ -55,15 +55,13 @@ def backend_argv(ctx: Context, args: argparse.Namespace) -> tuple[list[str], dic
 
 def private_socket_dir() -> Path:
     """A new directory (0700) for one proxy socket, where no other process can replace it (as the server's)."""
-    from .launch import runtime_dir
+    from .runtime import runtime_dir, safe_parents
 
     base = runtime_dir()
     if base is None:
         home = Path.home() / ".cache" / "codexr"
         with contextlib.suppress(OSError):
             home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        from .launch import safe_parents
-
         if not home.is_dir() or not safe_parents(os.path.realpath(home)):
             raise UsageError("no private directory for the proxy's socket: set XDG_RUNTIME_DIR or "
                              "CODEXR_RUNTIME_DIR to a directory of yours, mode 700, not below /tmp")

@@ -33,8 +33,11 @@ import time
 from typing import Any, NoReturn
 
 from . import confinement
-from .launch import HEADER, IDLE_SECONDS, command_of, take_lock
+from .oneshot import command_of
+from .runtime import HEADER, take_lock
 
+#: Seconds a server with nothing to do waits for a command before it exits (`CODEXR_SERVER_IDLE` overrides).
+IDLE_SECONDS = 900
 #: Seconds a client has to send its request before its worker gives up.
 REQUEST_TIMEOUT = 10.0
 #: How often (seconds) an idle server checks that its socket is still its own.

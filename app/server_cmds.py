@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from .context import Context, UsageError
-from .launch import RUNTIME_HOW, runtime_dir, server_off, server_unavailable, socket_path, spawn, take_lock
+from .oneshot import server_off
+from .runtime import RUNTIME_HOW, runtime_dir, server_unavailable, socket_path, spawn, take_lock
 from .times import json_time, screen_time
 
 

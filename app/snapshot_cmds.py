@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from snapshot_store import StoreError
 
 from .context import Context, UsageError
+from .exits import EXIT_INCOMPLETE, end_by_signal
 from .lines import human_bytes, plan_lines, show_path
 from .workspace_lock import SessionLock
 
@@ -250,8 +251,6 @@ def restore_exit(res: RestoreResult | None, what: str = "restore") -> int:
 
     The safety id still undoes whatever was done; the listing above (or `failed` in --json) names the paths.
     """
-    from .cli import EXIT_INCOMPLETE, end_by_signal
-
     code = 0
     if res is not None and res.failed:
         print(f"codexr: error: the {what} is incomplete: {len(res.failed)} planned change(s) were not made "

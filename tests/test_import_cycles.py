@@ -81,11 +81,7 @@ def cycles(package: str) -> list[list[str]]:
     return out
 
 
-#: app/ still has one cycle, through the command modules: cli -> doctor -> launch -> cli (launch runs the CLI,
-#: doctor and server_cmds import launch's helpers) and cli -> ... -> snapshot_cmds -> cli (EXIT_INCOMPLETE,
-#: end_by_signal). Breaking it splits launch.py and cli.py, which the app side of issue 21 (the command registry,
-#: the slimmer server) reshapes; add "app" here then.
-@pytest.mark.parametrize("package", ["snapshot_store"])
+@pytest.mark.parametrize("package", ["snapshot_store", "app"])
 def test_no_import_cycle(package: str) -> None:
     found = cycles(package)
     assert not found, f"import cycles in {package}/: " + "; ".join(" <-> ".join(c) for c in found)

@@ -98,7 +98,7 @@ class TracedServer:
     def __init__(self, servers: Servers, strace: list[str]) -> None:
         env = {**os.environ, **servers.env}
         probe = subprocess.run(
-            [sys.executable, "-c", "import sys, os, marshal; from app.launch import socket_path; "
+            [sys.executable, "-c", "import sys, os, marshal; from app.runtime import socket_path; "
              "print(socket_path()); print(marshal.dumps([os.path.abspath(p) if p else os.getcwd() "
              "for p in sys.path]).hex())"], env=env, capture_output=True, text=True, check=True, cwd=REPO)
         path, sys_path = probe.stdout.split()

@@ -28,7 +28,7 @@ import pytest
 import test_cli_agent as agent_tests  # its stories, run again here through the server (not collected twice)
 from test_cli_agent import Cli, show
 
-from app import launch
+from app import oneshot, runtime
 from app.cli import _add_global_flags, _Parser
 from app.scripted_model import ScriptedModel, message, pause, write_codex_home
 
@@ -158,7 +158,7 @@ def test_the_launchers_flag_table_is_the_parsers() -> None:
     parser = _Parser(prog="codexr", add_help=False)
     _add_global_flags(parser)
     takes_value = {opt for action in parser._actions if action.nargs != 0 for opt in action.option_strings}
-    assert takes_value == set(launch.VALUE_FLAGS)
+    assert takes_value == set(oneshot.VALUE_FLAGS)
 
 
 @pytest.mark.parametrize(("argv", "command"), [
@@ -171,17 +171,17 @@ def test_the_launchers_flag_table_is_the_parsers() -> None:
     (["--plain"], None), (["--version"], None), (["-h"], None), ([], None),
 ])
 def test_the_launcher_finds_the_command(argv: list[str], command: str | None) -> None:
-    assert launch.command_of(argv) == command
+    assert oneshot.command_of(argv) == command
 
 
 def test_only_one_shot_commands_may_go_to_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CODEXR_SERVER", "1")
-    assert launch.server_wanted(["snapshots", "capture"])
-    assert not launch.server_wanted([])  # the app
-    assert not launch.server_wanted(["resume"]) and not launch.server_wanted(["demo"])
-    assert not launch.server_wanted(["server", "stop"])
+    assert oneshot.server_wanted(["snapshots", "capture"])
+    assert not oneshot.server_wanted([])  # the app
+    assert not oneshot.server_wanted(["resume"]) and not oneshot.server_wanted(["demo"])
+    assert not oneshot.server_wanted(["server", "stop"])
     monkeypatch.setenv("CODEXR_SERVER", "0")
-    assert not launch.server_wanted(["snapshots", "capture"])
+    assert not oneshot.server_wanted(["snapshots", "capture"])
 
 
 # ------------------------------------------------------------------------------------------ end to end
@@ -342,9 +342,9 @@ def test_codexr_server_0_starts_nothing(servers: Servers, tmp_path: Path) -> Non
 
 def copied_codexr(tmp_path: Path) -> Callable[[], str]:
     """codexr's packages copied below `tmp_path`; the server key a process importing that copy computes."""
-    for pkg in launch.PACKAGES:
+    for pkg in runtime.PACKAGES:
         shutil.copytree(REPO / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    key = [sys.executable, "-c", "from app.launch import server_key; print(server_key())"]
+    key = [sys.executable, "-c", "from app.runtime import server_key; print(server_key())"]
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONSAFEPATH": "1"}
     return lambda: subprocess.run(key, env=env, capture_output=True, text=True, check=True).stdout.strip()
 

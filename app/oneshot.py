@@ -1,0 +1,62 @@
+"""Which command lines a resident server may run: the console script (app/launch.py), the CLI and the server agree.
+
+Imports: `os` and `sys` only, as app/launch.py's per-command cost requires.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False  # not `typing`'s: importing typing costs ~15 ms (it imports re); mypy reads this name as True
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+#: The one-shot commands a server may run (the rest need this process: the app, line mode, login, replay, demo).
+ONESHOT = frozenset({"snapshots", "exec", "threads", "rewind", "redo", "history", "config", "doctor"})
+#: Global flags taking a value (`app/cli.py`'s `_add_global_flags`; tests/test_server.py checks they agree).
+VALUE_FLAGS = frozenset({"-c", "--config", "--enable", "--disable", "-C", "--cd", "-m", "--model", "-s", "--sandbox",
+                         "-a", "--ask-for-approval", "--codex-bin", "-i", "--image"})
+#: Global flags without a value that a server may see before the command.
+PLAIN_FLAGS = frozenset({"--json"})
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command `argv` names when only known global flags come before it (else None: run here)."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in VALUE_FLAGS:
+            i += 2
+        elif (arg.startswith("--") and "=" in arg and arg.split("=", 1)[0] in VALUE_FLAGS) or arg in PLAIN_FLAGS:
+            i += 1
+        elif arg.startswith("-"):
+            return None
+        else:
+            return arg
+    return None
+
+
+def server_off() -> bool:
+    """Whether the user turned the resident server off (`CODEXR_SERVER=0`)."""
+    return os.environ.get("CODEXR_SERVER", "1").strip().lower() in ("0", "off", "no", "false")
+
+
+def server_wanted(argv: Sequence[str]) -> bool:
+    """Whether this command may run in the resident server."""
+    if server_off():
+        return False
+    flags = sys.flags
+    if (flags.dev_mode or flags.isolated or flags.ignore_environment or flags.no_site or flags.verbose
+            or sys.warnoptions or getattr(sys, "_xoptions", None)):
+        return False
+    if confinement_vars_set():
+        return False  # a command Codex runs in its sandbox: never a server's (issue 17)
+    return command_of(argv) in ONESHOT
+
+
+def confinement_vars_set() -> bool:
+    """Whether this process runs inside Codex's sandbox, by the variables Codex sets there (`CODEX_SANDBOX*`)."""
+    from .confinement import in_codex_sandbox
+
+    return in_codex_sandbox(os.environ)

@@ -1,0 +1,235 @@
+"""Where this user's resident server lives and how it starts (runtime directory, key, socket, lock, spawn).
+
+Shared by the console script (app/launch.py), the server (app/server.py) and `codexr server` / `doctor`, so none of
+them imports another's entry point. Imports: C modules and `os` only, as app/launch.py's per-command cost requires.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+
+TYPE_CHECKING = False  # not `typing`'s: importing typing costs ~15 ms (it imports re); mypy reads this name as True
+if TYPE_CHECKING:
+    from typing import Any
+
+PACKAGES = ("app", "snapshot_store", "config")
+#: Environment variables that change what Python imports or how it decodes: part of a server's key.
+KEY_VARS = ("LANG", "LC_ALL", "LC_CTYPE")
+HEADER = 16
+"""Bytes of the request's first message: b"CRX1" and the body's length as 12 decimal digits; the body is a
+`marshal`led dict (read only from a peer of the same uid, SO_PEERCRED)."""
+#: The longest socket path AF_UNIX takes (sun_path is 108 bytes with its NUL).
+SOCKET_MAX = 107
+
+
+def runtime_dir(create: bool = True) -> str | None:
+    """This user's private directory for server sockets (None when there is none: then no server).
+
+    `CODEXR_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/codexr`; nothing else (the old `/tmp/codexr-UID` was writable by
+    every process of the user's that Codex sandboxes, issue 17). Used only where no other process can replace the
+    socket: the directory is this user's, mode 700, not below `/tmp` or `$TMPDIR` (which Codex's sandbox lets a
+    command write), and each directory above it belongs to root or this user and is writable by no one else, as
+    OpenSSH requires of the files it trusts.
+    """
+    base = os.environ.get("CODEXR_RUNTIME_DIR")
+    if not base:
+        xdg = os.environ.get("XDG_RUNTIME_DIR")
+        if not xdg or not os.path.isabs(xdg):
+            return None
+        base = os.path.join(xdg, "codexr")
+    parent = os.path.realpath(os.path.dirname(os.path.abspath(base)))
+    if not safe_parents(parent):
+        return None
+    base = os.path.join(parent, os.path.basename(os.path.abspath(base)))
+    if create:
+        try:
+            os.mkdir(base, 0o700)
+        except FileExistsError:
+            pass
+        except OSError:
+            return None
+    try:
+        st = os.lstat(base)
+    except OSError:
+        return None
+    import stat
+
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return None
+    return base
+
+
+RUNTIME_HOW = ("set CODEXR_RUNTIME_DIR to a directory of yours, mode 700, not below /tmp or $TMPDIR, whose parents "
+               f"only root or you can write (e.g. /run/user/{os.getuid()}/codexr)")
+"""How to give codexr a runtime directory, for the lines that say there is none."""
+
+
+def runtime_problem() -> str | None:
+    """Why `runtime_dir` would find no directory (None: it has one, or makes it on first use), without making it:
+    `server status` and `doctor` must not say "not available" merely because no server ran yet."""
+    base = os.environ.get("CODEXR_RUNTIME_DIR")
+    if not base:
+        xdg = os.environ.get("XDG_RUNTIME_DIR")
+        if not xdg:
+            return f"neither XDG_RUNTIME_DIR nor CODEXR_RUNTIME_DIR is set; {RUNTIME_HOW}"
+        if not os.path.isabs(xdg):
+            return f"XDG_RUNTIME_DIR={xdg} is not an absolute path; {RUNTIME_HOW}"
+        base = os.path.join(xdg, "codexr")
+    parent = os.path.realpath(os.path.dirname(os.path.abspath(base)))
+    if not safe_parents(parent):
+        return (f"{parent} is missing, lies below a temporary directory, or a directory above it is writable by "
+                f"others; {RUNTIME_HOW}")
+    full = os.path.join(parent, os.path.basename(os.path.abspath(base)))
+    try:
+        st = os.lstat(full)
+    except FileNotFoundError:
+        return None  # the first server makes it (mode 700)
+    except OSError as exc:
+        return f"{full}: {exc.strerror}; {RUNTIME_HOW}"
+    import stat
+
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return f"{full} is not a directory of yours with mode 700; {RUNTIME_HOW}"
+    return None
+
+
+def server_unavailable() -> str | None:
+    """Why no resident server can serve this codexr here, in words a user can act on (None: one can)."""
+    why = runtime_problem()
+    if why is not None:
+        return f"no runtime directory only you can write: {why}"
+    key = server_key()
+    if key is None:
+        return "codexr is not installed as packages beside each other (app, snapshot_store, config)"
+    base = os.path.abspath(os.environ.get("CODEXR_RUNTIME_DIR")
+                           or os.path.join(os.environ.get("XDG_RUNTIME_DIR", ""), "codexr"))
+    base = os.path.join(os.path.realpath(os.path.dirname(base)), os.path.basename(base))  # as runtime_dir has it
+    if len(os.fsencode(os.path.join(base, f"s-{key}.sock"))) > SOCKET_MAX:
+        return (f"a socket path in {base} would be longer than {SOCKET_MAX} bytes; set CODEXR_RUNTIME_DIR to a "
+                "shorter one")
+    return None
+
+
+def safe_parents(real: str) -> bool:
+    """Whether `real` (a resolved path) and every directory above it belong to root or this user, are writable by
+    no one else, and are not a temporary directory a sandboxed command may write."""
+    temps = []
+    for tmp in ("/tmp", "/var/tmp", "/dev/shm", os.environ.get("TMPDIR") or "/tmp"):
+        try:
+            st = os.stat(tmp)
+        except OSError:
+            continue
+        temps.append((st.st_dev, st.st_ino))
+    uid = os.getuid()
+    path = real
+    while True:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return False
+        if st.st_uid not in (0, uid) or st.st_mode & 0o022 or (st.st_dev, st.st_ino) in temps:
+            return False
+        if path == "/":
+            return True
+        path = os.path.dirname(path)
+
+
+def _hasher() -> Any:
+    """blake2b from its C module (hashlib's import loads OpenSSL: ~5 ms)."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:
+        from hashlib import blake2b
+    return blake2b(digest_size=12)
+
+
+def _code_stats(h: Any) -> bool:
+    """Feed the stat of every codexr source file to `h` (False when a package is not beside this one)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    stack = []
+    for pkg in PACKAGES:
+        path = os.path.join(root, pkg)
+        if not os.path.isfile(os.path.join(path, "__init__.py")):
+            return False
+        stack.append(path)
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        stack.append(entry.path)
+                elif entry.name.endswith((".py", ".tcss")):
+                    st = entry.stat(follow_symlinks=False)
+                    h.update(f"{entry.path}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_size}\0{st.st_ino}\n".encode(
+                        errors="replace"))  # ctime: an edit that puts size and mtime back still shows
+    return True
+
+
+def server_key() -> str | None:
+    """What a server must share with this process to run its command (None: no server for this codexr)."""
+    h = _hasher()
+    h.update(repr((sys.executable, sys.version, sys.path, os.getuid(), sys.getfilesystemencoding())).encode(
+        errors="replace"))
+    for name in sorted(os.environ):
+        if name.startswith("PYTHON") or name in KEY_VARS:
+            h.update(f"{name}={os.environ[name]}\n".encode(errors="replace"))
+    for entry in sys.path[1:]:  # [0] is the script's or the current directory: its files come and go
+        try:
+            st = os.stat(entry or ".")
+        except OSError:
+            h.update(b"-\n")
+        else:
+            h.update(f"{st.st_ino}:{st.st_mtime_ns}\n".encode())
+    if not _code_stats(h):
+        return None
+    return str(h.hexdigest())
+
+
+def socket_path(create: bool = True) -> str | None:
+    """The socket of the server for this codexr (None when none can be used)."""
+    base = runtime_dir(create)
+    key = server_key() if base else None
+    if base is None or key is None:
+        return None
+    path = os.path.join(base, f"s-{key}.sock")
+    return path if len(os.fsencode(path)) <= SOCKET_MAX else None
+
+
+def take_lock(lock: str) -> int | None:
+    """The fd holding `lock` (a server's `<socket>.lock`) exclusively, or None when someone holds it (a server,
+    for its whole life, or one starting) or it cannot be opened (never through a symlink)."""
+    import fcntl
+
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def spawn(path: str) -> int | None:
+    """Start a server on `path` in the background, unless one is starting (its pid, or None)."""
+    fd = take_lock(path + ".lock")
+    if fd is None:
+        return None
+    os.close(fd)  # released: the server takes it
+    env = dict(os.environ)
+    # Absolute: the server runs in "/" (it must hold no caller's directory), yet imports what this process would.
+    env["CODEXR_SERVER_SYS_PATH"] = marshal.dumps([os.path.abspath(p) if p else os.getcwd() for p in sys.path]).hex()
+    code = "import sys, os, marshal; sys.path[:] = marshal.loads(bytes.fromhex(os.environ.pop(" \
+           "'CODEXR_SERVER_SYS_PATH'))); from app.server import main; main(sys.argv[1])"
+    actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+               (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+               (os.POSIX_SPAWN_OPEN, 2, path + ".log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)]
+    try:
+        return os.posix_spawn(sys.executable, [sys.executable, "-c", code, path], env,
+                              file_actions=actions, setsid=True)
+    except OSError:
+        return None
