@@ -17,7 +17,7 @@ from snapshot_store.states import StatesRestore, prepare_states_restore
 
 from .errors import SessionError
 from .recorder import Recorder
-from .rewind_targets import inside_target, merged_plan, merged_result, outside_target, rewind_targets
+from .rewind_targets import merged_plan, merged_result, restore_targets
 from .sidecar import RedoEntry, ThreadSidecar, TurnRecord
 from .vocab import RewindMode
 
@@ -60,15 +60,12 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, redo_thre
     if not target.pre or not store.exists(target.pre):
         raise SessionError(f"prompt {number}'s file snapshot is gone or was never taken")
     undone = {t.turn_id: n for n, t in enumerate(side.turns[number - 1:], number)}
-    targets = rewind_targets(store, str(cwd), side, undone, target.pre)
-    label = f"rewind to: {target.prompt[:50]}"
-    ws_target = inside_target(store, str(cwd), target.pre, targets, label, True)
-    out_target = outside_target(store, targets, label, True)
+    targets, ws_target, out_target = restore_targets(store, str(cwd), side, undone, target.pre, target.prompt, True)
     known = recorder.known_paths(side)
     outside: dict[str, StatesRestore] = {}
 
     def go(plan: object) -> bool:
-        out = _prepare_outside(store, out_target, codex_home)
+        out = prepare_outside(store, out_target, codex_home)
         if out is not None:
             outside["prep"] = out
         safety = getattr(plan, "safety_id", None)
@@ -97,11 +94,13 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, redo_thre
     return FilesRewound(result, number, target.prompt, prep.safety_id if prep else None)
 
 
-def _prepare_outside(store: Store, snap_id: str | None, codex_home: Path) -> StatesRestore | None:
-    """Safety capture and plan of a restore of paths outside the workspace (None when there are none)."""
+def prepare_outside(store: Store, snap_id: str | None, codex_home: Path, *, dry_run: bool = False
+                    ) -> StatesRestore | None:
+    """Safety capture and plan of a restore of paths outside the workspace (None when there are none); the SDK's
+    rewind and redo (app/rewinder.py) use it too."""
     if snap_id is None:
         return None
-    return prepare_states_restore(store, snap_id, dry_run=False, protected=[str(codex_home)])
+    return prepare_states_restore(store, snap_id, dry_run=dry_run, protected=[str(codex_home)])
 
 
 def copy_turns(recorder: Recorder, origin: str, fork: str) -> None:

@@ -104,6 +104,16 @@ def outside_target(store: Store, targets: RewindTargets, label: str, persist: bo
                                 label=label, persist=persist)
 
 
+def restore_targets(store: Store, cwd: str, side: ThreadSidecar | None, undone: Mapping[str, int], pre_snapshot: str,
+                    prompt: str, persist: bool) -> tuple[RewindTargets, str, str | None]:
+    """A rewind's targets, its workspace target and its states target outside it (the SDK's rewind and the
+    proxy's file rewind alike): `undone` maps the undone turns to their prompt numbers."""
+    targets = rewind_targets(store, cwd, side, undone, pre_snapshot) if side else RewindTargets()
+    label = f"rewind to: {prompt[:50]}"
+    return (targets, inside_target(store, cwd, pre_snapshot, targets, label, persist),
+            outside_target(store, targets, label, persist))
+
+
 def _outside_actions(plan: RestorePlan | None, reason: str | None) -> list[Action]:
     """The states plan's actions with absolute paths (for showing; applying uses the plan itself)."""
     if plan is None:

@@ -1,4 +1,6 @@
-"""What the proxy does with the frames it relays: it records every turn with the SDK session's own Recorder.
+"""What the proxy does with the frames it relays: it records every turn with the SDK session's own Recorder
+(opened as the session opens it, app/recording.py), and reverts files with the rewinder's file side
+(app/file_rewind.py).
 
 `turn/start` from the client: the pre-turn capture, committed before the request is forwarded (a steer of a
 running turn is forwarded as it is); the answer binds it to the turn id; the turn's notifications feed the
@@ -90,22 +92,13 @@ class RecordingObserver(Observer):
         """The recorder, opened on first use (on the recorder's thread)."""
         if self._recorder is None:
             from config import load_settings
-            from snapshot_store import Store
 
-            from ..recorder import Recorder
-            from ..sidecar import Sidecars
-            from ..workspace_lock import SessionLock
+            from ..recording import Recording
 
             home = Path(self.env["CODEX_HOME"])
-            settings = self.settings or load_settings(home)
-            store_dir = home / "file_snapshots"
-            store = Store.open(store_dir, protected=[home])
-            tracking = bool(settings.features.file_snapshots)
-            self._recorder = Recorder(store, Sidecars(store_dir), self.ws, settings.scope(), tracking)
-            self._lock = SessionLock(store_dir, self.ws)
-            self._lock.acquire()
-            if tracking:
-                store.watch(self.ws)
+            recording = Recording(self.ws, home, self.settings or load_settings(home))  # as the SDK session's
+            self._recorder, self._lock = recording.recorder, recording.lock
+            recording.start()
         return self._recorder
 
     async def _warn(self, message: str, thread_id: str | None = None, turn_id: str | None = None) -> None:

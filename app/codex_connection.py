@@ -1,0 +1,239 @@
+"""One Codex app-server process driven through the SDK: its start, calls, server requests (approvals) and notices.
+
+Why apart: turn recording, rewind and the thread listing all talk to Codex through this one connection, and none of
+them needs to know how it is started, how its errors are worded or which thread drains its notifications.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from .approval import ApprovalRequest
+from .codex_sdk import CodexClient, CodexConfig, CodexError, JsonRpcError, TransportClosedError
+from .errors import SessionError
+from .turn_settings import ModelInfo, model_info
+from .vocab import CLIENT_NAME
+
+APPROVAL_METHODS = {
+    "item/commandExecution/requestApproval": "command",
+    "item/fileChange/requestApproval": "fileChange",
+    "execCommandApproval": "command",
+    "applyPatchApproval": "fileChange",
+}
+
+ApprovalCallback = Callable[[ApprovalRequest], str]
+EventCallback = Callable[[str, dict[str, Any]], None]
+#: A running turn's open item by id (None: no running turn has it): what a fileChange approval shows.
+OpenItemLookup = Callable[[str], "dict[str, Any] | None"]
+
+
+@contextlib.contextmanager
+def sigint_blocked() -> Iterator[None]:
+    """Spawn Codex with SIGINT blocked: Ctrl+C in the terminal is codexr's to handle (it interrupts the turn).
+
+    SIGINT goes to the terminal's whole foreground process group; without this, a Ctrl+C in `codexr exec` or the
+    line mode on a pipe also killed the Codex app-server mid-turn. The mask is inherited across exec; Codex's own
+    children (the agent's commands) start with an empty mask (Rust's std resets it), so Ctrl+C still reaches them
+    through codexr's interrupt. Only the calling thread's mask changes, for the time of the spawn.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class AnyResponse(BaseModel):
+    """A response kept as it came: the SDK has no model for Codex's experimental methods."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def dump_payload(payload: Any) -> dict[str, Any]:
+    """A notification payload or Codex model as a camelCase dict."""
+    if hasattr(payload, "model_dump"):
+        out = payload.model_dump(by_alias=True, mode="json", exclude_none=False)
+        return out if isinstance(out, dict) else {}
+    params = getattr(payload, "params", None)
+    return params if isinstance(params, dict) else {}
+
+
+class CodexConnection:
+    """The app-server process of one session: started at construction, its notices drained until `close`."""
+
+    def __init__(self, cwd: Path, codex_home: Path, *, codex_bin: str | None, env: dict[str, str] | None,
+                 config_overrides: tuple[str, ...], approval: ApprovalCallback | None,
+                 on_notice: EventCallback | None, approval_timeout: float, open_item: OpenItemLookup) -> None:
+        self.cwd = cwd
+        self._approval = approval
+        self._on_notice = on_notice
+        self.approval_timeout = approval_timeout
+        self._open_item = open_item
+        self._closed = False
+        self._catalog: list[ModelInfo] | None = None
+        self.client = self._start(codex_home, codex_bin, env, config_overrides)
+        self._drain = threading.Thread(target=self._drain_global, daemon=True, name="codexr-notices")
+        self._drain.start()
+
+    def _start(self, codex_home: Path, codex_bin: str | None, env: dict[str, str] | None,
+               config_overrides: tuple[str, ...]) -> CodexClient:
+        env = dict(env or {})
+        env.setdefault("CODEX_HOME", str(codex_home))
+        cfg = CodexConfig(codex_bin=codex_bin, cwd=str(self.cwd), env=env, config_overrides=config_overrides,
+                          client_name=CLIENT_NAME, client_title="codex-rewind")
+        client = CodexClient(cfg, approval_handler=self._handle_server_request)
+        try:
+            with sigint_blocked():  # the app-server is spawned here and inherits the mask
+                client.start()
+            client.initialize()
+        except (OSError, CodexError) as exc:
+            # Codex closes stdout a moment before its last stderr line ("Error: ...") reaches the SDK's
+            # reader: wait briefly for that line rather than reporting only the warnings before it.
+            deadline = time.monotonic() + 2.0
+            errors: list[str] = []
+            while True:
+                tail = client._stderr_tail(60).splitlines()
+                errors = [line.strip() for line in tail if line.strip().startswith("Error:")]
+                if errors or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            with contextlib.suppress(Exception):
+                client.close()
+            why = errors[-1].removeprefix("Error:").strip() if errors else str(exc).splitlines()[0][:200]
+            raise SessionError(f"cannot start Codex: {why}") from exc
+        return client
+
+    def close(self) -> None:
+        """Stop Codex (its notices stop with it)."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            self.client.close()
+
+    def alive(self) -> bool:
+        """Is the app-server process still running?"""
+        proc = getattr(self.client, "_proc", None)
+        return proc is not None and proc.poll() is None
+
+    def _drain_global(self) -> None:
+        """Thread-level notifications go to an unbounded SDK queue: keep it drained."""
+        while not self._closed:
+            try:
+                n = self.client.next_notification()
+            except Exception:
+                return
+            if self._on_notice is not None:
+                with contextlib.suppress(Exception):
+                    self._on_notice(n.method, dump_payload(n.payload))
+
+    def rpc(self, what: str, fn: Callable[[], Any]) -> Any:
+        """Call Codex; its errors become one-line SessionErrors."""
+        try:
+            return fn()
+        except JsonRpcError as exc:
+            raise SessionError(f"{what}: {getattr(exc, 'message', None) or exc}") from exc
+        except (TransportClosedError, CodexError) as exc:
+            raise SessionError(f"{what}: Codex stopped responding ({exc})") from exc
+
+    def experimental(self, what: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One call of an experimental Codex method (no SDK model for it), its result as a dict."""
+        resp = self.rpc(what, lambda: self.client.request(method, params, response_model=AnyResponse))
+        out = resp.model_dump()
+        return out if isinstance(out, dict) else {}
+
+    def notice(self, method: str, params: dict[str, Any]) -> None:
+        """Tell the front end something that is no event of a turn (a gc, a timed-out approval...)."""
+        if self._on_notice is not None:
+            with contextlib.suppress(Exception):
+                self._on_notice(method, params)
+
+    # ------------------------------------------------------------------ approvals
+    def _handle_server_request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        """Runs on the SDK's only reader thread: must never raise and never wait forever."""
+        try:
+            kind = APPROVAL_METHODS.get(method)
+            if kind is None:
+                return {}
+            p = params or {}
+            item_id = str(p.get("itemId") or p.get("callId") or "")
+            changes: list[dict[str, Any]] = []
+            if kind == "fileChange":
+                deadline = time.monotonic() + 0.5
+                while True:
+                    item = self._open_item(item_id)
+                    if item is not None or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.01)
+                changes = list((item or {}).get("changes") or [])
+            command = p.get("command")
+            if isinstance(command, list):
+                command = " ".join(str(c) for c in command)
+            req = ApprovalRequest(kind, method, str(p.get("threadId") or p.get("conversationId") or ""),
+                                  str(p.get("turnId") or ""), item_id, command, p.get("cwd"), p.get("reason"),
+                                  changes, p)
+            if self._approval is None:
+                return {"decision": "decline"}
+            # Each request gets its own thread: one the UI never answered cannot block the next.
+            future: concurrent.futures.Future[str] = concurrent.futures.Future()
+            callback = self._approval
+
+            def ask() -> None:
+                try:
+                    future.set_result(callback(req))
+                except BaseException as exc:
+                    future.set_exception(exc)
+
+            threading.Thread(target=ask, daemon=True, name="codexr-approval").start()
+            try:
+                decision = future.result(timeout=self.approval_timeout)
+            except concurrent.futures.TimeoutError:
+                self.notice("approvalTimedOut", {"itemId": item_id, "seconds": self.approval_timeout})
+                decision = "decline"
+            if method in ("execCommandApproval", "applyPatchApproval"):
+                legacy = {"accept": "approved", "acceptForSession": "approved_for_session",
+                          "decline": "denied", "cancel": "abort"}
+                return {"decision": legacy.get(decision, "denied")}
+            return {"decision": decision if isinstance(decision, str | dict) else "decline"}
+        except BaseException:
+            return {"decision": "decline"}
+
+    # ------------------------------------------------------------------ what Codex answers about this workspace
+    def model_catalog(self) -> list[ModelInfo]:
+        """The models Codex offers with their reasoning efforts (asked once per Codex process)."""
+        if self._catalog is None:
+            resp = self.rpc("cannot list the models", lambda: self.client.model_list())
+            self._catalog = [model_info(dump_payload(m)) for m in resp.data if not m.hidden]
+        return self._catalog
+
+    def configured(self) -> dict[str, Any]:
+        """Codex's effective config.toml values for this workspace (`config/read`), {} when it cannot say."""
+        try:
+            out = self.experimental("cannot read Codex's config", "config/read", {"cwd": str(self.cwd)})
+        except SessionError:
+            return {}
+        config = out.get("config")
+        return config if isinstance(config, dict) else {}
+
+    def find_files(self, query: str, limit: int = 40) -> list[str]:
+        """Workspace files matching `query` fuzzily, best first, relative to the workspace (`fuzzyFileSearch`)."""
+        resp = self.experimental("cannot search the workspace's files", "fuzzyFileSearch",
+                                 {"query": query, "roots": [str(self.cwd)]})
+        out: list[str] = []
+        for f in resp.get("files") or []:
+            if isinstance(f, dict) and f.get("path"):
+                path = str(f["path"])
+                out.append(path + "/" if f.get("match_type") == "directory" and not path.endswith("/") else path)
+        return out[:limit]

@@ -1,0 +1,40 @@
+"""What recording one workspace's turns holds open: the store, the sidecars, the Recorder and the session lock.
+
+Why apart: the SDK session (app/session.py) and the proxy (app/proxy/observer.py) feed the same Recorder, and open,
+lock, watch and let go of what it records into the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from config import CodexrSettings
+from snapshot_store import Store
+
+from .recorder import Recorder
+from .sidecar import Sidecars
+from .workspace_lock import SessionLock
+
+
+class Recording:
+    """The store (`CODEX_HOME/file_snapshots`), sidecars, Recorder and session lock of workspace `cwd`."""
+
+    def __init__(self, cwd: Path, codex_home: Path, settings: CodexrSettings) -> None:
+        self.cwd = cwd
+        self.store_dir = codex_home / "file_snapshots"
+        self.tracking = bool(settings.features.file_snapshots)
+        self.store = Store.open(self.store_dir, protected=[codex_home])
+        self.sidecars = Sidecars(self.store_dir)
+        self.recorder = Recorder(self.store, self.sidecars, cwd, settings.scope(), self.tracking)
+        self.lock = SessionLock(self.store_dir, cwd)
+
+    def start(self) -> None:
+        """Say this session works here (other sessions' rewinds warn), and watch the workspace when tracking."""
+        self.lock.acquire()
+        if self.tracking:
+            self.store.watch(self.cwd)
+
+    def close(self) -> None:
+        """Let go of the store and the lock."""
+        self.store.close()
+        self.lock.release()

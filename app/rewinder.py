@@ -1,0 +1,499 @@
+"""Rewind and redo of a thread through the SDK: the conversation (`thread/fork`, back to the origin) with its files.
+
+Why apart: a rewind is the one operation that changes both Codex's threads and the workspace, in an order that a
+kill at any instant cannot break (safety capture, plan, confirmation, fork, redo entry, journaled restore); the
+proxy's file rewind (app/file_rewind.py, for a client that reverts the conversation itself) shares its pieces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from snapshot_store import RestorePlan, RestoreResult, StoreError
+from snapshot_store.errors import Interrupted
+from snapshot_store.restore import DELETE, WRITE
+from snapshot_store.states import StatesRestore
+
+from .auto_gc import AutoGc
+from .choices import Choices
+from .codex_connection import CodexConnection
+from .errors import Declined, SessionError
+from .file_rewind import prepare_outside
+from .recorder import Recorder
+from .rewind_targets import RewindTargets, merged_plan, merged_result, restore_targets
+from .sidecar import RedoEntry, ThreadSidecar, TurnRecord
+from .threads import Prompt, Threads
+from .vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
+from .workspace_lock import SessionLock
+
+
+@dataclass
+class RewindPreview:
+    """What a rewind is about to do, shown for confirmation before anything changes."""
+
+    thread_id: str
+    to_prompt: int
+    prompt: str
+    mode: str
+    plan: RestorePlan | None  # None when no files are restored
+
+
+@dataclass
+class RedoPreview:
+    """What a redo is about to do: what changed since the rewind comes before anything is restored."""
+
+    thread_id: str
+    origin_thread: str
+    mode: str
+    plan: RestorePlan | None
+    changed_since_rewind: list[str]
+    turns_since_rewind: int
+
+
+@dataclass
+class RewindResult:
+    """What a rewind did (or, for a dry run, would do)."""
+
+    thread_id: str
+    origin_thread: str
+    mode: str
+    to_prompt: int
+    prompt: str
+    safety_id: str | None
+    restore: RestoreResult | None
+    dry_run: bool = False
+    no_snapshot_reason: str | None = None  # the prompt is conversation-only, and why
+
+    def as_json(self) -> dict[str, Any]:
+        """Stable JSON for `codexr rewind --json`."""
+        return {
+            "thread_id": self.thread_id,
+            "origin_thread": self.origin_thread,
+            "mode": self.mode,
+            "to_prompt": self.to_prompt,
+            "prompt": self.prompt,
+            "safety_id": self.safety_id,
+            "dry_run": self.dry_run,
+            "restore": self.restore.as_json() if self.restore else None,
+            "no_snapshot_reason": self.no_snapshot_reason,
+        }
+
+
+@dataclass
+class RedoResult:
+    """What a redo did (or would do)."""
+
+    thread_id: str
+    from_thread: str
+    mode: str
+    safety_id: str | None
+    changed_since_rewind: list[str]
+    turns_since_rewind: int
+    restore: RestoreResult | None
+    dry_run: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        """Stable JSON for `codexr redo --json`."""
+        return {
+            "thread_id": self.thread_id,
+            "from_thread": self.from_thread,
+            "mode": self.mode,
+            "safety_id": self.safety_id,
+            "changed_since_rewind": self.changed_since_rewind,
+            "turns_since_rewind": self.turns_since_rewind,
+            "dry_run": self.dry_run,
+            "restore": self.restore.as_json() if self.restore else None,
+        }
+
+
+class Rewinder:
+    """Rewinds and redoes the threads of one workspace (the recorder's store, sidecars and scope)."""
+
+    def __init__(self, conn: CodexConnection, recorder: Recorder, threads: Threads, choices: Choices,
+                 lock: SessionLock, gc: AutoGc, codex_home: Path) -> None:
+        self.conn, self.recorder, self.threads, self.choices = conn, recorder, threads, choices
+        self.lock, self.gc, self.codex_home = lock, gc, codex_home
+        self.store, self.sidecars, self.cwd = recorder.store, recorder.sidecars, recorder.cwd
+        self.scope, self.tracking = recorder.scope, recorder.tracking
+
+    def resolve_prompt(self, prompts: list[Prompt], to: str | int) -> Prompt:
+        """The prompt `to` names: its number (from 1) or its turn id."""
+        if isinstance(to, int) or str(to).isdigit():
+            n = int(to)
+            if not 1 <= n <= len(prompts):
+                raise SessionError(f"prompt {n} does not exist (the thread has {len(prompts)} prompts)")
+            return prompts[n - 1]
+        for p in prompts:
+            if p.turn_id == to:
+                return p
+        raise SessionError(f"turn {to} is not in this thread")
+
+    def other_sessions(self) -> list[str]:
+        """Other live codexr sessions in this workspace (their work may be overwritten)."""
+        return self.lock.others()
+
+    def others_warning(self, thread_id: str | None, plan: RestorePlan | None) -> list[str]:
+        """Warning lines for a restore plan while another codexr session is live here (none when alone).
+
+        Names the files the plan deletes or overwrites that are not as this thread last captured them: created
+        or changed since, so perhaps the other session's work (DESIGN: a restore that would overwrite another
+        live session's work asks first).
+        """
+        others = self.other_sessions()
+        if not others or plan is None:
+            return []
+        lines = [f"! another codexr session is live in this workspace ({'; '.join(others)}): this restore may "
+                 "delete or overwrite its work (the safety snapshot keeps it)"]
+        side = self.sidecars.load(thread_id) if thread_id else None
+        last = side.files_snapshot() if side is not None else None
+        seen = self.store.files(last) if last is not None and self.store.exists(last) else None
+        created: list[str] = []
+        changed: list[str] = []
+        for a in plan.actions:
+            if a.op not in (WRITE, DELETE) or a.current is None or a.current.kind == "-":
+                continue  # nothing there now: nothing of anyone's to lose
+            then = seen.get(a.path) if seen is not None else None
+            if seen is not None and then == a.current:
+                continue  # as this session last saw it: its own work
+            (created if then is None or then.kind == "-" else changed).append(a.path)
+        if seen is None and (created or changed):
+            lines.append("! files it deletes or overwrites (this thread has no capture to tell whose they are): "
+                         + ", ".join(created + changed))
+            return lines
+        if created:
+            lines.append("! created since this session last looked (another session's?), deleted or overwritten "
+                         "by this restore: " + ", ".join(created))
+        if changed:
+            lines.append("! changed since this session last looked (another session's?), overwritten by this "
+                         "restore: " + ", ".join(changed))
+        return lines
+
+    def rewind(self, thread_id: str, to: str | int, mode: str = RewindMode.BOTH, *, dry_run: bool = False,
+               confirm: Callable[[RewindPreview], bool] | None = None) -> RewindResult:
+        """Fork the conversation before prompt `to` and/or restore its pre-turn files.
+
+        Order (a kill at any instant leaves a rewind that did not happen, or one that redo undoes):
+        safety capture, plan, `confirm`, fork, the redo entry saved (pinning the safety snapshot),
+        then the journaled restore. A declined rewind changes nothing and creates no fork.
+        """
+        if mode not in tuple(RewindMode):
+            raise SessionError(f"unknown rewind mode {mode!r}")
+        side = self.sidecars.load(thread_id)
+        prompts = self.threads.prompts(thread_id)
+        target = self.resolve_prompt(prompts, to)
+        files = mode in FILE_MODES
+        why = target.no_snapshot_reason()
+        if files and why is not None:
+            raise SessionError(f"{why}; rewind the conversation only with --conversation-only")
+        if files and target.pre and not self.store.exists(target.pre):
+            raise SessionError(
+                f"prompt {target.number}'s file snapshot is gone (retention drops the snapshots of threads idle "
+                "longer than file_snapshots.thread_retention_days); rewind the conversation only with "
+                "--conversation-only")
+        if files and target.pre:
+            self._same_workspace(self.store.record(target.pre).root, "rewind")
+        known = self.recorder.known_paths(side) if side else []
+        restore: RestoreResult | None = None
+        targets: RewindTargets | None = None
+        ws_target = out_target = None
+        if files and target.pre:
+            # Paths the pre-turn snapshot does not hold get the pre-edit state the agent's patch recorded.
+            undone = {p.turn_id: p.number for p in prompts[target.number - 1:]}
+            targets, ws_target, out_target = restore_targets(self.store, str(self.cwd), side, undone, target.pre,
+                                                             target.text, not dry_run)
+        if dry_run:
+            if files and ws_target:
+                ws_res = self.store.restore(ws_target, self.cwd, dry_run=True, known_paths=known, scope=self.scope)
+                out_plan = self._prepare_outside(out_target, dry_run=True)
+                plan = merged_plan(ws_res.plan, out_plan.plan if out_plan else None, targets)
+                restore = merged_result(ws_res, plan, None, out_plan.plan if out_plan else None, targets)
+            return RewindResult(thread_id, thread_id, mode, target.number, target.text, None, restore, True, why)
+        landed: dict[str, str] = {}
+        outside: dict[str, StatesRestore] = {}
+        shown: dict[str, RestorePlan] = {}
+
+        def go(plan: RestorePlan | None) -> bool:
+            out = self._prepare_outside(out_target, dry_run=False)
+            if out is not None:
+                outside["prep"] = out
+            if plan is not None:
+                plan = shown["plan"] = merged_plan(plan, out.plan if out else None, targets)
+            if confirm is not None and not confirm(RewindPreview(thread_id, target.number, target.text, mode, plan)):
+                return False
+            forks = mode in CONVERSATION_MODES
+            new_thread = self._fork_before(thread_id, target, prompts) if forks else thread_id
+            try:
+                self._record_rewind(side, new_thread, thread_id, target, prompts, mode,
+                                    plan.safety_id if plan else None, ws_target,
+                                    out.safety_id if out else None, out_target)
+            except BaseException:
+                self._drop_fork(new_thread, thread_id)
+                raise
+            landed["thread"] = new_thread
+            saved = self.sidecars.load(new_thread)
+            landed["at"] = repr(saved.redo[-1].at if saved is not None and saved.redo else 0.0)
+            return True
+
+        if files and ws_target:
+            try:
+                try:
+                    restore = self.store.restore(ws_target, self.cwd, known_paths=known, scope=self.scope,
+                                                 confirm=go)
+                except Interrupted as exc:
+                    if "thread" not in landed:
+                        raise
+                    raise self._rewind_interrupted(exc, landed["thread"], thread_id, float(landed["at"])) from exc
+                if "thread" in landed:
+                    prep = outside.get("prep")
+                    try:
+                        out_res = prep.apply() if prep is not None else None
+                    except Interrupted as exc:
+                        dest = landed["thread"]
+                        raise Interrupted(
+                            f"{exc} (files outside the workspace), but the workspace's files were restored and the "
+                            f"rewind is recorded: the conversation continues on thread {dest}, and "
+                            f"`codexr redo --thread {dest}` undoes it", exc.signum, rolled_back=False) from exc
+                    restore = merged_result(restore, shown["plan"], out_res, None, targets)
+            except StoreError as exc:
+                if "thread" not in landed:
+                    raise
+                dest = landed["thread"]
+                raise SessionError(f"{exc} — the rewind is recorded: the conversation continues on thread {dest}, "
+                                   f"and `codexr redo --thread {dest}` undoes the files it changed") from exc
+        elif not go(None):
+            landed.clear()
+        if "thread" not in landed:
+            raise Declined("rewind cancelled; nothing changed")
+        safety = restore.safety_id if restore else None
+        self.threads.mark_used(landed["thread"])
+        self.gc.collect_later()
+        return RewindResult(landed["thread"], thread_id, mode, target.number, target.text, safety, restore,
+                            no_snapshot_reason=why)
+
+    def _same_workspace(self, root: str, what: str) -> None:
+        """Refuse a rewind or redo whose files are another directory's: the store would suggest `--into`, which
+        copies a snapshot elsewhere and is no option of theirs; the thread's workspace is where it belongs."""
+        if root == str(self.cwd):
+            return
+        import shlex
+
+        raise SessionError(f"this thread's files are in {root}, not in {self.cwd}: run the {what} there "
+                           f"(`codexr -C {shlex.quote(root)} {what} ...`)")
+
+    def _rewind_interrupted(self, exc: Interrupted, dest: str, origin: str, at: float) -> Interrupted:
+        """A rewind whose file restore a signal stopped: the redo entry goes and the fork is archived, so that
+        with its files rolled back the rewind did not happen (or, if some could not be put back, says what to do)."""
+        if not exc.rolled_back:
+            return Interrupted(f"the rewind was stopped: {exc}; the rewind is recorded: the conversation continues "
+                               f"on thread {dest}, and `codexr redo --thread {dest}` undoes it", exc.signum, False)
+
+        def drop(s: ThreadSidecar) -> None:
+            if s.redo and s.redo[-1].at == at and s.redo[-1].origin_thread == origin:
+                s.redo.pop()
+            s.history.append({"event": "rewind-interrupted", "from": origin, "at": time.time()})
+
+        self.sidecars.update(dest, drop)
+        fork = ""
+        if dest != origin:
+            self._drop_fork(dest, origin)
+            fork = f"; its conversation fork {dest} is archived"
+        return Interrupted(f"the rewind was rolled back: files as before{fork}; nothing changed, "
+                           f"continue on thread {origin}", exc.signum, True)
+
+    def _prepare_outside(self, snap_id: str | None, *, dry_run: bool) -> StatesRestore | None:
+        """Safety capture and plan of a restore of paths outside the workspace (None when there are none)."""
+        if snap_id is None:
+            return None
+        return prepare_outside(self.store, snap_id, self.codex_home, dry_run=dry_run)
+
+    def _record_rewind(self, side: ThreadSidecar | None, dest_thread: str, origin: str, target: Prompt,
+                       prompts: list[Prompt], mode: str, safety_id: str | None, target_snapshot: str | None,
+                       outside_safety: str | None, outside_target: str | None) -> None:
+        """Save the redo entry on the destination thread before any file changes (it pins the safeties)."""
+        files = mode in FILE_MODES
+        entry = RedoEntry(origin_thread=origin, mode=mode, safety_id=safety_id,
+                          target_snapshot=target_snapshot if files else None, to_prompt=target.number,
+                          prompt=target.text, origin_turns=len(prompts), outside_safety_id=outside_safety,
+                          outside_target=outside_target)
+        event = {"event": "rewind", "from": origin, "to_prompt": target.number, "mode": mode,
+                 "safety_id": safety_id, "outside_safety_id": outside_safety, "at": time.time()}
+
+        def add(s: ThreadSidecar) -> None:
+            s.redo.append(entry)
+            s.history.append(event)
+
+        if dest_thread == origin:
+            self.sidecars.update(origin, add, new=lambda: side if side is not None else self.recorder.sidecar(origin))
+        else:
+            dest = self._fork_sidecar(side, dest_thread, origin, prompts[: target.number - 1])
+            add(dest)
+            self.sidecars.save(dest)
+
+    def _drop_fork(self, new_thread: str, thread_id: str) -> None:
+        """A rewind that failed before it was recorded leaves no stray fork behind (archived, not deleted)."""
+        if new_thread != thread_id:
+            with contextlib.suppress(Exception):
+                self.conn.client.thread_archive(new_thread)
+
+    def _fork_before(self, thread_id: str, target: Prompt, prompts: list[Prompt]) -> str:
+        """The conversation as it was just before `target` was sent.
+
+        For the first prompt this is a fork *before* it (experimental `beforeTurnId`): unlike a fresh
+        thread/start it is saved at once, so another codexr process can resume or redo it.
+        """
+        if target.number == 1:
+            params = {**self.choices.thread_params(self.cwd), "beforeTurnId": target.turn_id}
+        else:  # a compaction or review between the two prompts stays: it came before `target` was sent
+            params = {**self.choices.thread_params(self.cwd),
+                      "lastTurnId": target.after_turn or prompts[target.number - 2].turn_id}
+        resp = self.conn.rpc(f"cannot fork thread {thread_id}", lambda: self.conn.client.thread_fork(thread_id, params))
+        return str(resp.thread.id)
+
+    def _fork_sidecar(self, side: ThreadSidecar | None, new_thread: str, origin: str,
+                      shared: list[Prompt]) -> ThreadSidecar:
+        """The fork keeps the snapshots of the prompts it shares with its origin."""
+        dest = ThreadSidecar(thread_id=new_thread, cwd=str(self.cwd),
+                             tracking=side.tracking if side else self.tracking, forked_from=origin)
+        if side is not None:
+            kept = {p.turn_id for p in shared}
+            dest.turns = [TurnRecord(**vars(t)) for t in side.turns if t.turn_id in kept]
+            dest.agent_touched = list(side.agent_touched)
+        return dest
+
+    def _changed_outside(self, entry: RedoEntry, out: StatesRestore | None) -> list[str]:
+        """Paths outside the workspace the redo overwrites or deletes that changed after the rewind."""
+        if out is None or entry.outside_target is None or not self.store.exists(entry.outside_target):
+            return []
+        left_by_rewind = self.store.files(entry.outside_target)
+        changed = []
+        for a in out.plan.actions:
+            then = left_by_rewind.get(a.path)
+            if a.op in (WRITE, DELETE) and a.current != then and not (
+                    (a.current is None or a.current.kind == "-") and (then is None or then.kind == "-")):
+                changed.append("/" + a.path)
+        return sorted(changed)
+
+    def _changed_since_rewind(self, entry: RedoEntry, plan: RestorePlan) -> list[str]:
+        """Paths the redo will write or delete whose state is not the one the rewind left.
+
+        Taken from the redo's own plan, so it names everything the redo overwrites or deletes that
+        changed after the rewind, also where a walk never looks (churn or ignored directories).
+        """
+        if entry.target_snapshot is None:
+            return []
+        left_by_rewind = self.store.files(entry.target_snapshot)
+        out = []
+        for a in plan.actions:
+            if a.op not in (WRITE, DELETE):
+                continue
+            then = left_by_rewind.get(a.path)
+            # absent then and absent now is no change, however each capture recorded the absence
+            absent_now = a.current is None or a.current.kind == "-"
+            if a.current != then and not (absent_now and (then is None or then.kind == "-")):
+                out.append(a.path)
+        return sorted(out)
+
+    def redo(self, thread_id: str, *, dry_run: bool = False,
+             confirm: Callable[[RedoPreview], bool] | None = None) -> RedoResult:
+        """Undo the last rewind that landed on this thread: its files and its conversation.
+
+        `confirm` sees what changed since the rewind before anything is restored. The redo's own
+        safety snapshot is pinned in the sidecar before files change; the entry is popped after, so
+        a redo killed half-way can simply be run again.
+        """
+        side = self.sidecars.load(thread_id)
+        if side is None or not side.redo:
+            raise SessionError(f"nothing to redo on thread {thread_id}")
+        entry = side.redo[-1]
+        # On a fork, prompts past the shared ones are new; on the same thread (files-only), past the old count.
+        base = entry.to_prompt - 1 if entry.origin_thread != thread_id else entry.origin_turns
+        turns_since = max(0, len(self.threads.prompts(thread_id)) - base)
+        files = entry.mode in FILE_MODES and entry.safety_id is not None
+        if files and entry.safety_id and self.store.exists(entry.safety_id):
+            self._same_workspace(self.store.record(entry.safety_id).root, "redo")
+        known = self.recorder.known_paths(side)
+        restore: RestoreResult | None = None
+        out_safety = entry.outside_safety_id if files else None
+        if dry_run:
+            changed: list[str] = []
+            if files and entry.safety_id:
+                ws_res = self.store.restore(entry.safety_id, self.cwd, dry_run=True, known_paths=known,
+                                            scope=self.scope)
+                out_prep = self._prepare_outside(out_safety, dry_run=True)
+                out_plan = out_prep.plan if out_prep else None
+                plan = merged_plan(ws_res.plan, out_plan, None, None)
+                restore = merged_result(ws_res, plan, None, out_plan, None)
+                changed = self._changed_since_rewind(entry, ws_res.plan) + self._changed_outside(entry, out_prep)
+            return RedoResult(entry.origin_thread, thread_id, entry.mode, None, changed, turns_since, restore, True)
+        if entry.mode in CONVERSATION_MODES and entry.origin_thread != thread_id:
+            self.threads.resume_thread(entry.origin_thread)
+        seen: dict[str, list[str]] = {}
+        outside: dict[str, StatesRestore] = {}
+        shown: dict[str, RestorePlan] = {}
+
+        def go(plan: RestorePlan | None) -> bool:
+            out = self._prepare_outside(out_safety, dry_run=False)
+            if out is not None:
+                outside["prep"] = out
+            changed = self._changed_since_rewind(entry, plan) if plan is not None else []
+            changed += self._changed_outside(entry, out)
+            seen["changed"] = changed
+            if plan is not None:
+                plan = shown["plan"] = merged_plan(plan, out.plan if out else None, None, None)
+            preview = RedoPreview(thread_id, entry.origin_thread, entry.mode, plan, changed, turns_since)
+            if confirm is not None and not confirm(preview):
+                return False
+            event = {"event": "redo-started", "to": entry.origin_thread, "at": time.time(),
+                     "safety_id": plan.safety_id if plan else None,
+                     "outside_safety_id": out.safety_id if out else None}
+            self.sidecars.update(thread_id, lambda s: s.history.append(event))
+            seen["accepted"] = []
+            return True
+
+        if files and entry.safety_id:
+            try:
+                restore = self.store.restore(entry.safety_id, self.cwd, known_paths=known, scope=self.scope,
+                                             confirm=go)
+            except Interrupted as exc:
+                if "accepted" not in seen or not exc.rolled_back:
+                    raise
+                # Nothing was popped or recorded as redone: the rewind can still be redone.
+                self.sidecars.update(thread_id, lambda s: s.history.append(
+                    {"event": "redo-interrupted", "to": entry.origin_thread, "at": time.time()}))
+                raise Interrupted(f"the redo was rolled back: files as before; nothing changed, the rewind can "
+                                  f"still be redone on thread {thread_id}", exc.signum, True) from exc
+            if "accepted" in seen:
+                prep = outside.get("prep")
+                try:
+                    out_res = prep.apply() if prep is not None else None
+                except Interrupted as exc:
+                    raise Interrupted(f"{exc} (files outside the workspace), but the workspace's files were "
+                                      f"restored; `codexr redo --thread {thread_id}` again finishes the redo",
+                                      exc.signum, rolled_back=False) from exc
+                restore = merged_result(restore, shown["plan"], out_res, None, None)
+        else:
+            go(None)
+        if "accepted" not in seen:
+            raise Declined("redo cancelled; nothing changed")
+        safety = restore.safety_id if restore else None
+
+        def pop(s: ThreadSidecar) -> None:
+            if s.redo and s.redo[-1].at == entry.at and s.redo[-1].origin_thread == entry.origin_thread:
+                s.redo.pop()
+            s.history.append({"event": "redo", "to": entry.origin_thread, "at": time.time(), "safety_id": safety})
+
+        self.sidecars.update(thread_id, pop)
+        if entry.origin_thread != thread_id:
+            self.sidecars.update(
+                entry.origin_thread,
+                lambda s: s.history.append({"event": "redone", "from": thread_id, "at": time.time(),
+                                            "safety_id": safety}),
+                new=lambda: self.recorder.sidecar(entry.origin_thread))
+        self.threads.mark_used(entry.origin_thread if entry.mode in CONVERSATION_MODES else thread_id)
+        self.gc.collect_later()
+        return RedoResult(entry.origin_thread, thread_id, entry.mode, safety, seen["changed"], turns_since, restore)
