@@ -9,6 +9,7 @@ patched paths' recorded states, the redo entry saved (pinning the safety snapsho
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,15 +73,7 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, redo_thre
         entry = RedoEntry(origin_thread=redo_thread, mode=RewindMode.BOTH, safety_id=safety, target_snapshot=ws_target,
                           to_prompt=number, prompt=target.prompt, origin_turns=len(side.turns),
                           outside_safety_id=out.safety_id if out else None, outside_target=out_target)
-        event = {"event": "rewind", "from": redo_thread, "to_prompt": number, "mode": RewindMode.BOTH,
-                 "via": "thread/revert", "safety_id": safety, "outside_safety_id": entry.outside_safety_id,
-                 "at": time.time()}
-
-        def add(s: ThreadSidecar) -> None:
-            s.redo.append(entry)
-            s.history.append(event)
-
-        recorder.sidecars.update(thread_id, add)
+        recorder.sidecars.update(thread_id, saving_redo(entry, via="thread/revert"))
         return True
 
     try:
@@ -92,6 +85,19 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, redo_thre
     plan = merged_plan(result.plan, prep.plan if prep else None, targets)
     result = merged_result(result, plan, out_res, None, targets)
     return FilesRewound(result, number, target.prompt, prep.safety_id if prep else None)
+
+
+def saving_redo(entry: RedoEntry, **extra: str) -> Callable[[ThreadSidecar], None]:
+    """What records a rewind in the sidecar of the thread it landed on: its redo entry (which pins its safety
+    snapshots) and its history event (`extra` joins the event); the SDK's rewind (app/rewinder.py) uses it too."""
+    event = {"event": "rewind", "from": entry.origin_thread, "to_prompt": entry.to_prompt, "mode": entry.mode,
+             **extra, "safety_id": entry.safety_id, "outside_safety_id": entry.outside_safety_id, "at": time.time()}
+
+    def add(s: ThreadSidecar) -> None:
+        s.redo.append(entry)
+        s.history.append(event)
+
+    return add
 
 
 def prepare_outside(store: Store, snap_id: str | None, codex_home: Path, *, dry_run: bool = False

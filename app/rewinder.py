@@ -23,7 +23,7 @@ from .auto_gc import AutoGc
 from .choices import Choices
 from .codex_connection import CodexConnection
 from .errors import Declined, SessionError
-from .file_rewind import prepare_outside
+from .file_rewind import prepare_outside, saving_redo
 from .recorder import Recorder
 from .rewind_targets import RewindTargets, merged_plan, merged_result, restore_targets
 from .sidecar import RedoEntry, ThreadSidecar, TurnRecord
@@ -320,13 +320,7 @@ class Rewinder:
                           target_snapshot=target_snapshot if files else None, to_prompt=target.number,
                           prompt=target.text, origin_turns=len(prompts), outside_safety_id=outside_safety,
                           outside_target=outside_target)
-        event = {"event": "rewind", "from": origin, "to_prompt": target.number, "mode": mode,
-                 "safety_id": safety_id, "outside_safety_id": outside_safety, "at": time.time()}
-
-        def add(s: ThreadSidecar) -> None:
-            s.redo.append(entry)
-            s.history.append(event)
-
+        add = saving_redo(entry)
         if dest_thread == origin:
             self.sidecars.update(origin, add, new=lambda: side if side is not None else self.recorder.sidecar(origin))
         else:

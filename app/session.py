@@ -9,6 +9,7 @@ its own module: the Codex connection (app/codex_connection.py), the threads (app
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,8 +74,8 @@ class Session:
         # Never Codex's home or the store (nor inside them): a restore there would overwrite their files.
         self.cwd = workspace_root(opts.cwd, [opts.codex_home], store=opts.codex_home / "file_snapshots",
                                   containing=True)
-        self.scope: ScopeSettings = opts.settings.scope()
         self.recording = Recording(self.cwd, opts.codex_home, opts.settings)
+        self.scope: ScopeSettings = self.recording.recorder.scope
         self.tracking = self.recording.tracking
         self.store_dir: Path = self.recording.store_dir
         self.store: Store = self.recording.store
@@ -128,7 +129,7 @@ class Session:
         return self.connection.approval_timeout
 
     @property
-    def _gc_thread(self) -> Any:
+    def _gc_thread(self) -> threading.Thread | None:
         """The automatic gc's thread, once one ran (tests wait for it)."""
         return self.gc.thread
 
