@@ -9,7 +9,7 @@ patched paths' recorded states, the redo entry saved (pinning the safety snapsho
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,10 +114,17 @@ def copy_turns(recorder: Recorder, origin: str, fork: str) -> None:
     side = recorder.sidecars.load(origin)
     if side is None:
         return
-    dest = ThreadSidecar(thread_id=fork, cwd=side.cwd, tracking=side.tracking, forked_from=origin)
-    dest.turns = [TurnRecord(**vars(t)) for t in side.turns]
+    recorder.sidecars.save(forked_sidecar(side, fork, origin, side.cwd))
+
+
+def forked_sidecar(side: ThreadSidecar, fork: str, origin: str, cwd: str,
+                   shared: Container[str] | None = None) -> ThreadSidecar:
+    """A fork of `side`'s thread keeps the snapshots of the turns it shares with its origin (all, or those whose
+    ids `shared` holds) and the agent-touched paths; the SDK's rewind (app/rewinder.py) forks with it too."""
+    dest = ThreadSidecar(thread_id=fork, cwd=cwd, tracking=side.tracking, forked_from=origin)
+    dest.turns = [TurnRecord(**vars(t)) for t in side.turns if shared is None or t.turn_id in shared]
     dest.touch(side.agent_touched)
-    recorder.sidecars.save(dest)
+    return dest
 
 
 def drop_turns(recorder: Recorder, thread_id: str, from_turn: str) -> None:

@@ -23,10 +23,10 @@ from .auto_gc import AutoGc
 from .choices import Choices
 from .codex_connection import CodexConnection
 from .errors import Declined, SessionError
-from .file_rewind import prepare_outside, saving_redo
+from .file_rewind import forked_sidecar, prepare_outside, saving_redo
 from .recorder import Recorder
 from .rewind_targets import RewindTargets, merged_plan, merged_result, restore_targets
-from .sidecar import RedoEntry, ThreadSidecar, TurnRecord
+from .sidecar import RedoEntry, ThreadSidecar
 from .threads import Prompt, Threads
 from .vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
 from .workspace_lock import SessionLock
@@ -351,13 +351,9 @@ class Rewinder:
     def _fork_sidecar(self, side: ThreadSidecar | None, new_thread: str, origin: str,
                       shared: list[Prompt]) -> ThreadSidecar:
         """The fork keeps the snapshots of the prompts it shares with its origin."""
-        dest = ThreadSidecar(thread_id=new_thread, cwd=str(self.cwd),
-                             tracking=side.tracking if side else self.tracking, forked_from=origin)
-        if side is not None:
-            kept = {p.turn_id for p in shared}
-            dest.turns = [TurnRecord(**vars(t)) for t in side.turns if t.turn_id in kept]
-            dest.agent_touched = list(side.agent_touched)
-        return dest
+        if side is None:
+            return ThreadSidecar(thread_id=new_thread, cwd=str(self.cwd), tracking=self.tracking, forked_from=origin)
+        return forked_sidecar(side, new_thread, origin, str(self.cwd), {p.turn_id for p in shared})
 
     def _changed_outside(self, entry: RedoEntry, out: StatesRestore | None) -> list[str]:
         """Paths outside the workspace the redo overwrites or deletes that changed after the rewind."""
