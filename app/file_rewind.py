@@ -4,6 +4,9 @@ proxy, whose client reverts the conversation with `thread/revert` (issue 19 §4)
 Every rule of a rewind holds: the pre-turn snapshot with the pre-edit states of the undone turns' patches, the
 safety snapshot before anything is written, witnessed deletion only, nothing outside the workspace but the
 patched paths' recorded states, the redo entry saved (pinning the safety snapshots) before any file changes.
+The pieces both rewinds need (the safety capture outside the workspace, the redo entry's record, a fork's sidecar)
+live here, and the SDK's rewinder (app/rewinder.py) uses them: this module must not import the SDK, which the
+proxy never loads.
 """
 
 from __future__ import annotations
