@@ -1,4 +1,5 @@
-"""One Codex app-server process driven through the SDK: its start, calls, server requests (approvals) and notices.
+"""One Codex app-server process driven through the SDK: its start, calls, server requests (approvals) and notices,
+and what it answers about the workspace (models, config, file search).
 
 Why apart: turn recording, rewind and the thread listing all talk to Codex through this one connection, and none of
 them needs to know how it is started, how its errors are worded or which thread drains its notifications.
