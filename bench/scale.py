@@ -21,6 +21,7 @@ itself took inside the process and its peak RSS (resource.getrusage of the child
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import json
@@ -28,6 +29,7 @@ import os
 import pstats
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -61,6 +63,9 @@ def probe(op: str, home: Path, ws: Path, snap: str, profile: bool) -> dict[str, 
     if prof is not None:
         prof.enable()
     store = Store.open(home / "file_snapshots", protected=[home])
+    from app.monitor_launch import attach
+
+    attach(store)  # as app/context.py does: the change monitor, unless CODEXR_MONITOR=0
     try:
         out: dict[str, Any] = {}
         if op == "capture":
@@ -140,7 +145,10 @@ class Scale:
         self.profiles: dict[str, str] = {}
         self.home = run_dir / "home"
         self.home.mkdir()
-        self.env = {**os.environ, "CODEX_HOME": str(self.home)}
+        self.runtime = Path.home() / ".cache" / "codexr-bench" / run_dir.name  # the monitor's socket: not below /tmp
+        self.runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.env = {**os.environ, "CODEX_HOME": str(self.home), "CODEXR_RUNTIME_DIR": str(self.runtime),
+                    "CODEXR_MONITOR_IDLE": "900", "CODEXR_MONITOR": "0" if args.no_monitor else "1"}
         self.env.pop("PYTHONDONTWRITEBYTECODE", None)
 
     def record(self, op: str, rnd: int, value: float) -> None:
@@ -173,6 +181,29 @@ class Scale:
         log(f"  git {self.cold_git:.1f} s; snapshot_store {wall:.1f} s, peak RSS {rss / 1024:.0f} MB")
         time.sleep(RACY_PAUSE)
         self.ours("pre-turn", -1)  # the first pre-turn capture of a workspace (a session's first turn): untimed
+        self.wait_for_monitor()
+
+    def wait_for_monitor(self) -> None:
+        """The first capture started the workspace's change monitor; it answers once its watches are in place."""
+        if self.args.no_monitor:
+            return
+        deadline = time.monotonic() + 120
+        while not list(self.runtime.glob("m-*.sock")):
+            if time.monotonic() > deadline:
+                self.problems.append("no change monitor came up")
+                return
+            time.sleep(0.2)
+        time.sleep(2.0)  # its first scan of 3,000 directories, before it accepts
+        log("change monitor up")
+
+    def stop_monitor(self) -> None:
+        """End the monitor this run started (by the pid its lock file holds), and its runtime directory."""
+        for lock in self.runtime.glob("m-*.sock.lock"):
+            named = lock.read_text().strip()
+            if named.isdigit():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(named), signal.SIGTERM)
+        shutil.rmtree(self.runtime, ignore_errors=True)
 
     def block_capture(self, rnd: int) -> None:
         time.sleep(RACY_PAUSE)
@@ -273,6 +304,7 @@ def add_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--scale-mb", dest="scale_mb", type=float, default=700.0, help="tracked MB (default 700)")
     ap.add_argument("--scale-rounds", dest="scale_rounds", type=int, default=3, help="interleaved rounds (default 3)")
     ap.add_argument("--profile", action="store_true", help="cProfile each codexr operation of the last round")
+    ap.add_argument("--no-monitor", action="store_true", help="without the change monitor (CODEXR_MONITOR=0)")
 
 
 def run_rows(args: argparse.Namespace) -> int:
@@ -285,6 +317,7 @@ def run_rows(args: argparse.Namespace) -> int:
         if getattr(args, "json", None):
             Path(args.json).write_text(json.dumps(out, indent=2, default=str) + "\n")
     finally:
+        bench.stop_monitor()
         shutil.rmtree(run_dir, ignore_errors=True)
     return 1 if bench.problems else 0
 
