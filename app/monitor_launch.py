@@ -148,9 +148,18 @@ def main(root: str, path: str) -> None:
     finally:
         os.umask(old)
     bound = os.stat(path).st_ino
+
+    def still_mine() -> bool:
+        try:
+            return os.stat(path).st_ino == bound
+        except OSError:
+            return False
+
     listener.listen(16)
     try:
-        serve(root, listener, peer_is_kin, idle_seconds())
+        serve(root, listener, peer_is_kin, idle_seconds(), still_mine)
+    except OSError:
+        pass  # the workspace went, or cannot be watched whole: the captures check on their own
     finally:
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == bound:  # still ours: unlinked before the lock is released

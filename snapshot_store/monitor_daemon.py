@@ -37,6 +37,7 @@ LIVE_TOKENS = 16  # tokens answered for at once; an older one is "unknown" (its 
 MAX_PATHS = 20000  # changed paths kept per token before it turns into "lost"
 SKIP_DIRS = frozenset({".git"})  # never captured, and written by every git command
 READ_LIMIT = 4096  # bytes of a request
+IDLE_TICK = 10.0  # seconds between looks at whether the socket is still this monitor's
 
 
 class Monitor:
@@ -144,8 +145,11 @@ class Monitor:
         self.journal.close()
 
 
-def serve(root: str, listener: socket.socket, verify: Callable[[socket.socket], bool], idle: float) -> None:
-    """Answer on `listener` until nobody asked for `idle` seconds. The watches are in place before the first answer."""
+def serve(root: str, listener: socket.socket, verify: Callable[[socket.socket], bool], idle: float,
+          still_mine: Callable[[], bool] = lambda: True) -> None:
+    """Answer on `listener` until nobody asked for `idle` seconds, or `still_mine()` says its socket is gone. The
+    watches are in place before the first answer; a workspace that went, or watches that cannot all be added, end
+    it too (OSError)."""
     monitor = Monitor(root)
     listener.setblocking(False)
     last = time.monotonic()
@@ -154,8 +158,10 @@ def serve(root: str, listener: socket.socket, verify: Callable[[socket.socket], 
             left = idle - (time.monotonic() - last)
             if left <= 0:
                 return
-            ready, _w, _x = select.select([listener], [], [], min(left, 60.0))
+            ready, _w, _x = select.select([listener], [], [], min(left, IDLE_TICK))
             if not ready:
+                if not still_mine():
+                    return
                 monitor.pump()  # keep the queue short while idle (an overflow only costs a rescan)
                 continue
             try:

@@ -84,10 +84,8 @@ class Monitors:
         for lock in self.dir.glob("m-*.lock"):
             named = lock.read_text().strip()
             if named.isdigit():
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(int(named), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
         for p in self.dir.iterdir():
             p.unlink()
         self.dir.rmdir()
@@ -177,7 +175,7 @@ def test_a_queue_overflow_makes_the_capture_check_on_its_own(mons: Monitors, tmp
     try:
         a, b = os.open(ws / "src/m1.py", os.O_WRONLY), os.open(ws / "src/m2.py", os.O_WRONLY)
         try:
-            for i in range(limit // 2 + 100):  # alternating: identical consecutive events would be merged
+            for _i in range(limit // 2 + 100):  # alternating: identical consecutive events would be merged
                 os.pwrite(a, b"x", 0)
                 os.pwrite(b, b"y", 0)
         finally:
