@@ -31,6 +31,7 @@ from .codex_sdk import CodexClient, CodexConfig, CodexError, JsonRpcError, Threa
 from .errors import Declined as Declined
 from .errors import SessionError as SessionError
 from .images import check_images, prompt_input
+from .monitor_launch import attach as attach_monitor
 from .recorder import Recorder, TurnState
 from .rewind_targets import (
     RewindTargets,
@@ -298,6 +299,7 @@ class Session:
         self.scope = opts.settings.scope()
         self.store_dir = opts.codex_home / "file_snapshots"
         self.store = Store.open(self.store_dir, protected=[opts.codex_home])
+        attach_monitor(self.store)  # the pre-turn capture of the next command looks only at what changed
         self.sidecars = Sidecars(self.store_dir)
         self.recorder = Recorder(self.store, self.sidecars, self.cwd, self.scope, self.tracking)
         self._approval = approval

@@ -100,6 +100,9 @@ class RecordingObserver(Observer):
             settings = self.settings or load_settings(home)
             store_dir = home / "file_snapshots"
             store = Store.open(store_dir, protected=[home])
+            from ..monitor_launch import attach
+
+            attach(store)  # a change monitor, as every command's store has (app/monitor_launch.py)
             tracking = bool(settings.features.file_snapshots)
             self._recorder = Recorder(store, Sidecars(store_dir), self.ws, settings.scope(), tracking)
             self._lock = SessionLock(store_dir, self.ws)
