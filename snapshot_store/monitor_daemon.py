@@ -49,6 +49,8 @@ class Monitor:
         self.seq = 0
         self.journal = ChangeJournal(root)
         self.live: OrderedDict[str, Changes] = OrderedDict()
+        # Not kept here: which files have other names. A write through another name raises no event for this one;
+        # the capture looks at every hard-linked file its walk found each time (fastpath.unwatched_after_walk).
         self.rescan()
 
     def rescan(self) -> None:

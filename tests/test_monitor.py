@@ -16,11 +16,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_helpers import make_repo
+from store_helpers import age_tree, make_repo
 from test_server import private_base, wait_until
 
 import snapshot_store.monitor as monitor_mod
@@ -101,7 +102,9 @@ def mons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Monitors]:
 def workspace(tmp_path: Path) -> Path:
     files = {f"src/m{i}.py": f"print({i})\n" for i in range(20)}
     files.update({f"src/deep/d{i}.txt": f"deep {i}\n" for i in range(5)})
-    return make_repo(tmp_path / "ws", files).resolve()
+    ws = make_repo(tmp_path / "ws", files).resolve()
+    age_tree(ws)  # no racy stat: a key the monitor does not vouch for would be looked at anyway
+    return ws
 
 
 def settled(mons: Monitors, ws: Path) -> str:
@@ -297,3 +300,26 @@ def test_another_user_can_neither_ask_nor_replace_the_socket(mons: Monitors, tmp
     res = subprocess.run([*other, "sh", "-c", f"rm -f {path}; touch {path}"], capture_output=True, text=True,
                          timeout=60)
     assert res.returncode != 0 and stat.S_ISSOCK(os.stat(path).st_mode)
+
+
+def test_a_write_through_another_hard_link_is_recorded(mons: Monitors, tmp_path: Path) -> None:
+    """inotify reports a write only under the name the writer used: a file with another name — one outside the
+    workspace from before, or one made inside it later — is looked at by every capture."""
+    ws = workspace(tmp_path)
+    outside = tmp_path / "elsewhere.py"
+    os.link(ws / "src/m8.py", outside)
+    age_tree(ws)  # the link moved its ctime
+    settled(mons, ws)
+    os.link(ws / "src/m9.py", ws / "src/deep/m9-again.py")
+    time.sleep(0.3)  # past the racy window: the next capture trusts (and keeps) the stat it sees
+    mons.capture(ws)
+    mons.capture(ws)
+    with open(outside, "r+b") as f:  # same size: only the stat's times and the content move
+        f.write(b"print(9)\n")
+    with open(ws / "src/deep/m9-again.py", "r+b") as f:
+        f.write(b"print(7)\n")
+    mons.looks.clear()
+    res = mons.capture(ws)
+    assert mons.looks == [True]
+    assert mons.content(res.id, "src/m8.py") == b"print(9)\n"
+    assert mons.content(res.id, "src/m9.py") == b"print(7)\n"
