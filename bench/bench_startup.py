@@ -23,11 +23,13 @@ in the same round (see /work/shared/BENCH_NOTES.md and bench/README.md). Progres
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -117,8 +119,10 @@ class Tree:
 
     def env(self, env: dict[str, str], run_dir: Path) -> dict[str, str]:
         """`env` for this tree's commands: a private runtime directory for its server, or the server off."""
+        # The runtime directory also holds the workspace's change monitor (app/monitor_launch.py), which every tree's
+        # captures ask, with the server or without.
         if not self.server:
-            return {**env, "CODEXR_SERVER": "0"}
+            return {**env, "CODEXR_SERVER": "0", "CODEXR_RUNTIME_DIR": str(runtime_of(run_dir))}
         return {**env, "CODEXR_RUNTIME_DIR": str(runtime_of(run_dir))}
 
 
@@ -193,6 +197,11 @@ class Bench:
             if tree.server:
                 subprocess.run(tree.cmd("server", "stop"), cwd=tree.root, env=tree.env(self.base_env, self.run_dir),
                                capture_output=True, check=False)
+        for lock in runtime_of(self.run_dir).glob("m-*.sock.lock"):  # the change monitors this run started
+            named = lock.read_text().strip()
+            if named.isdigit():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(named), signal.SIGTERM)
 
     def setup_store(self) -> None:
         spec = WorkspaceSpec(files=self.args.files, mb=self.args.mb)

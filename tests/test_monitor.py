@@ -323,3 +323,30 @@ def test_a_write_through_another_hard_link_is_recorded(mons: Monitors, tmp_path:
     assert mons.looks == [True]
     assert mons.content(res.id, "src/m8.py") == b"print(9)\n"
     assert mons.content(res.id, "src/m9.py") == b"print(7)\n"
+
+
+def test_a_session_with_its_own_journal_records_every_change_and_leaves_a_token(mons: Monitors,
+                                                                                 tmp_path: Path) -> None:
+    """A long-running session (inotify journal of its own) uses the monitor's answer when it settles everything,
+    its journal otherwise; either way each change is recorded, and the next one-shot capture can trust the token."""
+    ws = workspace(tmp_path)
+    settled(mons, ws)
+    store = Store.open(mons.home / "file_snapshots", protected=[mons.home])
+    attach(store)
+    try:
+        assert store.watch(ws)
+        store.capture(ws, kind="pre-turn", grow=False)
+        for i, rel in enumerate(("src/m10.py", "src/deep/d2.txt", "src/brand_new.py")):
+            (ws / rel).write_text(f"session change {i}\n")
+            res = store.capture(ws, kind="post-turn", grow=False)
+            assert mons.content(res.id, rel) == f"session change {i}\n".encode()
+    finally:
+        store.close()
+    assert True in mons.looks
+    time.sleep(0.3)
+    mons.capture(ws)  # a one-shot capture after the session: binds a token to its own look
+    (ws / "src/m11.py").write_text("after the session\n")
+    mons.looks.clear()
+    res = mons.capture(ws)
+    assert mons.looks == [True]
+    assert mons.content(res.id, "src/m11.py") == b"after the session\n"
