@@ -25,6 +25,7 @@ from .errors import StoreBusy, StoreError
 from .fsutil import translate_os_errors
 from .ids import workspace_key
 from .index import WorkspaceIndex
+from .locks import flocked
 from .manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, captured_paths, count_captured, is_captured
 from .readfiles import HashOnly, Progress, read_paths
 from .repository.packs import PackWriter, read_generation
@@ -233,10 +234,12 @@ class Capturer:
                     and whatever_size is None and recovered is None and checked.check.unchanged and grow
                     and checked.state.grows_same
                     and (not known or checked.state.covered_set().issuperset(known))):
-                done = self._unchanged(ws, checked, parent, kind, label, started, started_ns)
+                with self._saving_walk(ws):
+                    done = self._unchanged(ws, checked, parent, kind, label, started, started_ns)
+                    if done is not None:
+                        self._bind_monitor(ws, asked, True)
                 if done is not None:
                     self._save_git_listing(ws, git, known_git)
-                    self._bind_monitor(ws, asked, True)
                     return done
             parent_files: FileMap | None = None
             if parent is not None:
@@ -330,15 +333,16 @@ class Capturer:
             else:
                 base = watched.saved if watched is not None else None
             from_check = checked is not None and base is checked.state
-            saved = self._save_walk(ws, result, state, selected, base,
-                                    checked.check.keys if checked is not None and from_check else {},
-                                    checked.check.dir_keys if checked is not None and from_check else {},
-                                    captured.stats, set(git.paths), started_ns)
+            with self._saving_walk(ws):
+                saved = self._save_walk(ws, result, state, selected, base,
+                                        checked.check.keys if checked is not None and from_check else {},
+                                        checked.check.dir_keys if checked is not None and from_check else {},
+                                        captured.stats, set(git.paths), started_ns)
+                # The token vouches for a walk saved from this capture's own look (a walk or a check); one a journal
+                # updated is not bound (the journal saw what the token's monitor may not have).
+                self._bind_monitor(ws, asked, selected is not None or by_check)
             if watched is not None:
                 watched.saved = saved
-            # The token vouches for a walk saved from this capture's own look (a walk or a check); one a journal
-            # updated is not bound (the journal saw what the token's monitor may not have).
-            self._bind_monitor(ws, asked, selected is not None or by_check)
             if walked:
                 cache.update(state.fresh, started_ns)
             else:
@@ -363,6 +367,12 @@ class Capturer:
         if answer is None:
             return None
         return monitor.Asked(answer, identity if since is not None else None)
+
+    def _saving_walk(self, ws: Path) -> contextlib.AbstractContextManager[None]:
+        """One capture of a workspace at a time saves its walk and binds a token to it: the walk a token is bound to
+        must be the one the capture that asked for it saved, never another's written in between."""
+        return flocked(self.repo.path / "locks" / f"{workspace_key(str(ws))}.walk.lock", exclusive=True,
+                       what="the workspace's saved walk")
 
     def _bind_monitor(self, ws: Path, asked: monitor.Asked | None, own_look: bool) -> None:
         """Bind the token asked before this capture to the walk it saved (or unbind: the next capture checks)."""
