@@ -21,6 +21,11 @@ from typing import Any
 from snapshot_store.monitor import Answer, MonitorClient
 
 IDLE = 1800.0  # seconds without a question before a monitor exits
+#: File systems whose every change passes through this kernel, so inotify sees it. Not NFS, SMB, 9p, FUSE (sshfs),
+#: virtiofs or cluster file systems: a change made by another machine (or the VM's host) raises no event here,
+#: which is why git's fsmonitor refuses network file systems too.
+LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "zfs", "f2fs", "overlay", "reiserfs", "jfs",
+                      "bcachefs", "nilfs2"})
 
 
 def enabled() -> bool:
@@ -72,13 +77,47 @@ def peer_is_kin(sock: socket.socket, pid_file: str | None = None) -> bool:
     return owner == os.getuid() and named.isdigit() and int(named) == pid
 
 
+def _unescape(field: str) -> str:
+    """A mountinfo path (space, tab, newline and backslash are written as octal escapes)."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
+
+
+def fs_type(path: str, mountinfo: str | None = None) -> str | None:
+    """The type of the file system `path` (a resolved path) lies on, from /proc/self/mountinfo (None: unknown)."""
+    if mountinfo is None:
+        try:
+            with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+                mountinfo = f.read()
+        except OSError:
+            return None
+    best, found = -1, None
+    for line in mountinfo.splitlines():
+        head, sep, tail = line.partition(" - ")
+        fields = head.split(" ")
+        if not sep or len(fields) < 5 or not tail:
+            continue
+        point = _unescape(fields[4])
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= best:  # the last of equally long ones is the mount on top
+            best, found = len(point), tail.split(" ")[0]
+    return found
+
+
 class Launcher:
     """The capture's change source: asks the workspace's monitor, and starts one where none answers."""
 
     def __init__(self) -> None:
         self._started: set[str] = set()
+        self._local: dict[str, bool] = {}
 
     def ask(self, root: str, since: str | None) -> Answer | None:
+        local = self._local.get(root)
+        if local is None:
+            local = self._local[root] = fs_type(root) in LOCAL_FS
+        if not local:
+            return None  # changes may come from elsewhere than this kernel: the capture checks every file
         path = socket_for(root)
         if path is None:
             return None

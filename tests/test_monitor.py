@@ -350,3 +350,24 @@ def test_a_session_with_its_own_journal_records_every_change_and_leaves_a_token(
     res = mons.capture(ws)
     assert mons.looks == [True]
     assert mons.content(res.id, "src/m11.py") == b"after the session\n"
+
+
+MOUNTINFO = """\
+22 27 0:21 / /proc rw,relatime - proc proc rw
+27 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+40 27 0:40 / /home/me/nfs rw,relatime - nfs4 server:/export rw,vers=4.2
+41 40 0:41 / /home/me/nfs/local\\040copy rw,relatime - ext4 /dev/vdb rw
+42 27 0:42 / /mnt/remote rw,nosuid - fuse.sshfs me@host:/src rw
+"""
+
+
+def test_no_monitor_on_a_file_system_other_machines_change() -> None:
+    """NFS, sshfs and their kind change without this kernel seeing it: the monitor is only asked where every change
+    passes through it (the mount that holds the workspace decides, the innermost one)."""
+    from app.monitor_launch import LOCAL_FS, fs_type
+
+    assert fs_type("/home/me/nfs/ws", MOUNTINFO) == "nfs4"
+    assert fs_type("/home/me/nfs/local copy/ws", MOUNTINFO) == "ext4"
+    assert fs_type("/mnt/remote/ws", MOUNTINFO) == "fuse.sshfs"
+    assert fs_type("/home/me/ws", MOUNTINFO) == "ext4"
+    assert {"nfs4", "fuse.sshfs"}.isdisjoint(LOCAL_FS) and "ext4" in LOCAL_FS
