@@ -25,7 +25,6 @@ from .errors import StoreBusy, StoreError
 from .fsutil import translate_os_errors
 from .ids import workspace_key
 from .index import WorkspaceIndex
-from .locks import flocked
 from .manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, captured_paths, count_captured, is_captured
 from .readfiles import HashOnly, Progress, read_paths
 from .repository.packs import PackWriter, read_generation
@@ -234,11 +233,9 @@ class Capturer:
                     and whatever_size is None and recovered is None and checked.check.unchanged and grow
                     and checked.state.grows_same
                     and (not known or checked.state.covered_set().issuperset(known))):
-                with self._saving_walk(ws):
-                    done = self._unchanged(ws, checked, parent, kind, label, started, started_ns)
-                    if done is not None:
-                        self._bind_monitor(ws, asked, True)
+                done = self._unchanged(ws, checked, parent, kind, label, started, started_ns)
                 if done is not None:
+                    self._bind_monitor(ws, asked, checked.state)
                     self._save_git_listing(ws, git, known_git)
                     return done
             parent_files: FileMap | None = None
@@ -274,6 +271,8 @@ class Capturer:
             selected: scope_mod.Scope | None = None
             try:
                 if since is not None:
+                    if isinstance(sink, PackWriter) and (since.changes.files or since.pending):
+                        sink.load_index()  # files to read: loaded before the directories' fds are held
                     with DirCache(key) as dirs:  # the fast path's looks and its reads use the same fds
                         fast = fastpath.select(dirs, since, known, git.signature, settings, ignore, whatever_size)
                         if fast is not None:
@@ -282,6 +281,8 @@ class Capturer:
                             skipped = captured.skipped
                 walked = state is None
                 if state is None:
+                    if isinstance(sink, PackWriter):
+                        sink.load_index()  # before the walk holds its directories' fds (a low RLIMIT_NOFILE)
                     if watched is not None:
                         watched.journal.reset()
                     with DirCache(key) as dirs:  # the walk and the reads see the same directories
@@ -333,14 +334,13 @@ class Capturer:
             else:
                 base = watched.saved if watched is not None else None
             from_check = checked is not None and base is checked.state
-            with self._saving_walk(ws):
-                saved = self._save_walk(ws, result, state, selected, base,
-                                        checked.check.keys if checked is not None and from_check else {},
-                                        checked.check.dir_keys if checked is not None and from_check else {},
-                                        captured.stats, set(git.paths), started_ns)
-                # The token vouches for a walk saved from this capture's own look (a walk or a check); one a journal
-                # updated is not bound (the journal saw what the token's monitor may not have).
-                self._bind_monitor(ws, asked, selected is not None or by_check)
+            saved = self._save_walk(ws, result, state, selected, base,
+                                    checked.check.keys if checked is not None and from_check else {},
+                                    checked.check.dir_keys if checked is not None and from_check else {},
+                                    captured.stats, set(git.paths), started_ns)
+            # The token vouches for a walk saved from this capture's own look (a walk or a check); one a journal
+            # updated is not bound (the journal saw what the token's monitor may not have).
+            self._bind_monitor(ws, asked, saved if selected is not None or by_check else None)
             if watched is not None:
                 watched.saved = saved
             if walked:
@@ -362,25 +362,21 @@ class Capturer:
         assert self.monitor is not None
         index = self.index(ws)
         identity = monitor.walk_identity(index.walk_file)
-        since = monitor.bound_token(self.repo.cache_file(ws, ".mon"), identity)
-        answer = self.monitor.ask(str(ws), since)
+        bound = monitor.bound_token(self.repo.cache_file(ws, ".mon"), identity)
+        answer = self.monitor.ask(str(ws), bound[0] if bound is not None else None)
         if answer is None:
             return None
-        return monitor.Asked(answer, identity if since is not None else None)
+        return monitor.Asked(answer, identity if bound is not None else None, bound[1] if bound is not None else None)
 
-    def _saving_walk(self, ws: Path) -> contextlib.AbstractContextManager[None]:
-        """One capture of a workspace at a time saves its walk and binds a token to it: the walk a token is bound to
-        must be the one the capture that asked for it saved, never another's written in between."""
-        return flocked(self.repo.path / "locks" / f"{workspace_key(str(ws))}.walk.lock", exclusive=True,
-                       what="the workspace's saved walk")
-
-    def _bind_monitor(self, ws: Path, asked: monitor.Asked | None, own_look: bool) -> None:
-        """Bind the token asked before this capture to the walk it saved (or unbind: the next capture checks)."""
+    def _bind_monitor(self, ws: Path, asked: monitor.Asked | None, saved: walkstate.WalkState | None) -> None:
+        """Bind the token asked before this capture to the walk it saved, `saved` (None: unbind, the next capture
+        checks). The binding names the walk's snapshot: should another capture of the workspace have saved its own
+        walk in between, the next capture finds another snapshot in the file and checks every stat."""
         if asked is None:
             return
         path = self.repo.cache_file(ws, ".mon")
-        if own_look:
-            monitor.bind(path, asked.answer.token, self.index(ws).walk_file)
+        if saved is not None:
+            monitor.bind(path, asked.answer.token, self.index(ws).walk_file, saved.snapshot)
         else:
             monitor.forget(path)
 
@@ -417,7 +413,8 @@ class Capturer:
         with DirCache(str(ws)) as dirs:
             look = None
             if (asked is not None and asked.answer.changes is not None and asked.identity is not None
-                    and monitor.walk_identity(self.index(ws).walk_file) == asked.identity):  # the walk just loaded
+                    and monitor.walk_identity(self.index(ws).walk_file) == asked.identity  # the walk just loaded
+                    and state.snapshot == asked.snapshot):  # and the one the token's capture saved
                 look = monitor.check_since(dirs, state, asked.answer.changes)
             if look is None:
                 if monitor_only:

@@ -52,10 +52,12 @@ class Answer:
 
 @dataclass(frozen=True)
 class Asked:
-    """An answer as a capture got it: `identity` names the saved walk its token was bound to (None: no token)."""
+    """An answer as a capture got it: `identity` names the saved walk file its token was bound to (None: no token),
+    `snapshot` the snapshot of the walk the binding capture saved."""
 
     answer: Answer
     identity: list[object] | None
+    snapshot: str | None = None
 
 
 def encode_request(root: str, since: str | None) -> bytes:
@@ -166,27 +168,28 @@ def walk_identity(walk_file: Path) -> list[object] | None:
         os.close(fd)
 
 
-def bind(path: Path, token: str, walk_file: Path) -> None:
-    """Remember that `token` was issued before the look that the walk now saved in `walk_file` records."""
+def bind(path: Path, token: str, walk_file: Path, snapshot: str) -> None:
+    """Remember that `token` was issued before the look that the walk saved for `snapshot` records (the file as it is
+    now; a walk another capture saved in between has another snapshot, so the binding is then never used)."""
     identity = walk_identity(walk_file)
     if identity is None:
         forget(path)
         return
     with contextlib.suppress(OSError):
-        atomic_write(path, json.dumps({"token": token, "walk": identity}).encode(), sync=False)
+        atomic_write(path, json.dumps({"token": token, "walk": identity, "snapshot": snapshot}).encode(), sync=False)
 
 
-def bound_token(path: Path, identity: list[object] | None) -> str | None:
-    """The token bound to the saved walk of this identity, if any."""
+def bound_token(path: Path, identity: list[object] | None) -> tuple[str, str] | None:
+    """The token bound to the saved walk of this identity, with the snapshot the binding capture saved it for."""
     if identity is None:
         return None
     try:
         doc = json.loads(path.read_bytes())
     except (OSError, ValueError, UnicodeDecodeError):
         return None
-    if not isinstance(doc, dict) or not isinstance(doc.get("token"), str):
+    if not isinstance(doc, dict) or not isinstance(doc.get("token"), str) or not isinstance(doc.get("snapshot"), str):
         return None
-    return doc["token"] if doc.get("walk") == identity else None
+    return (doc["token"], doc["snapshot"]) if doc.get("walk") == identity else None
 
 
 def forget(path: Path) -> None:

@@ -339,6 +339,10 @@ class PackWriter:
             self._index = self._load_index()
         return self._index
 
+    def load_index(self) -> None:
+        """Load the blob index now rather than at the first blob (a caller about to hold many fds)."""
+        _ = self.index
+
     def _open(self) -> BinaryIO:
         if self._file is None:
             self._pack_id = new_pack_id()
