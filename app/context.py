@@ -76,6 +76,9 @@ class Context:
 
             self._store = Store.open(self.store_dir, protected=[self.home])
             self._store.on_recovery = say_recovery
+            from .monitor_launch import attach
+
+            attach(self._store)  # a change monitor that outlives this command (snapshot_store/monitor.py)
         return self._store
 
     def close(self) -> None:

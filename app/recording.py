@@ -11,6 +11,7 @@ from pathlib import Path
 from config import CodexrSettings
 from snapshot_store import Store
 
+from .monitor_launch import attach as attach_monitor
 from .recorder import Recorder
 from .sidecar import Sidecars
 from .workspace_lock import SessionLock
@@ -24,6 +25,7 @@ class Recording:
         self.store_dir = codex_home / "file_snapshots"
         self.tracking = bool(settings.features.file_snapshots)
         self.store = Store.open(self.store_dir, protected=[codex_home])
+        attach_monitor(self.store)  # the pre-turn capture of the next command looks only at what changed
         self.sidecars = Sidecars(self.store_dir)
         self.recorder = Recorder(self.store, self.sidecars, cwd, settings.scope(), self.tracking)
         self.lock = SessionLock(self.store_dir, cwd)

@@ -23,11 +23,13 @@ in the same round (see /work/shared/BENCH_NOTES.md and bench/README.md). Progres
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -44,7 +46,8 @@ for _p in (str(BENCH_DIR), str(REPO_ROOT)):
         sys.path.insert(0, _p)
 
 from bench_store import GitShadow, Modifier, log, ratio, summary  # noqa: E402
-from workspace_gen import WorkspaceSpec, generate  # noqa: E402
+from scale import spawn  # noqa: E402
+from workspace_gen import WorkspaceSpec, cached, generate  # noqa: E402
 
 PROMPT = "startup bench ping"
 RACY_PAUSE = 0.15  # > statcache.FINE_WINDOW_NS (100 ms)
@@ -70,21 +73,28 @@ class Recorder:
     rounds: int
     samples: dict[str, dict[int, float]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    peak_rss: dict[str, int] = field(default_factory=dict)  # KB, the largest of the op's timed processes
 
     def record(self, op: str, rnd: int, value: float) -> None:
         self.samples.setdefault(op, {})[rnd] = value
+        if not op.startswith("git.") and "last" in PEAK_RSS:  # every other row is one timed() process
+            self.peak_rss[op] = max(self.peak_rss.get(op, 0), PEAK_RSS.pop("last"))
 
     def problem(self, msg: str) -> None:
         log(f"PROBLEM {msg}")
         self.problems.append(msg)
 
 
+PEAK_RSS: dict[str, int] = {}  # the last timed command's peak RSS in KB under "last" (see timed)
+
+
 def timed(cmd: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
-    """Run one whole process; wall time from spawn to exit."""
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                         timeout=120)
-    return time.perf_counter() - t0, res
+    """Run one whole process; wall time from spawn to exit. Its peak RSS (the child's getrusage, from wait4) goes to
+    PEAK_RSS["last"]; through the resident server the work runs in the server's forked worker, which this does not
+    see: only the rows with the server off (`cold`) measure a command's memory."""
+    secs, rc, out, err, rss = spawn(cmd, cwd=cwd, env=env, timeout=600)
+    PEAK_RSS["last"] = rss
+    return secs, subprocess.CompletedProcess(cmd, rc, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
 @dataclass
@@ -109,8 +119,10 @@ class Tree:
 
     def env(self, env: dict[str, str], run_dir: Path) -> dict[str, str]:
         """`env` for this tree's commands: a private runtime directory for its server, or the server off."""
+        # The runtime directory also holds the workspace's change monitor (app/monitor_launch.py), which every tree's
+        # captures ask, with the server or without.
         if not self.server:
-            return {**env, "CODEXR_SERVER": "0"}
+            return {**env, "CODEXR_SERVER": "0", "CODEXR_RUNTIME_DIR": str(runtime_of(run_dir))}
         return {**env, "CODEXR_RUNTIME_DIR": str(runtime_of(run_dir))}
 
 
@@ -185,11 +197,17 @@ class Bench:
             if tree.server:
                 subprocess.run(tree.cmd("server", "stop"), cwd=tree.root, env=tree.env(self.base_env, self.run_dir),
                                capture_output=True, check=False)
+        for lock in runtime_of(self.run_dir).glob("m-*.sock.lock"):  # the change monitors this run started
+            named = lock.read_text().strip()
+            if named.isdigit():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(named), signal.SIGTERM)
 
     def setup_store(self) -> None:
         spec = WorkspaceSpec(files=self.args.files, mb=self.args.mb)
         log(f"generating a {spec.files}-file / {spec.mb} MB workspace ...")
-        self.ws = generate(self.run_dir / "ws", spec, log=log)
+        # --scale: the 100,000-file tree takes minutes to write and commit, so it is generated once and kept.
+        self.ws = cached(spec, log) if self.args.scale else generate(self.run_dir / "ws", spec, log=log)
         self.modifier = Modifier(self.ws, seed=7)
         self.shadow = GitShadow(self.run_dir / "shadow.git", self.ws.root)
         log("cold snapshots (untimed): internal git repository, codexr ...")
@@ -367,7 +385,7 @@ class Bench:
         for tree in self.trees:
             print(f"  {tree.name}: {tree.root}")
         print()
-        print(f"  {'operation':<42} {'median':>9} {'min-max':>15}  ratio")
+        print(f"  {'operation':<42} {'median':>9} {'min-max':>15}  {'peak RSS':>8}  ratio")
         out: dict[str, Any] = {"rows": {}, "targets": {}, "problems": self.rec.problems}
         for label, op, denom, limit in self.rows():
             summ = summary(list(s.get(op, {}).values()))
@@ -380,9 +398,11 @@ class Bench:
                     before = ratio(s.get(op), s.get(op.replace("codexr.", f"{other}.", 1)))
                     if before is not None:
                         rtext += f"; {before['median']:.2f}x {other}"
+            rss = self.rec.peak_rss.get(op)
+            rss_text = f"{rss / 1024:5.0f} MB" if rss and not op.startswith("codexr.") else ""  # server: its worker's
             print(f"  {label:<42} {summ['median'] * 1000:7.0f} ms "
-                  f"{summ['min'] * 1000:6.0f}-{summ['max'] * 1000:<6.0f}  {rtext}")
-            out["rows"][op] = {"label": label, "summary": summ, "samples": s.get(op), "ratio": r}
+                  f"{summ['min'] * 1000:6.0f}-{summ['max'] * 1000:<6.0f}  {rss_text:>8}  {rtext}")
+            out["rows"][op] = {"label": label, "summary": summ, "samples": s.get(op), "ratio": r, "peak_rss_kb": rss}
             if limit is not None and r is not None:
                 verdict = "PASS" if r["median"] <= limit else "MISS"
                 out["targets"][op] = {"ratio": r["median"], "limit": limit, "verdict": verdict, "of": denom}
@@ -398,6 +418,8 @@ class Bench:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="a 2,000-file / 10 MB tree and 3 rounds")
+    ap.add_argument("--scale", action="store_true",
+                    help="the 100,000-file / 700 MB tree (generated once under ~/.cache) and 3 rounds")
     ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 7, --quick 3)")
     ap.add_argument("--files", type=int, default=None, help="tracked files of the capture tree (default 11,000)")
     ap.add_argument("--mb", type=float, default=None, help="MB of the capture tree (default 75)")
@@ -411,9 +433,9 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the run directory")
     ap.add_argument("--json", metavar="FILE", help="write samples, summaries, ratios and targets as JSON")
     args = ap.parse_args()
-    args.rounds = args.rounds or (3 if args.quick else 7)
-    args.files = args.files or (2000 if args.quick else 11000)
-    args.mb = args.mb or (10.0 if args.quick else 75.0)
+    args.rounds = args.rounds or (3 if args.quick or args.scale else 7)
+    args.files = args.files or (2000 if args.quick else 100_000 if args.scale else 11000)
+    args.mb = args.mb or (10.0 if args.quick else 700.0 if args.scale else 75.0)
     run_dir = Path(tempfile.mkdtemp(prefix="bench-startup-", dir=args.dir))
     bench = Bench(args, run_dir)
     try:

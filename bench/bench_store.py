@@ -964,6 +964,8 @@ def print_targets(rows: list[dict[str, Any]]) -> None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    import scale  # here: scale.py imports this module
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="tiny workspaces (800 files / 5 MB) for a smoke test")
     p.add_argument("--files", type=int, help="tracked files (default 11000; quick 800)")
@@ -977,6 +979,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--keep", action="store_true", help="keep the temp dir (workspaces and stores)")
     p.add_argument("--no-cli", action="store_true", help="skip the whole-command CLI timings")
     p.add_argument("--json", type=Path, help="write all numbers as JSON to this file")
+    p.add_argument("--scale", action="store_true",
+                   help="only the 100,000-file rows (scale.py: one-shot and pre-turn capture, one-file restore)")
+    scale.add_args(p)
     a = p.parse_args(argv)
     a.files = a.files if a.files is not None else (800 if a.quick else 11000)
     a.mb = a.mb if a.mb is not None else (5.0 if a.quick else 75.0)
@@ -989,6 +994,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.scale:
+        import scale
+
+        return scale.run_rows(args)
     names = [n.strip() for n in args.variants.split(",") if n.strip()]
     if not names or any(n not in ("plain", "churn") for n in names):
         print("--variants takes plain, churn or both", file=sys.stderr)

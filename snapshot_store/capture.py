@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import fastpath, walkstate
+from . import fastpath, monitor, walkstate
 from . import scope as scope_mod
 from .dirfd import DirCache
 from .errors import StoreBusy, StoreError
@@ -82,6 +82,8 @@ class Capturer:
         self._git: dict[str, scope_mod.GitTracked] = {}
         self._indexes: dict[str, WorkspaceIndex] = {}
         self._watched: dict[str, fastpath.Watched] = {}
+        #: A change monitor that outlives this process (monitor.py), set by whoever may start one (the app).
+        self.monitor: monitor.ChangeSource | None = None
         repo.on_gc.append(self._forget_last)
 
     def _forget_last(self) -> None:
@@ -202,6 +204,9 @@ class Capturer:
         ws = self.repo.workspace(root)
         settings = scope or ScopeSettings()
         with translate_os_errors(f"capture of {ws}"), self.repo.shared_lock():
+            # Asked before anything of the workspace is looked at (a recovery writes, the ignore rules are read):
+            # whatever changes from here on is in the next answer.
+            asked = self._ask_monitor(ws) if self.monitor is not None and not dry_run else None
             recovered = None if dry_run else self._recover_if_idle(ws)
             ignore = scope_mod.Ignore.load(ws)
             key = str(ws)
@@ -218,14 +223,21 @@ class Capturer:
             checked = None
             if (watched is None or watched.last is None) and not dry_run and parent is not None:
                 checked = self._check_walk(ws, parent, settings, git.signature,
-                                           watched.journal if watched is not None else None)
-                if (checked is not None and watched is None and summary_only and whatever_size is None
-                        and recovered is None and checked.check.unchanged and grow and checked.state.grows_same
-                        and (not known or checked.state.covered_set().issuperset(known))):
-                    done = self._unchanged(ws, checked, parent, kind, label, started, started_ns)
-                    if done is not None:
-                        self._save_git_listing(ws, git, known_git)
-                        return done
+                                           watched.journal if watched is not None else None, asked)
+            elif watched is not None and not watched.pending and asked is not None and parent is not None:
+                # A session's journal says what changed since its last capture, but only the monitor's answer leaves
+                # a token bound for the next process: used when it settles everything, else the journal as before.
+                checked = self._check_walk(ws, parent, settings, git.signature, watched.journal, asked,
+                                           monitor_only=True)
+            if (checked is not None and parent is not None and watched is None and summary_only
+                    and whatever_size is None and recovered is None and checked.check.unchanged and grow
+                    and checked.state.grows_same
+                    and (not known or checked.state.covered_set().issuperset(known))):
+                done = self._unchanged(ws, checked, parent, kind, label, started, started_ns)
+                if done is not None:
+                    self._bind_monitor(ws, asked, checked.state)
+                    self._save_git_listing(ws, git, known_git)
+                    return done
             parent_files: FileMap | None = None
             if parent is not None:
                 try:
@@ -259,6 +271,8 @@ class Capturer:
             selected: scope_mod.Scope | None = None
             try:
                 if since is not None:
+                    if isinstance(sink, PackWriter) and (since.changes.files or since.pending):
+                        sink.load_index()  # files to read: loaded before the directories' fds are held
                     with DirCache(key) as dirs:  # the fast path's looks and its reads use the same fds
                         fast = fastpath.select(dirs, since, known, git.signature, settings, ignore, whatever_size)
                         if fast is not None:
@@ -267,6 +281,8 @@ class Capturer:
                             skipped = captured.skipped
                 walked = state is None
                 if state is None:
+                    if isinstance(sink, PackWriter):
+                        sink.load_index()  # before the walk holds its directories' fds (a low RLIMIT_NOFILE)
                     if watched is not None:
                         watched.journal.reset()
                     with DirCache(key) as dirs:  # the walk and the reads see the same directories
@@ -322,6 +338,9 @@ class Capturer:
                                     checked.check.keys if checked is not None and from_check else {},
                                     checked.check.dir_keys if checked is not None and from_check else {},
                                     captured.stats, set(git.paths), started_ns)
+            # The token vouches for a walk saved from this capture's own look (a walk or a check); one a journal
+            # updated is not bound (the journal saw what the token's monitor may not have).
+            self._bind_monitor(ws, asked, saved if selected is not None or by_check else None)
             if watched is not None:
                 watched.saved = saved
             if walked:
@@ -337,6 +356,30 @@ class Capturer:
         result.seconds = time.perf_counter() - started
         return result
 
+    # ----------------------------------------------------------------- the change monitor (monitor.py)
+    def _ask_monitor(self, ws: Path) -> monitor.Asked | None:
+        """The monitor's answer since the token bound to the saved walk (None: no monitor, or no answer)."""
+        assert self.monitor is not None
+        index = self.index(ws)
+        identity = monitor.walk_identity(index.walk_file)
+        bound = monitor.bound_token(self.repo.cache_file(ws, ".mon"), identity)
+        answer = self.monitor.ask(str(ws), bound[0] if bound is not None else None)
+        if answer is None:
+            return None
+        return monitor.Asked(answer, identity if bound is not None else None, bound[1] if bound is not None else None)
+
+    def _bind_monitor(self, ws: Path, asked: monitor.Asked | None, saved: walkstate.WalkState | None) -> None:
+        """Bind the token asked before this capture to the walk it saved, `saved` (None: unbind, the next capture
+        checks). The binding names the walk's snapshot: should another capture of the workspace have saved its own
+        walk in between, the next capture finds another snapshot in the file and checks every stat."""
+        if asked is None:
+            return
+        path = self.repo.cache_file(ws, ".mon")
+        if saved is not None:
+            monitor.bind(path, asked.answer.token, self.index(ws).walk_file, saved.snapshot)
+        else:
+            monitor.forget(path)
+
     def _save_git_listing(self, ws: Path, git: scope_mod.GitTracked, known: scope_mod.GitTracked | None) -> None:
         if git is not known:
             with contextlib.suppress(OSError):
@@ -344,11 +387,14 @@ class Capturer:
 
     # ----------------------------------------------------------------- the last walk, between processes
     def _check_walk(self, ws: Path, parent: str, settings: ScopeSettings, git_signature: tuple[int, ...] | None,
-                    journal: fastpath.Journal | None) -> walkstate.Checked | None:
+                    journal: fastpath.Journal | None, asked: monitor.Asked | None = None,
+                    monitor_only: bool = False) -> walkstate.Checked | None:
         """The saved walk, if it describes `parent`'s files under these rules, with a fresh look at its stats.
 
         A `journal` gets a watch on every saved directory before the look, so that nothing changed after the
-        look goes unseen by the captures that follow (the order a walk keeps: watch, then list).
+        look goes unseen by the captures that follow (the order a walk keeps: watch, then list). The look is the
+        monitor's answer where it is about this very walk and settles everything (`asked`), else every stat;
+        `monitor_only`: the answer or nothing.
         """
         state = self.index(ws).saved_walk()
         if state is None or not state.same_rules(settings, git_signature, self.repo.protected_rel(ws)):
@@ -365,7 +411,16 @@ class Capturer:
             for rel in state.dirs[1]:
                 journal.watch_dir(rel)
         with DirCache(str(ws)) as dirs:
-            return walkstate.Checked(state, walkstate.check(dirs, state), chain)
+            look = None
+            if (asked is not None and asked.answer.changes is not None and asked.identity is not None
+                    and monitor.walk_identity(self.index(ws).walk_file) == asked.identity  # the walk just loaded
+                    and state.snapshot == asked.snapshot):  # and the one the token's capture saved
+                look = monitor.check_since(dirs, state, asked.answer.changes)
+            if look is None:
+                if monitor_only:
+                    return None
+                look = walkstate.check(dirs, state)
+            return walkstate.Checked(state, look, chain)
 
     def _unchanged_since(self, snap: str, base: str, root: str) -> int | None:
         """Unchanged snapshots between `base` and `snap` (None: `snap` may not hold `base`'s files)."""

@@ -91,6 +91,25 @@ class ChangeJournal:
                 out.files.add(path)  # a file created, changed, removed or renamed: look at it again
         return out
 
+    def read_events(self) -> list[tuple[str | None, int, str]]:
+        """Every pending event without blocking, as (watched directory or None if unknown, mask, name): for the change
+        monitor (monitor_daemon.py), which classifies them itself. A read error is reported as an overflow."""
+        out: list[tuple[str | None, int, str]] = []
+        while True:
+            try:
+                events = self._ino.read(timeout=0)
+            except OSError:
+                out.append((None, int(_F.Q_OVERFLOW), ""))
+                return out
+            if not events:
+                return out
+            for ev in events:
+                rel_dir = self._wd_dir.get(ev.wd)
+                if ev.mask & _F.IGNORED and rel_dir is not None:
+                    self._wd_dir.pop(ev.wd, None)
+                    self._dir_wd.pop(rel_dir, None)
+                out.append((rel_dir, int(ev.mask), ev.name))
+
     def reset(self) -> None:
         """Start over before a full walk: a renamed directory keeps its watch under the old name."""
         with contextlib.suppress(OSError):

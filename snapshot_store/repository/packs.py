@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, NamedTuple, cast
@@ -307,9 +307,17 @@ class _PackRange:
 class PackWriter:
     """Appends new blobs to a temporary pack; `commit` makes pack and index durable."""
 
-    def __init__(self, index: BlobIndex) -> None:
-        self.index = index
-        self.dir = index.packs_dir
+    def __init__(self, index: BlobIndex | Callable[[], BlobIndex], packs_dir: Path | None = None) -> None:
+        # A callable is asked for the index only when a blob is added or looked up: a capture that finds nothing to
+        # read never loads every pack index (a large part of an unchanged capture of a large store, bench/scale.py).
+        if isinstance(index, BlobIndex):
+            self._index: BlobIndex | None = index
+            self.dir = index.packs_dir
+        else:
+            if packs_dir is None:
+                raise ValueError("a lazily loaded index needs its packs directory")
+            self._index, self._load_index = None, index
+            self.dir = packs_dir
         self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)  # used only by the compression worker
         self._stream_cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
         self._file: BinaryIO | None = None
@@ -323,6 +331,17 @@ class PackWriter:
         self._pack_id = ""
         self.bytes_stored = 0
         self.stored: set[bytes] = set()  # blobs this writer committed (freshly written, so known intact)
+
+    @property
+    def index(self) -> BlobIndex:
+        """Every stored blob's location (loaded at the first question)."""
+        if self._index is None:
+            self._index = self._load_index()
+        return self._index
+
+    def load_index(self) -> None:
+        """Load the blob index now rather than at the first blob (a caller about to hold many fds)."""
+        _ = self.index
 
     def _open(self) -> BinaryIO:
         if self._file is None:

@@ -431,7 +431,7 @@ class Repository:
 
     def blob_writer(self) -> PackWriter:
         """A writer of new blobs into a pack of this repository (durable once committed)."""
-        return PackWriter(self.blobs)
+        return PackWriter(lambda: self.blobs, self.path / "packs")
 
     def cache_file(self, root: Path, suffix: str) -> Path:
         """Where a disposable cache of one workspace lives (FORMAT.md §7): `.stat`, `.git`, `.walk`."""

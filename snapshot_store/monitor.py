@@ -1,0 +1,283 @@
+"""A change monitor that outlives commands (like git's fsmonitor--daemon): the protocol, the client, and the check
+a capture makes from its answer instead of lstat'ing every file the saved walk saw.
+
+The monitor (monitor_daemon.py) watches one workspace with inotify and answers one question only: "what changed
+since token T", with a fresh token. It never runs a command. A capture asks before it looks at anything (so a
+change made while it works is in the next answer), and binds the fresh token to the walk state it leaves
+(`cache/<wskey>.mon`). The next capture, in any process, asks with that token; any doubt — no monitor, no answer
+within TIMEOUT, an unknown token (the monitor restarted or forgot it), a lost event (overflow), a directory that
+changed in a directory the walk listed, a garbage answer — means the full check of walkstate.py, as without a
+monitor. The socket and its peer checks are the caller's (app/monitor_launch.py): this module only talks to a
+socket it was handed, through a `verify` that says whether the peer may be believed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from .changes import Changes
+from .dirfd import DirCache, DirChanged, SymlinkInPath
+from .fsutil import atomic_write
+from .manifest import valid_key
+from .stamps import Key, stat_key
+from .walkstate import KEY, UNTRUSTED, Check, WalkState, unpack_key
+
+VERSION = 1
+TIMEOUT = 0.5  # seconds a capture waits for an answer before it checks on its own
+MAX_ANSWER = 16 << 20  # bytes; the monitor reports "lost" long before (monitor_daemon.MAX_PATHS)
+MAX_CHANGED = 5000  # more reported paths than this: the full check is as cheap, and surely right
+
+
+class ChangeSource(Protocol):
+    """What a capture asks (MonitorClient, or the app's launcher around it)."""
+
+    def ask(self, root: str, since: str | None) -> Answer | None:
+        """The answer about workspace `root` since token `since`, or None."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The monitor's reply: a fresh token, and what changed since the asked one (None: unknown token, or none)."""
+
+    token: str
+    changes: Changes | None
+
+
+@dataclass(frozen=True)
+class Asked:
+    """An answer as a capture got it: `identity` names the saved walk file its token was bound to (None: no token),
+    `snapshot` the snapshot of the walk the binding capture saved."""
+
+    answer: Answer
+    identity: list[object] | None
+    snapshot: str | None = None
+
+
+def encode_request(root: str, since: str | None) -> bytes:
+    """One request line."""
+    return json.dumps({"v": VERSION, "root": root, "since": since}).encode() + b"\n"
+
+
+def decode_request(line: bytes) -> tuple[str, str | None] | None:
+    """(root, since) of a request line, or None when it is not one."""
+    try:
+        doc = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict) or doc.get("v") != VERSION or not isinstance(doc.get("root"), str):
+        return None
+    since = doc.get("since")
+    if since is not None and not isinstance(since, str):
+        return None
+    return doc["root"], since
+
+
+def encode_answer(root: str, token: str, changes: Changes | None) -> bytes:
+    """One answer line."""
+    doc: dict[str, object] = {"v": VERSION, "root": root, "token": token, "known": changes is not None}
+    if changes is not None:
+        doc.update(files=sorted(changes.files), paths=sorted(changes.paths), structural=changes.structural,
+                   lost=changes.lost)
+    return json.dumps(doc).encode() + b"\n"
+
+
+def _paths(value: object) -> set[str] | None:
+    if not isinstance(value, list) or not all(isinstance(p, str) and (p == "" or valid_key(p)) for p in value):
+        return None
+    return set(value)
+
+
+def decode_answer(line: bytes, root: str) -> Answer | None:
+    """An answer about `root`, checked field by field (None: garbage, or about another workspace)."""
+    try:
+        doc = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict) or doc.get("v") != VERSION or doc.get("root") != root:
+        return None
+    token = doc.get("token")
+    if not isinstance(token, str) or not token or len(token) > 200:
+        return None
+    if doc.get("known") is not True:
+        return Answer(token, None)
+    files, paths = _paths(doc.get("files")), _paths(doc.get("paths"))
+    structural, lost = doc.get("structural"), doc.get("lost")
+    if files is None or paths is None or not isinstance(structural, bool) or not isinstance(lost, bool):
+        return None
+    if not files <= paths:
+        return None
+    return Answer(token, Changes(files=files, structural=structural, paths=paths, lost=lost))
+
+
+class MonitorClient:
+    """Asks the monitor of one workspace at `socket_path`; `verify(sock)` vouches for the peer before anything is
+    sent (same user, same confinement: the caller's rule)."""
+
+    def __init__(self, socket_path: str, verify: Callable[[socket.socket], bool], timeout: float = TIMEOUT) -> None:
+        self.socket_path = socket_path
+        self.verify = verify
+        self.timeout = timeout
+
+    def ask(self, root: str, since: str | None) -> Answer | None:
+        """The monitor's answer, or None (no monitor, a peer not vouched for, no answer in time, garbage)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        try:
+            sock.settimeout(self.timeout)
+            sock.connect(self.socket_path)
+            if not self.verify(sock):
+                return None
+            sock.sendall(encode_request(root, since))
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = sock.recv(1 << 16)
+                if not chunk:
+                    return None
+                data += chunk
+                if len(data) > MAX_ANSWER:
+                    return None
+            return decode_answer(data, root)
+        except OSError:  # refused, missing, timed out
+            return None
+        finally:
+            sock.close()
+
+
+# ----------------------------------------------------------------------- the token bound to a saved walk
+
+
+def walk_identity(walk_file: Path) -> list[object] | None:
+    """What names the saved walk on disk without decoding it: its file's stat and the checksum in its header (a
+    rewrite is another file: atomic_write renames a new one into place)."""
+    try:
+        fd = os.open(walk_file, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        head = os.pread(fd, 64, 0)
+        return [list(stat_key(os.fstat(fd))), head.hex()]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def bind(path: Path, token: str, walk_file: Path, snapshot: str) -> None:
+    """Remember that `token` was issued before the look that the walk saved for `snapshot` records (the file as it is
+    now; a walk another capture saved in between has another snapshot, so the binding is then never used)."""
+    identity = walk_identity(walk_file)
+    if identity is None:
+        forget(path)
+        return
+    with contextlib.suppress(OSError):
+        atomic_write(path, json.dumps({"token": token, "walk": identity, "snapshot": snapshot}).encode(), sync=False)
+
+
+def bound_token(path: Path, identity: list[object] | None) -> tuple[str, str] | None:
+    """The token bound to the saved walk of this identity, with the snapshot the binding capture saved it for."""
+    if identity is None:
+        return None
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("token"), str) or not isinstance(doc.get("snapshot"), str):
+        return None
+    return (doc["token"], doc["snapshot"]) if doc.get("walk") == identity else None
+
+
+def forget(path: Path) -> None:
+    """No token vouches for the saved walk."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+# ----------------------------------------------------------------------- the check from an answer
+
+
+def check_since(dirs: DirCache, state: WalkState, changes: Changes) -> Check | None:
+    """What walkstate.check would find, looking only at what the monitor reported since the walk's look (None:
+    doubt, so the full check).
+
+    Every change after the token is reported; the state's look came after the token was issued, so a path the
+    monitor did not name still has the stat the state holds — unless the state never trusted it (a racy key),
+    and those are looked at as the full check does. A reported path in a directory the walk listed must be a file
+    the walk saw (a new name, a removed file or a directory there changes the listing: the full check decides);
+    one in a directory the walk did not list is ignored (ignored trees, build outputs), as the full check would,
+    unless it is a covered path there (`unwatched`), and those are all looked at anyway.
+    """
+    if changes.lost or len(changes.paths) > MAX_CHANGED:
+        return None
+    listed = set(state.dirs[1])
+    seen = state.seen_paths()
+    moved_dirs: set[str] = set()
+    look: set[str] = set()
+    for p in changes.paths:
+        parent = p.rpartition("/")[0]
+        if p == "" or p in listed:
+            return None  # a listed directory itself: created, removed, renamed or its attributes changed
+        if parent not in listed:
+            continue
+        if p in seen and p in changes.files:
+            look.add(p)
+        else:
+            moved_dirs.add(parent)  # an entry the walk did not keep: fine only if the listing stands
+    if changes.structural and not (changes.paths - changes.files):
+        return None  # structural, but said of no path
+    out = Check(Changes(), {})
+    dir_keys = dict(zip(state.dirs[1], KEY.iter_unpack(state.dirs[2]), strict=True))
+    try:
+        for rel in moved_dirs:
+            stored = unpack_key(dir_keys[rel])
+            if stored is None or stat_key(os.fstat(dirs.dir_fd(rel))) != stored:
+                return None
+        for parent, names, packed in state.seen:  # untrusted keys never match: looked at every time
+            if UNTRUSTED in packed:
+                prefix = f"{parent}/" if parent else ""
+                look.update(prefix + name for i, name in enumerate(names)
+                            if packed[i * KEY.size:(i + 1) * KEY.size] == UNTRUSTED)
+        keys = _seen_keys(state, look)
+        for p in look:
+            now = stat_key(dirs.lstat(p))
+            if now != keys.get(p):
+                out.changes.files.add(p)
+                out.changes.paths.add(p)
+                out.keys[p] = now
+        for p, key in state.unwatched.items():  # as walkstate.check does
+            try:
+                found: Key | None = stat_key(dirs.lstat(p))
+            except FileNotFoundError:
+                found = None
+            if found != key:
+                if key is None or found is None:
+                    return None
+                out.changes.files.add(p)
+                out.changes.paths.add(p)
+                out.keys[p] = found
+    except (OSError, SymlinkInPath, DirChanged, KeyError):
+        return None  # gone although the monitor said nothing of its directory (a race), or odd: full check
+    return out
+
+
+def _seen_keys(state: WalkState, paths: set[str]) -> dict[str, Key | None]:
+    """The stored key of each of `paths` (all seen by the walk)."""
+    wanted: dict[str, set[str]] = {}
+    for p in paths:
+        parent, _, name = p.rpartition("/")
+        wanted.setdefault(parent, set()).add(name)
+    out: dict[str, Key | None] = {}
+    for parent, names, packed in state.seen:
+        want = wanted.get(parent)
+        if not want:
+            continue
+        prefix = f"{parent}/" if parent else ""
+        for i, name in enumerate(names):
+            if name in want:
+                out[prefix + name] = unpack_key(KEY.unpack_from(packed, i * KEY.size))
+    return out

@@ -1,0 +1,373 @@
+"""The change monitor (snapshot_store/monitor*.py, app/monitor_launch.py): a capture that trusts its answer records
+every change, and a monitor it cannot trust — restarted, overflowed, lying, garbage, another user's or another
+confinement's — makes it check on its own. Every monitor here is a real process; captures run as one-shot commands
+do (a fresh store each), in this process so that which look a capture took can be seen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from store_helpers import age_tree, make_repo
+from test_server import private_base, wait_until
+
+import snapshot_store.monitor as monitor_mod
+from app.monitor_launch import Launcher, attach, socket_for
+from snapshot_store import Store
+from snapshot_store.capture import CaptureResult
+
+REPO = Path(__file__).resolve().parent.parent
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="changes credentials: CI runs as root")
+
+
+class Monitors:
+    """A private runtime directory for monitors, the captures that use them, and which look each capture took."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="crm-", dir=private_base()))
+        os.chmod(self.dir, 0o700)
+        monkeypatch.setenv("CODEXR_RUNTIME_DIR", str(self.dir))
+        monkeypatch.setenv("CODEXR_MONITOR", "1")
+        monkeypatch.setenv("CODEXR_MONITOR_IDLE", "120")
+        self.home = tmp_path / "home"
+        self.looks: list[bool] = []  # per capture that got a bound answer: True when the monitor's look settled it
+        real = monitor_mod.check_since
+
+        def spy(*args: object, **kw: object) -> object:
+            out = real(*args, **kw)  # type: ignore[arg-type]
+            self.looks.append(out is not None)
+            return out
+
+        monkeypatch.setattr(monitor_mod, "check_since", spy)
+
+    def capture(self, ws: Path) -> CaptureResult:
+        """A pre-turn capture as `codexr exec` makes one, in a fresh store with the monitor attached."""
+        store = Store.open(self.home / "file_snapshots", protected=[self.home])
+        attach(store)
+        try:
+            return store.capture(ws, kind="pre-turn", grow=False)
+        finally:
+            store.close()
+
+    def content(self, snap: str, rel: str) -> bytes:
+        store = Store.open(self.home / "file_snapshots", protected=[self.home])
+        try:
+            entry = store.files(snap)[rel]
+            assert entry.kind == "f", entry
+            return b"".join(store.blob_chunks(entry.blob))  # type: ignore[union-attr]
+        finally:
+            store.close()
+
+    def pid(self, ws: Path) -> int:
+        path = socket_for(str(ws))
+        assert path is not None
+        return int(Path(path + ".lock").read_text())
+
+    def up(self, ws: Path) -> None:
+        """Wait until the workspace's monitor answers (the first capture started it)."""
+        wait_until(lambda: Launcher().ask(str(ws), None) is not None, 30, "the change monitor")
+
+    def stop(self) -> None:
+        for lock in self.dir.glob("m-*.lock"):
+            named = lock.read_text().strip()
+            if named.isdigit():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(named), signal.SIGKILL)
+        for p in self.dir.iterdir():
+            p.unlink()
+        self.dir.rmdir()
+
+
+@pytest.fixture
+def mons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Monitors]:
+    m = Monitors(tmp_path, monkeypatch)
+    yield m
+    m.stop()
+
+
+def workspace(tmp_path: Path) -> Path:
+    files = {f"src/m{i}.py": f"print({i})\n" for i in range(20)}
+    files.update({f"src/deep/d{i}.txt": f"deep {i}\n" for i in range(5)})
+    ws = make_repo(tmp_path / "ws", files).resolve()
+    age_tree(ws)  # no racy stat: a key the monitor does not vouch for would be looked at anyway
+    return ws
+
+
+def settled(mons: Monitors, ws: Path) -> str:
+    """Captures until one's token is bound and the monitor vouched for the next: the id of the last one."""
+    mons.capture(ws)  # starts the monitor (this one checks on its own)
+    mons.up(ws)
+    mons.capture(ws)  # asks for a token, binds it to the walk it saves
+    mons.looks.clear()
+    res = mons.capture(ws)
+    assert mons.looks == [True], "the monitor's answer was not used: these tests would prove nothing"
+    mons.looks.clear()
+    return res.id
+
+
+def test_a_file_changed_between_two_captures_is_recorded_through_the_monitor(mons: Monitors, tmp_path: Path) -> None:
+    """The monitor settles the capture (nothing else is looked at), and the changed file's new content is in it."""
+    ws = workspace(tmp_path)
+    settled(mons, ws)
+    (ws / "src/m3.py").write_text("print('changed')\n")
+    (ws / "src/deep/d1.txt").write_text("deep changed\n")
+    res = mons.capture(ws)
+    assert mons.looks == [True]
+    assert mons.content(res.id, "src/m3.py") == b"print('changed')\n"
+    assert mons.content(res.id, "src/deep/d1.txt") == b"deep changed\n"
+    mons.looks.clear()
+    res = mons.capture(ws)  # and nothing more: the next answer is about this capture's look
+    assert mons.looks == [True] and res.unchanged
+
+
+def test_a_new_file_and_a_new_directory_are_captured(mons: Monitors, tmp_path: Path) -> None:
+    """A name the saved walk never saw means its directory's listing moved: the full check and walk find them."""
+    ws = workspace(tmp_path)
+    settled(mons, ws)
+    (ws / "src/new.py").write_text("new\n")
+    res = mons.capture(ws)
+    assert mons.content(res.id, "src/new.py") == b"new\n"
+    (ws / "src/pkg").mkdir()
+    (ws / "src/pkg/inner.py").write_text("inner\n")
+    res = mons.capture(ws)
+    assert mons.content(res.id, "src/pkg/inner.py") == b"inner\n"
+    mons.looks.clear()
+    mons.capture(ws)
+    (ws / "src/pkg/inner.py").write_text("inner 2\n")  # in the directory made after the monitor started
+    res = mons.capture(ws)
+    assert mons.looks == [True, True]
+    assert mons.content(res.id, "src/pkg/inner.py") == b"inner 2\n"
+
+
+def test_a_change_while_the_monitor_restarts_is_recorded(mons: Monitors, tmp_path: Path) -> None:
+    """The token bound to the walk is the killed monitor's: its successor does not know it, so the capture checks."""
+    ws = workspace(tmp_path)
+    settled(mons, ws)
+    os.kill(mons.pid(ws), signal.SIGKILL)
+    (ws / "src/m5.py").write_text("print('while down')\n")
+    mons.capture(ws)  # no monitor answers: this one starts the next and checks on its own
+    mons.up(ws)
+    (ws / "src/m6.py").write_text("print('after restart')\n")
+    res = mons.capture(ws)
+    assert mons.content(res.id, "src/m5.py") == b"print('while down')\n"
+    assert mons.content(res.id, "src/m6.py") == b"print('after restart')\n"
+
+
+def test_a_queue_overflow_makes_the_capture_check_on_its_own(mons: Monitors, tmp_path: Path) -> None:
+    """Stopped while more events came than inotify queues, the monitor has lost some: it says so, and the capture
+    looks at every file (the change among the lost events is recorded)."""
+    ws = workspace(tmp_path)
+    settled(mons, ws)
+    pid = mons.pid(ws)
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        a, b = os.open(ws / "src/m1.py", os.O_WRONLY), os.open(ws / "src/m2.py", os.O_WRONLY)
+        try:
+            for _i in range(limit // 2 + 100):  # alternating: identical consecutive events would be merged
+                os.pwrite(a, b"x", 0)
+                os.pwrite(b, b"y", 0)
+        finally:
+            os.close(a)
+            os.close(b)
+        (ws / "src/m7.py").write_text("print('lost in the flood')\n")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    res = mons.capture(ws)
+    assert mons.looks == [], "an overflowed monitor's answer was used"
+    assert mons.content(res.id, "src/m7.py") == b"print('lost in the flood')\n"
+
+
+def serve_fake(path: str, answer: bytes, stop: threading.Event) -> threading.Thread:
+    """A listener on `path` (the real monitor's socket replaced) that answers every question with `answer`."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    os.unlink(path)
+    listener.bind(path)
+    listener.listen(4)
+    listener.settimeout(0.2)
+
+    def run() -> None:
+        with listener:
+            while not stop.is_set():
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                with conn, contextlib.suppress(OSError):  # a client that checks first hangs up before asking
+                    conn.recv(4096)
+                    conn.sendall(answer)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("kind", ["garbage", "liar"])
+def test_a_replaced_socket_is_not_believed(mons: Monitors, tmp_path: Path, kind: str) -> None:
+    """Whoever listens on the socket without being the monitor its lock names (garbage, or a well-formed "nothing
+    changed" for any token) is not asked: the change is recorded."""
+    ws = workspace(tmp_path)
+    settled(mons, ws)
+    path = socket_for(str(ws))
+    assert path is not None
+    lie = json.dumps({"v": 1, "root": str(ws), "token": "x:1", "known": True, "files": [], "paths": [],
+                      "structural": False, "lost": False}).encode() + b"\n"
+    stop = threading.Event()
+    t = serve_fake(path, b"\x00garbage\n" if kind == "garbage" else lie, stop)
+    try:
+        (ws / "src/m4.py").write_text("print('under a fake monitor')\n")
+        res = mons.capture(ws)
+    finally:
+        stop.set()
+        t.join()
+    assert mons.looks == []
+    assert mons.content(res.id, "src/m4.py") == b"print('under a fake monitor')\n"
+
+
+def test_garbage_and_lies_are_refused_by_the_client() -> None:
+    """The answer's every field is checked: another workspace's, a path out of the workspace, a malformed one."""
+    good = {"v": 1, "root": "/w", "token": "r:2", "known": True, "files": ["a"], "paths": ["a"], "structural": False,
+            "lost": False}
+    assert monitor_mod.decode_answer(json.dumps(good).encode(), "/w") is not None
+    for bad in ({**good, "root": "/other"}, {**good, "files": ["../etc/passwd"], "paths": ["../etc/passwd"]},
+                {**good, "files": ["b"]}, {**good, "lost": "no"}, {**good, "token": 3}, {**good, "v": 2}):
+        assert monitor_mod.decode_answer(json.dumps(bad).encode(), "/w") is None, bad
+    assert monitor_mod.decode_answer(b"\xff\xfe", "/w") is None
+
+
+ASK = """
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+    s.sendall(json.dumps({"v": 1, "root": sys.argv[2], "since": None}).encode() + b"\\n")
+    s.settimeout(10)
+    print("answer", s.recv(65536).decode(errors="replace"))
+except OSError as exc:
+    print("error", exc)
+"""
+
+
+def ask_as(wrap: tuple[str, ...], path: str, ws: Path) -> str:
+    res = subprocess.run([*wrap, sys.executable, "-c", ASK, path, str(ws)], capture_output=True, text=True,
+                         timeout=60, cwd=REPO)
+    return res.stdout + res.stderr
+
+
+def test_a_confined_process_gets_no_answer(mons: Monitors, tmp_path: Path) -> None:
+    """A process confined otherwise (no_new_privs, as Codex's sandbox sets) is refused by the monitor before it
+    hears anything, and its own codexr would use another socket (named by its confinement)."""
+    ws = workspace(tmp_path)
+    settled(mons, ws)
+    path = socket_for(str(ws))
+    assert path is not None
+    assert '"token"' in ask_as((), path, ws)  # the same process, unconfined: answered
+    out = ask_as(("setpriv", "--no-new-privs"), path, ws)
+    assert '"token"' not in out, out
+    code = f"import sys; sys.path.insert(0, {str(REPO)!r}); from app.monitor_launch import socket_for; " \
+           f"print(socket_for({str(ws)!r}, create=False))"
+    theirs = subprocess.run(["setpriv", "--no-new-privs", sys.executable, "-c", code], capture_output=True,
+                            text=True, timeout=60, env=os.environ).stdout.strip()
+    assert theirs and theirs != path
+
+
+@needs_root
+def test_another_user_can_neither_ask_nor_replace_the_socket(mons: Monitors, tmp_path: Path) -> None:
+    """The socket lies in a mode-700 directory, itself mode 600: another uid cannot connect, nor put its own there."""
+    ws = workspace(tmp_path)
+    settled(mons, ws)
+    path = socket_for(str(ws))
+    assert path is not None
+    assert stat.S_IMODE(os.stat(mons.dir).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(path).st_mode) & 0o077 == 0
+    other = ("setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups")
+    out = ask_as(other, path, ws)
+    assert out.startswith("error") and "Permission denied" in out, out
+    res = subprocess.run([*other, "sh", "-c", f"rm -f {path}; touch {path}"], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode != 0 and stat.S_ISSOCK(os.stat(path).st_mode)
+
+
+def test_a_write_through_another_hard_link_is_recorded(mons: Monitors, tmp_path: Path) -> None:
+    """inotify reports a write only under the name the writer used: a file with another name — one outside the
+    workspace from before, or one made inside it later — is looked at by every capture."""
+    ws = workspace(tmp_path)
+    outside = tmp_path / "elsewhere.py"
+    os.link(ws / "src/m8.py", outside)
+    age_tree(ws)  # the link moved its ctime
+    settled(mons, ws)
+    os.link(ws / "src/m9.py", ws / "src/deep/m9-again.py")
+    time.sleep(0.3)  # past the racy window: the next capture trusts (and keeps) the stat it sees
+    mons.capture(ws)
+    mons.capture(ws)
+    with open(outside, "r+b") as f:  # same size: only the stat's times and the content move
+        f.write(b"print(9)\n")
+    with open(ws / "src/deep/m9-again.py", "r+b") as f:
+        f.write(b"print(7)\n")
+    mons.looks.clear()
+    res = mons.capture(ws)
+    assert mons.looks == [True]
+    assert mons.content(res.id, "src/m8.py") == b"print(9)\n"
+    assert mons.content(res.id, "src/m9.py") == b"print(7)\n"
+
+
+def test_a_session_with_its_own_journal_records_every_change_and_leaves_a_token(mons: Monitors,
+                                                                                 tmp_path: Path) -> None:
+    """A long-running session (inotify journal of its own) uses the monitor's answer when it settles everything,
+    its journal otherwise; either way each change is recorded, and the next one-shot capture can trust the token."""
+    ws = workspace(tmp_path)
+    settled(mons, ws)
+    store = Store.open(mons.home / "file_snapshots", protected=[mons.home])
+    attach(store)
+    try:
+        assert store.watch(ws)
+        store.capture(ws, kind="pre-turn", grow=False)
+        for i, rel in enumerate(("src/m10.py", "src/deep/d2.txt", "src/brand_new.py")):
+            (ws / rel).write_text(f"session change {i}\n")
+            res = store.capture(ws, kind="post-turn", grow=False)
+            assert mons.content(res.id, rel) == f"session change {i}\n".encode()
+    finally:
+        store.close()
+    assert True in mons.looks
+    time.sleep(0.3)
+    mons.capture(ws)  # a one-shot capture after the session: binds a token to its own look
+    (ws / "src/m11.py").write_text("after the session\n")
+    mons.looks.clear()
+    res = mons.capture(ws)
+    assert mons.looks == [True]
+    assert mons.content(res.id, "src/m11.py") == b"after the session\n"
+
+
+MOUNTINFO = """\
+22 27 0:21 / /proc rw,relatime - proc proc rw
+27 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+40 27 0:40 / /home/me/nfs rw,relatime - nfs4 server:/export rw,vers=4.2
+41 40 0:41 / /home/me/nfs/local\\040copy rw,relatime - ext4 /dev/vdb rw
+42 27 0:42 / /mnt/remote rw,nosuid - fuse.sshfs me@host:/src rw
+"""
+
+
+def test_no_monitor_on_a_file_system_other_machines_change() -> None:
+    """NFS, sshfs and their kind change without this kernel seeing it: the monitor is only asked where every change
+    passes through it (the mount that holds the workspace decides, the innermost one)."""
+    from app.monitor_launch import LOCAL_FS, fs_type
+
+    assert fs_type("/home/me/nfs/ws", MOUNTINFO) == "nfs4"
+    assert fs_type("/home/me/nfs/local copy/ws", MOUNTINFO) == "ext4"
+    assert fs_type("/mnt/remote/ws", MOUNTINFO) == "fuse.sshfs"
+    assert fs_type("/home/me/ws", MOUNTINFO) == "ext4"
+    assert {"nfs4", "fuse.sshfs"}.isdisjoint(LOCAL_FS) and "ext4" in LOCAL_FS
