@@ -156,32 +156,46 @@ class Capturer:
         workspace's latest snapshot captured stays tracked. `progress(done, total, bytes)` is called now and
         then while file contents are read.
         """
-        return self.run(root, label=label, known_paths=known_paths, scope=scope, kind=kind, progress=progress)
+        return self._run(root, label=label, known_paths=known_paths, scope=scope, kind=kind, progress=progress)
 
     def capture_summary(self, root: str | os.PathLike[str], *, label: str | None = None,
                         known_paths: Iterable[str] = (), scope: ScopeSettings | None = None,
                         progress: Progress | None = None) -> CaptureResult:
         """A capture whose caller needs only its id and counts (a one-shot command): when nothing changed its
         `files` and `stats` may be empty, and no manifest is decoded."""
-        return self.run(root, label=label, known_paths=known_paths, scope=scope, progress=progress,
-                        summary_only=True)
+        return self._run(root, label=label, known_paths=known_paths, scope=scope, progress=progress,
+                         summary_only=True)
+
+    def capture_thread(self, root: str | os.PathLike[str], *, known_paths: Iterable[str], label: str | None = None,
+                       scope: ScopeSettings | None = None, kind: str = "capture",
+                       progress: Progress | None = None) -> CaptureResult:
+        """A conversation thread's capture: the scope and exactly the paths the thread tracks (`known_paths`),
+        not what the workspace's latest snapshot captured (another thread's agent-touched paths stay its own)."""
+        return self._run(root, label=label, known_paths=known_paths, scope=scope, kind=kind, progress=progress,
+                         grow=False)
 
     def safety(self, root: str | os.PathLike[str], *, known_paths: Iterable[str], scope: ScopeSettings | None,
-               label: str, progress: Progress | None = None, whatever_size: Callable[[str], bool] | None = None,
-               dry_run: bool = False) -> CaptureResult:
-        """A restore's safety capture: every path it may write or delete (`known_paths`), and the files for which
-        `whatever_size` is true whatever the residue limits say. With `dry_run`, hashed in memory, nothing
-        stored."""
-        return self.run(root, label=label, known_paths=known_paths, scope=scope, kind="safety", progress=progress,
-                        whatever_size=whatever_size, dry_run=dry_run)
+               label: str, progress: Progress | None = None,
+               whatever_size: Callable[[str], bool] | None = None) -> CaptureResult:
+        """A restore's safety capture, stored before anything is touched: every path it may write or delete
+        (`known_paths`), and the files for which `whatever_size` is true whatever the residue limits say."""
+        return self._run(root, label=label, known_paths=known_paths, scope=scope, kind="safety", progress=progress,
+                         whatever_size=whatever_size)
+
+    def safety_preview(self, root: str | os.PathLike[str], *, known_paths: Iterable[str],
+                       scope: ScopeSettings | None, progress: Progress | None = None,
+                       whatever_size: Callable[[str], bool] | None = None) -> CaptureResult:
+        """What `safety` would hold (a dry-run restore plans against it), hashed in memory: nothing stored."""
+        return self._run(root, known_paths=known_paths, scope=scope, kind="safety", progress=progress,
+                         whatever_size=whatever_size, dry_run=True)
 
     def preview(self, root: str | os.PathLike[str], *, known_paths: Iterable[str] = (),
                 scope: ScopeSettings | None = None) -> CaptureResult:
         """The workspace now as `known_paths` and the scope see it (a diff's current side), hashed in memory
         only: nothing is stored, and what the latest snapshot captured is not added."""
-        return self.run(root, known_paths=known_paths, scope=scope, dry_run=True, grow=False)
+        return self._run(root, known_paths=known_paths, scope=scope, dry_run=True, grow=False)
 
-    def run(
+    def _run(
         self,
         root: str | os.PathLike[str],
         *,
@@ -195,8 +209,9 @@ class Capturer:
         progress: Progress | None = None,
         summary_only: bool = False,
     ) -> CaptureResult:
-        """The capture the four above name: `grow` adds what the latest snapshot captured to `known_paths`,
-        `dry_run` stores nothing, `whatever_size` lifts the residue limits, `summary_only` may skip the maps."""
+        """The capture the intents above name (callers name one of them, never these switches): `grow` adds what
+        the latest snapshot captured to `known_paths`, `dry_run` stores nothing, `whatever_size` lifts the residue
+        limits, `summary_only` may skip the maps."""
         started = time.perf_counter()
         started_ns = time.time_ns()
         ws = self.repo.workspace(root)

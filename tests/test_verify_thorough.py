@@ -27,9 +27,9 @@ def build(ws: Path, store_dir: Path) -> list[str]:
     (ws / "tiny").write_text("x")
     os.symlink("text.txt", ws / "link")
     with Store.open(store_dir) as store:
-        first = store.capture(ws, scope=SCOPE).id
+        first = store.at(ws).capture(scope=SCOPE).id
         (ws / "raw.bin").write_bytes(os.urandom(150))
-        second = store.capture(ws, scope=SCOPE).id
+        second = store.at(ws).capture(scope=SCOPE).id
         assert store.record(second).parent == first
     side = store_dir / "refs" / "threads" / f"{THREAD}.json"
     side.parent.mkdir(parents=True, exist_ok=True)
@@ -183,13 +183,13 @@ def test_a_damaged_stat_cache_is_not_trusted(ws: Path, tmp_path: Path) -> None:
     age_tree(ws)
     ha, hb = blake3.blake3(a).hexdigest(), blake3.blake3(b).hexdigest()
     with Store.open(store_dir) as store:
-        store.capture(ws, scope=SCOPE)
+        store.at(ws).capture(scope=SCOPE)
     [cache] = (store_dir / "cache").glob("*.stat")
     assert ha.encode() in cache.read_bytes()
     # The cache now claims b's blob (which the store holds) for the unchanged a.txt.
     forge_cache(cache, lambda data: data.replace(ha.encode(), hb.encode()))
     with Store.open(store_dir) as store:
-        snap = store.capture(ws, scope=SCOPE).id
+        snap = store.at(ws).capture(scope=SCOPE).id
         files = store.files(snap)
     assert files["a.txt"][3] == ha
     assert files["b.txt"][3] == hb
@@ -208,7 +208,7 @@ def test_a_stat_cache_entry_of_another_shape_is_no_hit(ws: Path, tmp_path: Path)
     (ws / "b.txt").write_bytes(b"b\n")
     age_tree(ws)
     with Store.open(store_dir) as store:
-        store.capture(ws, scope=SCOPE)
+        store.at(ws).capture(scope=SCOPE)
     [cache] = (store_dir / "cache").glob("*.stat")
     doc = marshal.loads(cache.read_bytes()[len(MAGIC) + 32:])
     key = doc["a.txt"][:5]
@@ -219,7 +219,7 @@ def test_a_stat_cache_entry_of_another_shape_is_no_hit(ws: Path, tmp_path: Path)
     for walk in (store_dir / "cache").glob("*.walk"):
         walk.unlink()  # else the capture checks the saved walk and asks the stat cache nothing
     with Store.open(store_dir) as store:
-        res = store.capture(ws, scope=SCOPE)
+        res = store.at(ws).capture(scope=SCOPE)
         files = store.files(res.id)
     assert files["a.txt"][3] == blake3.blake3(a).hexdigest()
     assert files["b.txt"][3] == blake3.blake3(b"b\n").hexdigest()

@@ -105,7 +105,7 @@ class RecordingObserver(Observer):
             self._lock = SessionLock(store_dir, self.ws)
             self._lock.acquire()
             if tracking:
-                store.watch(self.ws)
+                store.capturer.watch(self.ws)
         return self._recorder
 
     async def _warn(self, message: str, thread_id: str | None = None, turn_id: str | None = None) -> None:
