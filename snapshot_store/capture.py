@@ -2,8 +2,9 @@
 a delta manifest -> its ref.
 
 A Capturer works on one repository and keeps, per workspace, what makes the next capture cheap: the Git
-listing, the stat cache, and where a long-running process watches it, the inotify change journal (watch.py). A
-one-shot process has no journal: it checks the walk the last capture saved instead (walkstate.py).
+listing, the workspace index (index.py: the stat cache and the saved walk, one file), and where a long-running
+process watches it, the inotify change journal (watch.py). A one-shot process has no journal: it checks the walk
+the last capture saved instead (walkstate.py).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from .repository.repo import Repository, SnapshotInfo
 from .roots import resolve_root
 from .settings import ScopeSettings
 from .stamps import Key, stat_key
-from .statcache import StatCache
 
 if TYPE_CHECKING:
     from .restore.journal import Recovery
@@ -90,7 +90,7 @@ class Capturer:
             w.last = None
 
     def close(self) -> None:
-        """Save the stat caches and stop the change journals."""
+        """Save the workspace indexes and stop the change journals."""
         for index in self._indexes.values():
             with contextlib.suppress(OSError):
                 index.save()
@@ -103,13 +103,10 @@ class Capturer:
         key = workspace_key(str(root))
         index = self._indexes.get(key)
         if index is None:
-            index = WorkspaceIndex(self.repo.cache_file(root, ".stat"), self.repo.cache_file(root, ".walk"))
+            index = WorkspaceIndex(self.repo.cache_file(root, ".index"),
+                                   legacy=(self.repo.cache_file(root, ".stat"), self.repo.cache_file(root, ".walk")))
             self._indexes[key] = index
         return index
-
-    def stat_cache(self, root: Path) -> StatCache:
-        """The per-path half of the workspace's index."""
-        return self.index(root).stat
 
     def _git_cache_path(self, root: Path) -> Path:
         """Where the workspace's Git listing is kept between processes (FORMAT.md §7)."""
@@ -268,7 +265,8 @@ class Capturer:
                     checked = None  # other known paths would change the map: walk
             if since is None and watched is not None and watched.last is not None:
                 since = fastpath.Since(watched.last, watched.journal.drain(), watched.pending)
-            cache = self.stat_cache(ws)
+            index = self.index(ws)
+            cache = index.stat
             sink = HashOnly() if dry_run else self.repo.blob_writer()
             state: fastpath.LastCapture | None = None
             selected: scope_mod.Scope | None = None
@@ -343,11 +341,12 @@ class Capturer:
                 cache.update(state.fresh, started_ns)
             else:
                 cache.update_some(captured.entries, captured.fresh, started_ns)
-            # A restore's safety capture leaves the saving to the restore's end (close): it forgets the paths it
-            # rewrites right after, and saving twice cost ~40-70 ms of a one-file restore (11,000 files, measured).
-            if kind != "safety" and (watched is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL):
-                with contextlib.suppress(OSError):
-                    cache.save()  # disposable: the snapshot is already committed
+            # One write of the index for both halves. A restore's safety capture leaves the per-path half to the
+            # restore's end (close): it forgets the paths it rewrites right after, and saving it twice cost ~40-70 ms
+            # of a one-file restore (11,000 files, measured); a watched workspace saves it at most once a minute.
+            per_path = kind != "safety" and (watched is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL)
+            with contextlib.suppress(OSError):
+                index.save(per_path=per_path)  # disposable: the snapshot is already committed
             self._save_git_listing(ws, git, known_git)
         result.seconds = time.perf_counter() - started
         return result
@@ -441,7 +440,8 @@ class Capturer:
                    selected: scope_mod.Scope | None, base: walkstate.WalkState | None, checked_keys: dict[str, Key],
                    moved_dirs: dict[str, Key], read: dict[str, Key], git_paths: set[str],
                    started_ns: int) -> walkstate.WalkState | None:
-        """Keep what this capture saw for the next process (or forget a walk nobody can check); return it."""
+        """What this capture saw, for the next process (None: a walk nobody can check), set in the index (the
+        capture writes it once, with the per-path half); return it."""
         index = self.index(ws)
         files = state.files
 
@@ -449,14 +449,14 @@ class Capturer:
             return walkstate.trusted(key, started_ns)
 
         if not walkstate.savable(files, result.skipped):
-            index.forget_walk()
+            index.set_walk(None)
             return None
         unwatched = {p: trusted(k) for p, k in state.unwatched.items()}
         packs = walkstate.pack_signature(self.repo.path / "packs", read_generation(self.repo.path))
         skipped = [(str(p), str(why)) for p, why in result.skipped]
         if selected is None:
             if base is None:
-                index.forget_walk()
+                index.set_walk(None)
                 return None
             # No directory moved since `base` was saved (else this capture walked), so the same entries are there:
             # only the files read again get new keys (rebuilding the whole state cost ~30 ms of a one-file restore).
@@ -468,7 +468,7 @@ class Capturer:
             if any(is_captured(files.get(rel)) for rel in newly):
                 kept = base.seen_paths() | unwatched.keys()
                 if any(is_captured(files.get(rel)) and rel not in kept for rel in newly):
-                    index.forget_walk()
+                    index.set_walk(None)
                     return None
             # Directories listed the same at the check: their new stats stand (racy ones untrusted).
             listed = walkstate.with_dir_keys(base.dirs, {rel: trusted(k) for rel, k in moved_dirs.items()})
@@ -480,7 +480,7 @@ class Capturer:
                                         covered_blob=blob, _covered=covered,
                                         file_count=result.file_count, skipped=skipped,
                                         grows_same=walkstate.grows_same(covered, git_paths, files))
-            index.save_walk(saved)
+            index.set_walk(saved)
             return saved
         # Walked: every listed directory and stat'ed entry, racy ones untrusted.
         dirs: walkstate.Group = ("", list(selected.listed),
@@ -490,7 +490,7 @@ class Capturer:
                 if walkstate.stat_bound(files, rel)}
         # Every captured file must be looked at by the next check, or a change to it would go unseen.
         if any(is_captured(e) and p not in seen and p not in unwatched for p, e in files.items()):
-            index.forget_walk()
+            index.set_walk(None)
             return None
         covered = frozenset(state.covered)
         saved = walkstate.WalkState(
@@ -499,7 +499,7 @@ class Capturer:
             covered_blob=marshal.dumps(sorted(covered), 2), unwatched=unwatched, file_count=result.file_count,
             skipped=skipped, listings=b"".join(selected.listing[rel] for rel in selected.listed),
             grows_same=walkstate.grows_same(covered, git_paths, files))
-        index.save_walk(saved)
+        index.set_walk(saved)
         return saved
 
     def _recover_if_idle(self, ws: Path) -> Recovery | None:

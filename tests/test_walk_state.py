@@ -15,7 +15,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import blake3
 import pytest
 from fs_helpers import codexr
 from store_helpers import WIDE, age_tree, git, make_repo, tree, write
@@ -24,8 +23,9 @@ import snapshot_store.scope as scope_mod
 import snapshot_store.store as store_mod
 from snapshot_store import Store
 from snapshot_store.capture import CaptureResult
+from snapshot_store.index import MAGIC, WorkspaceIndex, payload, sections
 from snapshot_store.manifest import captured_paths, is_captured
-from snapshot_store.walkstate import KEY, MAGIC, UNTRUSTED, load, save
+from snapshot_store.walkstate import KEY, UNTRUSTED, WalkState
 
 SETTLE = 0.15  # past statcache.FINE_WINDOW_NS: what a capture sees then, it may vouch for
 
@@ -70,10 +70,22 @@ def walked_files(store_dir: Path, ws: Path, *, thread: bool = False, known_paths
         return dict(s.at(ws).preview(scope=WIDE, known_paths=[*known_paths, *grown]).files)
 
 
-def walk_file(store_dir: Path) -> Path:
-    found = list((store_dir / "cache").glob("*.walk"))
+def index_file(store_dir: Path) -> Path:
+    found = list((store_dir / "cache").glob("*.index"))
     assert len(found) == 1, found
     return found[0]
+
+
+def saved_walk(store_dir: Path) -> WalkState | None:
+    """The walk half of the workspace's index, as the next capture would load it."""
+    return WorkspaceIndex(index_file(store_dir)).saved_walk()
+
+
+def stat_section(store_dir: Path) -> bytes:
+    """The per-path half of the workspace's index, as stored (checksum and payload)."""
+    parts = sections(index_file(store_dir).read_bytes())
+    assert parts is not None
+    return parts[1]
 
 
 @pytest.fixture
@@ -185,7 +197,7 @@ def test_a_capture_right_after_a_write_does_not_vouch_for_that_file(repo: Path, 
     store_dir = tmp_path / "store"
     write(repo, "src/a.py", "a = 2\n")  # written just now: within the window of the capture below
     capture(store_dir, repo)
-    state = load(walk_file(store_dir))
+    state = saved_walk(store_dir)
     assert state is not None
     keys = {f"{d}/{n}" if d else n: packed[i * KEY.size:(i + 1) * KEY.size]
             for d, names, packed in state.seen for i, n in enumerate(names)}
@@ -214,7 +226,7 @@ def test_the_captured_stats_of_a_checked_capture_are_a_consistent_mapping(repo: 
 
     write(repo, "src/a.py", "a = 2\n")
     capture(trusted, repo)  # right after the write: src/a.py's key is saved untrusted (if this ran within 100 ms)
-    state = load(walk_file(trusted))
+    state = saved_walk(trusted)
     assert state is not None
     with Store.open(trusted) as s:
         files = s.files(state.snapshot)
@@ -234,16 +246,17 @@ def test_a_stat_cache_a_restore_left_unsaved_never_vouches_for_a_rewritten_file(
     with Store.open(trusted) as s:
         snap = s.latest(repo)
         assert snap is not None
-    (cache_file,) = (trusted / "cache").glob("*.stat")
-    stale = marshal.loads(cache_file.read_bytes()[len(b"CRSTAT2\n") + 32:])["src/a.py"]
+    stale_body = payload(stat_section(trusted))
+    assert stale_body is not None
+    stale = marshal.loads(stale_body)["src/a.py"]
     write(repo, "src/a.py", "a = 'edited'\n")
     time.sleep(SETTLE)
-    before = cache_file.read_bytes()
+    before = stat_section(trusted)
     with Store.open(trusted) as s:
         s.at(repo).restore(snap, scope=WIDE)
     assert (repo / "src" / "a.py").read_text() == "a = 1\n"
-    assert cache_file.read_bytes() == before  # left as it was, the old entry of src/a.py in it
-    walk_file(trusted).unlink()  # the next capture walks, consulting the stat cache
+    assert stat_section(trusted) == before  # left as it was, the old entry of src/a.py in it
+    WorkspaceIndex(index_file(trusted)).forget_walk()  # the next capture walks, consulting the stat cache
     write(repo, "src/a.py", "a = 9\n")  # the size of the stale entry's content
     os.utime(repo / "src" / "a.py", ns=(stale[1], stale[1]))
     time.sleep(SETTLE)
@@ -253,9 +266,11 @@ def test_a_stat_cache_a_restore_left_unsaved_never_vouches_for_a_rewritten_file(
 
 
 def test_a_damaged_saved_walk_is_ignored(repo: Path, trusted: Path) -> None:
-    path = walk_file(trusted)
+    path = index_file(trusted)
     data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF
+    parts = sections(bytes(data))
+    assert parts is not None and parts[0]
+    data[len(MAGIC) + 8 + len(parts[0]) // 2] ^= 0xFF  # in the middle of the walk half
     path.write_bytes(bytes(data))
     write(repo, "notes.txt", "edited notes\n")
     expected = walked_files(trusted, repo)
@@ -369,7 +384,7 @@ def test_the_command_line_reports_an_unchanged_capture_like_a_walked_one(repo: P
     assert first.returncode == second.returncode == 0, (first.stderr, second.stderr)
     assert first.stderr.startswith("6 files, ")
     assert second.stderr.startswith("6 files, 0 B hashed, 0 B stored") and "(no changes since" in second.stderr
-    assert list((home / "file_snapshots" / "cache").glob("*.walk"))
+    assert saved_walk(home / "file_snapshots") is not None
 
 
 def test_a_file_dated_before_1970_is_checked_like_any_other(repo: Path, tmp_path: Path) -> None:
@@ -522,16 +537,17 @@ def test_a_forged_walk_state_naming_a_path_out_of_the_workspace_is_not_used(repo
                                                                            tmp_path: Path, bad: str) -> None:
     """The state is checksummed against damage, not forgery: a crafted name must never be looked at or read."""
     (tmp_path / "outside.txt").write_text("secret outside the workspace\n")
-    path = walk_file(trusted)
-    state = load(path)
+    path = index_file(trusted)
+    state = saved_walk(trusted)
     assert state is not None
     parent, names, packed = state.seen[0]
     state.seen[0] = (parent, [*names, bad], packed + UNTRUSTED)
-    save(path, state)
-    data = path.read_bytes()
-    assert data.startswith(MAGIC) and blake3.blake3(data[len(MAGIC) + 32:]).digest() == data[len(MAGIC):len(MAGIC) + 32]
-    assert marshal.loads(data[len(MAGIC) + 32:])  # a well-formed file with a valid checksum
-    assert load(path) is None
+    WorkspaceIndex(path).save_walk(state)
+    parts = sections(path.read_bytes())
+    assert parts is not None
+    body = payload(parts[0])
+    assert body is not None and marshal.loads(body)  # a well-formed half with a valid checksum
+    assert saved_walk(trusted) is None
     expected = walked_files(trusted, repo)
     res = capture(trusted, repo)
     assert files_of(trusted, res.id) == expected

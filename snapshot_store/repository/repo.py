@@ -434,7 +434,7 @@ class Repository:
         return PackWriter(self.blobs)
 
     def cache_file(self, root: Path, suffix: str) -> Path:
-        """Where a disposable cache of one workspace lives (FORMAT.md §7): `.stat`, `.git`, `.walk`."""
+        """Where a disposable cache of one workspace lives (FORMAT.md §7): `.index`, `.git` (`.stat`, `.walk`: old)."""
         return self.path / "cache" / f"{workspace_key(str(root))}{suffix}"
 
 
