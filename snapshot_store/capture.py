@@ -33,6 +33,7 @@ from .repository.repo import Repository, SnapshotInfo
 from .roots import resolve_root
 from .settings import ScopeSettings
 from .stamps import Key, stat_key
+from .vocab import SnapshotKind
 
 if TYPE_CHECKING:
     from .restore.journal import Recovery
@@ -145,7 +146,7 @@ class Capturer:
             fastpath.absorb(w, written, deleted, dirs_changed)
 
     def capture(self, root: str | os.PathLike[str], *, label: str | None = None, known_paths: Iterable[str] = (),
-                scope: ScopeSettings | None = None, kind: str = "capture", progress: Progress | None = None
+                scope: ScopeSettings | None = None, kind: str = SnapshotKind.CAPTURE, progress: Progress | None = None
                 ) -> CaptureResult:
         """A snapshot of the workspace's tracked set: blobs, then the snapshot, then its ref.
 
@@ -164,7 +165,7 @@ class Capturer:
                          summary_only=True)
 
     def capture_thread(self, root: str | os.PathLike[str], *, known_paths: Iterable[str], label: str | None = None,
-                       scope: ScopeSettings | None = None, kind: str = "capture",
+                       scope: ScopeSettings | None = None, kind: str = SnapshotKind.CAPTURE,
                        progress: Progress | None = None) -> CaptureResult:
         """A conversation thread's capture: the scope and exactly the paths the thread tracks (`known_paths`),
         not what the workspace's latest snapshot captured (another thread's agent-touched paths stay its own)."""
@@ -176,14 +177,14 @@ class Capturer:
                whatever_size: Callable[[str], bool] | None = None) -> CaptureResult:
         """A restore's safety capture, stored before anything is touched: every path it may write or delete
         (`known_paths`), and the files for which `whatever_size` is true whatever the residue limits say."""
-        return self._run(root, label=label, known_paths=known_paths, scope=scope, kind="safety", progress=progress,
-                         whatever_size=whatever_size)
+        return self._run(root, label=label, known_paths=known_paths, scope=scope, kind=SnapshotKind.SAFETY,
+                         progress=progress, whatever_size=whatever_size)
 
     def safety_preview(self, root: str | os.PathLike[str], *, known_paths: Iterable[str],
                        scope: ScopeSettings | None, progress: Progress | None = None,
                        whatever_size: Callable[[str], bool] | None = None) -> CaptureResult:
         """What `safety` would hold (a dry-run restore plans against it), hashed in memory: nothing stored."""
-        return self._run(root, known_paths=known_paths, scope=scope, kind="safety", progress=progress,
+        return self._run(root, known_paths=known_paths, scope=scope, kind=SnapshotKind.SAFETY, progress=progress,
                          whatever_size=whatever_size, dry_run=True)
 
     def preview(self, root: str | os.PathLike[str], *, known_paths: Iterable[str] = (),
@@ -199,7 +200,7 @@ class Capturer:
         label: str | None = None,
         known_paths: Iterable[str] = (),
         scope: ScopeSettings | None = None,
-        kind: str = "capture",
+        kind: str = SnapshotKind.CAPTURE,
         grow: bool = True,
         dry_run: bool = False,
         whatever_size: Callable[[str], bool] | None = None,
@@ -344,7 +345,8 @@ class Capturer:
             # One write of the index for both halves. A restore's safety capture leaves the per-path half to the
             # restore's end (close): it forgets the paths it rewrites right after, and saving it twice cost ~40-70 ms
             # of a one-file restore (11,000 files, measured); a watched workspace saves it at most once a minute.
-            per_path = kind != "safety" and (watched is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL)
+            per_path = kind != SnapshotKind.SAFETY and (
+                watched is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL)
             with contextlib.suppress(OSError):
                 index.save(per_path=per_path)  # disposable: the snapshot is already committed
             self._save_git_listing(ws, git, known_git)

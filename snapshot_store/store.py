@@ -21,12 +21,12 @@ from .repository.repo import (
     GC_MARKER,
     STORE_FORMAT,
     STORE_VERSION,
-    UNLISTED_KINDS,
     Repository,
     SnapshotInfo,
     read_record,
     read_ref_file,
 )
+from .vocab import UNLISTED_KINDS
 
 __all__ = ["AUTO_GC_INTERVAL", "GC_MARKER", "STORE_FORMAT", "STORE_VERSION", "UNLISTED_KINDS", "CaptureResult",
            "Change", "SnapshotInfo", "Store", "diff_maps", "read_record", "read_ref_file"]

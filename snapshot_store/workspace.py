@@ -23,6 +23,7 @@ from .restore.journal import Recovery
 from .restore.plan import DELETE, HELD_OR_ABSENT, WRITE, RestorePlan, keep_everything, plan_restore, protected_in
 from .scope import Ignore
 from .settings import ScopeSettings
+from .vocab import STATES_KINDS, SnapshotKind
 
 
 class Workspace:
@@ -39,7 +40,7 @@ class Workspace:
         return Restorer(self.repo, self.root, self.repo.journal_file(self.root), self.capturer.notes(self.root))
 
     def capture(self, *, label: str | None = None, known_paths: Iterable[str] = (), scope: ScopeSettings | None = None,
-                kind: str = "capture", progress: Progress | None = None) -> CaptureResult:
+                kind: str = SnapshotKind.CAPTURE, progress: Progress | None = None) -> CaptureResult:
         """Capture this workspace (Capturer.capture)."""
         return self.capturer.capture(self.root, label=label, known_paths=known_paths, scope=scope, kind=kind,
                                      progress=progress)
@@ -51,7 +52,7 @@ class Workspace:
                                              progress=progress)
 
     def capture_thread(self, *, known_paths: Iterable[str], label: str | None = None,
-                       scope: ScopeSettings | None = None, kind: str = "capture",
+                       scope: ScopeSettings | None = None, kind: str = SnapshotKind.CAPTURE,
                        progress: Progress | None = None) -> CaptureResult:
         """A conversation thread's capture of exactly what it tracks (Capturer.capture_thread)."""
         return self.capturer.capture_thread(self.root, known_paths=known_paths, label=label, scope=scope,
@@ -151,6 +152,6 @@ class Workspace:
 
 def refuse_single_files(snap_id: str, root: str, kind: str) -> None:
     """A snapshot of single files by absolute path is restored by rewind and redo (states.py), not here."""
-    if root == "/" and kind in ("pre-edit", "states-safety"):
+    if root == "/" and kind in STATES_KINDS:
         raise StoreError(f"snapshot {snap_id[:12]} records single files by absolute path (agent edits); "
                          "rewind and redo restore it, not a workspace restore")
