@@ -657,8 +657,7 @@ class Driver:
             target = prompts[-1] if prompt is None else s.resolve_prompt(prompts, prompt)
             if target.pre is None:
                 raise SessionError(f"prompt {target.number} has no file snapshot")
-            now = s.store.capture(s.cwd, known_paths=s.known_paths(self.thread_id), scope=s.scope,
-                                  dry_run=True, grow=False)
+            now = s.store.at(s.cwd).preview(known_paths=s.known_paths(self.thread_id), scope=s.scope)
             return changes.workspace_diff(s.store, str(s.cwd), target.pre, now.files)
 
     def snapshots(self) -> list[SnapshotInfo]:
@@ -671,7 +670,7 @@ class Driver:
         """What restoring a snapshot would do (dry run) with each file's diff."""
         with self._exclusive("restore a snapshot") as s:
             sid = s.store.resolve(snap_id)
-            res = s.store.restore(sid, s.cwd, dry_run=True, known_paths=self._known(s), scope=s.scope)
+            res = s.store.at(s.cwd).restore(sid, dry_run=True, known_paths=self._known(s), scope=s.scope)
             return Preview(f"restore snapshot {sid[:12]}", res, res, changes.plan_diffs(s.store, res.plan),
                            self._warnings(s, res))
 
@@ -679,7 +678,7 @@ class Driver:
         """Restore a snapshot of this workspace (after its own safety capture)."""
         with self._exclusive("restore a snapshot") as s:
             sid = s.store.resolve(snap_id)
-            res = s.store.restore(sid, s.cwd, known_paths=self._known(s), scope=s.scope)
+            res = s.store.at(s.cwd).restore(sid, known_paths=self._known(s), scope=s.scope)
             self.emit(Notice(f"restored snapshot {sid[:12]}: {len(res.written)} written, {len(res.deleted)} "
                              f"deleted; undo with /snapshots → {str(res.safety_id)[:12]}"))
             self.emit(StatusChanged(self.status()))

@@ -80,7 +80,7 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, redo_thre
         return True
 
     try:
-        result = store.restore(ws_target, cwd, known_paths=known, scope=scope, confirm=go)
+        result = store.at(cwd).restore(ws_target, known_paths=known, scope=scope, confirm=go)
     except StoreError as exc:
         raise SessionError(f"the files could not be restored: {exc}") from exc
     prep = outside.get("prep")
@@ -146,8 +146,8 @@ def undo_files(recorder: Recorder, thread_id: str, done: FilesRewound, codex_hom
     store = recorder.store
     safety = done.result.safety_id
     if safety is not None:
-        store.restore(safety, recorder.cwd, known_paths=recorder.known_paths(recorder.sidecar(thread_id)),
-                      scope=recorder.scope)
+        store.at(recorder.cwd).restore(safety, known_paths=recorder.known_paths(recorder.sidecar(thread_id)),
+                                       scope=recorder.scope)
     if done.outside_safety is not None:
         prepare_states_restore(store, done.outside_safety, dry_run=False, protected=[str(codex_home)]).apply()
 

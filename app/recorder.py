@@ -23,6 +23,7 @@ from snapshot_store.safefs import SafeRoot
 from snapshot_store.scope import forbidden
 from snapshot_store.settings import ScopeSettings
 from snapshot_store.states import STATES_ROOT, save_states
+from snapshot_store.vocab import SnapshotKind
 
 from . import pre_edit as pe
 from .sidecar import Sidecars, ThreadSidecar, TurnRecord, relative_to
@@ -81,13 +82,13 @@ class Recorder:
         """A snapshot of the workspace with everything the thread tracks (None when the thread is untracked)."""
         if not side.tracking:
             return None
-        return self.store.capture(self.cwd, label=label, known_paths=self.known_paths(side),
-                                  scope=self.scope, kind=kind, grow=False).id
+        return self.store.at(self.cwd).capture_thread(known_paths=self.known_paths(side), label=label,
+                                                      scope=self.scope, kind=kind).id
 
     def begin(self, side: ThreadSidecar, text: str) -> tuple[str | None, float]:
         """The pre-turn capture (committed before the turn is sent) and the seconds it took."""
         t0 = time.perf_counter()
-        pre = self.capture(side, "pre-turn", f"before: {text[:60]}")
+        pre = self.capture(side, SnapshotKind.PRE_TURN, f"before: {text[:60]}")
         return pre, time.perf_counter() - t0
 
     def bind(self, thread_id: str, side: ThreadSidecar, turn_id: str, text: str, pre: str | None) -> None:
@@ -145,7 +146,7 @@ class Recorder:
         t1 = time.perf_counter()
         post: str | None = None
         try:
-            post = self.capture(side, "post-turn", f"after: {text[:60]}")
+            post = self.capture(side, SnapshotKind.POST_TURN, f"after: {text[:60]}")
         except StoreError as exc:
             capture_error = f"the snapshot after the turn failed: {exc}"  # (replaces a pre-edit error)
         post_seconds = time.perf_counter() - t1

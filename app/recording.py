@@ -34,7 +34,7 @@ class Recording:
         """Say this session works here (other sessions' rewinds warn), and watch the workspace when tracking."""
         self.lock.acquire()
         if self.tracking:
-            self.store.watch(self.cwd)
+            self.store.capturer.watch(self.cwd)
 
     def close(self) -> None:
         """Let go of the store and the lock."""

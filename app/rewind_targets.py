@@ -16,6 +16,7 @@ from snapshot_store import RestorePlan, RestoreResult, Store
 from snapshot_store.manifest import Entry, is_captured, witnessed_absent
 from snapshot_store.restore import LEAVE, Action
 from snapshot_store.states import STATES_ROOT, key_path
+from snapshot_store.vocab import SnapshotKind
 
 from .sidecar import ThreadSidecar, relative_to
 
@@ -92,7 +93,7 @@ def inside_target(store: Store, cwd: str, pre_snapshot: str, targets: RewindTarg
     """The pre-turn snapshot, with the pre-edit states it lacks laid over it."""
     if not targets.inside:
         return pre_snapshot
-    return store.write_unlisted(cwd, dict(targets.inside), parent=pre_snapshot, kind="rewind-target",
+    return store.write_unlisted(cwd, dict(targets.inside), parent=pre_snapshot, kind=SnapshotKind.REWIND_TARGET,
                                 label=label, persist=persist)
 
 
@@ -100,7 +101,7 @@ def outside_target(store: Store, targets: RewindTargets, label: str, persist: bo
     """A states snapshot of the pre-edit states outside the workspace (None when there are none)."""
     if not targets.outside:
         return None
-    return store.write_unlisted(STATES_ROOT, dict(targets.outside), parent=None, kind="pre-edit",
+    return store.write_unlisted(STATES_ROOT, dict(targets.outside), parent=None, kind=SnapshotKind.PRE_EDIT,
                                 label=label, persist=persist)
 
 

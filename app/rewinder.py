@@ -208,7 +208,8 @@ class Rewinder:
                                                              target.text, not dry_run)
         if dry_run:
             if files and ws_target:
-                ws_res = self.store.restore(ws_target, self.cwd, dry_run=True, known_paths=known, scope=self.scope)
+                ws_res = self.store.at(self.cwd).restore(ws_target, dry_run=True, known_paths=known,
+                                                         scope=self.scope)
                 out_plan = self._prepare_outside(out_target, dry_run=True)
                 plan = merged_plan(ws_res.plan, out_plan.plan if out_plan else None, targets)
                 restore = merged_result(ws_res, plan, None, out_plan.plan if out_plan else None, targets)
@@ -242,8 +243,8 @@ class Rewinder:
         if files and ws_target:
             try:
                 try:
-                    restore = self.store.restore(ws_target, self.cwd, known_paths=known, scope=self.scope,
-                                                 confirm=go)
+                    restore = self.store.at(self.cwd).restore(ws_target, known_paths=known, scope=self.scope,
+                                                              confirm=go)
                 except Interrupted as exc:
                     if "thread" not in landed:
                         raise
@@ -412,8 +413,8 @@ class Rewinder:
         if dry_run:
             changed: list[str] = []
             if files and entry.safety_id:
-                ws_res = self.store.restore(entry.safety_id, self.cwd, dry_run=True, known_paths=known,
-                                            scope=self.scope)
+                ws_res = self.store.at(self.cwd).restore(entry.safety_id, dry_run=True, known_paths=known,
+                                                         scope=self.scope)
                 out_prep = self._prepare_outside(out_safety, dry_run=True)
                 out_plan = out_prep.plan if out_prep else None
                 plan = merged_plan(ws_res.plan, out_plan, None, None)
@@ -447,8 +448,8 @@ class Rewinder:
 
         if files and entry.safety_id:
             try:
-                restore = self.store.restore(entry.safety_id, self.cwd, known_paths=known, scope=self.scope,
-                                             confirm=go)
+                restore = self.store.at(self.cwd).restore(entry.safety_id, known_paths=known, scope=self.scope,
+                                                          confirm=go)
             except Interrupted as exc:
                 if "accepted" not in seen or not exc.rolled_back:
                     raise

@@ -76,7 +76,7 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
     ctx.workspace(args.cd)  # not the store, nor Codex's home, nor a directory holding either
     store = ctx.store()
     try:
-        res = store.capture_summary(args.cd, label=args.label, scope=ctx.scope(), progress=ctx.read_progress)
+        res = store.at(args.cd).capture_summary(label=args.label, scope=ctx.scope(), progress=ctx.read_progress)
     finally:
         ctx.done_progress()
     if ctx.json:
@@ -163,7 +163,7 @@ def _diff(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     a = store.resolve(args.id)
     b = store.resolve(args.id2) if args.id2 else None
-    changes = store.diff(a, b, root=None if b else _workspace(args.cd), scope=ctx.scope())
+    changes = store.diff(a, b) if b else store.at(_workspace(args.cd)).diff(a, scope=ctx.scope())
     if ctx.json:
         ctx.emit({"from": a, "to": b or "workspace", "changes": [{"path": c.path, "change": c.change}
                                                                  for c in changes]})
@@ -194,7 +194,7 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
     into = args.into is not None
     scope = ctx.scope()
     if args.dry_run:
-        res = store.restore(snap, root, dry_run=True, scope=scope, into=into)
+        res = store.at(root).restore(snap, dry_run=True, scope=scope, into=into)
         if ctx.json:
             ctx.emit(res.as_json())
         else:
@@ -226,7 +226,7 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
         return not declined
 
     try:
-        res = store.restore(snap, root, scope=scope, confirm=confirm, progress=ctx.read_progress, into=into)
+        res = store.at(root).restore(snap, scope=scope, confirm=confirm, progress=ctx.read_progress, into=into)
     finally:
         ctx.done_progress()
     if ctx.json:

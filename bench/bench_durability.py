@@ -93,10 +93,10 @@ def run_size(base: Path, n: int, rounds: int) -> None:
     names = ("durable", "no-sync", "cached")
     times: dict[str, list[float]] = {v: [] for v in names}
     with Store.open(work / "home") as store:
-        a = store.capture(ws).id
+        a = store.at(ws).capture().id
         time.sleep(0.2)
         build(ws, n, 2)
-        b = store.capture(ws).id
+        b = store.at(ws).capture().id
         target = a
         for rnd in range(rounds):
             order = names[rnd % 3:] + names[:rnd % 3]
@@ -104,7 +104,7 @@ def run_size(base: Path, n: int, rounds: int) -> None:
                 os.sync()
                 with variant(v):
                     t0 = time.perf_counter()
-                    res = store.restore(target, ws)
+                    res = store.at(ws).restore(target)
                     dt = time.perf_counter() - t0
                 if len(res.written) != n:
                     raise SystemExit(f"PROBLEM: {v} restore wrote {len(res.written)} of {n} files")

@@ -88,9 +88,9 @@ class CaptureProbe:
         self.records: list[dict[str, Any]] = []
         import snapshot_store.fastpath as fastpath
 
-        # Every capture, a restore's safety capture too, goes through the capturer's `run` (store.capture before).
+        # Every capture, a restore's safety capture too, goes through the capturer's `_run` (store.capture before).
         target = getattr(store, "capturer", store)
-        attr = "run" if hasattr(store, "capturer") else "capture"
+        attr = "_run" if hasattr(store, "capturer") else "capture"
         orig_capture = getattr(target, attr)
         orig_fast = fastpath.select
         state: dict[str, Any] = {}

@@ -240,7 +240,7 @@ class Variant:
     abs_tracked: list[str] = field(default_factory=list)
     store: Any = None
     store_last_id: Any = None
-    watch_on: bool | None = None  # what store.watch(ws) returned for the session store (None: not called)
+    watch_on: bool | None = None  # what store.capturer.watch(ws) returned for the session store (None: not called)
     walk_store: Any = None  # a second warm store, opened without watch(): every capture walks
     git_warm: GitShadow | None = None
     git_last_tree: str = ""
@@ -301,7 +301,7 @@ def ours_cold(v: Variant, rnd: int, api: StoreApi) -> None:
         t = time.perf_counter()
         store = api.open(path)
         try:
-            res = store.capture(v.ws.root)
+            res = store.at(v.ws.root).capture()
         finally:
             store.close()
         v.record("ours.cold", rnd, time.perf_counter() - t)
@@ -319,7 +319,7 @@ def ours_warm(v: Variant, rnd: int, api: StoreApi) -> None:
     root = v.ws.root
 
     def sync() -> None:
-        v.store_last_id = store.capture(root).id
+        v.store_last_id = store.at(root).capture().id
 
     if not v.attempt("ours.sync", sync):
         return
@@ -327,7 +327,7 @@ def ours_warm(v: Variant, rnd: int, api: StoreApi) -> None:
     def unchanged() -> None:
         before = dir_usage(store_dir(v))
         t = time.perf_counter()
-        res = store.capture(root)
+        res = store.at(root).capture()
         v.record("ours.unchanged", rnd, time.perf_counter() - t)
         after = dir_usage(store_dir(v))
         v.record("ours.growth_apparent", rnd, after[0] - before[0])
@@ -344,7 +344,7 @@ def ours_warm(v: Variant, rnd: int, api: StoreApi) -> None:
         def modified(n: int = n, op_name: str = op_name) -> None:
             v.modifier.rewrite(v.modifier.take(n))
             t = time.perf_counter()
-            res = store.capture(root)
+            res = store.at(root).capture()
             v.record(op_name, rnd, time.perf_counter() - t)
             v.note(op_name, result_info(res))
             v.store_last_id = res.id
@@ -360,7 +360,7 @@ def ours_warm(v: Variant, rnd: int, api: StoreApi) -> None:
             expected = v.modifier.read(rels)
             v.modifier.rewrite(rels)
             t = time.perf_counter()
-            rr = store.restore(target, root)
+            rr = store.at(root).restore(target)
             v.record(op_name, rnd, time.perf_counter() - t)
             v.note(op_name, result_info(rr))
             bad = v.modifier.check_restored(expected)
@@ -401,7 +401,7 @@ def ours_walk(v: Variant, rnd: int, api: StoreApi) -> None:
     walked: dict[str, Any] = {}
 
     def sync() -> None:
-        walked.update(captured_map(store.capture(root)))
+        walked.update(captured_map(store.at(root).capture()))
 
     if not v.attempt("walk.sync", sync):
         return
@@ -410,7 +410,7 @@ def ours_walk(v: Variant, rnd: int, api: StoreApi) -> None:
         # Untimed: the session store (journal on) must see exactly what this full walk just saw.
         if v.store is None or not walked:
             return
-        session = captured_map(v.store.capture(root))
+        session = captured_map(v.store.at(root).capture())
         diff = sorted(p for p in walked.keys() | session.keys() if walked.get(p) != session.get(p))
         v.note("walk.cross_check", {"paths": len(walked), "differing": len(diff)})
         if diff:
@@ -423,7 +423,7 @@ def ours_walk(v: Variant, rnd: int, api: StoreApi) -> None:
 
     def unchanged() -> None:
         t = time.perf_counter()
-        res = store.capture(root)
+        res = store.at(root).capture()
         v.record("walk.unchanged", rnd, time.perf_counter() - t)
         v.note("walk.unchanged", result_info(res))
         check_unchanged(v, rnd, "walk.unchanged", res)
@@ -436,7 +436,7 @@ def ours_walk(v: Variant, rnd: int, api: StoreApi) -> None:
         def modified(n: int = n, op_name: str = op_name) -> None:
             v.modifier.rewrite(v.modifier.take(n))
             t = time.perf_counter()
-            res = store.capture(root)
+            res = store.at(root).capture()
             v.record(op_name, rnd, time.perf_counter() - t)
             v.note(op_name, result_info(res))
 
@@ -628,10 +628,10 @@ def setup_variant(v: Variant, api: StoreApi, cli_ok: bool) -> None:
         try:
             v.store = api.open(store_dir(v))
             # As the session does: watch right after opening, before the first capture.
-            v.watch_on = bool(v.store.watch(v.ws.root))
+            v.watch_on = bool(v.store.capturer.watch(v.ws.root))
             v.note("ours.watch", v.watch_on)
             log(f"{v.name}: session store watch() returned {v.watch_on}")
-            v.store_last_id = v.store.capture(v.ws.root).id
+            v.store_last_id = v.store.at(v.ws.root).capture().id
         except Exception as exc:
             v.fail("ours.setup", exc)
             if v.store is not None:
@@ -640,7 +640,7 @@ def setup_variant(v: Variant, api: StoreApi, cli_ok: bool) -> None:
             v.store = None
         try:
             v.walk_store = api.open(walk_store_dir(v))  # no watch(): every capture walks
-            v.walk_store.capture(v.ws.root)
+            v.walk_store.at(v.ws.root).capture()
         except Exception as exc:
             v.fail("walk.setup", exc)
             if v.walk_store is not None:

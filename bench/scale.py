@@ -69,14 +69,14 @@ def probe(op: str, home: Path, ws: Path, snap: str, profile: bool) -> dict[str, 
     try:
         out: dict[str, Any] = {}
         if op == "capture":
-            res = store.capture_summary(ws)
+            res = store.at(ws).capture_summary()
             out.update(id=res.id, unchanged=res.unchanged, files=res.file_count)
         elif op == "pre-turn":
-            store.watch(ws)
-            res = store.capture(ws, kind="pre-turn", label="before: bench", grow=False)
+            store.capturer.watch(ws)
+            res = store.at(ws).capture_thread(known_paths=(), kind="pre-turn", label="before: bench")
             out.update(id=res.id, unchanged=res.unchanged, files=res.file_count)
         elif op == "restore1":
-            rr = store.restore(snap, ws)
+            rr = store.at(ws).restore(snap)
             out.update(written=len(getattr(rr, "written", []) or []))
         else:
             raise SystemExit(f"unknown op {op}")

@@ -2,8 +2,9 @@
 a delta manifest -> its ref.
 
 A Capturer works on one repository and keeps, per workspace, what makes the next capture cheap: the Git
-listing, the stat cache, and where a long-running process watches it, the inotify change journal (watch.py). A
-one-shot process has no journal: it checks the walk the last capture saved instead (walkstate.py).
+listing, the workspace index (index.py: the stat cache and the saved walk, one file), and where a long-running
+process watches it, the inotify change journal (watch.py). A one-shot process has no journal: it checks the walk
+the last capture saved instead (walkstate.py).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .repository.repo import Repository, SnapshotInfo
 from .roots import resolve_root
 from .settings import ScopeSettings
 from .stamps import Key, stat_key
-from .statcache import StatCache
+from .vocab import SnapshotKind
 
 if TYPE_CHECKING:
     from .restore.journal import Recovery
@@ -92,7 +93,7 @@ class Capturer:
             w.last = None
 
     def close(self) -> None:
-        """Save the stat caches and stop the change journals."""
+        """Save the workspace indexes and stop the change journals."""
         for index in self._indexes.values():
             with contextlib.suppress(OSError):
                 index.save()
@@ -105,13 +106,10 @@ class Capturer:
         key = workspace_key(str(root))
         index = self._indexes.get(key)
         if index is None:
-            index = WorkspaceIndex(self.repo.cache_file(root, ".stat"), self.repo.cache_file(root, ".walk"))
+            index = WorkspaceIndex(self.repo.cache_file(root, ".index"),
+                                   legacy=(self.repo.cache_file(root, ".stat"), self.repo.cache_file(root, ".walk")))
             self._indexes[key] = index
         return index
-
-    def stat_cache(self, root: Path) -> StatCache:
-        """The per-path half of the workspace's index."""
-        return self.index(root).stat
 
     def _git_cache_path(self, root: Path) -> Path:
         """Where the workspace's Git listing is kept between processes (FORMAT.md §7)."""
@@ -150,7 +148,7 @@ class Capturer:
             fastpath.absorb(w, written, deleted, dirs_changed)
 
     def capture(self, root: str | os.PathLike[str], *, label: str | None = None, known_paths: Iterable[str] = (),
-                scope: ScopeSettings | None = None, kind: str = "capture", progress: Progress | None = None
+                scope: ScopeSettings | None = None, kind: str = SnapshotKind.CAPTURE, progress: Progress | None = None
                 ) -> CaptureResult:
         """A snapshot of the workspace's tracked set: blobs, then the snapshot, then its ref.
 
@@ -158,47 +156,62 @@ class Capturer:
         workspace's latest snapshot captured stays tracked. `progress(done, total, bytes)` is called now and
         then while file contents are read.
         """
-        return self.run(root, label=label, known_paths=known_paths, scope=scope, kind=kind, progress=progress)
+        return self._run(root, label=label, known_paths=known_paths, scope=scope, kind=kind, progress=progress)
 
     def capture_summary(self, root: str | os.PathLike[str], *, label: str | None = None,
                         known_paths: Iterable[str] = (), scope: ScopeSettings | None = None,
                         progress: Progress | None = None) -> CaptureResult:
         """A capture whose caller needs only its id and counts (a one-shot command): when nothing changed its
         `files` and `stats` may be empty, and no manifest is decoded."""
-        return self.run(root, label=label, known_paths=known_paths, scope=scope, progress=progress,
-                        summary_only=True)
+        return self._run(root, label=label, known_paths=known_paths, scope=scope, progress=progress,
+                         summary_only=True)
+
+    def capture_thread(self, root: str | os.PathLike[str], *, known_paths: Iterable[str], label: str | None = None,
+                       scope: ScopeSettings | None = None, kind: str = SnapshotKind.CAPTURE,
+                       progress: Progress | None = None) -> CaptureResult:
+        """A conversation thread's capture: the scope and exactly the paths the thread tracks (`known_paths`),
+        not what the workspace's latest snapshot captured (another thread's agent-touched paths stay its own)."""
+        return self._run(root, label=label, known_paths=known_paths, scope=scope, kind=kind, progress=progress,
+                         grow=False)
 
     def safety(self, root: str | os.PathLike[str], *, known_paths: Iterable[str], scope: ScopeSettings | None,
-               label: str, progress: Progress | None = None, whatever_size: Callable[[str], bool] | None = None,
-               dry_run: bool = False) -> CaptureResult:
-        """A restore's safety capture: every path it may write or delete (`known_paths`), and the files for which
-        `whatever_size` is true whatever the residue limits say. With `dry_run`, hashed in memory, nothing
-        stored."""
-        return self.run(root, label=label, known_paths=known_paths, scope=scope, kind="safety", progress=progress,
-                        whatever_size=whatever_size, dry_run=dry_run)
+               label: str, progress: Progress | None = None,
+               whatever_size: Callable[[str], bool] | None = None) -> CaptureResult:
+        """A restore's safety capture, stored before anything is touched: every path it may write or delete
+        (`known_paths`), and the files for which `whatever_size` is true whatever the residue limits say."""
+        return self._run(root, label=label, known_paths=known_paths, scope=scope, kind=SnapshotKind.SAFETY,
+                         progress=progress, whatever_size=whatever_size)
+
+    def safety_preview(self, root: str | os.PathLike[str], *, known_paths: Iterable[str],
+                       scope: ScopeSettings | None, progress: Progress | None = None,
+                       whatever_size: Callable[[str], bool] | None = None) -> CaptureResult:
+        """What `safety` would hold (a dry-run restore plans against it), hashed in memory: nothing stored."""
+        return self._run(root, known_paths=known_paths, scope=scope, kind=SnapshotKind.SAFETY, progress=progress,
+                         whatever_size=whatever_size, dry_run=True)
 
     def preview(self, root: str | os.PathLike[str], *, known_paths: Iterable[str] = (),
                 scope: ScopeSettings | None = None) -> CaptureResult:
         """The workspace now as `known_paths` and the scope see it (a diff's current side), hashed in memory
         only: nothing is stored, and what the latest snapshot captured is not added."""
-        return self.run(root, known_paths=known_paths, scope=scope, dry_run=True, grow=False)
+        return self._run(root, known_paths=known_paths, scope=scope, dry_run=True, grow=False)
 
-    def run(
+    def _run(
         self,
         root: str | os.PathLike[str],
         *,
         label: str | None = None,
         known_paths: Iterable[str] = (),
         scope: ScopeSettings | None = None,
-        kind: str = "capture",
+        kind: str = SnapshotKind.CAPTURE,
         grow: bool = True,
         dry_run: bool = False,
         whatever_size: Callable[[str], bool] | None = None,
         progress: Progress | None = None,
         summary_only: bool = False,
     ) -> CaptureResult:
-        """The capture the four above name: `grow` adds what the latest snapshot captured to `known_paths`,
-        `dry_run` stores nothing, `whatever_size` lifts the residue limits, `summary_only` may skip the maps."""
+        """The capture the intents above name (callers name one of them, never these switches): `grow` adds what
+        the latest snapshot captured to `known_paths`, `dry_run` stores nothing, `whatever_size` lifts the residue
+        limits, `summary_only` may skip the maps."""
         started = time.perf_counter()
         started_ns = time.time_ns()
         ws = self.repo.workspace(root)
@@ -265,7 +278,8 @@ class Capturer:
                     checked = None  # other known paths would change the map: walk
             if since is None and watched is not None and watched.last is not None:
                 since = fastpath.Since(watched.last, watched.journal.drain(), watched.pending)
-            cache = self.stat_cache(ws)
+            index = self.index(ws)
+            cache = index.stat
             sink = HashOnly() if dry_run else self.repo.blob_writer()
             state: fastpath.LastCapture | None = None
             selected: scope_mod.Scope | None = None
@@ -338,20 +352,23 @@ class Capturer:
                                     checked.check.keys if checked is not None and from_check else {},
                                     checked.check.dir_keys if checked is not None and from_check else {},
                                     captured.stats, set(git.paths), started_ns)
-            # The token vouches for a walk saved from this capture's own look (a walk or a check); one a journal
-            # updated is not bound (the journal saw what the token's monitor may not have).
-            self._bind_monitor(ws, asked, saved if selected is not None or by_check else None)
             if watched is not None:
                 watched.saved = saved
             if walked:
                 cache.update(state.fresh, started_ns)
             else:
                 cache.update_some(captured.entries, captured.fresh, started_ns)
-            # A restore's safety capture leaves the saving to the restore's end (close): it forgets the paths it
-            # rewrites right after, and saving twice cost ~40-70 ms of a one-file restore (11,000 files, measured).
-            if kind != "safety" and (watched is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL):
-                with contextlib.suppress(OSError):
-                    cache.save()  # disposable: the snapshot is already committed
+            # One write of the index for both halves. A restore's safety capture leaves the per-path half to the
+            # restore's end (close): it forgets the paths it rewrites right after, and saving it twice cost ~40-70 ms
+            # of a one-file restore (11,000 files, measured); a watched workspace saves it at most once a minute.
+            per_path = kind != SnapshotKind.SAFETY and (
+                watched is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL)
+            with contextlib.suppress(OSError):
+                index.save(per_path=per_path)  # disposable: the snapshot is already committed
+            # The token vouches for a walk saved from this capture's own look (a walk or a check); one a journal
+            # updated is not bound (the journal saw what the token's monitor may not have). After the index is
+            # written: the binding names the index file that holds this walk.
+            self._bind_monitor(ws, asked, saved if selected is not None or by_check else None)
             self._save_git_listing(ws, git, known_git)
         result.seconds = time.perf_counter() - started
         return result
@@ -361,7 +378,7 @@ class Capturer:
         """The monitor's answer since the token bound to the saved walk (None: no monitor, or no answer)."""
         assert self.monitor is not None
         index = self.index(ws)
-        identity = monitor.walk_identity(index.walk_file)
+        identity = monitor.walk_identity(index.path)
         bound = monitor.bound_token(self.repo.cache_file(ws, ".mon"), identity)
         answer = self.monitor.ask(str(ws), bound[0] if bound is not None else None)
         if answer is None:
@@ -376,7 +393,7 @@ class Capturer:
             return
         path = self.repo.cache_file(ws, ".mon")
         if saved is not None:
-            monitor.bind(path, asked.answer.token, self.index(ws).walk_file, saved.snapshot)
+            monitor.bind(path, asked.answer.token, self.index(ws).path, saved.snapshot)
         else:
             monitor.forget(path)
 
@@ -413,7 +430,7 @@ class Capturer:
         with DirCache(str(ws)) as dirs:
             look = None
             if (asked is not None and asked.answer.changes is not None and asked.identity is not None
-                    and monitor.walk_identity(self.index(ws).walk_file) == asked.identity  # the walk just loaded
+                    and monitor.walk_identity(self.index(ws).path) == asked.identity  # the walk just loaded
                     and state.snapshot == asked.snapshot):  # and the one the token's capture saved
                 look = monitor.check_since(dirs, state, asked.answer.changes)
             if look is None:
@@ -481,7 +498,8 @@ class Capturer:
                    selected: scope_mod.Scope | None, base: walkstate.WalkState | None, checked_keys: dict[str, Key],
                    moved_dirs: dict[str, Key], read: dict[str, Key], git_paths: set[str],
                    started_ns: int) -> walkstate.WalkState | None:
-        """Keep what this capture saw for the next process (or forget a walk nobody can check); return it."""
+        """What this capture saw, for the next process (None: a walk nobody can check), set in the index (the
+        capture writes it once, with the per-path half); return it."""
         index = self.index(ws)
         files = state.files
 
@@ -489,14 +507,14 @@ class Capturer:
             return walkstate.trusted(key, started_ns)
 
         if not walkstate.savable(files, result.skipped):
-            index.forget_walk()
+            index.set_walk(None)
             return None
         unwatched = {p: trusted(k) for p, k in state.unwatched.items()}
         packs = walkstate.pack_signature(self.repo.path / "packs", read_generation(self.repo.path))
         skipped = [(str(p), str(why)) for p, why in result.skipped]
         if selected is None:
             if base is None:
-                index.forget_walk()
+                index.set_walk(None)
                 return None
             # No directory moved since `base` was saved (else this capture walked), so the same entries are there:
             # only the files read again get new keys (rebuilding the whole state cost ~30 ms of a one-file restore).
@@ -508,7 +526,7 @@ class Capturer:
             if any(is_captured(files.get(rel)) for rel in newly):
                 kept = base.seen_paths() | unwatched.keys()
                 if any(is_captured(files.get(rel)) and rel not in kept for rel in newly):
-                    index.forget_walk()
+                    index.set_walk(None)
                     return None
             # Directories listed the same at the check: their new stats stand (racy ones untrusted).
             listed = walkstate.with_dir_keys(base.dirs, {rel: trusted(k) for rel, k in moved_dirs.items()})
@@ -520,7 +538,7 @@ class Capturer:
                                         covered_blob=blob, _covered=covered,
                                         file_count=result.file_count, skipped=skipped,
                                         grows_same=walkstate.grows_same(covered, git_paths, files))
-            index.save_walk(saved)
+            index.set_walk(saved)
             return saved
         # Walked: every listed directory and stat'ed entry, racy ones untrusted.
         dirs: walkstate.Group = ("", list(selected.listed),
@@ -530,7 +548,7 @@ class Capturer:
                 if walkstate.stat_bound(files, rel)}
         # Every captured file must be looked at by the next check, or a change to it would go unseen.
         if any(is_captured(e) and p not in seen and p not in unwatched for p, e in files.items()):
-            index.forget_walk()
+            index.set_walk(None)
             return None
         covered = frozenset(state.covered)
         saved = walkstate.WalkState(
@@ -539,7 +557,7 @@ class Capturer:
             covered_blob=marshal.dumps(sorted(covered), 2), unwatched=unwatched, file_count=result.file_count,
             skipped=skipped, listings=b"".join(selected.listing[rel] for rel in selected.listed),
             grows_same=walkstate.grows_same(covered, git_paths, files))
-        index.save_walk(saved)
+        index.set_walk(saved)
         return saved
 
     def _recover_if_idle(self, ws: Path) -> Recovery | None:

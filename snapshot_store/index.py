@@ -1,36 +1,150 @@
-"""One workspace's index, as git's index is one: per path the stat key and content id, per listed directory its
+"""One workspace's index, as git's index is one file: per path the stat key and content id, per listed directory its
 stat and the digest of its entries (with the files seen in it), so a capture can tell what changed without
 reading file contents or walking.
 
-Its two halves keep their on-disk files (FORMAT.md §7): the per-path stat cache (`cache/<wskey>.stat`,
-statcache.py) and the per-directory saved walk (`cache/<wskey>.walk`, walkstate.py). Checking the saved walk is
-one of the two sources of changed paths; a long-running process's inotify journal (watch.py) is the other; both
-report a `Changes` (changes.py) that the fast path (fastpath.py) starts from.
+Both halves live in `cache/<wskey>.index` (FORMAT.md §7), each with its own checksum: an unchanged capture decodes
+only the walk half, and rewrites the per-path half as it found it. Checking the saved walk is one of the two sources
+of changed paths; a long-running process's inotify journal (watch.py) is the other; both report a `Changes`
+(changes.py) that the fast path (fastpath.py) starts from.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import struct
 from pathlib import Path
 
+import blake3
+
 from . import walkstate
+from .fsutil import atomic_write, tmp_name
 from .statcache import StatCache
+
+MAGIC = b"CRINDEX1"
+LENGTH = struct.Struct("<Q")  # before each section: its length (checksum and payload; 0 = the half is empty)
+CHECKSUM = 32  # a section starts with the blake3 of its payload
+#: The two files the halves had before (read once, then removed: FORMAT.md §7): their magic, then a section.
+LEGACY_STAT_MAGIC = b"CRSTAT2\n"
+LEGACY_WALK_MAGIC = b"CRWALK3\n"
+
+
+def sections(data: bytes) -> tuple[bytes, bytes] | None:
+    """An index file's walk and per-path sections as stored (None: not an index, or truncated or padded)."""
+    if not data.startswith(MAGIC):
+        return None
+    pos, out = len(MAGIC), []
+    for _half in range(2):
+        if pos + LENGTH.size > len(data):
+            return None
+        (size,) = LENGTH.unpack_from(data, pos)
+        pos += LENGTH.size
+        if pos + size > len(data) or 0 < size < CHECKSUM:
+            return None
+        out.append(data[pos:pos + size])
+        pos += size
+    if pos != len(data):
+        return None
+    return out[0], out[1]
+
+
+def payload(section: bytes) -> memoryview | None:
+    """A section's payload when its checksum holds (None: an empty half, or a damaged one)."""
+    if len(section) < CHECKSUM:
+        return None
+    body = memoryview(section)[CHECKSUM:]
+    return body if blake3.blake3(body).digest() == section[:CHECKSUM] else None
+
+
+def section(body: bytes | None) -> bytes:
+    """A payload as stored: its checksum first (None: an empty half)."""
+    return b"" if body is None else blake3.blake3(body).digest() + body
+
+
+def join(walk: bytes, stat: bytes) -> bytes:
+    """The index file of two sections."""
+    return b"".join((MAGIC, LENGTH.pack(len(walk)), walk, LENGTH.pack(len(stat)), stat))
+
+
+def _legacy_section(path: Path, magic: bytes) -> bytes | None:
+    """A half from its old file (its magic, then the same checksum and payload), b"" if damaged, None if absent."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return b""
+    return data[len(magic):] if data.startswith(magic) else b""
 
 
 class WorkspaceIndex:
-    """The index of one workspace: the stat cache by path and the saved walk by directory."""
+    """The index of one workspace: the stat cache by path and the saved walk by directory, in one file."""
 
-    def __init__(self, stat_file: Path, walk_file: Path) -> None:
-        self.stat_file = stat_file
-        self.walk_file = walk_file
+    def __init__(self, path: Path, legacy: tuple[Path, Path] | None = None) -> None:
+        self.path = path
+        self.legacy = legacy  # the old stat cache and saved walk files, migrated when no index exists yet
+        self._walk = b""  # the walk section as last read or set
+        self._stat_section = b""  # the per-path section as last read or written (rewritten as is unless changed)
         self._stat: StatCache | None = None
+        self._read_once = False
+        self._walk_unsaved = False
+
+    def _read(self) -> None:
+        """The file as it is now (another process may have replaced it since); damage leaves a half empty."""
+        self._read_once = True
+        try:
+            data: bytes | None = self.path.read_bytes()
+        except FileNotFoundError:
+            data = self._migrate()
+        except OSError:
+            data = None
+        parts = sections(data) if data else None
+        walk, stat = parts if parts is not None else (b"", b"")
+        if not self._walk_unsaved:
+            self._walk = walk
+        if self._stat is None:
+            self._stat_section = stat
+
+    def _migrate(self) -> bytes | None:
+        """A store from before the one index: build it from the two old files, read once, then remove them.
+
+        Made only if still absent (a link, not a rename): a process migrating at the same time as another one
+        captures never replaces the newer index with the old halves.
+        """
+        if self.legacy is None:
+            return None
+        stat_file, walk_file = self.legacy
+        stat = _legacy_section(stat_file, LEGACY_STAT_MAGIC)
+        walk = _legacy_section(walk_file, LEGACY_WALK_MAGIC)
+        if stat is None and walk is None:
+            return None
+        data = join(walk or b"", stat or b"")
+        tmp = self.path.parent / tmp_name()
+        try:
+            atomic_write(tmp, data, sync=False)
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                with contextlib.suppress(OSError):
+                    data = self.path.read_bytes()  # another process made it first: theirs stands
+        except OSError:
+            return data  # used for this process; the old files stay for the next one
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        for old in (stat_file, walk_file):
+            with contextlib.suppress(OSError):
+                old.unlink()
+        return data
 
     @property
     def stat(self) -> StatCache:
-        """Path -> (stat key, blob), loaded when first asked: an unchanged capture that checks the saved walk
+        """Path -> (stat key, blob), decoded when first asked: an unchanged capture that checks the saved walk
         never needs it (decoding it is ~10-15 ms on 11,000 files)."""
         if self._stat is None:
-            self._stat = StatCache(self.stat_file)
+            if not self._read_once:
+                self._read()
+            self._stat = StatCache(payload(self._stat_section))
         return self._stat
 
     def lookup(self, rel: str, st: os.stat_result) -> str | None:
@@ -43,17 +157,42 @@ class WorkspaceIndex:
 
     def saved_walk(self) -> walkstate.WalkState | None:
         """The directories and files the last capture saw, or None (none, or damaged: walk)."""
-        return walkstate.load(self.walk_file)
+        self._read()
+        body = payload(self._walk)
+        return walkstate.decode(body) if body is not None else None
+
+    def set_walk(self, state: walkstate.WalkState | None) -> None:
+        """What this capture saw (None: nothing it can vouch for), written by the next save."""
+        self._walk = section(walkstate.encode(state)) if state is not None else b""  # unencodable: none
+        self._walk_unsaved = True
 
     def save_walk(self, state: walkstate.WalkState) -> None:
-        """Keep what this capture saw for the next process (no fsync: losing it costs a walk)."""
-        walkstate.save(self.walk_file, state)
+        """Keep what this capture saw for the next process, now (the per-path half's changes wait for `save`)."""
+        self.set_walk(state)
+        with contextlib.suppress(OSError):
+            self.save(per_path=False)
 
     def forget_walk(self) -> None:
         """This capture cannot vouch for its walk: the next one walks."""
-        walkstate.forget(self.walk_file)
+        self.set_walk(None)
+        with contextlib.suppress(OSError):
+            self.save(per_path=False)
 
-    def save(self) -> None:
-        """Persist the per-path half if it was loaded (the walk is saved with each capture)."""
-        if self._stat is not None:
-            self._stat.save()
+    def save(self, *, per_path: bool = True) -> None:
+        """Write the index if a half changed: the walk as set, and with `per_path` the per-path half when it changed
+        enough (statcache.SMALL_CHANGE); otherwise that half as it was read. No fsync: losing it costs a walk and a
+        re-read, never a wrong answer. Atomic (temp file and rename): a reader sees the old index or the new one."""
+        stat = self._stat
+        new_stat = per_path and stat is not None and stat.dirty
+        if not (self._walk_unsaved or new_stat):
+            return
+        if not self._read_once:
+            self._read()
+        if new_stat:
+            assert stat is not None
+            self._stat_section = section(stat.encode())
+        atomic_write(self.path, join(self._walk, self._stat_section), sync=False)
+        self._walk_unsaved = False
+        if new_stat:
+            assert stat is not None
+            stat.saved()

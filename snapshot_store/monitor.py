@@ -152,11 +152,11 @@ class MonitorClient:
 # ----------------------------------------------------------------------- the token bound to a saved walk
 
 
-def walk_identity(walk_file: Path) -> list[object] | None:
-    """What names the saved walk on disk without decoding it: its file's stat and the checksum in its header (a
-    rewrite is another file: atomic_write renames a new one into place)."""
+def walk_identity(index_file: Path) -> list[object] | None:
+    """What names the saved walk on disk without decoding it: the index file's stat and its first 64 bytes, which
+    hold the walk section's length and checksum (a rewrite is another file: atomic_write renames a new one in)."""
     try:
-        fd = os.open(walk_file, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = os.open(index_file, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
         return None
     try:
@@ -168,10 +168,10 @@ def walk_identity(walk_file: Path) -> list[object] | None:
         os.close(fd)
 
 
-def bind(path: Path, token: str, walk_file: Path, snapshot: str) -> None:
+def bind(path: Path, token: str, index_file: Path, snapshot: str) -> None:
     """Remember that `token` was issued before the look that the walk saved for `snapshot` records (the file as it is
     now; a walk another capture saved in between has another snapshot, so the binding is then never used)."""
-    identity = walk_identity(walk_file)
+    identity = walk_identity(index_file)
     if identity is None:
         forget(path)
         return

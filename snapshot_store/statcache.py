@@ -7,21 +7,14 @@ the same clock tick as a capture is re-hashed next time.
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import os
 import time
 from collections.abc import Mapping
-from pathlib import Path
 
-import blake3
-
-from .fsutil import atomic_write
 from .stamps import COARSE_WINDOW_NS, FINE_WINDOW_NS, SECOND_NS, Key, is_racy, stat_key
 
-# Then blake3 of the payload (32 bytes), then the payload: a marshal of
-# {path: (size, mtime_ns, ctime_ns, ino, mode, blob hex)}. A cache whose checksum does not match
-# is discarded: a damaged entry could otherwise name the wrong blob for an unchanged file.
-MAGIC = b"CRSTAT2\n"
 #: A command that changed at most this many entries (files read again, or rewritten by a restore) leaves the file
 #: as it was: what it says of those paths no longer matches their stat (a rewrite moves ctime, a re-read was of a
 #: file whose stat moved), so they just miss and the next walk hashes them again. Rewriting all 11,000 entries
@@ -29,37 +22,29 @@ MAGIC = b"CRSTAT2\n"
 SMALL_CHANGE = 64
 
 
-def read_stat_cache(path: str) -> dict[str, tuple[int, int, int, int, int, str]]:
-    """A saved stat cache's entries; ValueError if it is damaged (OSError if unreadable)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    head = len(MAGIC) + 32
-    if not data.startswith(MAGIC) or blake3.blake3(data[head:]).digest() != data[len(MAGIC):head]:
-        raise ValueError("not a stat cache, or a damaged one")
-    doc = marshal.loads(data[head:])
+def decode(body: bytes | memoryview) -> dict[str, tuple[int, int, int, int, int, str]]:
+    """The per-path half's entries (a marshal of {path: (size, mtime_ns, ctime_ns, ino, mode, blob hex)}); ValueError
+    if it is not a dict (the index's checksum guards against damage)."""
+    doc = marshal.loads(body)
     if type(doc) is not dict:
         raise ValueError("not a stat cache")
     return doc
 
 
 class StatCache:
-    """path -> (stat key, blob hex) for one workspace; a damaged cache file is simply rebuilt."""
+    """path -> (stat key, blob hex) for one workspace, the per-path half of its index (index.py); a damaged one is
+    simply rebuilt."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, body: bytes | memoryview | None) -> None:
         # Kept as stored, (size, mtime_ns, ctime_ns, ino, mode, blob hex) by path: loading is then one marshal call
         # and saving another (re-tupling 11,000 entries each way cost ~20 ms of a one-file restore, measured).
         self.entries: dict[str, tuple[int, int, int, int, int, str]] = {}
         self.dirty = False
         self.small = 0  # entries changed by re-reads and rewrites since the last save (see SMALL_CHANGE)
         self.saved_at = 0.0
-        self._load()
-
-    def _load(self) -> None:
-        try:
-            self.entries = read_stat_cache(str(self.path))
-        except (OSError, ValueError, EOFError, TypeError, AttributeError):
-            self.entries = {}
+        if body is not None:
+            with contextlib.suppress(ValueError, EOFError, TypeError, AttributeError):
+                self.entries = decode(body)
 
     def lookup(self, rel: str, st: os.stat_result) -> str | None:
         """The cached blob for this exact stat, if any (an entry of another shape is no hit)."""
@@ -103,15 +88,14 @@ class StatCache:
         if self.small > SMALL_CHANGE:
             self.dirty = True
 
-    def save(self) -> None:
-        """Persist without fsync: losing the cache only costs re-hashing. A few changed entries are not saved."""
-        if not self.dirty:
-            return
-        doc = self.entries
+    def encode(self) -> bytes:
+        """The entries as the index stores them."""
         # Version 2: no back-references; marshal's default (4) keeps a table of every object it wrote and took
         # 20-28 ms instead of 6-10 ms for 11,000 entries (measured). Any version reads back the same.
-        payload = marshal.dumps(doc, 2)
-        atomic_write(self.path, MAGIC + blake3.blake3(payload).digest() + payload, sync=False)
+        return marshal.dumps(self.entries, 2)
+
+    def saved(self) -> None:
+        """The index wrote these entries: changes count from here (SMALL_CHANGE)."""
         self.dirty = False
         self.small = 0
         self.saved_at = time.monotonic()

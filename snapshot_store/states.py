@@ -29,11 +29,11 @@ from .restore.plan import DELETE, LEAVE, WRITE, Action, RestorePlan, plan_restor
 from .safefs import SafeRoot, UnsafePath
 from .scope import Ignore, forbidden
 from .stamps import Key, stat_key
+from .vocab import SnapshotKind
 
 STATES_ROOT = "/"
-KIND_PRE_EDIT = "pre-edit"
-KIND_STATES_SAFETY = "states-safety"
-STATES_KINDS = frozenset({KIND_PRE_EDIT, KIND_STATES_SAFETY})
+KIND_PRE_EDIT = SnapshotKind.PRE_EDIT
+KIND_STATES_SAFETY = SnapshotKind.STATES_SAFETY
 PROTECTED = "Codex's own files and the snapshot store are never written"
 
 

@@ -2,7 +2,7 @@
 
 A one-shot `codexr snapshots capture` or `restore` has no inotify journal. Walking 11,000 files and deciding
 each one again cost 0.25-0.45 s of such a command (bench/bench_startup.py), against ~60 ms to lstat every
-directory and file the last walk saw. So the walk's stats are saved (`cache/<wskey>.walk`, FORMAT.md §7) and
+directory and file the last walk saw. So the walk's stats are saved (the walk half of the index, index.py) and
 a later capture of the same workspace, while they still describe its newest snapshot, looks instead of walking:
 a directory whose entries changed (another listing: names or types) means walking; a file whose stat moved is
 re-read through the change journal's fast path; nothing moved means the newest snapshot still holds.
@@ -13,7 +13,6 @@ equal, and a stat taken within the timestamp granularity of the capture that rec
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import marshal
 import os
@@ -23,18 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import blake3
-
 from .changes import Changes
 from .dirfd import DirCache, DirChanged, SymlinkInPath
-from .fsutil import atomic_write
 from .manifest import WALKED, FileMap, is_captured, parent_of, valid_key
 from .reasons import Reason
 from .scope import IGNORE_FILE, Ignore, entry_kind, forbidden, listing_digest
 from .settings import ScopeSettings
 from .stamps import Key, is_racy, stat_key
 
-MAGIC = b"CRWALK3\n"  # CRWALK1/2 (no listing digests, no grows_same) are discarded like any unreadable state
 DIGEST = 16  # bytes of a listing digest (scope.listing_digest)
 KEY = struct.Struct("<QqqQQ")  # a stat key, packed: (size, mtime_ns, ctime_ns, ino, mode); times may be < 0
 UNTRUSTED = b"\xff" * KEY.size  # matches no stat (no file is 2**64-1 bytes): looked at again every time
@@ -386,28 +381,16 @@ def captured_stats(captured: set[str], state: WalkState, changed: set[str]) -> M
     return CapturedStats(captured, state)
 
 
-def load(path: Path) -> WalkState | None:
-    """The saved state, or None when there is none or it is damaged (a disposable cache: then walk)."""
-    state: WalkState | None = read(str(path))
-    # A copy: a capture replaces some of its fields (Capturer._unchanged), the kept one must stay as loaded.
-    return dataclasses.replace(state) if state is not None else None
-
-
-def read(path: str) -> WalkState | None:
-    """A saved state from disk, checked (None: none, or damaged)."""
+def decode(body: bytes | memoryview) -> WalkState | None:
+    """The walk half of the index (index.py), checked (None: damaged or foreign; a disposable cache: then walk)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-        head = len(MAGIC) + 32
-        if not data.startswith(MAGIC) or blake3.blake3(data[head:]).digest() != data[len(MAGIC):head]:
-            return None
-        state = WalkState(*marshal.loads(data[head:]))
+        state = WalkState(*marshal.loads(body))
         if not (isinstance(state.snapshot, str) and isinstance(state.dirs, tuple) and isinstance(state.seen, list)
                 and isinstance(state.listings, bytes) and len(state.listings) == DIGEST * len(state.dirs[1])
                 and clean_paths(state)):
             return None
         return state
-    except (OSError, ValueError, EOFError, TypeError):
+    except (ValueError, EOFError, TypeError):
         return None
 
 
@@ -435,18 +418,12 @@ def clean_paths(state: WalkState) -> bool:
 _BAD_NAMES = frozenset({"", ".", ".."})
 
 
-
-def save(path: Path, state: WalkState) -> None:
-    """Persist without fsync, like the stat cache: losing it only costs the next capture a walk."""
+def encode(state: WalkState) -> bytes | None:
+    """The state as the index stores it (None: a field marshal cannot write; the next capture walks)."""
     doc = (state.snapshot, state.settings, state.git_signature, state.protected, state.packs, state.dirs,
            state.seen, state.covered_blob, state.unwatched, state.file_count, state.skipped, state.listings,
            state.grows_same)
-    with contextlib.suppress(OSError, ValueError):
-        payload = marshal.dumps(doc, 2)
-        atomic_write(path, MAGIC + blake3.blake3(payload).digest() + payload, sync=False)
-
-
-def forget(path: Path) -> None:
-    """Drop the state (a capture that cannot vouch for its walk)."""
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+    try:
+        return marshal.dumps(doc, 2)
+    except ValueError:
+        return None

@@ -23,6 +23,7 @@ from .restore.journal import Recovery
 from .restore.plan import DELETE, HELD_OR_ABSENT, WRITE, RestorePlan, keep_everything, plan_restore, protected_in
 from .scope import Ignore
 from .settings import ScopeSettings
+from .vocab import STATES_KINDS, SnapshotKind
 
 
 class Workspace:
@@ -39,20 +40,33 @@ class Workspace:
         return Restorer(self.repo, self.root, self.repo.journal_file(self.root), self.capturer.notes(self.root))
 
     def capture(self, *, label: str | None = None, known_paths: Iterable[str] = (), scope: ScopeSettings | None = None,
-                kind: str = "capture", progress: Progress | None = None) -> CaptureResult:
+                kind: str = SnapshotKind.CAPTURE, progress: Progress | None = None) -> CaptureResult:
         """Capture this workspace (Capturer.capture)."""
         return self.capturer.capture(self.root, label=label, known_paths=known_paths, scope=scope, kind=kind,
                                      progress=progress)
 
-    def diff(self, a: str, b: str | None = None, scope: ScopeSettings | None = None) -> list[Change]:
-        """Per-path changes from snapshot `a` to snapshot `b` (or to this workspace now)."""
-        old = self.repo.files(a)
-        if b is not None:
-            new = self.repo.files(b)
-        else:
-            known = [p for p, _e in captured_items(old)]
-            new = self.capturer.preview(self.root, known_paths=known, scope=scope).files
-        return diff_maps(old, new)
+    def capture_summary(self, *, label: str | None = None, known_paths: Iterable[str] = (),
+                        scope: ScopeSettings | None = None, progress: Progress | None = None) -> CaptureResult:
+        """A capture of which only the id and counts are shown (Capturer.capture_summary)."""
+        return self.capturer.capture_summary(self.root, label=label, known_paths=known_paths, scope=scope,
+                                             progress=progress)
+
+    def capture_thread(self, *, known_paths: Iterable[str], label: str | None = None,
+                       scope: ScopeSettings | None = None, kind: str = SnapshotKind.CAPTURE,
+                       progress: Progress | None = None) -> CaptureResult:
+        """A conversation thread's capture of exactly what it tracks (Capturer.capture_thread)."""
+        return self.capturer.capture_thread(self.root, known_paths=known_paths, label=label, scope=scope,
+                                            kind=kind, progress=progress)
+
+    def preview(self, *, known_paths: Iterable[str] = (), scope: ScopeSettings | None = None) -> CaptureResult:
+        """This workspace now, hashed in memory only (Capturer.preview)."""
+        return self.capturer.preview(self.root, known_paths=known_paths, scope=scope)
+
+    def diff(self, snap_id: str, scope: ScopeSettings | None = None) -> list[Change]:
+        """Per-path changes from a snapshot to this workspace now (two snapshots: Store.diff)."""
+        old = self.repo.files(snap_id)
+        known = [p for p, _e in captured_items(old)]
+        return diff_maps(old, self.preview(known_paths=known, scope=scope).files)
 
     def recover(self) -> Recovery | None:
         """Finish a restore that was interrupted in this workspace (None when there was none).
@@ -111,10 +125,13 @@ class Workspace:
             ignore = Ignore.load(ws)
             # Dry runs hash in memory only; real runs commit the safety snapshot before touching anything.
             safety_started_ns = time.time_ns()
-            label = f"before restoring {snap_id[:12]}"
             wanted = None if foreign else (lambda p: witnessed_absent(target, p))
-            safety = self.capturer.safety(ws, known_paths=known, scope=scope, label=label, progress=progress,
-                                          whatever_size=wanted, dry_run=dry_run)
+            if dry_run:
+                safety = self.capturer.safety_preview(ws, known_paths=known, scope=scope, progress=progress,
+                                                      whatever_size=wanted)
+            else:
+                safety = self.capturer.safety(ws, known_paths=known, scope=scope, label=f"before restoring "
+                                              f"{snap_id[:12]}", progress=progress, whatever_size=wanted)
             plan = plan_restore(target, safety.files, ignore, str(ws), snap_id,
                                 protected_in(safety.files, repo.protected_rel(ws)))
             plan.safety_id = None if dry_run else safety.id
@@ -135,6 +152,6 @@ class Workspace:
 
 def refuse_single_files(snap_id: str, root: str, kind: str) -> None:
     """A snapshot of single files by absolute path is restored by rewind and redo (states.py), not here."""
-    if root == "/" and kind in ("pre-edit", "states-safety"):
+    if root == "/" and kind in STATES_KINDS:
         raise StoreError(f"snapshot {snap_id[:12]} records single files by absolute path (agent edits); "
                          "rewind and redo restore it, not a workspace restore")

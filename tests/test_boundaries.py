@@ -138,18 +138,23 @@ def test_no_module_reaches_into_private_store_members() -> None:
     assert not bad, bad
 
 
-def test_store_restore_spells_out_the_options_of_restore() -> None:
-    """Store.restore takes exactly Workspace.restore's options by name (no **kwargs a type checker cannot see)."""
+def test_store_restates_no_operation_of_the_workspace_or_the_capturer() -> None:
+    """Store.restore restated Workspace.restore's options, and Store.capture the Capturer's with caller-dependent
+    flags; the front door is `store.at(root)` (or `store.origin(snapshot)`) now, and Store repeats none of it (its
+    `diff` compares two snapshots, its `close` closes the capturer too). No **kwargs a type checker cannot see."""
     import inspect
 
     from snapshot_store import Store
+    from snapshot_store.capture import Capturer
     from snapshot_store.workspace import Workspace
 
-    method = inspect.signature(Store.restore).parameters
-    func = inspect.signature(Workspace.restore).parameters
-    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in method.values())
-    assert [n for n in method if n != "root"] == list(func)  # self, snap_id, then the same options
-    assert all(method[n].default == func[n].default for n in list(func)[2:])
+    own = {n for n in vars(Store) if not n.startswith("_")}
+    door = {n for cls in (Workspace, Capturer) for n in vars(cls) if not n.startswith("_")}
+    assert own & door == {"close", "diff"}, own & door
+    assert list(inspect.signature(Store.diff).parameters) == ["self", "a", "b"]
+    for name in own:
+        params = inspect.signature(getattr(Store, name)).parameters.values()
+        assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params), name
 
 
 def test_a_command_starts_with_its_own_code_only(tmp_path: Path) -> None:

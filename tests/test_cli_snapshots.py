@@ -50,7 +50,7 @@ class Cli:
     def capture(self) -> str:
         """Capture in-process (fast setup); the same store the CLI opens."""
         with Store.open(self.store_dir, protected=[self.home]) as store:
-            return store.capture(self.ws).id
+            return store.at(self.ws).capture().id
 
     def listed(self) -> list[str]:
         return [i["id"] for i in self.json("snapshots", "list")]

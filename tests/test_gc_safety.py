@@ -102,7 +102,7 @@ def cli(tmp_path: Path, ws: Path) -> Iterator[Cli]:
 
 def capture(cli: Cli) -> str:
     with Store.open(cli.store_dir) as store:
-        return store.capture(cli.ws, scope=SCOPE).id
+        return store.at(cli.ws).capture(scope=SCOPE).id
 
 
 def packs_of(store_dir: Path) -> set[str]:
@@ -230,7 +230,7 @@ def test_a_damaged_member_of_a_kept_chain_stops_gc(ws: Path, tmp_path: Path) -> 
         ids = []
         for i in range(3):
             (ws / "f0.txt").write_text(f"small change {i}\n")
-            ids.append(store.capture(ws, scope=SCOPE).id)
+            ids.append(store.at(ws).capture(scope=SCOPE).id)
         assert store.record(ids[2]).parent == ids[1] and store.record(ids[1]).parent == ids[0]
         newest_tree = tree(ws)
     # Only the newest is listed; the older two are its delta bases.
@@ -247,7 +247,7 @@ def test_a_damaged_member_of_a_kept_chain_stops_gc(ws: Path, tmp_path: Path) -> 
         gc(store, keep_all())
         for p in ws.iterdir():
             p.unlink()
-        store.restore(ids[2], ws, scope=SCOPE)
+        store.at(ws).restore(ids[2], scope=SCOPE)
     assert tree(ws) == newest_tree
 
 
@@ -415,7 +415,7 @@ PAUSED_RESTORE = textwrap.dedent("""
             time.sleep(0.01)
         return True
     with Store.open(store_dir) as store:
-        res = store.restore(snap, ws, scope=ScopeSettings(residue_max_files=1000), confirm=confirm)
+        res = store.at(ws).restore(snap, scope=ScopeSettings(residue_max_files=1000), confirm=confirm)
     print(json.dumps({"safety": res.safety_id}))
 """)
 

@@ -67,7 +67,7 @@ def capture_at(store: Store, ws: Path, when: float, monkeypatch: pytest.MonkeyPa
     """Capture with the wall clock reading `when` (so the snapshot's creation time is `when`)."""
     with monkeypatch.context() as m:
         m.setattr(time, "time", lambda: when)
-        return store.capture(ws, scope=SCOPE).id
+        return store.at(ws).capture(scope=SCOPE).id
 
 
 def aged_snapshots(store: Store, ws: Path, now: float, ages: tuple[float, ...],
@@ -85,7 +85,7 @@ def full_snapshots(store: Store, ws: Path, n: int) -> list[str]:
     ids = []
     for _ in range(n):
         rewrite_all(ws)
-        ids.append(store.capture(ws, scope=SCOPE).id)
+        ids.append(store.at(ws).capture(scope=SCOPE).id)
     assert all(store.record(i).parent is None for i in ids)
     return ids
 
@@ -114,7 +114,7 @@ def test_aggressive_gc_keeps_every_listed_snapshot_fully_restorable(ws: Path, st
                 os.unlink(ws / "dir" / f"new{i - 2}.txt")
             if i == 7:
                 os.chmod(ws / "f0.txt", 0o755)
-            snap = store.capture(ws, scope=SCOPE).id
+            snap = store.at(ws).capture(scope=SCOPE).id
             trees[snap] = tree(ws)
         assert store.record(list(trees)[-1]).parent is not None
         plan = gc(store, policy(max_snapshots_per_workspace=2))
@@ -125,7 +125,7 @@ def test_aggressive_gc_keeps_every_listed_snapshot_fully_restorable(ws: Path, st
     with Store.open(store_dir) as store:
         assert verify(store, full=True).ok
         for snap in survivors:
-            store.restore(snap, ws, scope=SCOPE)
+            store.at(ws).restore(snap, scope=SCOPE)
             assert tree(ws) == trees[snap]
         report = verify(store, full=True)
         assert report.ok, report.problems
@@ -134,10 +134,10 @@ def test_aggressive_gc_keeps_every_listed_snapshot_fully_restorable(ws: Path, st
 def test_unreachable_objects_younger_than_the_grace_period_are_kept(
         ws: Path, store_dir: Path, store: Store) -> None:
     rewrite_all(ws, ("a.bin", "b.bin", "c.bin"))
-    old = store.capture(ws, scope=SCOPE).id
+    old = store.at(ws).capture(scope=SCOPE).id
     old_packs = packs(store_dir)
     rewrite_all(ws, ("a.bin", "b.bin", "c.bin"))
-    new = store.capture(ws, scope=SCOPE).id
+    new = store.at(ws).capture(scope=SCOPE).id
     assert store.record(new).parent is None
     old_path = store_dir / "snapshots" / old[:2] / old
 
@@ -195,7 +195,7 @@ def test_size_cap_keeps_the_newest_even_if_it_alone_is_too_big(ws: Path, store: 
     gc(store, policy(max_store_bytes=1))
     assert listed(store, ws) == ids[-1:]
     rewrite_all(ws)
-    store.restore(ids[-1], ws, scope=SCOPE)
+    store.at(ws).restore(ids[-1], scope=SCOPE)
     assert tree(ws) == newest_tree
     with Store.open(store.path) as fresh:
         assert verify(fresh, full=True).ok
@@ -218,7 +218,7 @@ def pin(store_dir: Path, snap: str) -> None:
 
 def test_snapshot_pinned_by_a_thread_ref_survives_retention(ws: Path, store_dir: Path, store: Store) -> None:
     rewrite_all(ws)
-    first = store.capture(ws, scope=SCOPE).id
+    first = store.at(ws).capture(scope=SCOPE).id
     first_tree = tree(ws)
     pin(store_dir, first)
     full_snapshots(store, ws, 3)
@@ -226,7 +226,7 @@ def test_snapshot_pinned_by_a_thread_ref_survives_retention(ws: Path, store_dir:
     assert (store_dir / "snapshots" / first[:2] / first).exists()
     with Store.open(store_dir) as fresh:
         assert verify(fresh, full=True).ok
-        fresh.restore(first, ws, scope=SCOPE)
+        fresh.at(ws).restore(first, scope=SCOPE)
     assert tree(ws) == first_tree
 
 
@@ -234,7 +234,7 @@ def test_snapshot_pinned_by_a_thread_ref_is_not_dropped_by_retention(
         ws: Path, store_dir: Path, store: Store) -> None:
     """README: "Snapshots pinned by other refs (e.g. conversation threads) are never dropped by retention"."""
     rewrite_all(ws)
-    first = store.capture(ws, scope=SCOPE).id
+    first = store.at(ws).capture(scope=SCOPE).id
     pin(store_dir, first)
     ids = [first, *full_snapshots(store, ws, 3)]
     plan = gc(store, policy(max_snapshots_per_workspace=1))
@@ -248,10 +248,10 @@ def test_mostly_dead_pack_is_repacked_and_live_blobs_stay_readable(
     (ws / "keep.bin").write_bytes(keep)
     big = ("big1.bin", "big2.bin", "big3.bin")
     rewrite_all(ws, big, size=10_000)
-    store.capture(ws, scope=SCOPE)
+    store.at(ws).capture(scope=SCOPE)
     [first_pack] = packs(store_dir)
     rewrite_all(ws, big, size=10_000)
-    latest = store.capture(ws, scope=SCOPE).id
+    latest = store.at(ws).capture(scope=SCOPE).id
     assert store.record(latest).parent is None
     latest_tree = tree(ws)
     size_before = sum(os.path.getsize(store_dir / "packs" / f"{p}.pack") for p in packs(store_dir))
@@ -266,7 +266,7 @@ def test_mostly_dead_pack_is_repacked_and_live_blobs_stay_readable(
         assert verify(fresh, full=True).ok
         for n in ("keep.bin", *big):
             (ws / n).unlink()
-        fresh.restore(latest, ws, scope=SCOPE)
+        fresh.at(ws).restore(latest, scope=SCOPE)
     assert tree(ws) == latest_tree
 
 
@@ -356,7 +356,7 @@ def damaged_store(ws: Path, store_dir: Path) -> list[str]:
     with Store.open(store_dir) as store:
         for i in range(3):
             (ws / "f0.txt").write_text(f"version {i}\n")
-            ids.append(store.capture(ws, scope=SCOPE).id)
+            ids.append(store.at(ws).capture(scope=SCOPE).id)
     return ids
 
 
@@ -394,7 +394,7 @@ def test_verify_names_an_altered_snapshot_file(ws: Path, store_dir: Path) -> Non
 def test_verify_names_the_snapshot_whose_blob_is_missing(ws: Path, store_dir: Path) -> None:
     (ws / "only-in-first.txt").write_text("unique content\n")
     with Store.open(store_dir) as store:
-        snap = store.capture(ws, scope=SCOPE).id
+        snap = store.at(ws).capture(scope=SCOPE).id
     [pack] = packs(store_dir)
     (store_dir / "packs" / f"{pack}.pack").unlink()
     (store_dir / "packs" / f"{pack}.idx").unlink()

@@ -59,7 +59,7 @@ def test_a_forged_snapshot_is_refused_everywhere(tmp_path: Path, case: str) -> N
     home, ws = tmp_path / "home", tmp_path / "ws"
     write(ws, "mine.txt", b"my work\n")
     with Store.open(home / "file_snapshots") as store:
-        store.capture(ws)
+        store.at(ws).capture()
     snap = _forge(home / "file_snapshots", Path(os.path.realpath(ws)), HOSTILE[case])
     with Store.open(home / "file_snapshots") as store, pytest.raises(CorruptStore):
         store.record(snap)
@@ -77,7 +77,7 @@ def test_a_snapshot_whose_size_disagrees_with_its_blob_changes_nothing(tmp_path:
     home, ws = tmp_path / "home", tmp_path / "ws"
     write(ws, "mine.txt", b"my work\n")
     with Store.open(home / "file_snapshots") as store:
-        blob = store.capture(ws).files["mine.txt"][3]
+        blob = store.at(ws).capture().files["mine.txt"][3]
     snap = _forge(home / "file_snapshots", Path(os.path.realpath(ws)),
                   '{"":["d"],"mine.txt":["f",420,8,"' + blob + '"],"new.txt":["f",420,99,"' + blob + '"]}')
     before = tree(ws)
@@ -92,7 +92,7 @@ def test_a_forged_journal_step_is_never_carried_out(tmp_path: Path) -> None:
     write(ws, "mine.txt", b"my work\n")
     write(ws, "secret.txt", b"do not copy me around\n")
     with Store.open(home / "file_snapshots") as store:
-        snap = store.capture(ws)
+        snap = store.at(ws).capture()
     blob = snap.files["secret.txt"][3]
     journal = home / "file_snapshots" / "journal" / f"{workspace_key(os.path.realpath(ws))}.json"
     for actions in ([["write", "planted.txt", ["f", 420, 22, blob], None]],
@@ -109,7 +109,7 @@ def test_an_absurd_time_in_a_ref_line_lists_without_a_traceback(tmp_path: Path) 
     home, ws = tmp_path / "home", tmp_path / "ws"
     write(ws, "mine.txt", b"my work\n")
     with Store.open(home / "file_snapshots") as store:
-        snap = store.capture(ws)
+        snap = store.at(ws).capture()
     ref = home / "file_snapshots" / "refs" / "workspaces" / f"{workspace_key(os.path.realpath(ws))}.jsonl"
     line = json.loads(ref.read_text())
     ref.write_text(json.dumps({**line, "created": 1e300}) + "\n")

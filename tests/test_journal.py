@@ -88,7 +88,7 @@ def make_interrupted_restore(ws: Path, store_dir: Path, monkeypatch: pytest.Monk
         write(ws, f"{name}.txt", f"target {name}\n")
     write(ws, "sub/f.txt", "target f\n")
     with Store.open(store_dir) as store:
-        target = store.capture(ws, scope=SCOPE).id
+        target = store.at(ws).capture(scope=SCOPE).id
     target_tree = tree(ws)
     for name in "abcd":
         write(ws, f"{name}.txt", f"edited later {name}, longer than before\n")
@@ -99,7 +99,7 @@ def make_interrupted_restore(ws: Path, store_dir: Path, monkeypatch: pytest.Monk
     done = crash_after(monkeypatch, k)
     store = Store.open(store_dir)
     with pytest.raises(Killed):
-        store.restore(target, ws, scope=SCOPE)
+        store.at(ws).restore(target, scope=SCOPE)
     store.close()
     monkeypatch.undo()
     return target, target_tree, done
@@ -130,7 +130,7 @@ def test_recover_finishes_the_restore_and_leaves_paths_changed_since_alone(
     users_d = (ws / "d.txt").read_bytes()
 
     with Store.open(store_dir) as store:
-        report = store.recover(ws)
+        report = store.at(ws).recover()
     assert report is not None
     final = tree(ws)
     expected = {k: v for k, v in target_tree.items() if k != "d.txt"}
@@ -143,7 +143,7 @@ def test_recover_finishes_the_restore_and_leaves_paths_changed_since_alone(
     assert journals(store_dir) == []
     # Nothing left to do: a second recovery is a no-op.
     with Store.open(store_dir) as store:
-        assert store.recover(ws) is None
+        assert store.at(ws).recover() is None
 
 
 def test_next_capture_finishes_the_interrupted_restore_first(
@@ -153,7 +153,7 @@ def test_next_capture_finishes_the_interrupted_restore_first(
     (ws / f"{TMP_PREFIX}bbbbbbbbbbbb").write_bytes(b"junk")
     write(ws, "c.txt", "user edit after crash\n")
     with Store.open(store_dir) as store:
-        res = store.capture(ws, scope=SCOPE)
+        res = store.at(ws).capture(scope=SCOPE)
         files = store.files(res.id)
     final = tree(ws)
     assert {k: v for k, v in final.items() if k != "c.txt"} == {k: v for k, v in target_tree.items()
@@ -172,7 +172,7 @@ def test_next_restore_finishes_the_interrupted_one_and_loses_nothing(
     target, target_tree, _done = make_interrupted_restore(ws, store_dir, monkeypatch, k=2)
     write(ws, "b.txt", "user edit after crash\n")
     with Store.open(store_dir) as store:
-        res = store.restore(target, ws, scope=SCOPE)
+        res = store.at(ws).restore(target, scope=SCOPE)
         assert res.safety_id is not None
         safety_files = store.files(res.safety_id)
     # The user asked again for the target, so the tree is the target...
@@ -201,19 +201,19 @@ def test_recovery_finishes_a_restore_that_replaces_a_directory_with_a_file(
     write(ws, "x", "x was a file\n")
     write(ws, "keep.txt", "keep\n")
     with Store.open(store_dir) as store:
-        target = store.capture(ws, scope=SCOPE).id
+        target = store.at(ws).capture(scope=SCOPE).id
     target_tree = tree(ws)
     (ws / "x").unlink()
     write(ws, "x/inner.txt", "now x is a directory\n")
     with Store.open(store_dir) as store:
-        store.capture(ws, scope=SCOPE)
+        store.at(ws).capture(scope=SCOPE)
     if kill_point == "directory-emptied":
         crash_after(monkeypatch, 1)
     else:
         kill_before_writing(monkeypatch, "x")
     store = Store.open(store_dir)
     with pytest.raises(Killed):
-        store.restore(target, ws, scope=SCOPE)
+        store.at(ws).restore(target, scope=SCOPE)
     store.close()
     monkeypatch.undo()
     assert journals(store_dir)
@@ -221,7 +221,7 @@ def test_recovery_finishes_a_restore_that_replaces_a_directory_with_a_file(
     assert (ws / "x").is_dir() if kill_point == "directory-emptied" else not (ws / "x").exists()
 
     with Store.open(store_dir) as store:
-        report = store.recover(ws)
+        report = store.at(ws).recover()
     assert report is not None
     assert tree(ws) == target_tree
     assert journals(store_dir) == []
@@ -265,7 +265,7 @@ def test_damaged_journal_is_a_clear_error_and_changes_nothing(
     journal.write_bytes(damaged)
     before = tree(ws)
     with Store.open(store_dir) as store, pytest.raises(CorruptStore) as info:
-        store.recover(ws)
+        store.at(ws).recover()
     message = str(info.value)
     assert "journal" in message and "\n" not in message
     assert tree(ws) == before

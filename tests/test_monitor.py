@@ -59,7 +59,7 @@ class Monitors:
         store = Store.open(self.home / "file_snapshots", protected=[self.home])
         attach(store)
         try:
-            return store.capture(ws, kind="pre-turn", grow=False)
+            return store.at(ws).capture_thread(known_paths=(), kind="pre-turn")
         finally:
             store.close()
 
@@ -334,11 +334,11 @@ def test_a_session_with_its_own_journal_records_every_change_and_leaves_a_token(
     store = Store.open(mons.home / "file_snapshots", protected=[mons.home])
     attach(store)
     try:
-        assert store.watch(ws)
-        store.capture(ws, kind="pre-turn", grow=False)
+        assert store.capturer.watch(ws)
+        store.at(ws).capture_thread(known_paths=(), kind="pre-turn")
         for i, rel in enumerate(("src/m10.py", "src/deep/d2.txt", "src/brand_new.py")):
             (ws / rel).write_text(f"session change {i}\n")
-            res = store.capture(ws, kind="post-turn", grow=False)
+            res = store.at(ws).capture_thread(known_paths=(), kind="post-turn")
             assert mons.content(res.id, rel) == f"session change {i}\n".encode()
     finally:
         store.close()

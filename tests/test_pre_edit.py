@@ -249,7 +249,7 @@ def test_states_restore_never_writes_through_a_symlink_or_into_protected_dirs(tm
                                    f"{home}/config.toml": FileState(b"agent's\n"),
                                    f"{tmp_path}/plain.txt": FileState(b"back\n")}, label="t")
         with pytest.raises(StoreError):
-            store.restore(snap, tmp_path)  # a states snapshot is never restored as a workspace
+            store.at(tmp_path).restore(snap)  # a states snapshot is never restored as a workspace
         prep = prepare_states_restore(store, snap)
         by_path = {a.path: a for a in prep.plan.actions}
         assert by_path[f"{tmp_path}/link/f.txt".lstrip("/")].op == "leave"

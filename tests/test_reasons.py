@@ -32,7 +32,7 @@ def test_a_capture_stores_only_known_reason_codes(ws: Path, tmp_path: Path) -> N
     (ws / ".git").mkdir()
     scope = ScopeSettings(residue_max_files=2, residue_max_file_bytes=1000)
     with Store.open(tmp_path / "store") as store:
-        files = store.capture(ws, scope=scope).files
+        files = store.at(ws).capture(scope=scope).files
     reasons = {e[1] for e in files.values() if e[0] in ("x", "D")}
     assert {Reason.HIDDEN, Reason.CHURN, Reason.IGNORED, Reason.TOO_LARGE, Reason.OVER_LIMIT,
             Reason.NOT_REGULAR, Reason.GIT} <= reasons

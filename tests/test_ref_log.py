@@ -44,7 +44,7 @@ def test_a_damaged_complete_line_is_corruption_not_a_torn_tail(tmp_path: Path) -
     home, ws = tmp_path / "home", tmp_path / "ws"
     write(ws, "a.txt", b"1\n")
     with Store.open(home / "file_snapshots") as store:
-        store.capture(ws)
+        store.at(ws).capture()
         ref = _ref(home, ws)
         ref.write_bytes(ref.read_bytes()[:-3] + b"#}\n")  # the newest line, complete and damaged
         with pytest.raises(CorruptStore):

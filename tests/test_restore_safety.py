@@ -40,18 +40,18 @@ def _damage_blob(store: Store, blob_hex: str) -> None:
 
 def test_a_damaged_stored_copy_of_current_work_is_stored_afresh_before_the_restore(ws: Path, store: Store) -> None:
     write(ws, "work.txt", b"old\n")
-    old = store.capture(ws, scope=WIDE).id
+    old = store.at(ws).capture(scope=WIDE).id
     mine = os.urandom(20_000)  # incompressible: stored raw, so one flipped byte damages exactly it
     write(ws, "work.txt", mine)
-    now = store.capture(ws, scope=WIDE)
+    now = store.at(ws).capture(scope=WIDE)
     _damage_blob(store, now.files["work.txt"][3])  # the store's only copy of the user's work rots
 
     with Store.open(store.path) as other:  # a fresh process: finds the blob indexed, trusts nothing
-        res = other.restore(old, ws, scope=WIDE)
+        res = other.at(ws).restore(old, scope=WIDE)
     assert (ws / "work.txt").read_bytes() == b"old\n"
     assert res.safety_id is not None
     with Store.open(store.path) as other:
-        other.restore(res.safety_id, ws, scope=WIDE)
+        other.at(ws).restore(res.safety_id, scope=WIDE)
     assert (ws / "work.txt").read_bytes() == mine
 
 
@@ -61,10 +61,10 @@ def test_a_restore_leaves_a_file_whose_only_copy_is_damaged_and_that_changed(ws:
     import snapshot_store.restore.apply as restore_mod
 
     write(ws, "work.txt", b"old\n")
-    old = store.capture(ws, scope=WIDE).id
+    old = store.at(ws).capture(scope=WIDE).id
     mine = os.urandom(20_000)
     write(ws, "work.txt", mine)
-    _damage_blob(store, store.capture(ws, scope=WIDE).files["work.txt"][3])
+    _damage_blob(store, store.at(ws).capture(scope=WIDE).files["work.txt"][3])
     real = restore_mod._store_again
 
     def edit_first(fs: object, path: str, writer: object) -> bytes | None:
@@ -72,7 +72,7 @@ def test_a_restore_leaves_a_file_whose_only_copy_is_damaged_and_that_changed(ws:
         return real(fs, path, writer)  # type: ignore[arg-type]
 
     monkeypatch.setattr(restore_mod, "_store_again", edit_first)
-    res = store.restore(old, ws, scope=WIDE)
+    res = store.at(ws).restore(old, scope=WIDE)
     assert (ws / "work.txt").read_bytes() == b"edited meanwhile\n"
     assert [a.path for a in res.left] == ["work.txt"]
 
@@ -80,12 +80,12 @@ def test_a_restore_leaves_a_file_whose_only_copy_is_damaged_and_that_changed(ws:
 def test_restoring_another_workspaces_snapshot_is_refused(tmp_path: Path, store: Store) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     write(a, "shared.txt", b"from a\n")
-    snap_a = store.capture(a, scope=WIDE).id
+    snap_a = store.at(a).capture(scope=WIDE).id
     write(b, "mine.txt", b"b's own work\n")
     write(b, "shared.txt", b"b's version\n")
     before = tree(b)
     with pytest.raises(StoreError, match=r"was taken of .*--into"):
-        store.restore(snap_a, b, scope=WIDE)
+        store.at(b).restore(snap_a, scope=WIDE)
     assert tree(b) == before
 
 
@@ -93,11 +93,11 @@ def test_restoring_into_another_directory_on_request_deletes_nothing(tmp_path: P
     a, b = tmp_path / "a", tmp_path / "b"
     write(a, "shared.txt", b"from a\n")
     write(a, "sub/x.txt", b"x\n")
-    snap_a = store.capture(a, scope=WIDE).id
+    snap_a = store.at(a).capture(scope=WIDE).id
     write(b, "mine.txt", b"b's own work\n")
     write(b, "sub/y.txt", b"b's y\n")
     write(b, "shared.txt", b"b's version\n")
-    res = store.restore(snap_a, b, scope=WIDE, into=True)
+    res = store.at(b).restore(snap_a, scope=WIDE, into=True)
     assert (b / "shared.txt").read_bytes() == b"from a\n"
     assert (b / "sub" / "x.txt").read_bytes() == b"x\n"
     assert (b / "mine.txt").read_bytes() == b"b's own work\n"  # a never looked at b: never deleted
@@ -112,7 +112,7 @@ def test_cli_restore_of_another_workspaces_snapshot_needs_into(tmp_path: Path) -
     home, a, b = tmp_path / "home", tmp_path / "a", tmp_path / "b"
     write(a, "shared.txt", b"from a\n")
     with Store.open(home / "file_snapshots") as s:
-        snap_a = s.capture(a).id
+        snap_a = s.at(a).capture().id
     write(b, "mine.txt", b"b's own work\n")
     before = tree(b)
     res = codexr(home, "snapshots", "restore", snap_a[:12], "--yes", cwd=b)
@@ -130,7 +130,7 @@ def test_cli_restore_warns_when_another_session_works_in_the_workspace(tmp_path:
     home, ws = tmp_path / "home", tmp_path / "ws"
     write(ws, "f.txt", b"1\n")
     with Store.open(home / "file_snapshots") as s:
-        snap = s.capture(ws).id
+        snap = s.at(ws).capture().id
     write(ws, "f.txt", b"2\n")
     live = SessionLock(home / "file_snapshots", Path(os.path.realpath(ws)))
     live.path = live.path.with_name("otherhost-1.json")  # a session of another machine: always live
@@ -175,7 +175,7 @@ def test_a_capture_does_not_finish_a_restore_that_is_still_running(tmp_path: Pat
     _many_files(ws, 2000, 0o644)
     scope = ["-c", "file_snapshots.residue_max_files=5000"]
     with Store.open(home / "file_snapshots") as s:
-        target = s.capture(ws, scope=WIDE_5000).id
+        target = s.at(ws).capture(scope=WIDE_5000).id
     for i in range(2000):
         write(ws, f"d{i % 20}/f{i}.txt", f"changed {i}\n".encode())
     restore = _start_restore(home, ws, target, scope)
@@ -197,7 +197,7 @@ def test_recovery_after_a_killed_restore_applies_mode_only_changes(tmp_path: Pat
     _many_files(ws, 2000, 0o644)
     scope = ["-c", "file_snapshots.residue_max_files=5000"]
     with Store.open(home / "file_snapshots") as s:
-        target = s.capture(ws, scope=WIDE_5000).id
+        target = s.at(ws).capture(scope=WIDE_5000).id
     for i in range(2000):
         os.chmod(ws / f"d{i % 20}/f{i}.txt", 0o755)  # mode-only changes
     restore = _start_restore(home, ws, target, scope)

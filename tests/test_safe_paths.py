@@ -100,14 +100,14 @@ def test_capture_racing_a_directory_swapped_for_an_outside_symlink_never_stores_
     secret_ids = {blake3.blake3(secret + n.encode()).hexdigest() for n in ("data.txt", "other.txt", "third.txt")}
     home = tmp_path / "home"
     with Store.open(home) as store:
-        first = store.capture(ws).id
+        first = store.at(ws).capture().id
         proc, stop = _start_swapper(tmp_path, ws, outside)
         try:
             for n in range(150):
                 if n % 10 == 9:
-                    store.restore(first, ws, known_paths=["sub/data.txt"])
+                    store.at(ws).restore(first, known_paths=["sub/data.txt"])
                 else:
-                    store.capture(ws, known_paths=["sub/data.txt", "sub/other.txt"])
+                    store.at(ws).capture(known_paths=["sub/data.txt", "sub/other.txt"])
         finally:
             stop.touch()
             assert proc.wait(timeout=30) == 0
@@ -134,7 +134,7 @@ def test_a_symlink_to_an_outside_directory_is_never_descended(tmp_path: Path, ws
     (ws / "f.txt").write_text("f\n")
     known = ["top/s.txt", "top/deeper/s.txt", "real/link/s.txt", "real/link/deeper/s.txt"]
     with Store.open(tmp_path / "home") as store:
-        res = store.capture(ws, known_paths=known)
+        res = store.at(ws).capture(known_paths=known)
         files = store.files(res.id)
         assert files["top"] == ("l", str(outside))
         assert files["real/link"] == ("l", str(outside))
@@ -220,7 +220,7 @@ def test_capture_never_enters_a_git_directory_in_another_letter_case(tmp_path: P
     (ws / ".GIT" / "config").write_text("[core]\n")
     (ws / "a.txt").write_text("a\n")
     with Store.open(tmp_path / "home") as store:
-        files = store.capture(ws, known_paths=[".GIT/config"]).files
+        files = store.at(ws).capture(known_paths=[".GIT/config"]).files
     assert files[".GIT"] == ("D", "git") and ".GIT/config" not in files
 
 
@@ -297,7 +297,7 @@ def test_a_tree_deeper_than_path_max_captures_and_restores(tmp_path: Path, ws: P
         _write_at(deep, "deep.txt", b"deep v1\n")
         deep_rel = "/".join([NAME] * DEPTH) + "/deep.txt"
         with Store.open(home / "file_snapshots") as store:  # the store the CLI opens
-            snap = store.capture(ws).id
+            snap = store.at(ws).capture().id
             assert store.files(snap).get(deep_rel, ("missing",))[0] == "f"
         _write_at(deep, "deep.txt", b"deep v2, changed\n")
         _write_at(deep, "new.txt", b"created after the capture\n")
@@ -337,7 +337,7 @@ def test_every_restored_file_is_synced_before_it_is_renamed_into_place(tmp_path:
         (ws / f"d{i % 3}").mkdir(exist_ok=True)
         (ws / f"d{i % 3}" / f"f{i}.txt").write_text(f"version one of {i}\n")
     with Store.open(home / "file_snapshots") as store:
-        snap = store.capture(ws).id
+        snap = store.at(ws).capture().id
     for i in range(30):
         (ws / f"d{i % 3}" / f"f{i}.txt").write_text(f"version two of {i}, longer\n")
     log = _strace_restore(tmp_path, ws, home, snap, "fdatasync,fsync,rename,renameat,renameat2")
@@ -390,7 +390,7 @@ def test_a_small_restore_syncs_each_directory_it_changed_not_the_whole_file_syst
     (ws / "n" / "m").mkdir(parents=True)
     (ws / "n" / "m" / "deep.txt").write_text("deep one\n")
     with Store.open(home / "file_snapshots") as store:
-        snap = store.capture(ws).id
+        snap = store.at(ws).capture().id
     (ws / "a.txt").write_text("a two, longer\n")
     (ws / "d" / "b.txt").unlink()
     (ws / "d" / "new.txt").write_text("not in the snapshot\n")
@@ -419,7 +419,7 @@ def test_a_restore_that_changed_many_directories_syncs_the_file_system_once(tmp_
         (ws / f"d{i}").mkdir()
         (ws / f"d{i}" / "f.txt").write_text(f"one {i}\n")
     with Store.open(home / "file_snapshots") as store:
-        snap = store.capture(ws).id
+        snap = store.at(ws).capture().id
     for i in range(70):
         (ws / f"d{i}" / "f.txt").write_text(f"two {i}, longer\n")
     calls = _traced_restore(tmp_path, ws, home, snap)

@@ -327,7 +327,7 @@ def test_redo_after_turns_on_the_fork_keeps_the_fork_state(rigs: RigFactory) -> 
     assert {"forked.txt", "shell1.txt"} <= set(red.changed_since_rewind), red.changed_since_rewind
     _same_tree(rig, trees[3], what="redo")
     assert red.safety_id
-    s.store.restore(red.safety_id, rig.ws, scope=s.scope)
+    s.store.at(rig.ws).restore(red.safety_id, scope=s.scope)
     _same_tree(rig, fork_tree, what="restoring redo's safety snapshot")
 
 
@@ -475,7 +475,7 @@ def test_manual_edits_between_turns_survive_rewind_and_redo(rigs: RigFactory) ->
     assert "b.txt" in red.changed_since_rewind and "later.txt" in red.changed_since_rewind, red.changed_since_rewind
     _same_tree(rig, final, what="redo after a manual edit on the rewound state")
     assert red.safety_id
-    s.store.restore(red.safety_id, rig.ws, scope=s.scope)
+    s.store.at(rig.ws).restore(red.safety_id, scope=s.scope)
     _same_tree(rig, after_rewind_edit, what="redo's safety snapshot holds the post-rewind manual edits")
 
 
@@ -489,7 +489,7 @@ def test_codexr_never_writes_codex_rollout_files(rigs: RigFactory) -> None:
     home = rig.home
     h = rollout_hashes(home)
     assert h, "Codex wrote no rollout?"
-    s.store.capture(rig.ws, label="manual capture", scope=s.scope)
+    s.store.at(rig.ws).capture(label="manual capture", scope=s.scope)
     s.rewind(tid, 2, dry_run=True)
     assert rollout_hashes(home) == h, "store capture / dry-run rewind touched sessions/"
 

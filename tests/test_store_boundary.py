@@ -98,7 +98,7 @@ def test_a_capture_of_the_store_made_before_the_fix_cannot_be_restored_over_it(
     with monkeypatch.context() as m, Store.open(cli.store_dir) as store:
         # What codexr did before the fix: any directory was a workspace.
         m.setattr(Store, "workspace", lambda self, root: resolve_root(root), raising=False)
-        snap = store.capture(cli.store_dir).id
+        snap = store.at(cli.store_dir).capture().id
     for _ in range(2):
         (cli.ws / "a.txt").write_text((cli.ws / "a.txt").read_text() + "more\n")
         cli.ok(*NO_AUTO_GC, "snapshots", "capture")
@@ -184,7 +184,7 @@ def test_a_workspace_containing_codex_home_is_refused_and_the_library_never_capt
     assert "contains Codex's home" in line, line
     assert everything(around) == before
     with library(around) as store:
-        snap = store.capture(around.ws).id
+        snap = store.at(around.ws).capture().id
     paths = captured_paths(around, snap)
     assert "notes.txt" in paths
     assert not [p for p in paths if p.startswith("codexhome")], paths
@@ -204,7 +204,7 @@ def test_a_restore_into_a_directory_holding_codex_home_is_refused_and_the_librar
     assert "contains Codex's home" in line, line
     assert (around.ws / "notes.txt").read_text() == "notes\n" and everything(around) == before
     with library(around) as store:
-        res = store.restore(snap, around.ws, into=True)
+        res = store.at(around.ws).restore(snap, into=True)
     assert (around.ws / "notes.txt").read_text() == "other notes\n"
     assert (around.home / "config.toml").read_text() == 'model = "gpt-5.5"\n'
     assert "codexhome/config.toml" not in res.written
@@ -231,7 +231,7 @@ def test_codex_home_below_a_hidden_directory_is_never_written(tmp_path: Path) ->
     assert "contains Codex's home" in refused(c.run(*NO_AUTO_GC, "snapshots", "restore", snap, "--into", str(ws),
                                                      "--yes"))
     with library(c) as store:
-        res = store.restore(snap, ws, into=True)
+        res = store.at(ws).restore(snap, into=True)
     assert (home / "config.toml").read_text() == 'model = "gpt-5.5"\n'
     assert ".config/codex/config.toml" not in res.written
     [left] = [a for a in res.left if a.path == ".config/codex/config.toml"]
@@ -241,7 +241,7 @@ def test_codex_home_below_a_hidden_directory_is_never_written(tmp_path: Path) ->
 def test_an_old_snapshot_holding_codex_home_files_neither_writes_nor_deletes_them(around: Cli) -> None:
     """A snapshot that captured `codexhome/` (an older codexr, another CODEX_HOME) restored in place."""
     with Store.open(around.store_dir) as store:  # unprotected: codexhome/ is captured like any directory
-        snap = store.capture(around.ws).id
+        snap = store.at(around.ws).capture().id
     assert "codexhome/config.toml" in store_paths(around, snap)
     (around.home / "config.toml").write_text('model = "changed since"\n')
     (around.home / "history.jsonl").unlink()
@@ -250,7 +250,7 @@ def test_an_old_snapshot_holding_codex_home_files_neither_writes_nor_deletes_the
     assert "contains Codex's home" in refused(around.run(*NO_AUTO_GC, "snapshots", "restore", snap, "--yes"))
     assert (around.ws / "notes.txt").read_text() == "edited\n"
     with library(around) as store:
-        res = store.restore(snap, around.ws)
+        res = store.at(around.ws).restore(snap)
     assert (around.ws / "notes.txt").read_text() == "notes\n"
     assert (around.home / "config.toml").read_text() == 'model = "changed since"\n'
     assert not (around.home / "history.jsonl").exists()

@@ -57,7 +57,7 @@ def left_paths(result) -> dict[str, str]:
 
 def assert_safety_undoes(store: Store, result, root: Path, before: dict[str, tuple[object, ...]]) -> None:
     """Restoring `result`'s safety capture gives back `before`, the tree the restore started from."""
-    store.restore(result.safety_id)
+    store.origin(result.safety_id).restore(result.safety_id)
     assert tree(root) == before
 
 
@@ -71,7 +71,7 @@ def test_repo_subdirectory_as_workspace(tmp_path: Path, store: Store) -> None:
     })
     ws = repo / "app"
     write(ws, "new.txt", "untracked")
-    res = store.capture(ws)
+    res = store.at(ws).capture()
     captured = {p for p, e in res.files.items() if e[0] in ("f", "l")}
     assert captured == {"x.py", "sub/y.py", "new.txt"}
     # Nothing outside the workspace is mentioned, under any spelling.
@@ -79,7 +79,7 @@ def test_repo_subdirectory_as_workspace(tmp_path: Path, store: Store) -> None:
     assert content(store, res.files["x.py"]) == b"x"
 
     (ws / "x.py").write_text("changed")
-    r = store.restore(res.id)
+    r = store.origin(res.id).restore(res.id)
     assert (ws / "x.py").read_text() == "x"
     assert r.written == ["x.py"]
     assert (repo / "app-extra" / "z.py").read_text() == "z"
@@ -91,7 +91,7 @@ def test_app_does_not_match_app_extra(tmp_path: Path, store: Store) -> None:
     repo = make_repo(tmp_path / "repo", {"app-extra/a.py": "a", "app-extra/sub/b.py": "b", "apple": "p",
                                          "app/own.py": "own"})
     ws = repo / "app"
-    res = store.capture(ws, scope=ScopeSettings(residue_max_files=0))
+    res = store.at(ws).capture(scope=ScopeSettings(residue_max_files=0))
     assert {p for p, e in res.files.items() if e[0] != "d"} == {"own.py"}
     assert res.file_count == 1
     # ... and a restore into `app` never reaches app-extra.
@@ -99,7 +99,7 @@ def test_app_does_not_match_app_extra(tmp_path: Path, store: Store) -> None:
     write(ws, "later.txt", "x")
     (repo / "app-extra" / "a.py").write_text("edited outside the workspace")
     outside_edited = tree(repo, skip=(".git", "app"))
-    r = store.restore(res.id)
+    r = store.origin(res.id).restore(res.id)
     assert r.deleted == ["later.txt"]
     assert tree(repo, skip=(".git", "app")) == outside_edited != outside_before
 
@@ -110,7 +110,7 @@ def test_gitlink_is_skipped_and_nested_git_never_read(tmp_path: Path, store: Sto
     git(repo, "add", "lib")
     git(repo, "commit", "-qm", "add gitlink")
     assert "160000" in git(repo, "ls-files", "-s", "lib")
-    res = store.capture(repo)
+    res = store.at(repo).capture()
     assert res.files["lib"] == ("d",)
     assert res.files["lib/.git"][0] == "D"
     assert not any(p.startswith("lib/.git/") for p in res.files)
@@ -122,14 +122,14 @@ def test_indexed_but_missing_file_is_a_tombstone_and_restore_deletes_it(tmp_path
     repo = make_repo(tmp_path / "repo", {"keep.txt": "k", "gone.txt": "g", "d/gone2.txt": "g2"})
     os.unlink(repo / "gone.txt")
     shutil.rmtree(repo / "d")
-    c = store.capture(repo)
+    c = store.at(repo).capture()
     assert c.files["gone.txt"] == ("-",)
     assert c.files["d/gone2.txt"] == ("-",)
     # Shell commands re-create both later.
     write(repo, "gone.txt", "recreated")
     write(repo, "d/gone2.txt", "recreated 2")
     before = tree(repo)
-    r = store.restore(c.id)
+    r = store.origin(c.id).restore(c.id)
     assert sorted(r.deleted) == ["d/gone2.txt", "gone.txt"]
     assert not (repo / "gone.txt").exists()
     assert not (repo / "d").exists()  # the emptied directory the target never had goes too
@@ -142,11 +142,11 @@ def test_not_a_repository(tmp_path: Path, store: Store) -> None:
     ws = tmp_path / "plain"
     write(ws, "a.txt", "a")
     write(ws, "sub/b.txt", "b")
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     assert {p for p, e in c.files.items() if e[0] == "f"} == {"a.txt", "sub/b.txt"}
     (ws / "a.txt").write_text("changed")
     write(ws, "sub/c.txt", "new")
-    r = store.restore(c.id)
+    r = store.origin(c.id).restore(c.id)
     assert (ws / "a.txt").read_text() == "a"
     assert not (ws / "sub" / "c.txt").exists()
     assert r.deleted == ["sub/c.txt"]
@@ -157,14 +157,14 @@ def test_hidden_files_skipped_unless_tracked_known_or_enabled(tmp_path: Path, st
     write(repo, ".env_local", "untracked hidden")
     write(repo, ".known", "agent touched")
     write(repo, ".hdir/inside.txt", "in hidden dir")
-    c = store.capture(repo, known_paths=[".known"])
+    c = store.at(repo).capture(known_paths=[".known"])
     assert c.files[".editorconfig"][0] == "f"
     assert c.files[".known"][0] == "f"
     assert c.files[".env_local"] == ("x", "hidden")
     assert c.files[".hdir"][0] == "D"
     assert ".hdir/inside.txt" not in c.files
 
-    wide = store.capture(repo, scope=ScopeSettings(include_hidden=True))
+    wide = store.at(repo).capture(scope=ScopeSettings(include_hidden=True))
     assert wide.files[".env_local"][0] == "f"
     assert wide.files[".hdir/inside.txt"][0] == "f"
 
@@ -172,10 +172,10 @@ def test_hidden_files_skipped_unless_tracked_known_or_enabled(tmp_path: Path, st
 def test_hidden_untracked_file_is_never_deleted(tmp_path: Path, store: Store) -> None:
     ws = tmp_path / "ws"
     write(ws, "a.txt", "a")
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     write(ws, ".secret", "created later, hidden")
     write(ws, "b.txt", "created later")
-    r = store.restore(c.id)
+    r = store.origin(c.id).restore(c.id)
     assert r.deleted == ["b.txt"]
     assert (ws / ".secret").read_text() == "created later, hidden"
 
@@ -184,13 +184,13 @@ def test_empty_files(tmp_path: Path, store: Store) -> None:
     ws = tmp_path / "ws"
     write(ws, "empty.txt", b"")
     write(ws, "sub/empty2", b"", mode=0o755)
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     e = c.files["empty.txt"]
     assert e[0] == "f" and e[2] == 0 and e[3] == blake3.blake3(b"").hexdigest()
     assert content(store, e) == b""
     (ws / "empty.txt").write_text("now not empty")
     os.unlink(ws / "sub" / "empty2")
-    store.restore(c.id)
+    store.origin(c.id).restore(c.id)
     assert (ws / "empty.txt").read_bytes() == b""
     assert (ws / "sub" / "empty2").read_bytes() == b""
     assert stat.S_IMODE(os.lstat(ws / "sub" / "empty2").st_mode) == 0o755
@@ -206,7 +206,7 @@ def test_non_utf8_file_names(tmp_path: Path, store: Store) -> None:
     tracked = os.fsdecode(b"caf\xe9-tracked.txt")
     untracked = os.fsdecode(b"caf\xe9.txt")
     nested = os.fsdecode(b"d\xff\xfe/inner.txt")
-    c = store.capture(repo)
+    c = store.at(repo).capture()
     for name, data in ((tracked, b"tracked latin-1 name"), (untracked, b"untracked latin-1 name"),
                        (nested, b"under a non-utf8 dir")):
         assert content(store, c.files[name]) == data
@@ -219,10 +219,10 @@ def test_non_utf8_file_names(tmp_path: Path, store: Store) -> None:
     write(repo, b"caf\xe9-tracked.txt", b"changed")
     os.unlink(os.path.join(os.fsencode(repo), b"caf\xe9.txt"))
     write(repo, b"na\xefve-new.txt", b"created later")
-    r = store.restore(c.id)
+    r = store.origin(c.id).restore(c.id)
     assert tree(repo) == before
     assert r.deleted == [os.fsdecode(b"na\xefve-new.txt")]
-    store.restore(r.safety_id)
+    store.origin(r.safety_id).restore(r.safety_id)
     assert Path(os.fsdecode(os.path.join(os.fsencode(repo), b"na\xefve-new.txt"))).read_bytes() == b"created later"
 
 
@@ -249,7 +249,7 @@ def test_permission_denied_file_is_reported_not_fatal(tmp_path: Path, store: Sto
     write(repo, "locked_untracked.bin", "u")
     _deny(monkeypatch, "locked.bin")
     _deny(monkeypatch, "locked_untracked.bin")
-    c = store.capture(repo)
+    c = store.at(repo).capture()
     assert c.files["locked.bin"][0] == "x" and "Permission denied" in c.files["locked.bin"][1]
     assert c.files["locked_untracked.bin"][0] == "x"
     skipped = dict(c.skipped)
@@ -260,11 +260,11 @@ def test_permission_denied_file_is_reported_not_fatal(tmp_path: Path, store: Sto
 def test_restore_never_overwrites_a_file_the_safety_capture_cannot_read(
         tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     repo = make_repo(tmp_path / "repo", {"locked.bin": "version A", "ok.txt": "ok"})
-    c = store.capture(repo)
+    c = store.at(repo).capture()
     (repo / "locked.bin").write_text("version B, unsaved")
     (repo / "ok.txt").write_text("changed")
     _deny(monkeypatch, "locked.bin")
-    r = store.restore(c.id)
+    r = store.origin(c.id).restore(c.id)
     monkeypatch.undo()
     assert (repo / "locked.bin").read_text() == "version B, unsaved"
     assert "locked.bin" in left_paths(r)
@@ -275,9 +275,9 @@ def test_fifo_is_not_captured_and_does_not_hang(tmp_path: Path, store: Store) ->
     ws = tmp_path / "ws"
     write(ws, "a.txt", "a")
     os.mkfifo(ws / "pipe")
-    c = store.capture(ws, known_paths=["pipe"])
+    c = store.at(ws).capture(known_paths=["pipe"])
     assert c.files["pipe"] == ("x", "not a regular file")
-    r = store.restore(c.id)
+    r = store.origin(c.id).restore(c.id)
     assert stat.S_ISFIFO(os.lstat(ws / "pipe").st_mode)
     assert r.deleted == []
 
@@ -307,7 +307,7 @@ def test_file_that_keeps_changing_is_reported_not_torn(tmp_path: Path, store: St
     write(ws, "stable.txt", "s")
     hot = write(ws, "hot.log", b"start\n")
     _append_on_fstat(monkeypatch, hot, times=1000)
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     monkeypatch.undo()
     assert c.files["hot.log"][0] == "x" and "kept changing" in c.files["hot.log"][1]
     assert any(p == "hot.log" and "kept changing" in why for p, why in c.skipped)
@@ -319,7 +319,7 @@ def test_file_that_changes_once_during_capture_gets_a_consistent_version(
     ws = tmp_path / "ws"
     hot = write(ws, "hot.log", b"start\n")
     _append_on_fstat(monkeypatch, hot, times=2)  # changes between the first read's two fstats
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     monkeypatch.undo()
     e = c.files["hot.log"]
     assert e[0] == "f"
@@ -354,7 +354,7 @@ def test_concurrent_rewriter_never_yields_a_torn_capture(tmp_path: Path, store: 
     t = threading.Thread(target=writer, daemon=True)
     t.start()
     try:
-        results = [store.capture(ws) for _ in range(8)]
+        results = [store.at(ws).capture() for _ in range(8)]
     finally:
         stop.set()
         t.join()
@@ -390,20 +390,20 @@ def test_ignore_symmetry(tmp_path: Path, store: Store) -> None:
     repo = make_repo(tmp_path / "repo", {"a.txt": "a"})
     write(repo, "secret.txt", "old secret")
     write(repo, "logs/run.log", "old log")
-    c_old = store.capture(repo)  # before any ignore rule: both captured
+    c_old = store.at(repo).capture()  # before any ignore rule: both captured
     assert c_old.files["secret.txt"][0] == "f" and c_old.files["logs/run.log"][0] == "f"
 
     write(repo, ".codexsnapignore", "secret.txt\nlogs/\n*.tmp\n")
     (repo / "secret.txt").write_text("new secret")
     os.unlink(repo / "logs" / "run.log")
     write(repo, "scratch.tmp", "created after, ignored")
-    c_new = store.capture(repo)
+    c_new = store.at(repo).capture()
     # never captured
     assert c_new.files["secret.txt"] == ("x", "ignored")
     assert c_new.files["scratch.tmp"] == ("x", "ignored")
     assert not any(e[0] == "f" for p, e in c_new.files.items() if p.startswith("logs"))
 
-    r = store.restore(c_old.id)
+    r = store.origin(c_old.id).restore(c_old.id)
     # never restored
     assert (repo / "secret.txt").read_text() == "new secret"
     assert not (repo / "logs" / "run.log").exists()
@@ -421,9 +421,9 @@ def test_ignored_directory_is_never_entered_or_deleted(tmp_path: Path, store: St
     ws = tmp_path / "ws"
     write(ws, "a.txt", "a")
     write(ws, ".codexsnapignore", "out/\n")
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     write(ws, "out/big/artifact.bin", "x" * 1000)
-    r = store.restore(c.id)
+    r = store.origin(c.id).restore(c.id)
     assert (ws / "out" / "big" / "artifact.bin").exists()
     assert r.deleted == []
 
@@ -433,16 +433,16 @@ def test_malformed_ignore_file_raises_and_writes_nothing(tmp_path: Path, data: b
     store = Store.open(tmp_path / "store")
     ws = tmp_path / "ws"
     write(ws, "a.txt", "a")
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     before_store = store_files(store.path)
     write(ws, ".codexsnapignore", data)
     (ws / "a.txt").write_text("changed")
     before_ws = exact_tree(ws)
     with pytest.raises(IgnoreFileError):
-        store.capture(ws)
+        store.at(ws).capture()
     assert store_files(store.path) == before_store
     with pytest.raises(IgnoreFileError):
-        store.restore(c.id)
+        store.origin(c.id).restore(c.id)
     assert store_files(store.path) == before_store
     assert exact_tree(ws) == before_ws
     assert [i.id for i in store.list_snapshots(ws)] == [c.id]
@@ -458,7 +458,7 @@ def test_101st_recent_file_is_not_captured(tmp_path: Path, store: Store) -> None
     for i in range(101):
         p = write(ws, f"gen/f{i:03d}.txt", f"file {i}")
         os.utime(p, ns=(base + i * 10_000_123, base + i * 10_000_123))  # f000 is the oldest
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     captured = {p for p, e in c.files.items() if e[0] == "f"}
     assert captured == {f"gen/f{i:03d}.txt" for i in range(1, 101)}
     assert c.files["gen/f000.txt"] == ("x", "beyond the recent-file limit")
@@ -471,17 +471,17 @@ def test_restore_removes_files_created_after_the_target_even_beyond_the_residue_
     capture holds all of them (no residue limit for what a restore deletes), so redo brings them back."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    c0 = store.capture(ws)
+    c0 = store.at(ws).capture()
     base = 1_600_000_000_000_000_000
     for i in range(101):
         p = write(ws, f"gen/f{i:03d}.txt", f"file {i}")
         os.utime(p, ns=(base + i * 10_000_123, base + i * 10_000_123))
-    r = store.restore(c0.id)
+    r = store.origin(c0.id).restore(c0.id)
     assert sorted(r.deleted) == [f"gen/f{i:03d}.txt" for i in range(101)]
     assert not (ws / "gen").exists()
     safety = store.files(r.safety_id)
     assert all(safety[f"gen/f{i:03d}.txt"][0] == "f" for i in range(101))
-    store.restore(r.safety_id)
+    store.origin(r.safety_id).restore(r.safety_id)
     assert sorted(os.listdir(ws / "gen")) == [f"f{i:03d}.txt" for i in range(101)]
     assert (ws / "gen" / "f000.txt").read_text() == "file 0"
 
@@ -492,12 +492,12 @@ def test_restore_reports_witnessed_absent_files_it_cannot_delete(
     one it cannot hold (unreadable) or a directory it never looked into is left *and reported*."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    c0 = store.capture(ws)
+    c0 = store.at(ws).capture()
     write(ws, "locked.bin", "cannot be read")
     write(ws, "node_modules/pkg/index.js", "churn")
     write(ws, "made.txt", "deletable")
     _deny(monkeypatch, "locked.bin")
-    r = store.restore(c0.id)
+    r = store.origin(c0.id).restore(c0.id)
     monkeypatch.undo()
     assert (ws / "locked.bin").read_text() == "cannot be read"
     assert (ws / "node_modules" / "pkg" / "index.js").read_text() == "churn"
@@ -512,11 +512,11 @@ def test_17mib_untracked_file_not_captured_never_deleted(tmp_path: Path, store: 
     ws = tmp_path / "ws"
     write(ws, "a.txt", "a")
     big = write(ws, "big.bin", b"\1" * (17 * MIB))
-    c0 = store.capture(ws)
+    c0 = store.at(ws).capture()
     assert c0.files["big.bin"] == ("x", "larger than the residue size limit")
     assert c0.bytes_hashed < MIB
     (ws / "a.txt").write_text("changed")
-    r = store.restore(c0.id)
+    r = store.origin(c0.id).restore(c0.id)
     assert big.stat().st_size == 17 * MIB
     assert "big.bin" not in r.deleted
     assert (ws / "a.txt").read_text() == "a"
@@ -527,26 +527,26 @@ def test_17mib_file_created_after_the_target_is_removed_and_redo_brings_it_back(
     """Created after the target (witnessed absent): the safety capture holds it without a size cap."""
     ws = tmp_path / "ws"
     write(ws, "a.txt", "a")
-    c0 = store.capture(ws)
+    c0 = store.at(ws).capture()
     data = os.urandom(17 * MIB)
     big = write(ws, "big.bin", data)
-    c1 = store.capture(ws)
+    c1 = store.at(ws).capture()
     assert c1.files["big.bin"] == ("x", "larger than the residue size limit")
-    r = store.restore(c0.id)
+    r = store.origin(c0.id).restore(c0.id)
     assert r.deleted == ["big.bin"] and not big.exists()
     assert store.files(r.safety_id)["big.bin"][0] == "f"
-    store.restore(r.safety_id)
+    store.origin(r.safety_id).restore(r.safety_id)
     assert big.read_bytes() == data
 
 
 def test_17mib_tracked_file_is_captured_without_cap(tmp_path: Path, store: Store) -> None:
     data = (b"0123456789abcdef" * (17 * MIB // 16)) + os.urandom(64)
     repo = make_repo(tmp_path / "repo", {"big.dat": data})
-    c = store.capture(repo)
+    c = store.at(repo).capture()
     e = c.files["big.dat"]
     assert e[0] == "f" and e[2] == len(data)
     (repo / "big.dat").write_bytes(b"truncated")
-    store.restore(c.id)
+    store.origin(c.id).restore(c.id)
     assert (repo / "big.dat").read_bytes() == data
 
 
@@ -559,7 +559,7 @@ def test_symlink_pointing_outside_is_a_link_and_never_written_through(tmp_path: 
     write(ws, "regular.txt", "inside")
     os.symlink(str(outside), ws / "abs_link")
     os.symlink("../outside/target.txt", ws / "rel_link")
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     assert c.files["abs_link"] == ("l", str(outside))
     assert c.files["rel_link"] == ("l", "../outside/target.txt")
 
@@ -570,7 +570,7 @@ def test_symlink_pointing_outside_is_a_link_and_never_written_through(tmp_path: 
     os.unlink(ws / "regular.txt")
     os.symlink(str(outside), ws / "regular.txt")
     outside_before = exact_tree(tmp_path / "outside")
-    r = store.restore(c.id)
+    r = store.origin(c.id).restore(c.id)
     assert os.readlink(ws / "abs_link") == str(outside)
     assert os.readlink(ws / "rel_link") == "../outside/target.txt"
     assert not os.path.islink(ws / "regular.txt")
@@ -579,7 +579,7 @@ def test_symlink_pointing_outside_is_a_link_and_never_written_through(tmp_path: 
     assert sorted(r.written) == ["abs_link", "regular.txt", "rel_link"]
     # and the safety capture held the link as a link
     assert store.files(r.safety_id)["regular.txt"] == ("l", str(outside))
-    store.restore(r.safety_id)
+    store.origin(r.safety_id).restore(r.safety_id)
     assert os.readlink(ws / "regular.txt") == str(outside)
     assert exact_tree(tmp_path / "outside") == outside_before
 
@@ -597,17 +597,17 @@ def test_directory_symlink_to_outside_is_never_written_through(tmp_path: Path, s
     write(ws, "linkdir/x.txt", "inside x")
     write(ws, "linkdir/y.txt", "inside y")
     write(ws, "other.txt", "o")
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     shutil.rmtree(ws / "linkdir")
     os.symlink(str(out_dir), ws / "linkdir")
     (ws / "other.txt").write_text("changed")
     before = exact_tree(out_dir)
-    r = store.restore(c.id)
+    r = store.origin(c.id).restore(c.id)
     assert exact_tree(out_dir) == before
     assert not (ws / "linkdir").is_symlink()
     assert (ws / "linkdir" / "x.txt").read_text() == "inside x"
     assert (ws / "other.txt").read_text() == "o"
-    store.restore(r.safety_id)
+    store.origin(r.safety_id).restore(r.safety_id)
     assert os.readlink(ws / "linkdir") == str(out_dir)
     assert exact_tree(out_dir) == before
 
@@ -620,12 +620,12 @@ def test_uncaptured_directory_symlink_to_outside_is_left_and_reported(tmp_path: 
     write(ws, "linkdir/x.txt", "inside x")
     write(ws, "other.txt", "o")
     scope = ScopeSettings(residue_max_files=0)
-    c = store.capture(ws, known_paths=["linkdir/x.txt", "other.txt"], scope=scope)
+    c = store.at(ws).capture(known_paths=["linkdir/x.txt", "other.txt"], scope=scope)
     shutil.rmtree(ws / "linkdir")
     os.symlink(str(out_dir), ws / "linkdir")
     (ws / "other.txt").write_text("changed")
     before = exact_tree(out_dir)
-    r = store.restore(c.id, scope=scope)
+    r = store.origin(c.id).restore(c.id, scope=scope)
     assert exact_tree(out_dir) == before
     assert os.readlink(ws / "linkdir") == str(out_dir)
     assert "linkdir/x.txt" in left_paths(r)
@@ -636,29 +636,29 @@ def test_git_directory_is_never_written(tmp_path: Path, store: Store) -> None:
     repo = make_repo(tmp_path / "repo", {"a.txt": "a", "sub/b.txt": "b"})
     write(repo, "untracked.txt", "u")
     git_before = exact_tree(repo / ".git")
-    c = store.capture(repo, known_paths=[".git/config", ".git/HEAD", "sub/.git/x"])
+    c = store.at(repo).capture(known_paths=[".git/config", ".git/HEAD", "sub/.git/x"])
     assert c.files[".git"] == ("D", "git")
     assert not any(p.startswith(".git/") or p.startswith("sub/.git") for p in c.files)
     (repo / "a.txt").write_text("changed")
     os.unlink(repo / "sub" / "b.txt")
     os.unlink(repo / "untracked.txt")
     write(repo, "new.txt", "new")
-    r = store.restore(c.id)
+    r = store.origin(c.id).restore(c.id)
     assert r.written and r.deleted
-    store.restore(r.safety_id)
+    store.origin(r.safety_id).restore(r.safety_id)
     assert exact_tree(repo / ".git") == git_before
 
 
 def test_dry_run_changes_nothing(tmp_path: Path, store: Store) -> None:
     repo = make_repo(tmp_path / "repo", {"a.txt": "a", "b.txt": "b"})
-    c = store.capture(repo)
+    c = store.at(repo).capture()
     (repo / "a.txt").write_text("changed")
     os.unlink(repo / "b.txt")
     write(repo, "new.txt", "new")
     ws_before = exact_tree(repo)
     store_before = store_files(store.path)
     snaps_before = store.list_snapshots(repo)
-    r = store.restore(c.id, dry_run=True)
+    r = store.origin(c.id).restore(c.id, dry_run=True)
     assert r.dry_run and r.safety_id is None
     assert {a.path for a in r.plan.writes} == {"a.txt", "b.txt"}
     assert {a.path for a in r.plan.deletes} == {"new.txt"}
@@ -678,7 +678,7 @@ def test_dry_run_changes_nothing(tmp_path: Path, store: Store) -> None:
 def test_unknown_snapshot_and_bad_prefix(tmp_path: Path, store: Store) -> None:
     ws = tmp_path / "ws"
     write(ws, "a.txt", "a")
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     assert store.resolve(c.id[:8]) == c.id
     assert store.resolve(c.id.upper()) == c.id
     missing = ("0" if c.id[0] != "0" else "1") * 64
@@ -689,22 +689,22 @@ def test_unknown_snapshot_and_bad_prefix(tmp_path: Path, store: Store) -> None:
         with pytest.raises(UnknownSnapshot):
             store.files(bad)
         with pytest.raises(UnknownSnapshot):
-            store.restore(bad, root=ws)
+            store.at(ws).restore(bad)
     assert (ws / "a.txt").read_text() == "a"
 
 
 def test_missing_workspace_raises_workspace_error(tmp_path: Path, store: Store) -> None:
     ws = tmp_path / "ws"
     write(ws, "a.txt", "a")
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     with pytest.raises(WorkspaceError):
-        store.capture(tmp_path / "nope")
+        store.at(tmp_path / "nope").capture()
     write(tmp_path, "afile", "x")
     with pytest.raises(WorkspaceError):
-        store.capture(tmp_path / "afile")
+        store.at(tmp_path / "afile").capture()
     shutil.rmtree(ws)
     with pytest.raises(WorkspaceError):
-        store.restore(c.id)
+        store.origin(c.id).restore(c.id)
     assert not ws.exists()
 
 
@@ -729,7 +729,7 @@ def test_corrupted_blob_restore_raises_and_changes_nothing(tmp_path: Path, kind:
     write(ws, "a_first.txt", "a original")
     write(ws, "m_victim.bin", unique)
     write(ws, "z_last.txt", "z original")
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     _flip_blob_byte(store, c.files["m_victim.bin"][3])
     store.close()
     # Changes a restore would undo: writes before and after the damaged file, and a delete.
@@ -740,10 +740,10 @@ def test_corrupted_blob_restore_raises_and_changes_nothing(tmp_path: Path, kind:
     before = exact_tree(ws)
     store = Store.open(tmp_path / "store")
     with pytest.raises(CorruptStore):
-        store.restore(c.id)
+        store.origin(c.id).restore(c.id)
     assert exact_tree(ws) == before
     # No half-finished journal either: the next capture works and changes nothing.
-    store.capture(ws)
+    store.at(ws).capture()
     assert exact_tree(ws) == before
     store.close()
 
@@ -757,20 +757,20 @@ def test_unchanged_capture_reads_no_content(tmp_path: Path) -> None:
         write(ws, f"d{i % 3}/f{i}.txt", f"content {i}\n" * 50)
     age_tree(ws)
     store = Store.open(tmp_path / "store")
-    c1 = store.capture(ws)
+    c1 = store.at(ws).capture()
     assert c1.bytes_hashed > 0
-    c2 = store.capture(ws)
+    c2 = store.at(ws).capture()
     assert c2.unchanged
     assert c2.bytes_hashed == 0
     assert c2.files == c1.files
     store.close()
     # The cache persists across store instances.
     store = Store.open(tmp_path / "store")
-    c3 = store.capture(ws)
+    c3 = store.at(ws).capture()
     assert c3.unchanged and c3.bytes_hashed == 0
     # A real change is still seen (and only that file is read).
     (ws / "d0" / "f0.txt").write_text("different length now")
-    c4 = store.capture(ws)
+    c4 = store.at(ws).capture()
     assert not c4.unchanged
     assert c4.bytes_hashed == len("different length now")
     assert content(store, c4.files["d0/f0.txt"]) == b"different length now"
@@ -783,7 +783,7 @@ def _write_then_capture_quickly(store: Store, ws: Path, rel: str, data: str):  #
     for _attempt in range(20):
         t0 = time.time_ns()
         path = write(ws, rel, data)
-        c = store.capture(ws)
+        c = store.at(ws).capture()
         if time.time_ns() - t0 < 80_000_000:
             return path, c
     raise AssertionError("could not capture within 80 ms of a write")
@@ -792,7 +792,7 @@ def _write_then_capture_quickly(store: Store, ws: Path, rel: str, data: str):  #
 def test_racy_file_is_rehashed_next_time(tmp_path: Path, store: Store) -> None:
     ws = tmp_path / "ws"
     _path, c1 = _write_then_capture_quickly(store, ws, "racy.txt", "A" * 1000)
-    c2 = store.capture(ws)
+    c2 = store.at(ws).capture()
     assert c2.bytes_hashed >= 1000, "a file modified within the racy window was trusted from the cache"
     assert c2.files["racy.txt"] == c1.files["racy.txt"]
 
@@ -814,7 +814,7 @@ def test_same_size_same_stat_modification_in_racy_window_is_detected(
         return key1 if k == key2 else k
 
     monkeypatch.setattr(statcache_mod, "stat_key", forged)
-    c2 = store.capture(ws)
+    c2 = store.at(ws).capture()
     monkeypatch.undo()
     assert content(store, c2.files["racy.txt"]) == b"B" * 1000
 
@@ -824,9 +824,9 @@ def test_unchanged_capture_writes_a_small_delta_manifest(tmp_path: Path, store: 
     for i in range(300):
         write(ws, f"pkg{i % 10}/module_{i}.py", f"# module {i}\n")
     age_tree(ws)
-    c1 = store.capture(ws, scope=WIDE)
+    c1 = store.at(ws).capture(scope=WIDE)
     assert c1.file_count == 300
-    c2 = store.capture(ws, scope=WIDE)
+    c2 = store.at(ws).capture(scope=WIDE)
     assert c2.unchanged and c2.id != c1.id
     full = store.path / "snapshots" / c1.id[:2] / c1.id
     small = store.path / "snapshots" / c2.id[:2] / c2.id
@@ -834,7 +834,7 @@ def test_unchanged_capture_writes_a_small_delta_manifest(tmp_path: Path, store: 
     assert small.stat().st_size < 4096
     # One changed file costs one entry, not the tree.
     (ws / "pkg0" / "module_0.py").write_text("changed\n")
-    c3 = store.capture(ws, scope=WIDE)
+    c3 = store.at(ws).capture(scope=WIDE)
     small3 = store.path / "snapshots" / c3.id[:2] / c3.id
     assert small3.stat().st_size < 4096
     fresh = Store.open(store.path)
@@ -850,12 +850,12 @@ def test_unchanged_capture_writes_a_small_delta_manifest(tmp_path: Path, store: 
 def test_directory_now_stands_where_target_had_a_file(tmp_path: Path, store: Store) -> None:
     ws = tmp_path / "ws"
     write(ws, "thing", "I was a file")
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     os.unlink(ws / "thing")
     write(ws, "thing/inner.txt", "inner")
     write(ws, "thing/sub/deeper.txt", "deeper")
     before = tree(ws)
-    r = store.restore(c.id)
+    r = store.origin(c.id).restore(c.id)
     assert (ws / "thing").is_file() and (ws / "thing").read_text() == "I was a file"
     assert "thing" in r.written
     assert_safety_undoes(store, r, ws, before)
@@ -866,13 +866,13 @@ def test_directory_with_empty_subdirectory_where_target_had_a_file(tmp_path: Pat
     ws = tmp_path / "ws"
     write(ws, "thing", "I was a file")
     write(ws, "other.txt", "other")
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     os.unlink(ws / "thing")
     write(ws, "thing/inner.txt", "inner")
     (ws / "thing" / "empty").mkdir()
     (ws / "other.txt").write_text("other changed")
     before = tree(ws)
-    r = store.restore(c.id)  # must not raise
+    r = store.origin(c.id).restore(c.id)  # must not raise
     if "thing" in r.written:
         assert (ws / "thing").read_text() == "I was a file"
     else:
@@ -880,7 +880,7 @@ def test_directory_with_empty_subdirectory_where_target_had_a_file(tmp_path: Pat
         assert (ws / "thing" / "inner.txt").read_text() == "inner"
     assert (ws / "other.txt").read_text() == "other"
     assert not list((store.path / "journal").iterdir())
-    store.restore(r.safety_id)
+    store.origin(r.safety_id).restore(r.safety_id)
     after = tree(ws)
     # Every file comes back (an empty directory is not content the store promises to keep).
     assert {p: e for p, e in after.items() if e[0] != "d"} == {p: e for p, e in before.items() if e[0] != "d"}
@@ -890,11 +890,11 @@ def test_file_now_stands_where_target_needs_a_directory(tmp_path: Path, store: S
     ws = tmp_path / "ws"
     write(ws, "thing/inner.txt", "inner")
     write(ws, "thing/sub/deeper.txt", "deeper")
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     shutil.rmtree(ws / "thing")
     write(ws, "thing", "now a file", mode=0o700)
     before = tree(ws)
-    r = store.restore(c.id)
+    r = store.origin(c.id).restore(c.id)
     assert (ws / "thing" / "inner.txt").read_text() == "inner"
     assert (ws / "thing" / "sub" / "deeper.txt").read_text() == "deeper"
     assert "thing" in r.deleted
@@ -905,10 +905,10 @@ def test_mode_is_restored(tmp_path: Path, store: Store) -> None:
     ws = tmp_path / "ws"
     write(ws, "run.sh", "#!/bin/sh\n", mode=0o755)
     write(ws, "private", "p", mode=0o600)
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     os.chmod(ws / "run.sh", 0o644)
     os.chmod(ws / "private", 0o666)
-    r = store.restore(c.id)
+    r = store.origin(c.id).restore(c.id)
     assert stat.S_IMODE(os.lstat(ws / "run.sh").st_mode) == 0o755
     assert stat.S_IMODE(os.lstat(ws / "private").st_mode) == 0o600
     assert sorted(r.written) == ["private", "run.sh"]
@@ -928,7 +928,7 @@ def test_interrupted_restore_is_finished_on_next_start(tmp_path: Path, monkeypat
     ws = tmp_path / "ws"
     for n in "abcd":
         write(ws, f"{n}.txt", f"{n} original")
-    c = store.capture(ws)
+    c = store.at(ws).capture()
     for n in "abcd":
         (ws / f"{n}.txt").write_text(f"{n} edited by the agent")
     write(ws, "made_by_shell.txt", "x")
@@ -943,7 +943,7 @@ def test_interrupted_restore_is_finished_on_next_start(tmp_path: Path, monkeypat
 
     monkeypatch.setattr(safefs_mod.SafeRoot, "write_file", crashing_write)
     with pytest.raises(_Crash):
-        store.restore(c.id)
+        store.origin(c.id).restore(c.id)
     monkeypatch.undo()
     assert list((store.path / "journal").iterdir()), "no journal left by the interrupted restore"
     assert (ws / "a.txt").read_text() == "a original"  # partially applied
@@ -952,7 +952,7 @@ def test_interrupted_restore_is_finished_on_next_start(tmp_path: Path, monkeypat
 
     # "Next start": any capture or restore in this workspace finishes the restore first.
     store = Store.open(tmp_path / "store")
-    store.capture(ws)
+    store.at(ws).capture()
     for n in "abcd":
         assert (ws / f"{n}.txt").read_text() == f"{n} original"
     assert not (ws / "made_by_shell.txt").exists()
@@ -968,9 +968,9 @@ def test_diff_and_mode_only_change(tmp_path: Path, store: Store) -> None:
     write(ws, "c.txt", "c")
     write(ws, "t", "was a file")
     age_tree(ws)
-    c1 = store.capture(ws)
+    c1 = store.at(ws).capture()
     os.chmod(ws / "b.sh", 0o755)
-    c2 = store.capture(ws)
+    c2 = store.at(ws).capture()
     assert not c2.unchanged
     assert c2.files["b.sh"][1] == 0o755 and c2.files["b.sh"][3] == c1.files["b.sh"][3]
     (ws / "a.txt").write_text("A")
@@ -978,11 +978,11 @@ def test_diff_and_mode_only_change(tmp_path: Path, store: Store) -> None:
     write(ws, "d.txt", "d")
     os.unlink(ws / "t")
     os.symlink("a.txt", ws / "t")
-    c3 = store.capture(ws)
+    c3 = store.at(ws).capture()
     changes = {ch.path: ch.change for ch in store.diff(c1.id, c3.id)}
     assert changes == {"a.txt": "modified", "b.sh": "mode", "c.txt": "deleted", "d.txt": "added", "t": "type"}
     (ws / "d.txt").write_text("dd")
-    assert {ch.path: ch.change for ch in store.diff(c3.id)} == {"d.txt": "modified"}
+    assert {ch.path: ch.change for ch in store.origin(c3.id).diff(c3.id)} == {"d.txt": "modified"}
     assert store.diff(c3.id, c3.id) == []
 
 
@@ -991,10 +991,10 @@ def test_known_paths_never_escape_the_workspace(tmp_path: Path, store: Store) ->
     ws = tmp_path / "ws"
     write(ws, "a.txt", "a")
     bad = ["../outside.txt", str(outside), "a/../../outside.txt", "./a.txt", "a.txt/", "", ".git/config"]
-    c = store.capture(ws, known_paths=bad)
+    c = store.at(ws).capture(known_paths=bad)
     assert {p for p, e in c.files.items() if e[0] == "f"} == {"a.txt"}
     assert not any(".." in p.split("/") or p.startswith("/") for p in c.files)
-    r = store.restore(c.id, known_paths=bad)
+    r = store.origin(c.id).restore(c.id, known_paths=bad)
     assert outside.read_text() == "outside"
     assert r.deleted == []
 
@@ -1003,8 +1003,8 @@ def test_workspace_reached_through_a_symlink_is_one_workspace(tmp_path: Path, st
     real = tmp_path / "real"
     write(real, "a.txt", "a")
     os.symlink(real, tmp_path / "alias")
-    c1 = store.capture(real)
-    c2 = store.capture(tmp_path / "alias")
+    c1 = store.at(real).capture()
+    c2 = store.at(tmp_path / "alias").capture()
     assert c2.unchanged
     ids = [i.id for i in store.list_snapshots(tmp_path / "alias")]
     assert ids == [c1.id, c2.id] == [i.id for i in store.list_snapshots(real)]
@@ -1013,14 +1013,14 @@ def test_workspace_reached_through_a_symlink_is_one_workspace(tmp_path: Path, st
 def test_safety_capture_is_listed_and_undo_is_exact(tmp_path: Path, store: Store) -> None:
     repo = make_repo(tmp_path / "repo", {"src/a.py": "a", "src/b.py": "b", "run.sh": "#!/bin/sh\n"})
     os.chmod(repo / "run.sh", 0o755)
-    c = store.capture(repo)
+    c = store.at(repo).capture()
     (repo / "src" / "a.py").write_text("agent edit")
     os.unlink(repo / "src" / "b.py")
     os.chmod(repo / "run.sh", 0o644)
     write(repo, "gen/out.txt", "generated")
     os.symlink("src/a.py", repo / "alink")
     before = tree(repo)
-    r = store.restore(c.id)
+    r = store.origin(c.id).restore(c.id)
     kinds = [(i.id, i.kind) for i in store.list_snapshots(repo)]
     assert kinds[-1] == (r.safety_id, "safety")
     assert sorted(r.deleted) == ["alink", "gen/out.txt"]
@@ -1037,16 +1037,16 @@ def test_undo_removes_every_file_the_restore_created_even_beyond_the_residue_lim
     ws = tmp_path / "ws"
     for n in "abc":
         write(ws, f"{n}.txt", n)
-    c = store.capture(ws, scope=tight, known_paths=["a.txt", "b.txt", "c.txt"])
+    c = store.at(ws).capture(scope=tight, known_paths=["a.txt", "b.txt", "c.txt"])
     assert {p for p, e in c.files.items() if e[0] == "f"} == {"a.txt", "b.txt", "c.txt"}
     for n in "abc":
         os.unlink(ws / f"{n}.txt")
     write(ws, "z.txt", "z")
     before = tree(ws)
-    r = store.restore(c.id, scope=tight)
+    r = store.origin(c.id).restore(c.id, scope=tight)
     assert sorted(r.written) == ["a.txt", "b.txt", "c.txt"]
     assert all(store.files(r.safety_id)[f"{n}.txt"] == ("-",) for n in "abc")  # witnessed absent
-    undo = store.restore(r.safety_id, scope=tight)
+    undo = store.origin(r.safety_id).restore(r.safety_id, scope=tight)
     assert tree(ws) == before, (
         f"undo left {sorted(set(tree(ws)) - set(before))} behind; "
         f"deleted={undo.deleted} left={[(a.path, a.reason) for a in undo.left]}")
@@ -1061,11 +1061,11 @@ def test_watched_capture_sees_a_change_made_through_a_hard_link(tmp_path: Path, 
     write(ws, "b.txt", "b")
     (tmp_path / "outside").mkdir()
     os.link(ws / "a.txt", tmp_path / "outside" / "alias.txt")
-    assert store.watch(ws)
-    store.capture(ws)
+    assert store.capturer.watch(ws)
+    store.at(ws).capture()
     with open(tmp_path / "outside" / "alias.txt", "r+b") as f:
         f.write(b"VERSION 2")
-    c2 = store.capture(ws)
+    c2 = store.at(ws).capture()
     assert (ws / "a.txt").read_bytes() == b"VERSION 2"
     assert content(store, c2.files["a.txt"]) == b"VERSION 2", "the capture recorded stale content"
 
@@ -1080,8 +1080,8 @@ def test_watched_store_walks_again_after_the_full_walk_interval(
 
     ws = tmp_path / "ws"
     write(ws, "data.bin", b"A" * 4096)
-    assert store.watch(ws)
-    store.capture(ws)
+    assert store.capturer.watch(ws)
+    store.at(ws).capture()
     time.sleep(0.02)  # a new timestamp tick for the write below
     fd = os.open(ws / "data.bin", os.O_RDWR)  # kept open: closing it would raise IN_CLOSE_WRITE
     try:
@@ -1089,9 +1089,9 @@ def test_watched_store_walks_again_after_the_full_walk_interval(
             m[:4] = b"BBBB"
             m.flush()
         assert (ws / "data.bin").read_bytes()[:4] == b"BBBB"
-        stale = store.capture(ws)
+        stale = store.at(ws).capture()
         monkeypatch.setattr(fastpath_mod, "FULL_WALK_INTERVAL", 0.0)
-        c = store.capture(ws)
+        c = store.at(ws).capture()
     finally:
         os.close(fd)
     # Proves the write really raised no event (else this test would not exercise the interval).
@@ -1105,16 +1105,16 @@ def test_watched_captures_match_full_walks(tmp_path: Path, store: Store) -> None
     write(ws, "a.txt", "a")
     write(ws, "sub/b.txt", "b")
     write(ws, "node_modules/p/i.js", "dep")
-    assert store.watch(ws)
-    c1 = store.capture(ws, known_paths=["node_modules/p/i.js"])
-    c2 = store.capture(ws, known_paths=["node_modules/p/i.js"])
+    assert store.capturer.watch(ws)
+    c1 = store.at(ws).capture(known_paths=["node_modules/p/i.js"])
+    c2 = store.at(ws).capture(known_paths=["node_modules/p/i.js"])
     assert c2.unchanged and c2.files == c1.files
     (ws / "a.txt").write_text("A!")  # in a watched directory
     (ws / "node_modules" / "p" / "i.js").write_text("patched dep")  # known, in an unwatched directory
     os.chmod(ws / "sub" / "b.txt", 0o700)
-    c3 = store.capture(ws, known_paths=["node_modules/p/i.js"])
+    c3 = store.at(ws).capture(known_paths=["node_modules/p/i.js"])
     walker = Store.open(tmp_path / "other_store")
-    full = walker.capture(ws, known_paths=["node_modules/p/i.js"])
+    full = walker.at(ws).capture(known_paths=["node_modules/p/i.js"])
     walker.close()
     assert c3.files == full.files
     assert content(store, c3.files["node_modules/p/i.js"]) == b"patched dep"
@@ -1134,14 +1134,14 @@ def test_watched_capture_never_looks_through_a_directory_swapped_for_a_symlink(
     outside = tmp_path / "outside"
     outside.mkdir()
     known = ["node_modules/p/i.js"]
-    assert store.watch(ws)
-    c1 = store.capture(ws, known_paths=known)
+    assert store.capturer.watch(ws)
+    c1 = store.at(ws).capture(known_paths=known)
     assert c1.files["node_modules/p/i.js"][0] == "f"
     os.rename(ws / "node_modules" / "p", outside / "p")
     os.symlink(outside / "p", ws / "node_modules" / "p")
-    c2 = store.capture(ws, known_paths=known)
+    c2 = store.at(ws).capture(known_paths=known)
     walker = Store.open(tmp_path / "other_store")
-    full = walker.capture(ws, known_paths=known)
+    full = walker.at(ws).capture(known_paths=known)
     walker.close()
     assert full.files["node_modules/p/i.js"] == ("x", "behind a symlink")
     assert c2.files["node_modules/p/i.js"] == ("x", "behind a symlink"), (
@@ -1169,14 +1169,14 @@ def test_latest_reads_the_tail_of_a_long_ref_log(tmp_path: Path, store: Store) -
     when the snapshots named in the log's tail are gone, the whole log is searched."""
     ws = tmp_path / "ws"
     write(ws, "a.txt", "a")
-    ids = [store.capture(ws).id for _ in range(3)]
+    ids = [store.at(ws).capture().id for _ in range(3)]
     ref = next((store.path / "refs" / "workspaces").glob("*.jsonl"))
     newest_line = ref.read_bytes().splitlines()[-1]
     with open(ref, "ab") as f:  # a log far longer than the tail `latest` parses
         f.write((newest_line + b"\n") * 400)
     assert ref.stat().st_size > 4 * 16 * 1024
     write(ws, "a.txt", "changed")
-    nxt = store.capture(ws)
+    nxt = store.at(ws).capture()
     assert store.record(nxt.id).parent == ids[-1]
     assert store.latest(ws.resolve()) == nxt.id
     # The snapshots the tail names vanish (a store repaired by hand): the older ones are found.
@@ -1194,7 +1194,7 @@ def test_manifest_entries_are_named_and_keep_their_on_disk_form(tmp_path: Path, 
     ws = tmp_path / "ws"
     write(ws, "a.txt", "hello", mode=0o640)
     os.symlink("a.txt", ws / "link")
-    c = store.capture(ws, known_paths=["gone.txt"])
+    c = store.at(ws).capture(known_paths=["gone.txt"])
     raw = next((tmp_path / "store" / "snapshots").rglob(c.id)).read_bytes()
     rec = SnapshotRecord.decode(c.id, raw)
     a = rec.changes["a.txt"]
@@ -1214,7 +1214,7 @@ def test_a_new_process_reuses_the_git_listing_only_while_the_index_is_unchanged(
     def hidden_entry() -> tuple[object, ...]:
         s = Store.open(tmp_path / "store")  # a fresh Store, as in a new `codexr` process
         try:
-            return tuple(s.capture(repo, grow=False).files[".env_local"])
+            return tuple(s.at(repo).capture_thread(known_paths=()).files[".env_local"])
         finally:
             s.close()
 
@@ -1243,7 +1243,7 @@ def test_a_saved_git_listing_is_not_reused_once_git_would_find_another_repositor
     def hidden_entry() -> tuple[object, ...]:
         s = Store.open(tmp_path / "store")  # a fresh Store, as in a new `codexr` process
         try:
-            return tuple(s.capture(ws, grow=False).files[".env_local"])
+            return tuple(s.at(ws).capture_thread(known_paths=()).files[".env_local"])
         finally:
             s.close()
 
@@ -1271,10 +1271,10 @@ def test_a_sparse_file_comes_back_sparse_and_byte_exact(tmp_path: Path, store: S
         f.truncate(size)  # a hole at the end as well
     git(repo, "add", "disk.img")  # tracked: captured whatever its size
     want = blake3.blake3(sparse.read_bytes()).hexdigest()
-    c = store.capture(repo)
+    c = store.at(repo).capture()
     assert c.files["disk.img"][0] == "f"
     sparse.unlink()
-    store.restore(c.id)
+    store.origin(c.id).restore(c.id)
     st = sparse.stat()
     assert st.st_size == size
     assert blake3.blake3(sparse.read_bytes()).hexdigest() == want
@@ -1282,9 +1282,9 @@ def test_a_sparse_file_comes_back_sparse_and_byte_exact(tmp_path: Path, store: S
     # A file ending in data (no trailing hole) and a small one stay exact too.
     sparse.write_bytes(b"x")
     (repo / "tail.bin").write_bytes(bytes(3 * 4096) + b"end")
-    c2 = store.capture(repo, known_paths=["tail.bin"])
+    c2 = store.at(repo).capture(known_paths=["tail.bin"])
     (repo / "tail.bin").unlink()
-    store.restore(c2.id)
+    store.origin(c2.id).restore(c2.id)
     assert (repo / "tail.bin").read_bytes() == bytes(3 * 4096) + b"end"
     assert sparse.read_bytes() == b"x"
 

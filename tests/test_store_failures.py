@@ -245,13 +245,13 @@ def assert_store_sound(store_dir: Path) -> None:
 
 def assert_works_again(store: Store, ws: Path) -> None:
     """With space back: capture, scribble, restore -> exactly the captured tree; store still sound."""
-    res = store.capture(ws, scope=WIDE)
+    res = store.at(ws).capture(scope=WIDE)
     assert res.id in ids(store, ws)
     want = tree(ws)
     write(ws, "scribble.txt", "after the disk filled up")
     for p in sorted(ws.rglob("*.bin"))[:1]:
         p.write_bytes(b"overwritten")
-    store.restore(res.id, ws, scope=WIDE)
+    store.at(ws).restore(res.id, scope=WIDE)
     assert tree(ws) == want
     assert_store_sound(store.path)
 
@@ -273,7 +273,7 @@ def populate(ws: Path, kind: str) -> None:
 def base_capture(store: Store, ws: Path) -> str:
     write(ws, "keep.txt", "kept\n")
     write(ws, "dir/old.bin", rand(20_000))
-    return store.capture(ws, scope=WIDE).id
+    return store.at(ws).capture(scope=WIDE).id
 
 
 # --------------------------------------------------------------------------- 1. pack write fails
@@ -306,7 +306,7 @@ def test_capture_failing_while_writing_a_pack(case: str, ws: Path, store: Store,
             m.setattr(packs_mod, "PACK_TARGET_BYTES", extra["rotate"])
         disk = Disk(m, where, free=free, fsync=bool(extra.get("fsync")), err=extra.get("err", errno.ENOSPC))
         with pytest.raises(StoreFull) as info:
-            store.capture(ws, scope=WIDE)
+            store.at(ws).capture(scope=WIDE)
         assert disk.refused, "the fault was never hit: the test does not exercise the pack write"
     assert "disk is full" in one_line(info.value)
     assert store.list_snapshots(ws) == listed
@@ -326,7 +326,7 @@ def test_capture_failing_while_writing_the_snapshot_file(free: int, fsync: bool,
     populate(ws, "big")
     listed, before = store.list_snapshots(ws), exact_tree(ws)
     packs_before = set(os.listdir(store.path / "packs"))
-    one_line(full_disk_error(monkeypatch, under(store.path / "snapshots"), lambda: store.capture(ws, scope=WIDE),
+    one_line(full_disk_error(monkeypatch, under(store.path / "snapshots"), lambda: store.at(ws).capture(scope=WIDE),
                              free=free, fsync=fsync))
     # The pack did commit before the snapshot (write order); it is merely unreferenced now.
     assert len(set(os.listdir(store.path / "packs")) - packs_before) == 2
@@ -346,7 +346,7 @@ def test_capture_failing_while_appending_the_ref(free: int, ws: Path, store: Sto
     with monkeypatch.context() as m:
         Disk(m, under(store.path / "refs"), free=free)
         with pytest.raises(StoreFull) as info:
-            store.capture(ws, scope=WIDE)
+            store.at(ws).capture(scope=WIDE)
     one_line(info.value)
     assert store.list_snapshots(ws) == listed
     assert exact_tree(ws) == before
@@ -354,7 +354,7 @@ def test_capture_failing_while_appending_the_ref(free: int, ws: Path, store: Sto
     # Two more captures: a torn ref line must not turn into a damaged ref file later.
     assert_works_again(store, ws)
     write(ws, "later.txt", "later")
-    store.capture(ws, scope=WIDE)
+    store.at(ws).capture(scope=WIDE)
     assert len(store.list_snapshots(ws)) == len(listed) + 3  # works-again capture, its restore's safety, this
 
 
@@ -372,7 +372,7 @@ def test_stat_cache_write_failure_is_not_reported_as_nothing_committed(
     with monkeypatch.context() as m:
         disk = Disk(m, under(store.path / "cache"))
         try:
-            res = store.capture(ws, scope=WIDE)
+            res = store.at(ws).capture(scope=WIDE)
         except StoreFull:
             assert disk.refused
             assert store.list_snapshots(ws) == listed, (
@@ -389,7 +389,7 @@ def make_restore_case(store: Store, ws: Path) -> str:
     write(ws, "a.txt", "target a\n")
     write(ws, "b.bin", rand(30_000))
     write(ws, "sub/c.txt", "target c\n")
-    target = store.capture(ws, scope=WIDE).id
+    target = store.at(ws).capture(scope=WIDE).id
     write(ws, "a.txt", "edited a, longer\n")
     write(ws, "b.bin", rand(30_000))
     write(ws, "sub/c.txt", "edited c\n")
@@ -411,15 +411,15 @@ def test_restore_failing_during_its_safety_capture(fault: str, ws: Path, store: 
     target = make_restore_case(store, ws)
     listed, before, edited = store.list_snapshots(ws), exact_tree(ws), tree(ws)
     where, free = SAFETY_FAULTS[fault](store.path)
-    one_line(full_disk_error(monkeypatch, where, lambda: store.restore(target, ws, scope=WIDE), free=free))
+    one_line(full_disk_error(monkeypatch, where, lambda: store.at(ws).restore(target, scope=WIDE), free=free))
     assert exact_tree(ws) == before
     assert journals(store.path) == []
     assert store.list_snapshots(ws) == listed, "a safety snapshot was listed although the restore failed"
     assert_store_sound(store.path)
     # Space is back: the same restore works, and its safety snapshot undoes it.
-    res = store.restore(target, ws, scope=WIDE)
+    res = store.at(ws).restore(target, scope=WIDE)
     assert (ws / "a.txt").read_text() == "target a\n" and not (ws / "n1.bin").exists()
-    store.restore(res.safety_id, ws, scope=WIDE)
+    store.at(ws).restore(res.safety_id, scope=WIDE)
     assert tree(ws) == edited
     assert_store_sound(store.path)
 
@@ -427,11 +427,12 @@ def test_restore_failing_during_its_safety_capture(fault: str, ws: Path, store: 
 def test_restore_failing_while_writing_its_journal(ws: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     target = make_restore_case(store, ws)
     before = exact_tree(ws)
-    one_line(full_disk_error(monkeypatch, under(store.path / "journal"), lambda: store.restore(target, ws, scope=WIDE)))
+    one_line(full_disk_error(monkeypatch, under(store.path / "journal"),
+                             lambda: store.at(ws).restore(target, scope=WIDE)))
     assert exact_tree(ws) == before
     assert journals(store.path) == []
     assert_store_sound(store.path)
-    store.restore(target, ws, scope=WIDE)
+    store.at(ws).restore(target, scope=WIDE)
     assert (ws / "a.txt").read_text() == "target a\n"
 
 
@@ -445,7 +446,7 @@ def test_restore_failing_while_writing_workspace_files(free: int, finish: str, w
     for name in "abcdef":
         write(ws, f"{name}.bin", rand(1000))
     write(ws, "sub/g.bin", rand(1000))
-    target = store.capture(ws, scope=WIDE).id
+    target = store.at(ws).capture(scope=WIDE).id
     target_tree = tree(ws)
     for name in "abcde":
         write(ws, f"{name}.bin", rand(700))
@@ -454,7 +455,7 @@ def test_restore_failing_while_writing_workspace_files(free: int, finish: str, w
     write(ws, "n1.txt", "created later\n")
     pre_tree = tree(ws)
 
-    one_line(full_disk_error(monkeypatch, ws_temp(ws), lambda: store.restore(target, ws, scope=WIDE), free=free))
+    one_line(full_disk_error(monkeypatch, ws_temp(ws), lambda: store.at(ws).restore(target, scope=WIDE), free=free))
 
     now = tree(ws)
     for p in sorted(set(now) | set(pre_tree) | set(target_tree)):
@@ -466,17 +467,17 @@ def test_restore_failing_while_writing_workspace_files(free: int, finish: str, w
     assert len(journals(store.path)) == 1, "the journal must stay so the restore can be finished"
 
     if finish == "recover":
-        report = store.recover(ws)
+        report = store.at(ws).recover()
         assert report is not None and report.left == []
     else:
-        store.capture(ws, scope=WIDE)
+        store.at(ws).capture(scope=WIDE)
     assert ws_temps(ws) == []
     assert journals(store.path) == []
     assert tree(ws) == target_tree
     assert_store_sound(store.path)
     # The failed restore's safety snapshot still takes the workspace back to where it was.
     safety = [i for i in store.list_snapshots(ws) if i.kind == "safety"][-1]
-    store.restore(safety.id, ws, scope=WIDE)
+    store.at(ws).restore(safety.id, scope=WIDE)
     assert tree(ws) == pre_tree
     assert_store_sound(store.path)
 
@@ -488,13 +489,13 @@ def test_restore_failing_while_writing_workspace_files(free: int, finish: str, w
 def test_capture_of_a_vanished_workspace(how: str, ws: Path, base: Path) -> None:
     write(ws, "a.txt", "a")
     with Store.open(base / "store") as store:
-        store.capture(ws, scope=WIDE)
+        store.at(ws).capture(scope=WIDE)
         files_before, listed = store_files(store.path), store.list_snapshots()
         shutil.rmtree(ws)
         if how == "replaced-by-file":
             ws.write_text("not a directory")
         with pytest.raises(WorkspaceError) as info:
-            store.capture(ws, scope=WIDE)
+            store.at(ws).capture(scope=WIDE)
         one_line(info.value)
         assert store.list_snapshots() == listed
         assert store_files(store.path) == files_before
@@ -504,11 +505,11 @@ def test_capture_of_a_vanished_workspace(how: str, ws: Path, base: Path) -> None
 @pytest.mark.parametrize("root_arg", [False, True], ids=["recorded-root", "explicit-root"])
 def test_restore_into_a_vanished_workspace(root_arg: bool, ws: Path, store: Store) -> None:
     write(ws, "a.txt", "a")
-    snap = store.capture(ws, scope=WIDE).id
+    snap = store.at(ws).capture(scope=WIDE).id
     files_before, listed = store_files(store.path), store.list_snapshots()
     shutil.rmtree(ws)
     with pytest.raises(WorkspaceError) as info:
-        store.restore(snap, ws if root_arg else None, scope=WIDE)
+        (store.at(ws) if root_arg else store.origin(snap)).restore(snap, scope=WIDE)
     one_line(info.value)
     assert not ws.exists(), "restore must not recreate a vanished workspace"
     assert store.list_snapshots() == listed
@@ -532,12 +533,12 @@ def test_capture_when_the_workspace_vanishes_during_the_capture(ws: Path, store:
     """The workspace is removed after capture() resolved it (e.g. `rm -rf` of a worktree meanwhile)."""
     write(ws, "a.txt", "a")
     write(ws, "sub/b.txt", "b")
-    store.capture(ws, scope=WIDE)
+    store.at(ws).capture(scope=WIDE)
     files_before, listed = store_files(store.path), store.list_snapshots(ws)
     with monkeypatch.context() as m:
         _vanish_on_ignore_load(m, ws)
         with pytest.raises(WorkspaceError) as info:
-            store.capture(ws, scope=WIDE)
+            store.at(ws).capture(scope=WIDE)
     one_line(info.value)
     assert store.list_snapshots(ws) == listed, (
         "a snapshot of the vanished workspace was committed (it records its files as absent)")
@@ -547,13 +548,13 @@ def test_capture_when_the_workspace_vanishes_during_the_capture(ws: Path, store:
 def test_restore_when_the_workspace_vanishes_during_the_restore(ws: Path, store: Store,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     write(ws, "a.txt", "a")
-    snap = store.capture(ws, scope=WIDE).id
+    snap = store.at(ws).capture(scope=WIDE).id
     write(ws, "a.txt", "changed")
     files_before, listed = store_files(store.path), store.list_snapshots(ws)
     with monkeypatch.context() as m:
         _vanish_on_ignore_load(m, ws)
         with pytest.raises(WorkspaceError) as info:
-            store.restore(snap, ws, scope=WIDE)
+            store.at(ws).restore(snap, scope=WIDE)
     one_line(info.value)
     assert not ws.exists()
     assert store.list_snapshots(ws) == listed
@@ -577,13 +578,13 @@ BAD_IDS = {
 @pytest.mark.parametrize("bad", list(BAD_IDS))
 def test_restore_with_an_unknown_id_changes_nothing(bad: str, ws: Path, store: Store) -> None:
     write(ws, "a.txt", "a")
-    snap = store.capture(ws, scope=WIDE).id
+    snap = store.at(ws).capture(scope=WIDE).id
     write(ws, "a.txt", "changed")
     write(ws, "new.txt", "new")
     ref = {"<UPPER>": snap.upper(), "<NEWLINE>": snap + "\n"}.get(BAD_IDS[bad], BAD_IDS[bad])
     files_before, listed, before = store_files(store.path), store.list_snapshots(), exact_tree(ws)
     with pytest.raises(UnknownSnapshot) as info:
-        store.restore(ref, ws, scope=WIDE)
+        store.at(ws).restore(ref, scope=WIDE)
     one_line(info.value)
     assert store.list_snapshots() == listed, "a safety snapshot was listed for a restore that never started"
     assert exact_tree(ws) == before
@@ -597,7 +598,7 @@ def test_restore_with_an_unknown_id_changes_nothing(bad: str, ws: Path, store: S
 @pytest.mark.parametrize("bad", ["directory", "invalid-utf8"])
 def test_capture_with_a_bad_ignore_file_commits_nothing(bad: str, ws: Path, store: Store) -> None:
     write(ws, "a.txt", "a")
-    store.capture(ws, scope=WIDE)
+    store.at(ws).capture(scope=WIDE)
     write(ws, "a.txt", "changed")
     if bad == "directory":
         (ws / scope_mod.IGNORE_FILE).mkdir()
@@ -606,7 +607,7 @@ def test_capture_with_a_bad_ignore_file_commits_nothing(bad: str, ws: Path, stor
         write(ws, scope_mod.IGNORE_FILE, b"*.log\n\xff\xfe\n")
     files_before, listed, before = store_files(store.path), store.list_snapshots(ws), exact_tree(ws)
     with pytest.raises(IgnoreFileError) as info:
-        store.capture(ws, scope=WIDE)
+        store.at(ws).capture(scope=WIDE)
     assert scope_mod.IGNORE_FILE in one_line(info.value)
     assert store.list_snapshots(ws) == listed
     assert store_files(store.path) == files_before
@@ -616,12 +617,12 @@ def test_capture_with_a_bad_ignore_file_commits_nothing(bad: str, ws: Path, stor
 
 def test_restore_with_an_ignore_file_that_is_a_directory_changes_nothing(ws: Path, store: Store) -> None:
     write(ws, "a.txt", "a")
-    snap = store.capture(ws, scope=WIDE).id
+    snap = store.at(ws).capture(scope=WIDE).id
     write(ws, "a.txt", "changed")
     (ws / scope_mod.IGNORE_FILE).mkdir()
     files_before, listed, before = store_files(store.path), store.list_snapshots(ws), exact_tree(ws)
     with pytest.raises(IgnoreFileError) as info:
-        store.restore(snap, ws, scope=WIDE)
+        store.at(ws).restore(snap, scope=WIDE)
     one_line(info.value)
     assert store.list_snapshots(ws) == listed
     assert store_files(store.path) == files_before
@@ -640,7 +641,7 @@ def test_lock_file_that_cannot_be_created_is_a_store_error(op: str, ws: Path, ba
     write(ws, "a.txt", "a")
     with Store.open(base / "store") as store:
         if op == "restore":
-            snap = store.capture(ws, scope=WIDE).id  # store.lock exists; the workspace lock does not yet
+            snap = store.at(ws).capture(scope=WIDE).id  # store.lock exists; the workspace lock does not yet
             write(ws, "a.txt", "changed")
         locks = str(store.path / "locks") + "/"
         real_open = os.open
@@ -656,9 +657,9 @@ def test_lock_file_that_cannot_be_created_is_a_store_error(op: str, ws: Path, ba
             m.setattr(os, "open", full_open)
             with pytest.raises(Exception) as info:  # the exception type is what this test checks
                 if op == "capture":
-                    store.capture(ws, scope=WIDE)
+                    store.at(ws).capture(scope=WIDE)
                 else:
-                    store.restore(snap, ws, scope=WIDE)
+                    store.at(ws).restore(snap, scope=WIDE)
         assert isinstance(info.value, StoreFull), f"got {type(info.value).__name__}: {info.value}"
         one_line(info.value)
         assert store.list_snapshots(ws) == listed

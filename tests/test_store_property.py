@@ -209,7 +209,7 @@ def check_restore(store: Store, ws: Path, snap: str, scope: ScopeSettings, known
     target = store.files(snap)
     pre = tree(ws)
     git_pre = exact_tree(ws / ".git")
-    r = store.restore(snap, scope=scope, known_paths=sorted(known))
+    r = store.origin(snap).restore(snap, scope=scope, known_paths=sorted(known))
     post = tree(ws)
     left = {a.path: a.reason for a in r.left}
 
@@ -246,7 +246,7 @@ def check_restore(store: Store, ws: Path, snap: str, scope: ScopeSettings, known
 
     # 4. the safety capture undoes the restore exactly (files, modes, links)
     assert r.safety_id is not None
-    undo = store.restore(r.safety_id, scope=scope, known_paths=sorted(known))
+    undo = store.origin(r.safety_id).restore(r.safety_id, scope=scope, known_paths=sorted(known))
     back = tree(ws)
     assert files_only(back) == files_only(pre), (
         f"undo differs: missing {sorted(set(files_only(pre)) - set(back))}, "
@@ -275,14 +275,14 @@ def run_history(ops: list[tuple], scope: ScopeSettings, *, watch: bool = False) 
         store = Store.open(base / "store")
         try:
             if watch:
-                assert store.watch(ws), "inotify change journal unavailable"
-            c0 = store.capture(ws, scope=scope)
+                assert store.capturer.watch(ws), "inotify change journal unavailable"
+            c0 = store.at(ws).capture(scope=scope)
             check_capture(store, ws, c0.files, scope, set())
             snaps = [c0.id]
             for op in ops:
                 if op[0] == "capture":
                     extra = _extra(store, ws, known)
-                    c = store.capture(ws, scope=scope, known_paths=sorted(known))
+                    c = store.at(ws).capture(scope=scope, known_paths=sorted(known))
                     check_capture(store, ws, c.files, scope, extra)
                     snaps.append(c.id)
                 elif op[0] == "restore":

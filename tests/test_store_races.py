@@ -73,10 +73,10 @@ def _setup(tmp_path: Path) -> tuple[Path, Path, bytes]:
     x = os.urandom(50_000)
     (ws / "a.txt").write_bytes(x)
     with Store.open(home / "file_snapshots") as store:
-        store.capture(ws)
+        store.at(ws).capture()
         (ws / "a.txt").write_bytes(os.urandom(50_000))
         (ws / "b.txt").write_bytes(os.urandom(1000))  # more than half the map changed: a full snapshot
-        second = store.capture(ws)
+        second = store.at(ws).capture()
         assert store.record(second.id).parent is None
     return home, ws, x
 
@@ -119,7 +119,7 @@ def test_a_restore_waiting_behind_gc_keeps_an_undo_that_works(tmp_path: Path) ->
     _assert_store_whole(store_dir)
     with Store.open(store_dir) as store:
         safety = [i for i in store.list_snapshots(ws) if i.kind == "safety"][-1].id
-        store.restore(safety, ws)
+        store.at(ws).restore(safety)
     assert (ws / "a.txt").read_bytes() == x  # ...and its safety snapshot brings it back
 
 
@@ -128,8 +128,8 @@ def test_a_long_lived_store_forgets_blobs_a_gc_elsewhere_swept(tmp_path: Path) -
     home, ws, x = _setup(tmp_path)
     store_dir = home / "file_snapshots"
     with Store.open(store_dir) as session_store:
-        session_store.watch(ws)
-        session_store.capture(ws)
+        session_store.capturer.watch(ws)
+        session_store.at(ws).capture()
         env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
         gc_run = subprocess.run(
             [sys.executable, "-m", "app.cli", "-c", "file_snapshots.gc_grace_seconds=0",
@@ -137,6 +137,6 @@ def test_a_long_lived_store_forgets_blobs_a_gc_elsewhere_swept(tmp_path: Path) -
             cwd=ws, env=env, capture_output=True, text=True, timeout=120)
         assert gc_run.returncode == 0, gc_run.stderr
         (ws / "a.txt").write_bytes(x)
-        res = session_store.capture(ws)
+        res = session_store.at(ws).capture()
         assert res.bytes_stored > 0
     _assert_store_whole(store_dir)

@@ -40,7 +40,7 @@ def test_an_idle_threads_snapshots_follow_workspace_retention(ws: Path, tmp_path
         old = []
         for n in range(3):
             write(ws, "f.txt", os.urandom(2000) + bytes([n]))
-            old.append(store.capture(ws).id)
+            old.append(store.at(ws).capture().id)
         _sidecar(store, "thread-0001", old[:2], idle_days)
         policy = RetentionPolicy(thread_idle_days=30, max_snapshots_per_workspace=1, grace_seconds=0)
         gc(store, policy)
@@ -56,7 +56,7 @@ def test_cli_verify_knows_an_idle_thread_pins_nothing(ws: Path, tmp_path: Path) 
         snaps = []
         for n in range(2):
             write(ws, "f.txt", os.urandom(2000) + bytes([n]))
-            snaps.append(store.capture(ws).id)
+            snaps.append(store.at(ws).capture().id)
         _sidecar(store, "thread-0002", snaps[:1], 40.0)
     env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
     args = ["-c", "file_snapshots.retention_max_snapshots=1", "-c", "file_snapshots.gc_grace_seconds=0"]

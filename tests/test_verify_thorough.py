@@ -27,9 +27,9 @@ def build(ws: Path, store_dir: Path) -> list[str]:
     (ws / "tiny").write_text("x")
     os.symlink("text.txt", ws / "link")
     with Store.open(store_dir) as store:
-        first = store.capture(ws, scope=SCOPE).id
+        first = store.at(ws).capture(scope=SCOPE).id
         (ws / "raw.bin").write_bytes(os.urandom(150))
-        second = store.capture(ws, scope=SCOPE).id
+        second = store.at(ws).capture(scope=SCOPE).id
         assert store.record(second).parent == first
     side = store_dir / "refs" / "threads" / f"{THREAD}.json"
     side.parent.mkdir(parents=True, exist_ok=True)
@@ -183,13 +183,13 @@ def test_a_damaged_stat_cache_is_not_trusted(ws: Path, tmp_path: Path) -> None:
     age_tree(ws)
     ha, hb = blake3.blake3(a).hexdigest(), blake3.blake3(b).hexdigest()
     with Store.open(store_dir) as store:
-        store.capture(ws, scope=SCOPE)
-    [cache] = (store_dir / "cache").glob("*.stat")
+        store.at(ws).capture(scope=SCOPE)
+    [cache] = (store_dir / "cache").glob("*.index")
     assert ha.encode() in cache.read_bytes()
     # The cache now claims b's blob (which the store holds) for the unchanged a.txt.
     forge_cache(cache, lambda data: data.replace(ha.encode(), hb.encode()))
     with Store.open(store_dir) as store:
-        snap = store.capture(ws, scope=SCOPE).id
+        snap = store.at(ws).capture(scope=SCOPE).id
         files = store.files(snap)
     assert files["a.txt"][3] == ha
     assert files["b.txt"][3] == hb
@@ -200,7 +200,7 @@ def test_a_stat_cache_entry_of_another_shape_is_no_hit(ws: Path, tmp_path: Path)
     another version, or forged), must read as a miss, never as a blob id or a traceback."""
     import marshal
 
-    from snapshot_store.statcache import MAGIC
+    from snapshot_store.index import join, payload, section, sections
 
     store_dir = tmp_path / "store"
     a = b"content of a\n" * 10
@@ -208,18 +208,20 @@ def test_a_stat_cache_entry_of_another_shape_is_no_hit(ws: Path, tmp_path: Path)
     (ws / "b.txt").write_bytes(b"b\n")
     age_tree(ws)
     with Store.open(store_dir) as store:
-        store.capture(ws, scope=SCOPE)
-    [cache] = (store_dir / "cache").glob("*.stat")
-    doc = marshal.loads(cache.read_bytes()[len(MAGIC) + 32:])
+        store.at(ws).capture(scope=SCOPE)
+    [cache] = (store_dir / "cache").glob("*.index")
+    parts = sections(cache.read_bytes())
+    assert parts is not None
+    body = payload(parts[1])
+    assert body is not None
+    doc = marshal.loads(body)
     key = doc["a.txt"][:5]
     doc["a.txt"] = (*key, 12345)  # the blob is not text
     doc["b.txt"] = doc["b.txt"][:5]  # no blob at all
-    payload = marshal.dumps(doc, 2)
-    cache.write_bytes(MAGIC + blake3.blake3(payload).digest() + payload)
-    for walk in (store_dir / "cache").glob("*.walk"):
-        walk.unlink()  # else the capture checks the saved walk and asks the stat cache nothing
+    # Without the walk half: else the capture checks the saved walk and asks the stat cache nothing.
+    cache.write_bytes(join(b"", section(marshal.dumps(doc, 2))))
     with Store.open(store_dir) as store:
-        res = store.capture(ws, scope=SCOPE)
+        res = store.at(ws).capture(scope=SCOPE)
         files = store.files(res.id)
     assert files["a.txt"][3] == blake3.blake3(a).hexdigest()
     assert files["b.txt"][3] == blake3.blake3(b"b\n").hexdigest()

@@ -12,9 +12,9 @@ import os
 import random
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-import blake3
 import pytest
 from fs_helpers import codexr
 from store_helpers import WIDE, age_tree, git, make_repo, tree, write
@@ -22,16 +22,25 @@ from store_helpers import WIDE, age_tree, git, make_repo, tree, write
 import snapshot_store.scope as scope_mod
 import snapshot_store.store as store_mod
 from snapshot_store import Store
-from snapshot_store.manifest import is_captured
-from snapshot_store.walkstate import KEY, MAGIC, UNTRUSTED, load, save
+from snapshot_store.capture import CaptureResult
+from snapshot_store.index import MAGIC, WorkspaceIndex, payload, sections
+from snapshot_store.manifest import captured_paths, is_captured
+from snapshot_store.walkstate import KEY, UNTRUSTED, WalkState
 
 SETTLE = 0.15  # past statcache.FINE_WINDOW_NS: what a capture sees then, it may vouch for
 
 
-def capture(store_dir: Path, ws: Path, *, lean: bool = True, **kw: object):  # type: ignore[no-untyped-def]
-    """One capture by a freshly opened store (a new process, as far as the store can tell)."""
+def capture(store_dir: Path, ws: Path, *, summary: bool = True, thread: bool = False,
+            known_paths: Sequence[str] = ()) -> CaptureResult:
+    """One capture by a freshly opened store (a new process, as far as the store can tell): a one-shot command's
+    (`summary`: only its id and counts are asked for), a full one, or a thread's (`thread`: exactly `known_paths`)."""
     with Store.open(store_dir) as s:
-        return s.capture(ws, scope=WIDE, lean=lean, **kw)  # type: ignore[arg-type]
+        door = s.at(ws)
+        if thread:
+            return door.capture_thread(known_paths=known_paths, scope=WIDE)
+        if summary:
+            return door.capture_summary(known_paths=known_paths, scope=WIDE)
+        return door.capture(known_paths=known_paths, scope=WIDE)
 
 
 def capture_without_walking(monkeypatch: pytest.MonkeyPatch, store_dir: Path, ws: Path):  # type: ignore[no-untyped-def]
@@ -49,20 +58,34 @@ def files_of(store_dir: Path, snap: str) -> dict:
         return dict(s.files(snap))
 
 
-def walked_files(store_dir: Path, ws: Path, **kw: object) -> dict:
-    """What a full walk from the same newest snapshot sees now (a dry run never uses the saved walk).
+def walked_files(store_dir: Path, ws: Path, *, thread: bool = False, known_paths: Sequence[str] = ()) -> dict:
+    """What a full walk from the same newest snapshot sees now (a preview never uses the saved walk).
 
-    Taken before the capture it is compared with: both then grow from the same parent (or, with
-    `grow=False` and `known_paths`, cover the same paths).
+    Taken before the capture it is compared with: both then grow from the same parent (what it captured stays
+    tracked), or with `thread`, cover the same `known_paths`.
     """
     with Store.open(store_dir) as s:
-        return dict(s.capture(ws, scope=WIDE, dry_run=True, **kw).files)  # type: ignore[arg-type]
+        latest = s.latest(s.workspace(ws))
+        grown = [] if thread or latest is None else captured_paths(s.files(latest))
+        return dict(s.at(ws).preview(scope=WIDE, known_paths=[*known_paths, *grown]).files)
 
 
-def walk_file(store_dir: Path) -> Path:
-    found = list((store_dir / "cache").glob("*.walk"))
+def index_file(store_dir: Path) -> Path:
+    found = list((store_dir / "cache").glob("*.index"))
     assert len(found) == 1, found
     return found[0]
+
+
+def saved_walk(store_dir: Path) -> WalkState | None:
+    """The walk half of the workspace's index, as the next capture would load it."""
+    return WorkspaceIndex(index_file(store_dir)).saved_walk()
+
+
+def stat_section(store_dir: Path) -> bytes:
+    """The per-path half of the workspace's index, as stored (checksum and payload)."""
+    parts = sections(index_file(store_dir).read_bytes())
+    assert parts is not None
+    return parts[1]
 
 
 @pytest.fixture
@@ -174,7 +197,7 @@ def test_a_capture_right_after_a_write_does_not_vouch_for_that_file(repo: Path, 
     store_dir = tmp_path / "store"
     write(repo, "src/a.py", "a = 2\n")  # written just now: within the window of the capture below
     capture(store_dir, repo)
-    state = load(walk_file(store_dir))
+    state = saved_walk(store_dir)
     assert state is not None
     keys = {f"{d}/{n}" if d else n: packed[i * KEY.size:(i + 1) * KEY.size]
             for d, names, packed in state.seen for i, n in enumerate(names)}
@@ -203,7 +226,7 @@ def test_the_captured_stats_of_a_checked_capture_are_a_consistent_mapping(repo: 
 
     write(repo, "src/a.py", "a = 2\n")
     capture(trusted, repo)  # right after the write: src/a.py's key is saved untrusted (if this ran within 100 ms)
-    state = load(walk_file(trusted))
+    state = saved_walk(trusted)
     assert state is not None
     with Store.open(trusted) as s:
         files = s.files(state.snapshot)
@@ -223,16 +246,17 @@ def test_a_stat_cache_a_restore_left_unsaved_never_vouches_for_a_rewritten_file(
     with Store.open(trusted) as s:
         snap = s.latest(repo)
         assert snap is not None
-    (cache_file,) = (trusted / "cache").glob("*.stat")
-    stale = marshal.loads(cache_file.read_bytes()[len(b"CRSTAT2\n") + 32:])["src/a.py"]
+    stale_body = payload(stat_section(trusted))
+    assert stale_body is not None
+    stale = marshal.loads(stale_body)["src/a.py"]
     write(repo, "src/a.py", "a = 'edited'\n")
     time.sleep(SETTLE)
-    before = cache_file.read_bytes()
+    before = stat_section(trusted)
     with Store.open(trusted) as s:
-        s.restore(snap, repo, scope=WIDE)
+        s.at(repo).restore(snap, scope=WIDE)
     assert (repo / "src" / "a.py").read_text() == "a = 1\n"
-    assert cache_file.read_bytes() == before  # left as it was, the old entry of src/a.py in it
-    walk_file(trusted).unlink()  # the next capture walks, consulting the stat cache
+    assert stat_section(trusted) == before  # left as it was, the old entry of src/a.py in it
+    WorkspaceIndex(index_file(trusted)).forget_walk()  # the next capture walks, consulting the stat cache
     write(repo, "src/a.py", "a = 9\n")  # the size of the stale entry's content
     os.utime(repo / "src" / "a.py", ns=(stale[1], stale[1]))
     time.sleep(SETTLE)
@@ -242,9 +266,11 @@ def test_a_stat_cache_a_restore_left_unsaved_never_vouches_for_a_rewritten_file(
 
 
 def test_a_damaged_saved_walk_is_ignored(repo: Path, trusted: Path) -> None:
-    path = walk_file(trusted)
+    path = index_file(trusted)
     data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF
+    parts = sections(bytes(data))
+    assert parts is not None and parts[0]
+    data[len(MAGIC) + 8 + len(parts[0]) // 2] ^= 0xFF  # in the middle of the walk half
     path.write_bytes(bytes(data))
     write(repo, "notes.txt", "edited notes\n")
     expected = walked_files(trusted, repo)
@@ -259,7 +285,7 @@ def test_lost_pack_files_make_an_unchanged_capture_store_its_files_again(repo: P
     res = capture(trusted, repo)
     write(repo, "src/a.py", "a = 'overwritten'\n")
     with Store.open(trusted) as s:
-        s.restore(res.id, repo, scope=WIDE)
+        s.at(repo).restore(res.id, scope=WIDE)
     assert (repo / "src" / "a.py").read_text() == "a = 1\n"
 
 
@@ -272,11 +298,11 @@ def test_a_one_shot_restore_keeps_a_same_size_edit_in_its_safety_snapshot(repo: 
     path.write_text("README\n")  # the user's edit: same size, old mtime put back
     os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))
     with Store.open(trusted) as s:
-        res = s.restore(first, repo, scope=WIDE)
+        res = s.at(repo).restore(first, scope=WIDE)
     assert path.read_text() == "readme\n"
     assert res.safety_id is not None
     with Store.open(trusted) as s:
-        s.restore(res.safety_id, repo, scope=WIDE)
+        s.at(repo).restore(res.safety_id, scope=WIDE)
     assert path.read_text() == "README\n"
 
 
@@ -345,7 +371,7 @@ def test_captures_that_check_agree_with_walks_over_random_edits(repo: Path, tmp_
         _random_op(repo, rng)
         time.sleep(SETTLE)
         expected = walked_files(store_dir, repo)
-        res = capture(store_dir, repo, lean=step % 2 == 0)
+        res = capture(store_dir, repo, summary=step % 2 == 0)
         assert files_of(store_dir, res.id) == expected, f"seed {seed} step {step}"
 
 
@@ -358,7 +384,7 @@ def test_the_command_line_reports_an_unchanged_capture_like_a_walked_one(repo: P
     assert first.returncode == second.returncode == 0, (first.stderr, second.stderr)
     assert first.stderr.startswith("6 files, ")
     assert second.stderr.startswith("6 files, 0 B hashed, 0 B stored") and "(no changes since" in second.stderr
-    assert list((home / "file_snapshots" / "cache").glob("*.walk"))
+    assert saved_walk(home / "file_snapshots") is not None
 
 
 def test_a_file_dated_before_1970_is_checked_like_any_other(repo: Path, tmp_path: Path) -> None:
@@ -382,18 +408,18 @@ def test_a_sessions_first_capture_checks_the_saved_walk_and_its_journal_watches_
     """The first turn of a session (or of `codexr exec`) no longer walks; later turns still see every change."""
     s = Store.open(trusted)
     try:
-        assert s.watch(repo)
+        assert s.capturer.watch(repo)
         real_select = scope_mod.select
 
         def no_walk(*_a: object, **_k: object) -> None:
             raise AssertionError("walked")
 
         monkeypatch.setattr(scope_mod, "select", no_walk)
-        first = s.capture(repo, scope=WIDE)
+        first = s.at(repo).capture(scope=WIDE)
         assert first.bytes_hashed == 0
         write(repo, "docs/x/y.md", "y changed\n")  # seen only through the watches the check added
         write(repo, "src/made.py", "made\n")
-        second = s.capture(repo, scope=WIDE)
+        second = s.at(repo).capture(scope=WIDE)
         monkeypatch.setattr(scope_mod, "select", real_select)
         assert second.bytes_hashed == len("y changed\n") + len("made\n")
         expected = walked_files(trusted, repo)
@@ -407,12 +433,12 @@ def test_a_session_keeps_the_saved_walk_current_for_the_next_process(repo: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     store_dir = tmp_path / "store"
     with Store.open(store_dir) as s:
-        assert s.watch(repo)
-        s.capture(repo, scope=WIDE)  # walks
+        assert s.capturer.watch(repo)
+        s.at(repo).capture(scope=WIDE)  # walks
         time.sleep(SETTLE)
         write(repo, "src/a.py", "a = 'edited in the session'\n")
         time.sleep(SETTLE)
-        last = s.capture(repo, scope=WIDE)  # the journal's fast path
+        last = s.at(repo).capture(scope=WIDE)  # the journal's fast path
     time.sleep(SETTLE)
 
     def no_walk(*_a: object, **_k: object) -> None:
@@ -460,7 +486,7 @@ KNOWABLE = ["src/a.py", "notes.txt", ".hidden", "src/new.py", "docs/x/y.md", "go
 
 @pytest.mark.parametrize("seed", range(3))
 def test_captures_with_their_own_known_paths_agree_with_walks(repo: Path, tmp_path: Path, seed: int) -> None:
-    """A session captures with its thread's own known paths (grow=False), which the saved walk was not taken
+    """A session captures with its thread's own known paths (capture_thread), which the saved walk was not taken
     with: the check stands in for the walk only where the map is the same; every capture must equal a walk."""
     rng = random.Random(100 + seed)
     write(repo, "build/out.txt", "churn\n")
@@ -472,7 +498,7 @@ def test_captures_with_their_own_known_paths_agree_with_walks(repo: Path, tmp_pa
         if rng.random() < 0.5:
             _random_op(repo, rng)
             time.sleep(SETTLE)
-        grow = rng.random() < 0.3
+        thread = rng.random() >= 0.3
         with Store.open(store_dir) as s:  # like a thread's paths: some of what the newest snapshot captured
             latest = s.latest(repo)
             assert latest is not None
@@ -480,23 +506,23 @@ def test_captures_with_their_own_known_paths_agree_with_walks(repo: Path, tmp_pa
         known = rng.sample(held, rng.randrange(len(held) + 1))
         if rng.random() < 0.3:
             known.append(rng.choice(KNOWABLE))
-        expected = walked_files(store_dir, repo, grow=grow, known_paths=known)
-        res = capture(store_dir, repo, lean=False, grow=grow, known_paths=known)
-        assert res.files == expected, f"seed {seed} step {step} grow {grow} known {known}"
+        expected = walked_files(store_dir, repo, thread=thread, known_paths=known)
+        res = capture(store_dir, repo, summary=False, thread=thread, known_paths=known)
+        assert res.files == expected, f"seed {seed} step {step} thread {thread} known {known}"
         assert files_of(store_dir, res.id) == expected
 
 
 def test_a_sessions_first_capture_with_its_own_known_paths_checks_instead_of_walking(
         repo: Path, trusted: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """As a session captures (its thread's paths, grow=False): no walk where the map is the same."""
+    """As a session captures (its thread's paths, capture_thread): no walk where the map is the same."""
     def no_walk(*_a: object, **_k: object) -> None:
         raise AssertionError("walked")
 
     s = Store.open(trusted)
     try:
-        assert s.watch(repo)
+        assert s.capturer.watch(repo)
         monkeypatch.setattr(scope_mod, "select", no_walk)
-        first = s.capture(repo, scope=WIDE, grow=False, known_paths=[])
+        first = s.at(repo).capture_thread(scope=WIDE, known_paths=[])
         monkeypatch.undo()
         assert first.bytes_hashed == 0
     finally:
@@ -511,16 +537,17 @@ def test_a_forged_walk_state_naming_a_path_out_of_the_workspace_is_not_used(repo
                                                                            tmp_path: Path, bad: str) -> None:
     """The state is checksummed against damage, not forgery: a crafted name must never be looked at or read."""
     (tmp_path / "outside.txt").write_text("secret outside the workspace\n")
-    path = walk_file(trusted)
-    state = load(path)
+    path = index_file(trusted)
+    state = saved_walk(trusted)
     assert state is not None
     parent, names, packed = state.seen[0]
     state.seen[0] = (parent, [*names, bad], packed + UNTRUSTED)
-    save(path, state)
-    data = path.read_bytes()
-    assert data.startswith(MAGIC) and blake3.blake3(data[len(MAGIC) + 32:]).digest() == data[len(MAGIC):len(MAGIC) + 32]
-    assert marshal.loads(data[len(MAGIC) + 32:])  # a well-formed file with a valid checksum
-    assert load(path) is None
+    WorkspaceIndex(path).save_walk(state)
+    parts = sections(path.read_bytes())
+    assert parts is not None
+    body = payload(parts[0])
+    assert body is not None and marshal.loads(body)  # a well-formed half with a valid checksum
+    assert saved_walk(trusted) is None
     expected = walked_files(trusted, repo)
     res = capture(trusted, repo)
     assert files_of(trusted, res.id) == expected

@@ -38,10 +38,10 @@ def test_a_restorer_needs_only_a_loader_and_a_root(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     write(ws, "a.txt", "one\n")
     with Store.open(tmp_path / "store") as store:
-        target = store.capture(ws, scope=WIDE)
+        target = store.at(ws).capture(scope=WIDE)
         write(ws, "a.txt", "two\n")
         started_ns = time.time_ns()
-        safety = store.capture(ws, scope=WIDE, kind="safety")
+        safety = store.at(ws).capture(scope=WIDE, kind="safety")
         root = store.workspace(ws)
         plan = plan_restore(store.files(target.id), safety.files, Ignore.load(root), str(root), target.id)
         for a in plan.actions:

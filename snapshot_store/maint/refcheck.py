@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import StoreError
 from ..fsutil import TMP_PREFIX, atomic_write
 from ..ids import is_snapshot_id, workspace_key
-from ..repository.repo import UNLISTED_KINDS, SnapshotInfo
+from ..repository.repo import SnapshotInfo
+from ..vocab import UNLISTED_KINDS
 from .reach import needs_of
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from ..errors import StoreError
 from ..fsutil import TMP_PREFIX
 from ..ids import is_pack_id, is_snapshot_id
 from ..repository.packs import Location, check_headers, record_ok, scan_pack, write_index
-from ..repository.repo import UNLISTED_KINDS
 from ..settings import RetentionPolicy
+from ..vocab import UNLISTED_KINDS
 from .gc import PENDING, pending_exists, read_pending
 from .reach import each_needs
 from .refcheck import (

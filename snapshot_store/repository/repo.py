@@ -22,6 +22,7 @@ from ..ids import digest_hex, is_snapshot_id, is_snapshot_prefix, workspace_key
 from ..locks import flocked
 from ..manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, apply_delta, delta, is_captured
 from ..roots import Identity, protected_identities, workspace_root
+from ..vocab import UNLISTED_KINDS
 from .packs import BlobIndex, PackWriter, read_generation
 
 if TYPE_CHECKING:
@@ -33,9 +34,6 @@ REF_TAIL_BYTES = 16 * 1024  # `latest` parses only this much of a workspace's re
 AUTO_GC_INTERVAL = 24 * 3600.0  # automatic gc at most this often
 GC_MARKER = "gc.last"  # holds the time of the last automatic gc
 CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
-#: Kinds of snapshot that no workspace ref lists (a pin keeps them); every other kind with a workspace root is
-#: history that a ref must name, and gc refuses while one is named by none (FORMAT.md §4).
-UNLISTED_KINDS = frozenset({"rewind-target", "pre-edit", "states-safety"})
 SUBDIRS = ("packs", "snapshots", "refs", "refs/workspaces", "cache", "journal", "locks")
 
 
@@ -434,7 +432,7 @@ class Repository:
         return PackWriter(lambda: self.blobs, self.path / "packs")
 
     def cache_file(self, root: Path, suffix: str) -> Path:
-        """Where a disposable cache of one workspace lives (FORMAT.md §7): `.stat`, `.git`, `.walk`."""
+        """Where a disposable cache of one workspace lives (FORMAT.md §7): `.index`, `.git` (`.stat`, `.walk`: old)."""
         return self.path / "cache" / f"{workspace_key(str(root))}{suffix}"
 
 

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -266,7 +267,7 @@ def _finish(blobs: BlobLoader, fs: SafeRoot, actions: list[tuple[str, str, Entry
             report.left.append((path, f"could not finish: {exc}"))
 
 
-def roll_back(blobs: BlobLoader, fs: SafeRoot, steps: list[tuple[str, str, Entry | None]], before: FileMap,
+def roll_back(blobs: BlobLoader, fs: SafeRoot, steps: Sequence[tuple[str, str, Entry | None]], before: FileMap,
                dir_modes: dict[str, int], report: Recovery) -> None:
     """Put each step's path back as the safety capture saw it, last step first.
 

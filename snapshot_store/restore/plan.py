@@ -14,8 +14,9 @@ from ..manifest import CAPTURED_KINDS, WALKED, Entry, FileMap, is_captured, pare
 from ..reasons import ENTERABLE_DIRS, NEVER_REPORTED_DIRS, Reason
 from ..scope import HIDDEN, IGNORE_FILE, Ignore, forbidden
 from ..stamps import Key
+from ..vocab import RestoreOp
 
-WRITE, DELETE, RMDIR, LEAVE = "write", "delete", "rmdir", "leave"
+WRITE, DELETE, RMDIR, LEAVE = RestoreOp.WRITE, RestoreOp.DELETE, RestoreOp.RMDIR, RestoreOp.LEAVE  # as imported
 HELD_OR_ABSENT = CAPTURED_KINDS | {"-"}  # what a restore may write or delete: its safety capture covers them
 
 
@@ -23,7 +24,7 @@ HELD_OR_ABSENT = CAPTURED_KINDS | {"-"}  # what a restore may write or delete: i
 class Action:
     """One step of a restore plan (or a path it leaves alone, with the reason)."""
 
-    op: str
+    op: RestoreOp
     path: str
     reason: str
     target: Entry | None = None

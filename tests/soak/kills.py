@@ -210,7 +210,7 @@ class Soak:
     def capture(self, label: str | None = None) -> str:
         """A fixture snapshot, taken in-process (as `codexr snapshots capture` takes it)."""
         with self.store() as st:
-            return str(st.capture(self.lay.ws, label=label, scope=self.scope()).id)
+            return str(st.at(self.lay.ws).capture(label=label, scope=self.scope()).id)
 
     def snapshots(self) -> list[tuple[str, str]]:
         """(id, kind) of the workspace's snapshots, oldest first."""
@@ -220,7 +220,7 @@ class Soak:
     def restore_here(self, snap: str) -> None:
         """Restore a snapshot into the workspace (in-process, as `codexr snapshots restore --yes`)."""
         with self.store() as st:
-            st.restore(snap, self.lay.ws, scope=self.scope())
+            st.at(self.lay.ws).restore(snap, scope=self.scope())
 
     def check_restores_exactly(self, t: Trial, snap: str, expected: Tree, check: str) -> None:
         """Restoring `snap` into an empty directory gives `expected`'s files exactly."""
@@ -228,7 +228,7 @@ class Soak:
         dest.mkdir(parents=True)
         try:
             with self.store() as st:
-                st.restore(snap, dest, into=True, scope=self.scope())
+                st.at(dest).restore(snap, into=True, scope=self.scope())
         except Exception as exc:  # any failure is the finding
             t.fail(check, f"restore of {snap[:12]} into an empty directory failed: {_short(exc)}")
             return
@@ -488,7 +488,7 @@ class Soak:
         else:
             try:
                 with self.store() as st:
-                    res = st.capture(self.lay.ws, scope=self.scope())
+                    res = st.at(self.lay.ws).capture(scope=self.scope())
                 if t.journal_left and (res.recovered is None or not re.search(r"interrupted", res.recovered.summary(),
                                                                               re.I)):
                     t.fail("recovery_silent", f"a restore journal was left by the kill and the next capture did not "

@@ -28,12 +28,12 @@ import json, sys, time
 from snapshot_store import Store
 store_dir, ws, out, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 store = Store.open(store_dir, protected=[store_dir])
-store.watch(ws)
+store.capturer.watch(ws)
 end = time.time() + seconds
 with open(out, "a") as fh:
     while time.time() < end:
         try:
-            res = store.capture(ws, label="session")
+            res = store.at(ws).capture(label="session")
             fh.write(json.dumps({"ok": res.id}) + "\n")
         except Exception as exc:
             fh.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"}) + "\n")

@@ -1,0 +1,175 @@
+"""The workspace index is one file (`cache/<wskey>.index`, FORMAT.md §7): a store with the two files of before
+migrates without hashing the workspace again, and a damaged or truncated index costs a walk, never a wrong answer."""
+
+from __future__ import annotations
+
+import marshal
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import blake3
+import pytest
+from store_helpers import WIDE, age_tree, write
+
+import snapshot_store.scope as scope_mod
+from snapshot_store import Store
+from snapshot_store.index import LEGACY_STAT_MAGIC, LEGACY_WALK_MAGIC, MAGIC, payload, sections
+from snapshot_store.manifest import is_captured
+
+REPO = Path(__file__).resolve().parents[1]
+FILES = {f"src/m{i}.py": f"value = {i}\n" * (i + 1) for i in range(12)} | {"README.md": "readme\n"}
+
+
+@pytest.fixture
+def indexed(ws: Path, tmp_path: Path) -> Path:
+    """A store whose index of `ws` holds a trusted walk and a stat entry for every file."""
+    for rel, text in FILES.items():
+        write(ws, rel, text)
+    age_tree(ws)
+    store_dir = tmp_path / "store"
+    with Store.open(store_dir) as s:
+        s.at(ws).capture(scope=WIDE)
+    return store_dir
+
+
+def cache_files(store_dir: Path, suffix: str) -> list[Path]:
+    return sorted((store_dir / "cache").glob(f"*{suffix}"))
+
+
+def halves(store_dir: Path) -> tuple[bytes, bytes]:
+    """The walk and per-path payloads of the one index file, checked."""
+    [index] = cache_files(store_dir, ".index")
+    parts = sections(index.read_bytes())
+    assert parts is not None
+    walk, stat = payload(parts[0]), payload(parts[1])
+    assert walk is not None and stat is not None
+    return bytes(walk), bytes(stat)
+
+
+def make_legacy(store_dir: Path, *, walk: bool = True) -> None:
+    """Turn the index into the two files a store had before (CRSTAT2 stat cache, CRWALK3 saved walk)."""
+    walk_body, stat_body = halves(store_dir)
+    [index] = cache_files(store_dir, ".index")
+    stem = index.with_suffix("")
+    stem.with_suffix(".stat").write_bytes(LEGACY_STAT_MAGIC + blake3.blake3(stat_body).digest() + stat_body)
+    if walk:
+        stem.with_suffix(".walk").write_bytes(LEGACY_WALK_MAGIC + blake3.blake3(walk_body).digest() + walk_body)
+    index.unlink()
+
+
+def assert_true_contents(store_dir: Path, ws: Path, snap: str) -> None:
+    """The snapshot holds every file of the workspace with the blob of its bytes now."""
+    with Store.open(store_dir) as s:
+        files = s.files(snap)
+    on_disk = {str(p.relative_to(ws)): p.read_bytes() for p in ws.rglob("*") if p.is_file()}
+    assert {p for p, e in files.items() if is_captured(e)} == set(on_disk)
+    for rel, data in on_disk.items():
+        assert files[rel][3] == blake3.blake3(data).hexdigest(), rel
+
+
+def test_a_store_with_the_two_old_files_checks_the_migrated_walk_instead_of_walking(
+        ws: Path, indexed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_legacy(indexed)
+    write(ws, "src/m3.py", "value = 'changed'\n")  # same directory listing: the check reads just this file
+
+    def no_walk(*_a: object, **_k: object) -> None:
+        raise AssertionError("walked: the old saved walk was not migrated")
+
+    monkeypatch.setattr(scope_mod, "select", no_walk)
+    with Store.open(indexed) as s:
+        res = s.at(ws).capture(scope=WIDE)
+    monkeypatch.undo()
+    assert res.bytes_hashed == len("value = 'changed'\n")
+    assert_true_contents(indexed, ws, res.id)
+    assert cache_files(indexed, ".stat") == cache_files(indexed, ".walk") == []  # read once, then removed
+    assert len(cache_files(indexed, ".index")) == 1
+
+
+def test_a_store_with_the_old_stat_cache_walks_without_hashing_the_workspace_again(
+        ws: Path, indexed: Path) -> None:
+    make_legacy(indexed, walk=False)  # no saved walk: the capture walks and asks the migrated stat cache
+    write(ws, "new.txt", "a new file\n")
+    with Store.open(indexed) as s:
+        res = s.at(ws).capture(scope=WIDE)
+    assert res.bytes_hashed == len("a new file\n")  # every other file is vouched for by its stat entry
+    assert_true_contents(indexed, ws, res.id)
+    assert cache_files(indexed, ".stat") == []
+    _walk, stat = halves(indexed)
+    assert "new.txt" not in marshal.loads(stat)  # written within the racy window: never vouched for yet
+
+
+def _damaged(data: bytes) -> list[tuple[str, bytes]]:
+    """Truncations, and single flipped bytes spread over the file and inside a blob id of the per-path half."""
+    out = [(f"truncated to {n}", data[:n]) for n in (0, 5, len(MAGIC) + 4, len(data) // 3, len(data) // 2,
+                                                      len(data) - 1)]
+    blob_at = data.index(blake3.blake3(FILES["src/m5.py"].encode()).hexdigest().encode())
+    for at in [*range(0, len(data), max(1, len(data) // 16)), blob_at, blob_at + 7, len(data) - 1]:
+        flipped = bytearray(data)
+        flipped[at] ^= 0x01
+        out.append((f"byte {at} flipped", bytes(flipped)))
+    out.append(("padded", data + b"\0"))
+    return out
+
+
+def test_a_damaged_or_truncated_index_costs_a_walk_never_a_wrong_answer(ws: Path, indexed: Path) -> None:
+    [index] = cache_files(indexed, ".index")
+    pristine = index.read_bytes()
+    for n, (how, data) in enumerate(_damaged(pristine)):
+        index.write_bytes(data)
+        write(ws, f"new{n}.txt", f"added while the index was {how}\n")  # a new listing: the capture walks
+        with Store.open(indexed) as s:
+            res = s.at(ws).capture(scope=WIDE)
+        assert_true_contents(indexed, ws, res.id)
+        assert sections(index.read_bytes()) is not None, how  # rewritten whole
+
+
+KILLED_MID_WRITE = r"""
+import os, signal, sys
+store_dir, ws, when = sys.argv[1], sys.argv[2], int(sys.argv[3])
+cache = os.path.realpath(os.path.join(store_dir, "cache"))
+real_write, count = os.write, 0
+
+def write(fd, data):
+    global count
+    try:
+        where = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        where = ""
+    if os.path.dirname(where) == cache:
+        count += 1
+        if count == when:  # half of this write reaches the file, then the process is killed
+            real_write(fd, bytes(data)[:len(data) // 2])
+            os.kill(os.getpid(), signal.SIGKILL)
+    return real_write(fd, data)
+
+os.write = write
+from snapshot_store import ScopeSettings, Store
+with Store.open(store_dir) as s:
+    s.at(ws).capture(scope=ScopeSettings(residue_max_files=1000))
+"""
+
+
+def test_a_process_killed_while_writing_the_index_leaves_the_old_or_the_new_one(ws: Path, indexed: Path) -> None:
+    """SIGKILL halfway through each write of a file in the cache (one run each, until a run gets past them all):
+    the index is always a whole one, the old or the new, and the next capture records the true contents."""
+    [index] = cache_files(indexed, ".index")
+    outcomes = []
+    for when in range(1, 6):
+        old = index.read_bytes()
+        write(ws, f"d{when}/new.txt", f"new directory {when}\n")  # a walk: both halves of the index change
+        age_tree(ws)
+        run = subprocess.run([sys.executable, "-c", KILLED_MID_WRITE, str(indexed), str(ws), str(when)],
+                             cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert run.returncode in (0, -signal.SIGKILL), run.stderr
+        now = index.read_bytes()
+        assert sections(now) is not None, when
+        assert now == old if run.returncode else now != old, when
+        outcomes.append(run.returncode)
+        with Store.open(indexed) as s:
+            res = s.at(ws).capture(scope=WIDE)
+        assert_true_contents(indexed, ws, res.id)
+        if run.returncode == 0:
+            break
+    assert outcomes[0] == -signal.SIGKILL and outcomes[-1] == 0, outcomes  # killed at some writes, then none left
