@@ -33,7 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from snapshot_store import Store, restore
+from snapshot_store import Store
+from snapshot_store.restore import apply as restore
 from snapshot_store.safefs import SafeRoot
 
 
