@@ -43,6 +43,7 @@ from ..events import (
 )
 from .actions import SLASH, bindings, validate_keymap
 from .approval import ApprovalPanel
+from .collector import Collector
 from .composer import Composer
 from .footer import AppFooter
 from .messages import DriverEvents, coalesce
@@ -164,6 +165,7 @@ class CodexrApp(App[int]):
         self._inbox: list[Any] = []  # events emitted by the driver's threads, not yet taken by the UI
         self._inbox_lock = threading.Lock()
         self._inbox_posted = False  # a DriverEvents message is on its way for what the inbox holds
+        self.collector = Collector()  # full garbage collections while nobody types
 
     # ------------------------------------------------------------------ layout and start
     typed_ahead = b""  # keys the splash read while Textual loaded: the driver plays them before its own input
@@ -172,6 +174,9 @@ class CodexrApp(App[int]):
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key) and not event.is_forwarded:
             self.key_times = (self.key_times[1], event.time)
+            self.collector.typed()
+        elif isinstance(event, events.Paste):
+            self.collector.typed()
         await super().on_event(event)
 
     def get_driver_class(self) -> type[Driver]:
@@ -239,6 +244,15 @@ class CodexrApp(App[int]):
         # out of the collector's full passes, which took 0.25-0.45 s each under load and stalled keys and the
         # picker's first frame behind them (bench_tui.py's live session, timed with gc.callbacks)
         gc.freeze()
+        try:
+            self.call_from_thread(self._pace_collector)
+        except RuntimeError:  # the app is already gone
+            return
+
+    def _pace_collector(self) -> None:
+        """UI thread: from now on full collections wait for a pause in the typing (collector.py)."""
+        self.collector.pace()
+        self.set_interval(0.5, self.collector.tick, name="collector")
 
     def _make_driver(self, emit: Emit) -> DriverLike:
         if self._driver_factory is not None:
@@ -270,6 +284,7 @@ class CodexrApp(App[int]):
         self.composer.file_search = self._find_files
 
     def on_unmount(self) -> None:
+        self.collector.release()
         for asked in self._approvals:  # nobody will answer them now
             if not asked.future.done():
                 with contextlib.suppress(Exception):
