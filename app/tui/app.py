@@ -240,6 +240,10 @@ class CodexrApp(App[int]):
             for module in ("rewind_picker", "redo_dialog"):
                 with contextlib.suppress(ImportError):
                     importlib.import_module(f"{__package__}.{module}")
+            # Likewise Textual's Markdown (markdown-it and its plugins): the first answer's block imported it on the
+            # event loop, 100-230 ms between the first prompt's Enter and its answer (bench_tui.py, timed)
+            with contextlib.suppress(ImportError):
+                importlib.import_module("textual.widgets._markdown")
         # What is alive now (Textual, the SDK's ~1,000 models, Codex's session) lives as long as the app: keep it
         # out of the collector's full passes, which took 0.25-0.45 s each under load and stalled keys and the
         # picker's first frame behind them (bench_tui.py's live session, timed with gc.callbacks)
