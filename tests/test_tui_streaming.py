@@ -83,3 +83,25 @@ def test_ctrl_t_shows_a_running_commands_output_so_far_as_text() -> None:
     """The transcript keeps a running command's output in pieces; Ctrl+T's whole transcript shows them as text."""
     entry = Entry("cmd:c1", CommandStarted("c1", "make test", "/ws"), output=["one\ntw", "o\n"])
     assert full_text([entry]).splitlines()[1:] == ["one", "two"]
+
+
+def test_a_running_commands_view_keeps_one_height_from_its_first_line() -> None:
+    """The live view does not grow a row at a time under the user's eyes (each growth laid the screen out again): from
+    its first line it holds a full tail's rows, and once the command ends it is as tall as its output."""
+    events: list[Any] = [UserPrompt("", "run it", 1, True), CommandStarted("c1", "make test", "/ws"),
+                         CommandOutput("c1", "first line\n")]
+    app = CodexrApp(driver_factory=lambda emit: ReplayDriver(events, emit), workspace="(replay)")
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, lambda: bool(app.query(CommandBlock)) and "first line" in shown(
+                app.query_one(CommandBlock)), "the command's first line")
+            view = app.query_one(CommandBlock).query_one(".command-output", Static)
+            assert view.region.height == LIVE_TAIL_LINES + 1
+            app.query_one(CommandBlock).add_output("".join(f"line {i}\n" for i in range(3)))
+            await until(pilot, lambda: "line 2" in shown(app.query_one(CommandBlock)), "the next lines")
+            assert view.region.height == LIVE_TAIL_LINES + 1
+            app.query_one(CommandBlock).finish(CommandFinished("c1", "make test", "", 1, 5, "completed"))
+            await until(pilot, lambda: view.region.height == 4, "the ended command's output at its own height")
+
+    asyncio.run(main())

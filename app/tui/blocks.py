@@ -264,17 +264,26 @@ class CommandBlock(Block):
             return
         self._live_shown = time.monotonic()
         text = self._live.text()
+        view = self.query_one(".command-output", Static)
         rows = len(text.plain.split("\n"))  # one row a line (no wrapping while it runs)
-        # no layout pass while the block keeps its height (the usual case once it shows LIVE_TAIL_LINES): a layout
-        # of the whole screen per piece of output was half the cost of streaming (bench_tui.py)
-        self.query_one(".command-output", Static).update(text, layout=rows != self._live_rows)
+        if self._live.count or self._live.partial:
+            # From its first line on, the live view keeps the height of a full one (LIVE_TAIL_LINES and the line
+            # counting those above): growing a row at a time laid the whole screen out at every redraw of the first
+            # second, the keystroke-echo spikes of a command's start (bench_tui.py, Screen._refresh_layout timed).
+            rows = max(rows, LIVE_TAIL_LINES + 1)
+            view.styles.min_height = rows
+        # no layout pass while the block keeps its height: a layout of the whole screen per piece of output was half
+        # the cost of streaming (bench_tui.py)
+        view.update(text, layout=rows != self._live_rows)
         self._live_rows = rows
 
     def finish(self, ev: CommandFinished) -> None:
         """The command ended: its full output, exit code and duration."""
         self.finished = ev
         self.output = ev.output or self.output
-        self.query_one(".command-output", Static).update(self._shown())
+        view = self.query_one(".command-output", Static)
+        view.styles.min_height = None  # the live view's reserved height (_show_live)
+        view.update(self._shown())
         c = self.query_one(Collapsible)
         c.title = _command_title(self.command, ev, _stable(self))
         c.collapsed = (ev.exit_code or 0) == 0 and ev.status == "completed"
