@@ -42,7 +42,7 @@ OUTPUT_TAIL_LINES = 400  # a command's output shown in the block once it ended; 
 # block that grew with every piece of output made Textual lay out and repaint the whole transcript 20 times a second
 # (bench/bench_tui.py, keystroke echo while a command streams), and keys waited behind those frames.
 LIVE_TAIL_LINES = 10
-LIVE_REFRESH_S = 0.1  # the live output is redrawn at most this often, however fast the command prints
+LIVE_REFRESH_S = 0.25  # the live output is redrawn at most this often, however fast the command prints
 
 
 def _stable(widget: Block) -> bool:
