@@ -509,11 +509,15 @@ class CodexrApp(App[int]):
                 await self.say(str(exc), "error")
                 self.composer.set_text(text)
                 return
+        idle = not self.busy
         if self.driver is None:
             self._early.append((text, message.images))
         else:
             self.driver.submit(text, message.images)
-        self._show_queue()
+        if not idle or self.driver is None:
+            # A prompt sent while nothing runs starts at once (its UserPrompt redraws the queue): shown as queued, the
+            # line flashed up and away again, two layout passes between Enter and the answer (bench_tui.py)
+            self._show_queue()
 
     async def slash(self, text: str) -> None:
         """Run a slash command typed in the composer."""
