@@ -85,9 +85,9 @@ def test_ctrl_t_shows_a_running_commands_output_so_far_as_text() -> None:
     assert full_text([entry]).splitlines()[1:] == ["one", "two"]
 
 
-def test_a_running_commands_view_keeps_one_height_from_its_first_line() -> None:
-    """The live view does not grow a row at a time under the user's eyes (each growth laid the screen out again): from
-    its first line it holds a full tail's rows, and once the command ends it is as tall as its output."""
+def test_a_running_commands_view_keeps_one_height_while_it_runs() -> None:
+    """The live view does not grow a row at a time under the user's eyes (each growth laid the screen out again): while
+    the command runs it holds a full tail's rows, and once the command ends it is as tall as its output."""
     events: list[Any] = [UserPrompt("", "run it", 1, True), CommandStarted("c1", "make test", "/ws"),
                          CommandOutput("c1", "first line\n")]
     app = CodexrApp(driver_factory=lambda emit: ReplayDriver(events, emit), workspace="(replay)")
