@@ -105,3 +105,36 @@ def test_a_running_commands_view_keeps_one_height_while_it_runs() -> None:
             await until(pilot, lambda: view.region.height == 4, "the ended command's output at its own height")
 
     asyncio.run(main())
+
+
+def test_an_app_that_quits_before_codex_is_up_leaves_the_collector_to_the_interpreter() -> None:
+    """The app takes full garbage collections over once Codex is up and gives them back when it quits; quitting first
+    must not leave them paced in a process that goes on (this suite runs many apps in one process)."""
+    import gc
+    import threading
+
+    gate = threading.Event()
+
+    class SlowStart(ReplayDriver):
+        def start(self) -> bool:
+            gate.wait(10)
+            return super().start()
+
+    before = gc.get_threshold()
+    drivers: list[SlowStart] = []
+
+    def make(emit: Any) -> SlowStart:
+        drivers.append(SlowStart([], emit))
+        return drivers[-1]
+
+    app = CodexrApp(driver_factory=make, workspace="(replay)")
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, lambda: bool(drivers), "the driver")
+        gate.set()  # Codex "comes up" once the app is gone
+        await asyncio.sleep(0.3)
+
+    asyncio.run(main())
+    assert drivers[0].done.wait(5)
+    assert gc.get_threshold() == before

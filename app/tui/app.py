@@ -166,6 +166,7 @@ class CodexrApp(App[int]):
         self._inbox_lock = threading.Lock()
         self._inbox_posted = False  # a DriverEvents message is on its way for what the inbox holds
         self.collector = Collector()  # full garbage collections while nobody types
+        self._unmounted = False
 
     # ------------------------------------------------------------------ layout and start
     typed_ahead = b""  # keys the splash read while Textual loaded: the driver plays them before its own input
@@ -255,6 +256,8 @@ class CodexrApp(App[int]):
 
     def _pace_collector(self) -> None:
         """UI thread: from now on full collections wait for a pause in the typing (collector.py)."""
+        if self._unmounted:  # on_unmount gave the collections back already: they stay the interpreter's
+            return
         self.collector.pace()
         self.set_interval(0.5, self.collector.tick, name="collector")
 
@@ -288,6 +291,7 @@ class CodexrApp(App[int]):
         self.composer.file_search = self._find_files
 
     def on_unmount(self) -> None:
+        self._unmounted = True
         self.collector.release()
         for asked in self._approvals:  # nobody will answer them now
             if not asked.future.done():
