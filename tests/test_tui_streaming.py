@@ -83,3 +83,58 @@ def test_ctrl_t_shows_a_running_commands_output_so_far_as_text() -> None:
     """The transcript keeps a running command's output in pieces; Ctrl+T's whole transcript shows them as text."""
     entry = Entry("cmd:c1", CommandStarted("c1", "make test", "/ws"), output=["one\ntw", "o\n"])
     assert full_text([entry]).splitlines()[1:] == ["one", "two"]
+
+
+def test_a_running_commands_view_keeps_one_height_while_it_runs() -> None:
+    """The live view does not grow a row at a time under the user's eyes (each growth laid the screen out again): while
+    the command runs it holds a full tail's rows, and once the command ends it is as tall as its output."""
+    events: list[Any] = [UserPrompt("", "run it", 1, True), CommandStarted("c1", "make test", "/ws"),
+                         CommandOutput("c1", "first line\n")]
+    app = CodexrApp(driver_factory=lambda emit: ReplayDriver(events, emit), workspace="(replay)")
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, lambda: bool(app.query(CommandBlock)) and "first line" in shown(
+                app.query_one(CommandBlock)), "the command's first line")
+            view = app.query_one(CommandBlock).query_one(".command-output", Static)
+            assert view.region.height == LIVE_TAIL_LINES + 1
+            app.query_one(CommandBlock).add_output("".join(f"line {i}\n" for i in range(3)))
+            await until(pilot, lambda: "line 2" in shown(app.query_one(CommandBlock)), "the next lines")
+            assert view.region.height == LIVE_TAIL_LINES + 1
+            app.query_one(CommandBlock).finish(CommandFinished("c1", "make test", "", 1, 5, "completed"))
+            await until(pilot, lambda: view.region.height == 4, "the ended command's output at its own height")
+
+    asyncio.run(main())
+
+
+def test_an_app_that_quits_before_codex_is_up_leaves_the_collector_to_the_interpreter() -> None:
+    """The app takes full garbage collections over once Codex is up and gives them back when it quits; quitting first
+    must not leave them paced in a process that goes on (this suite runs many apps in one process)."""
+    import gc
+    import threading
+
+    gate = threading.Event()
+
+    class SlowStart(ReplayDriver):
+        def start(self) -> bool:
+            gate.wait(10)
+            return super().start()
+
+    before = gc.get_threshold()
+    drivers: list[SlowStart] = []
+
+    def make(emit: Any) -> SlowStart:
+        drivers.append(SlowStart([], emit))
+        return drivers[-1]
+
+    app = CodexrApp(driver_factory=make, workspace="(replay)")
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, lambda: bool(drivers), "the driver")
+        gate.set()  # Codex "comes up" once the app is gone
+        await asyncio.sleep(0.3)
+
+    asyncio.run(main())
+    assert drivers[0].done.wait(5)
+    assert gc.get_threshold() == before

@@ -43,6 +43,7 @@ from ..events import (
 )
 from .actions import SLASH, bindings, validate_keymap
 from .approval import ApprovalPanel
+from .collector import Collector
 from .composer import Composer
 from .footer import AppFooter
 from .messages import DriverEvents, coalesce
@@ -164,6 +165,8 @@ class CodexrApp(App[int]):
         self._inbox: list[Any] = []  # events emitted by the driver's threads, not yet taken by the UI
         self._inbox_lock = threading.Lock()
         self._inbox_posted = False  # a DriverEvents message is on its way for what the inbox holds
+        self.collector = Collector()  # full garbage collections while nobody types
+        self._unmounted = False
 
     # ------------------------------------------------------------------ layout and start
     typed_ahead = b""  # keys the splash read while Textual loaded: the driver plays them before its own input
@@ -172,6 +175,9 @@ class CodexrApp(App[int]):
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key) and not event.is_forwarded:
             self.key_times = (self.key_times[1], event.time)
+            self.collector.typed()
+        elif isinstance(event, events.Paste):
+            self.collector.typed()
         await super().on_event(event)
 
     def get_driver_class(self) -> type[Driver]:
@@ -235,10 +241,25 @@ class CodexrApp(App[int]):
             for module in ("rewind_picker", "redo_dialog"):
                 with contextlib.suppress(ImportError):
                     importlib.import_module(f"{__package__}.{module}")
+            # Likewise Textual's Markdown (markdown-it and its plugins): the first answer's block imported it on the
+            # event loop, 100-230 ms between the first prompt's Enter and its answer (bench_tui.py, timed)
+            with contextlib.suppress(ImportError):
+                importlib.import_module("textual.widgets._markdown")
         # What is alive now (Textual, the SDK's ~1,000 models, Codex's session) lives as long as the app: keep it
         # out of the collector's full passes, which took 0.25-0.45 s each under load and stalled keys and the
         # picker's first frame behind them (bench_tui.py's live session, timed with gc.callbacks)
         gc.freeze()
+        try:
+            self.call_from_thread(self._pace_collector)
+        except RuntimeError:  # the app is already gone
+            return
+
+    def _pace_collector(self) -> None:
+        """UI thread: from now on full collections wait for a pause in the typing (collector.py)."""
+        if self._unmounted:  # on_unmount gave the collections back already: they stay the interpreter's
+            return
+        self.collector.pace()
+        self.set_interval(0.5, self.collector.tick, name="collector")
 
     def _make_driver(self, emit: Emit) -> DriverLike:
         if self._driver_factory is not None:
@@ -270,6 +291,8 @@ class CodexrApp(App[int]):
         self.composer.file_search = self._find_files
 
     def on_unmount(self) -> None:
+        self._unmounted = True
+        self.collector.release()
         for asked in self._approvals:  # nobody will answer them now
             if not asked.future.done():
                 with contextlib.suppress(Exception):
@@ -490,11 +513,15 @@ class CodexrApp(App[int]):
                 await self.say(str(exc), "error")
                 self.composer.set_text(text)
                 return
+        idle = not self.busy
         if self.driver is None:
             self._early.append((text, message.images))
         else:
             self.driver.submit(text, message.images)
-        self._show_queue()
+        if not idle or self.driver is None:
+            # A prompt sent while nothing runs starts at once (its UserPrompt redraws the queue): shown as queued, the
+            # line flashed up and away again, two layout passes between Enter and the answer (bench_tui.py)
+            self._show_queue()
 
     async def slash(self, text: str) -> None:
         """Run a slash command typed in the composer."""

@@ -42,7 +42,8 @@ OUTPUT_TAIL_LINES = 400  # a command's output shown in the block once it ended; 
 # block that grew with every piece of output made Textual lay out and repaint the whole transcript 20 times a second
 # (bench/bench_tui.py, keystroke echo while a command streams), and keys waited behind those frames.
 LIVE_TAIL_LINES = 10
-LIVE_REFRESH_S = 0.1  # the live output is redrawn at most this often, however fast the command prints
+LIVE_ROWS = LIVE_TAIL_LINES + 1  # the live view's height while the command runs (and a line counting those above)
+LIVE_REFRESH_S = 0.25  # the live output is redrawn at most this often, however fast the command prints
 
 
 def _stable(widget: Block) -> bool:
@@ -239,13 +240,23 @@ class CommandBlock(Block):
         failed = self.finished is not None and (self.finished.exit_code or 0) != 0
         with Collapsible(title=_command_title(self.command, self.finished, _stable(self), self.waiting),
                          collapsed=self.finished is not None and not failed):
-            yield Static(self._shown(), classes="command-output", markup=False)
+            view = Static(self._shown(), classes="command-output", markup=False)
+            if self._reserves():
+                view.styles.min_height = self._live_rows = LIVE_ROWS
+            yield view
+
+    def _reserves(self) -> bool:
+        """The live view holds LIVE_ROWS from the start: growing a row at a time laid the whole screen out at every
+        redraw of a command's first second, and a first line arriving after the block mounted once more — the
+        keystroke-echo spikes of a command's start (bench_tui.py, Screen._refresh_layout traced)."""
+        return self.finished is None and not self.waiting
 
     def set_waiting(self, waiting: bool) -> None:
         """Waiting for the user's approval (not running yet), or answered."""
         self.waiting = waiting
         if self.finished is None:
             self.query_one(Collapsible).title = _command_title(self.command, None, _stable(self), waiting)
+            self._show_live()  # running now: the live view takes its height (_reserves)
 
     def add_output(self, delta: str) -> None:
         """More output while the command runs."""
@@ -264,17 +275,23 @@ class CommandBlock(Block):
             return
         self._live_shown = time.monotonic()
         text = self._live.text()
+        view = self.query_one(".command-output", Static)
         rows = len(text.plain.split("\n"))  # one row a line (no wrapping while it runs)
-        # no layout pass while the block keeps its height (the usual case once it shows LIVE_TAIL_LINES): a layout
-        # of the whole screen per piece of output was half the cost of streaming (bench_tui.py)
-        self.query_one(".command-output", Static).update(text, layout=rows != self._live_rows)
+        if self._reserves():
+            rows = max(rows, LIVE_ROWS)
+        view.styles.min_height = rows if self._reserves() else None
+        # no layout pass while the block keeps its height: a layout of the whole screen per piece of output was half
+        # the cost of streaming (bench_tui.py)
+        view.update(text, layout=rows != self._live_rows)
         self._live_rows = rows
 
     def finish(self, ev: CommandFinished) -> None:
         """The command ended: its full output, exit code and duration."""
         self.finished = ev
         self.output = ev.output or self.output
-        self.query_one(".command-output", Static).update(self._shown())
+        view = self.query_one(".command-output", Static)
+        view.styles.min_height = None  # the live view's reserved height (_show_live)
+        view.update(self._shown())
         c = self.query_one(Collapsible)
         c.title = _command_title(self.command, ev, _stable(self))
         c.collapsed = (ev.exit_code or 0) == 0 and ev.status == "completed"

@@ -87,7 +87,9 @@ class StatusBar(Static):
             self.queued = queued
         if state is not None:
             self.state = state
-        self.update(self.line())
+        # one row whatever it says (app.tcss): no layout pass of the screen, which each show() cost before — four or
+        # five of them, 20-30 ms each under load, between a prompt's Enter and its answer (bench_tui.py, timed)
+        self.update(self.line(), layout=False)
 
     def model_piece(self) -> str:
         """`gpt-5.5`, with the reasoning effort when one was chosen (`gpt-5.5 high`), as the official footer."""
@@ -100,7 +102,7 @@ class StatusBar(Static):
 
     def on_resize(self) -> None:
         """A new width may hold more fields, or fewer."""
-        self.update(self.line())
+        self.update(self.line(), layout=False)
 
     def line(self) -> Text:
         """The bar's text at the bar's width (markers and words, never colour alone)."""
