@@ -101,6 +101,7 @@ def run(args: argparse.Namespace, ops: list[str]) -> int:
                                          args.race_procs, log, server_env=soak.env if args.server else None)
         if args.server:
             log(f"[soak] the resident server ran {soak.served()} commands")
+        log(f"[soak] change monitors started: {soak.monitors()}")
         if "hostile" in ops:
             from .hostile import run_hostile
             results["hostile"] = run_hostile(base / "hostile", args.seed, log)

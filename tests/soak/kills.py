@@ -128,10 +128,12 @@ class Soak:
         # Not below /tmp, where the scratch trees are: codexr uses no runtime directory a sandbox could write.
         cache = Path.home() / ".cache" / "codexr-soak"
         cache.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.runtime = Path(tempfile.mkdtemp(prefix="rt-", dir=cache)) if server else base / "runtime"
+        # A runtime directory in both modes: the change monitor (app/monitor_launch.py) lives there, so the kills
+        # land on captures that trust its answers too (it is on wherever a runtime directory is, as for users).
+        self.runtime = Path(tempfile.mkdtemp(prefix="rt-", dir=cache))
+        self.env.update({"CODEXR_RUNTIME_DIR": str(self.runtime), "CODEXR_MONITOR_IDLE": "60"})
         if server:
-            runtime = self.runtime
-            self.env.update({"CODEXR_SERVER": "1", "CODEXR_RUNTIME_DIR": str(runtime), "PYTHONSAFEPATH": "1"})
+            self.env.update({"CODEXR_SERVER": "1", "PYTHONSAFEPATH": "1"})
         self.fixtures: dict[str, Fixture] = {}
         self.model: Any = None
         self.model_env: dict[str, str] = {}
@@ -576,6 +578,10 @@ class Soak:
         """How many commands the server's workers ran (its log), to show the trials went through it."""
         return sum(p.read_text(errors="replace").count(": client ")
                    for p in self.runtime.glob("*.log"))
+
+    def monitors(self) -> int:
+        """How many change monitors the trials started (each takes its lock file for life)."""
+        return len(list(self.runtime.glob("m-*.sock.lock")))
 
     def close(self) -> None:
         if self.server:
