@@ -82,8 +82,8 @@ class Recorder:
         """A snapshot of the workspace with everything the thread tracks (None when the thread is untracked)."""
         if not side.tracking:
             return None
-        return self.store.at(self.cwd).capture_thread(known_paths=self.known_paths(side), label=label,
-                                                      scope=self.scope, kind=kind).id
+        return self.store.at(self.cwd).capture_thread_summary(known_paths=self.known_paths(side), label=label,
+                                                              scope=self.scope, kind=kind).id
 
     def begin(self, side: ThreadSidecar, text: str) -> tuple[str | None, float]:
         """The pre-turn capture (committed before the turn is sent) and the seconds it took."""

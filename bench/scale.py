@@ -10,8 +10,9 @@ itself took inside the process and its peak RSS (resource.getrusage of the child
 
 * one-shot capture, unchanged: `codexr snapshots capture`'s call (Store.capture_summary) on the unchanged tree,
   vs git's `add -A` + `write-tree` in an internal repository (GIT_DIR apart) on the same tree.
-* pre-turn capture: the capture `codexr exec` makes before its turn (Store.watch, then Store.capture with
-  kind="pre-turn", grow=False) in a fresh process, the tree unchanged since the last capture (the "second run").
+* pre-turn capture: the capture `codexr exec` makes before its turn (Store.watch, then the Recorder's
+  capture_thread_summary with kind="pre-turn") in a fresh process, the tree unchanged since the last capture (the
+  "second run").
 * one-file restore: one tracked file rewritten, then the restore `codexr snapshots restore ID --yes` makes, vs
   `git read-tree -u --reset TREE`.
 
@@ -73,7 +74,7 @@ def probe(op: str, home: Path, ws: Path, snap: str, profile: bool) -> dict[str, 
             out.update(id=res.id, unchanged=res.unchanged, files=res.file_count)
         elif op == "pre-turn":
             store.capturer.watch(ws)
-            res = store.at(ws).capture_thread(known_paths=(), kind="pre-turn", label="before: bench")
+            res = store.at(ws).capture_thread_summary(known_paths=(), kind="pre-turn", label="before: bench")
             out.update(id=res.id, unchanged=res.unchanged, files=res.file_count)
         elif op == "restore1":
             rr = store.at(ws).restore(snap)

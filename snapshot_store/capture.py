@@ -75,6 +75,20 @@ class CaptureResult:
 
 
 
+def _covers_what_was_covered(state: walkstate.WalkState, grow: bool, known: list[str], git_paths: list[str]) -> bool:
+    """Would a walk now cover exactly what the saved walk covered (so, nothing having moved, give its map)?
+
+    Growing, it covers the Git listing, `known` and what the latest snapshot captured: the saved walk's paths when
+    each of them was Git-tracked or captured and `known` adds none. A thread's capture covers the Git listing and
+    `known` only: the same set, or a path covered then and not now (another thread's) might be held back now, and
+    one covered now and not then might be captured though the saved walk skipped it.
+    """
+    covered = state.covered_set()
+    if grow:
+        return state.grows_same and (not known or covered.issuperset(known))
+    return covered == {*git_paths, *known}
+
+
 class Capturer:
     """Captures workspaces into one repository, keeping per workspace what the next capture reuses."""
 
@@ -166,6 +180,15 @@ class Capturer:
         return self._run(root, label=label, known_paths=known_paths, scope=scope, progress=progress,
                          summary_only=True)
 
+    def capture_thread_summary(self, root: str | os.PathLike[str], *, known_paths: Iterable[str],
+                               label: str | None = None, scope: ScopeSettings | None = None,
+                               kind: str = SnapshotKind.CAPTURE, progress: Progress | None = None) -> CaptureResult:
+        """`capture_thread` for a caller that needs only the snapshot's id and counts (a turn's capture): when
+        nothing changed and the thread covers what the saved walk covered, its `files` and `stats` are empty and
+        no manifest is decoded."""
+        return self._run(root, label=label, known_paths=known_paths, scope=scope, kind=kind, progress=progress,
+                         grow=False, summary_only=True)
+
     def capture_thread(self, root: str | os.PathLike[str], *, known_paths: Iterable[str], label: str | None = None,
                        scope: ScopeSettings | None = None, kind: str = SnapshotKind.CAPTURE,
                        progress: Progress | None = None) -> CaptureResult:
@@ -242,10 +265,13 @@ class Capturer:
                 # a token bound for the next process: used when it settles everything, else the journal as before.
                 checked = self._check_walk(ws, parent, settings, git.signature, watched.journal, asked,
                                            monitor_only=True)
-            if (checked is not None and parent is not None and watched is None and summary_only
-                    and whatever_size is None and recovered is None and checked.check.unchanged and grow
-                    and checked.state.grows_same
-                    and (not known or checked.state.covered_set().issuperset(known))):
+            # Nothing moved and a walk would cover what the saved one did: the parent's map, recorded again without
+            # decoding it. A session's journal with no capture yet (`codexr exec`'s pre-turn) stays without one: its
+            # next capture checks again.
+            if (checked is not None and parent is not None and summary_only and whatever_size is None
+                    and recovered is None and checked.check.unchanged
+                    and (watched is None or (watched.last is None and not watched.pending))
+                    and _covers_what_was_covered(checked.state, grow, known, git.paths)):
                 done = self._unchanged(ws, checked, parent, kind, label, started, started_ns)
                 if done is not None:
                     self._bind_monitor(ws, asked, checked.state)

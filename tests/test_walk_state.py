@@ -19,15 +19,18 @@ import pytest
 from fs_helpers import codexr
 from store_helpers import WIDE, age_tree, git, make_repo, tree, write
 
+import snapshot_store.repository.repo as repo_mod
 import snapshot_store.scope as scope_mod
 import snapshot_store.store as store_mod
 from snapshot_store import Store
 from snapshot_store.capture import CaptureResult
 from snapshot_store.index import MAGIC, WorkspaceIndex, payload, sections
 from snapshot_store.manifest import captured_paths, is_captured
+from snapshot_store.settings import ScopeSettings
 from snapshot_store.walkstate import KEY, UNTRUSTED, WalkState
 
 SETTLE = 0.15  # past statcache.FINE_WINDOW_NS: what a capture sees then, it may vouch for
+SMALL = ScopeSettings(residue_max_files=1000, residue_max_file_bytes=1000)  # a 4 KB untracked file: only if known
 
 
 def capture(store_dir: Path, ws: Path, *, summary: bool = True, thread: bool = False,
@@ -484,10 +487,12 @@ KNOWABLE = ["src/a.py", "notes.txt", ".hidden", "src/new.py", "docs/x/y.md", "go
             "src/.secret"]
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_captures_with_their_own_known_paths_agree_with_walks(repo: Path, tmp_path: Path, seed: int) -> None:
+@pytest.mark.parametrize(("seed", "summary"), [(0, False), (1, False), (2, False), (3, True), (4, True)])
+def test_captures_with_their_own_known_paths_agree_with_walks(repo: Path, tmp_path: Path, seed: int,
+                                                              summary: bool) -> None:
     """A session captures with its thread's own known paths (capture_thread), which the saved walk was not taken
-    with: the check stands in for the walk only where the map is the same; every capture must equal a walk."""
+    with: the check stands in for the walk only where the map is the same; every capture must equal a walk.
+    `summary`: as a turn's capture asks (capture_thread_summary), so an unchanged one may record its parent's map."""
     rng = random.Random(100 + seed)
     write(repo, "build/out.txt", "churn\n")
     write(repo, "src/.secret", "hidden\n")
@@ -507,9 +512,98 @@ def test_captures_with_their_own_known_paths_agree_with_walks(repo: Path, tmp_pa
         if rng.random() < 0.3:
             known.append(rng.choice(KNOWABLE))
         expected = walked_files(store_dir, repo, thread=thread, known_paths=known)
-        res = capture(store_dir, repo, summary=False, thread=thread, known_paths=known)
-        assert res.files == expected, f"seed {seed} step {step} thread {thread} known {known}"
-        assert files_of(store_dir, res.id) == expected
+        if summary and thread:
+            res = thread_summary(store_dir, repo, known)
+        else:
+            res = capture(store_dir, repo, summary=False, thread=thread, known_paths=known)
+            assert res.files == expected, f"seed {seed} step {step} thread {thread} known {known}"
+        assert files_of(store_dir, res.id) == expected, f"seed {seed} step {step} thread {thread} known {known}"
+
+
+def thread_summary(store_dir: Path, ws: Path, known_paths: Sequence[str]) -> CaptureResult:
+    """A turn's capture as `codexr exec` makes it: a fresh process that watches the workspace, then asks only for
+    the id of a capture of exactly the thread's paths."""
+    with Store.open(store_dir) as s:
+        assert s.capturer.watch(ws)
+        return s.at(ws).capture_thread_summary(known_paths=known_paths, scope=WIDE)
+
+
+def forced_walk(store_dir: Path, ws: Path, known_paths: Sequence[str]) -> dict:
+    """The map a thread's capture records when it must walk: the index file (the saved walk) removed first."""
+    index_file(store_dir).unlink()
+    with Store.open(store_dir) as s:
+        return dict(s.files(s.at(ws).capture_thread(known_paths=known_paths, scope=WIDE).id))
+
+
+def no_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decoding any snapshot's manifest fails the test (the unchanged thread capture must not need one)."""
+    def refuse(*_a: object, **_k: object) -> None:
+        raise AssertionError("decoded a manifest")
+
+    monkeypatch.setattr(repo_mod.Repository, "files", refuse)
+
+
+@pytest.mark.parametrize("known", [[], ["notes.txt", ".hidden", "docs/x/y.md"]])
+def test_an_unchanged_turn_capture_records_the_map_a_walk_would_without_decoding_one(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, known: list[str]) -> None:
+    """`codexr exec`'s pre-turn capture on an unchanged tree (issue 21: 100,000 files) writes the unchanged record
+    straight from the saved walk, when the thread covers what that walk covered: Git's paths and the thread's own,
+    here some outside Git (`.hidden` is captured only because the thread knows it)."""
+    store_dir = tmp_path / "store"
+    capture(store_dir, repo, summary=False, thread=True, known_paths=known)  # the saved walk covers these paths
+    time.sleep(SETTLE)
+    with monkeypatch.context() as m:
+        no_decoding(m)
+        res = thread_summary(store_dir, repo, known)
+    assert res.unchanged and res.bytes_hashed == 0
+    got = files_of(store_dir, res.id)
+    assert (".hidden" in known) == is_captured(got[".hidden"])
+    assert got == forced_walk(store_dir, repo, known)
+
+
+@pytest.mark.parametrize("change", ["edit", "git add"])
+def test_a_changed_tree_gives_the_turn_capture_the_map_a_walk_would(repo: Path, tmp_path: Path,
+                                                                    change: str) -> None:
+    """A file edited, or one added to Git (a hidden file: captured only once tracked; nothing in the workspace's
+    files moves), between turns: the turn's capture records the change, as a walk does."""
+    store_dir = tmp_path / "store"
+    write(repo, ".env_local", "KEY=1\n")
+    age_tree(repo, settle=SETTLE)
+    capture(store_dir, repo, summary=False, thread=True, known_paths=["notes.txt"])
+    time.sleep(SETTLE)
+    if change == "edit":
+        (repo / "src/a.py").write_text("a = 2  # edited\n")
+    else:
+        git(repo, "add", "-f", ".env_local")
+    time.sleep(SETTLE)
+    res = thread_summary(store_dir, repo, ["notes.txt"])
+    assert not res.unchanged
+    got = files_of(store_dir, res.id)
+    assert is_captured(got[".env_local"]) == (change == "git add")
+    assert got == forced_walk(store_dir, repo, ["notes.txt"])
+
+
+@pytest.mark.parametrize(("then", "now"), [([], [".hidden"]), ([".hidden"], []), (["notes.txt"], [])])
+def test_a_turn_capture_covering_other_paths_than_the_saved_walk_records_its_own_map(
+        repo: Path, tmp_path: Path, then: list[str], now: list[str]) -> None:
+    """Nothing changed, but the thread knows a path the saved walk did not cover (`.hidden`: captured only when
+    known), or the saved walk covered one of another thread's paths this thread does not know (held back or left
+    to the residue now): the unchanged record of the newest snapshot would be another map."""
+    store_dir = tmp_path / "store"
+    write(repo, "notes.txt", "x" * 4000)  # over SMALL's residue size limit: captured only while known
+    age_tree(repo, settle=SETTLE)
+    with Store.open(store_dir) as s:
+        s.at(repo).capture_thread(known_paths=then, scope=SMALL)
+    time.sleep(SETTLE)
+    with Store.open(store_dir) as s:
+        assert s.capturer.watch(repo)
+        res = s.at(repo).capture_thread_summary(known_paths=now, scope=SMALL)
+    got = files_of(store_dir, res.id)
+    assert is_captured(got[".hidden"]) == (".hidden" in now)
+    assert is_captured(got["notes.txt"]) == ("notes.txt" in now)
+    index_file(store_dir).unlink()
+    with Store.open(store_dir) as s:
+        assert got == dict(s.files(s.at(repo).capture_thread(known_paths=now, scope=SMALL).id))
 
 
 def test_a_sessions_first_capture_with_its_own_known_paths_checks_instead_of_walking(
