@@ -166,14 +166,14 @@ def test_a_failing_post_turn_capture_keeps_the_agent_touched_paths(rigs: RigFact
     rig = rigs.make()
     rig.model.script("post-fails", [add_file("made.txt", "m\n"), message("done")])
     s = rig.session
-    real = s.store.capturer.capture_thread  # what a turn's captures call
+    real = s.store.capturer.capture_thread_summary  # what a turn's captures call
 
     def capture(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
         if kwargs.get("kind") == "post-turn":
             raise StoreFull("capture of ws: the disk is full; nothing was committed")
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(s.store.capturer, "capture_thread", capture)
+    monkeypatch.setattr(s.store.capturer, "capture_thread_summary", capture)
     tid = s.start_thread()
     out = rig.turn(tid, "post-fails please")
     assert out.status == "completed" and out.post is None
