@@ -34,7 +34,7 @@ import sys
 import time  # built in, and imported by Python's start-up already
 
 from .oneshot import server_wanted
-from .runtime import socket_path, spawn
+from .runtime import lock_names, socket_path, spawn
 
 TYPE_CHECKING = False  # not `typing`'s: importing typing costs ~15 ms (it imports re); mypy reads this name as True
 if TYPE_CHECKING:
@@ -111,16 +111,7 @@ def _verified(sock: _socket.socket, path: str) -> bool:
     peer = confinement.peer(sock)
     if peer is None or peer[1] != confinement.fingerprint("self"):
         return False
-    try:
-        fd = os.open(path + ".lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        named = os.read(fd, 32).strip()
-        owner = os.fstat(fd).st_uid
-    finally:
-        os.close(fd)
-    return owner == os.getuid() and named.isdigit() and int(named) == peer[0]
+    return lock_names(path + ".lock", peer[0])
 
 
 def _peercred(sock: _socket.socket) -> tuple[int, int, int]:

@@ -65,16 +65,9 @@ def peer_is_kin(sock: socket.socket, pid_file: str | None = None) -> bool:
         return False
     if pid_file is None:
         return True
-    try:
-        fd = os.open(pid_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        named = os.read(fd, 32).strip()
-        owner = os.fstat(fd).st_uid
-    finally:
-        os.close(fd)
-    return owner == os.getuid() and named.isdigit() and int(named) == pid
+    from .runtime import lock_names
+
+    return lock_names(pid_file, pid)
 
 
 def _unescape(field: str) -> str:

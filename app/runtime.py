@@ -214,6 +214,21 @@ def take_lock(lock: str) -> int | None:
     return fd
 
 
+def lock_names(lock: str, pid: int) -> bool:
+    """Whether `lock` (a server's or a monitor's `<socket>.lock`, which its holder writes its pid into) is this
+    user's and names `pid`: the peer on the socket is the process that holds it."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        named = os.read(fd, 32).strip()
+        owner = os.fstat(fd).st_uid
+    finally:
+        os.close(fd)
+    return owner == os.getuid() and named.isdigit() and int(named) == pid
+
+
 def spawn(path: str) -> int | None:
     """Start a server on `path` in the background, unless one is starting (its pid, or None)."""
     fd = take_lock(path + ".lock")
