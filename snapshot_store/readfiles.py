@@ -103,8 +103,7 @@ def _read_paths(dirs: DirCache, to_capture: dict[str, os.stat_result], sink: Blo
                 _not_reached(rel, exc, out)
                 continue
             except OSError as exc:
-                out.entries[rel] = SkippedEntry("x", unreadable(exc.strerror))
-                out.skipped.append((rel, f"unreadable symlink: {exc.strerror}"))
+                _skip(out, rel, unreadable(exc.strerror), f"unreadable symlink: {exc.strerror}")
                 continue
             out.entries[rel] = LinkEntry("l", target)
             out.stats[rel] = stat_key(st)
@@ -120,14 +119,18 @@ def _read_paths(dirs: DirCache, to_capture: dict[str, os.stat_result], sink: Blo
     return out
 
 
+def _skip(out: Captured, rel: str, reason: str, said: str) -> None:
+    """Record `rel` as not captured, with the reason the snapshot keeps and the words the capture's report says."""
+    out.entries[rel] = SkippedEntry("x", reason)
+    out.skipped.append((rel, said))
+
+
 def _not_reached(rel: str, exc: SymlinkInPath | DirChanged, out: Captured) -> None:
     """A directory on the way turned into a symlink (or another directory) after the walk."""
     if isinstance(exc, SymlinkInPath):
-        out.entries[rel] = SkippedEntry("x", Reason.BEHIND_SYMLINK)
-        out.skipped.append((rel, "behind a symlinked directory"))
+        _skip(out, rel, Reason.BEHIND_SYMLINK, "behind a symlinked directory")
     else:
-        out.entries[rel] = SkippedEntry("x", REPLACED)
-        out.skipped.append((rel, "a directory on its path was replaced during capture; not captured"))
+        _skip(out, rel, REPLACED, "a directory on its path was replaced during capture; not captured")
 
 
 def _pread_all(fd: int, size_hint: int) -> bytes:
@@ -154,8 +157,7 @@ def _read_file(dirs: DirCache, rel: str, sink: BlobSink, out: Captured) -> None:
         _not_reached(rel, exc, out)
         return
     except OSError as exc:
-        out.entries[rel] = SkippedEntry("x", unreadable(exc.strerror))
-        out.skipped.append((rel, f"unreadable: {exc.strerror}"))
+        _skip(out, rel, unreadable(exc.strerror), f"unreadable: {exc.strerror}")
         return
     with os.fdopen(fd, "rb", buffering=0) as f:
         for _attempt in range(READ_ATTEMPTS):
@@ -178,5 +180,4 @@ def _read_file(dirs: DirCache, rel: str, sink: BlobSink, out: Captured) -> None:
                 out.stats[rel] = key
                 out.fresh[rel] = (key, blob.hex())
                 return
-        out.entries[rel] = SkippedEntry("x", Reason.CHANGING)
-        out.skipped.append((rel, "kept changing during capture; not captured"))
+        _skip(out, rel, Reason.CHANGING, "kept changing during capture; not captured")
