@@ -271,10 +271,16 @@ def test_codex_that_cannot_start_gets_a_screen_saying_how_to_log_in(model: Scrip
     assert app.return_code == 0
 
 
+def greeting_app(model: ScriptedModel, tmp_path: Path, prompt: str) -> CodexrApp:
+    """The app over a workspace with a README, whose prompt `prompt` gets the main-screen snapshots' turn: thinking,
+    a new file, a command and a Markdown answer."""
+    model.script(prompt, [reasoning("Plan: add a greeting module"), add_file("hello.py", "print('hello')\n"),
+                          shell("echo checked"), message("Added `hello.py`.\n\n**Next:** run it.")])
+    return CodexrApp(session_options(model, tmp_path, {"README.md": "demo\n"}), stable_status=True)
+
+
 def test_snapshot_main_screen_after_a_turn(model: ScriptedModel, tmp_path: Path, snap_compare: Any) -> None:
-    model.script("tui-snap", [reasoning("Plan: add a greeting module"), add_file("hello.py", "print('hello')\n"),
-                              shell("echo checked"), message("Added `hello.py`.\n\n**Next:** run it.")])
-    app = CodexrApp(session_options(model, tmp_path, {"README.md": "demo\n"}), stable_status=True)
+    app = greeting_app(model, tmp_path, "tui-snap")
 
     async def run_before(pilot: Pilot[Any]) -> None:
         await ready(pilot)
@@ -293,9 +299,7 @@ def test_snapshot_main_screen_on_a_small_terminal(model: ScriptedModel, tmp_path
                                                   size: tuple[int, int]) -> None:
     """Issue 20 §4: the end of the turn in view, the status bar in whole fields, F1 Help still in the footer (at
     60 columns it was cut off, and a key's label was cut mid-word)."""
-    model.script("tui-small", [reasoning("Plan: add a greeting module"), add_file("hello.py", "print('hello')\n"),
-                               shell("echo checked"), message("Added `hello.py`.\n\n**Next:** run it.")])
-    app = CodexrApp(session_options(model, tmp_path, {"README.md": "demo\n"}), stable_status=True)
+    app = greeting_app(model, tmp_path, "tui-small")
 
     async def run_before(pilot: Pilot[Any]) -> None:
         await ready(pilot)
