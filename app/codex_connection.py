@@ -84,16 +84,32 @@ class CodexConnection:
         self._open_item = open_item
         self._closed = False
         self._catalog: list[ModelInfo] | None = None
-        self.client = self._start(codex_home, codex_bin, env, config_overrides)
-        self._drain = threading.Thread(target=self._drain_global, daemon=True, name="codexr-notices")
-        self._drain.start()
-
-    def _start(self, codex_home: Path, codex_bin: str | None, env: dict[str, str] | None,
-               config_overrides: tuple[str, ...]) -> CodexClient:
         env = dict(env or {})
         env.setdefault("CODEX_HOME", str(codex_home))
-        cfg = CodexConfig(codex_bin=codex_bin, cwd=str(self.cwd), env=env, config_overrides=config_overrides,
-                          client_name=CLIENT_NAME, client_title="codex-rewind")
+        self._config = CodexConfig(codex_bin=codex_bin, cwd=str(cwd), env=env, config_overrides=config_overrides,
+                                   client_name=CLIENT_NAME, client_title="codex-rewind")
+        self.client = self._start()
+
+    def restart(self) -> None:
+        """Start a new app-server in place of one that died, as the first was started (SessionError when it cannot).
+
+        The services hold this connection, not its client, so they go on with the new one: what the session keeps
+        (store, recorder, choices, threads) stays, and only Codex's own state (loaded threads, the model catalog)
+        is gone; the caller resumes the thread it works on.
+        """
+        if self._closed:
+            raise SessionError("Codex was closed")
+        with contextlib.suppress(Exception):
+            self.client.close()
+        self._catalog = None  # asked again of the new process
+        self.client = self._start()
+        if self._closed:  # closed while it started: it goes too
+            with contextlib.suppress(Exception):
+                self.client.close()
+
+    def _start(self) -> CodexClient:
+        """Spawn and initialize an app-server, and drain its notices on a thread of its own."""
+        cfg = self._config
         client = CodexClient(cfg, approval_handler=self._handle_server_request)
         try:
             with sigint_blocked():  # the app-server is spawned here and inherits the mask
@@ -114,6 +130,7 @@ class CodexConnection:
                 client.close()
             why = errors[-1].removeprefix("Error:").strip() if errors else str(exc).splitlines()[0][:200]
             raise SessionError(f"cannot start Codex: {why}") from exc
+        threading.Thread(target=self._drain_global, args=(client,), daemon=True, name="codexr-notices").start()
         return client
 
     def close(self) -> None:
@@ -129,11 +146,11 @@ class CodexConnection:
         proc = getattr(self.client, "_proc", None)
         return proc is not None and proc.poll() is None
 
-    def _drain_global(self) -> None:
-        """Thread-level notifications go to an unbounded SDK queue: keep it drained."""
+    def _drain_global(self, client: CodexClient) -> None:
+        """Thread-level notifications go to an unbounded SDK queue: keep `client`'s drained (until it closes)."""
         while not self._closed:
             try:
-                n = self.client.next_notification()
+                n = client.next_notification()
             except Exception:
                 return
             if self._on_notice is not None:

@@ -401,19 +401,14 @@ class Driver:
         if s is None or s.codex_alive():
             self.emit(Notice(message, "error"))
             return False
-        with contextlib.suppress(Exception):
-            s.close()
-        self.session = None
         try:
-            self.session = Session(self.opts, approval=self._ask, on_notice=self._on_notice)
-            if self.thread_id is not None:
-                self.session.resume_thread(self.thread_id)
+            s.restart_codex(self.thread_id)  # the session's store, recorder and choices go on with the new Codex
         except SessionError as exc:
+            with contextlib.suppress(Exception):
+                s.close()
+            self.session = None
             self.emit(CodexDied(f"Codex stopped ({message}) and could not be restarted: {exc}", False))
             return False
-        if s.next_model:
-            self.session.use_model(s.next_model)
-        self.session.turn_settings = s.turn_settings  # the chosen effort and permissions go on
         self.emit(CodexDied(f"Codex stopped ({message}); restarted it and resumed the thread", True))
         return True
 

@@ -117,6 +117,13 @@ class Session:
         """Is the app-server process still running?"""
         return self.connection.alive()
 
+    def restart_codex(self, thread_id: str | None = None) -> None:
+        """After Codex died: a new app-server for this session, and `thread_id` resumed on it (SessionError when
+        either fails). The store, recorder, lock, choices (model, effort, permissions) and sidecars stay as they are."""
+        self.connection.restart()
+        if thread_id is not None:
+            self.thread_list.resume_thread(thread_id)
+
     def __enter__(self) -> Session:
         return self
 

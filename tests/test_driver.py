@@ -21,6 +21,7 @@ from app.events import (
     CodexDied,
     CommandFinished,
     FileChanges,
+    Notice,
     Ready,
     ThreadLoaded,
     TurnFinished,
@@ -174,38 +175,81 @@ def test_model_switch_applies_to_the_next_prompt_and_refuses_unknown_names(model
         d.close()
 
 
-def test_chosen_effort_and_permissions_hold_on_a_new_thread_and_after_codex_restarts(model: ScriptedModel,
-                                                                                      tmp_path: Path) -> None:
-    """/model's effort and /permissions' preset are sent with every later turn: a new thread and a restarted Codex
-    keep them (asserted on what Codex did: the effort it asked for, the sandbox its command met)."""
+def test_chosen_model_effort_and_permissions_hold_on_a_new_thread_and_after_codex_restarts(model: ScriptedModel,
+                                                                                            tmp_path: Path) -> None:
+    """/model's model and effort and /permissions' preset are sent with every later turn: a new thread and a
+    restarted Codex keep them, whether the restart starts a thread or resumes one (asserted on what Codex did: the
+    model and effort it asked for, the sandbox its command met)."""
     model.script("drv-keep-one", [shell("touch kept-one.txt"), message("one")])
     model.script("drv-keep-two", [shell("touch kept-two.txt"), message("two")])
+    model.script("drv-keep-three", [shell("touch kept-three.txt"), message("three")])
     ev = Events()
     d = Driver(session_options(model, tmp_path), ev)
     try:
         assert d.start()
-        d.set_model("gpt-5.5", "low")
+        chosen = next(m.id for m in d.model_catalog() if m.id != "gpt-5.5" and m.supports("low"))  # not config's
+        d.set_model(chosen, "low")
         assert d.set_permissions("Read Only").id == "read-only"  # the label works as well as the id
         with pytest.raises(SessionError, match="no permissions preset 'root'"):
             d.set_permissions("root")
         d.submit("drv-keep-one")
         assert ev.wait(TurnFinished).status == "completed"
         d.new_thread()
-        assert d.session is not None
-        d.session.client._proc.kill()
-        d.session.client._proc.wait()
-        d.submit("drv-keep-two")
-        assert ev.wait(CodexDied).restarted
-        assert ev.wait(TurnFinished).status == "completed"
+        for prompt in ("drv-keep-two", "drv-keep-three"):  # a new thread on the new Codex; then that thread resumed
+            assert d.session is not None
+            d.session.client._proc.kill()
+            d.session.client._proc.wait()
+            d.submit(prompt)
+            assert ev.wait(CodexDied).restarted
+            assert ev.wait(TurnFinished).status == "completed"
         st = d.status()
-        assert (st.effort, st.approval, st.sandbox) == ("low", "on-request", "read-only")
+        assert (st.model, st.effort, st.approval, st.sandbox) == (chosen, "low", "on-request", "read-only")
+        assert [r.text for r in d.prompt_rows()] == ["drv-keep-two", "drv-keep-three"]
     finally:
         d.close()
-    for trigger in ("drv-keep-one", "drv-keep-two"):
+    for trigger in ("drv-keep-one", "drv-keep-two", "drv-keep-three"):
         turn = [r for r in model.model_requests if trigger in last_user_text(r)]
+        assert {r["model"] for r in turn} == {chosen}, trigger
         assert {r["reasoning"]["effort"] for r in turn} == {"low"}, trigger
         assert "Read-only file system" in "".join(str(o.get("output")) for r in turn for o in tool_outputs(r))
-    assert not (d.opts.cwd / "kept-one.txt").exists() and not (d.opts.cwd / "kept-two.txt").exists()
+    assert not any((d.opts.cwd / f"kept-{n}.txt").exists() for n in ("one", "two", "three"))
+
+
+def test_codex_that_cannot_be_restarted_is_said_once_and_the_session_lets_go(model: ScriptedModel,
+                                                                            tmp_path: Path) -> None:
+    """Codex died and its binary is gone: the front end is told it could not be restarted, the workspace's session
+    lock is let go (other sessions stop warning about this one), and a later prompt says Codex is not running."""
+    from dataclasses import replace
+
+    from app.codex_bin import pinned_path
+    from app.workspace_lock import SessionLock
+
+    model.script("drv-gone", [message("before")])
+    binary = tmp_path / "codex"
+    binary.symlink_to(pinned_path())
+    opts = replace(session_options(model, tmp_path), codex_bin=str(binary))
+    ev = Events()
+    d = Driver(opts, ev)
+    try:
+        assert d.start()
+        d.submit("drv-gone once")
+        assert ev.wait(TurnFinished).status == "completed"
+        assert d.session is not None
+        ws = d.session.cwd
+        mine = SessionLock(opts.codex_home / "file_snapshots", ws).path
+        assert mine.exists()
+        binary.unlink()
+        d.session.client._proc.kill()
+        d.session.client._proc.wait()
+        d.submit("drv-gone twice")
+        died = ev.wait(CodexDied)
+        assert not died.restarted and "could not be restarted: cannot start Codex" in died.message, died.message
+        assert d.session is None and not mine.exists()
+        d.submit("drv-gone thrice")
+        assert "Codex is not running" in ev.wait(Notice).text
+    finally:
+        d.close()
+    assert not any("drv-gone t" in last_user_text(r) for r in model.model_requests)
 
 
 def test_approval_is_a_future_the_front_end_resolves(model: ScriptedModel, tmp_path: Path) -> None:
