@@ -12,14 +12,15 @@ proxy never loads.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from snapshot_store import RestoreResult, Store, StoreError
+from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.states import StatesRestore, prepare_states_restore
 
 from .errors import SessionError
+from .others_work import others_warning
 from .recorder import Recorder
 from .rewind_targets import merged_plan, merged_result, restore_targets
 from .sidecar import RedoEntry, ThreadSidecar, TurnRecord
@@ -45,13 +46,17 @@ class FilesRewound:
         return len(self.result.deleted)
 
 
-def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, redo_thread: str,
-                 codex_home: Path) -> FilesRewound:
-    """Restore the workspace to just before `before_turn` of `thread_id`; `redo_thread` holds the undone turns.
+def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_home: Path, *,
+                 keep: Callable[[], str], others: Sequence[str] = ()) -> FilesRewound:
+    """Restore the workspace to just before `before_turn` of `thread_id`.
 
-    Raises SessionError (nothing changed) when the prompt has no snapshot, another live session works in the
-    workspace or the store refuses; a StoreError after the redo entry was saved leaves a rewind `codexr redo`
-    undoes.
+    The order is the SDK's rewind's: safety capture, plan, the decision, `keep()` (the conversation kept whole:
+    it returns the thread `codexr redo` goes back to), the redo entry saved (pinning the safety snapshots), then
+    the journaled restore. With `others` (other live codexr sessions here) the plan decides, as the rewinder's
+    warning does (app/others_work.py): it goes ahead when it deletes or overwrites nothing but files as this
+    thread last captured them, else it is refused naming those files (this caller cannot ask; `codexr rewind`
+    asks). Raises SessionError (no file changed, `keep` not called) when refused, when the prompt has no snapshot
+    or the store refuses; a StoreError after the redo entry was saved leaves a rewind `codexr redo` undoes.
     """
     store, cwd, scope = recorder.store, recorder.cwd, recorder.scope
     side = recorder.sidecars.load(thread_id)
@@ -67,15 +72,23 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, redo_thre
     targets, ws_target, out_target = restore_targets(store, str(cwd), side, undone, target.pre, target.prompt, True)
     known = recorder.known_paths(side)
     outside: dict[str, StatesRestore] = {}
+    shown: dict[str, RestorePlan] = {}
+    refused: list[str] = []
 
-    def go(plan: object) -> bool:
+    def go(plan: RestorePlan) -> bool:
         out = prepare_outside(store, out_target, codex_home)
         if out is not None:
             outside["prep"] = out
-        safety = getattr(plan, "safety_id", None)
-        entry = RedoEntry(origin_thread=redo_thread, mode=RewindMode.BOTH, safety_id=safety, target_snapshot=ws_target,
-                          to_prompt=number, prompt=target.prompt, origin_turns=len(side.turns),
-                          outside_safety_id=out.safety_id if out else None, outside_target=out_target)
+        merged = shown["plan"] = merged_plan(plan, out.plan if out else None, targets)
+        at_stake = others_warning(others, store, side, merged)[1:]
+        if at_stake:
+            refused.extend(line.removeprefix("! ") for line in at_stake)
+            return False
+        redo_thread = keep()
+        entry = RedoEntry(origin_thread=redo_thread, mode=RewindMode.BOTH, safety_id=plan.safety_id,
+                          target_snapshot=ws_target, to_prompt=number, prompt=target.prompt,
+                          origin_turns=len(side.turns), outside_safety_id=out.safety_id if out else None,
+                          outside_target=out_target)
         recorder.sidecars.update(thread_id, saving_redo(entry, via="thread/revert"))
         return True
 
@@ -83,10 +96,13 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, redo_thre
         result = store.at(cwd).restore(ws_target, known_paths=known, scope=scope, confirm=go)
     except StoreError as exc:
         raise SessionError(f"the files could not be restored: {exc}") from exc
+    if refused:
+        raise SessionError(f"another codexr session is live in this workspace ({'; '.join(others)}) and this revert "
+                           f"would delete or overwrite files that may be its work — {'; '.join(refused)}; rewind "
+                           "with `codexr rewind`, which shows the plan and asks first")
     prep = outside.get("prep")
     out_res = prep.apply() if prep is not None else None
-    plan = merged_plan(result.plan, prep.plan if prep else None, targets)
-    result = merged_result(result, plan, out_res, None, targets)
+    result = merged_result(result, shown["plan"], out_res, None, targets)
     return FilesRewound(result, number, target.prompt, prep.safety_id if prep else None)
 
 

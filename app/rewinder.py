@@ -24,6 +24,7 @@ from .choices import Choices
 from .codex_connection import CodexConnection
 from .errors import Declined, SessionError
 from .file_rewind import forked_sidecar, prepare_outside, saving_redo
+from .others_work import others_warning
 from .recorder import Recorder
 from .rewind_targets import RewindTargets, merged_plan, merged_result, restore_targets
 from .sidecar import RedoEntry, ThreadSidecar
@@ -138,40 +139,14 @@ class Rewinder:
         return self.lock.others()
 
     def others_warning(self, thread_id: str | None, plan: RestorePlan | None) -> list[str]:
-        """Warning lines for a restore plan while another codexr session is live here (none when alone).
-
-        Names the files the plan deletes or overwrites that are not as this thread last captured them: created
-        or changed since, so perhaps the other session's work (DESIGN: a restore that would overwrite another
-        live session's work asks first).
-        """
+        """Warning lines for a restore plan while another codexr session is live here (none when alone): the
+        files it deletes or overwrites that are not as this thread last captured them (app/others_work.py, the
+        rule the proxy's revert refuses by)."""
         others = self.other_sessions()
         if not others or plan is None:
             return []
-        lines = [f"! another codexr session is live in this workspace ({'; '.join(others)}): this restore may "
-                 "delete or overwrite its work (the safety snapshot keeps it)"]
         side = self.sidecars.load(thread_id) if thread_id else None
-        last = side.files_snapshot() if side is not None else None
-        seen = self.store.files(last) if last is not None and self.store.exists(last) else None
-        created: list[str] = []
-        changed: list[str] = []
-        for a in plan.actions:
-            if a.op not in (WRITE, DELETE) or a.current is None or a.current.kind == "-":
-                continue  # nothing there now: nothing of anyone's to lose
-            then = seen.get(a.path) if seen is not None else None
-            if seen is not None and then == a.current:
-                continue  # as this session last saw it: its own work
-            (created if then is None or then.kind == "-" else changed).append(a.path)
-        if seen is None and (created or changed):
-            lines.append("! files it deletes or overwrites (this thread has no capture to tell whose they are): "
-                         + ", ".join(created + changed))
-            return lines
-        if created:
-            lines.append("! created since this session last looked (another session's?), deleted or overwritten "
-                         "by this restore: " + ", ".join(created))
-        if changed:
-            lines.append("! changed since this session last looked (another session's?), overwritten by this "
-                         "restore: " + ", ".join(changed))
-        return lines
+        return others_warning(others, self.store, side, plan)
 
     def rewind(self, thread_id: str, to: str | int, mode: str = RewindMode.BOTH, *, dry_run: bool = False,
                confirm: Callable[[RewindPreview], bool] | None = None) -> RewindResult:

@@ -237,3 +237,95 @@ def test_a_proxy_killed_mid_turn_leaves_nothing_running_and_the_turn_recorded_fr
     after = codexr(env, ws, "snapshots", "capture")
     assert after.returncode == 0 and "interrupted" not in after.stderr, show(after)
     assert (ws / "a.txt").read_text() == "a\n"
+
+
+def revert(client: CodexClient, thread: str, before_turn: str) -> str | None:
+    """The official TUI's Esc Esc → Enter: `thread/revert` through the proxy; the error's message, None when done."""
+    from openai_codex.generated.v2_all import ThreadRevertResponse
+
+    from app.codex_sdk import JsonRpcError
+
+    try:
+        client.request("thread/revert", {"threadId": thread, "beforeTurnId": before_turn},
+                       response_model=ThreadRevertResponse)
+    except JsonRpcError as exc:
+        return str(exc.message)
+    return None
+
+
+def beside_another_session(model: ScriptedModel, tmp_path: Path, tag: str
+                           ) -> tuple[Path, dict[str, str], CodexClient, str, str, Any]:
+    """Two prompts through the proxy (the first adds a.txt, the second changes it and a command makes made.txt),
+    then another live codexr session in the workspace (line mode, its own Codex): the workspace, environment,
+    client, thread, the second prompt's turn id and the other session."""
+    from e2e_helpers import PipeSession
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "keep.txt").write_text("mine\n")
+    env = proxy_env(model, tmp_path / "home")
+    model.script(f"{tag} one", [add_file("a.txt", "one\n"), message("added a.txt")])
+    model.script(f"{tag} two", [update_file("a.txt", "one", "two"), shell("echo made > made.txt"),
+                                message("changed a.txt, made made.txt")])
+    client, thread = through_shim(ws, env)
+    try:
+        assert run_turn(client, thread, f"{tag} one")["status"] == "completed"
+        second = run_turn(client, thread, f"{tag} two")
+        assert second["status"] == "completed"
+        other = PipeSession(ws, env)
+        other.until("type a prompt")
+    except BaseException:
+        client.close()
+        raise
+    return ws, env, client, thread, str(second["id"]), other
+
+
+def thread_prompts(client: CodexClient, thread: str) -> int:
+    """How many turns Codex's record of the thread holds."""
+    return len(client.thread_read(thread, include_turns=True).thread.turns or [])
+
+
+def test_a_revert_beside_another_live_session_goes_ahead_when_it_touches_only_this_threads_files(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    """Another codexr session works in the workspace, but the revert deletes and overwrites only files as this
+    thread last left them: files and conversation go back, and `codexr redo` brings both back."""
+    ws, env, client, thread, second, other = beside_another_session(model, tmp_path, "beside own")
+    try:
+        assert revert(client, thread, second) is None
+        assert (ws / "a.txt").read_text() == "one\n" and not (ws / "made.txt").exists()
+        assert (ws / "keep.txt").read_text() == "mine\n"
+        assert thread_prompts(client, thread) == 1
+    finally:
+        client.close()
+        other.close()
+    redo = codexr(env, ws, "redo", "--thread", thread, "--yes")
+    assert redo.returncode == 0, show(redo)
+    assert (ws / "a.txt").read_text() == "two\n" and (ws / "made.txt").read_text() == "made\n"
+
+
+def test_a_revert_that_would_delete_another_live_sessions_file_is_refused_naming_it(model: ScriptedModel,
+                                                                                     tmp_path: Path) -> None:
+    """The other session's agent created a file since this thread's last capture, and the revert would delete it:
+    the client cannot be asked, so nothing is reverted (files, conversation, no fork, no redo entry) and the
+    error names that file (not this thread's own) and `codexr rewind`, which asks."""
+    from fs_helpers import tree
+
+    ws, _env, client, thread, second, other = beside_another_session(model, tmp_path, "beside theirs")
+    model.script("beside theirs other", [add_file("other.txt", "theirs\n"), message("theirs")])
+    try:
+        other.prompt("beside theirs other please")
+        assert (ws / "other.txt").read_text() == "theirs\n"
+        before = tree(ws)
+        why = revert(client, thread, second)
+        assert why is not None and "nothing was reverted" in why, why
+        assert "other.txt" in why and "`codexr rewind`" in why, why
+        assert "made.txt" not in why and "a.txt" not in why.replace("other.txt", ""), why
+        assert tree(ws) == before
+        assert thread_prompts(client, thread) == 2
+    finally:
+        client.close()
+        other.close()
+    sidecars = tmp_path / "home" / "file_snapshots" / "refs" / "threads"
+    docs = [json.loads(p.read_text()) for p in sidecars.glob("*.json")]
+    assert not any(d.get("forked_from") == thread for d in docs), "a fork was made for a refused revert"
+    assert next(d for d in docs if d["thread_id"] == thread)["redo"] == []

@@ -135,9 +135,11 @@ class RecordingObserver(Observer):
     async def _revert(self, msg: dict[str, Any], thread_id: str, before: str) -> Verdict:
         """`thread/revert` becomes a rewind of files and conversation together, or nothing happens.
 
-        The whole conversation is kept first (a fork of the thread, which `codexr redo` returns to), then the files
-        go back to before the prompt (safety snapshot, redo entry, journaled restore); only then is the revert
-        forwarded. Anything that stops the file side answers the request with an error and forwards nothing.
+        On the recorder's thread, in the SDK rewind's order (app/file_rewind.py): the safety snapshot and the plan;
+        the decision (with another live codexr session here, a plan that would delete or overwrite a file not as
+        this thread last captured it is refused: the client cannot be asked); the whole conversation kept (a fork of
+        the thread, which `codexr redo` returns to); the redo entry and the journaled restore. Only then is the
+        revert forwarded. Anything that stops the file side answers the request with an error and forwards nothing.
         """
         from ..file_rewind import copy_turns, rewind_files
 
@@ -147,39 +149,49 @@ class RecordingObserver(Observer):
         if thread_id in self._ephemeral:
             return Verdict(msg)
         try:
-            side, others = await self._on_recorder(lambda: (self._open().sidecars.load(thread_id),
-                                                            self._lock.others()))
+            side = await self._on_recorder(lambda: self._open().sidecars.load(thread_id))
         except Exception as exc:
             return refuse(f"the snapshot store cannot be read ({exc}); nothing was reverted")
         if side is None or not side.tracking:
             await self._warn("this thread has no file snapshots: only the conversation is reverted", thread_id, before)
             return Verdict(msg)
-        if others:
-            return refuse(f"another session works in this workspace ({others[0]}); nothing was reverted — "
-                          "rewind with `codexr rewind`, which asks first")
-        try:
-            forked = await self.relay.request("thread/fork", {"threadId": thread_id, "cwd": str(self.ws)})
-            fork = str((forked.get("thread") or {}).get("id") or "")
-        except (RuntimeError, ConnectionError, TimeoutError) as exc:
-            return refuse(f"the conversation could not be kept before the revert ({exc}); nothing was reverted")
-        if not fork:
-            return refuse("the conversation could not be kept before the revert; nothing was reverted")
-        self._hidden.add(fork)
-        with contextlib.suppress(Exception):
-            await self.relay.request("thread/unsubscribe", {"threadId": fork}, timeout=10)
         home = Path(self.env["CODEX_HOME"])
-        def files() -> Any:
+        loop = asyncio.get_running_loop()
+        kept: dict[str, str] = {}
+
+        def keep() -> str:  # on the recorder's thread, once the plan is decided and before any file changes
+            fork = asyncio.run_coroutine_threadsafe(self._keep(thread_id), loop).result(timeout=120)
+            kept["fork"] = fork
             copy_turns(self._recorder, thread_id, fork)
-            return rewind_files(self._recorder, thread_id, before, fork, home)
+            return fork
+
+        def files() -> Any:
+            return rewind_files(self._recorder, thread_id, before, home, keep=keep, others=self._lock.others())
 
         try:
             done = await self._on_recorder(files)
         except Exception as exc:
-            with contextlib.suppress(Exception):
-                await self.relay.request("thread/archive", {"threadId": fork}, timeout=10)
+            if "fork" in kept:
+                with contextlib.suppress(Exception):
+                    await self.relay.request("thread/archive", {"threadId": kept["fork"]}, timeout=10)
             return refuse(f"{exc}; nothing was reverted")
-        self._reverts[msg["id"]] = (thread_id, before, fork, done)
+        self._reverts[msg["id"]] = (thread_id, before, kept["fork"], done)
         return Verdict(msg)
+
+    async def _keep(self, thread_id: str) -> str:
+        """The whole conversation kept before a revert: a fork of the thread, its notifications kept from the
+        client (it is not the client's thread); RuntimeError when the app-server does not make one."""
+        try:
+            forked = await self.relay.request("thread/fork", {"threadId": thread_id, "cwd": str(self.ws)})
+        except (RuntimeError, ConnectionError, TimeoutError) as exc:
+            raise RuntimeError(f"the conversation could not be kept before the revert ({exc})") from exc
+        fork = str((forked.get("thread") or {}).get("id") or "")
+        if not fork:
+            raise RuntimeError("the conversation could not be kept before the revert")
+        self._hidden.add(fork)
+        with contextlib.suppress(Exception):
+            await self.relay.request("thread/unsubscribe", {"threadId": fork}, timeout=10)
+        return fork
 
     async def _reverted(self, answer: dict[str, Any], thread_id: str, before: str, fork: str, done: Any) -> None:
         """The server answered a revert: on success the thread's records end before the prompt and the client
