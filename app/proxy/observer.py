@@ -160,7 +160,10 @@ class RecordingObserver(Observer):
         kept: dict[str, str] = {}
 
         def keep() -> str:  # on the recorder's thread, once the plan is decided and before any file changes
-            fork = asyncio.run_coroutine_threadsafe(self._keep(thread_id), loop).result(timeout=120)
+            try:
+                fork = asyncio.run_coroutine_threadsafe(self._keep(thread_id), loop).result(timeout=120)
+            except TimeoutError as exc:
+                raise RuntimeError("the conversation could not be kept before the revert (no answer)") from exc
             kept["fork"] = fork
             copy_turns(self._recorder, thread_id, fork)
             return fork
