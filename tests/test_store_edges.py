@@ -1302,3 +1302,46 @@ def test_sparse_writes_are_exact_whatever_the_chunking(tmp_path: Path) -> None:
         p = tmp_path / "f.bin"
         assert p.read_bytes() == data, size
         assert stat.S_IMODE(p.stat().st_mode) == 0o640
+
+
+def test_a_restore_never_overwrites_bytes_written_through_mmap_after_the_capture(tmp_path: Path, store: Store) -> None:
+    """A second write through a shared mmap page that is still dirty changes no stat field, so the safety capture
+    trusts the stat and keeps the earlier bytes: the restore must compare the content before it overwrites or
+    deletes, and leave the file — else those bytes are in neither the workspace nor any snapshot."""
+    import mmap
+
+    ws = tmp_path / "ws"
+    write(ws, "data.bin", b"A" * 4096)
+    write(ws, "gone.bin", b"G" * 4096)
+    age_tree(ws)
+    first = store.at(ws).capture()
+    (ws / "gone.bin").unlink()
+    write(ws, "new.bin", b"N" * 4096)  # the restore to `first` deletes it
+    fds = [os.open(ws / name, os.O_RDWR) for name in ("data.bin", "new.bin")]  # open: closing raises no event
+    try:
+        maps = [mmap.mmap(fd, 0) for fd in fds]
+        for m in maps:
+            m[:4] = b"BBBB"  # a clean page: the kernel moves the file's times
+        time.sleep(0.3)  # past the racy window: the next capture vouches for these stats
+        second = store.at(ws).capture()
+        assert content(store, second.files["data.bin"])[:4] == b"BBBB"
+        keys = [os.stat(ws / n) for n in ("data.bin", "new.bin")]
+        for m in maps:
+            m[:4] = b"CCCC"  # the page is still dirty: no stat field moves
+        after = [os.stat(ws / n) for n in ("data.bin", "new.bin")]
+        assert [(s.st_mtime_ns, s.st_ctime_ns, s.st_size) for s in keys] == \
+            [(s.st_mtime_ns, s.st_ctime_ns, s.st_size) for s in after], "the second write moved a stat: no test"
+        result = store.at(ws).restore(first.id)
+        for m in maps:
+            m.close()
+    finally:
+        for fd in fds:
+            os.close(fd)
+    kept = {name: (ws / name).read_bytes()[:4] if (ws / name).exists() else None for name in ("data.bin", "new.bin")}
+    safety = store.files(result.safety_id) if result.safety_id else {}
+    in_safety = {name: content(store, safety[name])[:4] for name in ("data.bin", "new.bin") if name in safety}
+    for name in ("data.bin", "new.bin"):
+        assert kept[name] == b"CCCC" or in_safety.get(name) == b"CCCC", \
+            f"{name}: the bytes written through mmap were lost (file {kept[name]!r}, safety {in_safety.get(name)!r})"
+    assert set(left_paths(result)) >= {"data.bin", "new.bin"}, "the restore did not say it left them"
+    assert (ws / "gone.bin").read_bytes() == b"G" * 4096, "the rest of the restore was not done"

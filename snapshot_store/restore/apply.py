@@ -258,8 +258,12 @@ def _do(loader: Loader, fs: SafeRoot, a: Action, safety_started_ns: int) -> bool
     if a.before is not None:
         if st is None or stat_key(st) != a.before:
             return False
-        # Timestamps this fresh cannot prove the content is unchanged: compare the content itself.
-        if is_racy(a.before, safety_started_ns) and not matches(fs, a.path, a.current):
+        # The same stat does not prove the same bytes for a file: a write through a shared mmap page that is already
+        # dirty moves no stat field, and the safety snapshot would then hold older bytes than the ones overwritten or
+        # deleted. A file's content is compared before it goes (only the files this restore replaces are read); for
+        # the other kinds, timestamps this fresh cannot prove them unchanged either.
+        must_compare = (a.current is not None and a.current.kind == "f") or is_racy(a.before, safety_started_ns)
+        if must_compare and not matches(fs, a.path, a.current):
             return False
     elif st is not None and a.op == WRITE and not (a.current is not None and a.current.kind in ("d", "D")):
         return False
