@@ -82,8 +82,11 @@ class Recorder:
         """A snapshot of the workspace with everything the thread tracks (None when the thread is untracked)."""
         if not side.tracking:
             return None
-        return self.store.at(self.cwd).capture_thread_summary(known_paths=self.known_paths(side), label=label,
-                                                              scope=self.scope, kind=kind).id
+        # The thread's latest snapshot is passed, not decoded here: when it is the workspace's latest too (no other
+        # capture since), the capture grows from it and an unchanged tree decodes no manifest.
+        return self.store.at(self.cwd).capture_thread_summary(
+            known_paths=side.agent_touched, thread_latest=side.latest_snapshot(), label=label, scope=self.scope,
+            kind=kind).id
 
     def begin(self, side: ThreadSidecar, text: str) -> tuple[str | None, float]:
         """The pre-turn capture (committed before the turn is sent) and the seconds it took."""

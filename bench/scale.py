@@ -13,6 +13,9 @@ itself took inside the process and its peak RSS (resource.getrusage of the child
 * pre-turn capture: the capture `codexr exec` makes before its turn (Store.watch, then the Recorder's
   capture_thread_summary with kind="pre-turn") in a fresh process, the tree unchanged since the last capture (the
   "second run").
+* resumed thread's pre-turn capture: the capture `codexr exec --thread ID` makes before its turn (the Recorder's
+  capture of a thread whose sidecar names its earlier snapshot, then the turn bound to it), in a fresh process, the
+  tree unchanged and the thread's snapshot the workspace's latest (an untimed run first makes it so).
 * one-file restore: one tracked file rewritten, then the restore `codexr snapshots restore ID --yes` makes, vs
   `git read-tree -u --reset TREE`.
 
@@ -49,7 +52,8 @@ from bench_store import GitShadow, Modifier, log, ratio, summary  # noqa: E402
 from workspace_gen import WorkspaceSpec, cached  # noqa: E402
 
 RACY_PAUSE = 0.15  # > statcache.FINE_WINDOW_NS: a capture right after a write cannot vouch for what it saw
-OPS = ("capture", "pre-turn", "restore1")
+OPS = ("capture", "pre-turn", "resumed", "restore1")
+RESUMED = "bench-resumed-thread"  # the thread the resumed rows capture for, its sidecar kept in the run's store
 
 
 # ------------------------------------------------------------------------------------------ the child
@@ -76,6 +80,18 @@ def probe(op: str, home: Path, ws: Path, snap: str, profile: bool) -> dict[str, 
             store.capturer.watch(ws)
             res = store.at(ws).capture_thread_summary(known_paths=(), kind="pre-turn", label="before: bench")
             out.update(id=res.id, unchanged=res.unchanged, files=res.file_count)
+        elif op == "resumed":
+            from app.recorder import Recorder
+            from app.sidecar import Sidecars
+            from snapshot_store.settings import ScopeSettings
+
+            store.capturer.watch(ws)
+            rec = Recorder(store, Sidecars(home / "file_snapshots"), ws, ScopeSettings(), tracking=True)
+            side = rec.sidecar(RESUMED)
+            pre, _seconds = rec.begin(side, "bench")
+            rec.bind(RESUMED, side, f"turn-{time.time_ns()}", "bench", pre)  # the next run resumes from this one
+            assert pre is not None
+            out.update(id=pre, unchanged=not store.record(pre).changes)
         elif op == "restore1":
             rr = store.at(ws).restore(snap)
             out.update(written=len(getattr(rr, "written", []) or []))
@@ -220,6 +236,13 @@ class Scale:
         if not out.get("unchanged"):
             self.problems.append(f"round {rnd}: an unchanged pre-turn capture reported changes")
 
+    def block_resumed(self, rnd: int) -> None:
+        time.sleep(RACY_PAUSE)
+        self.ours("resumed", -1)  # untimed: the thread's snapshot becomes the workspace's latest again
+        out = self.ours("resumed", rnd, profile=self.profiling(rnd))
+        if not out.get("unchanged"):
+            self.problems.append(f"round {rnd}: an unchanged resumed thread's capture reported changes")
+
     def block_restore(self, rnd: int) -> None:
         rels = self.modifier.take(1)
         expected = self.modifier.read(rels)
@@ -255,7 +278,7 @@ class Scale:
 
     def run(self) -> None:
         self.setup()
-        blocks = [self.block_capture, self.block_pre_turn, self.block_restore, self.block_git]
+        blocks = [self.block_capture, self.block_pre_turn, self.block_resumed, self.block_restore, self.block_git]
         for rnd in range(self.args.scale_rounds):
             shift = rnd % len(blocks)
             for fn in blocks[shift:] + blocks[:shift]:
@@ -273,6 +296,8 @@ class Scale:
                 ("  of which the capture itself", "ours.capture.inner", None, None),
                 ("pre-turn capture, 2nd run (process)", "ours.pre-turn", None, "pre-turn"),
                 ("  of which the capture itself", "ours.pre-turn.inner", None, None),
+                ("resumed thread's pre-turn (process)", "ours.resumed", None, "resumed"),
+                ("  of which the capture itself", "ours.resumed.inner", None, None),
                 ("git read-tree -u --reset, 1 file", "git.restore1", None, None),
                 ("one-file restore (process)", "ours.restore1", "git.restore1", "restore1"),
                 ("  of which the restore itself", "ours.restore1.inner", None, None)]

@@ -181,13 +181,19 @@ class Capturer:
                          summary_only=True)
 
     def capture_thread_summary(self, root: str | os.PathLike[str], *, known_paths: Iterable[str],
-                               label: str | None = None, scope: ScopeSettings | None = None,
-                               kind: str = SnapshotKind.CAPTURE, progress: Progress | None = None) -> CaptureResult:
+                               thread_latest: str | None = None, label: str | None = None,
+                               scope: ScopeSettings | None = None, kind: str = SnapshotKind.CAPTURE,
+                               progress: Progress | None = None) -> CaptureResult:
         """`capture_thread` for a caller that needs only the snapshot's id and counts (a turn's capture): when
         nothing changed and the thread covers what the saved walk covered, its `files` and `stats` are empty and
-        no manifest is decoded."""
+        no manifest is decoded.
+
+        `thread_latest`, the thread's newest snapshot: every path it captured stays tracked, as if in
+        `known_paths`. When it is the workspace's latest too (no other capture came between), the capture grows
+        from it as the workspace's own capture does, so an unchanged tree decodes no manifest; a damaged one is an
+        error, never a smaller tracked set."""
         return self._run(root, label=label, known_paths=known_paths, scope=scope, kind=kind, progress=progress,
-                         grow=False, summary_only=True)
+                         grow=False, summary_only=True, thread_latest=thread_latest)
 
     def capture_thread(self, root: str | os.PathLike[str], *, known_paths: Iterable[str], label: str | None = None,
                        scope: ScopeSettings | None = None, kind: str = SnapshotKind.CAPTURE,
@@ -231,10 +237,12 @@ class Capturer:
         whatever_size: Callable[[str], bool] | None = None,
         progress: Progress | None = None,
         summary_only: bool = False,
+        thread_latest: str | None = None,
     ) -> CaptureResult:
         """The capture the intents above name (callers name one of them, never these switches): `grow` adds what
         the latest snapshot captured to `known_paths`, `dry_run` stores nothing, `whatever_size` lifts the residue
-        limits, `summary_only` may skip the maps."""
+        limits, `summary_only` may skip the maps, `thread_latest` adds what that snapshot captured (and must be
+        readable)."""
         started = time.perf_counter()
         started_ns = time.time_ns()
         ws = self.repo.workspace(root)
@@ -253,6 +261,13 @@ class Capturer:
             self._git[key] = git
             parent = self.repo.latest(ws)
             known = list(known_paths)
+            # A thread's own newest snapshot is the workspace's: growing from the parent adds exactly what the thread
+            # captured before (and lets an unchanged tree skip the decoding). Another one's map is decoded here.
+            strict = thread_latest is not None and thread_latest == parent
+            if strict:
+                grow = True
+            elif thread_latest is not None:
+                known.extend(captured_paths(self.repo.files(thread_latest)))  # damaged: an error, not fewer paths
             watched = self._watched.get(key) if not dry_run else None  # a long-running process's inotify journal
             # No journal, or one that has seen nothing yet (a session's first capture): check the last walk's
             # saved stats instead of walking (a one-shot command, the first turn of a session).
@@ -282,6 +297,8 @@ class Capturer:
                 try:
                     parent_files = self.repo.files(parent)
                 except StoreError:
+                    if strict:
+                        raise  # the thread's tracked set is unknown: capturing less would forget paths
                     parent, parent_files, checked = None, None, None
             parent_captured = captured_paths(parent_files) if parent_files is not None else []
             if grow:

@@ -51,12 +51,12 @@ class Workspace:
         return self.capturer.capture_summary(self.root, label=label, known_paths=known_paths, scope=scope,
                                              progress=progress)
 
-    def capture_thread_summary(self, *, known_paths: Iterable[str], label: str | None = None,
-                               scope: ScopeSettings | None = None, kind: str = SnapshotKind.CAPTURE,
-                               progress: Progress | None = None) -> CaptureResult:
+    def capture_thread_summary(self, *, known_paths: Iterable[str], thread_latest: str | None = None,
+                               label: str | None = None, scope: ScopeSettings | None = None,
+                               kind: str = SnapshotKind.CAPTURE, progress: Progress | None = None) -> CaptureResult:
         """A thread's capture of which only the id and counts are used (Capturer.capture_thread_summary)."""
-        return self.capturer.capture_thread_summary(self.root, known_paths=known_paths, label=label, scope=scope,
-                                                    kind=kind, progress=progress)
+        return self.capturer.capture_thread_summary(self.root, known_paths=known_paths, thread_latest=thread_latest,
+                                                    label=label, scope=scope, kind=kind, progress=progress)
 
     def capture_thread(self, *, known_paths: Iterable[str], label: str | None = None,
                        scope: ScopeSettings | None = None, kind: str = SnapshotKind.CAPTURE,
