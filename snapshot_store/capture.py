@@ -555,8 +555,8 @@ class Capturer:
             newly.update((rel, trusted(key)) for rel, key in read.items())
             # Every captured file must keep a key the next check looks at, or a change to it would go unseen.
             if any(is_captured(files.get(rel)) for rel in newly):
-                kept = base.seen_paths() | unwatched.keys()
-                if any(is_captured(files.get(rel)) and rel not in kept for rel in newly):
+                seen = base.seen_paths()
+                if any(is_captured(files.get(rel)) and rel not in seen and rel not in unwatched for rel in newly):
                     index.set_walk(None)
                     return None
             # Directories listed the same at the check: their new stats stand (racy ones untrusted).
