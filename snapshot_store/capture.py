@@ -32,8 +32,8 @@ from .repository.packs import PackWriter, read_generation
 from .repository.repo import Repository, SnapshotInfo
 from .roots import resolve_root
 from .settings import ScopeSettings
-from .statcache import StatCache
 from .stamps import Key, stat_key
+from .statcache import StatCache
 from .vocab import SnapshotKind
 
 if TYPE_CHECKING:
@@ -555,8 +555,8 @@ class Capturer:
             newly.update((rel, trusted(key)) for rel, key in read.items())
             # Every captured file must keep a key the next check looks at, or a change to it would go unseen.
             if any(is_captured(files.get(rel)) for rel in newly):
-                seen = base.seen_paths()
-                if any(is_captured(files.get(rel)) and rel not in seen and rel not in unwatched for rel in newly):
+                looked = base.seen_paths()
+                if any(is_captured(files.get(rel)) and rel not in looked and rel not in unwatched for rel in newly):
                     index.set_walk(None)
                     return None
             # Directories listed the same at the check: their new stats stand (racy ones untrusted).
