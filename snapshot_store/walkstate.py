@@ -111,7 +111,9 @@ class SeenPaths(Container[str]):
     def __contains__(self, path: object) -> bool:
         if type(path) is not str:
             return False
-        parent, _, name = path.rpartition("/")
+        parent, sep, name = path.rpartition("/")
+        if sep and not parent:
+            return False  # "/name" is no path below the root ("" joins its names without a slash)
         names = self._names.get(parent)
         return names is not None and name in names
 
