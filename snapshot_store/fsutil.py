@@ -81,7 +81,7 @@ def atomic_write(path: Path, data: bytes | tuple[bytes, ...], *, sync: bool = Tr
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            for part in (data,) if isinstance(data, bytes) else data:
+            for part in data if isinstance(data, tuple) else (data,):
                 view = memoryview(part)
                 while view:
                     view = view[os.write(fd, view):]
