@@ -74,15 +74,17 @@ def read_small_regular(path: Path, limit: int, *, nofollow: bool = False) -> byt
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
-    """Write `data` to `path` so a reader sees the old file or the whole new one, never a part."""
+def atomic_write(path: Path, data: bytes | tuple[bytes, ...], *, sync: bool = True) -> None:
+    """Write `data` (or its parts, one after the other) to `path` so a reader sees the old file or the whole new
+    one, never a part."""
     tmp = path.parent / tmp_name()
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            for part in data if isinstance(data, tuple) else (data,):
+                view = memoryview(part)
+                while view:
+                    view = view[os.write(fd, view):]
             if sync:
                 os.fsync(fd)
         finally:

@@ -17,7 +17,7 @@ import dataclasses
 import marshal
 import os
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Container, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -67,7 +67,7 @@ class WalkState:
     listings: bytes  # each of `dirs`' listing digest (scope.listing_digest), 16 bytes each, in the same order
     grows_same: bool  # every covered path is Git-tracked or captured: a walk that grows from it covers them all
     _covered: frozenset[str] | None = field(default=None, repr=False, compare=False)
-    _seen_paths: frozenset[str] | None = field(default=None, repr=False, compare=False)
+    _seen_paths: SeenPaths | None = field(default=None, repr=False, compare=False)
 
     @property
     def covered(self) -> list[str]:
@@ -88,11 +88,10 @@ class WalkState:
         self.covered_set()
         self.seen_paths()
 
-    def seen_paths(self) -> frozenset[str]:
-        """Every path the check looks at in listed directories (built once: ~4 ms for 11,000)."""
+    def seen_paths(self) -> SeenPaths:
+        """Every path the check looks at in listed directories (built once)."""
         if self._seen_paths is None:
-            self._seen_paths = frozenset(f"{parent}/{name}" if parent else name
-                                         for parent, names, _k in self.seen for name in names)
+            self._seen_paths = SeenPaths(self.seen)
         return self._seen_paths
 
     def same_rules(self, settings: ScopeSettings, git_signature: tuple[int, ...] | None,
@@ -100,6 +99,23 @@ class WalkState:
         """Was it saved under these scope settings, this Git listing and these protected directories?"""
         return (self.settings == settings_key(settings) and self.git_signature == git_signature
                 and self.protected == protected)
+
+
+class SeenPaths(Container[str]):
+    """Is a path one of the files a walk state saw? Asked by directory and name: a set of every joined path held
+    ~14 MB of a one-file restore's peak at 100,000 files (measured); these sets hold the names the state has."""
+
+    def __init__(self, seen: list[Group]) -> None:
+        self._names = {parent: frozenset(names) for parent, names, _k in seen}
+
+    def __contains__(self, path: object) -> bool:
+        if type(path) is not str:
+            return False
+        parent, sep, name = path.rpartition("/")
+        if sep and not parent:
+            return False  # "/name" is no path below the root ("" joins its names without a slash)
+        names = self._names.get(parent)
+        return names is not None and name in names
 
 
 def settings_key(settings: ScopeSettings) -> tuple[Any, ...]:

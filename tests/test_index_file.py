@@ -4,9 +4,11 @@ migrates without hashing the workspace again, and a damaged or truncated index c
 from __future__ import annotations
 
 import marshal
+import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import blake3
@@ -15,8 +17,17 @@ from store_helpers import WIDE, age_tree, write
 
 import snapshot_store.scope as scope_mod
 from snapshot_store import Store
-from snapshot_store.index import LEGACY_STAT_MAGIC, LEGACY_WALK_MAGIC, MAGIC, payload, sections
+from snapshot_store.index import (
+    LEGACY_STAT_MAGIC,
+    LEGACY_WALK_MAGIC,
+    MAGIC,
+    WorkspaceIndex,
+    payload,
+    read_sections,
+    sections,
+)
 from snapshot_store.manifest import is_captured
+from snapshot_store.stamps import stat_key
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = {f"src/m{i}.py": f"value = {i}\n" * (i + 1) for i in range(12)} | {"README.md": "readme\n"}
@@ -156,7 +167,7 @@ def test_a_process_killed_while_writing_the_index_leaves_the_old_or_the_new_one(
     the index is always a whole one, the old or the new, and the next capture records the true contents."""
     [index] = cache_files(indexed, ".index")
     outcomes = []
-    for when in range(1, 6):
+    for when in range(1, 12):  # the index is written in parts (header, walk, per-path half): a kill at each
         old = index.read_bytes()
         write(ws, f"d{when}/new.txt", f"new directory {when}\n")  # a walk: both halves of the index change
         age_tree(ws)
@@ -173,3 +184,34 @@ def test_a_process_killed_while_writing_the_index_leaves_the_old_or_the_new_one(
         if run.returncode == 0:
             break
     assert outcomes[0] == -signal.SIGKILL and outcomes[-1] == 0, outcomes  # killed at some writes, then none left
+
+
+def test_the_index_read_in_parts_refuses_what_the_whole_read_refuses(indexed: Path, tmp_path: Path) -> None:
+    """read_sections (the file read a section at a time) answers as sections() of the whole bytes, damage included."""
+    [index] = cache_files(indexed, ".index")
+    pristine = index.read_bytes()
+    probe = tmp_path / "probe.index"
+    for how, data in [("intact", pristine), *_damaged(pristine)]:
+        probe.write_bytes(data)
+        assert read_sections(probe) == sections(data), how
+
+
+def test_stat_entries_changed_before_the_cache_is_decoded_are_kept(ws: Path, indexed: Path) -> None:
+    """The per-path half is decoded only when looked up: a restore's forget and a capture's update_some made before
+    that are what the lookups and the next save then see."""
+    [index_path] = cache_files(indexed, ".index")
+    _walk, stat_body = halves(indexed)
+    on_disk = marshal.loads(stat_body)
+    kept, forgotten, reread = "src/m1.py", "src/m2.py", "src/m3.py"
+    st_kept = os.lstat(ws / kept)
+    assert on_disk[kept][:5] == stat_key(st_kept)
+    cache = WorkspaceIndex(index_path).stat
+    cache.forget([forgotten])
+    st = os.lstat(ws / reread)
+    fresh_key = (st.st_size, 1, 2, st.st_ino, st.st_mode)  # old enough to be trusted
+    cache.update_some({reread: ()}, {reread: (fresh_key, "ab" * 32)}, time.time_ns())
+    assert cache.lookup(kept, st_kept) == on_disk[kept][5]
+    assert cache.lookup(forgotten, os.lstat(ws / forgotten)) is None
+    assert cache.entries[reread] == (*fresh_key, "ab" * 32)
+    assert set(cache.entries) == set(on_disk) - {forgotten}
+    assert marshal.loads(cache.encode()) == cache.entries  # what a save that rewrites the half writes

@@ -663,3 +663,23 @@ def test_a_known_file_below_an_unlisted_directory_is_checked_too(repo: Path, tmp
     assert not res.unchanged
     with Store.open(store_dir) as s:
         assert b"".join(s.blob_chunks(s.files(res.id)["node_modules/pkg/patched.js"][3])) == b"two\n"
+
+
+def test_the_seen_paths_are_exactly_the_files_the_walk_saw(ws: Path, tmp_path: Path) -> None:
+    """SeenPaths answers by directory and name what the set of joined paths answered: every file the walk saw, at
+    the root and below, and nothing else (a directory, a prefix, a path one level off, an empty name)."""
+    for rel in ("top.txt", "a/b.txt", "a/c/d.txt", "e/f.txt"):
+        write(ws, rel, rel + "\n")
+    age_tree(ws)
+    store_dir = tmp_path / "store"
+    with Store.open(store_dir) as s:
+        s.at(ws).capture(scope=WIDE)
+    [path] = (store_dir / "cache").glob("*.index")
+    state = WorkspaceIndex(path).saved_walk()
+    assert state is not None
+    joined = {f"{parent}/{name}" if parent else name for parent, names, _k in state.seen for name in names}
+    assert joined >= {"top.txt", "a/b.txt", "a/c/d.txt", "e/f.txt"}
+    seen = state.seen_paths()
+    assert all(p in seen for p in joined)
+    for other in ("", "a", "a/c", "a/", "b.txt", "a/d.txt", "c/d.txt", "a/c/d.txt/x", "top.txt/", "/top.txt", 3):
+        assert (other in seen) == (other in joined), other
