@@ -281,6 +281,45 @@ def test_transcript_keeps_following_when_the_space_below_it_shrinks() -> None:
     asyncio.run(main())
 
 
+def test_a_new_block_is_in_view_in_the_frame_that_lays_it_out() -> None:
+    """Issue 20 §2 (Enter -> answer): once the transcript filled the screen, a new block was laid out below the view
+    and the scroll to it waited for that frame, so every new block cost a second full repaint before it showed (the
+    5th-8th prompt of a session under load). Now the layout pass that places the block also keeps the view at the
+    end; a view the user scrolled up, or holding the block cursor, stays where it is."""
+    app = TranscriptHost()
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            t = app.query_one(Transcript)
+            for i in range(40):
+                await t.note(f"line {i}")
+            await until_shown(pilot, "line 39")
+            await t.note("the newest line")
+            app.screen._refresh_layout()  # one frame's layout, nothing else run (no callback after the refresh)
+            assert t.max_scroll_y > 0 and t.scroll_y == t.max_scroll_y
+            assert "the newest line" in screen_text(app)
+            t.focus()
+            await pilot.press("pageup")  # the user scrolls up: new lines do not move the view
+            await until(pilot, lambda: t.scroll_y < t.max_scroll_y - 1, "the scroll")
+            held = t.scroll_y
+            await t.note("one more line")
+            app.screen._refresh_layout()
+            await pilot.pause()
+            assert t.scroll_y == held
+            await pilot.press("end")  # back at the end (the user's own key): following again
+            await until(pilot, lambda: t.scroll_y == t.max_scroll_y, "the end")
+            t.enter_cursor()  # the block cursor on the last block: new lines do not move the view either
+            await pilot.pause()
+            held = t.scroll_y
+            for i in range(3):
+                await t.note(f"under the cursor {i}")
+            app.screen._refresh_layout()
+            await pilot.pause()
+            assert t.scroll_y == held
+
+    asyncio.run(main())
+
+
 def test_a_resize_keeps_the_bottom_in_view_and_a_scrolled_up_view_in_place() -> None:
     """Issue 20 §4: after a resize a transcript that was at the bottom showed earlier lines (the new height or the
     reflowed text moved the end out of view). Now it stays at the bottom; one the user scrolled up keeps the

@@ -107,7 +107,17 @@ class Transcript(VerticalScroll, can_focus=True):
 
     def _follow(self) -> None:
         self._stick = True
-        self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+        # Anchored, the view is kept at the end inside the layout pass that places a new block (Textual's
+        # compositor), so the frame that lays the block out also shows it. Before, the scroll to the end waited for
+        # that frame and cost one more: a full repaint per new block once the transcript filled the screen, 15-35 ms
+        # of CPU each at the 5th-8th prompt and 3-5x that in wall time under load (issue 20 §2, Enter -> answer).
+        self.anchor()
+        self.call_after_refresh(self.scroll_end, animate=False, immediate=True)  # no-op when the anchor held
+
+    def _unanchor(self) -> None:
+        """The view no longer follows the end (the user scrolled up or holds the block cursor)."""
+        if self.is_anchored:
+            self.anchor(False)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
@@ -115,6 +125,7 @@ class Transcript(VerticalScroll, can_focus=True):
             return  # a new size clamping the scroll, not the user: on_resize puts the view back
         if new_value < old_value - 0.5 and new_value < self.max_scroll_y:
             self._stick = False  # the user scrolled up: stay where they are (a taller view clamping is not that)
+            self._unanchor()
         elif new_value >= self.max_scroll_y - 1:
             self._stick = True
         if not self._following():
@@ -227,6 +238,8 @@ class Transcript(VerticalScroll, can_focus=True):
     async def apply(self, ev: Any) -> None:
         """Show one live event (streaming into the block it belongs to)."""
         follow = self._following()
+        if not follow:
+            self._unanchor()
         await self._apply(ev, follow)
         if follow:  # scrolled once the new content is laid out, so the end is the new end
             self._follow()
@@ -432,6 +445,7 @@ class Transcript(VerticalScroll, can_focus=True):
         self.cursor = index
         if index is None:
             return
+        self._unanchor()
         w = self.entries[index].widget
         if w is not None:
             w.add_class("-cursor")
