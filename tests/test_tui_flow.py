@@ -16,7 +16,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 from tui_helpers import WAIT_S, screen_text, until, until_shown
 
-from app.events import short_thread
+from app.events import AgentDelta, AgentMessage, short_thread
 from app.replay import ReplayDriver
 from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
 from app.tui.app import CodexrApp
@@ -316,6 +316,27 @@ def test_a_new_block_is_in_view_in_the_frame_that_lays_it_out() -> None:
             app.screen._refresh_layout()
             await pilot.pause()
             assert t.scroll_y == held
+
+    asyncio.run(main())
+
+
+def test_a_streamed_answer_shows_its_first_piece_in_the_frame_that_lays_out_its_block() -> None:
+    """Issue 20 §2 (Enter -> answer): the answer's block was mounted empty and its first piece came in a later
+    layout pass, a frame after the block's. Now the block mounts with it; later pieces and the final text follow."""
+    app = TranscriptHost()
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            t = app.query_one(Transcript)
+            await t.note("before the answer")
+            await until_shown(pilot, "before the answer")
+            await t.apply(AgentDelta("msg-1", "The first words"))
+            app.screen._refresh_layout()  # one frame's layout, nothing else run
+            assert "The first words" in screen_text(app)
+            await t.apply(AgentDelta("msg-1", " and the rest."))
+            await t.apply(AgentMessage("msg-1", "The first words and the rest."))
+            await until_shown(pilot, "The first words and the rest.")
+            assert len(t.query(AgentBlock)) == 1
 
     asyncio.run(main())
 

@@ -106,7 +106,9 @@ class AgentBlock(Block):
         from textual.widgets import Markdown  # ~60-100 ms of imports, paid at the first answer (bench_tui.py)
 
         yield Static(Text("● codex", style="bold"), classes="block-head")
-        yield Markdown("" if self._live else self.text, classes="agent-md")
+        # a streamed message mounts with its first piece: one layout pass shows the block and its text (mounted
+        # empty, the first paragraph came in a second pass, a frame later: issue 20 §2, Enter -> answer)
+        yield Markdown(self.text, classes="agent-md")
 
     async def write(self, delta: str) -> None:
         """Append a streamed piece (the stream batches pieces that arrive faster than it renders)."""

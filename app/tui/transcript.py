@@ -258,15 +258,13 @@ class Transcript(VerticalScroll, can_focus=True):
         if new:
             self._end = len(self.entries)
             if isinstance(ev, AgentDelta):
-                block: Block | None = AgentBlock(ev.item_id, live=True)
+                block: Block | None = AgentBlock(ev.item_id, ev.delta, live=True)
             else:
                 block = self._build(entry)
             if block is None:
                 return
             entry.widget = block
             await self.mount(block, before=self.query_one("#later"))
-            if isinstance(ev, AgentDelta) and isinstance(block, AgentBlock):
-                await block.write(ev.delta)
             await self._fold()
             self._show_chrome()
             return
