@@ -16,11 +16,11 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 from tui_helpers import WAIT_S, screen_text, until, until_shown
 
-from app.events import AgentDelta, AgentMessage, short_thread
+from app.events import AgentDelta, AgentMessage, Notice, short_thread
 from app.replay import ReplayDriver
 from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
 from app.tui.app import CodexrApp
-from app.tui.blocks import AgentBlock, CommandBlock, PromptBlock
+from app.tui.blocks import AgentBlock, Block, CommandBlock, PromptBlock
 from app.tui.composer import Composer
 from app.tui.redo_dialog import RedoDialog
 from app.tui.rewind_picker import RewindPicker
@@ -316,6 +316,12 @@ def test_a_new_block_is_in_view_in_the_frame_that_lays_it_out() -> None:
             app.screen._refresh_layout()
             await pilot.pause()
             assert t.scroll_y == held
+            t.blur()  # following again; then a thread whose blocks fit the view is drawn from its top, not its bottom
+            await pilot.pause()
+            await t.reset([Notice("a short thread", "info")])
+            await until_shown(pilot, "a short thread")
+            await until(pilot, lambda: t.query(Block).first().region.y == t.region.y, "the block at the top")
+            assert t.scroll_y == 0
 
     asyncio.run(main())
 

@@ -111,8 +111,15 @@ class Transcript(VerticalScroll, can_focus=True):
         # compositor), so the frame that lays the block out also shows it. Before, the scroll to the end waited for
         # that frame and cost one more: a full repaint per new block once the transcript filled the screen, 15-35 ms
         # of CPU each at the 5th-8th prompt and 3-5x that in wall time under load (issue 20 §2, Enter -> answer).
-        self.anchor()
+        if self.max_scroll_y > 0:  # (while the blocks fit, an anchored view would draw them at its bottom)
+            self.anchor()
         self.call_after_refresh(self.scroll_end, animate=False, immediate=True)  # no-op when the anchor held
+
+    def watch_virtual_size(self, size: Size) -> None:
+        """Blocks that fit the view again (a new thread, a taller terminal) are drawn from its top: no anchor."""
+        if self.is_anchored and size.height <= self.container_size.height:
+            self._unanchor()
+            self.scroll_to(y=0, animate=False, immediate=True)
 
     def _unanchor(self) -> None:
         """The view no longer follows the end (the user scrolled up or holds the block cursor)."""
