@@ -95,11 +95,10 @@ class PromptBlock(Block):
 class AgentBlock(Block):
     """An agent message as Markdown, streamed through one MarkdownStream while its deltas arrive."""
 
-    def __init__(self, item_id: str, text: str = "", *, live: bool = False) -> None:
+    def __init__(self, item_id: str, text: str = "") -> None:
         super().__init__(classes="block agent")
         self.item_id = item_id
         self.text = text
-        self._live = live
         self._stream: MarkdownStream | None = None
 
     def compose(self) -> ComposeResult:
@@ -125,7 +124,6 @@ class AgentBlock(Block):
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
-        self._live = False
         self.text = text
         if text != streamed:
             from textual.widgets import Markdown

@@ -265,7 +265,7 @@ class Transcript(VerticalScroll, can_focus=True):
         if new:
             self._end = len(self.entries)
             if isinstance(ev, AgentDelta):
-                block: Block | None = AgentBlock(ev.item_id, ev.delta, live=True)
+                block: Block | None = AgentBlock(ev.item_id, ev.delta)
             else:
                 block = self._build(entry)
             if block is None:
