@@ -16,11 +16,11 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 from tui_helpers import WAIT_S, screen_text, until, until_shown
 
-from app.events import short_thread
+from app.events import AgentDelta, AgentMessage, Notice, short_thread
 from app.replay import ReplayDriver
 from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
 from app.tui.app import CodexrApp
-from app.tui.blocks import AgentBlock, CommandBlock, PromptBlock
+from app.tui.blocks import AgentBlock, Block, CommandBlock, PromptBlock
 from app.tui.composer import Composer
 from app.tui.redo_dialog import RedoDialog
 from app.tui.rewind_picker import RewindPicker
@@ -277,6 +277,72 @@ def test_transcript_keeps_following_when_the_space_below_it_shrinks() -> None:
             await until(pilot, lambda: t.max_scroll_y > 16, "the new line to be laid out")
             await until_shown(pilot, "✗ cancelled (turn stopped)")
             assert t.scroll_y == t.max_scroll_y
+
+    asyncio.run(main())
+
+
+def test_a_new_block_is_in_view_in_the_frame_that_lays_it_out() -> None:
+    """Issue 20 §2 (Enter -> answer): once the transcript filled the screen, a new block was laid out below the view
+    and the scroll to it waited for that frame, so every new block cost a second full repaint before it showed (the
+    5th-8th prompt of a session under load). Now the layout pass that places the block also keeps the view at the
+    end; a view the user scrolled up, or holding the block cursor, stays where it is."""
+    app = TranscriptHost()
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            t = app.query_one(Transcript)
+            for i in range(40):
+                await t.note(f"line {i}")
+            await until_shown(pilot, "line 39")
+            await t.note("the newest line")
+            app.screen._refresh_layout()  # one frame's layout, nothing else run (no callback after the refresh)
+            assert t.max_scroll_y > 0 and t.scroll_y == t.max_scroll_y
+            assert "the newest line" in screen_text(app)
+            t.focus()
+            await pilot.press("pageup")  # the user scrolls up: new lines do not move the view
+            await until(pilot, lambda: t.scroll_y < t.max_scroll_y - 1, "the scroll")
+            held = t.scroll_y
+            await t.note("one more line")
+            app.screen._refresh_layout()
+            await pilot.pause()
+            assert t.scroll_y == held
+            await pilot.press("end")  # back at the end (the user's own key): following again
+            await until(pilot, lambda: t.scroll_y == t.max_scroll_y, "the end")
+            t.enter_cursor()  # the block cursor on the last block: new lines do not move the view either
+            await pilot.pause()
+            held = t.scroll_y
+            for i in range(3):
+                await t.note(f"under the cursor {i}")
+            app.screen._refresh_layout()
+            await pilot.pause()
+            assert t.scroll_y == held
+            t.blur()  # following again; then a thread whose blocks fit the view is drawn from its top, not its bottom
+            await pilot.pause()
+            await t.reset([Notice("a short thread", "info")])
+            await until_shown(pilot, "a short thread")
+            await until(pilot, lambda: t.query(Block).first().region.y == t.region.y, "the block at the top")
+            assert t.scroll_y == 0
+
+    asyncio.run(main())
+
+
+def test_a_streamed_answer_shows_its_first_piece_in_the_frame_that_lays_out_its_block() -> None:
+    """Issue 20 §2 (Enter -> answer): the answer's block was mounted empty and its first piece came in a later
+    layout pass, a frame after the block's. Now the block mounts with it; later pieces and the final text follow."""
+    app = TranscriptHost()
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            t = app.query_one(Transcript)
+            await t.note("before the answer")
+            await until_shown(pilot, "before the answer")
+            await t.apply(AgentDelta("msg-1", "The first words"))
+            app.screen._refresh_layout()  # one frame's layout, nothing else run
+            assert "The first words" in screen_text(app)
+            await t.apply(AgentDelta("msg-1", " and the rest."))
+            await t.apply(AgentMessage("msg-1", "The first words and the rest."))
+            await until_shown(pilot, "The first words and the rest.")
+            assert len(t.query(AgentBlock)) == 1
 
     asyncio.run(main())
 

@@ -95,18 +95,19 @@ class PromptBlock(Block):
 class AgentBlock(Block):
     """An agent message as Markdown, streamed through one MarkdownStream while its deltas arrive."""
 
-    def __init__(self, item_id: str, text: str = "", *, live: bool = False) -> None:
+    def __init__(self, item_id: str, text: str = "") -> None:
         super().__init__(classes="block agent")
         self.item_id = item_id
         self.text = text
-        self._live = live
         self._stream: MarkdownStream | None = None
 
     def compose(self) -> ComposeResult:
         from textual.widgets import Markdown  # ~60-100 ms of imports, paid at the first answer (bench_tui.py)
 
         yield Static(Text("● codex", style="bold"), classes="block-head")
-        yield Markdown("" if self._live else self.text, classes="agent-md")
+        # a streamed message mounts with its first piece: one layout pass shows the block and its text (mounted
+        # empty, the first paragraph came in a second pass, a frame later: issue 20 §2, Enter -> answer)
+        yield Markdown(self.text, classes="agent-md")
 
     async def write(self, delta: str) -> None:
         """Append a streamed piece (the stream batches pieces that arrive faster than it renders)."""
@@ -123,7 +124,6 @@ class AgentBlock(Block):
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
-        self._live = False
         self.text = text
         if text != streamed:
             from textual.widgets import Markdown

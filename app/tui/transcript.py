@@ -107,7 +107,24 @@ class Transcript(VerticalScroll, can_focus=True):
 
     def _follow(self) -> None:
         self._stick = True
-        self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+        # Anchored, the view is kept at the end inside the layout pass that places a new block (Textual's
+        # compositor), so the frame that lays the block out also shows it. Before, the scroll to the end waited for
+        # that frame and cost one more: a full repaint per new block once the transcript filled the screen, 15-35 ms
+        # of CPU each at the 5th-8th prompt and 3-5x that in wall time under load (issue 20 §2, Enter -> answer).
+        if self.max_scroll_y > 0:  # (while the blocks fit, an anchored view would draw them at its bottom)
+            self.anchor()
+        self.call_after_refresh(self.scroll_end, animate=False, immediate=True)  # no-op when the anchor held
+
+    def watch_virtual_size(self, size: Size) -> None:
+        """Blocks that fit the view again (a new thread, a taller terminal) are drawn from its top: no anchor."""
+        if self.is_anchored and size.height <= self.container_size.height:
+            self._unanchor()
+            self.scroll_to(y=0, animate=False, immediate=True)
+
+    def _unanchor(self) -> None:
+        """The view no longer follows the end (the user scrolled up or holds the block cursor)."""
+        if self.is_anchored:
+            self.anchor(False)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
@@ -115,6 +132,7 @@ class Transcript(VerticalScroll, can_focus=True):
             return  # a new size clamping the scroll, not the user: on_resize puts the view back
         if new_value < old_value - 0.5 and new_value < self.max_scroll_y:
             self._stick = False  # the user scrolled up: stay where they are (a taller view clamping is not that)
+            self._unanchor()
         elif new_value >= self.max_scroll_y - 1:
             self._stick = True
         if not self._following():
@@ -227,6 +245,8 @@ class Transcript(VerticalScroll, can_focus=True):
     async def apply(self, ev: Any) -> None:
         """Show one live event (streaming into the block it belongs to)."""
         follow = self._following()
+        if not follow:
+            self._unanchor()
         await self._apply(ev, follow)
         if follow:  # scrolled once the new content is laid out, so the end is the new end
             self._follow()
@@ -245,15 +265,13 @@ class Transcript(VerticalScroll, can_focus=True):
         if new:
             self._end = len(self.entries)
             if isinstance(ev, AgentDelta):
-                block: Block | None = AgentBlock(ev.item_id, live=True)
+                block: Block | None = AgentBlock(ev.item_id, ev.delta)
             else:
                 block = self._build(entry)
             if block is None:
                 return
             entry.widget = block
             await self.mount(block, before=self.query_one("#later"))
-            if isinstance(ev, AgentDelta) and isinstance(block, AgentBlock):
-                await block.write(ev.delta)
             await self._fold()
             self._show_chrome()
             return
@@ -432,6 +450,7 @@ class Transcript(VerticalScroll, can_focus=True):
         self.cursor = index
         if index is None:
             return
+        self._unanchor()
         w = self.entries[index].widget
         if w is not None:
             w.add_class("-cursor")
