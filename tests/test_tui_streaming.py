@@ -30,7 +30,12 @@ def pieces() -> list[str]:
 
 
 def shown(block: CommandBlock) -> str:
-    content = block.query_one(".command-output", Static).content
+    """The command's output as its view shows it ("" while the block has not built its view yet)."""
+    views = block.query(".command-output").results(Static)
+    view = next(iter(views), None)
+    if view is None:
+        return ""
+    content = view.content
     return str(getattr(content, "plain", content))
 
 
