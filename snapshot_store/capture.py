@@ -32,7 +32,7 @@ from .repository.packs import PackWriter, read_generation
 from .repository.repo import Repository, SnapshotInfo
 from .roots import resolve_root
 from .settings import ScopeSettings
-from .stamps import Key, stat_key
+from .stamps import Key
 from .vocab import SnapshotKind
 
 if TYPE_CHECKING:
@@ -336,7 +336,7 @@ class Capturer:
                     files.update(captured.entries)
                     skipped = selected.skipped + captured.skipped
                     covered = frozenset(selected.covered)
-                    unwatched = fastpath.unwatched_after_walk(files, covered, selected.to_capture)
+                    unwatched = fastpath.unwatched_after_walk(files, covered, selected.to_capture, selected.linked)
                     state = fastpath.LastCapture(files, captured.fresh, captured.stats, covered, unwatched,
                                                  git.signature, settings, time.monotonic())
                 files, stats = state.files, state.stats
@@ -568,9 +568,8 @@ class Capturer:
             return saved
         # Walked: every listed directory and stat'ed entry, racy ones untrusted.
         dirs: walkstate.Group = ("", list(selected.listed),
-                                 b"".join(walkstate.pack_key(trusted(stat_key(st)))
-                                          for st in selected.listed.values()))
-        seen = {rel: trusted(read.get(rel) or stat_key(st)) for rel, st in selected.seen.items()
+                                 b"".join(walkstate.pack_key(trusted(key)) for key in selected.listed.values()))
+        seen = {rel: trusted(read.get(rel) or key) for rel, key in selected.seen.items()
                 if walkstate.stat_bound(files, rel)}
         # Every captured file must be looked at by the next check, or a change to it would go unseen.
         if any(is_captured(e) and p not in seen and p not in unwatched for p, e in files.items()):

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import marshal
-import os
 import time
 from collections.abc import Mapping
 
-from .stamps import COARSE_WINDOW_NS, FINE_WINDOW_NS, SECOND_NS, Key, is_racy, stat_key
+from .stamps import COARSE_WINDOW_NS, FINE_WINDOW_NS, SECOND_NS, Key, is_racy
+from .stamps import stat_key as stat_key  # named here for callers (tests) that knew it from here
 
 #: A command that changed at most this many entries (files read again, or rewritten by a restore) leaves the file
 #: as it was: what it says of those paths no longer matches their stat (a rewrite moves ctime, a re-read was of a
@@ -46,10 +46,10 @@ class StatCache:
             with contextlib.suppress(ValueError, EOFError, TypeError, AttributeError):
                 self.entries = decode(body)
 
-    def lookup(self, rel: str, st: os.stat_result) -> str | None:
-        """The cached blob for this exact stat, if any (an entry of another shape is no hit)."""
+    def lookup(self, rel: str, key: Key) -> str | None:
+        """The cached blob for this exact stat key, if any (an entry of another shape is no hit)."""
         hit = self.entries.get(rel)
-        if (type(hit) is tuple and len(hit) == 6 and hit[:5] == stat_key(st)
+        if (type(hit) is tuple and len(hit) == 6 and hit[:5] == key
                 and type(hit[5]) is str):
             return hit[5]
         return None

@@ -156,7 +156,7 @@ def test_a_process_killed_while_writing_the_index_leaves_the_old_or_the_new_one(
     the index is always a whole one, the old or the new, and the next capture records the true contents."""
     [index] = cache_files(indexed, ".index")
     outcomes = []
-    for when in range(1, 6):
+    for when in range(1, 12):  # the index is written in five pieces (index.parts), each a point to be killed at
         old = index.read_bytes()
         write(ws, f"d{when}/new.txt", f"new directory {when}\n")  # a walk: both halves of the index change
         age_tree(ws)
