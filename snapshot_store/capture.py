@@ -274,7 +274,7 @@ class Capturer:
                     and _covers_what_was_covered(checked.state, grow, known, git.paths)):
                 done = self._unchanged(ws, checked, parent, kind, label, started, started_ns)
                 if done is not None:
-                    self._bind_monitor(ws, asked, checked.state)
+                    self._bind_monitor(ws, asked, checked.state.snapshot)
                     self._save_git_listing(ws, git, known_git)
                     return done
             parent_files: FileMap | None = None
@@ -337,6 +337,9 @@ class Capturer:
                     skipped = selected.skipped + captured.skipped
                     covered = frozenset(selected.covered)
                     unwatched = fastpath.unwatched_after_walk(files, covered, selected.to_capture, selected.linked)
+                    # Held in `files`, `covered` and the stats from here: their tables would only add to the peak
+                    # that writing the snapshot and the index reaches (~5 MB each at 100,000 files).
+                    captured.entries, selected.to_capture, selected.covered = {}, {}, set()
                     state = fastpath.LastCapture(files, captured.fresh, captured.stats, covered, unwatched,
                                                  git.signature, settings, time.monotonic())
                 files, stats = state.files, state.stats
@@ -380,10 +383,17 @@ class Capturer:
                                     captured.stats, set(git.paths), started_ns)
             if watched is not None:
                 watched.saved = saved
+            # The token vouches for a walk saved from this capture's own look (a walk or a check); one a journal
+            # updated is not bound (the journal saw what the token's monitor may not have).
+            bound = saved.snapshot if saved is not None and (selected is not None or by_check) else None
             if walked:
                 cache.update(state.fresh, started_ns)
             else:
                 cache.update_some(captured.entries, captured.fresh, started_ns)
+            if watched is None:
+                # Nothing keeps this capture's walk state or fresh hashes (the index holds both from here): dropped
+                # before the index is encoded, they were ~28 MB of the cold 100,000-file capture's peak RSS.
+                saved, state, captured.fresh = None, None, {}
             # One write of the index for both halves. A restore's safety capture leaves the per-path half to the
             # restore's end (close): it forgets the paths it rewrites right after, and saving it twice cost ~40-70 ms
             # of a one-file restore (11,000 files, measured); a watched workspace saves it at most once a minute.
@@ -391,10 +401,8 @@ class Capturer:
                 watched is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL)
             with contextlib.suppress(OSError):
                 index.save(per_path=per_path)  # disposable: the snapshot is already committed
-            # The token vouches for a walk saved from this capture's own look (a walk or a check); one a journal
-            # updated is not bound (the journal saw what the token's monitor may not have). After the index is
-            # written: the binding names the index file that holds this walk.
-            self._bind_monitor(ws, asked, saved if selected is not None or by_check else None)
+            # After the index is written: the binding names the index file that holds this walk.
+            self._bind_monitor(ws, asked, bound)
             self._save_git_listing(ws, git, known_git)
         result.seconds = time.perf_counter() - started
         return result
@@ -411,15 +419,15 @@ class Capturer:
             return None
         return monitor.Asked(answer, identity if bound is not None else None, bound[1] if bound is not None else None)
 
-    def _bind_monitor(self, ws: Path, asked: monitor.Asked | None, saved: walkstate.WalkState | None) -> None:
-        """Bind the token asked before this capture to the walk it saved, `saved` (None: unbind, the next capture
+    def _bind_monitor(self, ws: Path, asked: monitor.Asked | None, snapshot: str | None) -> None:
+        """Bind the token asked before this capture to the walk it saved, for `snapshot` (None: unbind, the next capture
         checks). The binding names the walk's snapshot: should another capture of the workspace have saved its own
         walk in between, the next capture finds another snapshot in the file and checks every stat."""
         if asked is None:
             return
         path = self.repo.cache_file(ws, ".mon")
-        if saved is not None:
-            monitor.bind(path, asked.answer.token, self.index(ws).path, saved.snapshot)
+        if snapshot is not None:
+            monitor.bind(path, asked.answer.token, self.index(ws).path, snapshot)
         else:
             monitor.forget(path)
 

@@ -49,8 +49,15 @@ def sections(data: bytes) -> tuple[bytes, bytes] | None:
     return out[0], out[1]
 
 
-def payload(section: bytes) -> memoryview | None:
+#: A section as stored, or as (checksum, payload) not yet joined: the per-path half of 100,000 files is ~20 MB, and
+#: its joined copy was part of the cold capture's peak memory.
+Section = bytes | tuple[bytes, bytes]
+
+
+def payload(section: Section) -> memoryview | None:
     """A section's payload when its checksum holds (None: an empty half, or a damaged one)."""
+    if isinstance(section, tuple):
+        return memoryview(section[1])  # made here from its payload: its checksum holds
     if len(section) < CHECKSUM:
         return None
     body = memoryview(section)[CHECKSUM:]
@@ -62,15 +69,25 @@ def section(body: bytes | None) -> bytes:
     return b"" if body is None else blake3.blake3(body).digest() + body
 
 
-def join(walk: bytes, stat: bytes) -> bytes:
+def _unjoined(body: bytes | None) -> Section:
+    """`section` without copying the payload behind its checksum."""
+    return b"" if body is None else (blake3.blake3(body).digest(), body)
+
+
+def _pieces(section: Section) -> tuple[bytes, ...]:
+    return section if isinstance(section, tuple) else (section,)
+
+
+def join(walk: Section, stat: Section) -> bytes:
     """The index file of two sections."""
     return b"".join(parts(walk, stat))
 
 
-def parts(walk: bytes, stat: bytes) -> tuple[bytes, ...]:
+def parts(walk: Section, stat: Section) -> tuple[bytes, ...]:
     """The index file of two sections, piece by piece: written without joining them (a copy of the whole file,
     ~35 MB at 100,000 files, was part of the cold capture's peak memory)."""
-    return MAGIC, LENGTH.pack(len(walk)), walk, LENGTH.pack(len(stat)), stat
+    w, s = _pieces(walk), _pieces(stat)
+    return MAGIC, LENGTH.pack(sum(map(len, w))), *w, LENGTH.pack(sum(map(len, s))), *s
 
 
 def _legacy_section(path: Path, magic: bytes) -> bytes | None:
@@ -90,8 +107,8 @@ class WorkspaceIndex:
     def __init__(self, path: Path, legacy: tuple[Path, Path] | None = None) -> None:
         self.path = path
         self.legacy = legacy  # the old stat cache and saved walk files, migrated when no index exists yet
-        self._walk = b""  # the walk section as last read or set
-        self._stat_section = b""  # the per-path section as last read or written (rewritten as is unless changed)
+        self._walk: Section = b""  # the walk section as last read or set
+        self._stat_section: Section = b""  # the per-path section as last read or written (rewritten as is if unchanged)
         self._stat: StatCache | None = None
         self._read_once = False
         self._walk_unsaved = False
@@ -170,7 +187,7 @@ class WorkspaceIndex:
 
     def set_walk(self, state: walkstate.WalkState | None) -> None:
         """What this capture saw (None: nothing it can vouch for), written by the next save."""
-        self._walk = section(walkstate.encode(state)) if state is not None else b""  # unencodable: none
+        self._walk = _unjoined(walkstate.encode(state)) if state is not None else b""  # unencodable: none
         self._walk_unsaved = True
 
     def save_walk(self, state: walkstate.WalkState) -> None:
@@ -197,7 +214,7 @@ class WorkspaceIndex:
             self._read()
         if new_stat:
             assert stat is not None
-            self._stat_section = section(stat.encode())
+            self._stat_section = _unjoined(stat.encode())
         atomic_write_parts(self.path, parts(self._walk, self._stat_section), sync=False)
         self._walk_unsaved = False
         if new_stat:

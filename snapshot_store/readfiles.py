@@ -63,6 +63,13 @@ class Captured:
     fresh: dict[str, tuple[Key, str]] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     bytes_hashed: int = 0
+    modes: dict[int, int] = field(default_factory=dict, repr=False)
+
+    def mode(self, st_mode: int) -> int:
+        """The permission bits, one int object per value (S_IMODE makes a new one each time: ~3 MB per 100,000
+        entries)."""
+        bits = stat.S_IMODE(st_mode)
+        return self.modes.setdefault(bits, bits)
 
 
 def _same(a: os.stat_result, b: os.stat_result) -> bool:
@@ -110,7 +117,7 @@ def _read_paths(dirs: DirCache, to_capture: Mapping[str, Key], sink: BlobSink, c
             continue
         cached = cache.lookup(rel, key)
         if cached is not None and sink.has(bytes.fromhex(cached)):
-            out.entries[rel] = FileEntry("f", stat.S_IMODE(key[4]), key[0], cached)
+            out.entries[rel] = FileEntry("f", out.mode(key[4]), key[0], cached)
             out.stats[rel] = key
             out.fresh[rel] = (key, cached)
             continue
@@ -178,7 +185,7 @@ def _read_file(dirs: DirCache, rel: str, walked: Key, sink: BlobSink, out: Captu
                 if key == walked:
                     key = walked  # the walk's tuple, not an equal second one (~23 MB at 100,000 files)
                 hexid = blob.hex()  # one string for the entry and the stat cache (a second was ~12 MB at 100,000)
-                out.entries[rel] = FileEntry("f", stat.S_IMODE(after.st_mode), size, hexid)
+                out.entries[rel] = FileEntry("f", out.mode(after.st_mode), key[0], hexid)
                 out.stats[rel] = key
                 out.fresh[rel] = (key, hexid)
                 return
