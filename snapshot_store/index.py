@@ -49,15 +49,15 @@ def sections(data: bytes) -> tuple[bytes, bytes] | None:
     return out[0], out[1]
 
 
-#: A section as stored, or as (checksum, payload) not yet joined: the per-path half of 100,000 files is ~20 MB, and
-#: its joined copy was part of the cold capture's peak memory.
-Section = bytes | tuple[bytes, bytes]
+#: A section as stored, or as (checksum, *payload pieces) not yet joined: the per-path half of 100,000 files is
+#: ~20 MB, and its joined copy was part of the cold capture's peak memory.
+Section = bytes | tuple[bytes, ...]
 
 
 def payload(section: Section) -> memoryview | None:
     """A section's payload when its checksum holds (None: an empty half, or a damaged one)."""
-    if isinstance(section, tuple):
-        return memoryview(section[1])  # made here from its payload: its checksum holds
+    if isinstance(section, tuple):  # made here from its payload: its checksum holds
+        return memoryview(section[1] if len(section) == 2 else b"".join(section[1:]))
     if len(section) < CHECKSUM:
         return None
     body = memoryview(section)[CHECKSUM:]
@@ -69,9 +69,12 @@ def section(body: bytes | None) -> bytes:
     return b"" if body is None else blake3.blake3(body).digest() + body
 
 
-def _unjoined(body: bytes | None) -> Section:
-    """`section` without copying the payload behind its checksum."""
-    return b"" if body is None else (blake3.blake3(body).digest(), body)
+def _unjoined(*body: bytes) -> Section:
+    """`section` of the payload made of these pieces, without joining them."""
+    hasher = blake3.blake3()
+    for piece in body:
+        hasher.update(piece)
+    return (hasher.digest(), *body)
 
 
 def _pieces(section: Section) -> tuple[bytes, ...]:
@@ -187,7 +190,8 @@ class WorkspaceIndex:
 
     def set_walk(self, state: walkstate.WalkState | None) -> None:
         """What this capture saw (None: nothing it can vouch for), written by the next save."""
-        self._walk = _unjoined(walkstate.encode(state)) if state is not None else b""  # unencodable: none
+        body = walkstate.encode(state) if state is not None else None
+        self._walk = _unjoined(body) if body is not None else b""  # unencodable: none
         self._walk_unsaved = True
 
     def save_walk(self, state: walkstate.WalkState) -> None:
@@ -214,7 +218,7 @@ class WorkspaceIndex:
             self._read()
         if new_stat:
             assert stat is not None
-            self._stat_section = _unjoined(stat.encode())
+            self._stat_section = _unjoined(*stat.encode_parts())
         atomic_write_parts(self.path, parts(self._walk, self._stat_section), sync=False)
         self._walk_unsaved = False
         if new_stat:

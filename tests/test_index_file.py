@@ -15,8 +15,9 @@ from store_helpers import WIDE, age_tree, write
 
 import snapshot_store.scope as scope_mod
 from snapshot_store import Store
-from snapshot_store.index import LEGACY_STAT_MAGIC, LEGACY_WALK_MAGIC, MAGIC, payload, sections
+from snapshot_store.index import LEGACY_STAT_MAGIC, LEGACY_WALK_MAGIC, MAGIC, WorkspaceIndex, payload, sections
 from snapshot_store.manifest import is_captured
+from snapshot_store.statcache import ENCODE_SLICE
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = {f"src/m{i}.py": f"value = {i}\n" * (i + 1) for i in range(12)} | {"README.md": "readme\n"}
@@ -173,3 +174,19 @@ def test_a_process_killed_while_writing_the_index_leaves_the_old_or_the_new_one(
         if run.returncode == 0:
             break
     assert outcomes[0] == -signal.SIGKILL and outcomes[-1] == 0, outcomes  # killed at some writes, then none left
+
+
+def test_the_per_path_half_written_in_pieces_is_the_one_marshal_of_its_entries(tmp_path: Path) -> None:
+    """The index writes its per-path half slice by slice (bounded memory); the file must hold exactly what one
+    marshal of the entries is, so any reader (and any earlier version) loads the same map."""
+    for n in (0, 1, ENCODE_SLICE - 1, ENCODE_SLICE, 2 * ENCODE_SLICE + 3):
+        index = WorkspaceIndex(tmp_path / f"{n}.index")
+        entries = {f"d/é{i}": (i, 10**18 + i, 10**18, 2**40 + i, 0o100644, f"{i:064x}") for i in range(n)}
+        index.stat.entries = dict(entries)
+        index.stat.dirty = True
+        index.save()
+        parts = sections((tmp_path / f"{n}.index").read_bytes())
+        assert parts is not None
+        body = payload(parts[1])
+        assert body is not None and bytes(body) == marshal.dumps(entries, 2)
+        assert WorkspaceIndex(tmp_path / f"{n}.index").stat.entries == entries
