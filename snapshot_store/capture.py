@@ -32,7 +32,7 @@ from .repository.packs import PackWriter, read_generation
 from .repository.repo import Repository, SnapshotInfo
 from .roots import resolve_root
 from .settings import ScopeSettings
-from .stamps import Key, stat_key
+from .stamps import Key
 from .statcache import StatCache
 from .vocab import SnapshotKind
 
@@ -290,7 +290,7 @@ class Capturer:
                     and _covers_what_was_covered(checked.state, grow, known, git.paths)):
                 done = self._unchanged(ws, checked, parent, kind, label, started, started_ns)
                 if done is not None:
-                    self._bind_monitor(ws, asked, checked.state)
+                    self._bind_monitor(ws, asked, checked.state.snapshot)
                     self._save_git_listing(ws, git, known_git)
                     return done
             parent_files: FileMap | None = None
@@ -358,7 +358,10 @@ class Capturer:
                     files.update(captured.entries)
                     skipped = selected.skipped + captured.skipped
                     covered = frozenset(selected.covered)
-                    unwatched = fastpath.unwatched_after_walk(files, covered, selected.to_capture)
+                    unwatched = fastpath.unwatched_after_walk(files, covered, selected.to_capture, selected.linked)
+                    # Held in `files`, `covered` and the stats from here: their tables would only add to the peak
+                    # that writing the snapshot and the index reaches (~5 MB each at 100,000 files).
+                    captured.entries, selected.to_capture, selected.covered = {}, {}, set()
                     state = fastpath.LastCapture(files, captured.fresh, captured.stats, covered, unwatched,
                                                  git.signature, settings, time.monotonic())
                 files, stats = state.files, state.stats
@@ -380,8 +383,12 @@ class Capturer:
                 if isinstance(sink, PackWriter):
                     sink.abort()
                 raise
+            # The listing is true whatever happens to this capture from here; saved before the snapshot's maps are
+            # encoded, its encoding (~8 MB at 100,000 paths) does not add to their peak.
+            self._save_git_listing(ws, git, known_git)
             result.bytes_stored = sink.bytes_stored
             result.stored_blobs = frozenset(sink.stored)
+            sink.stored = set()  # the frozenset is the one copy kept (a second was ~4 MB at 100,000 blobs)
             result.id, result.unchanged = self.repo.write_snapshot(ws, files, parent, parent_files, kind, label,
                                                                result.file_count)
             if watched is not None:
@@ -402,10 +409,20 @@ class Capturer:
                                     captured.stats, set(git.paths), started_ns)
             if watched is not None:
                 watched.saved = saved
+            # The token vouches for a walk saved from this capture's own look (a walk or a check); one a journal
+            # updated is not bound (the journal saw what the token's monitor may not have).
+            bound = saved.snapshot if saved is not None and (selected is not None or by_check) else None
+            # Nothing keeps a one-shot capture's walk state, the walk's stats or its fresh hashes (the index holds
+            # them from here): dropped before the per-path half is built and the index encoded, they were ~40 MB of
+            # the cold 100,000-file capture's peak RSS.
+            if watched is None:
+                saved, selected = None, None
             if walked:
                 cache.update(state.fresh, started_ns)
             else:
                 cache.update_some(captured.entries, captured.fresh, started_ns)
+            if watched is None:
+                state, captured.fresh = None, {}
             # One write of the index for both halves. A restore's safety capture leaves the per-path half to the
             # restore's end (close): it forgets the paths it rewrites right after, and saving it twice cost ~40-70 ms
             # of a one-file restore (11,000 files, measured); a watched workspace saves it at most once a minute.
@@ -413,11 +430,8 @@ class Capturer:
                 watched is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL)
             with contextlib.suppress(OSError):
                 index.save(per_path=per_path)  # disposable: the snapshot is already committed
-            # The token vouches for a walk saved from this capture's own look (a walk or a check); one a journal
-            # updated is not bound (the journal saw what the token's monitor may not have). After the index is
-            # written: the binding names the index file that holds this walk.
-            self._bind_monitor(ws, asked, saved if selected is not None or by_check else None)
-            self._save_git_listing(ws, git, known_git)
+            # After the index is written: the binding names the index file that holds this walk.
+            self._bind_monitor(ws, asked, bound)
         result.seconds = time.perf_counter() - started
         return result
 
@@ -433,15 +447,15 @@ class Capturer:
             return None
         return monitor.Asked(answer, identity if bound is not None else None, bound[1] if bound is not None else None)
 
-    def _bind_monitor(self, ws: Path, asked: monitor.Asked | None, saved: walkstate.WalkState | None) -> None:
-        """Bind the token asked before this capture to the walk it saved, `saved` (None: unbind, the next capture
+    def _bind_monitor(self, ws: Path, asked: monitor.Asked | None, snapshot: str | None) -> None:
+        """Bind the token asked before this capture to the walk it saved, for `snapshot` (None: unbind, the next capture
         checks). The binding names the walk's snapshot: should another capture of the workspace have saved its own
         walk in between, the next capture finds another snapshot in the file and checks every stat."""
         if asked is None:
             return
         path = self.repo.cache_file(ws, ".mon")
-        if saved is not None:
-            monitor.bind(path, asked.answer.token, self.index(ws).path, saved.snapshot)
+        if snapshot is not None:
+            monitor.bind(path, asked.answer.token, self.index(ws).path, snapshot)
         else:
             monitor.forget(path)
 
@@ -590,9 +604,8 @@ class Capturer:
             return saved
         # Walked: every listed directory and stat'ed entry, racy ones untrusted.
         dirs: walkstate.Group = ("", list(selected.listed),
-                                 b"".join(walkstate.pack_key(trusted(stat_key(st)))
-                                          for st in selected.listed.values()))
-        seen = {rel: trusted(read.get(rel) or stat_key(st)) for rel, st in selected.seen.items()
+                                 b"".join(walkstate.pack_key(trusted(key)) for key in selected.listed.values()))
+        seen = {rel: trusted(read.get(rel) or key) for rel, key in selected.seen.items()
                 if walkstate.stat_bound(files, rel)}
         # Every captured file must be looked at by the next check, or a change to it would go unseen.
         if any(is_captured(e) and p not in seen and p not in unwatched for p, e in files.items()):

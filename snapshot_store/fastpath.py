@@ -85,7 +85,7 @@ class Selection:
 
     last: LastCapture
     files: FileMap
-    to_read: dict[str, os.stat_result]
+    to_read: dict[str, Key]
     covered: frozenset[str]
     removed: set[str]
 
@@ -131,7 +131,7 @@ def select(dirs: DirCache, since: Since, known: Iterable[str], git_signature: tu
             if key is None or now is None:
                 return None
             dirty.add(p)
-    to_read: dict[str, os.stat_result] = {}
+    to_read: dict[str, Key] = {}
     for p in dirty:
         try:
             st = dirs.lstat(p)
@@ -143,7 +143,7 @@ def select(dirs: DirCache, since: Since, known: Iterable[str], git_signature: tu
             return None  # newly hard-linked: writes through another name raise no event here
         if p not in covered and st.st_size > settings.residue_max_file_bytes and not (force and force(p)):
             return None
-        to_read[p] = st
+        to_read[p] = stat_key(st)
     return Selection(last, files, to_read, covered, removed)
 
 
@@ -269,18 +269,17 @@ def _merged(stats: Mapping[str, Key], newer: dict[str, Key]) -> Mapping[str, Key
     return _Overlay(newer, stats)
 
 
-def unwatched_after_walk(files: FileMap, covered: Iterable[str], to_capture: dict[str, os.stat_result]
-                         ) -> dict[str, Key | None]:
-    """Covered paths whose changes no watched directory reports, with the lstat the walk saw."""
+def unwatched_after_walk(files: FileMap, covered: Iterable[str], to_capture: Mapping[str, Key],
+                         linked: Iterable[str]) -> dict[str, Key | None]:
+    """Covered paths whose changes no watched directory reports, with the lstat the walk saw; `linked` are the
+    hard-linked regular files of `to_capture`."""
     unwatched: dict[str, Key | None] = {}
     for p in covered:
         if files.get(parent_of(p)) != WALKED:
-            st = to_capture.get(p)
-            unwatched[p] = stat_key(st) if st is not None else None
+            unwatched[p] = to_capture.get(p)
     # A hard-linked file can be rewritten through a name outside any watched directory.
-    for p, st in to_capture.items():
-        if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
-            unwatched[p] = stat_key(st)
+    for p in linked:
+        unwatched[p] = to_capture[p]
     return unwatched
 
 

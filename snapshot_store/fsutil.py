@@ -8,7 +8,7 @@ import fcntl
 import functools
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,15 +74,19 @@ def read_small_regular(path: Path, limit: int, *, nofollow: bool = False) -> byt
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes | tuple[bytes, ...], *, sync: bool = True) -> None:
-    """Write `data` (or its parts, one after the other) to `path` so a reader sees the old file or the whole new
-    one, never a part."""
+def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Write `data` to `path` so a reader sees the old file or the whole new one, never a part."""
+    atomic_write_parts(path, (data,), sync=sync)
+
+
+def atomic_write_parts(path: Path, parts: Iterable[bytes], *, sync: bool = True) -> None:
+    """`atomic_write` of the parts one after another, never joined in memory (a large file's copy is its size)."""
     tmp = path.parent / tmp_name()
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            for part in data if isinstance(data, tuple) else (data,):
-                view = memoryview(part)
+            for data in parts:
+                view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view):]
             if sync:

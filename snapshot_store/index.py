@@ -18,7 +18,8 @@ from pathlib import Path
 import blake3
 
 from . import walkstate
-from .fsutil import atomic_write, tmp_name
+from .fsutil import atomic_write, atomic_write_parts, tmp_name
+from .stamps import Key
 from .statcache import StatCache
 
 MAGIC = b"CRINDEX1"
@@ -74,8 +75,15 @@ def read_sections(path: Path) -> tuple[bytes, bytes] | None:
     return out[0], out[1]
 
 
-def payload(section: bytes) -> memoryview | None:
+#: A section as stored, or as (checksum, *payload pieces) not yet joined: the per-path half of 100,000 files is
+#: ~20 MB, and its joined copy was part of the cold capture's peak memory.
+Section = bytes | tuple[bytes, ...]
+
+
+def payload(section: Section) -> memoryview | None:
     """A section's payload when its checksum holds (None: an empty half, or a damaged one)."""
+    if isinstance(section, tuple):  # made here from its payload: its checksum holds
+        return memoryview(section[1] if len(section) == 2 else b"".join(section[1:]))
     if len(section) < CHECKSUM:
         return None
     body = memoryview(section)[CHECKSUM:]
@@ -87,16 +95,28 @@ def section(body: bytes | None) -> bytes:
     return b"" if body is None else blake3.blake3(body).digest() + body
 
 
-def join(walk: bytes, stat: bytes) -> bytes:
+def _unjoined(*body: bytes) -> Section:
+    """`section` of the payload made of these pieces, without joining them."""
+    hasher = blake3.blake3()
+    for piece in body:
+        hasher.update(piece)
+    return (hasher.digest(), *body)
+
+
+def _pieces(section: Section) -> tuple[bytes, ...]:
+    return section if isinstance(section, tuple) else (section,)
+
+
+def join(walk: Section, stat: Section) -> bytes:
     """The index file of two sections."""
-    return b"".join(join_parts(walk, stat))
+    return b"".join(parts(walk, stat))
 
 
-def join_parts(walk: bytes | tuple[bytes, ...], stat: bytes) -> tuple[bytes, ...]:
-    """`join` as the pieces written one after the other (joining them copied the whole index once more); `walk` may
-    be given in parts too."""
-    walk = (walk,) if isinstance(walk, bytes) else walk
-    return MAGIC, LENGTH.pack(sum(map(len, walk))), *walk, LENGTH.pack(len(stat)), stat
+def parts(walk: Section, stat: Section) -> tuple[bytes, ...]:
+    """The index file of two sections, piece by piece: written without joining them (a copy of the whole file,
+    ~35 MB at 100,000 files, was part of the cold capture's peak memory)."""
+    w, s = _pieces(walk), _pieces(stat)
+    return MAGIC, LENGTH.pack(sum(map(len, w))), *w, LENGTH.pack(sum(map(len, s))), *s
 
 
 def _legacy_section(path: Path, magic: bytes) -> bytes | None:
@@ -116,8 +136,8 @@ class WorkspaceIndex:
     def __init__(self, path: Path, legacy: tuple[Path, Path] | None = None) -> None:
         self.path = path
         self.legacy = legacy  # the old stat cache and saved walk files, migrated when no index exists yet
-        self._walk: tuple[bytes, ...] = ()  # the walk section as last read or set, in parts (checksum, payload)
-        self._stat_section = b""  # the per-path section as last read or written (rewritten as is unless changed)
+        self._walk: Section = b""  # the walk section as last read or set
+        self._stat_section: Section = b""  # the per-path section as last read or written (rewritten as is if unchanged)
         self._stat: StatCache | None = None
         self._read_once = False
         self._walk_unsaved = False
@@ -135,7 +155,7 @@ class WorkspaceIndex:
             parts = None
         walk, stat = parts if parts is not None else (b"", b"")
         if not self._walk_unsaved:
-            self._walk = (walk,)
+            self._walk = walk
         if self._stat is None:
             self._stat_section = stat
 
@@ -181,9 +201,9 @@ class WorkspaceIndex:
             self._stat = StatCache(payload(self._stat_section))
         return self._stat
 
-    def lookup(self, rel: str, st: os.stat_result) -> str | None:
-        """The content id the index holds for this exact stat, if any."""
-        return self.stat.lookup(rel, st)
+    def lookup(self, rel: str, key: Key) -> str | None:
+        """The content id the index holds for this exact stat key, if any."""
+        return self.stat.lookup(rel, key)
 
     def forget(self, paths: list[str]) -> None:
         """A restore rewrote these paths: never vouch for what the index said of them."""
@@ -192,14 +212,13 @@ class WorkspaceIndex:
     def saved_walk(self) -> walkstate.WalkState | None:
         """The directories and files the last capture saw, or None (none, or damaged: walk)."""
         self._read()
-        body = payload(self._walk[0] if len(self._walk) == 1 else b"".join(self._walk))
+        body = payload(self._walk)
         return walkstate.decode(body) if body is not None else None
 
     def set_walk(self, state: walkstate.WalkState | None) -> None:
         """What this capture saw (None: nothing it can vouch for), written by the next save."""
-        body = walkstate.encode(state) if state is not None else None  # unencodable: none
-        # Checksum and payload kept apart: joined, the payload was copied once more (~12 MB at 100,000 files).
-        self._walk = (blake3.blake3(body).digest(), body) if body is not None else ()
+        body = walkstate.encode(state) if state is not None else None
+        self._walk = _unjoined(body) if body is not None else b""  # unencodable: none
         self._walk_unsaved = True
 
     def save_walk(self, state: walkstate.WalkState) -> None:
@@ -226,8 +245,8 @@ class WorkspaceIndex:
             self._read()
         if new_stat:
             assert stat is not None
-            self._stat_section = section(stat.encode())
-        atomic_write(self.path, join_parts(self._walk, self._stat_section), sync=False)
+            self._stat_section = _unjoined(*stat.encode_parts())
+        atomic_write_parts(self.path, parts(self._walk, self._stat_section), sync=False)
         self._walk_unsaved = False
         if new_stat:
             assert stat is not None

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # typing.TypeIs is Python 3.13+; only the type checker needs 
 
 FORMAT_VERSION = 1
 REBASE_DEPTH = 64
+ENCODE_SLICE = 2048  # entries encoded to JSON at a time (SnapshotRecord.encode)
 
 
 
@@ -134,10 +135,23 @@ class SnapshotRecord:
             "label": self.label,
             "parent": self.parent,
             "depth": self.depth,
-            "changes": {k: (list(v) if v is not None else None) for k, v in sorted(self.changes.items())},
             "meta": self.meta,
         }
-        raw = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("ascii")
+        rest = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("ascii")
+        # The JSON of the whole document with sorted keys ("changes" sorts first), made slice by slice: encoding a
+        # 100,000-entry map at once held a list per entry, two sorted copies and the text both as str and bytes
+        # (~50 MB above the map in the cold capture of 100,000 files); the bytes are the same.
+        pieces = [b'{"changes":{']
+        paths = sorted(self.changes)
+        for at in range(0, len(paths), ENCODE_SLICE):
+            part = {k: (list(v) if (v := self.changes[k]) is not None else None) for k in paths[at:at + ENCODE_SLICE]}
+            if at:
+                pieces.append(b",")
+            pieces.append(json.dumps(part, separators=(",", ":"), sort_keys=True)[1:-1].encode("ascii"))
+        del paths
+        pieces.append(b"}," + rest[1:])
+        raw = b"".join(pieces)
+        del pieces
         return zstandard.ZstdCompressor(level=9).compress(raw)
 
     @classmethod

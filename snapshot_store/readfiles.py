@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol
 
@@ -63,6 +63,13 @@ class Captured:
     fresh: dict[str, tuple[Key, str]] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     bytes_hashed: int = 0
+    modes: dict[int, int] = field(default_factory=dict, repr=False)
+
+    def mode(self, st_mode: int) -> int:
+        """The permission bits, one int object per value (S_IMODE makes a new one each time: ~3 MB per 100,000
+        entries)."""
+        bits = stat.S_IMODE(st_mode)
+        return self.modes.setdefault(bits, bits)
 
 
 def _same(a: os.stat_result, b: os.stat_result) -> bool:
@@ -73,7 +80,7 @@ Progress = Callable[[int, int, int], None]  # files done, files in all, bytes re
 PROGRESS_EVERY = 0.25
 
 
-def read_paths(root: str | DirCache, to_capture: dict[str, os.stat_result], sink: BlobSink, cache: StatCache,
+def read_paths(root: str | DirCache, to_capture: Mapping[str, Key], sink: BlobSink, cache: StatCache,
                progress: Progress | None = None) -> Captured:
     """Capture every path: symlinks as links, files by content, never following a link.
 
@@ -86,7 +93,7 @@ def read_paths(root: str | DirCache, to_capture: dict[str, os.stat_result], sink
         return _read_paths(dirs, to_capture, sink, cache, progress)
 
 
-def _read_paths(dirs: DirCache, to_capture: dict[str, os.stat_result], sink: BlobSink, cache: StatCache,
+def _read_paths(dirs: DirCache, to_capture: Mapping[str, Key], sink: BlobSink, cache: StatCache,
                 progress: Progress | None) -> Captured:
     out = Captured()
     total = len(to_capture)
@@ -95,8 +102,8 @@ def _read_paths(dirs: DirCache, to_capture: dict[str, os.stat_result], sink: Blo
         if progress is not None and time.monotonic() >= next_report:
             progress(n, total, out.bytes_hashed)
             next_report = time.monotonic() + PROGRESS_EVERY
-        st = to_capture[rel]
-        if stat.S_ISLNK(st.st_mode):
+        key = to_capture[rel]
+        if stat.S_ISLNK(key[4]):
             try:
                 target = dirs.readlink(rel)
             except (SymlinkInPath, DirChanged) as exc:
@@ -106,16 +113,15 @@ def _read_paths(dirs: DirCache, to_capture: dict[str, os.stat_result], sink: Blo
                 _skip(out, rel, unreadable(exc.strerror), f"unreadable symlink: {exc.strerror}")
                 continue
             out.entries[rel] = LinkEntry("l", target)
-            out.stats[rel] = stat_key(st)
+            out.stats[rel] = key
             continue
-        cached = cache.lookup(rel, st)
+        cached = cache.lookup(rel, key)
         if cached is not None and sink.has(bytes.fromhex(cached)):
-            out.entries[rel] = FileEntry("f", stat.S_IMODE(st.st_mode), st.st_size, cached)
-            key = stat_key(st)
+            out.entries[rel] = FileEntry("f", out.mode(key[4]), key[0], cached)
             out.stats[rel] = key
             out.fresh[rel] = (key, cached)
             continue
-        _read_file(dirs, rel, sink, out)
+        _read_file(dirs, rel, key, sink, out)
     return out
 
 
@@ -146,7 +152,7 @@ def _pread_all(fd: int, size_hint: int) -> bytes:
     return b"".join(parts)
 
 
-def _read_file(dirs: DirCache, rel: str, sink: BlobSink, out: Captured) -> None:
+def _read_file(dirs: DirCache, rel: str, walked: Key, sink: BlobSink, out: Captured) -> None:
     """Read one file, retrying while it changes under us; never store a torn read as valid."""
     try:
         fd = dirs.open(rel, os.O_RDONLY | os.O_NONBLOCK)
@@ -176,8 +182,11 @@ def _read_file(dirs: DirCache, rel: str, sink: BlobSink, out: Captured) -> None:
             out.bytes_hashed += size
             if _same(before, after) and size == after.st_size:
                 key = stat_key(after)
-                out.entries[rel] = FileEntry("f", stat.S_IMODE(after.st_mode), size, blob.hex())
+                if key == walked:
+                    key = walked  # the walk's tuple, not an equal second one (~23 MB at 100,000 files)
+                hexid = blob.hex()  # one string for the entry and the stat cache (a second was ~12 MB at 100,000)
+                out.entries[rel] = FileEntry("f", out.mode(after.st_mode), key[0], hexid)
                 out.stats[rel] = key
-                out.fresh[rel] = (key, blob.hex())
+                out.fresh[rel] = (key, hexid)
                 return
         _skip(out, rel, Reason.CHANGING, "kept changing during capture; not captured")

@@ -15,11 +15,12 @@ import blake3
 from . import wildmatch
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .errors import IgnoreFileError, WorkspaceError
-from .fsutil import NotSmallRegular, atomic_write, read_small_regular
+from .fsutil import NotSmallRegular, atomic_write_parts, read_small_regular
 from .manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, UnlistedDir
 from .manifest import forbidden as forbidden  # defined there, next to valid_key; named here for callers
 from .reasons import Reason, unreadable
 from .settings import ScopeSettings
+from .stamps import Key, stat_key
 
 IGNORE_FILE = ".codexsnapignore"
 IGNORE_FILE_MAX_BYTES = 1024 * 1024  # a rule file this large is a mistake (or /dev/zero), not rules
@@ -156,7 +157,8 @@ class GitTracked:
         if self.signature is None and self.place is None:
             return
         payload = marshal.dumps((self.source[0], self.source[1], self.signature, self.paths, self.place), 2)
-        atomic_write(path, GIT_CACHE_MAGIC + blake3.blake3(payload).digest() + payload, sync=False)
+        # In parts: joined, the listing of 100,000 paths was another ~8 MB at the cold capture's peak.
+        atomic_write_parts(path, (GIT_CACHE_MAGIC, blake3.blake3(payload).digest(), payload), sync=False)
 
     def place_holds(self, root: Path) -> bool:
         """Would pygit2 find the same repository, work tree and index (same signature) for `root` now?
@@ -309,13 +311,17 @@ class Scope:
     """The result of looking at the workspace: entries that hold no content, and paths to read."""
 
     entries: FileMap = field(default_factory=dict)
-    to_capture: dict[str, os.stat_result] = field(default_factory=dict)
+    to_capture: dict[str, Key] = field(default_factory=dict)
+    """Paths to read, with the stat key the walk saw (keys, not os.stat_result: one is ~640 bytes, a key ~90-240,
+    and the 100,000-file cold capture held one per file to its end)."""
     skipped: list[tuple[str, str]] = field(default_factory=list)
     covered: set[str] = field(default_factory=set)
-    listed: dict[str, os.stat_result] = field(default_factory=dict)
-    """Every directory the walk listed, parents first, with its stat from just before the listing."""
-    seen: dict[str, os.stat_result] = field(default_factory=dict)
+    listed: dict[str, Key] = field(default_factory=dict)
+    """Every directory the walk listed, parents first, with its stat key from just before the listing."""
+    seen: dict[str, Key] = field(default_factory=dict)
     """Every other entry of those directories the walk stat'ed (what `walkstate` checks next time)."""
+    linked: set[str] = field(default_factory=set)
+    """Regular files to capture with more than one hard link (a write through another name raises no event here)."""
     listing: dict[str, bytes] = field(default_factory=dict)
     """Each listed directory's entries (names and types) as a digest: see `listing_digest`."""
 
@@ -398,6 +404,7 @@ def _select(
     walk_stats = scope.seen
     listed = scope.listed
     residue_candidates: list[tuple[int, str]] = []
+    multi: set[str] = set()  # regular files with more than one hard link
     hidden_seen: list[str] = []
 
     stack = [""]
@@ -407,7 +414,8 @@ def _select(
             on_dir(rel_dir)
         try:
             fd = tree.dir_fd(rel_dir)
-            listed[rel_dir] = os.fstat(fd)  # before listing: an entry made after it moves the directory's stat
+            # Before listing: an entry made after it moves the directory's stat.
+            listed[rel_dir] = stat_key(os.fstat(fd))
             it = os.scandir(fd)
         except (SymlinkInPath, DirChanged, NotADirectoryError) as exc:
             # Listed as a directory by its parent, something else by the time it is entered.
@@ -451,7 +459,9 @@ def _select(
                 except OSError as exc:
                     entries[rel] = SkippedEntry("x", unreadable(exc.strerror))
                     continue
-                walk_stats[rel] = st
+                walk_stats[rel] = key = stat_key(st)
+                if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
+                    multi.add(rel)
                 if not _is_residue_kind(st.st_mode):
                     entries[rel] = SkippedEntry("x", Reason.NOT_REGULAR)
                 elif ignore.file(rel):
@@ -459,7 +469,7 @@ def _select(
                 elif name.startswith(".") and not hidden_ok:
                     hidden_seen.append(rel)
                 else:
-                    residue_candidates.append((st.st_mtime_ns, rel))
+                    residue_candidates.append((key[1], rel))
         scope.listing[rel_dir] = listing_digest(names)
 
     covered = scope.covered
@@ -470,9 +480,9 @@ def _select(
         while anc:
             if entries.get(anc) == WALKED:
                 return None
-            st = walk_stats.get(anc)
-            if st is not None:
-                return SkippedEntry("x", Reason.BEHIND_SYMLINK) if stat.S_ISLNK(st.st_mode) else ABSENT
+            key = walk_stats.get(anc)
+            if key is not None:
+                return SkippedEntry("x", Reason.BEHIND_SYMLINK) if stat.S_ISLNK(key[4]) else ABSENT
             anc = anc.rpartition("/")[0]
         return None
 
@@ -513,8 +523,8 @@ def _select(
         if ignore.file(rel):
             entries[rel] = SkippedEntry("x", Reason.IGNORED)
             return
-        st = walk_stats.get(rel)
-        if st is None:
+        key = walk_stats.get(rel)
+        if key is None:
             seen = entries.get(rel)
             if seen is not None and seen.kind in ("d", "D"):
                 return  # the walk saw a directory here; a later look must not contradict it
@@ -529,6 +539,9 @@ def _select(
             # Not seen by the walk (below a directory it does not enter): look through the dir fds.
             try:
                 st = tree.lstat(rel)
+                key = stat_key(st)
+                if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
+                    multi.add(rel)
             except SymlinkInPath:
                 entries[rel] = SkippedEntry("x", Reason.BEHIND_SYMLINK)
                 scope.skipped.append((rel, "behind a symlinked directory"))
@@ -544,13 +557,13 @@ def _select(
                 entries[rel] = SkippedEntry("x", unreadable(exc.strerror))
                 scope.skipped.append((rel, f"unreadable: {exc.strerror}"))
                 return
-        if stat.S_ISDIR(st.st_mode):
+        if stat.S_ISDIR(key[4]):
             entries.setdefault(rel, UnlistedDir("D", Reason.DIRECTORY))
             return
-        if not _is_residue_kind(st.st_mode):
+        if not _is_residue_kind(key[4]):
             entries[rel] = SkippedEntry("x", Reason.NOT_REGULAR)
             return
-        scope.to_capture[rel] = st
+        scope.to_capture[rel] = key
 
     for rel in git_paths:
         cover(rel)
@@ -567,16 +580,17 @@ def _select(
     residue = sorted(((mtime, rel) for mtime, rel in residue_candidates if rel not in covered), reverse=True)
     taken = 0
     for _mtime, rel in residue:
-        st = walk_stats[rel]
+        key = walk_stats[rel]
         if force is not None and force(rel):
-            scope.to_capture[rel] = st
-        elif stat.S_ISREG(st.st_mode) and st.st_size > max_bytes:
+            scope.to_capture[rel] = key
+        elif stat.S_ISREG(key[4]) and key[0] > max_bytes:
             entries[rel] = SkippedEntry("x", TOO_LARGE)
         elif taken >= limit:
             entries[rel] = SkippedEntry("x", OVER_LIMIT)
         else:
             taken += 1
-            scope.to_capture[rel] = st
+            scope.to_capture[rel] = key
+    scope.linked = {rel for rel in multi if rel in scope.to_capture}
     return scope
 
 

@@ -8,18 +8,20 @@ the same clock tick as a capture is re-hashed next time.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import marshal
-import os
 import time
 from collections.abc import Mapping
 
-from .stamps import COARSE_WINDOW_NS, FINE_WINDOW_NS, SECOND_NS, Key, is_racy, stat_key
+from .stamps import COARSE_WINDOW_NS, FINE_WINDOW_NS, SECOND_NS, Key, is_racy
+from .stamps import stat_key as stat_key  # named here for callers (tests) that knew it from here
 
 #: A command that changed at most this many entries (files read again, or rewritten by a restore) leaves the file
 #: as it was: what it says of those paths no longer matches their stat (a rewrite moves ctime, a re-read was of a
 #: file whose stat moved), so they just miss and the next walk hashes them again. Rewriting all 11,000 entries
 #: for them was ~12 ms of every one-shot restore (measured in the resident server's workers).
 SMALL_CHANGE = 64
+ENCODE_SLICE = 2048  # entries marshalled at a time (encode_parts)
 
 
 def decode(body: bytes | memoryview) -> dict[str, tuple[int, int, int, int, int, str]]:
@@ -79,10 +81,10 @@ class StatCache:
         else:
             self._pending[path] = value
 
-    def lookup(self, rel: str, st: os.stat_result) -> str | None:
-        """The cached blob for this exact stat, if any (an entry of another shape is no hit)."""
+    def lookup(self, rel: str, key: Key) -> str | None:
+        """The cached blob for this exact stat key, if any (an entry of another shape is no hit)."""
         hit = self.entries.get(rel)
-        if (type(hit) is tuple and len(hit) == 6 and hit[:5] == stat_key(st)
+        if (type(hit) is tuple and len(hit) == 6 and hit[:5] == key
                 and type(hit[5]) is str):
             return hit[5]
         return None
@@ -128,6 +130,17 @@ class StatCache:
         # Version 2: no back-references; marshal's default (4) keeps a table of every object it wrote and took
         # 20-28 ms instead of 6-10 ms for 11,000 entries (measured). Any version reads back the same.
         return marshal.dumps(self.entries, 2)
+
+    def encode_parts(self) -> list[bytes]:
+        """`encode`'s bytes in pieces of ENCODE_SLICE entries: version 2 writes a dict as "{", its pairs and "0",
+        with no references between them, so the pieces join to the same bytes; one marshal of 100,000 entries grew
+        a buffer to ~25 MB at the cold capture's peak."""
+        items = iter(self.entries.items())
+        pieces = [b"{"]
+        while part := dict(itertools.islice(items, ENCODE_SLICE)):
+            pieces.append(marshal.dumps(part, 2)[1:-1])
+        pieces.append(b"0")
+        return pieces
 
     def saved(self) -> None:
         """The index wrote these entries: changes count from here (SMALL_CHANGE)."""

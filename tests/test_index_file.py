@@ -28,6 +28,7 @@ from snapshot_store.index import (
 )
 from snapshot_store.manifest import is_captured
 from snapshot_store.stamps import stat_key
+from snapshot_store.statcache import ENCODE_SLICE
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = {f"src/m{i}.py": f"value = {i}\n" * (i + 1) for i in range(12)} | {"README.md": "readme\n"}
@@ -167,7 +168,7 @@ def test_a_process_killed_while_writing_the_index_leaves_the_old_or_the_new_one(
     the index is always a whole one, the old or the new, and the next capture records the true contents."""
     [index] = cache_files(indexed, ".index")
     outcomes = []
-    for when in range(1, 12):  # the index is written in parts (header, walk, per-path half): a kill at each
+    for when in range(1, 12):  # the index is written in five pieces (index.parts), each a point to be killed at
         old = index.read_bytes()
         write(ws, f"d{when}/new.txt", f"new directory {when}\n")  # a walk: both halves of the index change
         age_tree(ws)
@@ -210,8 +211,24 @@ def test_stat_entries_changed_before_the_cache_is_decoded_are_kept(ws: Path, ind
     st = os.lstat(ws / reread)
     fresh_key = (st.st_size, 1, 2, st.st_ino, st.st_mode)  # old enough to be trusted
     cache.update_some({reread: ()}, {reread: (fresh_key, "ab" * 32)}, time.time_ns())
-    assert cache.lookup(kept, st_kept) == on_disk[kept][5]
-    assert cache.lookup(forgotten, os.lstat(ws / forgotten)) is None
+    assert cache.lookup(kept, stat_key(st_kept)) == on_disk[kept][5]
+    assert cache.lookup(forgotten, stat_key(os.lstat(ws / forgotten))) is None
     assert cache.entries[reread] == (*fresh_key, "ab" * 32)
     assert set(cache.entries) == set(on_disk) - {forgotten}
     assert marshal.loads(cache.encode()) == cache.entries  # what a save that rewrites the half writes
+
+
+def test_the_per_path_half_written_in_pieces_is_the_one_marshal_of_its_entries(tmp_path: Path) -> None:
+    """The index writes its per-path half slice by slice (bounded memory); the file must hold exactly what one
+    marshal of the entries is, so any reader (and any earlier version) loads the same map."""
+    for n in (0, 1, ENCODE_SLICE - 1, ENCODE_SLICE, 2 * ENCODE_SLICE + 3):
+        index = WorkspaceIndex(tmp_path / f"{n}.index")
+        entries = {f"d/é{i}": (i, 10**18 + i, 10**18, 2**40 + i, 0o100644, f"{i:064x}") for i in range(n)}
+        index.stat.entries = dict(entries)
+        index.stat.dirty = True
+        index.save()
+        parts = sections((tmp_path / f"{n}.index").read_bytes())
+        assert parts is not None
+        body = payload(parts[1])
+        assert body is not None and bytes(body) == marshal.dumps(entries, 2)
+        assert WorkspaceIndex(tmp_path / f"{n}.index").stat.entries == entries

@@ -1,0 +1,52 @@
+"""A snapshot record's bytes are the canonical JSON of the whole document, however it is encoded in memory.
+
+A record's id is the hash of its bytes (equal content, equal id; a record already on disk is not written again), so
+`SnapshotRecord.encode`, which builds the JSON slice by slice to bound its memory, must give exactly the bytes of
+`json.dumps(document, sort_keys=True)` that every earlier version wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import zstandard
+
+from snapshot_store.manifest import (
+    ABSENT,
+    ENCODE_SLICE,
+    WALKED,
+    Entry,
+    FileEntry,
+    LinkEntry,
+    SkippedEntry,
+    SnapshotRecord,
+    UnlistedDir,
+)
+
+
+def whole_document(rec: SnapshotRecord) -> bytes:
+    """The encoding as one json.dumps of the whole document (the format's definition, FORMAT.md)."""
+    doc = {"format": 1, "root": rec.root, "created": rec.created, "kind": rec.kind, "label": rec.label,
+           "parent": rec.parent, "depth": rec.depth, "meta": rec.meta,
+           "changes": {k: (list(v) if v is not None else None) for k, v in rec.changes.items()}}
+    return zstandard.ZstdCompressor(level=9).compress(
+        json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("ascii"))
+
+
+def test_encode_gives_the_bytes_of_the_whole_document_across_slices() -> None:
+    rng = random.Random(21)
+    letters = "ab-._ é☃\"\\"
+    for n in (0, 1, ENCODE_SLICE - 1, ENCODE_SLICE, ENCODE_SLICE + 1, 2 * ENCODE_SLICE + 7):
+        changes: dict[str, Entry | None] = {}
+        for i in range(n):
+            path = f"d{i % 7}/" + "".join(rng.choice(letters) for _ in range(rng.randint(1, 10))) + str(i)
+            changes[path] = rng.choice([FileEntry("f", 0o644, i, f"{i:064x}"), LinkEntry("l", "../t☃"),
+                                        SkippedEntry("x", "ignored"), UnlistedDir("D", "churn"), ABSENT, WALKED,
+                                        None])
+        rec = SnapshotRecord(root="/ws/é", created=1733112000.25, kind="capture", label="before: ☃ \"x\"",
+                             parent=None if n % 2 else "ab" * 32, depth=n % 5, changes=changes,
+                             meta={"file_count": n, "note": "é"})
+        data = rec.encode()
+        assert data == whole_document(rec), n
+        assert SnapshotRecord.decode("x", data).changes == changes
