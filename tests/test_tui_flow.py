@@ -347,6 +347,40 @@ def test_a_streamed_answer_shows_its_first_piece_in_the_frame_that_lays_out_its_
     asyncio.run(main())
 
 
+def test_a_frame_due_while_a_block_mounts_lays_it_out_once_whole(monkeypatch: Any) -> None:
+    """Issue 20 §2 (Enter -> answer): the frame timer fired while the answer's block was still mounting (its children
+    mounted, the block's own mount not done) and laid the screen out, then again once the mount was done: two passes
+    for one block. Now a block mounts in one batch: a frame due meanwhile waits, and one pass shows the block."""
+    app = TranscriptHost()
+    passes: list[str] = []
+
+    def on_mount(self: AgentBlock) -> None:  # the frame timer fires here, as it did in the profiled runs
+        app.screen._on_timer_update()
+
+    monkeypatch.setattr(AgentBlock, "on_mount", on_mount, raising=False)
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            t = app.query_one(Transcript)
+            await t.note("before the answer")
+            await until_shown(pilot, "before the answer")
+            screen = app.screen
+            layout = screen._refresh_layout
+
+            def counted(*a: Any, **k: Any) -> None:
+                passes.append(screen_text(app))
+                layout(*a, **k)
+
+            monkeypatch.setattr(screen, "_refresh_layout", counted)
+            await t.apply(AgentDelta("msg-1", "The first words"))
+            assert passes == []  # nothing laid out while the block mounted
+            app.screen._refresh_layout()  # the next frame's layout
+            assert "The first words" in screen_text(app)
+            assert len(passes) == 1
+
+    asyncio.run(main())
+
+
 def test_a_resize_keeps_the_bottom_in_view_and_a_scrolled_up_view_in_place() -> None:
     """Issue 20 §4: after a resize a transcript that was at the bottom showed earlier lines (the new height or the
     reflowed text moved the end out of view). Now it stays at the bottom; one the user scrolled up keeps the

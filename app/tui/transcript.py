@@ -271,7 +271,10 @@ class Transcript(VerticalScroll, can_focus=True):
             if block is None:
                 return
             entry.widget = block
-            await self.mount(block, before=self.query_one("#later"))
+            # in one batch: the frame timer fired while a block mounted (its children done, itself not) and laid the
+            # screen out, then again once it was: two passes a block; a frame due meanwhile now waits (issue 20 §2)
+            with self.app.batch_update():
+                await self.mount(block, before=self.query_one("#later"))
             await self._fold()
             self._show_chrome()
             return
