@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .approval import ApprovalRequest
 from .codex_sdk import CodexClient, CodexConfig, CodexError, JsonRpcError, TransportClosedError
-from .errors import SessionError
+from .errors import CodexGone, SessionError
 from .turn_settings import ModelInfo, model_info
 from .vocab import CLIENT_NAME
 
@@ -146,6 +147,18 @@ class CodexConnection:
         proc = getattr(self.client, "_proc", None)
         return proc is not None and proc.poll() is None
 
+    def exited(self, within: float) -> bool:
+        """Has the app-server process ended, waiting up to `within` seconds for it (its pipe closes a moment before
+        the process can be reaped, and that moment grows under load)?"""
+        proc = getattr(self.client, "_proc", None)
+        if proc is None:
+            return True
+        try:
+            proc.wait(timeout=within)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def _drain_global(self, client: CodexClient) -> None:
         """Thread-level notifications go to an unbounded SDK queue: keep `client`'s drained (until it closes)."""
         while not self._closed:
@@ -164,7 +177,7 @@ class CodexConnection:
         except JsonRpcError as exc:
             raise SessionError(f"{what}: {getattr(exc, 'message', None) or exc}") from exc
         except (TransportClosedError, CodexError) as exc:
-            raise SessionError(f"{what}: Codex stopped responding ({exc})") from exc
+            raise CodexGone(f"{what}: Codex stopped responding ({exc})") from exc
 
     def experimental(self, what: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """One call of an experimental Codex method (no SDK model for it), its result as a dict."""

@@ -22,6 +22,7 @@ from snapshot_store import RestoreResult, StoreError
 from snapshot_store.store import SnapshotInfo
 
 from . import changes
+from .errors import CodexGone
 from .events import (
     AgentDelta,
     AgentMessage,
@@ -59,6 +60,8 @@ from .turn_settings import ModelInfo
 from .vocab import CONVERSATION_MODES, RewindMode
 
 Emit = Callable[[Any], None]
+# A pipe closes a moment before its process can be reaped; seconds a Codex whose pipe closed is given to end.
+EXIT_GRACE = 2.0
 LOGIN_WORDS = ("login", "log in", "api key", "apikey", "unauthorized", "401", "auth")
 
 
@@ -326,7 +329,7 @@ class Driver:
                 try:
                     self.thread_id = s.start_thread()
                 except (SessionError, OSError) as exc:  # Codex died while idle: a new thread needs it too
-                    if self._after_failure(str(exc)) and retry:
+                    if self._after_failure(str(exc), gone=isinstance(exc, (CodexGone, OSError))) and retry:
                         self._turn(text, retry=False, shown=shown, images=images)
                     return
                 self.emit(ThreadLoaded(self.thread_id, (), "new"))
@@ -353,7 +356,7 @@ class Driver:
             except (SessionError, OSError) as exc:  # OSError: a pipe to a Codex that died while idle
                 self._prompt_count -= 1
                 self._running = None
-                restarted = self._after_failure(str(exc))
+                restarted = self._after_failure(str(exc), gone=isinstance(exc, (CodexGone, OSError)))
                 if restarted and retry and not started:  # it never reached Codex: send it to the new one
                     self.emit(Notice("sending the prompt again to the restarted Codex"))
                     self._turn(text, retry=False, shown=True, images=images)
@@ -395,10 +398,14 @@ class Driver:
             return []
         return self._need().stop_terminals(self.thread_id, process_id)
 
-    def _after_failure(self, message: str) -> bool:
-        """When Codex itself died: say so, start it again and resume the thread; True when restarted."""
+    def _after_failure(self, message: str, gone: bool = False) -> bool:
+        """When Codex itself died: say so, start it again and resume the thread; True when restarted.
+
+        `gone`: the call failed because Codex's pipe closed; its process may not be reaped yet (a moment that grows
+        under load), so it is given EXIT_GRACE seconds to end before it counts as alive and merely failing.
+        """
         s = self.session
-        if s is None or s.codex_alive():
+        if s is None or (not s.codex_exited(EXIT_GRACE) if gone else s.codex_alive()):
             self.emit(Notice(message, "error"))
             return False
         try:

@@ -117,6 +117,10 @@ class Session:
         """Is the app-server process still running?"""
         return self.connection.alive()
 
+    def codex_exited(self, within: float) -> bool:
+        """Has the app-server process ended, waiting up to `within` seconds for it?"""
+        return self.connection.exited(within)
+
     def restart_codex(self, thread_id: str | None = None) -> None:
         """After Codex died: a new app-server for this session, and `thread_id` resumed on it (SessionError when
         either fails). The store, recorder, lock, choices (model, effort, permissions) and sidecars stay as they are."""

@@ -14,7 +14,7 @@ from typing import Any
 from .choices import Choices
 from .codex_connection import CodexConnection, dump_payload
 from .codex_sdk import CodexError, JsonRpcError, ThreadSourceKind, TransportClosedError
-from .errors import SessionError
+from .errors import CodexGone, SessionError
 from .sidecar import Sidecars, ThreadSidecar
 from .thread_label import rewound_before, thread_label
 from .translate import is_prompt_turn, is_sub_turn
@@ -163,7 +163,7 @@ class Threads:
             self.conn.rpc(f"unknown thread {thread_id}", lambda: client.thread_read(thread_id, include_turns=False))
             return []
         except (TransportClosedError, CodexError) as exc:
-            raise SessionError(f"unknown thread {thread_id}: Codex stopped responding ({exc})") from exc
+            raise CodexGone(f"unknown thread {thread_id}: Codex stopped responding ({exc})") from exc
         side = self.sidecars.load(thread_id)
         out: list[Prompt] = []
         before: str | None = None
@@ -228,7 +228,7 @@ class Threads:
                 kinds = SESSION_KINDS
                 continue
             except (TransportClosedError, CodexError) as exc:
-                raise SessionError(f"cannot list threads: Codex stopped responding ({exc})") from exc
+                raise CodexGone(f"cannot list threads: Codex stopped responding ({exc})") from exc
             out.extend(dump_payload(th) for th in resp.data)
             nxt = getattr(resp, "next_cursor", None)
             if not nxt or nxt == cursor or not resp.data:

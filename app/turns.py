@@ -19,7 +19,7 @@ from .background import BackgroundTerminal
 from .choices import Choices
 from .codex_connection import AnyResponse, CodexConnection, EventCallback, dump_payload
 from .codex_sdk import CodexError, JsonRpcError, TransportClosedError
-from .errors import SessionError
+from .errors import CodexGone, SessionError
 from .images import check_images, prompt_input
 from .recorder import Recorder, TurnState
 from .sidecar import ThreadSidecar
@@ -153,7 +153,7 @@ class TurnRunner:
         except JsonRpcError:
             return None  # "no rollout"/"list_turns is not supported yet": nothing ran on it
         except (TransportClosedError, CodexError) as exc:
-            raise SessionError(f"cannot read thread {thread_id}: Codex stopped responding ({exc})") from exc
+            raise CodexGone(f"cannot read thread {thread_id}: Codex stopped responding ({exc})") from exc
         earlier = sum(1 for t in resp.thread.turns or [] if is_prompt_turn(dump_payload(t)))
         if not earlier:
             return None

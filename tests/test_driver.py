@@ -298,3 +298,39 @@ def test_codex_that_died_while_idle_is_restarted_and_the_prompt_is_not_lost(mode
         assert (d.opts.cwd / "b.txt").read_text() == "b\n"
     finally:
         d.close()
+
+
+def test_codex_whose_pipe_closes_before_its_process_ends_is_restarted(model: ScriptedModel, tmp_path: Path) -> None:
+    """Codex's pipe closes a moment before its process can be reaped (longer under load): a prompt that finds the
+    pipe closed while the process still shows as running must restart Codex, not just say it stopped responding.
+    The real Codex runs under a shell that closes its own end of the pipes when Codex dies and lingers a second."""
+    import os
+    import signal
+    from dataclasses import replace
+
+    from app.codex_bin import pinned_path
+
+    model.script("drv-linger", [message("before")])
+    model.script("drv-lingered", [message("after")])
+    binary = tmp_path / "codex-lingering"
+    binary.write_text(f'#!/bin/sh\n"{pinned_path()}" "$@"\nexec 0<&- 1>&- 2>&-\nsleep 1\n')
+    binary.chmod(0o755)
+    opts = replace(session_options(model, tmp_path), codex_bin=str(binary))
+    ev = Events()
+    d = Driver(opts, ev)
+    try:
+        assert d.start()
+        d.submit("drv-linger once")
+        assert ev.wait(TurnFinished).status == "completed"
+        assert d.session is not None
+        shell_pid = d.session.client._proc.pid
+        children = Path(f"/proc/{shell_pid}/task/{shell_pid}/children").read_text().split()
+        assert len(children) == 1, children
+        os.kill(int(children[0]), signal.SIGKILL)  # Codex dies; the shell it ran under lingers with the pipes closed
+        d.submit("drv-lingered after")
+        died = ev.wait(CodexDied)
+        assert died.restarted, died.message
+        assert ev.wait(TurnFinished).status == "completed"
+        assert [r.text for r in d.prompt_rows()] == ["drv-linger once", "drv-lingered after"]
+    finally:
+        d.close()
