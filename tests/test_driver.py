@@ -215,11 +215,27 @@ def test_chosen_model_effort_and_permissions_hold_on_a_new_thread_and_after_code
     assert not any((d.opts.cwd / f"kept-{n}.txt").exists() for n in ("one", "two", "three"))
 
 
+def one_turn_on(binary: Path, model: ScriptedModel, tmp_path: Path, prompt: str) -> tuple[Driver, Events, Any]:
+    """A driver whose Codex is `binary`, started, with one completed turn of `prompt` (closed by the caller)."""
+    from dataclasses import replace
+
+    opts = replace(session_options(model, tmp_path), codex_bin=str(binary))
+    ev = Events()
+    d = Driver(opts, ev)
+    try:
+        assert d.start()
+        d.submit(prompt)
+        assert ev.wait(TurnFinished).status == "completed"
+    except BaseException:
+        d.close()
+        raise
+    return d, ev, opts
+
+
 def test_codex_that_cannot_be_restarted_is_said_once_and_the_session_lets_go(model: ScriptedModel,
                                                                             tmp_path: Path) -> None:
     """Codex died and its binary is gone: the front end is told it could not be restarted, the workspace's session
     lock is let go (other sessions stop warning about this one), and a later prompt says Codex is not running."""
-    from dataclasses import replace
 
     from app.codex_bin import pinned_path
     from app.workspace_lock import SessionLock
@@ -227,13 +243,8 @@ def test_codex_that_cannot_be_restarted_is_said_once_and_the_session_lets_go(mod
     model.script("drv-gone", [message("before")])
     binary = tmp_path / "codex"
     binary.symlink_to(pinned_path())
-    opts = replace(session_options(model, tmp_path), codex_bin=str(binary))
-    ev = Events()
-    d = Driver(opts, ev)
+    d, ev, opts = one_turn_on(binary, model, tmp_path, "drv-gone once")
     try:
-        assert d.start()
-        d.submit("drv-gone once")
-        assert ev.wait(TurnFinished).status == "completed"
         assert d.session is not None
         ws = d.session.cwd
         mine = SessionLock(opts.codex_home / "file_snapshots", ws).path
@@ -306,7 +317,6 @@ def test_codex_whose_pipe_closes_before_its_process_ends_is_restarted(model: Scr
     The real Codex runs under a shell that closes its own end of the pipes when Codex dies and lingers a second."""
     import os
     import signal
-    from dataclasses import replace
 
     from app.codex_bin import pinned_path
 
@@ -315,13 +325,8 @@ def test_codex_whose_pipe_closes_before_its_process_ends_is_restarted(model: Scr
     binary = tmp_path / "codex-lingering"
     binary.write_text(f'#!/bin/sh\n"{pinned_path()}" "$@"\nexec 0<&- 1>&- 2>&-\nsleep 1\n')
     binary.chmod(0o755)
-    opts = replace(session_options(model, tmp_path), codex_bin=str(binary))
-    ev = Events()
-    d = Driver(opts, ev)
+    d, ev, _opts = one_turn_on(binary, model, tmp_path, "drv-linger once")
     try:
-        assert d.start()
-        d.submit("drv-linger once")
-        assert ev.wait(TurnFinished).status == "completed"
         assert d.session is not None
         shell_pid = d.session.client._proc.pid
         children = Path(f"/proc/{shell_pid}/task/{shell_pid}/children").read_text().split()

@@ -259,16 +259,22 @@ class TranscriptHost(App[None]):
         yield Static("\n".join(f"request line {i}" for i in range(8)), id="panel")
 
 
+async def forty_lines(pilot: Any) -> Transcript:
+    """The host's transcript holding 40 lines, more than its view: laid out and shown to the end."""
+    t = pilot.app.query_one(Transcript)
+    for i in range(40):
+        await t.note(f"line {i}")
+    await until_shown(pilot, "line 39")
+    return t
+
+
 def test_transcript_keeps_following_when_the_space_below_it_shrinks() -> None:
     """Answering an approval gives the transcript its height back; that clamp is no scroll by the user."""
     app = TranscriptHost()
 
     async def main() -> None:
         async with app.run_test(size=(80, 24)) as pilot:
-            t = app.query_one(Transcript)
-            for i in range(40):
-                await t.note(f"line {i}")
-            await until_shown(pilot, "line 39")  # laid out, and followed to the end
+            t = await forty_lines(pilot)  # laid out, and followed to the end
             assert t.scroll_y == t.max_scroll_y > 0
             app.query_one("#panel").display = False  # the request answered: the transcript grows
             await until(pilot, lambda: t.region.height == app.size.height, "the transcript to take the space")
@@ -290,10 +296,7 @@ def test_a_new_block_is_in_view_in_the_frame_that_lays_it_out() -> None:
 
     async def main() -> None:
         async with app.run_test(size=(80, 24)) as pilot:
-            t = app.query_one(Transcript)
-            for i in range(40):
-                await t.note(f"line {i}")
-            await until_shown(pilot, "line 39")
+            t = await forty_lines(pilot)
             await t.note("the newest line")
             app.screen._refresh_layout()  # one frame's layout, nothing else run (no callback after the refresh)
             assert t.max_scroll_y > 0 and t.scroll_y == t.max_scroll_y
