@@ -20,7 +20,7 @@ from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.states import StatesRestore, prepare_states_restore
 
 from .errors import SessionError
-from .others_work import others_warning
+from .others_work import at_stake, stake_lines
 from .recorder import Recorder
 from .rewind_targets import merged_plan, merged_result, restore_targets
 from .sidecar import RedoEntry, ThreadSidecar, TurnRecord
@@ -80,9 +80,9 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_hom
         if out is not None:
             outside["prep"] = out
         merged = shown["plan"] = merged_plan(plan, out.plan if out else None, targets)
-        at_stake = others_warning(others, store, side, merged)[1:]
-        if at_stake:
-            refused.extend(line.removeprefix("! ") for line in at_stake)
+        stake = at_stake(store, side, merged) if others else None
+        if stake is not None and stake.files:
+            refused.extend(stake_lines(stake))
             return False
         redo_thread = keep()
         entry = RedoEntry(origin_thread=redo_thread, mode=RewindMode.BOTH, safety_id=plan.safety_id,

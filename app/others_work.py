@@ -59,15 +59,19 @@ def others_warning(others: Sequence[str], store: Store, side: ThreadSidecar | No
         return []
     lines = [f"! another codexr session is live in this workspace ({'; '.join(others)}): this restore may "
              "delete or overwrite its work (the safety snapshot keeps it)"]
-    stake = at_stake(store, side, plan)
+    return lines + [f"! {line}" for line in stake_lines(at_stake(store, side, plan))]
+
+
+def stake_lines(stake: AtStake) -> list[str]:
+    """What is at stake, a line per kind (none: nothing): the warning's lines and the proxy's refusal."""
     if stake.unknown:
-        lines.append("! files it deletes or overwrites (this thread has no capture to tell whose they are): "
-                     + ", ".join(stake.files))
-        return lines
+        return ["files it deletes or overwrites (this thread has no capture to tell whose they are): "
+                + ", ".join(stake.files)]
+    lines = []
     if stake.created:
-        lines.append("! created since this session last looked (another session's?), deleted or overwritten "
-                     "by this restore: " + ", ".join(stake.created))
+        lines.append("created since this session last looked (another session's?), deleted or overwritten by this "
+                     "restore: " + ", ".join(stake.created))
     if stake.changed:
-        lines.append("! changed since this session last looked (another session's?), overwritten by this "
-                     "restore: " + ", ".join(stake.changed))
+        lines.append("changed since this session last looked (another session's?), overwritten by this restore: "
+                     + ", ".join(stake.changed))
     return lines

@@ -92,10 +92,10 @@ def payload(section: Section) -> memoryview | None:
 
 def section(body: bytes | None) -> bytes:
     """A payload as stored: its checksum first (None: an empty half)."""
-    return b"" if body is None else blake3.blake3(body).digest() + body
+    return b"" if body is None else b"".join(_unjoined(body))
 
 
-def _unjoined(*body: bytes) -> Section:
+def _unjoined(*body: bytes) -> tuple[bytes, ...]:
     """`section` of the payload made of these pieces, without joining them."""
     hasher = blake3.blake3()
     for piece in body:
