@@ -26,7 +26,8 @@ from .errors import StoreBusy, StoreError
 from .fsutil import translate_os_errors
 from .ids import workspace_key
 from .index import WorkspaceIndex
-from .manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, captured_paths, count_captured, is_captured
+from .manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, captured_paths, is_captured
+from .mapfacts import MapFacts
 from .readfiles import HashOnly, Progress, read_paths
 from .repository.packs import PackWriter, read_generation
 from .repository.repo import Repository, SnapshotInfo
@@ -301,9 +302,21 @@ class Capturer:
                     if strict:
                         raise  # the thread's tracked set is unknown: capturing less would forget paths
                     parent, parent_files, checked = None, None, None
-            parent_captured = captured_paths(parent_files) if parent_files is not None else []
-            if grow:
-                known.extend(parent_captured)
+            # A session's journal whose last capture made the parent's map: what growing adds to the fast path's
+            # known paths is what that capture held outside its covered set (the rest is covered already), not
+            # every captured path (~2 passes over 11,000 paths saved per capture).
+            own = (checked is None and watched is not None and watched.last is not None
+                   and watched.last.facts is not None and parent_files is not None
+                   and watched.last.files is parent_files)
+            parent_captured: list[str] = []
+            if own:
+                assert watched is not None and watched.last is not None and watched.last.facts is not None
+                fast_known = [*known, *watched.last.facts.outside] if grow else known
+            else:
+                parent_captured = captured_paths(parent_files) if parent_files is not None else []
+                if grow:
+                    known.extend(parent_captured)
+                fast_known = known
             # What changed since the last capture: the check's look at the saved index, or the inotify journal.
             since: fastpath.Since | None = None
             by_check = False  # the fast path starts from the check's look (else from the journal, or walks)
@@ -326,13 +339,15 @@ class Capturer:
             cache = index.stat
             sink = HashOnly() if dry_run else self.repo.blob_writer()
             state: fastpath.LastCapture | None = None
+            fast: fastpath.Selection | None = None
             selected: scope_mod.Scope | None = None
             try:
                 if since is not None:
                     if isinstance(sink, PackWriter) and (since.changes.files or since.pending):
                         sink.load_index()  # files to read: loaded before the directories' fds are held
                     with DirCache(key) as dirs:  # the fast path's looks and its reads use the same fds
-                        fast = fastpath.select(dirs, since, known, git.signature, settings, ignore, whatever_size)
+                        fast = fastpath.select(dirs, since, fast_known, git.signature, settings, ignore,
+                                               whatever_size)
                         if fast is not None:
                             # From the check, every file to read moved since the saved walk, whose keys the stat
                             # cache shares, or was held back then (never cached): no lookup can hit, and the first
@@ -347,6 +362,9 @@ class Capturer:
                         sink.load_index()  # before the walk holds its directories' fds (a low RLIMIT_NOFILE)
                     if watched is not None:
                         watched.journal.reset()
+                    if own and grow:
+                        assert parent_files is not None
+                        known.extend(captured_paths(parent_files))  # a walk covers every path the parent captured
                     with DirCache(key) as dirs:  # the walk and the reads see the same directories
                         selected = scope_mod.select(ws, settings, ignore, git.paths, known,
                                                     protected=self.repo.protected_rel(ws),
@@ -365,9 +383,13 @@ class Capturer:
                     state = fastpath.LastCapture(files, captured.fresh, captured.stats, covered, unwatched,
                                                  git.signature, settings, time.monotonic())
                 files, stats = state.files, state.stats
-                skipped = [*skipped, *scope_mod.too_large_skipped(files, skipped, settings.residue_max_file_bytes)]
+                if state.facts is None:
+                    state.facts = MapFacts.of(files, state.covered)
+                facts = state.facts
+                skipped = [*skipped, *scope_mod.too_large_skipped(facts.too_large, skipped,
+                                                                  settings.residue_max_file_bytes)]
                 result = CaptureResult(
-                    id="", root=key, file_count=count_captured(files),
+                    id="", root=key, file_count=facts.file_count,
                     bytes_hashed=captured.bytes_hashed, bytes_stored=0, seconds=0.0, unchanged=False,
                     skipped=skipped, files=files, stats=stats,
                 )
@@ -389,8 +411,14 @@ class Capturer:
             result.bytes_stored = sink.bytes_stored
             result.stored_blobs = frozenset(sink.stored)
             sink.stored = set()  # the frozenset is the one copy kept (a second was ~4 MB at 100,000 blobs)
+            # The fast path knows where the map moved: when it started from the parent's own map, the delta is
+            # those entries that differ (a whole-map comparison was ~2 ms of every session capture).
+            changes = None
+            if not walked and fast is not None and parent_files is not None and fast.last.files is parent_files:
+                assert state.touched is not None
+                changes = {p: files.get(p) for p in state.touched if parent_files.get(p) != files.get(p)}
             result.id, result.unchanged = self.repo.write_snapshot(ws, files, parent, parent_files, kind, label,
-                                                               result.file_count)
+                                                               result.file_count, changes)
             if watched is not None:
                 watched.last = state
                 watched.pending.clear()
@@ -406,7 +434,7 @@ class Capturer:
             saved = self._save_walk(ws, result, state, selected, base,
                                     checked.check.keys if checked is not None and from_check else {},
                                     checked.check.dir_keys if checked is not None and from_check else {},
-                                    captured.stats, set(git.paths), started_ns)
+                                    captured.stats, git.paths, started_ns)
             if watched is not None:
                 watched.saved = saved
             # The token vouches for a walk saved from this capture's own look (a walk or a check); one a journal
@@ -558,7 +586,7 @@ class Capturer:
 
     def _save_walk(self, ws: Path, result: CaptureResult, state: fastpath.LastCapture,
                    selected: scope_mod.Scope | None, base: walkstate.WalkState | None, checked_keys: dict[str, Key],
-                   moved_dirs: dict[str, Key], read: dict[str, Key], git_paths: set[str],
+                   moved_dirs: dict[str, Key], read: dict[str, Key], git_paths: list[str],
                    started_ns: int) -> walkstate.WalkState | None:
         """What this capture saw, for the next process (None: a walk nobody can check), set in the index (the
         capture writes it once, with the per-path half); return it."""
@@ -568,7 +596,8 @@ class Capturer:
         def trusted(key: Key | None) -> Key | None:
             return walkstate.trusted(key, started_ns)
 
-        if not walkstate.savable(files, result.skipped):
+        assert state.facts is not None
+        if not walkstate.savable(state.facts.unstable, result.skipped):
             index.set_walk(None)
             return None
         unwatched = {p: trusted(k) for p, k in state.unwatched.items()}
@@ -594,12 +623,19 @@ class Capturer:
             listed = walkstate.with_dir_keys(base.dirs, {rel: trusted(k) for rel, k in moved_dirs.items()})
             covered = frozenset(state.covered)
             # Sorting and marshalling 11,000 paths again is ~5 ms of every session capture: only when they moved.
-            blob = base.covered_blob if covered == base.covered_set() else marshal.dumps(sorted(covered), 2)
+            same = covered is base.covered_set() or covered == base.covered_set()
+            blob = base.covered_blob if same else marshal.dumps(sorted(covered), 2)
+            if same and base.grows_same and base.git_signature == state.git_signature and state.touched is not None:
+                # Only the entries this capture moved can have stopped being captured (the covered set and the Git
+                # listing are the base's): a pass over the whole covered set each capture was ~1-2 ms.
+                grows = not any(p in covered and not is_captured(files.get(p)) and p not in git_paths
+                                for p in state.touched)
+            else:
+                grows = walkstate.grows_same(covered, set(git_paths), files)
             saved = dataclasses.replace(base, snapshot=result.id, packs=packs, dirs=listed,
                                         seen=walkstate.with_keys(base.seen, newly), unwatched=unwatched,
                                         covered_blob=blob, _covered=covered,
-                                        file_count=result.file_count, skipped=skipped,
-                                        grows_same=walkstate.grows_same(covered, git_paths, files))
+                                        file_count=result.file_count, skipped=skipped, grows_same=grows)
             index.set_walk(saved)
             return saved
         # Walked: every listed directory and stat'ed entry, racy ones untrusted.
@@ -617,7 +653,7 @@ class Capturer:
             protected=self.repo.protected_rel(ws), packs=packs, dirs=dirs, seen=walkstate.group(seen),
             covered_blob=marshal.dumps(sorted(covered), 2), unwatched=unwatched, file_count=result.file_count,
             skipped=skipped, listings=b"".join(selected.listing[rel] for rel in selected.listed),
-            grows_same=walkstate.grows_same(covered, git_paths, files))
+            grows_same=walkstate.grows_same(covered, set(git_paths), files))
         index.set_walk(saved)
         return saved
 

@@ -20,6 +20,7 @@ from . import scope as scope_mod
 from .changes import Changes
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, is_captured, parent_of
+from .mapfacts import MapFacts
 from .readfiles import Captured
 from .reasons import HELD_BACK, Reason
 from .safefs import TMP_PREFIX as OWN_TMP
@@ -45,6 +46,8 @@ class LastCapture:
     git_signature: tuple[int, ...] | None
     settings: ScopeSettings
     walked_at: float = 0.0  # monotonic time of the last full walk
+    facts: MapFacts | None = None  # of `files` and `covered`, once a capture has worked them out
+    touched: frozenset[str] | None = None  # where `files` may differ from the map this state was made from
 
 
 class Journal(Protocol):
@@ -88,6 +91,7 @@ class Selection:
     to_read: dict[str, Key]
     covered: frozenset[str]
     removed: set[str]
+    touched: frozenset[str]  # where `files` differs from the last map: entries settled anew or removed
 
 
 def select(dirs: DirCache, since: Since, known: Iterable[str], git_signature: tuple[int, ...] | None,
@@ -119,7 +123,7 @@ def select(dirs: DirCache, since: Since, known: Iterable[str], git_signature: tu
     settled = _settle(dirs, changes.files, files, covered, settings, ignore, force, dirty)
     if settled is None:
         return None
-    files, removed = settled
+    files, removed, touched = settled
     for p, key in last.unwatched.items():
         try:
             now: Key | None = stat_key(dirs.lstat(p))
@@ -144,12 +148,12 @@ def select(dirs: DirCache, since: Since, known: Iterable[str], git_signature: tu
         if p not in covered and st.st_size > settings.residue_max_file_bytes and not (force and force(p)):
             return None
         to_read[p] = stat_key(st)
-    return Selection(last, files, to_read, covered, removed)
+    return Selection(last, files, to_read, covered, removed, touched)
 
 
 def _settle(dirs: DirCache, names: set[str], files: FileMap, covered: frozenset[str], settings: ScopeSettings,
             ignore: scope_mod.Ignore, force: Callable[[str], bool] | None, dirty: set[str]
-            ) -> tuple[FileMap, set[str]] | None:
+            ) -> tuple[FileMap, set[str], frozenset[str]] | None:
     """Apply file events (not directory ones) exactly as a walk would see them now, or None.
 
     Each named path is looked at again (events only say where to look): a file that appeared
@@ -208,7 +212,7 @@ def _settle(dirs: DirCache, names: set[str], files: FileMap, covered: frozenset[
             residue += 1
             dirty.add(p)
     if not changed and not removed:
-        return files, removed
+        return files, removed, frozenset()
     out = dict(files)
     out.update(changed)
     for p in removed:
@@ -216,7 +220,7 @@ def _settle(dirs: DirCache, names: set[str], files: FileMap, covered: frozenset[
             out[p] = ABSENT
         else:
             out.pop(p, None)
-    return out, removed
+    return out, removed, frozenset(changed.keys() | removed)
 
 
 def _any_over_limit(files: FileMap) -> bool:
@@ -240,8 +244,10 @@ def merge(sel: Selection, captured: Captured) -> LastCapture:
     unwatched = last.unwatched
     if any(p in unwatched for p in captured.stats):
         unwatched = {**unwatched, **{p: k for p, k in captured.stats.items() if p in unwatched}}
+    touched = sel.touched.union(captured.entries)
+    facts = last.facts.after(last.files, files, touched, sel.covered) if last.facts is not None else None
     return LastCapture(files, fresh, stats, sel.covered, unwatched, last.git_signature, last.settings,
-                       last.walked_at)
+                       last.walked_at, facts, touched)
 
 
 class _Overlay(Mapping[str, Key]):

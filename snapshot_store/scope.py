@@ -594,15 +594,15 @@ def _select(
     return scope
 
 
-def too_large_skipped(files: FileMap, skipped: list[tuple[str, str]], limit: int) -> list[tuple[str, str]]:
+def too_large_skipped(too_large: Iterable[str], skipped: list[tuple[str, str]], limit: int) -> list[tuple[str, str]]:
     """Untracked files held back by the size limit, for the capture's `skipped` report (docs/architecture.md says so).
 
-    Taken from the finished map, so the walk and the change journal's fast path report the same.
+    Taken from the finished map (`too_large`: its paths held back by size, mapfacts.MapFacts), so the walk and the
+    change journal's fast path report the same.
     """
     listed = {p for p, _why in skipped}
     reason = f"{TOO_LARGE} ({limit} bytes); not captured"
-    return [(p, reason) for p in sorted(p for p, e in files.items()
-                                        if e.kind == "x" and e.reason == TOO_LARGE and p not in listed)]
+    return [(p, reason) for p in sorted(p for p in too_large if p not in listed)]
 
 
 def _same_dir(de: os.DirEntry[str], ids: frozenset[tuple[int, int]]) -> bool:

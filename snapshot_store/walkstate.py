@@ -162,11 +162,13 @@ def _rekey(group: Group, change: dict[str, Key | None]) -> Group:
 
 def with_keys(groups: list[Group], keys: dict[str, Key | None]) -> list[Group]:
     """The same groups with some entries' keys replaced (paths not in a group are ignored)."""
+    if not keys:
+        return groups
     by_dir: dict[str, dict[str, Key | None]] = {}
     for rel, key in keys.items():
         parent, _, name = rel.rpartition("/")
         by_dir.setdefault(parent, {})[name] = key
-    return [_rekey(g, by_dir.get(g[0], {})) for g in groups]
+    return [_rekey(g, by_dir[g[0]]) if g[0] in by_dir else g for g in groups]
 
 
 def with_dir_keys(dirs: Group, keys: dict[str, Key | None]) -> Group:
@@ -190,13 +192,12 @@ def trusted(key: Key | None, started_ns: int) -> Key | None:
     return None if key is None or is_racy(key, started_ns) else key
 
 
-def savable(files: FileMap, skipped: list[tuple[str, str]]) -> bool:
-    """Only a walk whose every verdict the kept stats can re-check is saved."""
-    if any(not why.startswith(str(Reason.TOO_LARGE)) for _p, why in skipped):
-        return False
-    # Files over the recent-file limit are not: the next capture covers what this one took, which frees room
-    # under the limit, so a walk would take some of them then.
-    return all(e.kind not in ("x", "D") or e.reason in STABLE_REASONS for e in files.values())
+def savable(unstable: int, skipped: list[tuple[str, str]]) -> bool:
+    """Only a walk whose every verdict the kept stats can re-check is saved: no skip but by size, and no entry
+    of a reason outside STABLE_REASONS (`unstable` counts them: mapfacts.MapFacts)."""
+    # Files over the recent-file limit are not stable: the next capture covers what this one took, which frees
+    # room under the limit, so a walk would take some of them then.
+    return unstable == 0 and all(why.startswith(str(Reason.TOO_LARGE)) for _p, why in skipped)
 
 
 def same_map(covered_then: frozenset[str], covered_now: set[str], files: FileMap, captured: set[str],

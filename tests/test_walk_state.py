@@ -12,7 +12,7 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -25,7 +25,7 @@ import snapshot_store.store as store_mod
 from snapshot_store import Store
 from snapshot_store.capture import CaptureResult
 from snapshot_store.index import MAGIC, WorkspaceIndex, payload, sections
-from snapshot_store.manifest import captured_paths, is_captured
+from snapshot_store.manifest import ABSENT, Entry, captured_paths, count_captured, is_captured
 from snapshot_store.settings import ScopeSettings
 from snapshot_store.walkstate import KEY, UNTRUSTED, WalkState
 
@@ -683,3 +683,67 @@ def test_the_seen_paths_are_exactly_the_files_the_walk_saw(ws: Path, tmp_path: P
     assert all(p in seen for p in joined)
     for other in ("", "a", "a/c", "a/", "b.txt", "a/d.txt", "c/d.txt", "a/c/d.txt/x", "top.txt/", "/top.txt", 3):
         assert (other in seen) == (other in joined), other
+
+
+def _present(files: Mapping[str, Entry], ws: Path) -> dict[str, Entry]:
+    """The map without its tombstones, each checked true (a session's journal keeps covering a path a thread once
+    knew, so it may witness an absence a walk does not look at: the same files, one more true witness)."""
+    for p, e in files.items():
+        if e == ABSENT:
+            assert not os.path.lexists(ws / p), p
+    return {p: e for p, e in files.items() if e != ABSENT}
+
+
+def _session_op(ws: Path, rng: random.Random) -> None:
+    """`_random_op`, plus untracked files growing past and shrinking under SMALL's size limit."""
+    if rng.random() < 0.25:
+        rel = f"big{rng.randrange(3)}.txt"
+        write(ws, rel, "x" * rng.choice([10, 4000]))
+    else:
+        _random_op(ws, rng)
+
+
+@pytest.mark.parametrize(("seed", "scope"), [(0, WIDE), (1, SMALL), (2, SMALL)])
+def test_a_sessions_captures_record_what_a_walk_sees_over_random_edits(repo: Path, tmp_path: Path, seed: int,
+                                                                        scope: ScopeSettings) -> None:
+    """A session's captures through its change journal work out the delta, the file count, the files held back by
+    size and what the saved walk says from the entries that moved, not the whole map: after each edit every kind of
+    capture a session makes (the workspace's, a thread's, a turn's summary growing from the thread's newest) records
+    on disk the map it returns and the files a walk sees, reports what a walk reports, and the next process's check
+    of the saved walk agrees too. (A thread's paths here hold all the workspace captured, as one thread's do.)"""
+    rng = random.Random(300 + seed)
+    store_dir = tmp_path / "store"
+    s = Store.open(store_dir)
+    try:
+        assert s.capturer.watch(repo)
+        s.at(repo).capture(scope=scope)
+        for step in range(24):
+            if rng.random() < 0.8:
+                _session_op(repo, rng)
+            latest = s.latest(repo)
+            assert latest is not None
+            held = sorted(p for p, e in s.files(latest).items() if is_captured(e))
+            kind = rng.choice(["workspace", "thread", "turn"])
+            known = [] if kind == "workspace" else list(held)
+            if rng.random() < 0.3:
+                known.append(rng.choice(KNOWABLE))
+            with Store.open(store_dir) as other:
+                walk = other.at(repo).preview(scope=scope, known_paths=[*known, *held])
+            where = f"seed {seed} step {step} {kind} known {known}"
+            if kind == "workspace":
+                res = s.at(repo).capture(scope=scope, known_paths=known)
+            elif kind == "thread":
+                res = s.at(repo).capture_thread(known_paths=known, scope=scope)
+            else:
+                res = s.at(repo).capture_thread_summary(known_paths=known, thread_latest=latest, scope=scope)
+            recorded = files_of(store_dir, res.id)  # decoded from disk by another store
+            if res.files:
+                assert recorded == res.files, where
+            assert _present(recorded, repo) == _present(walk.files, repo), where
+            assert res.file_count == walk.file_count == count_captured(recorded), where
+            assert sorted(res.skipped) == sorted(walk.skipped), where
+    finally:
+        s.close()
+    time.sleep(SETTLE)
+    expected = walked_files(store_dir, repo)
+    assert _present(files_of(store_dir, capture(store_dir, repo, summary=False).id), repo) == _present(expected, repo)

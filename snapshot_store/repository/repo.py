@@ -333,13 +333,15 @@ class Repository:
         return tuple(out)
 
     def write_snapshot(self, ws: Path, files: FileMap, parent: str | None, parent_files: FileMap | None,
-                        kind: str, label: str | None, file_count: int) -> tuple[str, bool]:
-        """Write the snapshot as a delta against `parent` (or whole); return (id, unchanged)."""
+                       kind: str, label: str | None, file_count: int,
+                       known_delta: dict[str, Entry | None] | None = None) -> tuple[str, bool]:
+        """Write the snapshot as a delta against `parent` (or whole); return (id, unchanged). `known_delta`: that
+        delta, where the caller knows it (manifest.delta's answer, found without comparing every entry)."""
         changes: dict[str, Any]
         depth = 0
         unchanged = False
         if parent is not None and parent_files is not None:
-            changes = delta(parent_files, files)
+            changes = known_delta if known_delta is not None else delta(parent_files, files)
             unchanged = not changes
             depth = self.record(parent).depth + 1
             if depth >= REBASE_DEPTH or len(changes) * 2 > len(files):
