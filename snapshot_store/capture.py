@@ -91,6 +91,22 @@ def _covers_what_was_covered(state: walkstate.WalkState, grow: bool, known: list
     return covered == {*git_paths, *known}
 
 
+def _narrowed(last: fastpath.LastCapture, covered_now: set[str], settings: ScopeSettings,
+              ignore: scope_mod.Ignore) -> fastpath.LastCapture | None:
+    """The journal's last capture as a thread's capture covering `covered_now` starts from, or None (walk).
+
+    The last capture may have covered another thread's paths (one session, several threads): kept covered, this
+    thread's snapshot would hold that thread's files whatever the limits, and a rewind of it would put them back.
+    A walk covering `covered_now` would give the same map only where walkstate.same_map says so.
+    """
+    if covered_now == last.covered:
+        return last
+    if not walkstate.same_map(last.covered, covered_now, last.files, set(captured_paths(last.files)), settings,
+                              ignore):
+        return None
+    return dataclasses.replace(last, covered=last.covered & covered_now, facts=None, touched=None)
+
+
 class Capturer:
     """Captures workspaces into one repository, keeping per workspace what the next capture reuses."""
 
@@ -334,7 +350,9 @@ class Capturer:
                 else:
                     checked = None  # other known paths would change the map: walk
             if since is None and watched is not None and watched.last is not None:
-                since = fastpath.Since(watched.last, watched.journal.drain(), watched.pending)
+                last = watched.last if grow else _narrowed(watched.last, {*git.paths, *known}, settings, ignore)
+                if last is not None:  # else walk: the journal's events are dropped with its reset
+                    since = fastpath.Since(last, watched.journal.drain(), watched.pending)
             index = self.index(ws)
             cache = index.stat
             sink = HashOnly() if dry_run else self.repo.blob_writer()

@@ -703,7 +703,7 @@ def _session_op(ws: Path, rng: random.Random) -> None:
         _random_op(ws, rng)
 
 
-@pytest.mark.parametrize(("seed", "scope"), [(0, WIDE), (1, SMALL), (2, SMALL)])
+@pytest.mark.parametrize(("seed", "scope"), [(0, WIDE), (1, SMALL), (5, SMALL), (7, SMALL), (9, WIDE), (10, SMALL)])
 def test_a_sessions_captures_record_what_a_walk_sees_over_random_edits(repo: Path, tmp_path: Path, seed: int,
                                                                         scope: ScopeSettings) -> None:
     """A session's captures through its change journal work out the delta, the file count, the files held back by
@@ -724,11 +724,12 @@ def test_a_sessions_captures_record_what_a_walk_sees_over_random_edits(repo: Pat
             assert latest is not None
             held = sorted(p for p, e in s.files(latest).items() if is_captured(e))
             kind = rng.choice(["workspace", "thread", "turn"])
-            known = [] if kind == "workspace" else list(held)
+            known = [] if kind == "workspace" else list(held) if kind == "turn" else rng.sample(held, len(held) // 2)
             if rng.random() < 0.3:
                 known.append(rng.choice(KNOWABLE))
             with Store.open(store_dir) as other:
-                walk = other.at(repo).preview(scope=scope, known_paths=[*known, *held])
+                grown = [] if kind == "thread" else held  # a thread's capture covers exactly its paths
+                walk = other.at(repo).preview(scope=scope, known_paths=[*known, *grown])
             where = f"seed {seed} step {step} {kind} known {known}"
             if kind == "workspace":
                 res = s.at(repo).capture(scope=scope, known_paths=known)
@@ -747,3 +748,22 @@ def test_a_sessions_captures_record_what_a_walk_sees_over_random_edits(repo: Pat
     time.sleep(SETTLE)
     expected = walked_files(store_dir, repo)
     assert _present(files_of(store_dir, capture(store_dir, repo, summary=False).id), repo) == _present(expected, repo)
+
+
+def test_a_threads_capture_in_a_session_leaves_another_threads_known_paths_to_it(repo: Path, tmp_path: Path) -> None:
+    """One session captures for two threads (a resumed or forked thread, the proxy's several clients): thread B's
+    capture must not hold what only thread A knows (a churn-directory file its agent edited), or rewinding B would
+    put A's file back. Through the change journal exactly as when walking."""
+    write(repo, "build/out.txt", "thread A's build output\n")
+    store_dir = tmp_path / "store"
+    with Store.open(store_dir) as s:
+        assert s.capturer.watch(repo)
+        a = s.at(repo).capture_thread(known_paths=["build/out.txt"], scope=WIDE)
+        assert is_captured(a.files.get("build/out.txt"))
+        write(repo, "notes.txt", "edited before thread B's turn\n")
+        b = s.at(repo).capture_thread(known_paths=["src/a.py"], scope=WIDE)
+        assert "build/out.txt" not in b.files
+        assert files_of(store_dir, b.id) == walked_files(store_dir, repo, thread=True, known_paths=["src/a.py"])
+        write(repo, "build/out.txt", "thread A's agent wrote more\n")
+        s.at(repo).restore(b.id, scope=WIDE, known_paths=["src/a.py"])
+    assert (repo / "build/out.txt").read_text() == "thread A's agent wrote more\n"
