@@ -26,7 +26,7 @@ from .errors import StoreBusy, StoreError
 from .fsutil import translate_os_errors
 from .ids import workspace_key
 from .index import WorkspaceIndex
-from .manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, captured_paths, is_captured
+from .manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, captured_paths, delta, is_captured
 from .mapfacts import MapFacts
 from .readfiles import HashOnly, Progress, read_paths
 from .repository.packs import PackWriter, read_generation
@@ -434,7 +434,7 @@ class Capturer:
             changes = None
             if not walked and fast is not None and parent_files is not None and fast.last.files is parent_files:
                 assert state.touched is not None
-                changes = {p: files.get(p) for p in state.touched if parent_files.get(p) != files.get(p)}
+                changes = delta(parent_files, files, among=state.touched)
             result.id, result.unchanged = self.repo.write_snapshot(ws, files, parent, parent_files, kind, label,
                                                                result.file_count, changes)
             if watched is not None:
@@ -646,10 +646,9 @@ class Capturer:
             if same and base.grows_same and base.git_signature == state.git_signature and state.touched is not None:
                 # Only the entries this capture moved can have stopped being captured (the covered set and the Git
                 # listing are the base's): a pass over the whole covered set each capture was ~1-2 ms.
-                grows = not any(p in covered and not is_captured(files.get(p)) and p not in git_paths
-                                for p in state.touched)
+                grows = walkstate.grows_same(covered, git_paths, files, among=state.touched)
             else:
-                grows = walkstate.grows_same(covered, set(git_paths), files)
+                grows = walkstate.grows_same(covered, git_paths, files)
             saved = dataclasses.replace(base, snapshot=result.id, packs=packs, dirs=listed,
                                         seen=walkstate.with_keys(base.seen, newly), unwatched=unwatched,
                                         covered_blob=blob, _covered=covered,
@@ -671,7 +670,7 @@ class Capturer:
             protected=self.repo.protected_rel(ws), packs=packs, dirs=dirs, seen=walkstate.group(seen),
             covered_blob=marshal.dumps(sorted(covered), 2), unwatched=unwatched, file_count=result.file_count,
             skipped=skipped, listings=b"".join(selected.listing[rel] for rel in selected.listed),
-            grows_same=walkstate.grows_same(covered, set(git_paths), files))
+            grows_same=walkstate.grows_same(covered, git_paths, files))
         index.set_walk(saved)
         return saved
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import operator
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -252,8 +252,12 @@ def parse_entry(value: Any) -> Entry:
     return _KINDS[value[0]]._make(value)
 
 
-def delta(old: Mapping[str, Entry], new: Mapping[str, Entry]) -> dict[str, Entry | None]:
-    """Changes turning `old` into `new` (None removes a key)."""
+def delta(old: Mapping[str, Entry], new: Mapping[str, Entry], among: Iterable[str] | None = None
+          ) -> dict[str, Entry | None]:
+    """Changes turning `old` into `new` (None removes a key). `among`: the only keys where the two may differ, when
+    the caller knows them (a session's fast path), so the other entries are not compared."""
+    if among is not None:
+        return {k: new.get(k) for k in among if old.get(k) != new.get(k)}
     changes: dict[str, Entry | None] = {k: v for k, v in new.items() if old.get(k) != v}
     for k in old.keys() - new.keys():
         changes[k] = None

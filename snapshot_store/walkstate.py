@@ -17,7 +17,7 @@ import dataclasses
 import marshal
 import os
 import struct
-from collections.abc import Container, Iterator, Mapping
+from collections.abc import Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -226,9 +226,15 @@ def same_map(covered_then: frozenset[str], covered_now: set[str], files: FileMap
     return True
 
 
-def grows_same(covered: frozenset[str], git_paths: set[str], files: FileMap) -> bool:
-    """Is every covered path Git-tracked or captured (so a capture that grows from `files` covers it again)?"""
-    return all(is_captured(files.get(p)) for p in covered - git_paths)
+def grows_same(covered: frozenset[str], git_paths: Collection[str], files: FileMap,
+               among: Iterable[str] | None = None) -> bool:
+    """Is every covered path Git-tracked or captured (so a capture that grows from `files` covers it again)?
+
+    `among`: only these paths are asked (the entries a capture moved, when the answer for the rest stands).
+    """
+    if among is not None:
+        return all(is_captured(files.get(p)) for p in among if p in covered and p not in git_paths)
+    return all(is_captured(files.get(p)) for p in covered.difference(git_paths))
 
 
 def stat_bound(files: FileMap, rel: str) -> bool:
