@@ -233,7 +233,8 @@ def grows_same(covered: frozenset[str], git_paths: Collection[str], files: FileM
     `among`: only these paths are asked (the entries a capture moved, when the answer for the rest stands).
     """
     if among is not None:
-        return all(is_captured(files.get(p)) for p in among if p in covered and p not in git_paths)
+        # git_paths is the listing as a list: asked last, and only of a covered path that is not captured
+        return all(is_captured(files.get(p)) or p not in covered or p in git_paths for p in among)
     return all(is_captured(files.get(p)) for p in covered.difference(git_paths))
 
 
