@@ -59,6 +59,7 @@ class CaptureResult:
     stats: Mapping[str, Key] = field(default_factory=dict, repr=False)
     stored_blobs: frozenset[bytes] = field(default=frozenset(), repr=False)  # written by this capture
     recovered: Recovery | None = None  # an interrupted restore this capture finished first
+    reused: bool = False  # `id` is the workspace's latest snapshot, which holds this map already: nothing written
 
     def as_json(self) -> dict[str, Any]:
         """The stable JSON shape the CLI prints."""
@@ -206,12 +207,17 @@ class Capturer:
         nothing changed and the thread covers what the saved walk covered, its `files` and `stats` are empty and
         no manifest is decoded.
 
+        When the map it would record is the workspace's latest snapshot's, that snapshot is the answer and nothing is
+        written (`reused`): it holds this very state and is durable already, so a prompt sent after a turn that left
+        the files alone waits for no write and no fsync (the pre-turn capture's three fsyncs were ~56 ms of Enter ->
+        answer at load 10, bench/README "Tenth pass"); a turn's snapshots are named by its sidecar, not by kind.
+
         `thread_latest`, the thread's newest snapshot: every path it captured stays tracked, as if in
         `known_paths`. When it is the workspace's latest too (no other capture came between), the capture grows
         from it as the workspace's own capture does, so an unchanged tree decodes no manifest; a damaged one is an
         error, never a smaller tracked set."""
         return self._run(root, label=label, known_paths=known_paths, scope=scope, kind=kind, progress=progress,
-                         grow=False, summary_only=True, thread_latest=thread_latest)
+                         grow=False, summary_only=True, thread_latest=thread_latest, reuse=True)
 
     def capture_thread(self, root: str | os.PathLike[str], *, known_paths: Iterable[str], label: str | None = None,
                        scope: ScopeSettings | None = None, kind: str = SnapshotKind.CAPTURE,
@@ -256,11 +262,12 @@ class Capturer:
         progress: Progress | None = None,
         summary_only: bool = False,
         thread_latest: str | None = None,
+        reuse: bool = False,
     ) -> CaptureResult:
         """The capture the intents above name (callers name one of them, never these switches): `grow` adds what
         the latest snapshot captured to `known_paths`, `dry_run` stores nothing, `whatever_size` lifts the residue
         limits, `summary_only` may skip the maps, `thread_latest` adds what that snapshot captured (and must be
-        readable)."""
+        readable), `reuse` answers with the latest snapshot when the map is its own."""
         started = time.perf_counter()
         started_ns = time.time_ns()
         ws = self.repo.workspace(root)
@@ -305,7 +312,7 @@ class Capturer:
                     and recovered is None and checked.check.unchanged
                     and (watched is None or (watched.last is None and not watched.pending))
                     and _covers_what_was_covered(checked.state, grow, known, git.paths)):
-                done = self._unchanged(ws, checked, parent, kind, label, started, started_ns)
+                done = self._unchanged(ws, checked, parent, kind, label, started, started_ns, reuse)
                 if done is not None:
                     self._bind_monitor(ws, asked, checked.state.snapshot)
                     self._save_git_listing(ws, git, known_git)
@@ -435,8 +442,13 @@ class Capturer:
             if not walked and fast is not None and parent_files is not None and fast.last.files is parent_files:
                 assert state.touched is not None
                 changes = delta(parent_files, files, among=state.touched)
-            result.id, result.unchanged = self.repo.write_snapshot(ws, files, parent, parent_files, kind, label,
-                                                               result.file_count, changes)
+            if reuse and parent is not None and parent_files is not None and recovered is None and not (
+                    changes if changes is not None else delta(parent_files, files)):
+                result.id, result.unchanged, result.reused = parent, True, True
+                self.repo.remember(parent, files)  # the next capture's journal starts from this very map
+            else:
+                result.id, result.unchanged = self.repo.write_snapshot(ws, files, parent, parent_files, kind, label,
+                                                                   result.file_count, changes)
             if watched is not None:
                 watched.last = state
                 watched.pending.clear()
@@ -580,20 +592,30 @@ class Capturer:
                                     git_signature, settings, time.monotonic())
 
     def _unchanged(self, ws: Path, checked: walkstate.Checked, parent: str, kind: str, label: str | None,
-                   started: float, started_ns: int) -> CaptureResult | None:
-        """Nothing moved since `parent`: record that, without decoding a manifest (None: do the full capture)."""
+                   started: float, started_ns: int, reuse: bool) -> CaptureResult | None:
+        """Nothing moved since `parent`: record that, without decoding a manifest (None: do the full capture);
+        `reuse`: `parent` is the answer, nothing is written but the walk's moved directories."""
         state = checked.state
         try:
             prev = self.repo.record(parent)
         except StoreError:
             return None  # the full capture decides what a damaged parent means
+        moved = checked.check.dir_keys
+        if reuse:
+            if moved:  # the walk now describes `parent` itself: a chain of no steps
+                state.snapshot = parent
+                state.dirs = walkstate.with_dir_keys(state.dirs, {
+                    rel: walkstate.trusted(k, started_ns) for rel, k in moved.items()})
+                self.index(ws).save_walk(state)
+            return CaptureResult(id=parent, root=str(ws), file_count=state.file_count, bytes_hashed=0,
+                                 bytes_stored=0, seconds=time.perf_counter() - started, unchanged=True,
+                                 skipped=list(state.skipped), reused=True)
         if prev.depth + 1 >= REBASE_DEPTH:
             return None  # this one rebases: written whole, so the map is needed
         rec = SnapshotRecord(root=str(ws), created=time.time(), kind=kind, label=label, parent=parent,
                              depth=prev.depth + 1, changes={}, meta={"file_count": state.file_count})
         snap_id = self.repo.write_record(rec)
         self.repo.append_ref(SnapshotInfo(snap_id, str(ws), rec.created, kind, label, state.file_count))
-        moved = checked.check.dir_keys
         if moved or checked.chain + 1 >= walkstate.CHAIN_LIMIT:  # else not rewritten: ~6 ms saved
             state.snapshot = snap_id  # a new chain starts here
             state.dirs = walkstate.with_dir_keys(state.dirs, {

@@ -425,10 +425,16 @@ def test_shell_created_file_removed_by_rewind_and_back_after_redo(rigs: RigFacto
     model.script("t7-make", [shell("mkdir -p gen/sub && echo generated > gen/sub/made.txt && echo top > top.txt"),
                              message("made")])
     tid = s.start_thread()
-    assert rig.turn(tid, "t7-first hello").status == "completed"
+    first = rig.turn(tid, "t7-first hello")
+    assert first.status == "completed"
+    listed = s.store.list_snapshots(rig.ws)
     before = rig.tree()
     o = rig.turn(tid, "t7-make files")
     assert o.status == "completed" and o.files_changed == ["gen/sub/made.txt", "top.txt"]
+    # A turn that left the files alone, and the prompt after it, are bound to the snapshot already holding them:
+    # Enter waits for no write (the rewind below restores from it all the same).
+    assert first.pre and first.post == first.pre == o.pre and o.post != o.pre
+    assert [i.id for i in s.store.list_snapshots(rig.ws)] == [*(i.id for i in listed), o.post]
     after = rig.tree()
     assert (rig.ws / "gen/sub/made.txt").read_text() == "generated\n"
     r = s.rewind(tid, 2)

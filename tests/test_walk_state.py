@@ -528,6 +528,49 @@ def thread_summary(store_dir: Path, ws: Path, known_paths: Sequence[str]) -> Cap
         return s.at(ws).capture_thread_summary(known_paths=known_paths, scope=WIDE)
 
 
+def store_files(store_dir: Path) -> dict[str, bytes]:
+    """Every snapshot record and ref log of the store, by path: what a capture that writes nothing leaves alone."""
+    return {str(p.relative_to(store_dir)): p.read_bytes() for sub in ("snapshots", "refs")
+            for p in sorted((store_dir / sub).rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("how", ["fresh process", "session", "walk"])
+def test_a_turn_capture_of_the_latest_snapshots_map_answers_with_it_and_writes_nothing(
+        repo: Path, tmp_path: Path, how: str) -> None:
+    """The prompt after a turn that left the files alone: its pre-turn capture is the snapshot that already holds
+    them, durable since that capture, so nothing is written or synced before the prompt is sent. Whatever looked
+    (the saved walk's check in a fresh process, a session's journal, a walk); a change is a snapshot of its own."""
+    store_dir = tmp_path / "store"
+    known = ["notes.txt"]
+
+    def turn_capture(s: Store) -> CaptureResult:
+        if how == "walk":
+            for f in (store_dir / "cache").glob("*.index"):
+                f.unlink()  # no saved walk: the capture walks
+        return s.at(repo).capture_thread_summary(known_paths=known, scope=WIDE)
+
+    with Store.open(store_dir) as s:
+        if how == "session":
+            assert s.capturer.watch(repo)
+        first = turn_capture(s)
+        time.sleep(SETTLE)
+        on_disk = store_files(store_dir)
+        if how != "session":
+            s.close()
+            s = Store.open(store_dir)
+        again = turn_capture(s)
+        assert again.id == first.id and store_files(store_dir) == on_disk
+        assert again.reused and again.unchanged and not first.reused
+        write(repo, "notes.txt", "notes edited between the turns\n")
+        changed = turn_capture(s)
+        assert changed.id != first.id and not changed.reused
+        blob = s.files(changed.id)["notes.txt"][3]
+        assert b"".join(s.blob_chunks(blob)) == b"notes edited between the turns\n"
+        s.close()
+    assert {p: e for p, e in files_of(store_dir, changed.id).items() if p != "notes.txt"} == \
+        {p: e for p, e in files_of(store_dir, first.id).items() if p != "notes.txt"}
+
+
 def forced_walk(store_dir: Path, ws: Path, known_paths: Sequence[str]) -> dict:
     """The map a thread's capture records when it must walk: the index file (the saved walk) removed first."""
     index_file(store_dir).unlink()
