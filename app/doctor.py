@@ -15,7 +15,7 @@ from snapshot_store import StoreError
 
 from .codex_bin import CodexBinary, binary_version, choose, pinned_path
 from .context import Context, UsageError
-from .lines import human_bytes
+from .lines import human_bytes, plural
 
 SDK_DIST = "openai-codex"
 PINNED_DIST = "openai-codex-cli-bin"
@@ -193,7 +193,7 @@ def _store_check(ctx: Context) -> Check:
     finally:
         store.close()
     size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
-    what = f"snapshot store {path}: {report.snapshots} snapshots, {human_bytes(size)}"
+    what = f"snapshot store {path}: {plural(report.snapshots, 'snapshot')}, {human_bytes(size)}"
     if not report.ok:
         return Check("store", "fail", f"{what}, damaged: {report.problems[0]}"
                      + (f" (+{len(report.problems) - 1} more)" if len(report.problems) > 1 else ""),

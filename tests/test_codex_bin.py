@@ -94,7 +94,8 @@ def test_exec_runs_the_chosen_binary_a_bad_one_runs_nothing_and_doctor_is_happy(
     text = doc.stdout
     assert f"pinned Codex 0.163.0: {PINNED}" in text and f"chosen Codex 0.163.0: {good} (from --codex-bin)" in text
     assert f"CODEX_HOME {cli.home}" in text and "login: not needed" in text
-    assert f"snapshot store {cli.home / 'file_snapshots'}: 2 snapshots, " in text and "healthy" in text
+    # the turn changed no file: its post-turn capture is its pre-turn snapshot (one state, one snapshot)
+    assert f"snapshot store {cli.home / 'file_snapshots'}: 1 snapshot, " in text and "healthy" in text
 
 
 def test_doctor_names_each_problem_and_exits_1(tmp_path: Path) -> None:
