@@ -78,7 +78,7 @@ def map_stats(store: Store, old: FileMap, new: FileMap) -> tuple[FileStat, ...]:
 
 def turn_files(store: Store, pre: str | None, post: str | None) -> tuple[FileStat, ...]:
     """The files a turn changed, from its pre/post snapshots (so shell-made changes count too)."""
-    if pre is None or post is None:
+    if pre is None or post is None or pre == post:  # one snapshot for both: the turn left the files alone
         return ()
     return map_stats(store, store.files(pre), store.files(post))
 
