@@ -122,7 +122,9 @@ class MainScreen(Screen[int]):
 class CodexrApp(App[int]):
     """The codexr terminal UI: transcript, composer, approvals, status bar."""
 
-    CSS_PATH = "app.tcss"
+    # The dialogs' stylesheet too, read with the app's: the first dialog pushed read it, parsed every stylesheet
+    # again and restyled every widget of the app (~100 ms of the first Ctrl+R, bench/README "Eleventh pass").
+    CSS_PATH = ["app.tcss", "dialogs.tcss"]  # noqa: RUF012 - Textual reads it once, never mutated
     TITLE = "codexr"
     BINDINGS = bindings("app")  # type: ignore[assignment]
     COMMANDS = App.COMMANDS | {ActionCommands}
