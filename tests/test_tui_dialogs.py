@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from e2e_helpers import PipeSession, official_codex_exec, session_options
 from rich.syntax import Syntax
 from test_driver import Events
@@ -26,7 +27,7 @@ from app.events import ApprovalAsked, Notice, ThreadLoaded, TurnFinished, UserPr
 from app.scripted_model import ScriptedModel, add_file, message, shell
 from app.tui.ask_dialog import AskDialog
 from app.tui.diff_screen import DiffScreen
-from app.tui.driver_screen import DriverScreen
+from app.tui.driver_screen import CallDone, DriverScreen
 from app.tui.redo_dialog import RedoDialog
 from app.tui.rewind_picker import RewindPicker
 from app.tui.snapshots_screen import SnapshotsScreen
@@ -541,4 +542,40 @@ def test_rewind_redo_and_restore_warn_and_ask_while_another_session_is_live(mode
         assert app.result is None and (ws / "later.txt").read_text() == "later\n"
     finally:
         other.close()
+        d.close()
+
+
+def test_the_pickers_first_frame_shows_the_prompts(model: ScriptedModel, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20 §2 (Ctrl+R -> the picker's rows <= 0.3 s): the picker drew a frame saying "loading the prompts…" and
+    the rows in a second one (~60 ms of Ctrl+R at load 9). Rows that come within ROWS_WAIT_S are set while the
+    picker mounts, before its first frame."""
+    model.script("ff-one", [message("one")])
+    d = started(model, tmp_path, ["ff-one please"])
+    loaded_in: list[bool] = []
+    starting = [False]
+    real_start, real_loaded = RewindPicker.start, RewindPicker._rows_loaded
+
+    def start(self: RewindPicker) -> None:
+        starting[0] = True
+        try:
+            real_start(self)
+        finally:
+            starting[0] = False
+
+    def rows_loaded(self: RewindPicker, msg: CallDone) -> None:
+        loaded_in.append(starting[0])
+        real_loaded(self, msg)
+
+    monkeypatch.setattr(RewindPicker, "start", start)
+    monkeypatch.setattr(RewindPicker, "_rows_loaded", rows_loaded)
+    try:
+        app = Host(lambda: RewindPicker(d))
+
+        async def story(pilot: Pilot[Any]) -> None:
+            await showing(pilot, "ff-one please")
+
+        run(app, story)
+        assert loaded_in == [True]
+    finally:
         d.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -65,21 +66,44 @@ class DriverScreen(ModalScreen[ResultT]):
     def start(self) -> None:
         """Begin the dialog's first Driver call."""
 
-    def call(self, tag: Any, fn: Callable[[], Any]) -> None:
-        """Run `fn` in a thread worker; its result arrives as `CallDone(tag, …)` (errors included)."""
+    def call(self, tag: Any, fn: Callable[[], Any], wait: float = 0.0) -> None:
+        """Run `fn` in a thread worker; its result arrives as `CallDone(tag, …)` (errors included). `wait`: the
+        result that comes within that many seconds is shown before this returns (in the frame being built), a
+        later one arrives as a message as usual."""
         self.in_flight += 1
+        lock = threading.Lock()
+        came = threading.Event()
+        waiting = [wait > 0]  # the caller still waits: the result goes to `box`, not the message queue
+        box: list[CallDone] = []
+
+        def deliver(msg: CallDone) -> None:
+            with lock:
+                if waiting[0]:
+                    box.append(msg)
+                    came.set()
+                    return
+            self.post_message(msg)
 
         def run() -> None:
             try:
                 value = fn()
             except StoreError as exc:  # SessionError and Busy are StoreErrors: one line for the user
-                self.post_message(CallDone(tag, error=str(exc)))
+                deliver(CallDone(tag, error=str(exc)))
             except Exception as exc:  # a dialog shows every failure; it never crashes the app
-                self.post_message(CallDone(tag, error=f"{type(exc).__name__}: {exc}"))
+                deliver(CallDone(tag, error=f"{type(exc).__name__}: {exc}"))
             else:
-                self.post_message(CallDone(tag, value))
+                deliver(CallDone(tag, value))
 
-        self.run_worker(run, thread=True, group="driver", exit_on_error=False)
+        if wait <= 0:
+            self.run_worker(run, thread=True, group="driver", exit_on_error=False)
+            return
+        # A thread of its own: a Textual worker starts from the event loop, which is waiting here.
+        threading.Thread(target=run, name=f"codexr-{type(self).__name__}", daemon=True).start()
+        came.wait(wait)
+        with lock:
+            waiting[0] = False
+        if box:
+            self.on_call_done(box[0])
 
     def on_call_done(self, msg: CallDone) -> None:
         """Hand a result to `done` (on the UI thread)."""

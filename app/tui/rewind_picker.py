@@ -20,6 +20,7 @@ from .lists import KeptList
 from .plan_view import PlanView
 
 MODES = tuple(RewindMode)
+ROWS_WAIT_S = 0.15  # the longest the picker's first frame waits for its rows (Codex's thread/read: ~6 ms quiet)
 
 
 def row_label(row: PromptRow, now: float | None = None) -> str:
@@ -96,7 +97,8 @@ class RewindPicker(DriverScreen[str | None]):
             yield Static("↑↓ prompt · Tab next pane · b/f/c mode · Enter rewind · Esc cancel", id="hint")
 
     def start(self) -> None:
-        """List the prompts off the event loop."""
+        """List the prompts off the event loop, waiting a moment for them: shown in the picker's first frame, not in
+        a second one after a frame that says "loading" (~60 ms of Ctrl+R at load 9, bench/README "Eleventh pass")."""
         self.query_one("#prompts", OptionList).focus()
         driver = self.driver
 
@@ -104,7 +106,7 @@ class RewindPicker(DriverScreen[str | None]):
             driver.require_idle("rewind")  # listing would wait for the running turn
             return driver.prompt_rows()
 
-        self.call("rows", rows)
+        self.call("rows", rows, wait=ROWS_WAIT_S)
 
     # ------------------------------------------------------------------ results
     def done(self, msg: CallDone) -> None:
