@@ -442,8 +442,9 @@ class Capturer:
             if not walked and fast is not None and parent_files is not None and fast.last.files is parent_files:
                 assert state.touched is not None
                 changes = delta(parent_files, files, among=state.touched)
-            if reuse and parent is not None and parent_files is not None and recovered is None and not (
-                    changes if changes is not None else delta(parent_files, files)):
+            elif reuse and parent_files is not None:
+                changes = delta(parent_files, files)  # compared once: the reuse below and the record share it
+            if reuse and parent is not None and parent_files is not None and recovered is None and not changes:
                 result.id, result.unchanged, result.reused = parent, True, True
                 self.repo.remember(parent, files)  # the next capture's journal starts from this very map
             else:
@@ -602,27 +603,23 @@ class Capturer:
             return None  # the full capture decides what a damaged parent means
         moved = checked.check.dir_keys
         if reuse:
-            if moved:  # the walk now describes `parent` itself: a chain of no steps
-                state.snapshot = parent
-                state.dirs = walkstate.with_dir_keys(state.dirs, {
-                    rel: walkstate.trusted(k, started_ns) for rel, k in moved.items()})
-                self.index(ws).save_walk(state)
-            return CaptureResult(id=parent, root=str(ws), file_count=state.file_count, bytes_hashed=0,
-                                 bytes_stored=0, seconds=time.perf_counter() - started, unchanged=True,
-                                 skipped=list(state.skipped), reused=True)
-        if prev.depth + 1 >= REBASE_DEPTH:
-            return None  # this one rebases: written whole, so the map is needed
-        rec = SnapshotRecord(root=str(ws), created=time.time(), kind=kind, label=label, parent=parent,
-                             depth=prev.depth + 1, changes={}, meta={"file_count": state.file_count})
-        snap_id = self.repo.write_record(rec)
-        self.repo.append_ref(SnapshotInfo(snap_id, str(ws), rec.created, kind, label, state.file_count))
-        if moved or checked.chain + 1 >= walkstate.CHAIN_LIMIT:  # else not rewritten: ~6 ms saved
+            snap_id, restart = parent, bool(moved)  # the chain does not grow: `parent` itself, no steps
+        else:
+            if prev.depth + 1 >= REBASE_DEPTH:
+                return None  # this one rebases: written whole, so the map is needed
+            rec = SnapshotRecord(root=str(ws), created=time.time(), kind=kind, label=label, parent=parent,
+                                 depth=prev.depth + 1, changes={}, meta={"file_count": state.file_count})
+            snap_id = self.repo.write_record(rec)
+            self.repo.append_ref(SnapshotInfo(snap_id, str(ws), rec.created, kind, label, state.file_count))
+            restart = bool(moved) or checked.chain + 1 >= walkstate.CHAIN_LIMIT
+        if restart:  # else not rewritten: ~6 ms saved
             state.snapshot = snap_id  # a new chain starts here
             state.dirs = walkstate.with_dir_keys(state.dirs, {
                 rel: walkstate.trusted(k, started_ns) for rel, k in moved.items()})
             self.index(ws).save_walk(state)
         return CaptureResult(id=snap_id, root=str(ws), file_count=state.file_count, bytes_hashed=0, bytes_stored=0,
-                             seconds=time.perf_counter() - started, unchanged=True, skipped=list(state.skipped))
+                             seconds=time.perf_counter() - started, unchanged=True, skipped=list(state.skipped),
+                             reused=reuse)
 
     def _save_walk(self, ws: Path, result: CaptureResult, state: fastpath.LastCapture,
                    selected: scope_mod.Scope | None, base: walkstate.WalkState | None, checked_keys: dict[str, Key],
