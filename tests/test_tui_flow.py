@@ -329,26 +329,6 @@ def test_a_new_block_is_in_view_in_the_frame_that_lays_it_out() -> None:
     asyncio.run(main())
 
 
-def test_blocks_keep_their_width_when_the_transcript_starts_to_scroll() -> None:
-    """Issue 20 §2 (Enter -> answer): the first prompt whose blocks overflowed the screen was answered ~50 ms later
-    than the others, because the scrollbar that appeared then took a column from every block, and each was laid out
-    and wrapped again. The transcript keeps the scrollbar's column from the start."""
-    app = TranscriptHost()
-
-    async def main() -> None:
-        async with app.run_test(size=(80, 24)) as pilot:
-            t = app.query_one(Transcript)
-            await t.note("the first line")
-            await until_shown(pilot, "the first line")
-            first = t.query(Block).first()
-            width = first.size.width
-            assert t.max_scroll_y == 0 and width > 0
-            await forty_lines(pilot)
-            assert t.max_scroll_y > 0 and first.size.width == width
-
-    asyncio.run(main())
-
-
 def test_a_streamed_answer_shows_its_first_piece_in_the_frame_that_lays_out_its_block() -> None:
     """Issue 20 §2 (Enter -> answer): the answer's block was mounted empty and its first piece came in a later
     layout pass, a frame after the block's. Now the block mounts with it; later pieces and the final text follow."""

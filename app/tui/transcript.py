@@ -56,10 +56,6 @@ class Transcript(VerticalScroll, can_focus=True):
     """The scrolling list of blocks; focus it (Ctrl+Up) to move the block cursor."""
 
     BINDINGS = bindings("transcript")  # type: ignore[assignment]
-    # The scrollbar's column is kept from the start: appearing when the blocks first overflowed the view, it took a
-    # column from every block, and each was laid out and wrapped again (that prompt's answer ~0.19 s against ~0.14 s
-    # with the column kept, bench/README "Eleventh pass").
-    DEFAULT_CSS = "Transcript { scrollbar-gutter: stable; }"
     # Mounting is what costs: a resumed 500-turn thread (bench/bench_tui.py, 2-core VM under load 7) drew in
     # 14-20 s with 300 blocks mounted, 5 s with 100 and 2.3 s with 50 (a finished agent message, a Markdown
     # widget of ~25 widgets, is ~4x any other block); keys echo in under 10 ms either way once drawn.
