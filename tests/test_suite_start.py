@@ -1,6 +1,6 @@
 """The suite is green however it is started: as a background job of a script (SIGINT and SIGQUIT ignored), under
 nohup (SIGHUP ignored), under setsid or from a detached tmux (an orphaned process group, where the kernel discards
-a SIGTSTP's stop), with signals blocked (tests/child_signals.py)."""
+a SIGTSTP's stop), with signals blocked (tests/child_signals.py, slow_exec in tests/test_server.py)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_what_a_test_starts_has_a_terminals_signal_defaults() -> None:
 
 
 def test_the_suite_started_away_from_a_terminal_passes_its_signal_tests(tmp_path: Path) -> None:
-    """A background job under nohup and setsid, with signals blocked: the check above passes there too."""
+    """A background job under nohup and setsid, with signals blocked: the check above and Ctrl+Z pass there too."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     premise = subprocess.run([*STARTED_AWAY, sys.executable, "-c", PREMISE], capture_output=True, text=True,
                              env=env, preexec_fn=block, timeout=60)
@@ -73,6 +73,7 @@ def test_the_suite_started_away_from_a_terminal_passes_its_signal_tests(tmp_path
     assert "orphaned: True" in premise.stdout, premise.stdout
     res = subprocess.run(
         [*STARTED_AWAY, sys.executable, "-m", "pytest", "-p", "no:xdist", f"--basetemp={tmp_path / 'run'}",
-         "tests/test_suite_start.py::test_what_a_test_starts_has_a_terminals_signal_defaults"],
+         "tests/test_suite_start.py::test_what_a_test_starts_has_a_terminals_signal_defaults",
+         "tests/test_server.py::test_ctrl_z_stops_the_command_and_fg_continues_it"],
         capture_output=True, text=True, env=env, cwd=REPO, preexec_fn=block, timeout=600)
-    assert res.returncode == 0 and "1 passed" in res.stdout, res.stdout[-5000:] + res.stderr[-2000:]
+    assert res.returncode == 0 and "2 passed" in res.stdout, res.stdout[-5000:] + res.stderr[-2000:]
