@@ -7,10 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from child_signals import give_children_default_signals
 from e2e_helpers import RigFactory
 
 from app.scripted_model import ScriptedModel
 
+# Before anything is started: the suite's processes begin with a terminal's signal defaults even when the suite
+# runs as a background job, under nohup or with signals blocked (tests/child_signals.py says why).
+give_children_default_signals()
 # No test starts a resident server by accident (in the user's runtime directory, outliving the run):
 # tests/test_server.py gives its commands a private runtime directory and turns it back on.
 os.environ["CODEXR_SERVER"] = "0"

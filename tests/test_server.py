@@ -122,8 +122,11 @@ def slow_exec(servers: Servers, tmp_path: Path, prompt: str) -> Iterator[tuple[s
         model.script(prompt, [pause(60), message("too late")])
         env = {**os.environ, **servers.env, "NO_PROXY": "127.0.0.1,localhost",
                **write_codex_home(tmp_path / "home", model.base_url)}
+        # Its own process group, as a terminal's job is: one whose parent (this process) is in another group of
+        # the session. In this process's group, which is orphaned when the suite runs under setsid or in a detached
+        # tmux, the kernel would discard the stop of a SIGTSTP.
         proc = subprocess.Popen([sys.executable, "-m", "app", "exec", prompt], cwd=ws, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, process_group=0)
         try:
             wait_until(lambda: len(model.requests) > 0, 60, "the turn to reach the model")
             yield proc, model
