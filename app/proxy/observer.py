@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,12 +128,36 @@ class RecordingObserver(Observer):
             self._ephemeral_asks.add(msg["id"])
         if method in CWD_METHODS and params.get("cwd") is None:
             return Verdict({**msg, "params": {**params, "cwd": str(self.ws)}})
+        if method in CWD_METHODS | {"turn/start"} and params.get("cwd") is not None:
+            outside = self._outside(params["cwd"])
+            if outside is not None:  # the thread would work where codexr neither records nor can rewind
+                return Verdict(None, [{"id": msg["id"], "error": {"code": -32600, "message": f"codexr: {outside}"}}])
         if method == "turn/start" and isinstance(params.get("threadId"), str):
             await self._before_turn(msg["id"], str(params["threadId"]), input_text(params))
         if method == "thread/revert" and isinstance(params.get("threadId"), str) \
                 and isinstance(params.get("beforeTurnId"), str):
             return await self._revert(msg, str(params["threadId"]), str(params["beforeTurnId"]))
         return Verdict(msg)
+
+    def _outside(self, cwd: Any) -> str | None:
+        """Why a thread may not work in `cwd` (None: the workspace or below it). Elsewhere its files would change
+        unrecorded and a revert would not see them; Codex's home and the store are never a workspace."""
+        from snapshot_store import StoreError
+        from snapshot_store.roots import workspace_root
+
+        if not isinstance(cwd, str) or not cwd or "\0" in cwd:
+            return f"cwd {cwd!r} is not a directory path"
+        real = Path(os.path.realpath(self.ws / cwd))  # a relative cwd is the workspace's, as Codex takes it
+        if real != self.ws and self.ws not in real.parents:
+            return (f"cwd {cwd} is outside the workspace {self.ws} this codexr records; start codexr there "
+                    f"(`codexr -C {real} app-server`, or `codexr -C {real} codex`)")
+        home = Path(self.env["CODEX_HOME"])
+        try:
+            if real.exists():  # a missing one is Codex's to refuse, as without codexr
+                workspace_root(real, [home], store=home / "file_snapshots")
+        except StoreError as exc:
+            return str(exc)
+        return None
 
     async def _revert(self, msg: dict[str, Any], thread_id: str, before: str) -> Verdict:
         """`thread/revert` becomes a rewind of files and conversation together, or nothing happens.
