@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from .exits import EXIT_USAGE, end_by_signal
 
 if TYPE_CHECKING:
+    from config import CodexrSettings
+
     from .context import Context
 
 PATH_SAFE = "codexr-path"
@@ -262,7 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for warning in loaded.warnings:
                 print(f"codexr: warning: {warning}", file=sys.stderr)
             settings = loaded.settings
-        ctx = Context(home=home, loaded=settings, json=bool(getattr(args, "json", False) or args.json_global))
+        ctx = Context(home=home, loaded=settings, json=bool(getattr(args, "json", False) or args.json_global),
+                      codex_bin=lambda: _codex_path(args, settings))
         try:
             return int(args.handler(ctx, args))
         finally:
@@ -284,6 +287,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"codexr: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _codex_path(args: argparse.Namespace, settings: CodexrSettings | None) -> str:
+    """The Codex executable this command runs, chosen only when something asks (codex_bin is not light)."""
+    from .codex_bin import choose
+
+    return str(choose(getattr(args, "codex_bin", None), settings).path)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,9 @@ if TYPE_CHECKING:  # both load on first use: a one-shot command pays only for wh
 
 def say_recovery(report: Recovery) -> None:
     """An interrupted restore finished or rolled back by this command: one line on stderr, never silently."""
-    print(f"codexr: {report.summary()}", file=sys.stderr)
+    from .held_revert import held_clause
+
+    print(f"codexr: {report.summary()}{held_clause(report.held, report.rolled_back)}", file=sys.stderr)
 
 
 class UsageError(Exception):
@@ -35,6 +38,10 @@ class Context:
     defaults then hold, and pydantic loads only if a command asks for `settings` (a one-shot
     `snapshots capture` skips ~0.1-0.25 s of imports; see bench/bench_startup.py)."""
     json: bool = False
+    codex_bin: Callable[[], str] | None = None
+    """The Codex executable this command runs (`--codex-bin`, env, config, pinned), chosen on first use: the judge
+    of a proxy revert a kill interrupted asks it (app/held_revert.py). None: such a revert waits for a command
+    that has one."""
     _store: Store | None = field(default=None, repr=False)
 
     @property
@@ -76,6 +83,10 @@ class Context:
 
             self._store = Store.open(self.store_dir, protected=[self.home])
             self._store.on_recovery = say_recovery
+            if self.codex_bin is not None:
+                from .held_revert import settler
+
+                self._store.on_held = settler(self._store, self.home, self.codex_bin)
             from .monitor_launch import attach
 
             attach(self._store)  # a change monitor that outlives this command (snapshot_store/monitor.py)

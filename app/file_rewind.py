@@ -15,11 +15,13 @@ import time
 from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.states import StatesRestore, prepare_states_restore
 
 from .errors import SessionError
+from .held_revert import cut_turns, forget_rewind
 from .others_work import at_stake, stake_lines
 from .recorder import Recorder
 from .rewind_targets import merged_plan, merged_result, restore_targets
@@ -36,6 +38,8 @@ class FilesRewound:
     prompt: str
     outside_safety: str | None
     """The states snapshot of the paths outside the workspace the rewind wrote (undo restores it)."""
+    hold: dict[str, Any]
+    """The held restore's journal data (app/held_revert.py): the conversation side settles it."""
 
     @property
     def written(self) -> int:
@@ -47,16 +51,19 @@ class FilesRewound:
 
 
 def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_home: Path, *,
-                 keep: Callable[[], str], others: Sequence[str] = ()) -> FilesRewound:
-    """Restore the workspace to just before `before_turn` of `thread_id`.
+                 keep: Callable[[], str], hold: dict[str, Any], others: Sequence[str] = ()) -> FilesRewound:
+    """Restore the workspace to just before `before_turn` of `thread_id`, held for the conversation side.
 
     The order is the SDK's rewind's: safety capture, plan, the decision, `keep()` (the conversation kept whole:
     it returns the thread `codexr redo` goes back to), the redo entry saved (pinning the safety snapshots), then
-    the journaled restore. With `others` (other live codexr sessions here) the plan decides, as the rewinder's
-    warning does (app/others_work.py): it goes ahead when it deletes or overwrites nothing but files as this
-    thread last captured them, else it is refused naming those files (this caller cannot ask; `codexr rewind`
-    asks). Raises SessionError (no file changed, `keep` not called) when refused, when the prompt has no snapshot
-    or the store refuses; a StoreError after the redo entry was saved leaves a rewind `codexr redo` undoes.
+    the journaled restore — *held* (`hold`, app/held_revert.py): its journal stays until the caller settles it
+    with `settle_files` once the conversation was or was not reverted, and a kill before that is settled by the
+    next command to match the conversation. With `others` (other live codexr sessions here) the plan decides, as
+    the rewinder's warning does (app/others_work.py): it goes ahead when it deletes or overwrites nothing but
+    files as this thread last captured them, else it is refused naming those files (this caller cannot ask;
+    `codexr rewind` asks). Raises SessionError when refused, when the prompt has no snapshot or the store refuses
+    (no file changed, `keep` not called), or when the restore failed part-way (what it wrote was put back, the
+    redo entry dropped; the error says if a path could not be put back yet).
     """
     store, cwd, scope = recorder.store, recorder.cwd, recorder.scope
     side = recorder.sidecars.load(thread_id)
@@ -85,6 +92,7 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_hom
             refused.extend(stake_lines(stake))
             return False
         redo_thread = keep()
+        hold.update(safety=plan.safety_id, outside_safety=out.safety_id if out else None, fork=redo_thread)
         entry = RedoEntry(origin_thread=redo_thread, mode=RewindMode.BOTH, safety_id=plan.safety_id,
                           target_snapshot=ws_target, to_prompt=number, prompt=target.prompt,
                           origin_turns=len(side.turns), outside_safety_id=out.safety_id if out else None,
@@ -92,18 +100,34 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_hom
         recorder.sidecars.update(thread_id, saving_redo(entry, via="thread/revert"))
         return True
 
+    workspace = store.at(cwd)
     try:
-        result = store.at(cwd).restore(ws_target, known_paths=known, scope=scope, confirm=go)
+        result = workspace.restore(ws_target, known_paths=known, scope=scope, confirm=go, hold=hold)
     except StoreError as exc:
+        if "safety" in hold:  # the redo entry was saved, the held restore rolled back: there is nothing to redo
+            forget_rewind(recorder.sidecars, thread_id, hold["safety"], f"the files could not be restored ({exc})")
         raise SessionError(f"the files could not be restored: {exc}") from exc
     if refused:
         raise SessionError(f"another codexr session is live in this workspace ({'; '.join(others)}) and this revert "
                            f"would delete or overwrite files that may be its work — {'; '.join(refused)}; rewind "
                            "with `codexr rewind`, which shows the plan and asks first")
     prep = outside.get("prep")
-    out_res = prep.apply() if prep is not None else None
+    try:
+        out_res = prep.apply() if prep is not None else None
+    except StoreError as exc:
+        undo = workspace.undo_held()
+        forget_rewind(recorder.sidecars, thread_id, hold["safety"], f"the files could not be restored ({exc})")
+        back = "they were put back" if not undo.left else f"{len(undo.left)} could not be put back yet"
+        raise SessionError(f"the files outside the workspace could not be restored ({exc}); of those inside it {back}"
+                           ) from exc
     result = merged_result(result, shown["plan"], out_res, None, targets)
-    return FilesRewound(result, number, target.prompt, prep.safety_id if prep else None)
+    return FilesRewound(result, number, target.prompt, prep.safety_id if prep else None, hold)
+
+
+def mark_forwarded(recorder: Recorder, done: FilesRewound) -> None:
+    """Before the revert goes to Codex: the held restore says so, durably (a kill after this asks Codex)."""
+    done.hold["forwarded"] = True
+    recorder.store.at(recorder.cwd).update_held(done.hold)
 
 
 def saving_redo(entry: RedoEntry, **extra: str) -> Callable[[ThreadSidecar], None]:
@@ -146,30 +170,19 @@ def forked_sidecar(side: ThreadSidecar, fork: str, origin: str, cwd: str,
     return dest
 
 
-def drop_turns(recorder: Recorder, thread_id: str, from_turn: str) -> None:
-    """After the conversation was reverted: the thread's records end before `from_turn` (the fork keeps them)."""
-
-    def cut(s: ThreadSidecar) -> None:
-        ids = [t.turn_id for t in s.turns]
-        if from_turn in ids:
-            s.turns = s.turns[: ids.index(from_turn)]
-
-    recorder.sidecars.update(thread_id, cut)
-
-
-def undo_files(recorder: Recorder, thread_id: str, done: FilesRewound, codex_home: Path) -> None:
-    """The conversation could not be reverted: put the files back as they were (never files without it)."""
-    store = recorder.store
-    safety = done.result.safety_id
-    if safety is not None:
-        store.at(recorder.cwd).restore(safety, known_paths=recorder.known_paths(recorder.sidecar(thread_id)),
-                                       scope=recorder.scope)
+def settle_files(recorder: Recorder, thread_id: str, done: FilesRewound, codex_home: Path, reverted: bool) -> None:
+    """Codex answered the revert: on success the thread's records end before the prompt (the fork keeps them) and
+    the held restore stands; else the files go back (never files without conversation) and the redo entry goes.
+    Raises StoreError when a file could not be put back (the next command goes on with it)."""
+    workspace = recorder.store.at(recorder.cwd)
+    if reverted:
+        cut_turns(recorder.sidecars, thread_id, done.hold["before"])
+        workspace.release_held()
+        return
+    forget_rewind(recorder.sidecars, thread_id, done.result.safety_id, "the conversation was not reverted")
+    undo = workspace.undo_held()
     if done.outside_safety is not None:
-        prepare_states_restore(store, done.outside_safety, dry_run=False, protected=[str(codex_home)]).apply()
-
-    def pop(s: ThreadSidecar) -> None:
-        if s.redo and s.redo[-1].safety_id == safety:
-            s.redo.pop()
-        s.history.append({"event": "rewind-undone", "why": "the conversation was not reverted", "at": time.time()})
-
-    recorder.sidecars.update(thread_id, pop)
+        prepare_states_restore(recorder.store, done.outside_safety, dry_run=False, protected=[str(codex_home)]).apply()
+    if undo.left:
+        more = f" and {len(undo.left) - 3} more" if len(undo.left) > 3 else ""
+        raise StoreError("; ".join(f"{p}: {why}" for p, why in undo.left[:3]) + more)

@@ -11,6 +11,8 @@ from pathlib import Path
 from config import CodexrSettings
 from snapshot_store import Store
 
+from .codex_bin import choose
+from .held_revert import settler
 from .monitor_launch import attach as attach_monitor
 from .recorder import Recorder
 from .sidecar import Sidecars
@@ -25,6 +27,8 @@ class Recording:
         self.store_dir = codex_home / "file_snapshots"
         self.tracking = bool(settings.features.file_snapshots)
         self.store = Store.open(self.store_dir, protected=[codex_home])
+        # A proxy revert a kill interrupted is settled by asking the Codex codexr runs (app/held_revert.py).
+        self.store.on_held = settler(self.store, codex_home, lambda: str(choose(None, settings).path))
         attach_monitor(self.store)  # the pre-turn capture of the next command looks only at what changed
         self.sidecars = Sidecars(self.store_dir)
         self.recorder = Recorder(self.store, self.sidecars, cwd, settings.scope(), self.tracking)

@@ -703,7 +703,7 @@ class Capturer:
 
         try:
             with repo.workspace_lock(ws, wait=False):
-                report = Restorer(repo, ws, journal, self.notes(ws)).recover()
+                report = Restorer(repo, ws, journal, self.notes(ws), repo.on_held).recover()
         except StoreBusy:
             return None
         if report is not None:

@@ -27,10 +27,10 @@ def host_name() -> str:
     return os.uname().nodename
 
 
-def owner_info() -> dict[str, object]:
-    """Who this process is, for journals and lock files."""
-    return {"pid": os.getpid(), "host": host_name(), "start": _process_start(os.getpid()),
-            "since": time.time()}
+def owner_info(pid: int | None = None) -> dict[str, object]:
+    """Who this process (or process `pid` of this host) is, for journals and lock files."""
+    pid = os.getpid() if pid is None else pid
+    return {"pid": pid, "host": host_name(), "start": _process_start(pid), "since": time.time()}
 
 
 def owner_alive(owner: dict[str, object]) -> bool:

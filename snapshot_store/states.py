@@ -127,7 +127,7 @@ def _capture_one(fs: SafeRoot, key: str, writer: PackWriter | None) -> tuple[Ent
 
 def restorer(store: Repository) -> Restorer:
     """The restorer of single files: its root is "/", and no workspace index is told of its writes."""
-    return Restorer(store, Path(STATES_ROOT), store.journal_file(Path(STATES_ROOT)))
+    return Restorer(store, Path(STATES_ROOT), store.journal_file(Path(STATES_ROOT)), settle=store.on_held)
 
 
 @dataclass

@@ -10,6 +10,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from .capture import Capturer, CaptureResult
 from .diff import Change, diff_maps
@@ -37,7 +38,8 @@ class Workspace:
     @property
     def restorer(self) -> Restorer:
         """Applies plans into this workspace, telling the capturer what it rewrote."""
-        return Restorer(self.repo, self.root, self.repo.journal_file(self.root), self.capturer.notes(self.root))
+        return Restorer(self.repo, self.root, self.repo.journal_file(self.root), self.capturer.notes(self.root),
+                        self.repo.on_held)
 
     def capture(self, *, label: str | None = None, known_paths: Iterable[str] = (), scope: ScopeSettings | None = None,
                 kind: str = SnapshotKind.CAPTURE, progress: Progress | None = None) -> CaptureResult:
@@ -106,11 +108,14 @@ class Workspace:
         confirm: Callable[[RestorePlan], bool] | None = None,
         progress: Progress | None = None,
         into: bool = False,
+        hold: dict[str, Any] | None = None,
     ) -> RestoreResult:
         """Safety capture, plan, (confirm), journaled apply. The safety id undoes it exactly.
 
         A snapshot witnessed absence only under its own root: restoring it into another directory is
-        refused unless `into` is set, and then nothing there is deleted.
+        refused unless `into` is set, and then nothing there is deleted. With `hold` (the caller's data, kept in
+        the journal) the restore is one side of a change the caller then settles: `release_held` when the other
+        side happened, `undo_held` when it did not; until then an interruption rolls it back (restore/journal.py).
         """
         started = time.perf_counter()
         repo, ws = self.repo, self.root
@@ -152,9 +157,24 @@ class Workspace:
                 result.left = plan.left
                 result.seconds = time.perf_counter() - started
                 return result
-            self.restorer.apply(plan, safety.id, result, safety.stored_blobs, safety_started_ns)
+            self.restorer.apply(plan, safety.id, result, safety.stored_blobs, safety_started_ns, hold)
         result.seconds = time.perf_counter() - started
         return result
+
+    def update_held(self, hold: dict[str, Any]) -> None:
+        """Rewrite this process's held restore's data, durably (before the caller acts on the other side)."""
+        with self.repo.workspace_lock(self.root):
+            self.restorer.update_hold(hold)
+
+    def release_held(self) -> None:
+        """The other side of this process's held restore happened: the restore stands."""
+        with self.repo.workspace_lock(self.root):
+            self.restorer.release()
+
+    def undo_held(self) -> Recovery:
+        """The other side did not happen: this process's held restore is rolled back."""
+        with translate_os_errors(f"undo of the restore into {self.root}"), self.repo.workspace_lock(self.root):
+            return self.restorer.undo()
 
 
 def refuse_single_files(snap_id: str, root: str, kind: str) -> None:

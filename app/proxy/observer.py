@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,8 @@ class RecordingObserver(Observer):
         self._hidden: set[str] = set()  # forks the proxy made: their notifications are not the client's
         self._reverts: dict[Any, tuple[str, str, str, Any]] = {}  # thread/revert id -> thread, turn, fork, files
         self._tasks: set[asyncio.Future[None]] = set()  # what runs after a frame was forwarded
+        self._reverting = False  # a revert was started here (closed() settles one left unsettled)
+        self._holding = False  # its restore is held, not yet settled (read and written on the recorder's thread)
 
     def _later(self, coro: Any) -> None:
         """Run `coro` once the frame being handled has been forwarded (kept referenced until it ends)."""
@@ -125,12 +128,36 @@ class RecordingObserver(Observer):
             self._ephemeral_asks.add(msg["id"])
         if method in CWD_METHODS and params.get("cwd") is None:
             return Verdict({**msg, "params": {**params, "cwd": str(self.ws)}})
+        if method in CWD_METHODS | {"turn/start"} and params.get("cwd") is not None:
+            outside = self._outside(params["cwd"])
+            if outside is not None:  # the thread would work where codexr neither records nor can rewind
+                return Verdict(None, [{"id": msg["id"], "error": {"code": -32600, "message": f"codexr: {outside}"}}])
         if method == "turn/start" and isinstance(params.get("threadId"), str):
             await self._before_turn(msg["id"], str(params["threadId"]), input_text(params))
         if method == "thread/revert" and isinstance(params.get("threadId"), str) \
                 and isinstance(params.get("beforeTurnId"), str):
             return await self._revert(msg, str(params["threadId"]), str(params["beforeTurnId"]))
         return Verdict(msg)
+
+    def _outside(self, cwd: Any) -> str | None:
+        """Why a thread may not work in `cwd` (None: the workspace or below it). Elsewhere its files would change
+        unrecorded and a revert would not see them; Codex's home and the store are never a workspace."""
+        from snapshot_store import StoreError
+        from snapshot_store.roots import workspace_root
+
+        if not isinstance(cwd, str) or not cwd or "\0" in cwd:
+            return f"cwd {cwd!r} is not a directory path"
+        real = Path(os.path.realpath(self.ws / cwd))  # a relative cwd is the workspace's, as Codex takes it
+        if real != self.ws and self.ws not in real.parents:
+            return (f"cwd {cwd} is outside the workspace {self.ws} this codexr records; start codexr there "
+                    f"(`codexr -C {real} app-server`, or `codexr -C {real} codex`)")
+        home = Path(self.env["CODEX_HOME"])
+        try:
+            if real.exists():  # a missing one is Codex's to refuse, as without codexr
+                workspace_root(real, [home], store=home / "file_snapshots")
+        except StoreError as exc:
+            return str(exc)
+        return None
 
     async def _revert(self, msg: dict[str, Any], thread_id: str, before: str) -> Verdict:
         """`thread/revert` becomes a rewind of files and conversation together, or nothing happens.
@@ -141,7 +168,8 @@ class RecordingObserver(Observer):
         the thread, which `codexr redo` returns to); the redo entry and the journaled restore. Only then is the
         revert forwarded. Anything that stops the file side answers the request with an error and forwards nothing.
         """
-        from ..file_rewind import copy_turns, rewind_files
+        from ..file_rewind import copy_turns, mark_forwarded, rewind_files, settle_files
+        from ..held_revert import revert_hold
 
         def refuse(why: str) -> Verdict:
             return Verdict(None, [{"id": msg["id"], "error": {"code": -32000, "message": f"codexr: {why}"}}])
@@ -168,9 +196,22 @@ class RecordingObserver(Observer):
             copy_turns(self._recorder, thread_id, fork)
             return fork
 
-        def files() -> Any:
-            return rewind_files(self._recorder, thread_id, before, home, keep=keep, others=self._lock.others())
+        backend = getattr(getattr(self.relay.server, "proc", None), "pid", None)  # the app-server the revert goes to
+        hold = revert_hold(thread_id, before, backend if isinstance(backend, int) else None)
 
+        def files() -> Any:
+            done = rewind_files(self._recorder, thread_id, before, home, keep=keep, hold=hold,
+                                others=self._lock.others())
+            self._holding = True
+            try:
+                mark_forwarded(self._recorder, done)  # from here a kill is settled by asking Codex (held_revert.py)
+            except Exception:
+                self._holding = False
+                settle_files(self._recorder, thread_id, done, home, reverted=False)  # it will not be sent
+                raise
+            return done
+
+        self._reverting = True
         try:
             done = await self._on_recorder(files)
         except Exception as exc:
@@ -197,22 +238,31 @@ class RecordingObserver(Observer):
         return fork
 
     async def _reverted(self, answer: dict[str, Any], thread_id: str, before: str, fork: str, done: Any) -> None:
-        """The server answered a revert: on success the thread's records end before the prompt and the client
-        is told what happened to the files; on failure the files go back (never files without conversation)."""
-        from ..file_rewind import drop_turns, undo_files
+        """The server answered a revert: on success the client is told what happened to the files (first: the
+        official TUI may switch threads at once), then the thread's records end before the prompt and the held
+        restore stands; on failure the files go back (never files without conversation)."""
+        from ..file_rewind import settle_files
+
+        home = Path(self.env["CODEX_HOME"])
+
+        def settle(reverted: bool) -> None:
+            self._holding = False
+            settle_files(self._recorder, thread_id, done, home, reverted=reverted)
 
         if "error" in answer:
-            home = Path(self.env["CODEX_HOME"])
             try:
-                await self._on_recorder(lambda: undo_files(self._recorder, thread_id, done, home))
+                await self._on_recorder(lambda: settle(False))
             except Exception as exc:
-                await self._warn(f"the conversation was not reverted and the files could not be put back ({exc}): "
-                                 f"`codexr redo --thread {thread_id}` restores them", thread_id, before)
+                await self._warn(f"the conversation was not reverted, and the files were put back except: {exc}",
+                                 thread_id, before)
             return
-        await self._on_recorder(lambda: drop_turns(self._recorder, thread_id, before))
         await self._warn(f"files restored to before prompt {done.number} — {done.written} written, "
                          f"{done.deleted} deleted; `codexr redo --thread {thread_id}` brings them back "
                          f"(the undone prompts are in thread {fork})", thread_id, before)
+        try:
+            await self._on_recorder(lambda: settle(True))
+        except Exception as exc:  # the journal stays: the next codexr command settles it (Codex asked)
+            self.relay.log(f"the revert's held restore is left for the next codexr command: {exc}")
 
     async def _before_turn(self, request_id: Any, thread_id: str, text: str) -> None:
         if thread_id in self._active or thread_id in self._ephemeral:
@@ -289,9 +339,21 @@ class RecordingObserver(Observer):
         done.add_done_callback(said)
 
     async def closed(self) -> None:
-        """The client or the server left: turns still running are finished as interrupted, then all is let go."""
+        """The client or the server left: turns still running are finished as interrupted, answers already come
+        are handled, a revert whose answer never came (or that was still restoring) is settled as the next command
+        would (app/held_revert.py: Codex is asked once the app-server has exited), then all is let go."""
         for turn_id in list(self._turns):
             self._complete(turn_id, "interrupted")
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=30)
+        if self._reverting:
+            with contextlib.suppress(Exception):
+                await self.relay.server.close()  # it exits once its stdin closes: then its record is final
+            try:
+                await self._on_recorder(self._settle_unanswered)  # after a restore still running on that thread
+            except Exception as exc:
+                self.relay.log(f"a revert is left for the next codexr command to settle: {exc}")
+            self._reverts.clear()
 
         def close() -> None:
             if self._recorder is not None:
@@ -301,8 +363,19 @@ class RecordingObserver(Observer):
                 with contextlib.suppress(Exception):
                     self._lock.release()
 
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=30)
         with contextlib.suppress(Exception):
             await self._on_recorder(close)
         self._pool.shutdown(wait=True)
+
+    def _settle_unanswered(self) -> None:
+        """This connection's held revert, if one is still held, is settled by the store's judge (Codex asked)."""
+        from snapshot_store.restore.journal import HELD_HERE
+
+        if not self._holding:
+            return
+        self._holding = False
+        workspace = self._recorder.store.at(self.ws)
+        HELD_HERE.discard(workspace.repo.journal_file(workspace.root))
+        report = workspace.recover()
+        if report is not None:
+            self.relay.log(report.summary())

@@ -86,6 +86,9 @@ class Repository:
         # ones it did, in order: a recovery is never silent, whichever operation ran it.
         self.on_recovery: Callable[[Recovery], None] | None = None
         self.recoveries: list[Recovery] = []
+        # Judges an interrupted *held* restore (restore/journal.py: one side of a change with two sides): True when
+        # its other side happened. Without it such a restore is rolled back.
+        self.on_held: Callable[[dict[str, Any]], bool] | None = None
 
     # ----------------------------------------------------------------- opening
     @classmethod

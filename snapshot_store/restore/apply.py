@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import stat
 import time
@@ -17,14 +18,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import CorruptStore, Interrupted, StoreFull
+from ..errors import CorruptStore, Interrupted, StoreError, StoreFull
 from ..interrupts import HeldSignals
 from ..locks import owner_info
 from ..repository.interfaces import Loader
 from ..repository.packs import PackWriter
 from ..safefs import SafeRoot, UnsafePath
 from ..stamps import is_racy, stat_key
-from .journal import Recovery, WorkspaceNotes, drop_journal, matches, recover, roll_back, write_journal
+from .journal import (
+    HELD_HERE,
+    Recovery,
+    Settle,
+    WorkspaceNotes,
+    drop_journal,
+    matches,
+    parse_journal,
+    recover,
+    roll_back,
+    write_journal,
+)
 from .plan import DELETE, LEAVE, RMDIR, WRITE, Action, RestorePlan
 
 
@@ -68,21 +80,50 @@ class RestoreResult:
 class Restorer:
     """Restores into one root (a workspace, or "/" for single files) from what `loader` reads."""
 
-    def __init__(self, loader: Loader, root: Path, journal: Path, notes: WorkspaceNotes | None = None) -> None:
+    def __init__(self, loader: Loader, root: Path, journal: Path, notes: WorkspaceNotes | None = None,
+                 settle: Settle | None = None) -> None:
         self.loader = loader
         self.root = root
         self.journal = journal  # where a running restore of this root keeps its journal (FORMAT.md)
         self.notes = notes  # the workspace index, told what the restore rewrote
+        self.settle = settle  # judges an interrupted held restore (journal.Settle)
 
     def recover(self) -> Recovery | None:
         """Finish (or roll back) an interrupted restore of this root; the caller holds the workspace lock."""
-        return recover(self.loader, self.root, self.journal, self.notes)
+        return recover(self.loader, self.root, self.journal, self.notes, self.settle)
 
     def apply(self, plan: RestorePlan, safety_id: str, result: RestoreResult, fresh: frozenset[bytes],
-              safety_started_ns: int) -> None:
-        """Secure the safety copies, then carry out the plan, journaled (see _apply)."""
+              safety_started_ns: int, hold: dict[str, Any] | None = None) -> None:
+        """Secure the safety copies, then carry out the plan, journaled (see _apply); with `hold`, the journal stays
+        until `release` or `undo` (the restore is one side of a change the caller settles)."""
         _secure_safety_copies(self.loader, self.root, plan, fresh)
-        _apply(self.loader, self.root, self.journal, self.notes, plan, safety_id, result, safety_started_ns)
+        _apply(self.loader, self.root, self.journal, self.notes, plan, safety_id, result, safety_started_ns, hold)
+
+    def _own_held(self) -> dict[str, Any]:
+        if self.journal not in HELD_HERE or not self.journal.exists():
+            raise StoreError(f"no held restore of {self.root} to settle")
+        doc: dict[str, Any] = json.loads(self.journal.read_bytes())
+        return doc
+
+    def update_hold(self, hold: dict[str, Any]) -> None:
+        """Rewrite a held restore's caller data (durably, before the caller acts on the other side)."""
+        write_journal(self.journal, {**self._own_held(), "held": hold})
+
+    def release(self) -> None:
+        """The other side happened: the held restore stands, its journal goes."""
+        self._own_held()
+        drop_journal(self.journal)
+
+    def undo(self) -> Recovery:
+        """The other side did not happen: roll the held restore back (as an interrupted one is)."""
+        doc = self._own_held()
+        parsed = parse_journal(self.journal)
+        try:
+            with SafeRoot(str(self.root)) as fs:
+                return _roll_back_taken(self.loader, self.root, fs, self.journal, self.notes, doc,
+                                        parsed.actions, keep_if_failed=True)
+        finally:
+            HELD_HERE.discard(self.journal)  # what is left is a plain rollback the next command goes on with
 
 
 def _secure_safety_copies(loader: Loader, ws: Path, plan: RestorePlan, fresh: frozenset[bytes]) -> None:
@@ -133,8 +174,7 @@ def _store_again(fs: SafeRoot, path: str, writer: PackWriter) -> bytes | None:
 
 
 def _apply(loader: Loader, ws: Path, journal: Path, notes: WorkspaceNotes | None, plan: RestorePlan, safety_id: str,
-           result: RestoreResult,
-           safety_started_ns: int) -> None:
+           result: RestoreResult, safety_started_ns: int, hold: dict[str, Any] | None) -> None:
     # Pre-flight: every blob to be written must exist, verify and have the size the snapshot says,
     # so a damaged (or forged) store changes nothing.
     sizes = {a.target.blob: (a.target.size, a.path) for a in plan.actions if a.op == WRITE and a.target
@@ -153,50 +193,68 @@ def _apply(loader: Loader, ws: Path, journal: Path, notes: WorkspaceNotes | None
                     for a in actions],
     }
     doc["owner"] = owner_info()
+    if hold is not None:
+        doc["held"] = hold
     # From the journal on, SIGINT/SIGTERM/SIGHUP only stop the loop between two steps; the steps taken are
     # then rolled back (with the signals still held: a second Ctrl+C cannot cut the rollback short).
     with HeldSignals() as held, SafeRoot(str(ws)) as fs:
         doc["dir_modes"] = _dir_modes(fs, actions)
         write_journal(journal, doc)
-        reached = 0
-        for a in plan.actions:
-            if held.pending is not None:
-                break
-            if a.op == LEAVE:
-                result.left.append(a)
-                continue
-            reached += 1
-            try:
-                done = _do(loader, fs, a, safety_started_ns)
-            except UnsafePath as exc:
-                _not_done(result, Action(LEAVE, a.path, str(exc), a.target, a.current))
-                continue
-            except OSError as exc:
-                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                    raise StoreFull(
-                        f"restore into {ws}: the disk filled up after {len(result.written)} files were written; "
-                        f"the restore is journaled and the next codexr run finishes it once there is space "
-                        f"(safety snapshot {safety_id[:12]} holds the state before it)") from exc
-                # One path that cannot be changed (a directory in the way, permissions) is reported,
-                # not allowed to abort the rest half-way.
-                _not_done(result, Action(LEAVE, a.path, f"could not {a.op}: {exc.strerror}", a.target, a.current))
-                continue
-            if done is None:
-                continue
-            if done:
-                (result.written if a.op == WRITE else result.deleted).append(a.path)
-            else:
-                _not_done(result, Action(LEAVE, a.path, "changed after the safety capture; left as it is",
-                                         a.target, a.current))
+        taken: list[Action] = []
+        try:
+            _steps(loader, ws, fs, plan, safety_id, result, safety_started_ns, held, taken)
+        except Exception as exc:
+            if hold is None:
+                raise  # journaled: the next command finishes it (StoreFull says so)
+            # A held restore's other side will not happen now: what it wrote is put back.
+            full = isinstance(exc.__cause__, OSError) and exc.__cause__.errno in (errno.ENOSPC, errno.EDQUOT)
+            _undone(loader, ws, fs, journal, notes, doc, taken, len(result.written), exc if not full else None)
         if held.pending is not None:
-            _interrupted(loader, ws, fs, journal, notes, doc, actions[:reached], held.pending)
+            _interrupted(loader, ws, fs, journal, notes, doc, taken, held.pending)
         if notes is not None:
             notes.forget(result.written + result.deleted)
             written = {a.path: a.target for a in plan.actions if a.op == WRITE and a.target is not None}
             notes.absorb({p: written[p] for p in result.written}, result.deleted, fs.dirs_changed)
         fs.sync()
-        drop_journal(journal)
+        if hold is None:
+            drop_journal(journal)
+        else:
+            HELD_HERE.add(journal)  # its caller settles it (Restorer.release or undo)
         result.late_signal = held.pending
+
+
+def _steps(loader: Loader, ws: Path, fs: SafeRoot, plan: RestorePlan, safety_id: str, result: RestoreResult,
+           safety_started_ns: int, held: HeldSignals, taken: list[Action]) -> None:
+    """Carry out the plan's actions in order until a held signal stops it; `taken` gets each one attempted."""
+    for a in plan.actions:
+        if held.pending is not None:
+            break
+        if a.op == LEAVE:
+            result.left.append(a)
+            continue
+        taken.append(a)
+        try:
+            done = _do(loader, fs, a, safety_started_ns)
+        except UnsafePath as exc:
+            _not_done(result, Action(LEAVE, a.path, str(exc), a.target, a.current))
+            continue
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StoreFull(
+                    f"restore into {ws}: the disk filled up after {len(result.written)} files were written; "
+                    f"the restore is journaled and the next codexr run finishes it once there is space "
+                    f"(safety snapshot {safety_id[:12]} holds the state before it)") from exc
+            # One path that cannot be changed (a directory in the way, permissions) is reported,
+            # not allowed to abort the rest half-way.
+            _not_done(result, Action(LEAVE, a.path, f"could not {a.op}: {exc.strerror}", a.target, a.current))
+            continue
+        if done is None:
+            continue
+        if done:
+            (result.written if a.op == WRITE else result.deleted).append(a.path)
+        else:
+            _not_done(result, Action(LEAVE, a.path, "changed after the safety capture; left as it is",
+                                     a.target, a.current))
 
 
 def _not_done(result: RestoreResult, left: Action) -> None:
@@ -216,34 +274,61 @@ def _dir_modes(fs: SafeRoot, actions: list[Action]) -> dict[str, int]:
     return out
 
 
-def _interrupted(loader: Loader, ws: Path, fs: SafeRoot, journal: Path, notes: WorkspaceNotes | None,
-                 doc: dict[str, Any], reached: list[Action], signum: int) -> None:
-    """Roll back the steps taken, say so, and raise Interrupted (the journal turns into a rollback first).
+def _roll_back_taken(loader: Loader, ws: Path, fs: SafeRoot, journal: Path, notes: WorkspaceNotes | None,
+                     doc: dict[str, Any], steps: list[tuple[str, str, Any]], keep_if_failed: bool) -> Recovery:
+    """Undo the steps taken, last first, as the safety snapshot holds their paths.
 
-    The journal is rewritten before anything is put back: a kill during the rollback leaves a journal the
-    next command rolls back further, never one it would finish.
+    The journal is rewritten with `rollback: true` before anything is put back: a kill during the rollback leaves a
+    journal the next command rolls back further, never one it would finish. It goes afterwards — unless
+    `keep_if_failed` and a path could not be put back for a reason that may pass (a full disk): then the next
+    command goes on rolling back.
     """
     doc["rollback"] = True
     write_journal(journal, doc)
     before = loader.files(doc["safety"])
-    steps = [(a.op, a.path, a.target) for a in reached]
-    report = Recovery(str(ws), doc["target"], doc["safety"], rolled_back=True)
+    report = Recovery(str(ws), doc["target"], doc["safety"], rolled_back=True, held=doc.get("held"))
     roll_back(loader, fs, steps, before, doc["dir_modes"], report)
     if notes is not None:
-        notes.forget([a.path for a in reached])
+        notes.forget([path for _op, path, _t in steps])
         notes.absorb(report.put_back, report.removed, True)
     fs.sync()
+    if not (keep_if_failed and any(why.startswith("could not put back") for _p, why in report.left)):
+        drop_journal(journal)
+    return report
+
+
+def _undone(loader: Loader, ws: Path, fs: SafeRoot, journal: Path, notes: WorkspaceNotes | None,
+            doc: dict[str, Any], taken: list[Action], written: int, error: Exception | None) -> None:
+    """A held restore that failed part-way (`error`, or None for a full disk) is rolled back; the StoreError raised
+    says how far it got and what is true now."""
+    report = _roll_back_taken(loader, ws, fs, journal, notes, doc, [(a.op, a.path, a.target) for a in taken],
+                              keep_if_failed=True)
+    what = "the disk filled up" if error is None else f"it failed ({error})"
+    stuck = [p for p, why in report.left if why.startswith("could not put back")]
+    if stuck:
+        shown = ", ".join(stuck[:3]) + (" …" if len(stuck) > 3 else "")
+        text = (f"restore into {ws}: {what} after {written} files were written; {len(stuck)} of them could not be "
+                f"put back yet ({shown}): the next codexr run puts them back once it can (safety snapshot "
+                f"{doc['safety'][:12]} holds the state before the restore)")
+    else:
+        text = f"restore into {ws}: {what} after {written} files were written; they were put back, so nothing changed"
+    raise (StoreFull(text) if error is None else StoreError(text))
+
+
+def _interrupted(loader: Loader, ws: Path, fs: SafeRoot, journal: Path, notes: WorkspaceNotes | None,
+                 doc: dict[str, Any], reached: list[Action], signum: int) -> None:
+    """Roll back the steps taken, say so, and raise Interrupted (the journal goes: a restore the user stopped is
+    never finished by a later command)."""
+    report = _roll_back_taken(loader, ws, fs, journal, notes, doc, [(a.op, a.path, a.target) for a in reached],
+                              keep_if_failed=False)
     safety = doc["safety"][:12]
     if report.left:
         shown = "; ".join(f"{p}: {why}" for p, why in report.left[:3])
         more = f" and {len(report.left) - 3} more" if len(report.left) > 3 else ""
-        # The journal goes too: the user stopped this restore, no later command may finish it.
-        drop_journal(journal)
         raise Interrupted(
             f"the restore was stopped and rolled back except {len(report.left)} path(s) ({shown}{more}), which hold "
             f"what snapshot {doc['target'][:12]} has or changed meanwhile; `codexr snapshots restore {safety} --yes` "
             f"puts back the state before the restore (safety snapshot {safety})", signum, rolled_back=False)
-    drop_journal(journal)
     raise Interrupted(f"the restore was rolled back; nothing changed (safety snapshot {safety})", signum,
                       rolled_back=True)
 

@@ -2,7 +2,9 @@
 
 A journal is only a to-do list: every step it names must be one the restore could have planned from its two
 snapshots (the target and the safety capture), or nothing is touched. Finishing redoes each step whose path still
-holds its pre-restore state; a restore stopped on purpose is rolled back instead, last step first.
+holds its pre-restore state; a restore stopped on purpose is rolled back instead, last step first. A *held* journal
+is one half of a change with two sides (files and a conversation): it stays after its steps until its caller settles
+it, and an interrupted one is finished only when the caller's `settle` says the other side happened, else rolled back.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import contextlib
 import json
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -52,6 +54,16 @@ def drop_journal(path: Path) -> None:
     """The restore is done (or rolled back): its journal goes, durably."""
     path.unlink()
     fsync_dir(path.parent)
+    HELD_HERE.discard(path)
+
+
+#: Held journals this process wrote and has not settled yet: their owner is alive (this process), so no other
+#: caller in it may settle them (`owner_alive` cannot tell, since the pid is its own).
+HELD_HERE: set[Path] = set()
+
+#: The caller's judge of an interrupted held restore: True when the other side of the change happened (the restore
+#: is finished), False when it did not (rolled back); it may raise StoreBusy to leave the journal for later.
+Settle = Callable[[dict[str, Any]], bool]
 
 
 @dataclass
@@ -66,6 +78,7 @@ class Recovery:
     left: list[tuple[str, str]] = field(default_factory=list)
     put_back: dict[str, Entry] = field(default_factory=dict)  # a rollback's writes (for the change journal)
     removed: list[str] = field(default_factory=list)  # and its deletes
+    held: dict[str, Any] | None = None  # a held restore's caller data (the other side of the change)
 
     def summary(self) -> str:
         """One line for the user naming both snapshots: an interrupted restore was found and finished or undone."""
@@ -132,6 +145,7 @@ class _Journal:
     owner: dict[str, Any]
     rollback: bool = False  # the restore was interrupted on purpose and was being rolled back
     dir_modes: dict[str, int] = field(default_factory=dict)
+    held: dict[str, Any] | None = None  # the restore is one side of a change its caller settles (module docstring)
 
 
 def parse_journal(journal: Path) -> _Journal:
@@ -155,12 +169,15 @@ def parse_journal(journal: Path) -> _Journal:
             raise ValueError("bad owner")
         rollback = doc.get("rollback", False)
         dir_modes = doc.get("dir_modes") or {}
+        held = doc.get("held")
         if not isinstance(rollback, bool) or not isinstance(dir_modes, dict) or not all(
                 isinstance(m, int) and 0 <= m <= 0o7777 for m in dir_modes.values()):
             raise ValueError("bad rollback or dir_modes")
+        if held is not None and not isinstance(held, dict):
+            raise ValueError("bad held")
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
         raise CorruptStore(f"restore journal {journal} is damaged; move it away to continue") from exc
-    return _Journal(safety_id, target_id, actions, owner, rollback, dir_modes)
+    return _Journal(safety_id, target_id, actions, owner, rollback, dir_modes, held)
 
 
 def _check_against_snapshots(journal: Path, actions: list[tuple[str, str, Entry | None]], target: FileMap,
@@ -194,23 +211,29 @@ def _ancestors(path: str) -> list[str]:
     return out
 
 
-def recover(loader: JournalLoader, root: Path, journal: Path, notes: WorkspaceNotes | None) -> Recovery | None:
+def recover(loader: JournalLoader, root: Path, journal: Path, notes: WorkspaceNotes | None,
+            settle: Settle | None = None) -> Recovery | None:
     """Finish an interrupted restore (redo each step whose path still holds its pre-restore state), or roll back
-    one that was being rolled back when it was killed. The caller reports what was done: never silently."""
+    one that was being rolled back when it was killed, or a held one whose other side `settle` says did not happen
+    (without `settle`, a held restore is rolled back). The caller reports what was done: never silently."""
     if not journal.exists():
         return None
     doc = parse_journal(journal)
-    if owner_alive(doc.owner):
+    if owner_alive(doc.owner) or journal in HELD_HERE:
         raise StoreBusy(f"a restore into {root} is still running ({owner_text(doc.owner)})")
     safety_id, actions = doc.safety, doc.actions
     before_map = loader.files(safety_id)
     _check_against_snapshots(journal, actions, loader.files(doc.target), before_map)
-    report = Recovery(str(root), doc.target, safety_id, rolled_back=doc.rollback)
+    rollback = doc.rollback
+    if doc.held is not None and not rollback and not (settle is not None and settle(doc.held)):
+        rollback = True
+        write_journal(journal, {**json.loads(journal.read_bytes()), "rollback": True})  # a kill now: still undone
+    report = Recovery(str(root), doc.target, safety_id, rolled_back=rollback, held=doc.held)
     with SafeRoot(str(root)) as fs:
         # First give files a killed delete had set aside their names back (and drop other temps),
         # so a delete cut short before its check is judged, and redone, like any other step.
         _clean_temps(fs, actions)
-        if doc.rollback:
+        if rollback:
             roll_back(loader, fs, actions, before_map, doc.dir_modes, report)
         else:
             _finish(loader, fs, actions, before_map, report)
