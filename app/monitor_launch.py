@@ -264,6 +264,8 @@ def main(root: str, path: str) -> None:
             return  # not started by `spawn`: no monitor without its locks
     except OSError:
         return
+    for fd in (LOCK_FD, SLOT_FD):  # held by this process only: never by a child it runs (find_library's ldconfig)
+        os.set_inheritable(fd, False)
     os.ftruncate(lock, 0)
     os.pwrite(lock, f"{os.getpid()}\n".encode(), 0)
     with contextlib.suppress(FileNotFoundError):

@@ -95,20 +95,25 @@ class Monitors:
 
 
 def monitor_pids(run_dir: Path) -> list[int]:
-    """Live (not zombie) change monitor processes serving a socket in `run_dir` (their command line says so)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    """Change monitor processes serving a socket in `run_dir` (their command line says so), all alive (not a zombie)
+    at one instant: /proc is read one process after another, so each found one is looked at again after the pass —
+    alive at both looks, every one of them was alive at the start of the second. A monitor's own child between its
+    fork and its exec (ctypes' find_library runs ldconfig) shows the monitor's command line too: not counted."""
+
+    def parent_if_monitor(pid: str) -> str | None:
         try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            state = Path(f"/proc/{entry}/stat").read_bytes().rpartition(b")")[2].split()[0]
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            fields = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()
         except (OSError, IndexError):
-            continue
-        if (len(argv) >= 5 and b"from app.monitor_launch import main" in argv[2] and state != b"Z"
+            return None
+        if (len(argv) >= 5 and b"from app.monitor_launch import main" in argv[2] and fields[0] != b"Z"
                 and os.fsdecode(argv[4]).startswith(f"{run_dir}/")):
-            found.append(int(entry))
-    return found
+            return fields[1].decode()
+        return None
+
+    found = {pid: parent for pid in os.listdir("/proc") if pid.isdigit()
+             and (parent := parent_if_monitor(pid)) is not None}
+    return [int(pid) for pid, parent in found.items() if parent not in found and parent_if_monitor(pid) is not None]
 
 
 @pytest.fixture
