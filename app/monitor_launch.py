@@ -8,6 +8,12 @@ directory a sandboxed command may write), named by the workspace and by the conf
 started it (confinement.fingerprint), so a process confined otherwise (Codex's sandbox) never reaches it and gets
 its own. Both ends check the other before a byte is sent: same uid (SO_PEERCRED) and the same confinement, and
 the client also that the peer is the pid the monitor's lock file names. `CODEXR_MONITOR=0` turns it off.
+
+At most `CODEXR_MONITOR_MAX` (MAX) run at once per user and runtime directory: each holds one of that many slot
+locks (`m-slot-K.lock`), taken by the starter before the process exists and handed down to it with the
+workspace's monitor lock. With every slot taken, the starter asks the least recently asked monitor to exit (on its
+socket, with a question's peer checks) and starts nothing: its capture, and that workspace's until the next try
+finds the slot free, check every file, as without a monitor.
 """
 
 from __future__ import annotations
@@ -16,11 +22,18 @@ import contextlib
 import os
 import socket
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from snapshot_store.monitor import Answer, MonitorClient
 
 IDLE = 1800.0  # seconds without a question before a monitor exits
+#: Monitors of this user's at once (`CODEXR_MONITOR_MAX`): each is a Python process of ~22 MB resident (half of it
+#: shared code), so 8 stay under ~180 MB however many workspaces were captured; a user works in a few at a time,
+#: and the least recently asked one makes room for a new one (whose workspace's captures check every file
+#: meanwhile, as without one).
+MAX = 8
+SLOT_FD, LOCK_FD = 3, 4  # where a monitor finds its slot's lock and its own lock, held from before it was spawned
 #: File systems whose every change passes through this kernel, so inotify sees it. Not NFS, SMB, 9p, FUSE (sshfs),
 #: virtiofs or cluster file systems: a change made by another machine (or the VM's host) raises no event here,
 #: which is why git's fsmonitor refuses network file systems too.
@@ -99,10 +112,11 @@ def fs_type(path: str, mountinfo: str | None = None) -> str | None:
 
 
 class Launcher:
-    """The capture's change source: asks the workspace's monitor, and starts one where none answers."""
+    """The capture's change source: asks the workspace's monitor, and starts one where none answers (twice at most
+    per workspace: the first try may only have made room, by asking the least recently asked monitor to exit)."""
 
     def __init__(self) -> None:
-        self._started: set[str] = set()
+        self._tries: dict[str, int] = {}
         self._local: dict[str, bool] = {}
 
     def ask(self, root: str, since: str | None) -> Answer | None:
@@ -114,10 +128,10 @@ class Launcher:
         path = socket_for(root)
         if path is None:
             return None
-        answer = MonitorClient(path, lambda sock: peer_is_kin(sock, path + ".lock")).ask(root, since)
-        if answer is None and root not in self._started:
-            self._started.add(root)
-            spawn(root, path)
+        answer = MonitorClient(path, _kin_of(path)).ask(root, since)
+        tries = self._tries.get(root, 0)
+        if answer is None and tries < 2:
+            self._tries[root] = tries + 1 if spawn(root, path) == MADE_ROOM else 2
         return answer
 
 
@@ -129,26 +143,104 @@ def attach(store: Any) -> None:
         store.capturer.monitor = Launcher()
 
 
+MADE_ROOM = -1
+"""What `spawn` returns when it started nothing but asked a monitor to exit: the next try finds its slot free."""
+
+
 def spawn(root: str, path: str) -> int | None:
-    """Start the monitor of `root` on `path` in the background, unless one holds the lock (its pid, or None)."""
+    """Start the monitor of `root` on `path` in the background, unless one holds its lock or no slot is free (its
+    pid; None; MADE_ROOM when all slots were taken and the least recently asked monitor agreed to exit).
+
+    The child inherits both locks (the workspace's monitor lock and a slot's) from before it exists until it ends,
+    so no second one starts meanwhile and never more than `max_monitors()` monitors run, however many processes
+    start them at once."""
+    import fcntl
+
     from .runtime import take_lock
 
     fd = take_lock(path + ".lock")
     if fd is None:
         return None
-    os.close(fd)  # released: the monitor takes it for its life
+    held: list[int] = []
+    try:
+        slot = take_slot(os.path.dirname(path))
+        if slot is None:
+            return MADE_ROOM if evict(os.path.dirname(path), path) else None
+        try:  # both above 10: no target of the file actions below overwrites a source
+            held.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10))
+            held.append(fcntl.fcntl(slot, fcntl.F_DUPFD_CLOEXEC, 10))
+        except OSError:
+            for held_fd in held:
+                os.close(held_fd)
+            return None
+        finally:
+            os.close(slot)
+    finally:
+        os.close(fd)
     env = dict(os.environ)
     env["CODEXR_MONITOR_SYS_PATH"] = repr([os.path.abspath(p) if p else os.getcwd() for p in sys.path])
     code = ("import sys, os, ast; sys.path[:] = ast.literal_eval(os.environ.pop('CODEXR_MONITOR_SYS_PATH')); "
             "from app.monitor_launch import main; main(sys.argv[1], sys.argv[2])")
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-               (os.POSIX_SPAWN_OPEN, 2, path + ".log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)]
+               (os.POSIX_SPAWN_OPEN, 2, path + ".log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
+               (os.POSIX_SPAWN_DUP2, held[0], LOCK_FD),
+               (os.POSIX_SPAWN_DUP2, held[1], SLOT_FD)]
     try:
         return os.posix_spawn(sys.executable, [sys.executable, "-c", code, root, path], env,
                               file_actions=actions, setsid=True)
     except OSError:
         return None
+    finally:
+        for held_fd in held:
+            os.close(held_fd)
+
+
+def max_monitors() -> int:
+    """`CODEXR_MONITOR_MAX`, else MAX (at least 1)."""
+    try:
+        return max(1, int(os.environ.get("CODEXR_MONITOR_MAX", MAX)))
+    except ValueError:
+        return MAX
+
+
+def take_slot(base: str) -> int | None:
+    """The fd holding one of this user's monitor slots (`m-slot-K.lock` in the runtime directory), or None: all
+    taken."""
+    from .runtime import take_lock
+
+    for k in range(max_monitors()):
+        fd = take_lock(os.path.join(base, f"m-slot-{k}.lock"))
+        if fd is not None:
+            return fd
+    return None
+
+
+def evict(base: str, own: str) -> bool:
+    """Ask the least recently asked monitor but `own` (its lock file's mtime: each answer touches it) to exit;
+    whether one agreed. Asked on its socket, with the peer checks of a question: only a monitor of this user,
+    confined as this process is, and the process its lock names, is asked — never a process signalled by pid."""
+    import stat
+
+    found = []
+    try:
+        with os.scandir(base) as entries:
+            for entry in entries:
+                if not (entry.name.startswith("m-") and entry.name.endswith(".sock.lock")) or \
+                        entry.path == own + ".lock":
+                    continue
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
+                        found.append((st.st_mtime_ns, entry.path[:-len(".lock")]))
+    except OSError:
+        return False
+    return any(MonitorClient(sock, _kin_of(sock)).tell_exit() for _mtime, sock in sorted(found))
+
+
+def _kin_of(path: str) -> Callable[[socket.socket], bool]:
+    """The peer check for the monitor on `path`: kin, and the process its lock file names."""
+    return lambda sock: peer_is_kin(sock, path + ".lock")
 
 
 def idle_seconds() -> float:
@@ -160,17 +252,22 @@ def idle_seconds() -> float:
 
 
 def main(root: str, path: str) -> None:
-    """The monitor process: take the lock for life, bind the socket (mode 600 in a 700 directory), answer."""
+    """The monitor process: keep the locks `spawn` handed down for life, bind the socket (mode 600 in a 700
+    directory), answer."""
     from snapshot_store.monitor_daemon import serve
 
-    from .runtime import take_lock
-
     os.chdir("/")  # holds no caller's directory
-    lock = take_lock(path + ".lock")
-    if lock is None:
-        return  # another monitor is starting or running
+    lock = LOCK_FD
+    try:
+        handed, named = os.fstat(lock), os.stat(path + ".lock", follow_symlinks=False)
+        if (handed.st_dev, handed.st_ino) != (named.st_dev, named.st_ino) or not _holds_slot(os.path.dirname(path)):
+            return  # not started by `spawn`: no monitor without its locks
+    except OSError:
+        return
+    for fd in (LOCK_FD, SLOT_FD):  # held by this process only: never by a child it runs (find_library's ldconfig)
+        os.set_inheritable(fd, False)
     os.ftruncate(lock, 0)
-    os.write(lock, f"{os.getpid()}\n".encode())
+    os.pwrite(lock, f"{os.getpid()}\n".encode(), 0)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a dead monitor's (the lock says none runs)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
@@ -187,9 +284,13 @@ def main(root: str, path: str) -> None:
         except OSError:
             return False
 
+    def asked() -> None:  # the least recently asked monitor is the one asked to make room
+        with contextlib.suppress(OSError):
+            os.utime(lock)
+
     listener.listen(16)
     try:
-        serve(root, listener, peer_is_kin, idle_seconds(), still_mine)
+        serve(root, listener, peer_is_kin, idle_seconds(), still_mine, asked)
     except OSError:
         pass  # the workspace went, or cannot be watched whole: the captures check on their own
     finally:
@@ -197,4 +298,18 @@ def main(root: str, path: str) -> None:
             if os.stat(path).st_ino == bound:  # still ours: unlinked before the lock is released
                 os.unlink(path)
         listener.close()
-        os.close(lock)
+        os.close(lock)  # the slot's lock goes with the process
+
+
+def _holds_slot(base: str) -> bool:
+    """Whether SLOT_FD is one of the slot lock files in `base` (held since `spawn` took it)."""
+    try:
+        handed = os.fstat(SLOT_FD)
+    except OSError:
+        return False
+    for k in range(max_monitors()):  # the spawner's environment: the same bound
+        with contextlib.suppress(OSError):
+            st = os.stat(os.path.join(base, f"m-slot-{k}.lock"), follow_symlinks=False)
+            if (st.st_dev, st.st_ino) == (handed.st_dev, handed.st_ino):
+                return True
+    return False

@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +53,9 @@ def backend_argv(ctx: Context, args: argparse.Namespace) -> tuple[list[str], dic
 
 
 def private_socket_dir() -> Path:
-    """A new directory (0700) for one proxy socket, where no other process can replace it (as the server's)."""
+    """A new directory (0700) for one proxy socket, where no other process can replace it (as the server's), held
+    until this process ends; those of killed runs go first (app/proxy/leftovers.py)."""
+    from .proxy.leftovers import claim, sweep
     from .runtime import runtime_dir, safe_parents
 
     base = runtime_dir()
@@ -66,7 +67,8 @@ def private_socket_dir() -> Path:
             raise UsageError("no private directory for the proxy's socket: set XDG_RUNTIME_DIR or "
                              "CODEXR_RUNTIME_DIR to a directory of yours, mode 700, not below /tmp")
         base = str(home)
-    return Path(tempfile.mkdtemp(prefix="proxy-", dir=base))
+    sweep(base)
+    return claim(base)
 
 
 def codex(ctx: Context, args: argparse.Namespace) -> int:

@@ -2,7 +2,8 @@
 a capture makes from its answer instead of lstat'ing every file the saved walk saw.
 
 The monitor (monitor_daemon.py) watches one workspace with inotify and answers one question only: "what changed
-since token T", with a fresh token. It never runs a command. A capture asks before it looks at anything (so a
+since token T", with a fresh token; the only other request it takes is EXIT (to make room for another workspace's
+monitor). It never runs a command. A capture asks before it looks at anything (so a
 change made while it works is in the next answer), and binds the fresh token to the walk state it leaves
 (`cache/<wskey>.mon`). The next capture, in any process, asks with that token; any doubt — no monitor, no answer
 within TIMEOUT, an unknown token (the monitor restarted or forgot it), a lost event (overflow), a directory that
@@ -79,6 +80,21 @@ def decode_request(line: bytes) -> tuple[str, str | None] | None:
     return doc["root"], since
 
 
+EXIT = json.dumps({"v": VERSION, "exit": True}).encode() + b"\n"
+"""The request to stop answering and exit (a monitor over the per-user bound makes room, monitor_launch.py)."""
+EXITING = json.dumps({"v": VERSION, "exiting": True}).encode() + b"\n"
+"""The monitor's reply to EXIT, sent before it stops: it answers nothing after it."""
+
+
+def is_exit(line: bytes) -> bool:
+    """Whether a request line is EXIT."""
+    try:
+        doc = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(doc, dict) and doc.get("v") == VERSION and doc.get("exit") is True
+
+
 def encode_answer(root: str, token: str, changes: Changes | None) -> bytes:
     """One answer line."""
     doc: dict[str, object] = {"v": VERSION, "root": root, "token": token, "known": changes is not None}
@@ -127,13 +143,22 @@ class MonitorClient:
 
     def ask(self, root: str, since: str | None) -> Answer | None:
         """The monitor's answer, or None (no monitor, a peer not vouched for, no answer in time, garbage)."""
+        data = self._exchange(encode_request(root, since))
+        return decode_answer(data, root) if data is not None else None
+
+    def tell_exit(self) -> bool:
+        """Ask the monitor to exit once it has answered what it is answering; whether it said it will."""
+        return self._exchange(EXIT) == EXITING
+
+    def _exchange(self, request: bytes) -> bytes | None:
+        """Send one request line to a vouched-for peer; its one reply line (None: no monitor, or no reply)."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         try:
             sock.settimeout(self.timeout)
             sock.connect(self.socket_path)
             if not self.verify(sock):
                 return None
-            sock.sendall(encode_request(root, since))
+            sock.sendall(request)
             data = b""
             while not data.endswith(b"\n"):
                 chunk = sock.recv(1 << 16)
@@ -142,7 +167,7 @@ class MonitorClient:
                 data += chunk
                 if len(data) > MAX_ANSWER:
                     return None
-            return decode_answer(data, root)
+            return data
         except OSError:  # refused, missing, timed out
             return None
         finally:

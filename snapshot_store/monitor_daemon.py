@@ -7,7 +7,9 @@ changed) before any later token is issued; events are read right before each ans
 before the question is in the answer. A queue overflow, a failed watch, a renamed or removed directory (its
 watch would report under a stale name) make every token issued so far unknown and start the watches over; an
 unknown token is answered "unknown", and the capture checks on its own. Tokens name the monitor's run, so a
-restarted monitor never vouches for an earlier one's token.
+restarted monitor never vouches for an earlier one's token. For the same reason a monitor may exit at any moment
+between two answers (idle, asked to make room, killed): the next capture finds no monitor, or one that does not
+know its token, and checks every file.
 
 The socket, its directory and who may ask are the launcher's (app/monitor_launch.py): `serve` takes a bound,
 listening socket and a `verify(conn)` for each connection.
@@ -25,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from .changes import Changes
-from .monitor import decode_request, encode_answer
+from .monitor import EXITING, decode_request, encode_answer, is_exit
 from .watch import ChangeJournal
 
 try:
@@ -148,10 +150,11 @@ class Monitor:
 
 
 def serve(root: str, listener: socket.socket, verify: Callable[[socket.socket], bool], idle: float,
-          still_mine: Callable[[], bool] = lambda: True) -> None:
-    """Answer on `listener` until nobody asked for `idle` seconds, or `still_mine()` says its socket is gone. The
-    watches are in place before the first answer; a workspace that went, or watches that cannot all be added, end
-    it too (OSError)."""
+          still_mine: Callable[[], bool] = lambda: True, asked: Callable[[], None] = lambda: None) -> None:
+    """Answer on `listener` until nobody asked for `idle` seconds, `still_mine()` says its socket is gone, or a
+    verified peer asks it to exit (between two answers: one at a time). The watches are in place before the first
+    answer; a workspace that went, or watches that cannot all be added, end it too (OSError). `asked()` follows
+    each answer."""
     monitor = Monitor(root)
     listener.setblocking(False)
     last = time.monotonic()
@@ -172,27 +175,38 @@ def serve(root: str, listener: socket.socket, verify: Callable[[socket.socket], 
                 continue
             last = time.monotonic()
             with contextlib.closing(conn):
-                _handle(monitor, conn, verify)
+                done = _handle(monitor, conn, verify)
+            if done is None:
+                return
+            if done:
+                asked()
     finally:
         monitor.close()
 
 
-def _handle(monitor: Monitor, conn: socket.socket, verify: Callable[[socket.socket], bool]) -> None:
+def _handle(monitor: Monitor, conn: socket.socket, verify: Callable[[socket.socket], bool]) -> bool | None:
+    """Answer one connection: whether a question was answered (None: asked to exit)."""
     conn.setblocking(True)
     conn.settimeout(2.0)
     try:
         if not verify(conn):
-            return
+            return False
         data = b""
         while b"\n" not in data and len(data) < READ_LIMIT:
             chunk = conn.recv(READ_LIMIT)
             if not chunk:
-                return
+                return False
             data += chunk
-        request = decode_request(data.split(b"\n", 1)[0])
+        line = data.split(b"\n", 1)[0]
+        if is_exit(line):
+            with contextlib.suppress(OSError):
+                conn.sendall(EXITING)
+            return None
+        request = decode_request(line)
         if request is None or request[0] != monitor.root:
-            return
+            return False
         token, changes = monitor.answer(request[1])
         conn.sendall(encode_answer(monitor.root, token, changes))
+        return True
     except OSError:
-        return
+        return False

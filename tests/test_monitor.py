@@ -81,15 +81,39 @@ class Monitors:
         """Wait until the workspace's monitor answers (the first capture started it)."""
         wait_until(lambda: Launcher().ask(str(ws), None) is not None, 30, "the change monitor")
 
+    def running(self) -> list[int]:
+        """The monitor processes whose socket lies in this runtime directory, alive (not a zombie)."""
+        return monitor_pids(self.dir)
+
     def stop(self) -> None:
-        for lock in self.dir.glob("m-*.lock"):
-            named = lock.read_text().strip()
-            if named.isdigit():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(named), signal.SIGKILL)
+        for pid in self.running():  # found by their command line, never by a pid a dead monitor's lock still names
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         for p in self.dir.iterdir():
             p.unlink()
         self.dir.rmdir()
+
+
+def monitor_pids(run_dir: Path) -> list[int]:
+    """Change monitor processes serving a socket in `run_dir` (their command line says so), all alive (not a zombie)
+    at one instant: /proc is read one process after another, so each found one is looked at again after the pass —
+    alive at both looks, every one of them was alive at the start of the second. A monitor's own child between its
+    fork and its exec (ctypes' find_library runs ldconfig) shows the monitor's command line too: not counted."""
+
+    def parent_if_monitor(pid: str) -> str | None:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            fields = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()
+        except (OSError, IndexError):
+            return None
+        if (len(argv) >= 5 and b"from app.monitor_launch import main" in argv[2] and fields[0] != b"Z"
+                and os.fsdecode(argv[4]).startswith(f"{run_dir}/")):
+            return fields[1].decode()
+        return None
+
+    found = {pid: parent for pid in os.listdir("/proc") if pid.isdigit()
+             and (parent := parent_if_monitor(pid)) is not None}
+    return [int(pid) for pid, parent in found.items() if parent not in found and parent_if_monitor(pid) is not None]
 
 
 @pytest.fixture
@@ -190,6 +214,94 @@ def test_a_queue_overflow_makes_the_capture_check_on_its_own(mons: Monitors, tmp
     res = mons.capture(ws)
     assert mons.looks == [], "an overflowed monitor's answer was used"
     assert mons.content(res.id, "src/m7.py") == b"print('lost in the flood')\n"
+
+
+class Sampler:
+    """Counts the live monitors of a runtime directory, over and over on a thread, until stopped: the most seen."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.most = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.most = max(self.most, len(monitor_pids(self.run_dir)))
+            time.sleep(0.005)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.most
+
+
+def test_never_more_monitors_than_the_bound_and_an_evicted_workspace_is_still_captured_right(
+        mons: Monitors, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Monitors for three workspaces more than CODEXR_MONITOR_MAX: no more than the bound ever run at once (counted
+    as processes, all along); each new workspace makes the least recently asked monitor exit; a capture of a
+    workspace whose monitor was sent away checks every file, and records each change."""
+    bound = 3
+    monkeypatch.setenv("CODEXR_MONITOR_MAX", str(bound))
+    spaces = [workspace(tmp_path / f"w{i}") for i in range(bound + 3)]
+    sampler = Sampler(mons.dir)
+    try:
+        pids = {}
+        for ws in spaces[:bound]:
+            settled(mons, ws)
+            pids[ws] = mons.pid(ws)
+        mons.capture(spaces[0])  # asked last: spaces[1] is now the least recently asked, then spaces[2]
+        expected_out = [spaces[1], spaces[2], spaces[0]]
+        for n, (ws, out) in enumerate(zip(spaces[bound:], expected_out, strict=True), start=1):
+            mons.capture(ws)  # no slot free: this capture checks on its own and asks the oldest monitor to leave
+            wait_until(lambda: pids[out] not in mons.running() or len(mons.running()) > bound, 30,  # noqa: B023
+                       "the least recently asked monitor to exit")
+            assert len(mons.running()) <= bound and pids[out] not in mons.running()
+            settled(mons, ws)  # the next capture starts its monitor in the slot that was freed
+            pids[ws] = mons.pid(ws)
+            assert sorted(mons.running()) == sorted(pids[w] for w in pids if w not in expected_out[:n])
+        for i, ws in enumerate(expected_out):  # sent away: their next capture records what changed (and makes room
+            # for its own monitor, or starts it in the room made before)
+            (ws / "src/m3.py").write_text(f"print('after eviction {i}')\n")
+            (ws / "src/new.py").write_text(f"new {i}\n")
+            mons.looks.clear()
+            res = mons.capture(ws)
+            assert mons.looks == []  # no monitor's answer was used: every file was checked
+            assert mons.content(res.id, "src/m3.py") == f"print('after eviction {i}')\n".encode()
+            assert mons.content(res.id, "src/new.py") == f"new {i}\n".encode()
+    finally:
+        most = sampler.stop()
+    assert most <= bound, f"{most} monitors ran at once (bound {bound})"
+
+
+def test_only_a_process_confined_as_the_monitor_can_make_it_exit(mons: Monitors, tmp_path: Path) -> None:
+    """The request to exit passes the same peer checks as a question: a sandboxed process's is refused."""
+    ws = workspace(tmp_path)
+    settled(mons, ws)
+    path = socket_for(str(ws))
+    assert path is not None
+    pid = mons.pid(ws)
+    out = subprocess.run(["setpriv", "--no-new-privs", sys.executable, "-c", TELL_EXIT, path], capture_output=True,
+                         text=True, timeout=60, cwd=REPO).stdout
+    assert "exiting" not in out and pid in mons.running(), out
+    out = subprocess.run([sys.executable, "-c", TELL_EXIT, path], capture_output=True, text=True, timeout=60,
+                         cwd=REPO).stdout
+    assert "exiting" in out, out
+    wait_until(lambda: pid not in mons.running(), 30, "the monitor to exit when its kin asked")
+
+
+TELL_EXIT = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+try:
+    s.connect(sys.argv[1])
+    s.sendall(b'{"v": 1, "exit": true}\\n')
+    print("reply", s.recv(4096).decode(errors="replace"))
+except OSError as exc:
+    print("error", exc)
+"""
 
 
 def serve_fake(path: str, answer: bytes, stop: threading.Event) -> threading.Thread:
