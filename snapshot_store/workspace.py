@@ -77,17 +77,18 @@ class Workspace:
         known = [p for p, _e in captured_items(old)]
         return diff_maps(old, self.preview(known_paths=known, scope=scope).files)
 
-    def recover(self) -> Recovery | None:
+    def recover(self, own_held: bool = False) -> Recovery | None:
         """Finish a restore that was interrupted in this workspace (None when there was none).
 
         Only under the workspace lock, which a running restore holds: a live restore is never
-        "finished" by someone else (StoreBusy instead).
+        "finished" by someone else (StoreBusy instead). A held restore of this process is judged only by its
+        holder (`own_held`: it has given up waiting for the other side).
         """
         with self.repo.workspace_lock(self.root, wait=False):
-            return self._recover()
+            return self._recover(own_held)
 
-    def _recover(self) -> Recovery | None:
-        report = self.restorer.recover()
+    def _recover(self, own_held: bool = False) -> Recovery | None:
+        report = self.restorer.recover(own_held)
         if report is not None:
             self.repo.report_recovery(report)
         return report

@@ -369,13 +369,10 @@ class RecordingObserver(Observer):
 
     def _settle_unanswered(self) -> None:
         """This connection's held revert, if one is still held, is settled by the store's judge (Codex asked)."""
-        from snapshot_store.restore.journal import HELD_HERE
-
         if not self._holding:
             return
         self._holding = False
         workspace = self._recorder.store.at(self.ws)
-        HELD_HERE.discard(workspace.repo.journal_file(workspace.root))
-        report = workspace.recover()
+        report = workspace.recover(own_held=True)
         if report is not None:
             self.relay.log(report.summary())

@@ -26,11 +26,11 @@ from ..repository.packs import PackWriter
 from ..safefs import SafeRoot, UnsafePath
 from ..stamps import is_racy, stat_key
 from .journal import (
-    HELD_HERE,
     Recovery,
     Settle,
     WorkspaceNotes,
     drop_journal,
+    held_here,
     matches,
     parse_journal,
     recover,
@@ -88,9 +88,10 @@ class Restorer:
         self.notes = notes  # the workspace index, told what the restore rewrote
         self.settle = settle  # judges an interrupted held restore (journal.Settle)
 
-    def recover(self) -> Recovery | None:
-        """Finish (or roll back) an interrupted restore of this root; the caller holds the workspace lock."""
-        return recover(self.loader, self.root, self.journal, self.notes, self.settle)
+    def recover(self, own_held: bool = False) -> Recovery | None:
+        """Finish (or roll back) an interrupted restore of this root; the caller holds the workspace lock. A held
+        restore of this process's own is judged only when its holder asks (`own_held`)."""
+        return recover(self.loader, self.root, self.journal, self.notes, self.settle, own_held=own_held)
 
     def apply(self, plan: RestorePlan, safety_id: str, result: RestoreResult, fresh: frozenset[bytes],
               safety_started_ns: int, hold: dict[str, Any] | None = None) -> None:
@@ -100,9 +101,9 @@ class Restorer:
         _apply(self.loader, self.root, self.journal, self.notes, plan, safety_id, result, safety_started_ns, hold)
 
     def _own_held(self) -> dict[str, Any]:
-        if self.journal not in HELD_HERE or not self.journal.exists():
+        doc: dict[str, Any] = json.loads(self.journal.read_bytes()) if self.journal.exists() else {}
+        if doc.get("held") is None or doc.get("rollback") or not held_here(doc.get("owner") or {}):
             raise StoreError(f"no held restore of {self.root} to settle")
-        doc: dict[str, Any] = json.loads(self.journal.read_bytes())
         return doc
 
     def update_hold(self, hold: dict[str, Any]) -> None:
@@ -118,12 +119,9 @@ class Restorer:
         """The other side did not happen: roll the held restore back (as an interrupted one is)."""
         doc = self._own_held()
         parsed = parse_journal(self.journal)
-        try:
-            with SafeRoot(str(self.root)) as fs:
-                return _roll_back_taken(self.loader, self.root, fs, self.journal, self.notes, doc,
-                                        parsed.actions, keep_if_failed=True)
-        finally:
-            HELD_HERE.discard(self.journal)  # what is left is a plain rollback the next command goes on with
+        with SafeRoot(str(self.root)) as fs:  # what it cannot put back yet is a rollback the next command goes on with
+            return _roll_back_taken(self.loader, self.root, fs, self.journal, self.notes, doc,
+                                    parsed.actions, keep_if_failed=True)
 
 
 def _secure_safety_copies(loader: Loader, ws: Path, plan: RestorePlan, fresh: frozenset[bytes]) -> None:
@@ -217,9 +215,7 @@ def _apply(loader: Loader, ws: Path, journal: Path, notes: WorkspaceNotes | None
             notes.absorb({p: written[p] for p in result.written}, result.deleted, fs.dirs_changed)
         fs.sync()
         if hold is None:
-            drop_journal(journal)
-        else:
-            HELD_HERE.add(journal)  # its caller settles it (Restorer.release or undo)
+            drop_journal(journal)  # (a held one stays: its caller settles it, Restorer.release or undo)
         result.late_signal = held.pending
 
 

@@ -23,7 +23,7 @@ import blake3
 from ..errors import CorruptStore, StoreBusy, StoreError
 from ..fsutil import atomic_write, fsync_dir
 from ..ids import is_snapshot_id
-from ..locks import owner_alive, owner_text
+from ..locks import host_name, owner_alive, owner_info, owner_text
 from ..manifest import Entry, FileMap, is_captured, parent_of, parse_entry, witnessed_absent
 from ..repository.interfaces import BlobLoader, SnapshotLoader
 from ..repository.packs import CHUNK
@@ -54,12 +54,13 @@ def drop_journal(path: Path) -> None:
     """The restore is done (or rolled back): its journal goes, durably."""
     path.unlink()
     fsync_dir(path.parent)
-    HELD_HERE.discard(path)
 
 
-#: Held journals this process wrote and has not settled yet: their owner is alive (this process), so no other
-#: caller in it may settle them (`owner_alive` cannot tell, since the pid is its own).
-HELD_HERE: set[Path] = set()
+def held_here(owner: dict[str, Any]) -> bool:
+    """Whether a held journal's owner is this very process: it is settled by its holder only (`owner_alive`
+    cannot tell, since the pid is its own)."""
+    return owner.get("pid") == os.getpid() and owner.get("host") == host_name() and \
+        owner.get("start") == owner_info()["start"]
 
 #: The caller's judge of an interrupted held restore: True when the other side of the change happened (the restore
 #: is finished), False when it did not (rolled back); it may raise StoreBusy to leave the journal for later.
@@ -212,14 +213,15 @@ def _ancestors(path: str) -> list[str]:
 
 
 def recover(loader: JournalLoader, root: Path, journal: Path, notes: WorkspaceNotes | None,
-            settle: Settle | None = None) -> Recovery | None:
+            settle: Settle | None = None, *, own_held: bool = False) -> Recovery | None:
     """Finish an interrupted restore (redo each step whose path still holds its pre-restore state), or roll back
     one that was being rolled back when it was killed, or a held one whose other side `settle` says did not happen
-    (without `settle`, a held restore is rolled back). The caller reports what was done: never silently."""
+    (without `settle`, a held restore is rolled back). A restore this process holds is left alone (StoreBusy)
+    unless its holder asks (`own_held`). The caller reports what was done: never silently."""
     if not journal.exists():
         return None
     doc = parse_journal(journal)
-    if owner_alive(doc.owner) or journal in HELD_HERE:
+    if owner_alive(doc.owner) or (doc.held is not None and not own_held and held_here(doc.owner)):
         raise StoreBusy(f"a restore into {root} is still running ({owner_text(doc.owner)})")
     safety_id, actions = doc.safety, doc.actions
     before_map = loader.files(safety_id)
