@@ -393,7 +393,8 @@ class Repository:
         the refs)."""
         done: list[commits.Judged] = []
         for wskey in sorted({m.wskey for m in commits.markers(self.path)}):
-            with locked_for_append(self.path / "refs" / "workspaces" / f"{wskey}.jsonl") as fd:
+            with (translate_os_errors("snapshot store"),
+                  locked_for_append(self.path / "refs" / "workspaces" / f"{wskey}.jsonl") as fd):
                 done.extend(commits.finish_locked(self, wskey, fd))
         self.finished_commits.extend(done)
         return done
