@@ -28,7 +28,7 @@ from .settings import DEFAULT_CHURN_DIRS, RetentionPolicy, ScopeSettings
 if TYPE_CHECKING:
     from .capture import CaptureResult
     from .diff import Change
-    from .repository.repo import SnapshotInfo
+    from .repository.listing import SnapshotInfo
     from .restore import Action, RestorePlan, RestoreResult
     from .store import Store
     from .workspace import Workspace
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 #: Public name -> the submodule that defines it, imported on first use.
 _LAZY = {
     "Action": "restore", "RestorePlan": "restore", "RestoreResult": "restore",
-    "CaptureResult": "capture", "Change": "diff", "SnapshotInfo": "repository.repo", "Store": "store",
+    "CaptureResult": "capture", "Change": "diff", "SnapshotInfo": "repository.listing", "Store": "store",
     "Workspace": "workspace",
 }
 

@@ -30,7 +30,7 @@ from .manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, captured_pat
 from .mapfacts import MapFacts
 from .readfiles import HashOnly, Progress, read_paths
 from .repository.packs import PackWriter, read_generation
-from .repository.repo import Repository, SnapshotInfo
+from .repository.repo import Repository
 from .roots import resolve_root
 from .settings import ScopeSettings
 from .stamps import Key
@@ -284,6 +284,10 @@ class Capturer:
                 known_git = scope_mod.GitTracked.load(self._git_cache_path(ws))
             git = scope_mod.git_tracked(ws, known_git)
             self._git[key] = git
+            if not dry_run:
+                # A capture killed between its snapshot file and its ref line: that snapshot is finished (then it is
+                # the newest, the parent this capture grows from, reuses or checks the saved walk against) or dropped.
+                self.repo.finish_commits(ws)
             parent = self.repo.latest(ws)
             known = list(known_paths)
             # A thread's own newest snapshot is the workspace's: growing from the parent adds exactly what the thread
@@ -609,8 +613,7 @@ class Capturer:
                 return None  # this one rebases: written whole, so the map is needed
             rec = SnapshotRecord(root=str(ws), created=time.time(), kind=kind, label=label, parent=parent,
                                  depth=prev.depth + 1, changes={}, meta={"file_count": state.file_count})
-            snap_id = self.repo.write_record(rec)
-            self.repo.append_ref(SnapshotInfo(snap_id, str(ws), rec.created, kind, label, state.file_count))
+            snap_id = self.repo.commit(rec)
             restart = bool(moved) or checked.chain + 1 >= walkstate.CHAIN_LIMIT
         if restart:  # else not rewritten: ~6 ms saved
             state.snapshot = snap_id  # a new chain starts here

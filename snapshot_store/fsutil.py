@@ -103,31 +103,56 @@ def atomic_write_parts(path: Path, parts: Iterable[bytes], *, sync: bool = True)
 
 
 def append_line(path: Path, line: bytes) -> None:
-    """Append one whole newline-terminated record (or nothing) and fsync.
+    """Append one whole newline-terminated record (or nothing) and fsync, under the file's own flock."""
+    with locked_for_append(path) as fd:
+        append_locked(fd, line)
 
-    Appenders take an exclusive flock on the file itself, and a torn tail an earlier crash left
-    (bytes after the last newline) is cut off first: glued to this record it would turn into a
-    damaged line in the middle of the file, which readers rightly treat as corruption.
+
+@contextlib.contextmanager
+def locked_for_append(path: Path) -> Iterator[int]:
+    """`path` opened for appending (created if missing) under an exclusive flock held until the block ends.
+
+    Appenders take this lock on the file itself, so a writer that must do more than one append's worth of work
+    as one step (a snapshot's file, then its ref line) holds it across all of that.
     """
-    assert line.endswith(b"\n")
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            size = _end_of_last_line(fd, size)
-            os.ftruncate(fd, size)
-        try:
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, size)
-            raise
+        yield fd
     finally:
         os.close(fd)
+
+
+def append_locked(fd: int, line: bytes) -> None:
+    """Append one whole newline-terminated record (or nothing) to a file held by `locked_for_append`, and fsync.
+
+    A torn tail an earlier crash left (bytes after the last newline) is cut off first: glued to this record it
+    would turn into a damaged line in the middle of the file, which readers rightly treat as corruption.
+    """
+    assert line.endswith(b"\n")
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        size = _end_of_last_line(fd, size)
+        os.ftruncate(fd, size)
+    try:
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        raise
+
+
+def read_locked(fd: int) -> bytes:
+    """The whole content of a file held by `locked_for_append`."""
+    chunks: list[bytes] = []
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
 
 
 def _end_of_last_line(fd: int, size: int, chunk: int = 65536) -> int:

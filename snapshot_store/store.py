@@ -16,13 +16,13 @@ from .capture import Capturer, CaptureResult
 if TYPE_CHECKING:  # a command that only captures never loads restore's modules
     from .workspace import Workspace
 from .diff import Change, diff_maps
+from .repository.listing import SnapshotInfo
 from .repository.repo import (
     AUTO_GC_INTERVAL,
     GC_MARKER,
     STORE_FORMAT,
     STORE_VERSION,
     Repository,
-    SnapshotInfo,
     read_record,
     read_ref_file,
 )

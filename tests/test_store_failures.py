@@ -358,6 +358,26 @@ def test_capture_failing_while_appending_the_ref(free: int, ws: Path, store: Sto
     assert len(store.list_snapshots(ws)) == len(listed) + 3  # works-again capture, its restore's safety, this
 
 
+@pytest.mark.parametrize("free", [0, 20], ids=["enospc", "short-write"])
+def test_a_capture_failing_at_its_ref_line_leaves_no_snapshot_file_without_one(
+        free: int, ws: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error says nothing was committed, and that holds for the snapshot file too: written before the ref line
+    failed, it is taken back, so no snapshot named by no ref line is left to be called lost history once it is old."""
+    base_capture(store, ws)
+    populate(ws, "small")
+    snapshots = sorted(store.path.glob("snapshots/*/*"))
+    with monkeypatch.context() as m:
+        Disk(m, under(store.path / "refs"), free=free)
+        with pytest.raises(StoreFull):
+            store.at(ws).capture(scope=WIDE)
+    assert sorted(store.path.glob("snapshots/*/*")) == snapshots
+    assert journals(store.path) == []
+    past = time.time() - 3600
+    for p in store.path.rglob("*"):
+        os.utime(p, (past, past))
+    assert_store_sound(store.path)
+
+
 def test_stat_cache_write_failure_is_not_reported_as_nothing_committed(
         ws: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """The stat cache is disposable (FORMAT.md §5.4); if its save fails the capture must not claim

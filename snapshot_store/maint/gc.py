@@ -23,8 +23,10 @@ import blake3
 from ..errors import CorruptStore, StoreBusy, StoreError
 from ..fsutil import TMP_PREFIX, atomic_write, fsync_dir, translate_os_errors
 from ..ids import is_pack_id, is_snapshot_id
+from ..repository import commits
+from ..repository.listing import SnapshotInfo
 from ..repository.packs import RECORD, Location, PackScan, PackWriter, scan_pack, write_index
-from ..repository.repo import AUTO_GC_INTERVAL, GC_MARKER, SnapshotInfo
+from ..repository.repo import AUTO_GC_INTERVAL, GC_MARKER
 from ..settings import RetentionPolicy
 from .reach import each_needs
 from .refcheck import (
@@ -60,6 +62,7 @@ class GcPlan:
     rebuilt_indexes: list[str] = field(default_factory=list)
     finish_packs: list[str] = field(default_factory=list)
     interrupted: bool = False
+    finished_commits: list[str] = field(default_factory=list)  # interrupted captures finished or dropped (§5)
     live_snapshots: int = 0
     live_blobs: int = 0
     missing_blobs: int = 0
@@ -84,6 +87,7 @@ class GcPlan:
             "delete_temp": len(self.delete_temp),
             "rebuilt_indexes": self.rebuilt_indexes,
             "finished_interrupted_gc": self.interrupted,
+            "finished_commits": self.finished_commits,
             "live_snapshots": self.live_snapshots,
             "live_blobs": self.live_blobs,
             "missing_blobs": self.missing_blobs,
@@ -261,6 +265,12 @@ def plan_gc(store: Repository, policy: RetentionPolicy, now: float | None = None
     plan.rebuilt_indexes, plan.finish_packs = list(packs.rebuilt), list(packs.finish)
     refs, pinned, ref_ids = _check_refs(store, policy, now)
     plan._refs = refs
+    # Interrupted commits (FORMAT.md §5): gc finishes them before planning; a dry run plans as if it had — a whole
+    # snapshot is listed (kept like the newest of its workspace), one that cannot be is dropped — and says so.
+    judged = [commits.judge(store, m, ref_ids.__contains__) for m in commits.markers(store.path)]
+    interrupted = {j.marker.snapshot for j in judged if j.action != commits.CLEAR}
+    pinned |= {j.marker.snapshot for j in judged if j.action == commits.FINISH}
+    plan.finished_commits = [j.summary(would=True) for j in judged]
 
     # Survival level of each root: dropped by age/count -> 0; the k-th oldest the size cap may drop -> k;
     # never dropped -> inf. Dropping the first k size-cap candidates keeps the roots with level > k.
@@ -301,7 +311,8 @@ def plan_gc(store: Repository, policy: RetentionPolicy, now: float | None = None
     except StoreError as exc:
         raise _stop(str(exc)) from exc
     # Workspace history no ref names (a deleted ref file) is no garbage: put back by `verify --repair` first.
-    lost = lost_history(store, (n for n, _f in _all_snapshots(store) if is_snapshot_id(n)), set(snap_level) | ref_ids)
+    lost = lost_history(store, (n for n, _f in _all_snapshots(store) if is_snapshot_id(n)),
+                        set(snap_level) | ref_ids | interrupted)
     if lost:
         root, ids = min(lost.items())
         more = f" (and {len(lost) - 1} more workspace(s))" if len(lost) > 1 else ""
@@ -383,7 +394,10 @@ def gc(store: Repository, policy: RetentionPolicy, *, dry_run: bool = False, wai
     with store.exclusive_lock(wait=wait), translate_os_errors("gc"):
         pending = read_pending(store)
         packs = _load_packs(store, set(pending["packs"]) if pending else set(), write=not dry_run)
+        finished = [] if dry_run else store.finish_all_commits()  # before the refs are read: they list them
         plan = plan_gc(store, policy, _packs=packs)
+        if not dry_run:
+            plan.finished_commits = [j.summary() for j in finished]
         plan.dry_run = dry_run
         if dry_run:
             return plan

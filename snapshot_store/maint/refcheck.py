@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import StoreError
 from ..fsutil import TMP_PREFIX, atomic_write
 from ..ids import is_snapshot_id, workspace_key
-from ..repository.repo import SnapshotInfo
+from ..repository import dropped as dropped_file
+from ..repository.listing import SnapshotInfo
 from ..vocab import UNLISTED_KINDS
 from .reach import needs_of
 
@@ -34,7 +35,6 @@ PIN_KEYS = frozenset({"pre", "post", "safety_id", "target_snapshot", "snapshot",
 #: The only `version` a JSON pin file may declare; any other stops gc (FORMAT.md §4).
 PIN_VERSION = 1
 _WSKEY_RE = re.compile(r"[0-9a-f]{32}")
-DROPPED = "dropped"  # ids gc took out of a workspace ref whose snapshot files still exist (FORMAT.md §4)
 
 
 @dataclass
@@ -75,8 +75,7 @@ def _parse_line(raw: bytes) -> SnapshotInfo:
 
 def ref_line(info: SnapshotInfo) -> bytes:
     """The canonical bytes of one ref line (without its newline), as captures and gc write it."""
-    return json.dumps({"id": info.id, "root": info.root, "created": info.created, "kind": info.kind,
-                       "label": info.label, "file_count": info.file_count}, separators=(",", ":")).encode()
+    return info.line()
 
 
 def check_ref_file(path: Path) -> RefFile:
@@ -222,20 +221,12 @@ def read_pins(store: Repository, idle_days: float = 0.0, now: float | None = Non
 
 def read_dropped(store: Repository) -> set[str]:
     """Snapshots gc dropped from their workspace ref on purpose (a missing or damaged file drops nothing)."""
-    try:
-        text = (store.path / DROPPED).read_text("ascii", "replace")
-    except OSError:
-        return set()
-    return {line for line in text.split() if is_snapshot_id(line)}
+    return dropped_file.read_dropped(store.path)
 
 
 def write_dropped(store: Repository, ids: Iterable[str]) -> None:
     """Replace the list of deliberately dropped snapshots (atomically; empty: the file goes)."""
-    keep = sorted(set(ids))
-    if keep:
-        atomic_write(store.path / DROPPED, "".join(f"{s}\n" for s in keep).encode())
-    else:
-        (store.path / DROPPED).unlink(missing_ok=True)
+    dropped_file.write_dropped(store.path, set(ids))
 
 
 def prune_dropped(store: Repository) -> None:

@@ -18,6 +18,7 @@ import zstandard
 from ..errors import StoreError
 from ..fsutil import TMP_PREFIX
 from ..ids import is_pack_id, is_snapshot_id
+from ..repository import commits
 from ..repository.packs import Location, check_headers, record_ok, scan_pack, write_index
 from ..settings import RetentionPolicy
 from ..vocab import UNLISTED_KINDS
@@ -36,7 +37,7 @@ from .refcheck import (
 if TYPE_CHECKING:
     from ..repository.repo import Repository
 
-IN_PROGRESS_SECONDS = 10.0  # a snapshot file this young may belong to a capture about to append its ref line
+IN_PROGRESS_SECONDS = 10.0  # a snapshot file this young, unmarked, may belong to a capture about to append its line
 
 
 @dataclass
@@ -65,16 +66,19 @@ class VerifyReport:
 
 def verify(store: Repository, *, full: bool = False, repair: bool = False,
            progress: Callable[[int, int], None] | None = None,
-           retention: RetentionPolicy | None = None) -> VerifyReport:
+           retention: RetentionPolicy | None = None, in_progress: float = IN_PROGRESS_SECONDS) -> VerifyReport:
     """Check format, packs, indexes, snapshots, refs and pins; `full` re-reads every blob and header.
 
     `repair` (under the exclusive lock, like gc) rebuilds missing or damaged pack indexes from the
-    packs' own records and drops an index whose pack is gone, reporting each.
+    packs' own records and drops an index whose pack is gone, reporting each. `in_progress`: how young an
+    unreferenced snapshot file without a commit marker may be and still belong to a capture appending its ref
+    line (one that leaves no marker, as an older codexr); 0 where the caller knows no capture runs.
     """
     lock = store.exclusive_lock() if repair else store.shared_lock()
     with lock:
         return _verify(store, full=full, repair=repair, progress=progress,
-                       idle_days=retention.thread_idle_days if retention is not None else 0.0)
+                       idle_days=retention.thread_idle_days if retention is not None else 0.0,
+                       in_progress=0.0 if repair else in_progress)
 
 
 def _check_format(store: Repository, report: VerifyReport) -> None:
@@ -145,7 +149,7 @@ def _unindexed(store: Repository, report: VerifyReport, pack_id: str, damage: st
 
 
 def _verify(store: Repository, *, full: bool, repair: bool, progress: Callable[[int, int], None] | None,
-            idle_days: float) -> VerifyReport:
+            idle_days: float, in_progress: float) -> VerifyReport:
     report = VerifyReport(full=full)
     _check_format(store, report)
     pending = read_pending(store)
@@ -153,6 +157,8 @@ def _verify(store: Repository, *, full: bool, repair: bool, progress: Callable[[
         report.warnings.append("an interrupted gc is pending; the next `codexr snapshots gc` finishes it"
                                + ("" if pending else f" (its marker {PENDING} is unreadable)"))
     _check_packs(store, report, set(pending["packs"]) if pending else set(), repair)
+    if repair:  # under the exclusive lock no capture is running: every marker is an interrupted commit
+        report.repaired.extend(j.summary() for j in store.finish_all_commits())
 
     snapshot_ids: set[str] = set()
     for bucket in sorted((store.path / "snapshots").iterdir()):
@@ -195,6 +201,7 @@ def _verify(store: Repository, *, full: bool, repair: bool, progress: Callable[[
         if sid not in snapshot_ids:
             report.problems.append(f"pin file {rel} names snapshot {sid}, which does not exist")
     roots |= {s for s in pins.ids if s in snapshot_ids}
+    interrupted = _interrupted_commits(store, report, named)
 
     reached: set[str] = set()
     missing: dict[bytes, list[str]] = {}
@@ -214,14 +221,14 @@ def _verify(store: Repository, *, full: bool, repair: bool, progress: Callable[[
         report.problems.append(f"snapshot {users[0]}{more} needs blob {b.hex()} ({paths[b]}), which is missing")
     # Workspace history no ref names (a deleted ref file): damage, which --repair mends from the snapshots.
     # Without the exclusive lock a capture may be between its snapshot file and its ref line: young files wait.
-    lost = lost_history(store, snapshot_ids, reached | named, min_age=0.0 if repair else IN_PROGRESS_SECONDS)
+    lost = lost_history(store, snapshot_ids, reached | named | interrupted, min_age=in_progress)
     if repair and lost:
         repaired, left = rebuild_refs(store, lost)
         report.repaired.extend(repaired)
         report.problems.extend(left)
     else:
         report.problems.extend(lost_line(store, root, ids) for root, ids in sorted(lost.items()))
-    garbage = snapshot_ids - reached - {s for ids in lost.values() for s in ids}
+    garbage = snapshot_ids - reached - interrupted - {s for ids in lost.values() for s in ids}
     report.warnings.extend(_unreached(store, garbage))
 
     for journal in sorted((store.path / "journal").glob("*.json")):
@@ -232,6 +239,34 @@ def _verify(store: Repository, *, full: bool, repair: bool, progress: Callable[[
     else:
         report.blobs = len(store.blobs.locations)
     return report
+
+
+def _interrupted_commits(store: Repository, report: VerifyReport, named: set[str]) -> set[str]:
+    """Warn of each commit marker (FORMAT.md §5): a capture stopped between its snapshot file and its ref line is an
+    interrupted write the next writer finishes or drops, not damage. Returns the snapshots it leaves without a line."""
+    out: set[str] = set()
+    then = "the next capture of the workspace, gc or `codexr snapshots verify --repair`"
+    for marker in commits.markers(store.path):
+        snap = marker.snapshot
+        if commits.commit_running(store.path / "refs" / "workspaces" / f"{marker.wskey}.jsonl"):
+            out.add(snap)
+            report.warnings.append(f"snapshot {snap} is being committed by a running capture ({marker.name})")
+            continue
+        j = commits.judge(store, marker, named.__contains__)
+        if j.action == commits.FINISH:
+            assert j.info is not None
+            report.warnings.append(f"snapshot {snap} of workspace {j.info.root} is an interrupted write (its capture "
+                                   f"stopped between the snapshot file and its ref line), not damage; {then} "
+                                   "finishes it")
+        elif j.action == commits.DROP:
+            assert j.info is not None
+            report.warnings.append(f"snapshot {snap} of workspace {j.info.root} is an interrupted write that cannot be "
+                                   f"finished ({j.why}); {then} drops it")
+        else:
+            report.warnings.append(f"{marker.name} marks an interrupted capture ({j.why}); {then} removes it")
+        if j.action != commits.CLEAR:
+            out.add(snap)
+    return out
 
 
 def _unreached(store: Repository, garbage: set[str]) -> list[str]:

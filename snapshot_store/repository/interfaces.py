@@ -7,10 +7,11 @@ each says exactly what of the store it reads and what it may write.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Protocol
 
 from ..manifest import FileMap, SnapshotRecord
-from .packs import PackWriter
+from .packs import BlobIndex, PackWriter
 
 
 class SnapshotLoader(Protocol):
@@ -39,3 +40,14 @@ class BlobSaver(Protocol):
 
 class Loader(SnapshotLoader, BlobLoader, BlobSaver, Protocol):
     """What a restore needs of the repository: snapshots and blobs to read, and blobs to store again."""
+
+
+class CommitJudge(SnapshotLoader, Protocol):
+    """What judging an interrupted commit reads (commits.py): the store's files, its snapshots and its blob index."""
+
+    path: Path
+
+    def exists(self, snap_id: str) -> bool: ...
+
+    @property
+    def blobs(self) -> BlobIndex: ...

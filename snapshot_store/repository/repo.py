@@ -12,17 +12,18 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from ..errors import AmbiguousSnapshot, CorruptStore, StoreError, UnknownSnapshot, UnsupportedFormat
-from ..fsutil import append_line, atomic_write, complete_lines, translate_os_errors
+from ..fsutil import append_locked, atomic_write, complete_lines, locked_for_append, translate_os_errors
 from ..ids import digest_hex, is_snapshot_id, is_snapshot_prefix, workspace_key
 from ..locks import flocked
 from ..manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, apply_delta, delta, is_captured
 from ..roots import Identity, protected_identities, workspace_root
 from ..vocab import UNLISTED_KINDS
+from . import commits
+from .listing import SnapshotInfo
 from .packs import BlobIndex, PackWriter, read_generation
 
 if TYPE_CHECKING:
@@ -35,19 +36,6 @@ AUTO_GC_INTERVAL = 24 * 3600.0  # automatic gc at most this often
 GC_MARKER = "gc.last"  # holds the time of the last automatic gc
 CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
 SUBDIRS = ("packs", "snapshots", "refs", "refs/workspaces", "cache", "journal", "locks")
-
-
-
-@dataclass(frozen=True)
-class SnapshotInfo:
-    """What a listing shows about one snapshot."""
-
-    id: str
-    root: str
-    created: float
-    kind: str
-    label: str | None
-    file_count: int
 
 
 
@@ -89,6 +77,7 @@ class Repository:
         # Judges an interrupted *held* restore (restore/journal.py: one side of a change with two sides): True when
         # its other side happened. Without it such a restore is rolled back.
         self.on_held: Callable[[dict[str, Any]], bool] | None = None
+        self.finished_commits: list[commits.Judged] = []  # interrupted captures this store finished or dropped
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -274,11 +263,6 @@ class Repository:
     def _ref_path(self, root: str) -> Path:
         return self.path / "refs" / "workspaces" / f"{workspace_key(root)}.jsonl"
 
-    def append_ref(self, info: SnapshotInfo) -> None:
-        line = {"id": info.id, "root": info.root, "created": info.created, "kind": info.kind,
-                "label": info.label, "file_count": info.file_count}
-        append_line(self._ref_path(info.root), json.dumps(line, separators=(",", ":")).encode() + b"\n")
-
     def list_snapshots(self, root: str | os.PathLike[str] | None = None) -> list[SnapshotInfo]:
         """Snapshots of one workspace (or all), oldest first."""
         if root is not None:
@@ -353,21 +337,70 @@ class Repository:
             parent, changes = None, dict(files)
         rec = SnapshotRecord(root=str(ws), created=time.time(), kind=kind, label=label, parent=parent,
                              depth=depth, changes=changes, meta={"file_count": file_count})
-        snap_id = self.write_record(rec)
+        snap_id = self.commit(rec)
         self.remember(snap_id, files)
-        self.append_ref(SnapshotInfo(snap_id, str(ws), rec.created, kind, label, file_count))
         return snap_id, unchanged
 
-    def write_record(self, rec: SnapshotRecord) -> str:
-        """Write one snapshot file (durably, once: its name is its hash) and return its id."""
+    def commit(self, rec: SnapshotRecord) -> str:
+        """Write a listed snapshot — its file, durably, then its ref line — as one step (FORMAT.md §5); its id.
+
+        Under the ref log's flock, held throughout: an interrupted commit of the workspace is finished (or dropped)
+        first, then this one's marker is left, the file written, the line appended, the marker removed. A failure
+        takes back the file it wrote, so "nothing was committed" is true of the whole store.
+        """
         data = rec.encode()
         snap_id = digest_hex(data)
         path = self._snapshot_path(snap_id)
-        path.parent.mkdir(exist_ok=True)
-        if not path.exists():
-            atomic_write(path, data)
+        info = SnapshotInfo(snap_id, rec.root, rec.created, rec.kind, rec.label, int(rec.meta.get("file_count", 0)))
+        wskey = workspace_key(rec.root)
+        with locked_for_append(self._ref_path(rec.root)) as fd:
+            self.finished_commits.extend(commits.finish_locked(self, wskey, fd))
+            marker = commits.marker_path(self.path, wskey, snap_id)
+            commits.mark(marker)
+            wrote = False
+            try:
+                path.parent.mkdir(exist_ok=True)
+                if not path.exists():
+                    atomic_write(path, data)
+                    wrote = True
+                append_locked(fd, info.line() + b"\n")
+            except BaseException:
+                try:
+                    if wrote:
+                        path.unlink()  # ours alone: no ref, pin or other snapshot can name it yet
+                except OSError:
+                    pass  # still marked: the next writer finishes it, rather than leave it named by no ref
+                else:
+                    with contextlib.suppress(OSError):
+                        marker.unlink()
+                raise
+            with contextlib.suppress(OSError):
+                marker.unlink()  # a marker left names a listed snapshot: the next writer only removes it
         self._records[snap_id] = rec
         return snap_id
+
+    def finish_commits(self, root: Path) -> list[commits.Judged]:
+        """Finish or drop an interrupted commit of this workspace (a capture killed between its snapshot file and
+        its ref line), so that its newest snapshot is what its ref log ends with. One directory listing when there is
+        none."""
+        wskey = workspace_key(str(root))
+        if not commits.markers(self.path, wskey):
+            return []
+        with translate_os_errors("snapshot store"), locked_for_append(self._ref_path(str(root))) as fd:
+            done = commits.finish_locked(self, wskey, fd)
+        self.finished_commits.extend(done)
+        return done
+
+    def finish_all_commits(self) -> list[commits.Judged]:
+        """Every workspace's interrupted commits, finished or dropped (gc and `verify --repair`, before they read
+        the refs)."""
+        done: list[commits.Judged] = []
+        for wskey in sorted({m.wskey for m in commits.markers(self.path)}):
+            with (translate_os_errors("snapshot store"),
+                  locked_for_append(self.path / "refs" / "workspaces" / f"{wskey}.jsonl") as fd):
+                done.extend(commits.finish_locked(self, wskey, fd))
+        self.finished_commits.extend(done)
+        return done
 
     def write_unlisted(self, root: str, changes: dict[str, Entry], *, parent: str | None, kind: str,
                        label: str | None, meta: dict[str, Any] | None = None, persist: bool = True) -> str:
