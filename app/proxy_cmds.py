@@ -16,6 +16,10 @@ from typing import Any
 
 from .context import Context, UsageError
 
+#: `codex app-server`'s flags for signed JWT bearer tokens (accepted so a drop-in's caller is understood; refused).
+JWT_FLAGS = (("--ws-shared-secret-file", "PATH"), ("--ws-issuer", "ISSUER"), ("--ws-audience", "AUDIENCE"),
+             ("--ws-max-clock-skew-seconds", "SECONDS"))
+
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add `codex` and `app-server`."""
@@ -30,6 +34,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                                    "message to the real `codex app-server` started in the workspace.")
     a.add_argument("--listen", default="stdio://", metavar="URL",
                    help="stdio:// (default), unix://PATH or ws://127.0.0.1:PORT")
+    auth = a.add_argument_group("WebSocket authentication (codex app-server's flags; --listen unix:// and ws://)")
+    auth.add_argument("--ws-auth", choices=("capability-token", "signed-bearer-token"), metavar="MODE",
+                      help="capability-token: require `Authorization: Bearer TOKEN` (signed-bearer-token is not "
+                           "implemented: refused)")
+    auth.add_argument("--ws-token-file", metavar="PATH", help="the file holding the capability token")
+    auth.add_argument("--ws-token-sha256", metavar="HEX", help="the capability token's SHA-256 digest, in hex")
+    for flag, metavar in JWT_FLAGS:
+        auth.add_argument(flag, metavar=metavar, help="(signed-bearer-token only: not implemented)")
     a.set_defaults(handler=app_server)
 
 
@@ -84,6 +96,7 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
                  ctx_settings: Any) -> int:
     from websockets.asyncio.server import unix_serve
 
+    from .proxy.door import Door
     from .proxy.endpoints import AppServer, WebSocketSide
     from .proxy.observer import RecordingObserver
     from .proxy.relay import Relay
@@ -93,11 +106,17 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
     tui: asyncio.subprocess.Process | None = None
     relays: set[asyncio.Task[None]] = set()
 
+    def only_the_tui(sock: Any) -> str | None:
+        """Only the TUI this command started (its pid; the socket is 0600 in a 0700 directory besides)."""
+        return None if tui is not None and _peer_pid(sock) == tui.pid else "not the client codexr started"
+
+    def note(line: str) -> None:
+        log.write(f"codexr: {line}\n".encode())
+        log.flush()
+
+    door = Door(peer=only_the_tui, log=note)  # a unix socket: no Host check (no name leads to it)
+
     async def serve(ws_conn: Any) -> None:
-        peer = _peer_pid(ws_conn)
-        if tui is None or peer != tui.pid:  # only the TUI this command started (the socket is 0600 in a 0700 dir)
-            await ws_conn.close(1008, "not the client codexr started")
-            return
         backend = await AppServer.start(argv, cwd=ws, env=env, stderr=log)
         relay = Relay(WebSocketSide(ws_conn), backend, RecordingObserver(ws, env, ctx_settings))
         task = asyncio.current_task()
@@ -110,7 +129,8 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
 
     old = os.umask(0o077)
     try:
-        server = await unix_serve(serve, str(path), max_size=None, compression=None)
+        server = await unix_serve(serve, str(path), max_size=None, compression=None,
+                                  process_request=door.process_request)
     finally:
         os.umask(old)
     try:
@@ -135,12 +155,11 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
     return code if code >= 0 else 128 - code
 
 
-def _peer_pid(ws_conn: Any) -> int | None:
-    """The pid of the process at the other end of a unix-socket WebSocket connection (SO_PEERCRED)."""
+def _peer_pid(sock: Any) -> int | None:
+    """The pid of the process at the other end of a connected unix socket (SO_PEERCRED)."""
     import socket
     import struct
 
-    sock = ws_conn.transport.get_extra_info("socket")
     if sock is None:
         return None
     try:
@@ -152,8 +171,12 @@ def _peer_pid(ws_conn: Any) -> int | None:
 
 def app_server(ctx: Context, args: argparse.Namespace) -> int:
     """`codex app-server`, through codexr: stdio by default (the IDE extension, the SDK), or --listen."""
+    from .proxy.door import token_from_flags
+
     listen = str(args.listen)
+    jwt = [flag for flag, _ in JWT_FLAGS if getattr(args, flag[2:].replace("-", "_")) is not None]
     if listen == "stdio://":
+        token_from_flags(args.ws_auth, args.ws_token_file, args.ws_token_sha256, jwt, load=False)
         argv, env, ws = backend_argv(ctx, args)
         return asyncio.run(_stdio(argv, env, ws, ctx.settings))
     if listen.startswith("unix://") and len(listen) > len("unix://"):
@@ -166,30 +189,36 @@ def app_server(ctx: Context, args: argparse.Namespace) -> int:
         where = ("tcp", ("::1" if host == "[::1]" else "127.0.0.1", int(port)))
     else:
         raise UsageError(f"--listen {listen}: expected stdio://, unix://PATH or ws://127.0.0.1:PORT")
+    token = token_from_flags(args.ws_auth, args.ws_token_file, args.ws_token_sha256, jwt, load=True)
     argv, env, ws = backend_argv(ctx, args)
     try:
-        return asyncio.run(_listen(argv, env, ws, ctx.settings, where))
+        return asyncio.run(_listen(argv, env, ws, ctx.settings, where, token))
     except KeyboardInterrupt:
         return 130
 
 
-async def _listen(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: Any, where: tuple[str, Any]) -> int:
-    """Serve WebSocket clients until SIGINT/SIGTERM: each connection gets its own app-server behind a relay, and
-    only a client of this user, confined as this process is, is served (app/confinement.py)."""
+async def _listen(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: Any, where: tuple[str, Any],
+                  token: Any) -> int:
+    """Serve WebSocket clients until SIGINT/SIGTERM: each connection gets its own app-server behind a relay. Who
+    is served is decided in the handshake, before an app-server starts (app/proxy/door.py): no web page, on TCP no
+    Host but the one bound, only a client of this user confined as this process is (app/confinement.py), and the
+    token when `--ws-auth` asks for one."""
     from websockets.asyncio.server import serve, unix_serve
 
+    from .proxy.door import Door
     from .proxy.endpoints import AppServer, WebSocketSide
     from .proxy.observer import RecordingObserver
     from .proxy.relay import Relay
 
     async def handle(conn: Any) -> None:
-        if not _same_user(conn):
-            await conn.close(1008, "not this user's, or confined otherwise")
-            return
         backend = await AppServer.start(argv, cwd=ws, env=env, stderr=sys.stderr)
         await Relay(WebSocketSide(conn), backend, RecordingObserver(ws, env, ctx_settings),
                     log=lambda line: print(f"codexr: {line}", file=sys.stderr)).run()
 
+    def same_user(sock: Any) -> str | None:
+        return None if _same_user(sock) else "not this user's, or confined otherwise"
+
+    door = Door(peer=same_user, token=token, log=lambda line: print(f"codexr app-server: {line}", file=sys.stderr))
     if where[0] == "unix":
         path: Path = where[1]
         with contextlib.suppress(FileNotFoundError):
@@ -197,7 +226,8 @@ async def _listen(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: 
                 path.unlink()  # a socket left by an earlier run (a file of another kind is an error below)
         old = os.umask(0o077)
         try:
-            server = await unix_serve(handle, str(path), max_size=None, compression=None)
+            server = await unix_serve(handle, str(path), max_size=None, compression=None,
+                                      process_request=door.process_request)
         except OSError as exc:
             raise UsageError(f"cannot listen on unix://{path}: {exc.strerror}") from exc
         finally:
@@ -206,10 +236,12 @@ async def _listen(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: 
     else:
         host, port = where[1]
         try:
-            server = await serve(handle, host, port, max_size=None, compression=None)
+            server = await serve(handle, host, port, max_size=None, compression=None,
+                                 process_request=door.process_request)
         except OSError as exc:
             raise UsageError(f"cannot listen on ws://{host}:{port}: {exc.strerror}") from exc
         bound = server.sockets[0].getsockname()[1] if server.sockets else port
+        door.hosts = Door.loopback_hosts(bound)  # set before this coroutine yields: before any handshake
         print(f"codexr app-server: listening on ws://{host}:{bound}", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -224,12 +256,11 @@ async def _listen(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: 
     return 0
 
 
-def _same_user(conn: Any) -> bool:
-    """Whether the client is this user's and confined as this process is (unix: its pidfd; loopback TCP: the
-    uid the kernel lists for its end of the connection, /proc/net/tcp)."""
+def _same_user(sock: Any) -> bool:
+    """Whether the client on `sock` is this user's and confined as this process is (unix: its pidfd; loopback
+    TCP: the uid the kernel lists for its end of the connection, /proc/net/tcp)."""
     import socket
 
-    sock = conn.transport.get_extra_info("socket")
     if sock is None:
         return False
     if sock.family == socket.AF_UNIX:
