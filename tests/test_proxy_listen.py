@@ -1,8 +1,8 @@
 """`codexr app-server --listen unix://PATH | ws://127.0.0.1:PORT` (issue 19 §2, §5; issue 30): the protocol served to
 this user only — another user, a process of this user confined otherwise, a web page (Origin), a page reached
 through a rebinding name (Host), a client without the required token: each is refused in the HTTP handshake, before
-an app-server starts — and a frame that is not JSON passes without breaking the conversation. A real `codexr
-app-server` process and the real Codex behind it.
+an app-server starts — and a frame that is not JSON passes without breaking the conversation. The listener takes
+no one's live socket, and a bad address is one line. A real `codexr app-server` process and the real Codex behind.
 """
 
 from __future__ import annotations
@@ -271,3 +271,85 @@ def test_websocket_auth_flags_that_cannot_be_honoured_start_nothing(tmp_path: Pa
     line = one_error_line(codexr_app_server(tmp_path, "--listen", f"unix://{sock}", *flags))
     assert said in line, line
     assert not sock.exists(), "it listened"
+
+
+def test_a_live_socket_is_never_taken_over(model: ScriptedModel, tmp_path: Path) -> None:
+    """A second listener on the path of a live one says so and leaves it: the first keeps answering there."""
+    sock = tmp_path / "s.sock"
+    with listening(tmp_path, model, f"unix://{sock}") as first:
+        inode = sock.stat().st_ino
+        line = one_error_line(codexr_app_server(tmp_path, "--listen", f"unix://{sock}"))
+        assert "already in use" in line, line
+        assert sock.stat().st_ino == inode
+        assert "answered True" in client(first.url), "the first listener no longer answers at its path"
+    assert not sock.exists(), "the first listener left its socket behind"
+
+
+def stale_socket(path: Path) -> None:
+    """A socket file nobody listens on any more (a listener killed before it could remove it)."""
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(path))
+    s.close()
+
+
+def test_a_stale_socket_of_this_user_is_replaced(model: ScriptedModel, tmp_path: Path) -> None:
+    sock = tmp_path / "s.sock"
+    stale_socket(sock)
+    with listening(tmp_path, model, f"unix://{sock}") as served:
+        assert "answered True" in client(served.url)
+
+
+@needs_root
+@pytest.mark.parametrize("live", [False, True])
+def test_another_users_socket_is_never_unlinked(tmp_path: Path, open_dir: Path, live: bool) -> None:
+    """In a sticky shared directory (as /tmp), root's listener leaves another user's socket, live or stale."""
+    shared = open_dir / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    sock = shared / "theirs.sock"
+    owner = None
+    if live:
+        owner = subprocess.Popen(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                                  sys.executable, "-c", "import socket, sys, time\ns = socket.socket(socket.AF_UNIX)\n"
+                                  "s.bind(sys.argv[1]); s.listen(); print('up', flush=True); time.sleep(120)",
+                                  str(sock)], stdout=subprocess.PIPE, text=True)
+        assert owner.stdout is not None and owner.stdout.readline().strip() == "up"
+    else:
+        stale_socket(sock)
+        os.chown(sock, 65534, 65534)
+    try:
+        inode = sock.lstat().st_ino
+        line = one_error_line(codexr_app_server(tmp_path, "--listen", f"unix://{sock}"))
+        assert ("already in use" if live else "another user") in line, line
+        assert sock.lstat().st_ino == inode and sock.lstat().st_uid == 65534, "their socket was replaced"
+    finally:
+        if owner is not None:
+            owner.kill()
+            owner.wait()
+
+
+def test_bad_listen_addresses_are_one_line_and_change_nothing(tmp_path: Path) -> None:
+    regular, directory = tmp_path / "notes.txt", tmp_path / "adir"
+    regular.write_text("mine\n")
+    directory.mkdir()
+    too_long = tmp_path / ("x" * 120)
+    for url, said in [("ws://127.0.0.1:99999", "port"), ("ws://[::1]:99999", "port"), ("ws://127.0.0.1:", "port"),
+                      ("ws://127.0.0.1:\u00b2", "port"), ("ws://127.0.0.1:\u0663", "port"), ("ws://", "loopback"),
+                      ("ws://127.0.0.1", "port"), ("ws://example.com:0", "loopback"),
+                      ("ws://127.0.0.1:0/x", "ws://127.0.0.1:PORT"),
+                      ("off", "expected"), ("unix://", "expected"), (f"unix://{too_long}", "too long"),
+                      (f"unix://{tmp_path}/missing/s.sock", "No such file or directory"),
+                      (f"unix://{regular}", "not a socket"), (f"unix://{directory}", "not a socket")]:
+        res = codexr_app_server(tmp_path, "--listen", url, timeout=20)
+        line = one_error_line(res)
+        assert said in line, (url, line)
+    assert regular.read_text() == "mine\n" and directory.is_dir() and not too_long.exists()
+
+
+def test_the_ipv6_loopback_is_printed_as_a_url_a_client_can_use(model: ScriptedModel, tmp_path: Path) -> None:
+    with listening(tmp_path, model, "ws://[::1]:0") as served:
+        assert re.fullmatch(r"ws://\[::1\]:[1-9][0-9]*", served.url), served.url
+        assert "answered True" in client(served.url)
+        port = served.url.rsplit(":", 1)[1]
+        assert handshake(served.url, host=f"[::1]:{port}")[0] == 101
+        assert handshake(served.url, host=f"evil.example:{port}")[0] == 403
