@@ -248,7 +248,7 @@ def one_error_line(res: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.mark.parametrize(("flags", "said"), [
-    (["--ws-auth", "signed-bearer-token", "--ws-shared-secret-file", "SECRET"], "signed-bearer-token"),
+    (["--ws-auth", "signed-bearer-token", "--ws-shared-secret-file", "SECRET"], "not implemented"),
     (["--ws-auth", "signed-bearer-token"], "--ws-shared-secret-file"),
     (["--ws-auth", "capability-token"], "--ws-token-file"),
     (["--ws-token-file", "TOKEN"], "--ws-auth"),
