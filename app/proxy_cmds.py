@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -14,6 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from .context import Context, UsageError
+
+#: `codex app-server`'s flags for signed JWT bearer tokens (accepted so a drop-in's caller is understood; refused).
+JWT_FLAGS = (("--ws-shared-secret-file", "PATH"), ("--ws-issuer", "ISSUER"), ("--ws-audience", "AUDIENCE"),
+             ("--ws-max-clock-skew-seconds", "SECONDS"))
+#: The loopback hosts `--listen ws://HOST:PORT` takes, and the address each binds.
+WS_HOSTS = {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1", "[::1]": "::1"}
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -28,7 +35,15 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                        description="Serves the app-server protocol on stdio (default) or --listen, relaying every "
                                    "message to the real `codex app-server` started in the workspace.")
     a.add_argument("--listen", default="stdio://", metavar="URL",
-                   help="stdio:// (default), unix://PATH or ws://127.0.0.1:PORT")
+                   help="stdio:// (default), unix://PATH or ws://127.0.0.1:PORT (also localhost, [::1])")
+    auth = a.add_argument_group("WebSocket authentication (codex app-server's flags; --listen unix:// and ws://)")
+    auth.add_argument("--ws-auth", choices=("capability-token", "signed-bearer-token"), metavar="MODE",
+                      help="capability-token: require `Authorization: Bearer TOKEN` (signed-bearer-token is not "
+                           "implemented: refused)")
+    auth.add_argument("--ws-token-file", metavar="PATH", help="the file holding the capability token")
+    auth.add_argument("--ws-token-sha256", metavar="HEX", help="the capability token's SHA-256 digest, in hex")
+    for flag, metavar in JWT_FLAGS:
+        auth.add_argument(flag, metavar=metavar, help="(signed-bearer-token only: not implemented)")
     a.set_defaults(handler=app_server)
 
 
@@ -86,6 +101,7 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
                  ctx_settings: Any) -> int:
     from websockets.asyncio.server import unix_serve
 
+    from .proxy.door import Door
     from .proxy.endpoints import AppServer, WebSocketSide
     from .proxy.observer import RecordingObserver
     from .proxy.relay import Relay
@@ -95,11 +111,17 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
     tui: asyncio.subprocess.Process | None = None
     relays: set[asyncio.Task[None]] = set()
 
+    def only_the_tui(sock: Any) -> str | None:
+        """Only the TUI this command started (its pid; the socket is 0600 in a 0700 directory besides)."""
+        return None if tui is not None and _peer_pid(sock) == tui.pid else "not the client codexr started"
+
+    def note(line: str) -> None:
+        log.write(f"codexr: {line}\n".encode())
+        log.flush()
+
+    door = Door(peer=only_the_tui, log=note)  # a unix socket: no Host check (no name leads to it)
+
     async def serve(ws_conn: Any) -> None:
-        peer = _peer_pid(ws_conn)
-        if tui is None or peer != tui.pid:  # only the TUI this command started (the socket is 0600 in a 0700 dir)
-            await ws_conn.close(1008, "not the client codexr started")
-            return
         backend = await AppServer.start(argv, cwd=ws, env=env, stderr=log)
         relay = Relay(WebSocketSide(ws_conn), backend, RecordingObserver(ws, env, ctx_settings))
         task = asyncio.current_task()
@@ -112,7 +134,8 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
 
     old = os.umask(0o077)
     try:
-        server = await unix_serve(serve, str(path), max_size=None, compression=None)
+        server = await unix_serve(serve, str(path), max_size=None, compression=None,
+                                  process_request=door.process_request)
     finally:
         os.umask(old)
     try:
@@ -137,12 +160,11 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
     return code if code >= 0 else 128 - code
 
 
-def _peer_pid(ws_conn: Any) -> int | None:
-    """The pid of the process at the other end of a unix-socket WebSocket connection (SO_PEERCRED)."""
+def _peer_pid(sock: Any) -> int | None:
+    """The pid of the process at the other end of a connected unix socket (SO_PEERCRED)."""
     import socket
     import struct
 
-    sock = ws_conn.transport.get_extra_info("socket")
     if sock is None:
         return None
     try:
@@ -154,65 +176,155 @@ def _peer_pid(ws_conn: Any) -> int | None:
 
 def app_server(ctx: Context, args: argparse.Namespace) -> int:
     """`codex app-server`, through codexr: stdio by default (the IDE extension, the SDK), or --listen."""
+    from .proxy.door import token_from_flags
+
     listen = str(args.listen)
+    jwt = [flag for flag, _ in JWT_FLAGS if getattr(args, flag[2:].replace("-", "_")) is not None]
     if listen == "stdio://":
+        token_from_flags(args.ws_auth, args.ws_token_file, args.ws_token_sha256, jwt, load=False)
         argv, env, ws = backend_argv(ctx, args)
         return asyncio.run(_stdio(argv, env, ws, ctx.settings))
-    if listen.startswith("unix://") and len(listen) > len("unix://"):
-        where: tuple[str, Any] = ("unix", Path(listen[len("unix://"):]).expanduser().absolute())
-    elif listen.startswith("ws://"):
-        host, _, port = listen[len("ws://"):].rstrip("/").rpartition(":")
-        if host not in ("127.0.0.1", "localhost", "[::1]") or not port.isdigit():
-            raise UsageError(f"--listen {listen}: codexr serves WebSocket on the loopback only "
-                             "(ws://127.0.0.1:PORT); use unix://PATH for anything else")
-        where = ("tcp", ("::1" if host == "[::1]" else "127.0.0.1", int(port)))
-    else:
-        raise UsageError(f"--listen {listen}: expected stdio://, unix://PATH or ws://127.0.0.1:PORT")
+    where = parse_listen(listen)
+    token = token_from_flags(args.ws_auth, args.ws_token_file, args.ws_token_sha256, jwt, load=True)
     argv, env, ws = backend_argv(ctx, args)
     try:
-        return asyncio.run(_listen(argv, env, ws, ctx.settings, where))
+        return asyncio.run(_listen(argv, env, ws, ctx.settings, where, token))
     except KeyboardInterrupt:
         return 130
 
 
-async def _listen(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: Any, where: tuple[str, Any]) -> int:
-    """Serve WebSocket clients until SIGINT/SIGTERM: each connection gets its own app-server behind a relay, and
-    only a client of this user, confined as this process is, is served (app/confinement.py)."""
+def parse_listen(listen: str) -> tuple[str, Any]:
+    """`--listen unix://PATH | ws://HOST:PORT` as ("unix", absolute path) or ("tcp", (address, port)); anything
+    else, a port out of range or a path a unix socket cannot have is a usage error."""
+    from .runtime import SOCKET_MAX
+
+    if listen.startswith("unix://") and len(listen) > len("unix://"):
+        path = Path(listen[len("unix://"):]).expanduser().absolute()
+        if len(os.fsencode(path)) > SOCKET_MAX:
+            raise UsageError(f"--listen {listen}: the path is too long for a unix socket "
+                             f"({len(os.fsencode(path))} bytes, at most {SOCKET_MAX})")
+        return "unix", path
+    if listen.startswith("ws://"):
+        import re
+
+        found = re.fullmatch(r"(\[[^\]]*\]|[^:/\[\]]*)(?::([^/]*))?/?", listen[len("ws://"):])
+        if found is None or found[1].lower() not in WS_HOSTS:
+            raise UsageError(f"--listen {listen}: codexr serves WebSocket on the loopback only (ws://127.0.0.1:PORT, "
+                             "ws://localhost:PORT or ws://[::1]:PORT); use unix://PATH for anything else")
+        port = found[2]
+        if port is None or not re.fullmatch(r"[0-9]{1,5}", port) or int(port) > 65535:
+            raise UsageError(f"--listen {listen}: the port must be a number from 0 to 65535 (0: any free port)")
+        return "tcp", (WS_HOSTS[found[1].lower()], int(port))
+    raise UsageError(f"--listen {listen}: expected stdio://, unix://PATH or ws://127.0.0.1:PORT")
+
+
+def claim_socket_path(path: Path) -> None:
+    """Make room for a new socket at `path`: nothing there, or a stale socket of this user's (removed). A socket
+    something answers on, another user's, or a file of another kind is refused, never unlinked (as root in a
+    sticky /tmp, an unlink would take another user's live socket)."""
+    import socket
+    import stat
+
+    def refuse(why: str) -> UsageError:
+        return UsageError(f"cannot listen on unix://{path}: {why}")
+
+    try:
+        before = path.lstat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise refuse(str(exc.strerror)) from exc
+    if not stat.S_ISSOCK(before.st_mode):
+        raise refuse("it exists and is not a socket (codexr replaces only a socket an earlier run left)")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(5)
+    try:
+        probe.connect(str(path))
+    except ConnectionRefusedError:
+        pass  # nothing listens there: stale
+    except OSError as exc:  # not ours to open, or too busy to answer: as good as live
+        raise refuse(f"cannot tell whether it is in use ({exc.strerror or exc}); not replaced") from exc
+    else:
+        raise refuse("already in use (a listener answers there)")
+    finally:
+        probe.close()
+    if before.st_uid != os.geteuid():
+        raise refuse(f"a stale socket of another user's (uid {before.st_uid}) is there; codexr does not remove it")
+    now = path.lstat()
+    if (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
+        raise refuse("it was replaced while codexr looked at it; try again")
+    try:
+        path.unlink()
+    except OSError as exc:
+        raise refuse(f"cannot remove the stale socket there: {exc.strerror or exc}") from exc
+
+
+def _bind(where: tuple[str, Any]) -> Any:
+    """The listening socket for `where`, bound here (not by asyncio, whose unix server first removes any socket
+    at the path: a live one too). A unix socket is 0600; binding fails, changing nothing, if the path is taken."""
+    import socket
+
+    if where[0] == "tcp":
+        host, port = where[1]
+        try:
+            return socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+        except OSError as exc:
+            raise UsageError(f"cannot listen on ws://{_url_host(host)}:{port}: {exc.strerror or exc}") from exc
+    path: Path = where[1]
+    claim_socket_path(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o077)
+    try:
+        sock.bind(str(path))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        why = "already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
+        raise UsageError(f"cannot listen on unix://{path}: {why}") from exc
+    finally:
+        os.umask(old)
+    return sock
+
+
+def _url_host(address: str) -> str:
+    """An address as a URL writes it (an IPv6 address in brackets)."""
+    return f"[{address}]" if ":" in address else address
+
+
+async def _listen(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: Any, where: tuple[str, Any],
+                  token: Any) -> int:
+    """Serve WebSocket clients until SIGINT/SIGTERM: each connection gets its own app-server behind a relay. Who
+    is served is decided in the handshake, before an app-server starts (app/proxy/door.py): no web page, on TCP no
+    Host but the one bound, only a client of this user confined as this process is (app/confinement.py), and the
+    token when `--ws-auth` asks for one."""
     from websockets.asyncio.server import serve, unix_serve
 
+    from .proxy.door import Door
     from .proxy.endpoints import AppServer, WebSocketSide
     from .proxy.observer import RecordingObserver
     from .proxy.relay import Relay
 
     async def handle(conn: Any) -> None:
-        if not _same_user(conn):
-            await conn.close(1008, "not this user's, or confined otherwise")
-            return
         backend = await AppServer.start(argv, cwd=ws, env=env, stderr=sys.stderr)
         await Relay(WebSocketSide(conn), backend, RecordingObserver(ws, env, ctx_settings),
                     log=lambda line: print(f"codexr: {line}", file=sys.stderr)).run()
 
+    def same_user(sock: Any) -> str | None:
+        return None if _same_user(sock) else "not this user's, or confined otherwise"
+
+    door = Door(peer=same_user, token=token, log=lambda line: print(f"codexr app-server: {line}", file=sys.stderr))
+    sock = _bind(where)
     if where[0] == "unix":
-        path: Path = where[1]
-        with contextlib.suppress(FileNotFoundError):
-            if path.is_socket():
-                path.unlink()  # a socket left by an earlier run (a file of another kind is an error below)
-        old = os.umask(0o077)
-        try:
-            server = await unix_serve(handle, str(path), max_size=None, compression=None)
-        except OSError as exc:
-            raise UsageError(f"cannot listen on unix://{path}: {exc.strerror}") from exc
-        finally:
-            os.umask(old)
-        print(f"codexr app-server: listening on unix://{path}", file=sys.stderr, flush=True)
+        ours = os.lstat(where[1])
+        server = await unix_serve(handle, sock=sock, max_size=None, compression=None,
+                                  process_request=door.process_request)
+        url = f"unix://{where[1]}"
     else:
-        host, port = where[1]
-        try:
-            server = await serve(handle, host, port, max_size=None, compression=None)
-        except OSError as exc:
-            raise UsageError(f"cannot listen on ws://{host}:{port}: {exc.strerror}") from exc
-        bound = server.sockets[0].getsockname()[1] if server.sockets else port
-        print(f"codexr app-server: listening on ws://{host}:{bound}", file=sys.stderr, flush=True)
+        host, bound = sock.getsockname()[:2]
+        door.hosts = Door.loopback_hosts(bound)
+        server = await serve(handle, sock=sock, max_size=None, compression=None, process_request=door.process_request)
+        url = f"ws://{_url_host(host)}:{bound}"
+    print(f"codexr app-server: listening on {url}", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -222,16 +334,17 @@ async def _listen(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: 
     await server.wait_closed()
     if where[0] == "unix":
         with contextlib.suppress(OSError):
-            where[1].unlink()
+            now = os.lstat(where[1])
+            if (now.st_dev, now.st_ino) == (ours.st_dev, ours.st_ino):  # still our socket: never another's
+                os.unlink(where[1])
     return 0
 
 
-def _same_user(conn: Any) -> bool:
-    """Whether the client is this user's and confined as this process is (unix: its pidfd; loopback TCP: the
-    uid the kernel lists for its end of the connection, /proc/net/tcp)."""
+def _same_user(sock: Any) -> bool:
+    """Whether the client on `sock` is this user's and confined as this process is (unix: its pidfd; loopback
+    TCP: the uid the kernel lists for its end of the connection, /proc/net/tcp)."""
     import socket
 
-    sock = conn.transport.get_extra_info("socket")
     if sock is None:
         return False
     if sock.family == socket.AF_UNIX:

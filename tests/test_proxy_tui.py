@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from fs_helpers import tree
 from test_cli_agent import show
+from test_proxy_listen import handshake
 from test_tui_tmux import Tmux
 
 from app.scripted_model import ScriptedModel, add_file, delete_file, message, shell, update_file, write_codex_home
@@ -168,3 +169,48 @@ def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmu
         assert tree(ws) == after_two, "redo did not bring every file back"
         assert json.loads(redo.stdout)["thread_id"] == fork.group(1)
     assert after_one != before_one
+
+
+def in_workspace(ws: Path) -> list[tuple[int, str]]:
+    """(pid, command line) of each live process whose working directory is `ws`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if cwd == str(ws):
+            found.append((int(pid), cmd))
+    return found
+
+
+def test_codexr_codex_serves_only_the_tui_it_started(tmux: Tmux, tmp_path: Path) -> None:
+    """The private socket of `codexr codex` answers the TUI it started and no one else: another process of this
+    user, with or without an Origin header, is refused in the handshake (403) and no app-server starts for it."""
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    with ScriptedModel() as model:
+        env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
+               "TERM": "xterm-256color", "CODEXR_SERVER": "0"}
+        assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        tmux.start(f"cd {shlex.quote(str(ws))} && env -u COLUMNS -u LINES {assign} "
+                   f"{shlex.quote(sys.executable)} -m app.cli codex")
+        app_servers = lambda: [p for p, cmd in in_workspace(ws) if " app-server " in cmd]  # noqa: E731
+        tmux.wait(lambda _s: len(app_servers()) == 1, "the app-server codexr starts for its TUI")
+        (remote,) = [m for _, cmd in in_workspace(ws) if (m := re.search(r"--remote unix://(\S+)", cmd))]
+        url = f"unix://{remote.group(1)}"
+        for headers in [(), (("Origin", "null"),), (("Origin", "https://evil.example"),)]:
+            status, body = handshake(url, *headers)
+            assert status == 403, (headers, status, body)
+            assert ("Origin" if headers else "not the client codexr started") in body, body
+        assert len(app_servers()) == 1, in_workspace(ws)
+        log = Path(remote.group(1)).with_name("app-server.log").read_text()
+        assert log.count("codexr: refused a connection (403)") == 3, log
+    tmux.kill()
+    deadline = time.monotonic() + WAIT_S
+    while in_workspace(ws) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert in_workspace(ws) == []
