@@ -712,6 +712,13 @@ def write_codex_home(home: Path, base_url: str, *, approval_policy: str = "never
         "stream_max_retries = 1",
         "stream_idle_timeout_ms = 20000",
         "",
+        # Codex snapshots the user's login-shell environment at every start (`bash -lc` sourcing their profile).
+        # The scripted model's commands need none of it, and a profile that runs `pyenv init` makes every start a
+        # `pyenv rehash` under a lock file: an app-server ended mid-rehash (every test that kills or closes one)
+        # leaves the lock behind, and from then on each start's rehash waits 60 s for it, outliving the test.
+        "[features]",
+        "shell_snapshot = false",
+        "",
     ]
     (home / "config.toml").write_text("\n".join(lines))
     return {"CODEX_HOME": str(home), MOCK_KEY_ENV: "scripted-model-key"}

@@ -148,8 +148,9 @@ def test_codex_does_not_warn_about_settings_in_codexr_toml(model: ScriptedModel,
     # The old place (and the fork's): the same settings in Codex's config.toml.
     old = tmp_path / "old"
     old_env = write_codex_home(old, model.base_url)
-    with (old / "config.toml").open("a") as fh:
-        fh.write(SETTINGS)
+    config = old / "config.toml"  # its [features] table (write_codex_home's) gets codexr's key, the rest appended
+    features, rest = SETTINGS.split("[features]\n", 1)[1].split("\n\n", 1)
+    config.write_text(config.read_text().replace("[features]\n", f"[features]\n{features}\n", 1) + "\n" + rest)
     ws = tmp_path / "ws"
     ws.mkdir()
 
