@@ -2,8 +2,10 @@
 
 The protocol's own frames are forwarded as they came (the text, not a re-encoding), so a field this codexr does not
 know about reaches the other side intact; only a frame an observer changes is re-encoded. A frame that is not a
-JSON object is forwarded untouched. The relay can also ask the app-server something of its own (`request`): such
-a request carries an id no client uses, and its answer is not forwarded.
+JSON object, or one the app-server could not read (nested deeper than its parser goes, a NaN), is forwarded
+untouched and unobserved: the app-server logs it and goes on, as it does without codexr. The relay can also ask
+the app-server something of its own (`request`): such a request carries an id no client uses, and its answer is
+not forwarded.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from typing import Any, Protocol
 
 #: The prefix of the ids of the relay's own requests (a client's ids are its own numbers or strings).
 OWN_ID = "codexr-proxy-"
+#: The deepest nesting the app-server reads (serde_json's recursion limit: 127 arrays or objects pass, 128 are refused
+#: with "recursion limit exceeded", tried on 0.163.0).
+MAX_DEPTH = 127
 
 
 class Endpoint(Protocol):
@@ -42,13 +47,36 @@ class Verdict:
     """Messages sent back to the side the frame came from (an answer, a notification)."""
 
 
-def parse(text: str) -> dict[str, Any] | None:
-    """The message as a dict, or None when it is not a JSON object (then it is forwarded untouched)."""
+def parse(text: str, *, strict: bool = False) -> dict[str, Any] | None:
+    """The message as a dict, or None when it is not a JSON object (then it is forwarded untouched).
+
+    `strict` (a client's frames, which the observer acts on): None too for one the app-server refuses to read, so
+    nothing is done for a request it will never see.
+    """
     try:
-        msg = json.loads(text)
-    except ValueError:
+        msg = json.loads(text, parse_constant=_refuse) if strict else json.loads(text)
+    except (ValueError, RecursionError):  # 5,000 nested arrays are a RecursionError, not a ValueError
         return None
-    return msg if isinstance(msg, dict) else None
+    if not isinstance(msg, dict) or (strict and too_deep(msg, MAX_DEPTH)):
+        return None
+    return msg
+
+
+def _refuse(constant: str) -> Any:
+    """NaN and Infinity: Python reads them, the app-server does not."""
+    raise ValueError(f"{constant} is not JSON")
+
+
+def too_deep(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than `limit` deep (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def kind(msg: dict[str, Any]) -> str:
@@ -136,7 +164,7 @@ class Relay:
 
     async def _pump_client(self) -> None:
         while (text := self._traced(">", await self.client.receive())) is not None:
-            msg = parse(text)
+            msg = parse(text, strict=True)
             if msg is None:
                 await self.server.send(text)
                 continue
