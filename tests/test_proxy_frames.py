@@ -296,6 +296,26 @@ def two_turns(client: Peer, ws: Path, model: ScriptedModel, tag: str, ids: list[
     return thread, turns[1]
 
 
+def test_a_client_may_use_any_id_even_the_relays_own_and_gets_it_back_as_it_sent_it(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    """Through the shim, as the IDE starts it: a client whose ids look like the relay's (`codexr-proxy-N`) is
+    answered, each answer with the id as sent (2 stays a number), the app-server's approval requests are answered
+    by theirs, and a revert (for which the relay asks the app-server things of its own) still rewinds the files."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with peer([str(SHIM), "app-server"], ws, codex_env(model, tmp_path), tmp_path / "shim.err") as client:
+        thread, second = two_turns(client, ws, model, "frames ids",
+                                   ["codexr-proxy-1", 2, "codexr-proxy-2", "codexr-proxy-3"])
+        client.send({"id": "codexr-proxy-4", "method": "thread/revert",
+                     "params": {"threadId": thread, "beforeTurnId": second}})
+        assert "result" in client.answer("codexr-proxy-4"), client.seen[-1]
+        assert (ws / "a.txt").read_text() == "one\n"
+        client.send({"id": 5, "method": "thread/read", "params": {"threadId": thread, "includeTurns": False}})
+        assert client.answer(5)["result"]["thread"]["id"] == thread
+        assert client.close() == 0
+        no_traceback(client.stderr())
+
+
 def test_a_request_codex_cannot_read_is_not_acted_on(model: ScriptedModel, tmp_path: Path) -> None:
     """A `thread/revert` carrying a field nested 200 deep, or a NaN: Python could read it, the app-server cannot
     (it logs it and answers nothing), so codexr must not rewind any file for it."""

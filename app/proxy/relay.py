@@ -4,8 +4,9 @@ The protocol's own frames are forwarded as they came (the text, not a re-encodin
 know about reaches the other side intact; only a frame an observer changes is re-encoded. A frame that is not a
 JSON object, or one the app-server could not read (nested deeper than its parser goes, a NaN), is forwarded
 untouched and unobserved: the app-server logs it and goes on, as it does without codexr. The relay can also ask
-the app-server something of its own (`request`): such a request carries an id no client uses, and its answer is
-not forwarded.
+the app-server something of its own (`request`): its ids are `codexr-proxy-N`, and a client's request whose id is
+in that space travels under another such id and is answered with its own, so no client id is ever taken for the
+relay's.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-#: The prefix of the ids of the relay's own requests (a client's ids are its own numbers or strings).
+#: The prefix of the ids the relay sends the app-server requests under: its own, and a client's that had this prefix.
 OWN_ID = "codexr-proxy-"
 #: The deepest nesting the app-server reads (serde_json's recursion limit: 127 arrays or objects pass, 128 are refused
 #: with "recursion limit exceeded", tried on 0.163.0).
@@ -79,6 +80,11 @@ def too_deep(value: Any, limit: int) -> bool:
     return False
 
 
+def relay_id(rid: Any) -> bool:
+    """Whether an id is in the relay's space (`codexr-proxy-N`)."""
+    return isinstance(rid, str) and rid.startswith(OWN_ID)
+
+
 def kind(msg: dict[str, Any]) -> str:
     """"request", "notification" or "response" (JSON-RPC, with or without the "jsonrpc" field)."""
     if "method" in msg:
@@ -112,6 +118,7 @@ class Relay:
         self.log = log or (lambda _line: None)
         self._ids = itertools.count(1)
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._aliases: dict[str, Any] = {}  # an id of the relay's space -> the client's id it stands for
         self._client_lock = asyncio.Lock()  # hooks may send to the client between forwarded frames
         trace = os.environ.get("CODEXR_PROXY_TRACE")  # a file to append every frame to (developing, debugging)
         self._trace = open(trace, "a", encoding="utf-8") if trace else None  # noqa: SIM115 - the relay's life
@@ -142,7 +149,7 @@ class Relay:
 
     async def request(self, method: str, params: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
         """Ask the app-server (a request of the relay's own); its result, or RuntimeError with its error."""
-        rid = f"{OWN_ID}{next(self._ids)}"
+        rid = self._new_id()
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
         try:
@@ -155,6 +162,10 @@ class Relay:
             raise RuntimeError(str(err.get("message") if isinstance(err, dict) else err))
         result = answer.get("result")
         return result if isinstance(result, dict) else {}
+
+    def _new_id(self) -> str:
+        """An id of the relay's space that no request in flight has."""
+        return f"{OWN_ID}{next(self._ids)}"
 
     def _traced(self, direction: str, text: str | None) -> str | None:
         if self._trace is not None and text is not None:
@@ -171,17 +182,26 @@ class Relay:
             verdict = await self._hook(self.observer.from_client, msg)
             for reply in verdict.reply:
                 await self.to_client(reply)
-            if verdict.forward is not None:
-                await self.server.send(text if verdict.forward is msg else json.dumps(verdict.forward))
+            out = verdict.forward
+            if out is not None and kind(out) == "request" and relay_id(out.get("id")):
+                alias = self._new_id()  # the client's id is the relay's kind: it travels under another
+                self._aliases[alias] = out["id"]
+                out = {**out, "id": alias}
+            if out is not None:
+                await self.server.send(text if out is msg else json.dumps(out))
 
     async def _pump_server(self) -> None:
         while (text := self._traced("<", await self.server.receive())) is not None:
             msg = parse(text)
-            if msg is not None and kind(msg) == "response" and str(msg.get("id", "")).startswith(OWN_ID):
-                fut = self._pending.get(str(msg["id"]))
-                if fut is not None and not fut.done():
-                    fut.set_result(msg)
-                continue  # an answer to the relay's own request: not the client's
+            if msg is not None and kind(msg) == "response" and relay_id(msg.get("id")):
+                if msg["id"] in self._aliases:  # the answer to a client's request: with the id the client sent
+                    msg = {**msg, "id": self._aliases.pop(msg["id"])}
+                    text = json.dumps(msg)
+                else:
+                    fut = self._pending.get(msg["id"])
+                    if fut is not None and not fut.done():
+                        fut.set_result(msg)
+                    continue  # an answer to the relay's own request: not the client's
             if msg is None:
                 async with self._client_lock:
                     await self.client.send(text)
