@@ -398,3 +398,120 @@ def test_stdin_and_stdout_may_be_files(model: ScriptedModel, tmp_path: Path, red
                     proc.wait()
     assert code == 0, err.read_text()[-2000:]
     no_traceback(err.read_text())
+
+
+#: Runs sys.argv[2:] for at most sys.argv[1] seconds as a subreaper, so every process it starts stays below it even
+#: when its parent exits (a loop of `codexr app-server`s is a chain whose head keeps exiting). Past the time, or if
+#: anything is left running when the command ends, all of it is stopped, then killed; exit 124, or 125.
+GUARD = r"""
+import ctypes, os, signal, subprocess, sys
+
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+def below():
+    found, new = set(), {os.getpid()}
+    while new:
+        for pid in new - {os.getpid()}:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+        found |= new
+        new = set()
+        for entry in os.listdir("/proc"):
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+                if int(stat.rpartition(")")[2].split()[1]) in found and int(entry) not in found \
+                        and stat.rpartition(")")[2].split()[0] != "Z":
+                    new.add(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return found - {os.getpid()}
+
+def reap():
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                return
+        except ChildProcessError:
+            return
+
+proc = subprocess.Popen(sys.argv[2:])
+try:
+    code = proc.wait(float(sys.argv[1]))
+except subprocess.TimeoutExpired:
+    code = 124
+reap()
+left = below()
+for pid in left:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+while True:
+    try:
+        os.waitpid(-1, 0)
+    except ChildProcessError:
+        break
+if left and code != 124:
+    print(f"guard: {len(left)} processes left running", file=sys.stderr)
+    code = 125
+sys.exit(code)
+"""
+
+
+def run_shim(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes = b"") -> tuple[int, str]:
+    """Run the shim under GUARD; its exit status and stderr (a run that loops fails the test, stopped)."""
+    res = subprocess.run([sys.executable, "-c", GUARD, str(TIMEOUT_S), *argv], cwd=cwd, env=env, input=stdin,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=TIMEOUT_S * 2)
+    err = res.stderr.decode(errors="replace")
+    assert res.returncode != 124, f"{argv} still ran after {TIMEOUT_S} s (a loop): {err[-2000:]}"
+    assert res.returncode != 125, f"{argv} left processes running: {err[-2000:]}"
+    return res.returncode, err
+
+
+@pytest.mark.parametrize(("command", "setting", "runs"), [
+    ("--version", "env", "exec"),
+    ("--version", "env", "child"),
+    ("app-server", "env", "exec"),
+    ("app-server", "config", "exec"),
+])
+def test_a_codex_setting_that_leads_back_to_the_shim_is_named_in_one_line(
+        model: ScriptedModel, tmp_path: Path, command: str, setting: str, runs: str) -> None:
+    """`codex` a wrapper script that runs `codexr-codex` again (by exec, or as its child), named by
+    `CODEXR_CODEX_BIN` or by `file_snapshots.codex_bin`: the shim, or `codexr app-server` behind it, would start it
+    forever; instead one line names that setting, and nothing is left running."""
+    wrapper = tmp_path / "bin" / "codex"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\n{"exec " if runs == "exec" else ""}"{SHIM}" "$@"\n')
+    wrapper.chmod(0o755)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = codex_env(model, tmp_path)
+    if setting == "env":
+        env["CODEXR_CODEX_BIN"] = str(wrapper)
+        named = f"CODEXR_CODEX_BIN={wrapper}"
+    else:
+        with (tmp_path / "home" / "config.toml").open("a") as fh:
+            fh.write(f'\n[file_snapshots]\ncodex_bin = "{wrapper}"\n')
+        named = f'file_snapshots.codex_bin = "{wrapper}"'
+    code, err = run_shim([str(SHIM), command], env, ws, json.dumps(initialize(1)).encode() + b"\n")
+    lines = [line for line in err.splitlines() if "codexr-codex" in line]
+    assert lines == [f"codexr-codex: error: {named} leads back to codexr-codex, which would start itself forever: "
+                     "point it at the real Codex binary"], err
+    no_traceback(err)
+    if command == "--version":
+        assert code == 2
+
+
+@pytest.mark.parametrize("how", ["shim", "codexr"])
+def test_the_shim_itself_is_never_the_codex_codexr_runs(model: ScriptedModel, tmp_path: Path, how: str) -> None:
+    """`CODEXR_CODEX_BIN` naming `codexr-codex` itself: `codexr app-server` (reached through the shim or not) would
+    start the shim as its app-server, which starts `codexr app-server` again; it says so in one line, exit 2."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = codex_env(model, tmp_path, CODEXR_CODEX_BIN=str(SHIM))
+    argv = [str(SHIM), "app-server"] if how == "shim" else [sys.executable, "-m", "app.cli", "app-server"]
+    code, err = run_shim(argv, env, ws, json.dumps(initialize(1)).encode() + b"\n")
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"CODEXR_CODEX_BIN={SHIM}: that is codexr-codex" in err, err
