@@ -317,8 +317,9 @@ def test_a_client_may_use_any_id_even_the_relays_own_and_gets_it_back_as_it_sent
 
 
 def test_a_request_codex_cannot_read_is_not_acted_on(model: ScriptedModel, tmp_path: Path) -> None:
-    """A `thread/revert` carrying a field nested 200 deep, or a NaN: Python could read it, the app-server cannot
-    (it logs it and answers nothing), so codexr must not rewind any file for it."""
+    """A `thread/revert` carrying a field nested 200 deep, a NaN, a lone surrogate, or `method` twice (Python
+    keeps the last): Python could read it, the app-server cannot (it logs it and answers nothing), so codexr must
+    not rewind any file for it."""
     ws = tmp_path / "ws"
     ws.mkdir()
     with peer([sys.executable, "-m", "app.cli", "app-server"], ws, codex_env(model, tmp_path),
@@ -327,10 +328,13 @@ def test_a_request_codex_cannot_read_is_not_acted_on(model: ScriptedModel, tmp_p
         head = f'{{"method":"thread/revert","params":{{"threadId":"{thread}","beforeTurnId":"{second}",'
         client.write(f'{head}"x":{"[" * 200}{"]" * 200}}},"id":"deep"}}\n'.encode())
         client.write(f'{head}"x":NaN}},"id":"nan"}}\n'.encode())
+        client.write(f'{head}"x":"\\ud800"}},"id":"surrogate"}}\n'.encode())
+        client.write(f'{head.replace("thread/revert", "thread/read")}"x":1}},"id":"twice","method":"thread/revert"}}\n'
+                     .encode())
         client.send({"id": 5, "method": "thread/read", "params": {"threadId": thread, "includeTurns": True}})
         turns = client.answer(5)["result"]["thread"]["turns"]
         assert len(turns) == 2 and (ws / "a.txt").read_text() == "two\n"
-        assert "deep" not in client.answers() and "nan" not in client.answers()
+        assert not {"deep", "nan", "surrogate", "twice"} & set(client.answers()), client.answers()
         assert client.close() == 0
 
 

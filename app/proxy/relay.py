@@ -2,11 +2,11 @@
 
 The protocol's own frames are forwarded as they came (the text, not a re-encoding), so a field this codexr does not
 know about reaches the other side intact; only a frame an observer changes is re-encoded. A frame that is not a
-JSON object, or one the app-server could not read (nested deeper than its parser goes, a NaN), is forwarded
-untouched and unobserved: the app-server logs it and goes on, as it does without codexr. The relay can also ask
-the app-server something of its own (`request`): its ids are `codexr-proxy-N`, and a client's request whose id is
-in that space travels under another such id and is answered with its own, so no client id is ever taken for the
-relay's.
+JSON object, or one the app-server could not read (nested deeper than its parser goes, a NaN, a lone surrogate,
+`method` twice), is forwarded untouched and unobserved: the app-server logs it and goes on, as it does without
+codexr. The relay can also ask the app-server something of its own (`request`): its ids are `codexr-proxy-N`, and a
+client's request whose id is in that space travels under another such id and is answered with its own, so no
+client id is ever taken for the relay's.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import json
 import os
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -24,6 +25,11 @@ OWN_ID = "codexr-proxy-"
 #: The deepest nesting the app-server reads (serde_json's recursion limit: 127 arrays or objects pass, 128 are refused
 #: with "recursion limit exceeded", tried on 0.163.0).
 MAX_DEPTH = 127
+#: The fields of a message the app-server refuses a frame for holding twice (tried: `id`, `method`); a field of
+#: `params`, or one it does not know, may come twice (the last counts, as in Python).
+ENVELOPE = frozenset({"jsonrpc", "id", "method", "params", "result", "error"})
+#: The escape of a UTF-16 surrogate: one that is not half of a pair, Python reads and the app-server refuses.
+SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class Endpoint(Protocol):
@@ -55,12 +61,34 @@ def parse(text: str, *, strict: bool = False) -> dict[str, Any] | None:
     nothing is done for a request it will never see.
     """
     try:
-        msg = json.loads(text, parse_constant=_refuse) if strict else json.loads(text)
+        msg = read_strictly(text) if strict else json.loads(text)
     except (ValueError, RecursionError):  # 5,000 nested arrays are a RecursionError, not a ValueError
         return None
-    if not isinstance(msg, dict) or (strict and too_deep(msg, MAX_DEPTH)):
-        return None
-    return msg
+    return msg if isinstance(msg, dict) else None
+
+
+def read_strictly(text: str) -> Any:
+    """The JSON value, where the app-server would read one: a NaN, a lone surrogate, an envelope field given twice
+    or more than MAX_DEPTH levels are a ValueError, as they are a parse error to the app-server."""
+    built: list[list[tuple[str, Any]]] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        built[:] = [items]  # the outermost object is built last
+        return dict(items)
+
+    value = json.loads(text, parse_constant=_refuse, object_pairs_hook=pairs)
+    if isinstance(value, dict) and built:
+        fields = [key for key, _ in built[0] if key in ENVELOPE]
+        if len(fields) != len(set(fields)):
+            raise ValueError("a field of the message given twice")
+    if too_deep(value, MAX_DEPTH):
+        raise ValueError(f"nested more than {MAX_DEPTH} deep")
+    if SURROGATE.search(text):
+        try:
+            json.dumps(value, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise ValueError("a lone surrogate") from None
+    return value
 
 
 def _refuse(constant: str) -> Any:
