@@ -10,6 +10,8 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
+import sysconfig
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
 ENV_VAR = "CODEXR_CODEX_BIN"
 #: The config key naming the Codex executable.
 CONFIG_KEY = "file_snapshots.codex_bin"
+#: codexr's own stand-in for Codex (app/shim.py): never the binary codexr runs, which would start codexr again.
+SHIM_NAME = "codexr-codex"
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,16 @@ class CodexBinary:
     def describe(self) -> str:
         """One phrase naming the binary and its source, for output lines."""
         return f"{self.path} (pinned)" if self.pinned else f"{self.path} (from {self.source})"
+
+    def setting(self) -> str:
+        """The setting that chose it, as the user wrote it (for an error line)."""
+        return f"the pinned Codex binary {self.path}" if self.pinned else where(self.source, self.written)
+
+
+def where(source: str, value: str) -> str:
+    """A setting as the user wrote it: `CODEXR_CODEX_BIN=…`, `file_snapshots.codex_bin = "…"`, `--codex-bin …`."""
+    return {ENV_VAR: f"{ENV_VAR}={value}", CONFIG_KEY: f"{CONFIG_KEY} = {json.dumps(value)}"}.get(
+        source, f"{source} {value}")
 
 
 def pinned_path() -> Path:
@@ -77,30 +91,45 @@ def choose(flag: str | None, settings: CodexrSettings | None, environ: Mapping[s
     )
     for source, value, base in candidates:
         if value:
-            return CodexBinary(_locate(value, source, base, env), source, value)
+            path = _locate(value, source, base, env)
+            if is_shim(path):
+                raise UsageError(f"{where(source, value)}: that is {SHIM_NAME}, codexr's own stand-in for Codex (it "
+                                 f"would start codexr again and again): give the real Codex binary")
+            return CodexBinary(path, source, value)
     return CodexBinary(pinned_path(), "pinned")
+
+
+def is_shim(path: Path) -> bool:
+    """Whether `path` is codexr's `codexr-codex` as installed (beside this Python, in its scripts directories) or
+    running; a copy elsewhere is caught when it runs (app/shim.py's loop mark)."""
+    places = {Path(sys.executable).parent, *(Path(sysconfig.get_path("scripts", scheme))
+                                             for scheme in {sysconfig.get_default_scheme(), f"{os.name}_user"})}
+    shims = [place / SHIM_NAME for place in places]
+    if Path(sys.argv[0]).name == SHIM_NAME:
+        shims.append(Path(sys.argv[0]))
+    real = os.path.realpath(path)
+    return any(os.path.realpath(shim) == real for shim in shims)
 
 
 def _locate(value: str, source: str, base: Path, env: Mapping[str, str]) -> Path:
     """Turn what the user wrote into an absolute executable path, or say in one line why it is not one."""
-    where = {ENV_VAR: f"{ENV_VAR}={value}", CONFIG_KEY: f"{CONFIG_KEY} = {json.dumps(value)}"}.get(
-        source, f"{source} {value}")
+    setting = where(source, value)
     if os.sep not in value and not value.startswith("~"):
         found = shutil.which(value, path=env.get("PATH", os.defpath))
         if found is None:
-            raise UsageError(f"{where}: no such executable on PATH (for a file in this directory write ./{value})")
+            raise UsageError(f"{setting}: no such executable on PATH (for a file in this directory write ./{value})")
         return Path(found).absolute()
     path = base / Path(value).expanduser()
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise UsageError(f"{where}: no such file (give the path to a Codex binary)") from None
+        raise UsageError(f"{setting}: no such file (give the path to a Codex binary)") from None
     except OSError as exc:
-        raise UsageError(f"{where}: cannot use it: {exc.strerror or exc}") from None
+        raise UsageError(f"{setting}: cannot use it: {exc.strerror or exc}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise UsageError(f"{where}: not a regular file (give the path to the Codex binary itself)")
+        raise UsageError(f"{setting}: not a regular file (give the path to the Codex binary itself)")
     if not os.access(path, os.X_OK):
-        raise UsageError(f"{where}: not executable (chmod +x it, or give another Codex binary)")
+        raise UsageError(f"{setting}: not executable (chmod +x it, or give another Codex binary)")
     return path.absolute()
 
 

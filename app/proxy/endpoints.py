@@ -7,39 +7,95 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Sequence
+import stat
+import threading
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, SupportsIndex
 
 #: The longest line read from a pipe: a message carrying a whole file's diff is large, never unbounded.
 LINE_LIMIT = 1 << 30
 
 
+class StoppableReader(asyncio.StreamReader):
+    """A stream reader that can be stopped while its pipe still delivers: `feed_eof` makes a pending read end,
+    and what arrives after it is dropped (asyncio's own reader fails with "feed_data after feed_eof")."""
+
+    _stopped = False
+
+    def feed_eof(self) -> None:
+        self._stopped = True
+        super().feed_eof()
+
+    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
+        if not self._stopped:
+            super().feed_data(data)
+
+
+class Writer(Protocol):
+    """What Lines writes with: an asyncio StreamWriter, or a FileWriter."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def is_closing(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class FileWriter:
+    """stdout redirected to a file (`codexr app-server > answers.jsonl`): asyncio cannot watch a file, and a file
+    takes what it is given, so each message is written at once."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.closed = fd, False
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+    async def drain(self) -> None:
+        return None
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
 class Lines:
     """One JSON message per line over a reader and a writer."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | None) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: Writer | None) -> None:
         self.reader, self.writer = reader, writer
 
     async def receive(self) -> str | None:
-        try:
-            line = await self.reader.readline()
-        except (ValueError, ConnectionError):  # a line beyond LINE_LIMIT, or a reset pipe
-            return None
-        if not line:
-            return None
-        text = line.decode("utf-8", "replace").rstrip("\r\n")
-        return text if text.strip() else await self.receive()
+        """The next line that is not blank (a blank line is no message: skipped, however many come)."""
+        while True:
+            try:
+                line = await self.reader.readline()
+            except (ValueError, ConnectionError):  # a line beyond LINE_LIMIT, or a reset pipe
+                return None
+            if not line:
+                return None
+            text = line.decode("utf-8", "replace").rstrip("\r\n")
+            if text.strip():
+                return text
 
     async def send(self, text: str) -> None:
+        """One message, one line: a newline inside it (JSON whitespace, or a frame that is no JSON) is a space."""
         if self.writer is None or self.writer.is_closing():
             raise ConnectionError("closed")
-        self.writer.write(text.encode() + b"\n")
+        self.writer.write(text.replace("\n", " ").encode() + b"\n")
         await self.writer.drain()
 
     async def close(self) -> None:
-        """Stop reading (a pending `receive` returns None) and close the writing end."""
-        self.reader.feed_eof()
+        """Stop reading (a pending `receive` on a StoppableReader returns None) and close the writing end."""
+        if isinstance(self.reader, StoppableReader):
+            self.reader.feed_eof()
         if self.writer is not None and not self.writer.is_closing():
             with contextlib.suppress(OSError, RuntimeError):
                 self.writer.close()
@@ -102,11 +158,37 @@ class WebSocketSide:
 
 
 async def stdio_side() -> Lines:
-    """This process's stdin and stdout as one side (`codexr app-server` for the IDE or the SDK)."""
+    """This process's stdin and stdout as one side (`codexr app-server` for the IDE or the SDK); either may be a
+    file (`< requests.jsonl`, `> answers.jsonl`), which asyncio cannot watch."""
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=LINE_LIMIT)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", closefd=False))
+    reader = StoppableReader(limit=LINE_LIMIT)
+    if watchable(0):
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", closefd=False))
+    else:
+        read_in_thread(reader, 0)
+    if not watchable(1):
+        return Lines(reader, FileWriter(1))
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
                                                         os.fdopen(1, "wb", closefd=False))
-    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-    return Lines(reader, writer)
+    return Lines(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
+
+
+def watchable(fd: int) -> bool:
+    """Whether asyncio can wait on the descriptor: a pipe, a socket or a terminal (not a file, not /dev/null)."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
+
+
+def read_in_thread(reader: StoppableReader, fd: int) -> None:
+    """Feed `reader` from a descriptor asyncio cannot wait on, in a thread of its own, to its end."""
+    loop = asyncio.get_running_loop()
+
+    def run() -> None:
+        try:
+            while chunk := os.read(fd, 1 << 16):
+                loop.call_soon_threadsafe(reader.feed_data, chunk)
+            loop.call_soon_threadsafe(reader.feed_eof)
+        except (OSError, RuntimeError):  # a read error, or the loop is gone: the relay has ended
+            return
+
+    threading.Thread(target=run, name="codexr-stdin", daemon=True).start()

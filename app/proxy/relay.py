@@ -2,8 +2,11 @@
 
 The protocol's own frames are forwarded as they came (the text, not a re-encoding), so a field this codexr does not
 know about reaches the other side intact; only a frame an observer changes is re-encoded. A frame that is not a
-JSON object is forwarded untouched. The relay can also ask the app-server something of its own (`request`): such
-a request carries an id no client uses, and its answer is not forwarded.
+JSON object, or one the app-server could not read (nested deeper than its parser goes, a NaN, a lone surrogate,
+`method` twice), is forwarded untouched and unobserved: the app-server logs it and goes on, as it does without
+codexr. The relay can also ask the app-server something of its own (`request`): its ids are `codexr-proxy-N`, and a
+client's request whose id is in that space travels under another such id and is answered with its own, so no
+client id is ever taken for the relay's.
 """
 
 from __future__ import annotations
@@ -12,12 +15,21 @@ import asyncio
 import itertools
 import json
 import os
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-#: The prefix of the ids of the relay's own requests (a client's ids are its own numbers or strings).
+#: The prefix of the ids the relay sends the app-server requests under: its own, and a client's that had this prefix.
 OWN_ID = "codexr-proxy-"
+#: The deepest nesting the app-server reads (serde_json's recursion limit: 127 arrays or objects pass, 128 are refused
+#: with "recursion limit exceeded", tried on 0.163.0).
+MAX_DEPTH = 127
+#: The fields of a message the app-server refuses a frame for holding twice (tried: `id`, `method`); a field of
+#: `params`, or one it does not know, may come twice (the last counts, as in Python).
+ENVELOPE = frozenset({"jsonrpc", "id", "method", "params", "result", "error"})
+#: The escape of a UTF-16 surrogate: one that is not half of a pair, Python reads and the app-server refuses.
+SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class Endpoint(Protocol):
@@ -42,13 +54,63 @@ class Verdict:
     """Messages sent back to the side the frame came from (an answer, a notification)."""
 
 
-def parse(text: str) -> dict[str, Any] | None:
-    """The message as a dict, or None when it is not a JSON object (then it is forwarded untouched)."""
+def parse(text: str, *, strict: bool = False) -> dict[str, Any] | None:
+    """The message as a dict, or None when it is not a JSON object (then it is forwarded untouched).
+
+    `strict` (a client's frames, which the observer acts on): None too for one the app-server refuses to read, so
+    nothing is done for a request it will never see.
+    """
     try:
-        msg = json.loads(text)
-    except ValueError:
+        msg = read_strictly(text) if strict else json.loads(text)
+    except (ValueError, RecursionError):  # 5,000 nested arrays are a RecursionError, not a ValueError
         return None
     return msg if isinstance(msg, dict) else None
+
+
+def read_strictly(text: str) -> Any:
+    """The JSON value, where the app-server would read one: a NaN, a lone surrogate, an envelope field given twice
+    or more than MAX_DEPTH levels are a ValueError, as they are a parse error to the app-server."""
+    built: list[list[tuple[str, Any]]] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        built[:] = [items]  # the outermost object is built last
+        return dict(items)
+
+    value = json.loads(text, parse_constant=_refuse, object_pairs_hook=pairs)
+    if isinstance(value, dict) and built:
+        fields = [key for key, _ in built[0] if key in ENVELOPE]
+        if len(fields) != len(set(fields)):
+            raise ValueError("a field of the message given twice")
+    if too_deep(value, MAX_DEPTH):
+        raise ValueError(f"nested more than {MAX_DEPTH} deep")
+    if SURROGATE.search(text):
+        try:
+            json.dumps(value, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise ValueError("a lone surrogate") from None
+    return value
+
+
+def _refuse(constant: str) -> Any:
+    """NaN and Infinity: Python reads them, the app-server does not."""
+    raise ValueError(f"{constant} is not JSON")
+
+
+def too_deep(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than `limit` deep (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def relay_id(rid: Any) -> bool:
+    """Whether an id is in the relay's space (`codexr-proxy-N`)."""
+    return isinstance(rid, str) and rid.startswith(OWN_ID)
 
 
 def kind(msg: dict[str, Any]) -> str:
@@ -84,6 +146,7 @@ class Relay:
         self.log = log or (lambda _line: None)
         self._ids = itertools.count(1)
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._aliases: dict[str, Any] = {}  # an id of the relay's space -> the client's id it stands for
         self._client_lock = asyncio.Lock()  # hooks may send to the client between forwarded frames
         trace = os.environ.get("CODEXR_PROXY_TRACE")  # a file to append every frame to (developing, debugging)
         self._trace = open(trace, "a", encoding="utf-8") if trace else None  # noqa: SIM115 - the relay's life
@@ -114,7 +177,7 @@ class Relay:
 
     async def request(self, method: str, params: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
         """Ask the app-server (a request of the relay's own); its result, or RuntimeError with its error."""
-        rid = f"{OWN_ID}{next(self._ids)}"
+        rid = self._new_id()
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
         try:
@@ -128,6 +191,10 @@ class Relay:
         result = answer.get("result")
         return result if isinstance(result, dict) else {}
 
+    def _new_id(self) -> str:
+        """An id of the relay's space that no request in flight has."""
+        return f"{OWN_ID}{next(self._ids)}"
+
     def _traced(self, direction: str, text: str | None) -> str | None:
         if self._trace is not None and text is not None:
             self._trace.write(f"{direction} {text[:2000]}\n")
@@ -136,24 +203,33 @@ class Relay:
 
     async def _pump_client(self) -> None:
         while (text := self._traced(">", await self.client.receive())) is not None:
-            msg = parse(text)
+            msg = parse(text, strict=True)
             if msg is None:
                 await self.server.send(text)
                 continue
             verdict = await self._hook(self.observer.from_client, msg)
             for reply in verdict.reply:
                 await self.to_client(reply)
-            if verdict.forward is not None:
-                await self.server.send(text if verdict.forward is msg else json.dumps(verdict.forward))
+            out = verdict.forward
+            if out is not None and kind(out) == "request" and relay_id(out.get("id")):
+                alias = self._new_id()  # the client's id is the relay's kind: it travels under another
+                self._aliases[alias] = out["id"]
+                out = {**out, "id": alias}
+            if out is not None:
+                await self.server.send(text if out is msg else json.dumps(out))
 
     async def _pump_server(self) -> None:
         while (text := self._traced("<", await self.server.receive())) is not None:
             msg = parse(text)
-            if msg is not None and kind(msg) == "response" and str(msg.get("id", "")).startswith(OWN_ID):
-                fut = self._pending.get(str(msg["id"]))
-                if fut is not None and not fut.done():
-                    fut.set_result(msg)
-                continue  # an answer to the relay's own request: not the client's
+            if msg is not None and kind(msg) == "response" and relay_id(msg.get("id")):
+                if msg["id"] in self._aliases:  # the answer to a client's request: with the id the client sent
+                    msg = {**msg, "id": self._aliases.pop(msg["id"])}
+                    text = json.dumps(msg)
+                else:
+                    fut = self._pending.get(msg["id"])
+                    if fut is not None and not fut.done():
+                        fut.set_result(msg)
+                    continue  # an answer to the relay's own request: not the client's
             if msg is None:
                 async with self._client_lock:
                     await self.client.send(text)
