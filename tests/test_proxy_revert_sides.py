@@ -229,7 +229,7 @@ class RawClient:
             if msg.get("method") == method and text in json.dumps(msg):
                 return self.notes.pop(i)
         while not ((msg := self.next()).get("method") == method and text in json.dumps(msg)):
-            pass
+            self.notes.append(msg)
         return msg
 
     def close(self) -> None:
@@ -242,10 +242,10 @@ class RawClient:
 @needs_strace
 def test_the_line_saying_files_were_restored_comes_before_the_proxys_bookkeeping(model: ScriptedModel,
                                                                                   tmp_path: Path) -> None:
-    """The official TUI switches to a new thread as soon as a revert to before its first prompt is answered and
-    drops a notice for the thread it left, so codexr's line must not wait for the recorder: with every sidecar
-    write slowed by 1 s (strace delays the fsync of their directory), the line arrives while the thread's sidecar
-    still lists the reverted prompt, and the sidecar ends without it afterwards."""
+    """codexr's line about the files comes right after Codex's `thread/reverted` (the official TUI redraws the thread
+    on it: a line sent before is drawn over) and does not wait for the recorder: with every sidecar write slowed by
+    1 s (strace delays the fsync of their directory), the line arrives while the thread's sidecar still lists the
+    reverted prompt, and the sidecar ends without it afterwards."""
     ws = workspace(tmp_path)
     env = proxy_env(model, tmp_path / "home")
     sidecars = tmp_path / "home" / "file_snapshots" / "refs" / "threads"
@@ -264,7 +264,10 @@ def test_the_line_saying_files_were_restored_comes_before_the_proxys_bookkeeping
         client.until("turn/completed")
         sidecar = sidecars / f"{thread}.json"
         assert "error" not in client.ask("thread/revert", {"threadId": thread, "beforeTurnId": first_id})
+        client.notes.clear()
         client.until("error", "files restored")
+        # The official TUI redraws the reverted thread on `thread/reverted`, over anything drawn before it.
+        assert any(n.get("method") == "thread/reverted" for n in client.notes), "the line came before thread/reverted"
         prompts_then = len(json.loads(sidecar.read_text())["turns"])
         deadline = time.monotonic() + 60
         while json.loads(sidecar.read_text())["turns"] and time.monotonic() < deadline:
@@ -309,3 +312,33 @@ def test_a_client_that_leaves_mid_revert_finds_files_and_conversation_on_one_sid
         assert tree(ws) == (before if reverted else after), f"trial {trial}: files and conversation disagree"
         outcomes.append(reverted)
     assert len(outcomes) == 2
+
+
+def test_the_fork_a_revert_keeps_the_conversation_in_is_never_shown_to_the_client(model: ScriptedModel,
+                                                                                  tmp_path: Path) -> None:
+    """The proxy forks the thread before a revert (the fork is what `codexr redo` returns to) and keeps the fork's
+    notifications from the client: the official TUI takes a `thread/started` it did not ask for as its new thread
+    and then drops codexr's line about the files. Codex sends them right behind the fork's answer, before the
+    proxy's own code reads that answer, so none may slip through in between."""
+    for trial in range(3):
+        ws = workspace(tmp_path / f"t{trial}")
+        env = proxy_env(model, tmp_path / f"t{trial}" / "home")
+        model.script(f"hidden fork {trial}", [shell("echo changed > f1.txt"), message("changed f1")])
+        client = RawClient(Path(str(SHIM)), ws, env)
+        try:
+            client.ask("initialize", {"clientInfo": {"name": "t", "title": "t", "version": "1"},
+                                      "capabilities": {"experimentalApi": True}})
+            thread = client.ask("thread/start", {"cwd": str(ws), "approvalPolicy": "never",
+                                                 "sandbox": "danger-full-access"})["result"]["thread"]["id"]
+            turn = client.ask("turn/start", {"threadId": thread,
+                                             "input": [{"type": "text", "text": f"hidden fork {trial}"}]})
+            client.until("turn/completed")
+            client.notes.clear()
+            assert "error" not in client.ask("thread/revert", {"threadId": thread,
+                                                               "beforeTurnId": turn["result"]["turn"]["id"]})
+            line = json.dumps(client.until("error", "files restored"))
+            fork = line.split("undone prompts are in thread ")[1][:36]
+            seen = [n.get("method") for n in client.notes if fork in json.dumps(n)]
+        finally:
+            client.close()
+        assert seen == [], f"trial {trial}: the client was shown the proxy's fork: {seen}"

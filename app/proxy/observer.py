@@ -78,6 +78,7 @@ class RecordingObserver(Observer):
         self._hidden: set[str] = set()  # forks the proxy made: their notifications are not the client's
         self._reverts: dict[Any, tuple[str, str, str, Any]] = {}  # thread/revert id -> thread, turn, fork, files
         self._tasks: set[asyncio.Future[None]] = set()  # what runs after a frame was forwarded
+        self._lines: dict[str, Callable[[], Any]] = {}  # reverted thread -> its line, sent after thread/reverted
         self._reverting = False  # a revert was started here (closed() settles one left unsettled)
         self._holding = False  # its restore is held, not yet settled (read and written on the recorder's thread)
 
@@ -225,22 +226,28 @@ class RecordingObserver(Observer):
     async def _keep(self, thread_id: str) -> str:
         """The whole conversation kept before a revert: a fork of the thread, its notifications kept from the
         client (it is not the client's thread); RuntimeError when the app-server does not make one."""
+
+        def hide(answer: dict[str, Any]) -> None:  # before the fork's first notification passes
+            fork = ((answer.get("result") or {}).get("thread") or {}).get("id")
+            if isinstance(fork, str):
+                self._hidden.add(fork)
+
         try:
-            forked = await self.relay.request("thread/fork", {"threadId": thread_id, "cwd": str(self.ws)})
+            forked = await self.relay.request("thread/fork", {"threadId": thread_id, "cwd": str(self.ws)},
+                                              on_answer=hide)
         except (RuntimeError, ConnectionError, TimeoutError) as exc:
             raise RuntimeError(f"the conversation could not be kept before the revert ({exc})") from exc
         fork = str((forked.get("thread") or {}).get("id") or "")
         if not fork:
             raise RuntimeError("the conversation could not be kept before the revert")
-        self._hidden.add(fork)
         with contextlib.suppress(Exception):
             await self.relay.request("thread/unsubscribe", {"threadId": fork}, timeout=10)
         return fork
 
     async def _reverted(self, answer: dict[str, Any], thread_id: str, before: str, fork: str, done: Any) -> None:
-        """The server answered a revert: on success the client is told what happened to the files (first: the
-        official TUI may switch threads at once), then the thread's records end before the prompt and the held
-        restore stands; on failure the files go back (never files without conversation)."""
+        """The server answered a revert: on success the thread's records end before the prompt and the held restore
+        stands (the client is told by `_line_after_revert`); on failure the files go back (never files without
+        conversation)."""
         from ..file_rewind import settle_files
 
         home = Path(self.env["CODEX_HOME"])
@@ -256,13 +263,32 @@ class RecordingObserver(Observer):
                 await self._warn(f"the conversation was not reverted, and the files were put back except: {exc}",
                                  thread_id, before)
             return
-        await self._warn(f"files restored to before prompt {done.number} — {done.written} written, "
-                         f"{done.deleted} deleted; `codexr redo --thread {thread_id}` brings them back "
-                         f"(the undone prompts are in thread {fork})", thread_id, before)
         try:
             await self._on_recorder(lambda: settle(True))
         except Exception as exc:  # the journal stays: the next codexr command settles it (Codex asked)
             self.relay.log(f"the revert's held restore is left for the next codexr command: {exc}")
+
+    def _line_after_revert(self, thread_id: str, before: str, fork: str, done: Any) -> None:
+        """Tell the client what happened to the files once Codex's `thread/reverted` has passed: the official TUI
+        redraws the reverted thread on it, and a line that came before was drawn over (seen 3 runs in 4 when sent
+        right after the answer). Without that notification within a second, the line goes anyway."""
+        sent = False
+
+        async def line() -> None:
+            nonlocal sent
+            if not sent:
+                sent = True
+                await self._warn(f"files restored to before prompt {done.number} — {done.written} written, "
+                                 f"{done.deleted} deleted; `codexr redo --thread {thread_id}` brings them back "
+                                 f"(the undone prompts are in thread {fork})", thread_id, before)
+
+        def late() -> None:
+            if self._lines.get(thread_id) is line:
+                del self._lines[thread_id]
+            self._later(line())
+
+        self._lines[thread_id] = line
+        asyncio.get_running_loop().call_later(1.0, late)
 
     async def _before_turn(self, request_id: Any, thread_id: str, text: str) -> None:
         if thread_id in self._active or thread_id in self._ephemeral:
@@ -293,8 +319,12 @@ class RecordingObserver(Observer):
                 self._started(msg, *started)
             reverted = self._reverts.pop(rid, None) if rid is not None else None
             if reverted is not None:
+                if "error" not in msg:
+                    self._line_after_revert(*reverted)
                 self._later(self._reverted(msg, *reverted))  # after this answer reaches the client
             return Verdict(msg)
+        if msg.get("method") == "thread/reverted" and thread_of(msg) in self._lines:
+            self._later(self._lines.pop(str(thread_of(msg)))())  # once the client has redrawn the thread
         if thread_of(msg) in self._hidden:
             return Verdict(None)  # a fork the proxy made to keep a reverted conversation: not the client's
         turn_id = turn_id_of(msg)

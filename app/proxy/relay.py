@@ -146,6 +146,7 @@ class Relay:
         self.log = log or (lambda _line: None)
         self._ids = itertools.count(1)
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._on_answer: dict[str, Callable[[dict[str, Any]], None]] = {}  # own request id -> its hook
         self._aliases: dict[str, Any] = {}  # an id of the relay's space -> the client's id it stands for
         self._client_lock = asyncio.Lock()  # hooks may send to the client between forwarded frames
         trace = os.environ.get("CODEXR_PROXY_TRACE")  # a file to append every frame to (developing, debugging)
@@ -175,16 +176,24 @@ class Relay:
         async with self._client_lock:
             await self.client.send(json.dumps(msg))
 
-    async def request(self, method: str, params: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
-        """Ask the app-server (a request of the relay's own); its result, or RuntimeError with its error."""
+    async def request(self, method: str, params: dict[str, Any], timeout: float = 60.0,
+                      on_answer: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Ask the app-server (a request of the relay's own); its result, or RuntimeError with its error.
+
+        `on_answer` sees the answer as the pump reads it, before the frames behind it pass (the caller resumes only
+        later: a notification Codex sends right after its answer would otherwise reach the client first).
+        """
         rid = self._new_id()
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
+        if on_answer is not None:
+            self._on_answer[rid] = on_answer
         try:
             await self.server.send(json.dumps({"id": rid, "method": method, "params": params}))
             answer = await asyncio.wait_for(fut, timeout)
         finally:
             self._pending.pop(rid, None)
+            self._on_answer.pop(rid, None)
         if "error" in answer:
             err = answer["error"] or {}
             raise RuntimeError(str(err.get("message") if isinstance(err, dict) else err))
@@ -228,6 +237,12 @@ class Relay:
                 else:
                     fut = self._pending.get(msg["id"])
                     if fut is not None and not fut.done():
+                        seen = self._on_answer.pop(msg["id"], None)
+                        if seen is not None:
+                            try:
+                                seen(msg)
+                            except Exception as exc:  # the caller's bug must not stop the relay
+                                self.log(f"relay: on_answer failed: {exc!r}")
                         fut.set_result(msg)
                     continue  # an answer to the relay's own request: not the client's
             if msg is None:
