@@ -45,9 +45,10 @@ def proxy_env(model: ScriptedModel, home: Path) -> dict[str, str]:
     return {**os.environ, **write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "CODEXR_SERVER": "0"}
 
 
-def through_shim(ws: Path, env: dict[str, str]) -> tuple[CodexClient, str]:
-    """The SDK's client started on the `codexr-codex` shim (so through `codexr app-server`) and a new thread."""
-    client = CodexClient(CodexConfig(codex_bin=str(SHIM), cwd=str(ws), env=env))
+def through_shim(ws: Path, env: dict[str, str], codex_bin: Path = SHIM) -> tuple[CodexClient, str]:
+    """The SDK's client started on the `codexr-codex` shim (so through `codexr app-server`; or on `codex_bin`) and a
+    new thread."""
+    client = CodexClient(CodexConfig(codex_bin=str(codex_bin), cwd=str(ws), env=env))
     client.start()
     try:
         client.initialize()

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from fs_helpers import tree
 from test_cli_agent import show
-from test_proxy import SHIM, codexr, proxy_env, revert, run_turn
+from test_proxy import SHIM, codexr, proxy_env, revert, run_turn, through_shim
 
 from app.codex_bin import pinned_path
 from app.codex_sdk import CodexClient, CodexConfig
@@ -54,12 +54,8 @@ def two_prompts(model: ScriptedModel, ws: Path, env: dict[str, str], tag: str, c
                                 message("changed them")])
     model.script(f"{tag} two", [message("nothing more")])
     before = tree(ws)
-    client = CodexClient(CodexConfig(codex_bin=str(codex_bin), cwd=str(ws), env=env))
-    client.start()
+    client, thread = through_shim(ws, env, codex_bin)
     try:
-        client.initialize()
-        thread = client.thread_start({"cwd": str(ws), "approvalPolicy": "never",
-                                      "sandbox": "danger-full-access"}).thread.id
         first = run_turn(client, thread, f"{tag} one")
         assert first["status"] == "completed"
         assert run_turn(client, thread, f"{tag} two")["status"] == "completed"
@@ -232,6 +228,16 @@ class RawClient:
             self.notes.append(msg)
         return msg
 
+    def one_prompt(self, ws: Path, text: str) -> tuple[str, str]:
+        """initialize, a thread in `ws`, one prompt run to its end: the thread's and the turn's ids."""
+        self.ask("initialize", {"clientInfo": {"name": "t", "title": "t", "version": "1"},
+                                "capabilities": {"experimentalApi": True}})
+        thread = self.ask("thread/start", {"cwd": str(ws), "approvalPolicy": "never",
+                                           "sandbox": "danger-full-access"})["result"]["thread"]["id"]
+        turn = self.ask("turn/start", {"threadId": thread, "input": [{"type": "text", "text": text}]})
+        self.until("turn/completed")
+        return str(thread), str(turn["result"]["turn"]["id"])
+
     def close(self) -> None:
         """Close its stdin: the proxy finishes and exits."""
         assert self.proc.stdin is not None
@@ -255,13 +261,7 @@ def test_the_line_saying_files_were_restored_comes_before_the_proxys_bookkeeping
     model.script("line order one", [shell("echo changed > f1.txt"), message("changed f1")])
     client = RawClient(shim, ws, env)
     try:
-        client.ask("initialize", {"clientInfo": {"name": "t", "title": "t", "version": "1"},
-                                  "capabilities": {"experimentalApi": True}})
-        thread = client.ask("thread/start", {"cwd": str(ws), "approvalPolicy": "never",
-                                             "sandbox": "danger-full-access"})["result"]["thread"]["id"]
-        first = client.ask("turn/start", {"threadId": thread, "input": [{"type": "text", "text": "line order one"}]})
-        first_id = first["result"]["turn"]["id"]
-        client.until("turn/completed")
+        thread, first_id = client.one_prompt(ws, "line order one")
         sidecar = sidecars / f"{thread}.json"
         assert "error" not in client.ask("thread/revert", {"threadId": thread, "beforeTurnId": first_id})
         client.notes.clear()
@@ -292,17 +292,11 @@ def test_a_client_that_leaves_mid_revert_finds_files_and_conversation_on_one_sid
         model.script(f"leave mid revert {trial}", [shell("echo changed > f1.txt"), message("changed f1")])
         before = tree(ws)
         client = RawClient(Path(str(SHIM)), ws, env)
-        client.ask("initialize", {"clientInfo": {"name": "t", "title": "t", "version": "1"},
-                                  "capabilities": {"experimentalApi": True}})
-        thread = client.ask("thread/start", {"cwd": str(ws), "approvalPolicy": "never",
-                                             "sandbox": "danger-full-access"})["result"]["thread"]["id"]
-        turn = client.ask("turn/start", {"threadId": thread,
-                                         "input": [{"type": "text", "text": f"leave mid revert {trial}"}]})
-        client.until("turn/completed")
+        thread, turn = client.one_prompt(ws, f"leave mid revert {trial}")
         after = tree(ws)
         assert client.proc.stdin is not None
         client.proc.stdin.write(json.dumps({"id": 99, "method": "thread/revert", "params": {
-            "threadId": thread, "beforeTurnId": turn["result"]["turn"]["id"]}}) + "\n")
+            "threadId": thread, "beforeTurnId": turn}}) + "\n")
         client.proc.stdin.flush()
         time.sleep(wait)
         client.close()
@@ -326,16 +320,9 @@ def test_the_fork_a_revert_keeps_the_conversation_in_is_never_shown_to_the_clien
         model.script(f"hidden fork {trial}", [shell("echo changed > f1.txt"), message("changed f1")])
         client = RawClient(Path(str(SHIM)), ws, env)
         try:
-            client.ask("initialize", {"clientInfo": {"name": "t", "title": "t", "version": "1"},
-                                      "capabilities": {"experimentalApi": True}})
-            thread = client.ask("thread/start", {"cwd": str(ws), "approvalPolicy": "never",
-                                                 "sandbox": "danger-full-access"})["result"]["thread"]["id"]
-            turn = client.ask("turn/start", {"threadId": thread,
-                                             "input": [{"type": "text", "text": f"hidden fork {trial}"}]})
-            client.until("turn/completed")
+            thread, turn = client.one_prompt(ws, f"hidden fork {trial}")
             client.notes.clear()
-            assert "error" not in client.ask("thread/revert", {"threadId": thread,
-                                                               "beforeTurnId": turn["result"]["turn"]["id"]})
+            assert "error" not in client.ask("thread/revert", {"threadId": thread, "beforeTurnId": turn})
             line = json.dumps(client.until("error", "files restored"))
             fork = line.split("undone prompts are in thread ")[1][:36]
             seen = [n.get("method") for n in client.notes if fork in json.dumps(n)]

@@ -71,8 +71,8 @@ def run_commands(tmux: Tmux, *commands: tuple[str, str | Callable[[str], bool]])
             tmux.wait(lambda s: "q close" not in s and "Resume a previous session" not in s, "the view to close")
 
 
-def processes_mentioning(needle: str) -> list[str]:
-    """Command lines of live processes that mention `needle` (what quitting must leave: none)."""
+def live_processes() -> list[tuple[int, str, str]]:
+    """(pid, command line, working directory) of each live process but this one."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == os.getpid():
@@ -82,9 +82,14 @@ def processes_mentioning(needle: str) -> list[str]:
             cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             continue
-        if needle in cmd or cwd.startswith(needle):
-            found.append(f"{pid}: {cmd[:200]} (in {cwd})")
+        found.append((int(pid), cmd, cwd))
     return found
+
+
+def processes_mentioning(needle: str) -> list[str]:
+    """Command lines of live processes that mention `needle` (what quitting must leave: none)."""
+    return [f"{pid}: {cmd[:200]} (in {cwd})" for pid, cmd, cwd in live_processes()
+            if needle in cmd or cwd.startswith(needle)]
 
 
 def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmux: Tmux, tmp_path: Path) -> None:
@@ -173,18 +178,7 @@ def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmu
 
 def in_workspace(ws: Path) -> list[tuple[int, str]]:
     """(pid, command line) of each live process whose working directory is `ws`."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
-            continue
-        if cwd == str(ws):
-            found.append((int(pid), cmd))
-    return found
+    return [(pid, cmd) for pid, cmd, cwd in live_processes() if cwd == str(ws)]
 
 
 def test_codexr_codex_serves_only_the_tui_it_started(tmux: Tmux, tmp_path: Path) -> None:
