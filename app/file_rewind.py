@@ -17,13 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
-from snapshot_store.states import StatesRestore, prepare_states_restore
+from snapshot_store import RestoreResult, StoreError
+from snapshot_store.errors import Interrupted
+from snapshot_store.states import prepare_states_restore
 
 from .errors import SessionError
 from .held_revert import cut_turns, forget_rewind
 from .others_work import at_stake, stake_lines
 from .recorder import Recorder
+from .rewind.flow import Files, Place, Planned, run
 from .rewind_targets import merged_plan, merged_result, restore_targets
 from .sidecar import RedoEntry, ThreadSidecar, TurnRecord
 from .vocab import RewindMode
@@ -65,7 +67,7 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_hom
     (no file changed, `keep` not called), or when the restore failed part-way (what it wrote was put back, the
     redo entry dropped; the error says if a path could not be put back yet).
     """
-    store, cwd, scope = recorder.store, recorder.cwd, recorder.scope
+    store, cwd = recorder.store, recorder.cwd
     side = recorder.sidecars.load(thread_id)
     if side is None or not side.tracking:
         raise SessionError("this thread has no file snapshots in codexr")
@@ -77,51 +79,68 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_hom
         raise SessionError(f"prompt {number}'s file snapshot is gone or was never taken")
     undone = {t.turn_id: n for n, t in enumerate(side.turns[number - 1:], number)}
     targets, ws_target, out_target = restore_targets(store, str(cwd), side, undone, target.pre, target.prompt, True)
-    known = recorder.known_paths(side)
-    outside: dict[str, StatesRestore] = {}
-    shown: dict[str, RestorePlan] = {}
-    refused: list[str] = []
+    files = Files(ws_target, out_target, recorder.known_paths(side),
+                  shown=lambda ws, out: merged_plan(ws, out, targets),
+                  merged=lambda ws, plan, out, out_plan: merged_result(ws, plan, out, out_plan, targets))
+    steps = _RevertSteps(recorder, side, thread_id, number, target.prompt, files, keep, hold, others)
+    try:
+        done = run(Place(store, cwd, recorder.scope, codex_home), files, steps, hold)
+    except StoreError as exc:  # before anything was recorded: nothing changed
+        raise SessionError(f"the files could not be restored: {exc}") from exc
+    if done is None:
+        raise SessionError(f"another codexr session is live in this workspace ({'; '.join(others)}) and this revert "
+                           f"would delete or overwrite files that may be its work — {'; '.join(steps.refused)}; "
+                           "rewind with `codexr rewind`, which shows the plan and asks first")
+    assert done.result is not None
+    return FilesRewound(done.result, number, target.prompt, hold.get("outside_safety"), hold)
 
-    def go(plan: RestorePlan) -> bool:
-        out = prepare_outside(store, out_target, codex_home)
-        if out is not None:
-            outside["prep"] = out
-        merged = shown["plan"] = merged_plan(plan, out.plan if out else None, targets)
-        stake = at_stake(store, side, merged) if others else None
+
+class _RevertSteps:
+    """The proxy's revert in the flow (app/rewind/flow.py): its client cannot be asked, so the rule of
+    app/others_work.py decides; the conversation is kept by the caller's fork (`keep`); the redo entry goes on the
+    reverted thread, and the held restore's journal learns the safety snapshots and the fork."""
+
+    def __init__(self, recorder: Recorder, side: ThreadSidecar, thread_id: str, number: int, prompt: str,
+                 files: Files, keep: Callable[[], str], hold: dict[str, Any], others: Sequence[str]) -> None:
+        self.recorder, self.side, self.thread_id, self.number, self.prompt = recorder, side, thread_id, number, prompt
+        self.files, self.fork, self.hold, self.others = files, keep, hold, others
+        self.refused: list[str] = []
+
+    def decide(self, planned: Planned | None) -> bool:
+        assert planned is not None
+        stake = at_stake(self.recorder.store, self.side, planned.shown) if self.others else None
         if stake is not None and stake.files:
-            refused.extend(stake_lines(stake))
+            self.refused = stake_lines(stake)
             return False
-        redo_thread = keep()
-        hold.update(safety=plan.safety_id, outside_safety=out.safety_id if out else None, fork=redo_thread)
-        entry = RedoEntry(origin_thread=redo_thread, mode=RewindMode.BOTH, safety_id=plan.safety_id,
-                          target_snapshot=ws_target, to_prompt=number, prompt=target.prompt,
-                          origin_turns=len(side.turns), outside_safety_id=out.safety_id if out else None,
-                          outside_target=out_target)
-        recorder.sidecars.update(thread_id, saving_redo(entry, via="thread/revert"))
         return True
 
-    workspace = store.at(cwd)
-    try:
-        result = workspace.restore(ws_target, known_paths=known, scope=scope, confirm=go, hold=hold)
-    except StoreError as exc:
-        if "safety" in hold:  # the redo entry was saved, the held restore rolled back: there is nothing to redo
-            forget_rewind(recorder.sidecars, thread_id, hold["safety"], f"the files could not be restored ({exc})")
-        raise SessionError(f"the files could not be restored: {exc}") from exc
-    if refused:
-        raise SessionError(f"another codexr session is live in this workspace ({'; '.join(others)}) and this revert "
-                           f"would delete or overwrite files that may be its work — {'; '.join(refused)}; rewind "
-                           "with `codexr rewind`, which shows the plan and asks first")
-    prep = outside.get("prep")
-    try:
-        out_res = prep.apply() if prep is not None else None
-    except StoreError as exc:
-        undo = workspace.undo_held()
-        forget_rewind(recorder.sidecars, thread_id, hold["safety"], f"the files could not be restored ({exc})")
-        back = "they were put back" if not undo.left else f"{len(undo.left)} could not be put back yet"
-        raise SessionError(f"the files outside the workspace could not be restored ({exc}); of those inside it {back}"
-                           ) from exc
-    result = merged_result(result, shown["plan"], out_res, None, targets)
-    return FilesRewound(result, number, target.prompt, prep.safety_id if prep else None, hold)
+    def keep(self) -> str:
+        return self.fork()
+
+    def record(self, dest: str, planned: Planned | None) -> None:
+        assert planned is not None
+        out = planned.outside
+        self.hold.update(safety=planned.workspace.safety_id, outside_safety=out.safety_id if out else None,
+                         fork=dest)
+        entry = RedoEntry(origin_thread=dest, mode=RewindMode.BOTH, safety_id=planned.workspace.safety_id,
+                          target_snapshot=self.files.workspace, to_prompt=self.number, prompt=self.prompt,
+                          origin_turns=len(self.side.turns), outside_safety_id=out.safety_id if out else None,
+                          outside_target=self.files.outside)
+        self.recorder.sidecars.update(self.thread_id, saving_redo(entry, via="thread/revert"))
+
+    def stopped(self, exc: Interrupted | StoreError, dest: str, outside: bool) -> BaseException:
+        """The held restore was rolled back (or the paths outside failed: then it is undone here): the redo entry
+        goes, since there is nothing to redo."""
+        back = ""
+        if outside:
+            undo = self.recorder.store.at(self.recorder.cwd).undo_held()
+            back = "they were put back" if not undo.left else f"{len(undo.left)} could not be put back yet"
+        forget_rewind(self.recorder.sidecars, self.thread_id, self.hold["safety"],
+                      f"the files could not be restored ({exc})")
+        if outside:
+            return SessionError(f"the files outside the workspace could not be restored ({exc}); of those inside "
+                                f"it {back}")
+        return SessionError(f"the files could not be restored: {exc}")
 
 
 def mark_forwarded(recorder: Recorder, done: FilesRewound) -> None:
@@ -141,15 +160,6 @@ def saving_redo(entry: RedoEntry, **extra: str) -> Callable[[ThreadSidecar], Non
         s.history.append(event)
 
     return add
-
-
-def prepare_outside(store: Store, snap_id: str | None, codex_home: Path, *, dry_run: bool = False
-                    ) -> StatesRestore | None:
-    """Safety capture and plan of a restore of paths outside the workspace (None when there are none); the SDK's
-    rewind and redo (app/rewinder.py) use it too."""
-    if snap_id is None:
-        return None
-    return prepare_states_restore(store, snap_id, dry_run=dry_run, protected=[str(codex_home)])
 
 
 def copy_turns(recorder: Recorder, origin: str, fork: str) -> None:

@@ -23,10 +23,11 @@ from .auto_gc import AutoGc
 from .choices import Choices
 from .codex_connection import CodexConnection
 from .errors import Declined, SessionError
-from .file_rewind import forked_sidecar, prepare_outside, saving_redo
+from .file_rewind import forked_sidecar, saving_redo
 from .others_work import others_warning
 from .recorder import Recorder
-from .rewind_targets import RewindTargets, merged_plan, merged_result, restore_targets
+from .rewind.flow import Files, Place, Planned, preview, run
+from .rewind_targets import merged_plan, merged_result, restore_targets
 from .sidecar import RedoEntry, ThreadSidecar
 from .threads import Prompt, Threads
 from .vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
@@ -148,12 +149,17 @@ class Rewinder:
         side = self.sidecars.load(thread_id) if thread_id else None
         return others_warning(others, self.store, side, plan)
 
+    @property
+    def place(self) -> Place:
+        """Where this workspace's rewinds restore (app/rewind/flow.py)."""
+        return Place(self.store, self.cwd, self.scope, self.codex_home)
+
     def rewind(self, thread_id: str, to: str | int, mode: str = RewindMode.BOTH, *, dry_run: bool = False,
                confirm: Callable[[RewindPreview], bool] | None = None) -> RewindResult:
         """Fork the conversation before prompt `to` and/or restore its pre-turn files.
 
-        Order (a kill at any instant leaves a rewind that did not happen, or one that redo undoes):
-        safety capture, plan, `confirm`, fork, the redo entry saved (pinning the safety snapshot),
+        The flow's order (app/rewind/flow.py; a kill at any instant leaves a rewind that did not happen, or one that
+        redo undoes): safety capture, plan, `confirm`, fork, the redo entry saved (pinning the safety snapshot),
         then the journaled restore. A declined rewind changes nothing and creates no fork.
         """
         if mode not in tuple(RewindMode):
@@ -172,84 +178,31 @@ class Rewinder:
                 "--conversation-only")
         if files and target.pre:
             self._same_workspace(self.store.record(target.pre).root, "rewind")
-        known = self.recorder.known_paths(side) if side else []
-        restore: RestoreResult | None = None
-        targets: RewindTargets | None = None
-        ws_target = out_target = None
-        if files and target.pre:
-            # Paths the pre-turn snapshot does not hold get the pre-edit state the agent's patch recorded.
-            undone = {p.turn_id: p.number for p in prompts[target.number - 1:]}
-            targets, ws_target, out_target = restore_targets(self.store, str(self.cwd), side, undone, target.pre,
-                                                             target.text, not dry_run)
+        plan = self._rewind_files(side, prompts, target, persist=not dry_run) if files and target.pre else None
         if dry_run:
-            if files and ws_target:
-                ws_res = self.store.at(self.cwd).restore(ws_target, dry_run=True, known_paths=known,
-                                                         scope=self.scope)
-                out_plan = self._prepare_outside(out_target, dry_run=True)
-                plan = merged_plan(ws_res.plan, out_plan.plan if out_plan else None, targets)
-                restore = merged_result(ws_res, plan, None, out_plan.plan if out_plan else None, targets)
+            restore = preview(self.place, plan)[0] if plan is not None else None
             return RewindResult(thread_id, thread_id, mode, target.number, target.text, None, restore, True, why)
-        landed: dict[str, str] = {}
-        outside: dict[str, StatesRestore] = {}
-        shown: dict[str, RestorePlan] = {}
-
-        def go(plan: RestorePlan | None) -> bool:
-            out = self._prepare_outside(out_target, dry_run=False)
-            if out is not None:
-                outside["prep"] = out
-            if plan is not None:
-                plan = shown["plan"] = merged_plan(plan, out.plan if out else None, targets)
-            if confirm is not None and not confirm(RewindPreview(thread_id, target.number, target.text, mode, plan)):
-                return False
-            forks = mode in CONVERSATION_MODES
-            new_thread = self._fork_before(thread_id, target, prompts) if forks else thread_id
-            try:
-                self._record_rewind(side, new_thread, thread_id, target, prompts, mode,
-                                    plan.safety_id if plan else None, ws_target,
-                                    out.safety_id if out else None, out_target)
-            except BaseException:
-                self._drop_fork(new_thread, thread_id)
-                raise
-            landed["thread"] = new_thread
-            saved = self.sidecars.load(new_thread)
-            landed["at"] = repr(saved.redo[-1].at if saved is not None and saved.redo else 0.0)
-            return True
-
-        if files and ws_target:
-            try:
-                try:
-                    restore = self.store.at(self.cwd).restore(ws_target, known_paths=known, scope=self.scope,
-                                                              confirm=go)
-                except Interrupted as exc:
-                    if "thread" not in landed:
-                        raise
-                    raise self._rewind_interrupted(exc, landed["thread"], thread_id, float(landed["at"])) from exc
-                if "thread" in landed:
-                    prep = outside.get("prep")
-                    try:
-                        out_res = prep.apply() if prep is not None else None
-                    except Interrupted as exc:
-                        dest = landed["thread"]
-                        raise Interrupted(
-                            f"{exc} (files outside the workspace), but the workspace's files were restored and the "
-                            f"rewind is recorded: the conversation continues on thread {dest}, and "
-                            f"`codexr redo --thread {dest}` undoes it", exc.signum, rolled_back=False) from exc
-                    restore = merged_result(restore, shown["plan"], out_res, None, targets)
-            except StoreError as exc:
-                if "thread" not in landed:
-                    raise
-                dest = landed["thread"]
-                raise SessionError(f"{exc} — the rewind is recorded: the conversation continues on thread {dest}, "
-                                   f"and `codexr redo --thread {dest}` undoes the files it changed") from exc
-        elif not go(None):
-            landed.clear()
-        if "thread" not in landed:
+        steps = _RewindSteps(self, side, thread_id, target, prompts, mode, plan, confirm)
+        done = run(self.place, plan, steps)
+        if done is None:
             raise Declined("rewind cancelled; nothing changed")
-        safety = restore.safety_id if restore else None
-        self.threads.mark_used(landed["thread"])
+        safety = done.result.safety_id if done.result else None
+        self.threads.mark_used(done.dest)
         self.gc.collect_later()
-        return RewindResult(landed["thread"], thread_id, mode, target.number, target.text, safety, restore,
+        return RewindResult(done.dest, thread_id, mode, target.number, target.text, safety, done.result,
                             no_snapshot_reason=why)
+
+    def _rewind_files(self, side: ThreadSidecar | None, prompts: list[Prompt], target: Prompt,
+                      persist: bool) -> Files:
+        """What a rewind to `target` restores: its pre-turn snapshot with the pre-edit states the agent's patches
+        recorded for paths it does not hold, in the workspace and outside it (app/rewind_targets.py)."""
+        assert target.pre is not None
+        undone = {p.turn_id: p.number for p in prompts[target.number - 1:]}
+        targets, ws_target, out_target = restore_targets(self.store, str(self.cwd), side, undone, target.pre,
+                                                         target.text, persist)
+        return Files(ws_target, out_target, self.recorder.known_paths(side) if side else [],
+                     shown=lambda ws, out: merged_plan(ws, out, targets),
+                     merged=lambda ws, plan, out, out_plan: merged_result(ws, plan, out, out_plan, targets))
 
     def _same_workspace(self, root: str, what: str) -> None:
         """Refuse a rewind or redo whose files are another directory's: the store would suggest `--into`, which
@@ -280,12 +233,6 @@ class Rewinder:
             fork = f"; its conversation fork {dest} is archived"
         return Interrupted(f"the rewind was rolled back: files as before{fork}; nothing changed, "
                            f"continue on thread {origin}", exc.signum, True)
-
-    def _prepare_outside(self, snap_id: str | None, *, dry_run: bool) -> StatesRestore | None:
-        """Safety capture and plan of a restore of paths outside the workspace (None when there are none)."""
-        if snap_id is None:
-            return None
-        return prepare_outside(self.store, snap_id, self.codex_home, dry_run=dry_run)
 
     def _record_rewind(self, side: ThreadSidecar | None, dest_thread: str, origin: str, target: Prompt,
                        prompts: list[Prompt], mode: str, safety_id: str | None, target_snapshot: str | None,
@@ -368,9 +315,9 @@ class Rewinder:
              confirm: Callable[[RedoPreview], bool] | None = None) -> RedoResult:
         """Undo the last rewind that landed on this thread: its files and its conversation.
 
-        `confirm` sees what changed since the rewind before anything is restored. The redo's own
-        safety snapshot is pinned in the sidecar before files change; the entry is popped after, so
-        a redo killed half-way can simply be run again.
+        The flow's order (app/rewind/flow.py), after the origin thread is resumed: `confirm` sees what changed since
+        the rewind before anything is restored; the redo's own safety snapshot is pinned in the sidecar before
+        files change; the entry is popped after, so a redo killed half-way can simply be run again.
         """
         side = self.sidecars.load(thread_id)
         if side is None or not side.redo:
@@ -379,74 +326,28 @@ class Rewinder:
         # On a fork, prompts past the shared ones are new; on the same thread (files-only), past the old count.
         base = entry.to_prompt - 1 if entry.origin_thread != thread_id else entry.origin_turns
         turns_since = max(0, len(self.threads.prompts(thread_id)) - base)
-        files = entry.mode in FILE_MODES and entry.safety_id is not None
-        if files and entry.safety_id and self.store.exists(entry.safety_id):
+        restores = entry.mode in FILE_MODES and entry.safety_id is not None
+        if restores and entry.safety_id and self.store.exists(entry.safety_id):
             self._same_workspace(self.store.record(entry.safety_id).root, "redo")
-        known = self.recorder.known_paths(side)
-        restore: RestoreResult | None = None
-        out_safety = entry.outside_safety_id if files else None
+        files = None
+        if restores and entry.safety_id:
+            files = Files(entry.safety_id, entry.outside_safety_id, self.recorder.known_paths(side),
+                          shown=lambda ws, out: merged_plan(ws, out, None, None),
+                          merged=lambda ws, plan, out, out_plan: merged_result(ws, plan, out, out_plan, None))
+        steps = _RedoSteps(self, thread_id, entry, turns_since, confirm)
         if dry_run:
-            changed: list[str] = []
-            if files and entry.safety_id:
-                ws_res = self.store.at(self.cwd).restore(entry.safety_id, dry_run=True, known_paths=known,
-                                                         scope=self.scope)
-                out_prep = self._prepare_outside(out_safety, dry_run=True)
-                out_plan = out_prep.plan if out_prep else None
-                plan = merged_plan(ws_res.plan, out_plan, None, None)
-                restore = merged_result(ws_res, plan, None, out_plan, None)
-                changed = self._changed_since_rewind(entry, ws_res.plan) + self._changed_outside(entry, out_prep)
-            return RedoResult(entry.origin_thread, thread_id, entry.mode, None, changed, turns_since, restore, True)
+            restore = None
+            if files is not None:
+                restore, planned = preview(self.place, files)
+                steps.changes(planned)
+            return RedoResult(entry.origin_thread, thread_id, entry.mode, None, steps.changed, turns_since, restore,
+                              True)
         if entry.mode in CONVERSATION_MODES and entry.origin_thread != thread_id:
-            self.threads.resume_thread(entry.origin_thread)
-        seen: dict[str, list[str]] = {}
-        outside: dict[str, StatesRestore] = {}
-        shown: dict[str, RestorePlan] = {}
-
-        def go(plan: RestorePlan | None) -> bool:
-            out = self._prepare_outside(out_safety, dry_run=False)
-            if out is not None:
-                outside["prep"] = out
-            changed = self._changed_since_rewind(entry, plan) if plan is not None else []
-            changed += self._changed_outside(entry, out)
-            seen["changed"] = changed
-            if plan is not None:
-                plan = shown["plan"] = merged_plan(plan, out.plan if out else None, None, None)
-            preview = RedoPreview(thread_id, entry.origin_thread, entry.mode, plan, changed, turns_since)
-            if confirm is not None and not confirm(preview):
-                return False
-            event = {"event": "redo-started", "to": entry.origin_thread, "at": time.time(),
-                     "safety_id": plan.safety_id if plan else None,
-                     "outside_safety_id": out.safety_id if out else None}
-            self.sidecars.update(thread_id, lambda s: s.history.append(event))
-            seen["accepted"] = []
-            return True
-
-        if files and entry.safety_id:
-            try:
-                restore = self.store.at(self.cwd).restore(entry.safety_id, known_paths=known, scope=self.scope,
-                                                          confirm=go)
-            except Interrupted as exc:
-                if "accepted" not in seen or not exc.rolled_back:
-                    raise
-                # Nothing was popped or recorded as redone: the rewind can still be redone.
-                self.sidecars.update(thread_id, lambda s: s.history.append(
-                    {"event": "redo-interrupted", "to": entry.origin_thread, "at": time.time()}))
-                raise Interrupted(f"the redo was rolled back: files as before; nothing changed, the rewind can "
-                                  f"still be redone on thread {thread_id}", exc.signum, True) from exc
-            if "accepted" in seen:
-                prep = outside.get("prep")
-                try:
-                    out_res = prep.apply() if prep is not None else None
-                except Interrupted as exc:
-                    raise Interrupted(f"{exc} (files outside the workspace), but the workspace's files were "
-                                      f"restored; `codexr redo --thread {thread_id}` again finishes the redo",
-                                      exc.signum, rolled_back=False) from exc
-                restore = merged_result(restore, shown["plan"], out_res, None, None)
-        else:
-            go(None)
-        if "accepted" not in seen:
+            self.threads.resume_thread(entry.origin_thread)  # first: a thread Codex will not resume changes nothing
+        done = run(self.place, files, steps)
+        if done is None:
             raise Declined("redo cancelled; nothing changed")
-        safety = restore.safety_id if restore else None
+        safety = done.result.safety_id if done.result else None
 
         def pop(s: ThreadSidecar) -> None:
             if s.redo and s.redo[-1].at == entry.at and s.redo[-1].origin_thread == entry.origin_thread:
@@ -462,4 +363,97 @@ class Rewinder:
                 new=lambda: self.recorder.sidecar(entry.origin_thread))
         self.threads.mark_used(entry.origin_thread if entry.mode in CONVERSATION_MODES else thread_id)
         self.gc.collect_later()
-        return RedoResult(entry.origin_thread, thread_id, entry.mode, safety, seen["changed"], turns_since, restore)
+        return RedoResult(entry.origin_thread, thread_id, entry.mode, safety, steps.changed, turns_since,
+                          done.result)
+
+
+class _RewindSteps:
+    """A rewind's steps in the flow (app/rewind/flow.py): the front end's `confirm` decides, the conversation is
+    forked just before the prompt (modes with the conversation), the redo entry goes on the thread it lands on."""
+
+    def __init__(self, rw: Rewinder, side: ThreadSidecar | None, thread_id: str, target: Prompt,
+                 prompts: list[Prompt], mode: str, files: Files | None,
+                 confirm: Callable[[RewindPreview], bool] | None) -> None:
+        self.rw, self.side, self.thread_id, self.target, self.prompts = rw, side, thread_id, target, prompts
+        self.mode, self.files, self.confirm = mode, files, confirm
+        self.at = 0.0  # the redo entry's time, once saved
+
+    def decide(self, planned: Planned | None) -> bool:
+        preview = RewindPreview(self.thread_id, self.target.number, self.target.text, self.mode,
+                                planned.shown if planned else None)
+        return self.confirm is None or self.confirm(preview)
+
+    def keep(self) -> str:
+        if self.mode not in CONVERSATION_MODES:
+            return self.thread_id
+        return self.rw._fork_before(self.thread_id, self.target, self.prompts)
+
+    def record(self, dest: str, planned: Planned | None) -> None:
+        outside = planned.outside if planned else None
+        try:
+            self.rw._record_rewind(self.side, dest, self.thread_id, self.target, self.prompts, self.mode,
+                                   planned.shown.safety_id if planned else None,
+                                   self.files.workspace if self.files else None,
+                                   outside.safety_id if outside else None,
+                                   self.files.outside if self.files else None)
+        except BaseException:
+            self.rw._drop_fork(dest, self.thread_id)
+            raise
+        saved = self.rw.sidecars.load(dest)
+        self.at = saved.redo[-1].at if saved is not None and saved.redo else 0.0
+
+    def stopped(self, exc: Interrupted | StoreError, dest: str, outside: bool) -> BaseException:
+        if isinstance(exc, StoreError):
+            return SessionError(f"{exc} — the rewind is recorded: the conversation continues on thread {dest}, "
+                                f"and `codexr redo --thread {dest}` undoes the files it changed")
+        if outside:
+            return Interrupted(f"{exc} (files outside the workspace), but the workspace's files were restored and "
+                               f"the rewind is recorded: the conversation continues on thread {dest}, and "
+                               f"`codexr redo --thread {dest}` undoes it", exc.signum, rolled_back=False)
+        return self.rw._rewind_interrupted(exc, dest, self.thread_id, self.at)
+
+
+class _RedoSteps:
+    """A redo's steps in the flow (app/rewind/flow.py): `confirm` decides, seeing what changed since the rewind; the
+    conversation is the rewind's origin (resumed before the flow); the redo's start is recorded on this thread."""
+
+    def __init__(self, rw: Rewinder, thread_id: str, entry: RedoEntry, turns_since: int,
+                 confirm: Callable[[RedoPreview], bool] | None) -> None:
+        self.rw, self.thread_id, self.entry, self.turns_since, self.confirm = rw, thread_id, entry, turns_since, confirm
+        self.changed: list[str] = []
+
+    def changes(self, planned: Planned | None) -> None:
+        """What the redo overwrites or deletes that changed since the rewind (inside the workspace, then outside)."""
+        self.changed = self.rw._changed_since_rewind(self.entry, planned.workspace) if planned else []
+        self.changed += self.rw._changed_outside(self.entry, planned.outside if planned else None)
+
+    def decide(self, planned: Planned | None) -> bool:
+        self.changes(planned)
+        preview = RedoPreview(self.thread_id, self.entry.origin_thread, self.entry.mode,
+                              planned.shown if planned else None, self.changed, self.turns_since)
+        return self.confirm is None or self.confirm(preview)
+
+    def keep(self) -> str:
+        return self.entry.origin_thread
+
+    def record(self, dest: str, planned: Planned | None) -> None:
+        outside = planned.outside if planned else None
+        event = {"event": "redo-started", "to": self.entry.origin_thread, "at": time.time(),
+                 "safety_id": planned.shown.safety_id if planned else None,
+                 "outside_safety_id": outside.safety_id if outside else None}
+        self.rw.sidecars.update(self.thread_id, lambda s: s.history.append(event))
+
+    def stopped(self, exc: Interrupted | StoreError, dest: str, outside: bool) -> BaseException:
+        if isinstance(exc, StoreError):
+            return exc
+        if outside:
+            return Interrupted(f"{exc} (files outside the workspace), but the workspace's files were restored; "
+                               f"`codexr redo --thread {self.thread_id}` again finishes the redo", exc.signum,
+                               rolled_back=False)
+        if not exc.rolled_back:
+            return exc
+        # Nothing was popped or recorded as redone: the rewind can still be redone.
+        self.rw.sidecars.update(self.thread_id, lambda s: s.history.append(
+            {"event": "redo-interrupted", "to": self.entry.origin_thread, "at": time.time()}))
+        return Interrupted(f"the redo was rolled back: files as before; nothing changed, the rewind can still be "
+                           f"redone on thread {self.thread_id}", exc.signum, True)

@@ -6,6 +6,7 @@ one way only: repository <- capture, restore <- workspace <- store (the convenie
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -16,7 +17,7 @@ from .capture import Capturer, CaptureResult
 from .diff import Change, diff_maps
 from .errors import StoreError
 from .fsutil import translate_os_errors
-from .manifest import captured_items, witnessed_absent
+from .manifest import FileMap, captured_items, witnessed_absent
 from .readfiles import Progress
 from .repository.repo import Repository
 from .restore.apply import Restorer, RestoreResult
@@ -99,6 +100,20 @@ class Workspace:
         return self.restore(snap_id, dry_run=True, known_paths=known_paths, scope=scope, progress=progress,
                             into=into).plan
 
+    def prepare(self, snap_id: str, *, dry_run: bool = False, known_paths: Iterable[str] = (),
+                scope: ScopeSettings | None = None, progress: Progress | None = None,
+                into: bool = False) -> PreparedRestore:
+        """A restore taken as far as its plan: enter it (`with`) to take the locks, finish an interrupted restore,
+        commit the safety capture and plan; then `apply` it, or leave the block and nothing changes.
+
+        The caller does what it must between the plan and the apply (ask, fork the conversation, record a redo
+        entry) inside the block: the locks stay held, so the plan is still the truth when it is applied, and the
+        store never calls back into the caller. A snapshot witnessed absence only under its own root: restoring it
+        into another directory is refused unless `into` is set, and then nothing there is deleted.
+        """
+        return PreparedRestore(self, snap_id, dry_run=dry_run, known_paths=known_paths, scope=scope,
+                               progress=progress, into=into)
+
     def restore(
         self,
         snap_id: str,
@@ -111,56 +126,13 @@ class Workspace:
         into: bool = False,
         hold: dict[str, Any] | None = None,
     ) -> RestoreResult:
-        """Safety capture, plan, (confirm), journaled apply. The safety id undoes it exactly.
-
-        A snapshot witnessed absence only under its own root: restoring it into another directory is
-        refused unless `into` is set, and then nothing there is deleted. With `hold` (the caller's data, kept in
-        the journal) the restore is one side of a change the caller then settles: `release_held` when the other
-        side happened, `undo_held` when it did not; until then an interruption rolls it back (restore/journal.py).
-        """
-        started = time.perf_counter()
-        repo, ws = self.repo, self.root
-        target_rec = repo.record(snap_id)
-        refuse_single_files(snap_id, target_rec.root, target_rec.kind)
-        foreign = str(ws) != target_rec.root
-        if foreign and not into:
-            raise StoreError(
-                f"snapshot {snap_id[:12]} was taken of {target_rec.root}, not {ws}; to copy its files into {ws} "
-                f"anyway pass --into {ws} (nothing there is deleted then)")
-        target = repo.files(snap_id)
-        # The safety capture must hold everything the restore may write or delete, without size cap:
-        # every path the target holds or tombstoned, and any file the target witnessed absent.
-        targets = [p for p, e in target.items() if e.kind in HELD_OR_ABSENT]
-        known = [*known_paths, *targets]
-        # The shared store lock spans capture, confirmation and apply: gc cannot drop the target meanwhile.
-        with translate_os_errors(f"restore into {ws}"), repo.workspace_lock(ws), repo.shared_lock():
-            recovered = None if dry_run else self._recover()
-            ignore = Ignore.load(ws)
-            # Dry runs hash in memory only; real runs commit the safety snapshot before touching anything.
-            safety_started_ns = time.time_ns()
-            wanted = None if foreign else (lambda p: witnessed_absent(target, p))
-            if dry_run:
-                safety = self.capturer.safety_preview(ws, known_paths=known, scope=scope, progress=progress,
-                                                      whatever_size=wanted)
-            else:
-                safety = self.capturer.safety(ws, known_paths=known, scope=scope, label=f"before restoring "
-                                              f"{snap_id[:12]}", progress=progress, whatever_size=wanted)
-            plan = plan_restore(target, safety.files, ignore, str(ws), snap_id,
-                                protected_in(safety.files, repo.protected_rel(ws)))
-            plan.safety_id = None if dry_run else safety.id
-            if foreign:
-                keep_everything(plan)
-            for a in plan.actions:
-                if a.op in (WRITE, DELETE):
-                    a.before = safety.stats.get(a.path)
-            result = RestoreResult(plan, None if dry_run else safety.id, dry_run=dry_run, recovered=recovered)
-            if dry_run or (confirm is not None and not confirm(plan)):
-                result.left = plan.left
-                result.seconds = time.perf_counter() - started
-                return result
-            self.restorer.apply(plan, safety.id, result, safety.stored_blobs, safety_started_ns, hold)
-        result.seconds = time.perf_counter() - started
-        return result
+        """Safety capture, plan, (`confirm`: a yes or no on the plan), journaled apply (`prepare`, then `apply`).
+        The safety id undoes it exactly. With `hold`, see PreparedRestore.apply."""
+        with self.prepare(snap_id, dry_run=dry_run, known_paths=known_paths, scope=scope, progress=progress,
+                          into=into) as prepared:
+            if dry_run or (confirm is not None and not confirm(prepared.plan)):
+                return prepared.unapplied()
+            return prepared.apply(hold)
 
     def update_held(self, hold: dict[str, Any]) -> None:
         """Rewrite this process's held restore's data, durably (before the caller acts on the other side)."""
@@ -176,6 +148,101 @@ class Workspace:
         """The other side did not happen: this process's held restore is rolled back."""
         with translate_os_errors(f"undo of the restore into {self.root}"), self.repo.workspace_lock(self.root):
             return self.restorer.undo()
+
+
+class PreparedRestore:
+    """A restore between its plan and its apply (Workspace.prepare): inside its `with` block the workspace lock and
+    the store's shared lock are held (gc cannot drop the target, no other restore or capture of the workspace
+    runs), any interrupted restore has been finished, the safety capture is committed and `plan` made."""
+
+    def __init__(self, workspace: Workspace, snap_id: str, *, dry_run: bool, known_paths: Iterable[str],
+                 scope: ScopeSettings | None, progress: Progress | None, into: bool) -> None:
+        self.workspace, self.snap_id, self.dry_run = workspace, snap_id, dry_run
+        self._known, self._scope, self._progress, self._into = known_paths, scope, progress, into
+        self._locks = contextlib.ExitStack()
+        self._started = time.perf_counter()
+        self._applied = False
+        self._inside = False  # within the `with` block: the locks held
+
+    def __enter__(self) -> PreparedRestore:
+        ws = self.workspace
+        repo, root, snap_id = ws.repo, ws.root, self.snap_id
+        with translate_os_errors(f"restore into {root}"):
+            target_rec = repo.record(snap_id)
+            refuse_single_files(snap_id, target_rec.root, target_rec.kind)
+            foreign = str(root) != target_rec.root
+            if foreign and not self._into:
+                raise StoreError(
+                    f"snapshot {snap_id[:12]} was taken of {target_rec.root}, not {root}; to copy its files into "
+                    f"{root} anyway pass --into {root} (nothing there is deleted then)")
+            target = repo.files(snap_id)
+            # The safety capture must hold everything the restore may write or delete, without size cap:
+            # every path the target holds or tombstoned, and any file the target witnessed absent.
+            known = [*self._known, *(p for p, e in target.items() if e.kind in HELD_OR_ABSENT)]
+            # The shared store lock spans capture, the caller's steps and apply: gc cannot drop the target meanwhile.
+            self._locks.enter_context(repo.workspace_lock(root))
+            self._locks.enter_context(repo.shared_lock())
+            try:
+                self._plan(target, known, foreign)
+            except BaseException:
+                self._locks.close()
+                raise
+        self._inside = True
+        return self
+
+    def _plan(self, target: FileMap, known: list[str], foreign: bool) -> None:
+        """Finish an interrupted restore, take the safety capture (in memory only for a dry run), plan."""
+        ws, dry_run = self.workspace, self.dry_run
+        repo, root, snap_id = ws.repo, ws.root, self.snap_id
+        recovered = None if dry_run else ws._recover()
+        ignore = Ignore.load(root)
+        # Dry runs hash in memory only; real runs commit the safety snapshot before touching anything.
+        self._safety_started_ns = time.time_ns()
+        wanted = None if foreign else (lambda p: witnessed_absent(target, p))
+        if dry_run:
+            safety = ws.capturer.safety_preview(root, known_paths=known, scope=self._scope, progress=self._progress,
+                                                whatever_size=wanted)
+        else:
+            safety = ws.capturer.safety(root, known_paths=known, scope=self._scope, label=f"before restoring "
+                                        f"{snap_id[:12]}", progress=self._progress, whatever_size=wanted)
+        plan = plan_restore(target, safety.files, ignore, str(root), snap_id,
+                            protected_in(safety.files, repo.protected_rel(root)))
+        plan.safety_id = None if dry_run else safety.id
+        if foreign:
+            keep_everything(plan)
+        for a in plan.actions:
+            if a.op in (WRITE, DELETE):
+                a.before = safety.stats.get(a.path)
+        self.safety = safety
+        self.plan = plan
+        self.result = RestoreResult(plan, None if dry_run else safety.id, dry_run=dry_run, recovered=recovered)
+
+    def __exit__(self, *exc: object) -> None:
+        self._inside = False
+        self._locks.close()
+
+    def unapplied(self) -> RestoreResult:
+        """The result of a restore left at its plan (a dry run, or declined): what it would have done, nothing done."""
+        self.result.left = self.plan.left
+        self.result.seconds = time.perf_counter() - self._started
+        return self.result
+
+    def apply(self, hold: dict[str, Any] | None = None) -> RestoreResult:
+        """The journaled apply of the plan (each path only if it is still as the safety capture saw it).
+
+        With `hold` (the caller's data, kept in the journal) the restore is one side of a change the caller then
+        settles: `Workspace.release_held` when the other side happened, `undo_held` when it did not; until then an
+        interruption rolls it back (restore/journal.py).
+        """
+        if self.dry_run or self._applied or not self._inside:
+            raise StoreError("only a prepared restore, inside its `with` block and once, can be applied")
+        self._applied = True
+        ws = self.workspace
+        with translate_os_errors(f"restore into {ws.root}"):
+            ws.restorer.apply(self.plan, self.safety.id, self.result, self.safety.stored_blobs,
+                              self._safety_started_ns, hold)
+        self.result.seconds = time.perf_counter() - self._started
+        return self.result
 
 
 def refuse_single_files(snap_id: str, root: str, kind: str) -> None:
