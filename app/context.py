@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # both load on first use: a one-shot command pays only for wh
 
 def say_recovery(report: Recovery) -> None:
     """An interrupted restore finished or rolled back by this command: one line on stderr, never silently."""
-    from .held_revert import held_clause
+    from .rewind.held import held_clause
 
     print(f"codexr: {report.summary()}{held_clause(report.held, report.rolled_back)}", file=sys.stderr)
 
@@ -40,7 +40,7 @@ class Context:
     json: bool = False
     codex_bin: Callable[[], str] | None = None
     """The Codex executable this command runs (`--codex-bin`, env, config, pinned), chosen on first use: the judge
-    of a proxy revert a kill interrupted asks it (app/held_revert.py). None: such a revert waits for a command
+    of a proxy revert a kill interrupted asks it (app/rewind/held.py). None: such a revert waits for a command
     that has one."""
     _store: Store | None = field(default=None, repr=False)
 
@@ -84,7 +84,7 @@ class Context:
             self._store = Store.open(self.store_dir, protected=[self.home])
             self._store.on_recovery = say_recovery
             if self.codex_bin is not None:
-                from .held_revert import settler
+                from .rewind.held import settler
 
                 self._store.on_held = settler(self._store, self.home, self.codex_bin)
             from .monitor_launch import attach

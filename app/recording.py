@@ -12,9 +12,9 @@ from config import CodexrSettings
 from snapshot_store import Store
 
 from .codex_bin import choose
-from .held_revert import settler
 from .monitor_launch import attach as attach_monitor
 from .recorder import Recorder
+from .rewind.held import settler
 from .sidecar import Sidecars
 from .workspace_lock import SessionLock
 
@@ -27,7 +27,7 @@ class Recording:
         self.store_dir = codex_home / "file_snapshots"
         self.tracking = bool(settings.features.file_snapshots)
         self.store = Store.open(self.store_dir, protected=[codex_home])
-        # A proxy revert a kill interrupted is settled by asking the Codex codexr runs (app/held_revert.py).
+        # A proxy revert a kill interrupted is settled by asking the Codex codexr runs (app/rewind/held.py).
         self.store.on_held = settler(self.store, codex_home, lambda: str(choose(None, settings).path))
         attach_monitor(self.store)  # the pre-turn capture of the next command looks only at what changed
         self.sidecars = Sidecars(self.store_dir)

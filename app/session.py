@@ -4,7 +4,7 @@ No UI imports: front ends supply callbacks (approvals, events, confirmations) an
 façade the front ends (app/driver.py, app/plain.py, app/tui/, the CLI) hold; the work is done by services, each in
 its own module: the Codex connection (app/codex_connection.py), the threads (app/threads.py), the turns
 (app/turns.py, recording with app/recorder.py's Recorder, which the proxy feeds too) and rewind/redo
-(app/rewinder.py, whose file side app/file_rewind.py shares with the proxy).
+(app/rewind/rewinder.py, whose file side app/rewind/revert.py shares with the proxy).
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from .errors import Declined as Declined
 from .errors import SessionError as SessionError
 from .recorder import Recorder
 from .recording import Recording
-from .rewinder import RedoPreview as RedoPreview
-from .rewinder import RedoResult as RedoResult
-from .rewinder import Rewinder
-from .rewinder import RewindPreview as RewindPreview
-from .rewinder import RewindResult as RewindResult
+from .rewind.rewinder import RedoPreview as RedoPreview
+from .rewind.rewinder import RedoResult as RedoResult
+from .rewind.rewinder import Rewinder
+from .rewind.rewinder import RewindPreview as RewindPreview
+from .rewind.rewinder import RewindResult as RewindResult
 from .sidecar import Sidecars, ThreadSidecar
 from .threads import Prompt as Prompt
 from .threads import Threads
@@ -264,7 +264,7 @@ class Session:
         """End the thread's background terminals (or the one with `process_id`); the ones Codex terminated."""
         return self.turns.stop_terminals(thread_id, process_id)
 
-    # ------------------------------------------------------------------ rewind / redo (app/rewinder.py)
+    # ------------------------------------------------------------------ rewind / redo (app/rewind/rewinder.py)
     def resolve_prompt(self, prompts: list[Prompt], to: str | int) -> Prompt:
         """The prompt `to` names: its number (from 1) or its turn id."""
         return self.rewinder.resolve_prompt(prompts, to)
@@ -279,12 +279,12 @@ class Session:
 
     def rewind(self, thread_id: str, to: str | int, mode: str = RewindMode.BOTH, *, dry_run: bool = False,
                confirm: Callable[[RewindPreview], bool] | None = None) -> RewindResult:
-        """Fork the conversation before prompt `to` and/or restore its pre-turn files (app/rewinder.py)."""
+        """Fork the conversation before prompt `to` and/or restore its pre-turn files (app/rewind/rewinder.py)."""
         return self.rewinder.rewind(thread_id, to, mode, dry_run=dry_run, confirm=confirm)
 
     def redo(self, thread_id: str, *, dry_run: bool = False,
              confirm: Callable[[RedoPreview], bool] | None = None) -> RedoResult:
-        """Undo the last rewind that landed on this thread: its files and its conversation (app/rewinder.py)."""
+        """Undo the last rewind that landed on this thread: its files and its conversation (app/rewind/rewinder.py)."""
         return self.rewinder.redo(thread_id, dry_run=dry_run, confirm=confirm)
 
 

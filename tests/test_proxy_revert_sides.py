@@ -26,7 +26,7 @@ from test_proxy import SHIM, codexr, proxy_env, revert, run_turn, through_shim
 
 from app.codex_bin import pinned_path
 from app.codex_sdk import CodexClient, CodexConfig
-from app.held_revert import thread_turn_ids
+from app.rewind.held import thread_turn_ids
 from app.scripted_model import ScriptedModel, message, shell
 from snapshot_store.ids import workspace_key
 

@@ -1,6 +1,6 @@
 """What the proxy does with the frames it relays: it records every turn with the SDK session's own Recorder
 (opened as the session opens it, app/recording.py), and reverts files with the rewinder's file side
-(app/file_rewind.py).
+(app/rewind/revert.py).
 
 `turn/start` from the client: the pre-turn capture, committed before the request is forwarded (a steer of a
 running turn is forwarded as it is); the answer binds it to the turn id; the turn's notifications feed the
@@ -163,14 +163,14 @@ class RecordingObserver(Observer):
     async def _revert(self, msg: dict[str, Any], thread_id: str, before: str) -> Verdict:
         """`thread/revert` becomes a rewind of files and conversation together, or nothing happens.
 
-        On the recorder's thread, in the SDK rewind's order (app/file_rewind.py): the safety snapshot and the plan;
+        On the recorder's thread, in the SDK rewind's order (app/rewind/revert.py): the safety snapshot and the plan;
         the decision (with another live codexr session here, a plan that would delete or overwrite a file not as
         this thread last captured it is refused: the client cannot be asked); the whole conversation kept (a fork of
         the thread, which `codexr redo` returns to); the redo entry and the journaled restore. Only then is the
         revert forwarded. Anything that stops the file side answers the request with an error and forwards nothing.
         """
-        from ..file_rewind import copy_turns, mark_forwarded, rewind_files, settle_files
-        from ..held_revert import revert_hold
+        from ..rewind.held import revert_hold
+        from ..rewind.revert import copy_turns, mark_forwarded, rewind_files, settle_files
 
         def refuse(why: str) -> Verdict:
             return Verdict(None, [{"id": msg["id"], "error": {"code": -32000, "message": f"codexr: {why}"}}])
@@ -205,7 +205,7 @@ class RecordingObserver(Observer):
                                 others=self._lock.others())
             self._holding = True
             try:
-                mark_forwarded(self._recorder, done)  # from here a kill is settled by asking Codex (held_revert.py)
+                mark_forwarded(self._recorder, done)  # from here a kill is settled by asking Codex (app/rewind/held.py)
             except Exception:
                 self._holding = False
                 settle_files(self._recorder, thread_id, done, home, reverted=False)  # it will not be sent
@@ -248,7 +248,7 @@ class RecordingObserver(Observer):
         """The server answered a revert: on success the thread's records end before the prompt and the held restore
         stands (the client is told by `_line_after_revert`); on failure the files go back (never files without
         conversation)."""
-        from ..file_rewind import settle_files
+        from ..rewind.revert import settle_files
 
         home = Path(self.env["CODEX_HOME"])
 
@@ -371,7 +371,7 @@ class RecordingObserver(Observer):
     async def closed(self) -> None:
         """The client or the server left: turns still running are finished as interrupted, answers already come
         are handled, a revert whose answer never came (or that was still restoring) is settled as the next command
-        would (app/held_revert.py: Codex is asked once the app-server has exited), then all is let go."""
+        would (app/rewind/held.py: Codex is asked once the app-server has exited), then all is let go."""
         for turn_id in list(self._turns):
             self._complete(turn_id, "interrupted")
         if self._tasks:

@@ -1,7 +1,7 @@
 """Which files of a restore plan may be another live codexr session's work, and the warning that names them.
 
-Why apart: the rewinder (app/rewinder.py: the app, line mode and `codexr rewind` show the lines and ask) and the
-proxy's revert (app/file_rewind.py: its client cannot be asked, so it refuses when a file is at stake) decide with
+Why apart: the rewinder (app/rewind/rewinder.py: the app, line mode and `codexr rewind` show the lines and ask) and the
+proxy's revert (app/rewind/revert.py: its client cannot be asked, so it refuses when a file is at stake) decide with
 the same rule, and this module imports neither the SDK nor the proxy.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from snapshot_store import RestorePlan, Store
 from snapshot_store.restore import DELETE, WRITE
 
-from .sidecar import ThreadSidecar
+from ..sidecar import ThreadSidecar
 
 
 @dataclass(frozen=True)

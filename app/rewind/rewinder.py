@@ -2,7 +2,7 @@
 
 Why apart: a rewind is the one operation that changes both Codex's threads and the workspace, in an order that a
 kill at any instant cannot break (safety capture, plan, confirmation, fork, redo entry, journaled restore); the
-proxy's file rewind (app/file_rewind.py, for a client that reverts the conversation itself) shares its pieces.
+proxy's file rewind (app/rewind/revert.py, for a client that reverts the conversation itself) shares its pieces.
 """
 
 from __future__ import annotations
@@ -19,19 +19,19 @@ from snapshot_store.errors import Interrupted
 from snapshot_store.restore import DELETE, WRITE
 from snapshot_store.states import StatesRestore
 
-from .auto_gc import AutoGc
-from .choices import Choices
-from .codex_connection import CodexConnection
-from .errors import Declined, SessionError
-from .file_rewind import forked_sidecar, saving_redo
-from .others_work import others_warning
-from .recorder import Recorder
-from .rewind.flow import Files, Place, Planned, preview, run
-from .rewind_targets import merged_plan, merged_result, restore_targets
-from .sidecar import RedoEntry, ThreadSidecar
-from .threads import Prompt, Threads
-from .vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
-from .workspace_lock import SessionLock
+from ..auto_gc import AutoGc
+from ..choices import Choices
+from ..codex_connection import CodexConnection
+from ..errors import Declined, SessionError
+from ..recorder import Recorder
+from ..sidecar import RedoEntry, ThreadSidecar
+from ..threads import Prompt, Threads
+from ..vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
+from ..workspace_lock import SessionLock
+from .flow import Files, Place, Planned, preview, run
+from .revert import forked_sidecar, saving_redo
+from .stake import others_warning
+from .targets import merged_plan, merged_result, restore_targets
 
 
 @dataclass
@@ -141,7 +141,7 @@ class Rewinder:
 
     def others_warning(self, thread_id: str | None, plan: RestorePlan | None) -> list[str]:
         """Warning lines for a restore plan while another codexr session is live here (none when alone): the
-        files it deletes or overwrites that are not as this thread last captured them (app/others_work.py, the
+        files it deletes or overwrites that are not as this thread last captured them (app/rewind/stake.py, the
         rule the proxy's revert refuses by)."""
         others = self.other_sessions()
         if not others or plan is None:
@@ -195,7 +195,7 @@ class Rewinder:
     def _rewind_files(self, side: ThreadSidecar | None, prompts: list[Prompt], target: Prompt,
                       persist: bool) -> Files:
         """What a rewind to `target` restores: its pre-turn snapshot with the pre-edit states the agent's patches
-        recorded for paths it does not hold, in the workspace and outside it (app/rewind_targets.py)."""
+        recorded for paths it does not hold, in the workspace and outside it (app/rewind/targets.py)."""
         assert target.pre is not None
         undone = {p.turn_id: p.number for p in prompts[target.number - 1:]}
         targets, ws_target, out_target = restore_targets(self.store, str(self.cwd), side, undone, target.pre,

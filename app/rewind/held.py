@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from snapshot_store import StoreBusy
 from snapshot_store.locks import owner_alive, owner_info
 
-from .sidecar import Sidecars, ThreadSidecar
+from ..sidecar import Sidecars, ThreadSidecar
 
 if TYPE_CHECKING:
     from snapshot_store import Store

@@ -5,7 +5,7 @@ Every rule of a rewind holds: the pre-turn snapshot with the pre-edit states of 
 safety snapshot before anything is written, witnessed deletion only, nothing outside the workspace but the
 patched paths' recorded states, the redo entry saved (pinning the safety snapshots) before any file changes.
 The pieces both rewinds need (the safety capture outside the workspace, the redo entry's record, a fork's sidecar)
-live here, and the SDK's rewinder (app/rewinder.py) uses them: this module must not import the SDK, which the
+live here, and the SDK's rewinder (app/rewind/rewinder.py) uses them: this module must not import the SDK, which the
 proxy never loads.
 """
 
@@ -21,14 +21,14 @@ from snapshot_store import RestoreResult, StoreError
 from snapshot_store.errors import Interrupted
 from snapshot_store.states import prepare_states_restore
 
-from .errors import SessionError
-from .held_revert import cut_turns, forget_rewind
-from .others_work import at_stake, stake_lines
-from .recorder import Recorder
-from .rewind.flow import Files, Place, Planned, run
-from .rewind_targets import merged_plan, merged_result, restore_targets
-from .sidecar import RedoEntry, ThreadSidecar, TurnRecord
-from .vocab import RewindMode
+from ..errors import SessionError
+from ..recorder import Recorder
+from ..sidecar import RedoEntry, ThreadSidecar, TurnRecord
+from ..vocab import RewindMode
+from .flow import Files, Place, Planned, run
+from .held import cut_turns, forget_rewind
+from .stake import at_stake, stake_lines
+from .targets import merged_plan, merged_result, restore_targets
 
 
 @dataclass
@@ -41,7 +41,7 @@ class FilesRewound:
     outside_safety: str | None
     """The states snapshot of the paths outside the workspace the rewind wrote (undo restores it)."""
     hold: dict[str, Any]
-    """The held restore's journal data (app/held_revert.py): the conversation side settles it."""
+    """The held restore's journal data (app/rewind/held.py): the conversation side settles it."""
 
     @property
     def written(self) -> int:
@@ -58,10 +58,10 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_hom
 
     The order is the SDK's rewind's: safety capture, plan, the decision, `keep()` (the conversation kept whole:
     it returns the thread `codexr redo` goes back to), the redo entry saved (pinning the safety snapshots), then
-    the journaled restore — *held* (`hold`, app/held_revert.py): its journal stays until the caller settles it
+    the journaled restore — *held* (`hold`, app/rewind/held.py): its journal stays until the caller settles it
     with `settle_files` once the conversation was or was not reverted, and a kill before that is settled by the
     next command to match the conversation. With `others` (other live codexr sessions here) the plan decides, as
-    the rewinder's warning does (app/others_work.py): it goes ahead when it deletes or overwrites nothing but
+    the rewinder's warning does (app/rewind/stake.py): it goes ahead when it deletes or overwrites nothing but
     files as this thread last captured them, else it is refused naming those files (this caller cannot ask;
     `codexr rewind` asks). Raises SessionError when refused, when the prompt has no snapshot or the store refuses
     (no file changed, `keep` not called), or when the restore failed part-way (what it wrote was put back, the
@@ -97,7 +97,7 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_hom
 
 class _RevertSteps:
     """The proxy's revert in the flow (app/rewind/flow.py): its client cannot be asked, so the rule of
-    app/others_work.py decides; the conversation is kept by the caller's fork (`keep`); the redo entry goes on the
+    app/rewind/stake.py decides; the conversation is kept by the caller's fork (`keep`); the redo entry goes on the
     reverted thread, and the held restore's journal learns the safety snapshots and the fork."""
 
     def __init__(self, recorder: Recorder, side: ThreadSidecar, thread_id: str, number: int, prompt: str,
@@ -151,7 +151,7 @@ def mark_forwarded(recorder: Recorder, done: FilesRewound) -> None:
 
 def saving_redo(entry: RedoEntry, **extra: str) -> Callable[[ThreadSidecar], None]:
     """What records a rewind in the sidecar of the thread it landed on: its redo entry (which pins its safety
-    snapshots) and its history event (`extra` joins the event); the SDK's rewind (app/rewinder.py) uses it too."""
+    snapshots) and its history event (`extra` joins the event); the SDK's rewind (rewinder.py) uses it too."""
     event = {"event": "rewind", "from": entry.origin_thread, "to_prompt": entry.to_prompt, "mode": entry.mode,
              **extra, "safety_id": entry.safety_id, "outside_safety_id": entry.outside_safety_id, "at": time.time()}
 
@@ -173,7 +173,7 @@ def copy_turns(recorder: Recorder, origin: str, fork: str) -> None:
 def forked_sidecar(side: ThreadSidecar, fork: str, origin: str, cwd: str,
                    shared: Container[str] | None = None) -> ThreadSidecar:
     """A fork of `side`'s thread keeps the snapshots of the turns it shares with its origin (all, or those whose
-    ids `shared` holds) and the agent-touched paths; the SDK's rewind (app/rewinder.py) forks with it too."""
+    ids `shared` holds) and the agent-touched paths; the SDK's rewind (app/rewind/rewinder.py) forks with it too."""
     dest = ThreadSidecar(thread_id=fork, cwd=cwd, tracking=side.tracking, forked_from=origin)
     dest.turns = [TurnRecord(**vars(t)) for t in side.turns if shared is None or t.turn_id in shared]
     dest.touch(side.agent_touched)
