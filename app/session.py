@@ -33,10 +33,10 @@ from .errors import Declined as Declined
 from .errors import SessionError as SessionError
 from .recorder import Recorder
 from .recording import Recording
-from .rewind.rewinder import RedoPreview as RedoPreview
+from .rewind.flow import RedoPreview as RedoPreview
+from .rewind.flow import RewindPreview as RewindPreview
 from .rewind.rewinder import RedoResult as RedoResult
 from .rewind.rewinder import Rewinder
-from .rewind.rewinder import RewindPreview as RewindPreview
 from .rewind.rewinder import RewindResult as RewindResult
 from .sidecar import Sidecars, ThreadSidecar
 from .threads import Prompt as Prompt

@@ -170,7 +170,8 @@ class RecordingObserver(Observer):
         revert forwarded. Anything that stops the file side answers the request with an error and forwards nothing.
         """
         from ..rewind.held import revert_hold
-        from ..rewind.revert import copy_turns, mark_forwarded, rewind_files, settle_files
+        from ..rewind.records import copy_turns
+        from ..rewind.revert import mark_forwarded, rewind_files, settle_files
 
         def refuse(why: str) -> Verdict:
             return Verdict(None, [{"id": msg["id"], "error": {"code": -32000, "message": f"codexr: {why}"}}])
@@ -194,7 +195,7 @@ class RecordingObserver(Observer):
             except TimeoutError as exc:
                 raise RuntimeError("the conversation could not be kept before the revert (no answer)") from exc
             kept["fork"] = fork
-            copy_turns(self._recorder, thread_id, fork)
+            copy_turns(self._recorder.sidecars, thread_id, fork)
             return fork
 
         backend = getattr(getattr(self.relay.server, "proc", None), "pid", None)  # the app-server the revert goes to

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from snapshot_store import StoreBusy
 from snapshot_store.locks import owner_alive, owner_info
 
-from ..sidecar import Sidecars, ThreadSidecar
+from ..sidecar import Sidecars
+from .records import cut_turns, forget_rewind
 
 if TYPE_CHECKING:
     from snapshot_store import Store
@@ -141,31 +142,6 @@ class _Lines:
             self.buf += chunk
         line, _, self.buf = self.buf.partition(b"\n")
         return line
-
-
-def cut_turns(sidecars: Sidecars, thread: str, before: str) -> None:
-    """The conversation was reverted: the thread's records end before `before` (its fork keeps them)."""
-
-    def cut(s: ThreadSidecar) -> None:
-        ids = [t.turn_id for t in s.turns]
-        if before in ids:
-            s.turns = s.turns[: ids.index(before)]
-
-    if sidecars.exists(thread):
-        sidecars.update(thread, cut)
-
-
-def forget_rewind(sidecars: Sidecars, thread: str, safety: Any, why: str) -> None:
-    """A rewind whose files were put back: its redo entry goes (once, whoever gets here first) and the thread's
-    history says why; `codexr redo` has nothing of it to redo."""
-
-    def pop(s: ThreadSidecar) -> None:
-        if s.redo and s.redo[-1].safety_id == safety:
-            s.redo.pop()
-            s.history.append({"event": "rewind-undone", "why": why, "at": time.time()})
-
-    if sidecars.exists(thread):
-        sidecars.update(thread, pop)
 
 
 def held_clause(held: dict[str, Any] | None, rolled_back: bool) -> str:

@@ -1,34 +1,28 @@
 """The file side of a rewind to a recorded prompt, for a front end that does the conversation side itself: the
 proxy, whose client reverts the conversation with `thread/revert` (issue 19 §4).
 
-Every rule of a rewind holds: the pre-turn snapshot with the pre-edit states of the undone turns' patches, the
-safety snapshot before anything is written, witnessed deletion only, nothing outside the workspace but the
-patched paths' recorded states, the redo entry saved (pinning the safety snapshots) before any file changes.
-The pieces both rewinds need (the safety capture outside the workspace, the redo entry's record, a fork's sidecar)
-live here, and the SDK's rewinder (app/rewind/rewinder.py) uses them: this module must not import the SDK, which the
-proxy never loads.
+It runs the one flow (flow.py) with the revert's steps, the restore held until Codex answers (held.py); every rule
+of a rewind holds: the pre-turn snapshot with the pre-edit states of the undone turns' patches, the safety snapshot
+before anything is written, witnessed deletion only, nothing outside the workspace but the patched paths' recorded
+states, the redo entry saved (pinning the safety snapshots) before any file changes. This module must not import
+the SDK, which the proxy never loads.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from snapshot_store import RestoreResult, StoreError
-from snapshot_store.errors import Interrupted
 from snapshot_store.states import prepare_states_restore
 
 from ..errors import SessionError
 from ..recorder import Recorder
-from ..sidecar import RedoEntry, ThreadSidecar, TurnRecord
-from ..vocab import RewindMode
-from .flow import Files, Place, Planned, run
-from .held import cut_turns, forget_rewind
-from .stake import at_stake, stake_lines
-from .targets import merged_plan, merged_result, restore_targets
+from .flow import Files, Place, RevertSteps, run
+from .records import cut_turns, forget_rewind
+from .targets import restore_targets
 
 
 @dataclass
@@ -79,10 +73,8 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_hom
         raise SessionError(f"prompt {number}'s file snapshot is gone or was never taken")
     undone = {t.turn_id: n for n, t in enumerate(side.turns[number - 1:], number)}
     targets, ws_target, out_target = restore_targets(store, str(cwd), side, undone, target.pre, target.prompt, True)
-    files = Files(ws_target, out_target, recorder.known_paths(side),
-                  shown=lambda ws, out: merged_plan(ws, out, targets),
-                  merged=lambda ws, plan, out, out_plan: merged_result(ws, plan, out, out_plan, targets))
-    steps = _RevertSteps(recorder, side, thread_id, number, target.prompt, files, keep, hold, others)
+    files = Files(ws_target, out_target, recorder.known_paths(side), targets)
+    steps = RevertSteps(recorder, side, thread_id, number, target.prompt, files, keep, hold, others)
     try:
         done = run(Place(store, cwd, recorder.scope, codex_home), files, steps, hold)
     except StoreError as exc:  # before anything was recorded: nothing changed
@@ -95,89 +87,10 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_hom
     return FilesRewound(done.result, number, target.prompt, hold.get("outside_safety"), hold)
 
 
-class _RevertSteps:
-    """The proxy's revert in the flow (app/rewind/flow.py): its client cannot be asked, so the rule of
-    app/rewind/stake.py decides; the conversation is kept by the caller's fork (`keep`); the redo entry goes on the
-    reverted thread, and the held restore's journal learns the safety snapshots and the fork."""
-
-    def __init__(self, recorder: Recorder, side: ThreadSidecar, thread_id: str, number: int, prompt: str,
-                 files: Files, keep: Callable[[], str], hold: dict[str, Any], others: Sequence[str]) -> None:
-        self.recorder, self.side, self.thread_id, self.number, self.prompt = recorder, side, thread_id, number, prompt
-        self.files, self.fork, self.hold, self.others = files, keep, hold, others
-        self.refused: list[str] = []
-
-    def decide(self, planned: Planned | None) -> bool:
-        assert planned is not None
-        stake = at_stake(self.recorder.store, self.side, planned.shown) if self.others else None
-        if stake is not None and stake.files:
-            self.refused = stake_lines(stake)
-            return False
-        return True
-
-    def keep(self) -> str:
-        return self.fork()
-
-    def record(self, dest: str, planned: Planned | None) -> None:
-        assert planned is not None
-        out = planned.outside
-        self.hold.update(safety=planned.workspace.safety_id, outside_safety=out.safety_id if out else None,
-                         fork=dest)
-        entry = RedoEntry(origin_thread=dest, mode=RewindMode.BOTH, safety_id=planned.workspace.safety_id,
-                          target_snapshot=self.files.workspace, to_prompt=self.number, prompt=self.prompt,
-                          origin_turns=len(self.side.turns), outside_safety_id=out.safety_id if out else None,
-                          outside_target=self.files.outside)
-        self.recorder.sidecars.update(self.thread_id, saving_redo(entry, via="thread/revert"))
-
-    def stopped(self, exc: Interrupted | StoreError, dest: str, outside: bool) -> BaseException:
-        """The held restore was rolled back (or the paths outside failed: then it is undone here): the redo entry
-        goes, since there is nothing to redo."""
-        back = ""
-        if outside:
-            undo = self.recorder.store.at(self.recorder.cwd).undo_held()
-            back = "they were put back" if not undo.left else f"{len(undo.left)} could not be put back yet"
-        forget_rewind(self.recorder.sidecars, self.thread_id, self.hold["safety"],
-                      f"the files could not be restored ({exc})")
-        if outside:
-            return SessionError(f"the files outside the workspace could not be restored ({exc}); of those inside "
-                                f"it {back}")
-        return SessionError(f"the files could not be restored: {exc}")
-
-
 def mark_forwarded(recorder: Recorder, done: FilesRewound) -> None:
     """Before the revert goes to Codex: the held restore says so, durably (a kill after this asks Codex)."""
     done.hold["forwarded"] = True
     recorder.store.at(recorder.cwd).update_held(done.hold)
-
-
-def saving_redo(entry: RedoEntry, **extra: str) -> Callable[[ThreadSidecar], None]:
-    """What records a rewind in the sidecar of the thread it landed on: its redo entry (which pins its safety
-    snapshots) and its history event (`extra` joins the event); the SDK's rewind (rewinder.py) uses it too."""
-    event = {"event": "rewind", "from": entry.origin_thread, "to_prompt": entry.to_prompt, "mode": entry.mode,
-             **extra, "safety_id": entry.safety_id, "outside_safety_id": entry.outside_safety_id, "at": time.time()}
-
-    def add(s: ThreadSidecar) -> None:
-        s.redo.append(entry)
-        s.history.append(event)
-
-    return add
-
-
-def copy_turns(recorder: Recorder, origin: str, fork: str) -> None:
-    """The fork holding a reverted thread's turns keeps their snapshots (it is what `codexr redo` returns to)."""
-    side = recorder.sidecars.load(origin)
-    if side is None:
-        return
-    recorder.sidecars.save(forked_sidecar(side, fork, origin, side.cwd))
-
-
-def forked_sidecar(side: ThreadSidecar, fork: str, origin: str, cwd: str,
-                   shared: Container[str] | None = None) -> ThreadSidecar:
-    """A fork of `side`'s thread keeps the snapshots of the turns it shares with its origin (all, or those whose
-    ids `shared` holds) and the agent-touched paths; the SDK's rewind (app/rewind/rewinder.py) forks with it too."""
-    dest = ThreadSidecar(thread_id=fork, cwd=cwd, tracking=side.tracking, forked_from=origin)
-    dest.turns = [TurnRecord(**vars(t)) for t in side.turns if shared is None or t.turn_id in shared]
-    dest.touch(side.agent_touched)
-    return dest
 
 
 def settle_files(recorder: Recorder, thread_id: str, done: FilesRewound, codex_home: Path, reverted: bool) -> None:
