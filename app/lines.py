@@ -99,8 +99,14 @@ def since_rewind_lines(changed: list[str], turns: int, indent: str = "") -> list
 
 
 def restored_counts(res: RestoreResult) -> str:
-    """What a restore, rewind or redo did to the files: `2 written, 1 deleted, 0 left alone`."""
+    """What a restore, rewind or redo did to the files, as line mode says it: `2 written, 1 deleted, 0 left
+    alone`."""
     return f"{len(res.written)} written, {len(res.deleted)} deleted, {len(res.left)} left alone"
+
+
+def files_restored(res: RestoreResult) -> str:
+    """The same, as the app's one-line notices say it: `2 files written, 1 deleted`."""
+    return f"{plural(len(res.written), 'file')} written, {len(res.deleted)} deleted"
 
 
 def plan_lines(plan: RestorePlan, indent: str = "", after: Mapping[str, str] | None = None) -> list[str]:

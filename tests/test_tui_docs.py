@@ -75,7 +75,7 @@ def test_a_fork_made_within_a_minute_gets_a_different_short_thread_label() -> No
 def test_the_plan_counts_deletions_as_the_result_will() -> None:
     """The picker said "2 deleted" for one file and the directory it emptied; the result then said "1 deleted"."""
     from app.driver import Preview
-    from app.tui.labels import restored_counts
+    from app.lines import files_restored
     from app.tui.plan_view import plan_summary
     from snapshot_store.restore import Action, RestorePlan, RestoreResult
 
@@ -85,7 +85,7 @@ def test_the_plan_counts_deletions_as_the_result_will() -> None:
     summary = plan_summary(Preview("rewind", dry, dry, {}))
     assert summary == "files: 0 files written, 1 deleted, 0 left alone, 1 empty directory removed"
     done = RestoreResult(plan, "s" * 64, written=[], deleted=["gen/out.txt"])
-    assert restored_counts(done) == "0 files written, 1 deleted"
+    assert files_restored(done) == "0 files written, 1 deleted"
 
 
 def test_one_command_registry_drives_the_app_and_line_mode() -> None:

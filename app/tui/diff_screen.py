@@ -13,9 +13,9 @@ from textual.widgets.option_list import Option
 
 from ..driver import Driver
 from ..events import FileStat
+from ..lines import plural
 from .diffview import DiffView, stat_label
 from .driver_screen import CallDone, DriverScreen
-from .labels import count_text
 from .lists import KeptList
 
 
@@ -64,7 +64,7 @@ class DiffScreen(DriverScreen[None]):
             return
         added = sum(st.added or 0 for st, _d in self.files)
         removed = sum(st.removed or 0 for st, _d in self.files)
-        self.say(f"{count_text(len(self.files), 'file')} changed, +{added} -{removed}")
+        self.say(f"{plural(len(self.files), 'file')} changed, +{added} -{removed}")
         listing.highlighted = 0
         self.query_one("#diff", DiffView).show(self.files[0][1])
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from snapshot_store.restore import DELETE, LEAVE, RMDIR, WRITE, Action, RestoreResult
+from snapshot_store.restore import DELETE, LEAVE, RMDIR, WRITE, Action
 
 from ..events import FileStat
 from ..vocab import RewindMode
@@ -62,11 +62,3 @@ def plan_line(action: Action, stat: FileStat | None) -> str:
     return f"{OP_LETTERS.get(action.op, '?')} {verb}: {what} — {action.reason}"
 
 
-def count_text(n: int, word: str) -> str:
-    """`1 file`, `3 files`."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def restored_counts(res: RestoreResult) -> str:
-    """`2 files written, 1 deleted` — what a restore, rewind or redo did to the files."""
-    return f"{count_text(len(res.written), 'file')} written, {len(res.deleted)} deleted"

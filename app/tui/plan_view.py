@@ -12,8 +12,9 @@ from snapshot_store.restore import DELETE, LEAVE, RMDIR, WRITE, Action
 
 from ..driver import Preview
 from ..events import FileStat
+from ..lines import plural
 from .diffview import DiffView
-from .labels import count_text, plan_line
+from .labels import plan_line
 from .lists import KeptList
 
 
@@ -41,7 +42,7 @@ def plan_summary(preview: Preview) -> str:
     if not acts:
         return "files: the workspace already matches — nothing to write or delete" + notes
     gone = f", {dirs} empty director{'y' if dirs == 1 else 'ies'} removed" if dirs else ""
-    return f"files: {count_text(written, 'file')} written, {deleted} deleted, {left} left alone{gone}" + notes
+    return f"files: {plural(written, 'file')} written, {deleted} deleted, {left} left alone{gone}" + notes
 
 
 class PlanView(Vertical):

@@ -10,9 +10,10 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Static
 
 from ..driver import Driver, Preview
+from ..lines import files_restored, plural
 from ..session import RedoResult
 from .driver_screen import CallDone, DriverScreen
-from .labels import MODE_NAMES, count_text, restored_counts
+from .labels import MODE_NAMES
 from .plan_view import PlanView
 
 
@@ -21,10 +22,10 @@ def conflict_lines(res: RedoResult) -> list[str]:
     out = []
     if res.changed_since_rewind:
         names = ", ".join(res.changed_since_rewind)
-        out.append(f"! {count_text(len(res.changed_since_rewind), 'file')} changed since the rewind and will be "
+        out.append(f"! {plural(len(res.changed_since_rewind), 'file')} changed since the rewind and will be "
                    f"overwritten (the redo's safety snapshot keeps this version): {names}")
     if res.turns_since_rewind:
-        out.append(f"! {count_text(res.turns_since_rewind, 'prompt')} sent on this fork since the rewind: the redo "
+        out.append(f"! {plural(res.turns_since_rewind, 'prompt')} sent on this fork since the rewind: the redo "
                    "leaves this thread (it stays listed in /threads)")
     return out
 
@@ -33,7 +34,7 @@ def redo_summary(res: RedoResult) -> str:
     """The one line the main app shows after a redo."""
     files = ""
     if res.restore is not None:
-        files = f": {restored_counts(res.restore)}"
+        files = f": {files_restored(res.restore)}"
     return f"redo: back where the rewind started ({MODE_NAMES.get(res.mode, res.mode)}){files}"
 
 

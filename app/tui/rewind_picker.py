@@ -12,10 +12,11 @@ from textual.widgets import Button, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..driver import Driver, Preview, PromptRow
+from ..lines import files_restored
 from ..session import RewindResult
 from ..vocab import RewindMode
 from .driver_screen import CallDone, DriverScreen
-from .labels import MODE_KEYS, MODE_NAMES, ago, files_label, first_line, restored_counts
+from .labels import MODE_KEYS, MODE_NAMES, ago, files_label, first_line
 from .lists import KeptList
 from .plan_view import PlanView
 
@@ -53,7 +54,7 @@ def rewind_summary(res: RewindResult) -> str:
     """The one line the main app shows after a rewind."""
     files = ""
     if res.restore is not None:
-        files = f": {restored_counts(res.restore)}"
+        files = f": {files_restored(res.restore)}"
     return f"rewound to prompt {res.to_prompt} ({MODE_NAMES.get(res.mode, res.mode)}){files}; /redo brings it back"
 
 

@@ -15,21 +15,22 @@ from snapshot_store import RestoreResult
 from snapshot_store.store import SnapshotInfo
 
 from ..driver import Driver, Preview
+from ..lines import files_restored, plural
 from .driver_screen import CallDone, DriverScreen
-from .labels import ago, count_text, restored_counts, short
+from .labels import ago, short
 from .lists import KeptList
 from .plan_view import PlanView
 
 
 def snapshot_label(s: SnapshotInfo, now: float | None = None) -> str:
     """`id 1a2b3c4d · 3 min ago · pre-turn · 12 files`, the label beneath: it may name another snapshot's id."""
-    head = " · ".join([f"id {short(s.id)}", ago(s.created, now), s.kind, count_text(s.file_count, "file")])
+    head = " · ".join([f"id {short(s.id)}", ago(s.created, now), s.kind, plural(s.file_count, "file")])
     return f"{head}\n    {s.label}" if s.label else head
 
 
 def restore_summary(snap: str, res: RestoreResult) -> str:
     """The one line the main app shows after a restore (with the id that undoes it)."""
-    return (f"restored snapshot {short(snap)}: {restored_counts(res)}; "
+    return (f"restored snapshot {short(snap)}: {files_restored(res)}; "
             f"the state before is snapshot {short(res.safety_id)}")
 
 

@@ -12,9 +12,10 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..driver import Driver
+from ..lines import plural
 from ..session import ThreadSummary
 from .driver_screen import CallDone, DriverScreen
-from .labels import ago, count_text, first_line
+from .labels import ago, first_line
 from .lists import KeptList
 
 
@@ -22,7 +23,7 @@ def thread_label(t: ThreadSummary, current: str | None, now: float | None = None
     """Its label (first prompt, fork origin), who started it, prompt and snapshot counts, redo depth, age."""
     mark = "* " if t.thread_id == current else "  "
     head = f"{mark}{t.label or '(no prompt yet)'}"
-    parts = [count_text(t.prompts, "prompt")]
+    parts = [plural(t.prompts, "prompt")]
     if t.prompts:
         parts.append(f"{t.with_snapshots} with snapshots")
         if t.conversation_only:
@@ -78,7 +79,7 @@ class ThreadsScreen(DriverScreen[str | None]):
             listing.set_options(Option(Content(thread_label(t, current)), id=t.thread_id) for t in self.threads)
             if self.threads:
                 listing.highlighted = 0
-            self.say(f"{count_text(len(self.threads), 'thread')}" if self.threads
+            self.say(f"{plural(len(self.threads), 'thread')}" if self.threads
                       else "no threads in this workspace yet")
             return
         self.working = False
