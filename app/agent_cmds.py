@@ -8,8 +8,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .context import Context, UsageError
+from .exits import restore_exit
 from .lines import plan_lines, restored_counts, retry_line, show_path, since_rewind_lines, thread_counts
-from .snapshot_cmds import print_plan, restore_exit
+from .snapshot_cmds import print_plan
 from .vocab import CONVERSATION_MODES, RewindMode
 
 if TYPE_CHECKING:  # the SDK import costs ~0.5 s: only commands that start Codex pay it

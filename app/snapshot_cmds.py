@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 from snapshot_store import StoreError
 
 from .context import Context, UsageError
-from .exits import EXIT_INCOMPLETE, end_by_signal
+from .exits import restore_exit
 from .lines import human_bytes, plan_lines, show_path
 from .workspace_lock import SessionLock
 
 if TYPE_CHECKING:  # the store's modules load in the handler that needs them (start-up: see bench_startup.py)
-    from snapshot_store import RestorePlan, RestoreResult, Store
+    from snapshot_store import RestorePlan, Store
     from snapshot_store.manifest import Entry
 
 
@@ -244,23 +244,6 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
     if res.safety_id:
         print(f"safety snapshot {res.safety_id}  (undo: codexr snapshots restore {res.safety_id[:12]} --yes)")
     return restore_exit(res)
-
-
-def restore_exit(res: RestoreResult | None, what: str = "restore") -> int:
-    """0, or 3 (one line on stderr) when planned changes were not made; a signal after the last change ends it so.
-
-    The safety id still undoes whatever was done; the listing above (or `failed` in --json) names the paths.
-    """
-    code = 0
-    if res is not None and res.failed:
-        print(f"codexr: error: the {what} is incomplete: {len(res.failed)} planned change(s) were not made "
-              f"(listed as left: could not …, or changed meanwhile)", file=sys.stderr)
-        code = EXIT_INCOMPLETE
-    if res is not None and res.late_signal is not None:
-        print(f"codexr: interrupted after the {what} had finished: it stands (safety snapshot "
-              f"{str(res.safety_id)[:12]} undoes it)", file=sys.stderr)
-        return end_by_signal(res.late_signal)
-    return code
 
 
 def _verify(ctx: Context, args: argparse.Namespace) -> int:
