@@ -42,16 +42,20 @@ def own_module(frame: FrameType | None) -> tuple[str, FrameType] | None:
     return None
 
 
-def box_of(module: str) -> str:
-    """The box a module counts in: the store and config as one box each, an app module on its own."""
-    top = module.split(".", 1)[0]
-    return top if top in ("snapshot_store", "config") else module
+def box_of(module: str, by: str = "module") -> str:
+    """The box a module counts in: the store and config as one box each; an app module on its own (`by` "module"),
+    or its layer (`by` "layer": the folder of app/ it lies in, a module at app/'s root on its own)."""
+    parts = module.split(".")
+    if parts[0] in ("snapshot_store", "config"):
+        return parts[0]
+    return ".".join(parts[:2]) if by == "layer" else module
 
 
 class Trace:
     """Boxes and modules visited, in order, on one thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, by: str) -> None:
+        self.by = by
         self.modules: dict[str, int] = {}
         self.boxes: list[str] = []  # the box holding control after each move (the first entry included)
         self.thread = threading.get_ident()
@@ -65,7 +69,7 @@ class Trace:
         module, _ = found
         if event == "call" and own_module(frame) is not None:
             self.modules[module] = self.modules.get(module, 0) + 1
-        box = box_of(module)
+        box = box_of(module, self.by)
         if not self.boxes or self.boxes[-1] != box:
             self.boxes.append(box)
 
@@ -80,8 +84,8 @@ class Trace:
 
 
 @contextmanager
-def traced(into: list[Trace]) -> Iterator[None]:
-    trace = Trace()
+def traced(into: list[Trace], by: str) -> Iterator[None]:
+    trace = Trace(by)
     into.append(trace)
     old = sys.getprofile()
     sys.setprofile(trace.event)
@@ -91,14 +95,14 @@ def traced(into: list[Trace]) -> Iterator[None]:
         sys.setprofile(old)
 
 
-def wrap(cls: Any, name: str, into: list[Trace], when: Callable[..., bool]) -> None:
+def wrap(cls: Any, name: str, into: list[Trace], when: Callable[..., bool], by: str) -> None:
     """Trace calls of `cls.name` for which `when(*args, **kwargs)` holds."""
     original = getattr(cls, name)
 
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not when(*args, **kwargs):
             return original(self, *args, **kwargs)
-        with traced(into):
+        with traced(into, by):
             return original(self, *args, **kwargs)
 
     setattr(cls, name, run)
@@ -108,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="write the result as JSON to FILE")
     parser.add_argument("--sequence", action="store_true", help="also print the boxes in the order control took")
+    parser.add_argument("--boxes", choices=("module", "layer"), default="module",
+                        help="an app module per box (default), or app/'s folders (layers) as boxes")
     args = parser.parse_args(argv)
 
     import app.session as session_mod
@@ -116,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rewinds: list[Trace] = []
     redos: list[Trace] = []
-    wrap(session_mod.Session, "rewind", rewinds, lambda *a, **k: not k.get("dry_run"))
-    wrap(session_mod.Session, "redo", redos, lambda *a, **k: True)
+    wrap(session_mod.Session, "rewind", rewinds, lambda *a, **k: not k.get("dry_run"), args.boxes)
+    wrap(session_mod.Session, "redo", redos, lambda *a, **k: True, args.boxes)
     with tempfile.TemporaryDirectory(prefix="codexr-trace-") as tmp, open(os.devnull, "w") as quiet, \
             redirect_stdout(quiet):  # the story's own lines
         ns = argparse.Namespace(dir=str(Path(tmp) / "demo"), keep=False, json=False, script=True)
@@ -125,10 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     if rc != 0 or len(rewinds) != 1 or len(redos) != 1:
         print(f"trace_rewind: the demo's story did not run as expected (rc {rc})", file=sys.stderr)
         return 1
-    result = {"rewind": rewinds[0].summary(), "redo": redos[0].summary()}
+    result = {"boxes": args.boxes, "rewind": rewinds[0].summary(), "redo": redos[0].summary()}
     for what, trace in (("rewind", rewinds[0]), ("redo", redos[0])):
         s = result[what]
-        print(f"{what}: {s['modules']} modules of the project's code; {s['boxes']} boxes (the store one box); "
+        print(f"{what}: {s['modules']} modules of the project's code; {s['boxes']} boxes (the store one box, "
+              f"{'an app module' if args.boxes == 'module' else 'a folder of app/'} one box); "
               f"{s['moves']} moves between them, {s['moves_back']} back to a box already left")
         if args.sequence:
             print("  " + " > ".join(b.removeprefix("app.") for b in trace.boxes))
