@@ -22,7 +22,7 @@ from ..repository import commits
 from ..repository.packs import Location, check_headers, record_ok, scan_pack, write_index
 from ..settings import RetentionPolicy
 from ..vocab import UNLISTED_KINDS
-from .gc import PENDING, pending_exists, read_pending
+from .pending import PENDING, pending_exists, read_pending
 from .reach import each_needs
 from .refcheck import (
     lost_history,
