@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import CorruptStore, StoreError
 from ..fsutil import TMP_PREFIX
@@ -194,8 +194,7 @@ def plan_gc(store: Repository, policy: RetentionPolicy, now: float | None = None
 # ----------------------------------------------------------------------------- 1. survival levels
 
 
-@dataclass
-class _Survival:
+class _Survival(NamedTuple):
     """What retention keeps: a survival level per root, and what else must not be taken for lost history."""
 
     level: dict[str, float]  # root -> 0 (dropped by age/count), k (k-th oldest the size cap may drop), inf (kept)
@@ -282,8 +281,7 @@ def _retain(infos: list[SnapshotInfo], policy: RetentionPolicy, now: float, pinn
 # ----------------------------------------------------------------------------- 2. mark
 
 
-@dataclass
-class _Marks:
+class _Marks(NamedTuple):
     """What the roots reach, each snapshot file and blob at the highest level of a root that needs it."""
 
     snaps: dict[str, float]
@@ -337,8 +335,7 @@ def _refuse_lost_history(store: Repository, named: set[str]) -> None:
 # ----------------------------------------------------------------------------- 3. size cut
 
 
-@dataclass
-class _Live:
+class _Live(NamedTuple):
     """What survives the cut: the snapshot files and blobs gc keeps."""
 
     snaps: set[str]
@@ -381,13 +378,12 @@ def _live_bytes(store: Repository, marks: _Marks) -> Callable[[float], int]:
 # ----------------------------------------------------------------------------- 4. sweep
 
 
-@dataclass
-class _PackUse:
+class _PackUse(NamedTuple):
     """How much of one pack is alive: the records it holds, and the live blobs it is home to."""
 
-    total: int = 0  # stored bytes of every record
-    alive: int = 0  # stored bytes of the live blobs kept from it
-    keep: list[bytes] = field(default_factory=list)  # those blobs, in pack order
+    total: int  # stored bytes of every record
+    alive: int  # stored bytes of the live blobs kept from it
+    keep: list[bytes]  # those blobs, in pack order
 
 
 def _sweep(store: Repository, policy: RetentionPolicy, now: float, packs: Packs, marks: _Marks, live: _Live,
@@ -435,12 +431,14 @@ def _pack_use(packs: Packs, marks: _Marks, live: _Live) -> dict[str, _PackUse]:
     """For every pack, its record bytes and the live blobs gc keeps from it."""
     use: dict[str, _PackUse] = {}
     for pid, entries in packs.entries.items():
-        u = use[pid] = _PackUse()
+        total = alive = 0
+        keep: list[bytes] = []
         for b, loc in entries:
-            u.total += loc.stored_len
+            total += loc.stored_len
             if b in live.blobs and marks.home.get(b) == pid:
-                u.alive += loc.stored_len
-                u.keep.append(b)
+                alive += loc.stored_len
+                keep.append(b)
+        use[pid] = _PackUse(total, alive, keep)
     return use
 
 
