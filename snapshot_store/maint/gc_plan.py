@@ -178,7 +178,7 @@ def load_packs(store: Repository, pending: set[str], *, write: bool) -> Packs:
 
 def plan_gc(store: Repository, policy: RetentionPolicy, now: float | None = None, *,
             _packs: Packs | None = None) -> GcPlan:
-    """Compute retention, mark and sweep decisions without changing anything."""
+    """The plan of a gc, in the four steps above; nothing on disk changes (`_packs`: the indexes gc has loaded)."""
     now = time.time() if now is None else now
     pending = pending_packs(store)
     plan = GcPlan(interrupted=pending_exists(store))
@@ -294,21 +294,23 @@ class _Marks(NamedTuple):
 def _mark(store: Repository, survival: _Survival, packs: Packs, pending: set[str]) -> _Marks:
     """Walk every root's chain and file map; refuse when a chain is damaged or history has lost its ref."""
     home, blob_size = _homes(packs, pending)
-    marks = _Marks({}, {}, set(), home, blob_size)
     level = survival.level
+    snaps: dict[str, float] = {}
+    blobs: dict[bytes, float] = {}
+    missing: set[bytes] = set()
     try:
         for needs in each_needs(store, level):
             lv = level[needs.root]
             for s in needs.chain:
-                marks.snaps[s] = max(marks.snaps.get(s, -1.0), lv)
+                snaps[s] = max(snaps.get(s, -1.0), lv)
             for b in needs.blobs:
-                marks.blobs[b] = max(marks.blobs.get(b, -1.0), lv)
+                blobs[b] = max(blobs.get(b, -1.0), lv)
                 if b not in home:
-                    marks.missing.add(b)
+                    missing.add(b)
     except StoreError as exc:
         raise stop(str(exc)) from exc
-    _refuse_lost_history(store, set(marks.snaps) | survival.ref_ids | survival.interrupted)
-    return marks
+    _refuse_lost_history(store, set(snaps) | survival.ref_ids | survival.interrupted)
+    return _Marks(snaps, blobs, missing, home, blob_size)
 
 
 def _homes(packs: Packs, pending: set[str]) -> tuple[dict[bytes, str], dict[bytes, int]]:
