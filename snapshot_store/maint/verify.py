@@ -22,7 +22,7 @@ from ..repository import commits
 from ..repository.packs import Location, check_headers, record_ok, scan_pack, write_index
 from ..settings import RetentionPolicy
 from ..vocab import UNLISTED_KINDS
-from .gc import PENDING, pending_exists, read_pending
+from .pending import PENDING, pending_exists, read_pending
 from .reach import each_needs
 from .refcheck import (
     lost_history,
@@ -150,16 +150,37 @@ def _unindexed(store: Repository, report: VerifyReport, pack_id: str, damage: st
 
 def _verify(store: Repository, *, full: bool, repair: bool, progress: Callable[[int, int], None] | None,
             idle_days: float, in_progress: float) -> VerifyReport:
+    """Every check in the order its findings are reported: files first, then what refs reach, then leftovers."""
     report = VerifyReport(full=full)
     _check_format(store, report)
+    _check_packs(store, report, _check_pending(store, report), repair)
+    if repair:  # under the exclusive lock no capture is running: every marker is an interrupted commit
+        report.repaired.extend(j.summary() for j in store.finish_all_commits())
+    snapshot_ids = _check_snapshot_files(store, report)
+    roots, named = _check_roots(store, report, snapshot_ids, idle_days)
+    interrupted = _interrupted_commits(store, report, named)
+    reached = _check_reach(store, report, roots)
+    _check_history(store, report, snapshot_ids, reached | interrupted, named, repair=repair, in_progress=in_progress)
+    for journal in sorted((store.path / "journal").glob("*.json")):
+        report.warnings.append(f"an interrupted restore is pending ({journal.name}); the next restore finishes it")
+    if full:
+        _full(store, report, progress)
+    else:
+        report.blobs = len(store.blobs.locations)
+    return report
+
+
+def _check_pending(store: Repository, report: VerifyReport) -> set[str]:
+    """Warn of an interrupted gc; the packs its marker names (being deleted, so not damage)."""
     pending = read_pending(store)
     if pending_exists(store):
         report.warnings.append("an interrupted gc is pending; the next `codexr snapshots gc` finishes it"
                                + ("" if pending else f" (its marker {PENDING} is unreadable)"))
-    _check_packs(store, report, set(pending["packs"]) if pending else set(), repair)
-    if repair:  # under the exclusive lock no capture is running: every marker is an interrupted commit
-        report.repaired.extend(j.summary() for j in store.finish_all_commits())
+    return set(pending["packs"]) if pending else set()
 
+
+def _check_snapshot_files(store: Repository, report: VerifyReport) -> set[str]:
+    """Every snapshot file must be well named and readable; the ids of those that are named so."""
     snapshot_ids: set[str] = set()
     for bucket in sorted((store.path / "snapshots").iterdir()):
         for f in sorted(bucket.iterdir()) if bucket.is_dir() else []:
@@ -176,7 +197,12 @@ def _verify(store: Repository, *, full: bool, repair: bool, progress: Callable[[
             store.record(snap)
         except StoreError as exc:
             report.problems.append(str(exc))
+    return snapshot_ids
 
+
+def _check_roots(store: Repository, report: VerifyReport, snapshot_ids: set[str],
+                 idle_days: float) -> tuple[set[str], set[str]]:
+    """Ref lines and pins must name existing snapshots that agree with them: (roots to walk, ids ref lines name)."""
     roots: set[str] = set()
     named: set[str] = set()
     for ref in workspace_ref_files(store):
@@ -201,8 +227,11 @@ def _verify(store: Repository, *, full: bool, repair: bool, progress: Callable[[
         if sid not in snapshot_ids:
             report.problems.append(f"pin file {rel} names snapshot {sid}, which does not exist")
     roots |= {s for s in pins.ids if s in snapshot_ids}
-    interrupted = _interrupted_commits(store, report, named)
+    return roots, named
 
+
+def _check_reach(store: Repository, report: VerifyReport, roots: set[str]) -> set[str]:
+    """Every root's chain must read and every blob it needs be held; the snapshot files the roots reach."""
     reached: set[str] = set()
     missing: dict[bytes, list[str]] = {}
     paths: dict[bytes, str] = {}
@@ -219,26 +248,26 @@ def _verify(store: Repository, *, full: bool, repair: bool, progress: Callable[[
     for b, users in sorted(missing.items()):
         more = f" and {len(users) - 1} more" if len(users) > 1 else ""
         report.problems.append(f"snapshot {users[0]}{more} needs blob {b.hex()} ({paths[b]}), which is missing")
+    return reached
+
+
+def _check_history(store: Repository, report: VerifyReport, snapshot_ids: set[str], kept: set[str], named: set[str],
+                   *, repair: bool, in_progress: float) -> None:
+    """Snapshot files no root reaches: lost workspace history (damage) or garbage awaiting gc (warnings).
+
+    `kept`: what roots reach and interrupted commits hold; `named`: what ref lines name (not lost, maybe garbage).
+    """
     # Workspace history no ref names (a deleted ref file): damage, which --repair mends from the snapshots.
     # Without the exclusive lock a capture may be between its snapshot file and its ref line: young files wait.
-    lost = lost_history(store, snapshot_ids, reached | named | interrupted, min_age=in_progress)
+    lost = lost_history(store, snapshot_ids, kept | named, min_age=in_progress)
     if repair and lost:
         repaired, left = rebuild_refs(store, lost)
         report.repaired.extend(repaired)
         report.problems.extend(left)
     else:
         report.problems.extend(lost_line(store, root, ids) for root, ids in sorted(lost.items()))
-    garbage = snapshot_ids - reached - interrupted - {s for ids in lost.values() for s in ids}
+    garbage = snapshot_ids - kept - {s for ids in lost.values() for s in ids}
     report.warnings.extend(_unreached(store, garbage))
-
-    for journal in sorted((store.path / "journal").glob("*.json")):
-        report.warnings.append(f"an interrupted restore is pending ({journal.name}); the next restore finishes it")
-
-    if full:
-        _full(store, report, progress)
-    else:
-        report.blobs = len(store.blobs.locations)
-    return report
 
 
 def _interrupted_commits(store: Repository, report: VerifyReport, named: set[str]) -> set[str]:
