@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from snapshot_store.monitor import Answer, MonitorClient
+from snapshot_store.detect.monitor import Answer, MonitorClient
 
 IDLE = 1800.0  # seconds without a question before a monitor exits
 #: Monitors of this user's at once (`CODEXR_MONITOR_MAX`): each is a Python process of ~22 MB resident (half of it
@@ -137,7 +137,7 @@ class Launcher:
 
 def attach(store: Any) -> None:
     """Give the store's capturer a monitor to ask, where one may run here."""
-    from snapshot_store.watch import ChangeJournal
+    from snapshot_store.detect.inotify import ChangeJournal
 
     if enabled() and ChangeJournal.available():
         store.capturer.monitor = Launcher()
@@ -254,7 +254,7 @@ def idle_seconds() -> float:
 def main(root: str, path: str) -> None:
     """The monitor process: keep the locks `spawn` handed down for life, bind the socket (mode 600 in a 700
     directory), answer."""
-    from snapshot_store.monitor_daemon import serve
+    from snapshot_store.detect.monitor_daemon import serve
 
     os.chdir("/")  # holds no caller's directory
     lock = LOCK_FD

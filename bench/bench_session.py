@@ -86,7 +86,7 @@ class CaptureProbe:
 
     def __init__(self, store: Any) -> None:
         self.records: list[dict[str, Any]] = []
-        import snapshot_store.fastpath as fastpath
+        import snapshot_store.detect.fastpath as fastpath
 
         # Every capture, a restore's safety capture too, goes through the capturer's `_run` (store.capture before).
         target = getattr(store, "capturer", store)

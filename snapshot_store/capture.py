@@ -19,22 +19,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import fastpath, monitor, walkstate
 from . import scope as scope_mod
+from .detect import fastpath, monitor, walkstate
+from .detect.index import StatCache, WorkspaceIndex
+from .detect.mapfacts import MapFacts
 from .dirfd import DirCache
 from .errors import StoreBusy, StoreError
 from .fsutil import translate_os_errors
 from .ids import workspace_key
-from .index import WorkspaceIndex
 from .manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, captured_paths, delta, is_captured
-from .mapfacts import MapFacts
 from .readfiles import HashOnly, Progress, read_paths
 from .repository.packs import PackWriter, read_generation
 from .repository.repo import Repository
 from .roots import resolve_root
 from .settings import ScopeSettings
 from .stamps import Key
-from .statcache import StatCache
 from .vocab import SnapshotKind
 
 if TYPE_CHECKING:
@@ -157,7 +156,7 @@ class Capturer:
         ws = self.repo.workspace(root)
         if str(ws) in self._watched:
             return True
-        from .watch import ChangeJournal  # here: inotify_simple (ctypes) is for long-running processes only
+        from .detect.inotify import ChangeJournal  # here: inotify_simple (ctypes) is for long-running processes only
 
         if not ChangeJournal.available():
             return False

@@ -24,7 +24,7 @@ import pytest
 from store_helpers import age_tree, make_repo
 from test_server import private_base, wait_until
 
-import snapshot_store.monitor as monitor_mod
+import snapshot_store.detect.monitor as monitor_mod
 from app.monitor_launch import Launcher, attach, socket_for
 from snapshot_store import Store
 from snapshot_store.capture import CaptureResult

@@ -169,7 +169,7 @@ class Soak:
         """Import every module a command may import, once, so their bytecode caches exist."""
         mods = ("app.cli", "app.snapshot_cmds", "app.agent_cmds", "app.session", "app.sidecar",
                 "snapshot_store.maint.gc", "snapshot_store.maint.verify", "snapshot_store.restore",
-                "snapshot_store.watch")
+                "snapshot_store.detect.inotify")
         code = f"import importlib\nfor m in {mods!r}: importlib.import_module(m)"
         r = self.cx()._run([sys.executable, "-c", code], ["(warm)"], timeout=120, cwd=self.base)
         if r.rc != 0:

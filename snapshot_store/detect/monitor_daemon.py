@@ -27,8 +27,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from .changes import Changes
+from .inotify import ChangeJournal
 from .monitor import EXITING, decode_request, encode_answer, is_exit
-from .watch import ChangeJournal
 
 try:
     from inotify_simple import flags as _F

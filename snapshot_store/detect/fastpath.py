@@ -16,16 +16,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from . import scope as scope_mod
+from .. import scope as scope_mod
+from ..dirfd import DirCache, DirChanged, SymlinkInPath
+from ..manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, is_captured, parent_of
+from ..readfiles import Captured
+from ..reasons import HELD_BACK, Reason
+from ..safefs import TMP_PREFIX as OWN_TMP
+from ..settings import ScopeSettings
+from ..stamps import Key, stat_key
 from .changes import Changes
-from .dirfd import DirCache, DirChanged, SymlinkInPath
-from .manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, is_captured, parent_of
 from .mapfacts import MapFacts
-from .readfiles import Captured
-from .reasons import HELD_BACK, Reason
-from .safefs import TMP_PREFIX as OWN_TMP
-from .settings import ScopeSettings
-from .stamps import Key, stat_key
 
 if TYPE_CHECKING:
     from .walkstate import WalkState

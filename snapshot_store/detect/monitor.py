@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..dirfd import DirCache, DirChanged, SymlinkInPath
+from ..fsutil import atomic_write
+from ..manifest import valid_key
+from ..stamps import Key, stat_key
 from .changes import Changes
-from .dirfd import DirCache, DirChanged, SymlinkInPath
-from .fsutil import atomic_write
-from .manifest import valid_key
-from .stamps import Key, stat_key
 from .walkstate import KEY, UNTRUSTED, Check, WalkState, unpack_key
 
 VERSION = 1

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..dirfd import DirCache, DirChanged, SymlinkInPath
+from ..manifest import WALKED, FileMap, is_captured, parent_of, valid_key
+from ..reasons import Reason
+from ..scope import IGNORE_FILE, Ignore, entry_kind, forbidden, listing_digest
+from ..settings import ScopeSettings
+from ..stamps import Key, is_racy, stat_key
 from .changes import Changes
-from .dirfd import DirCache, DirChanged, SymlinkInPath
-from .manifest import WALKED, FileMap, is_captured, parent_of, valid_key
-from .reasons import Reason
-from .scope import IGNORE_FILE, Ignore, entry_kind, forbidden, listing_digest
-from .settings import ScopeSettings
-from .stamps import Key, is_racy, stat_key
 
 DIGEST = 16  # bytes of a listing digest (scope.listing_digest)
 KEY = struct.Struct("<QqqQQ")  # a stat key, packed: (size, mtime_ns, ctime_ns, ino, mode); times may be < 0
