@@ -115,9 +115,16 @@ class Capturer:
         self._git: dict[str, scope_mod.GitTracked] = {}
         self._indexes: dict[str, WorkspaceIndex] = {}
         self._watched: dict[str, fastpath.Watched] = {}
-        #: A change monitor that outlives this process (monitor.py), set by whoever may start one (the app).
+        #: A change monitor that outlives this process (detect/monitor.py), where the caller wants one (use_monitors).
         self.monitor: monitor.ChangeSource | None = None
         repo.on_gc.append(self._forget_last)
+
+    def use_monitors(self, wanted: bool) -> None:
+        """Ask each workspace's change monitor before a capture, starting one where none answers, when `wanted` (the
+        user's setting, `CODEXR_MONITOR`) and one can run here (detect/monitor_launch.py)."""
+        from .detect import monitor_launch  # here: sockets and peer checks only for a process that uses them
+
+        self.monitor = monitor_launch.Launcher() if wanted and monitor_launch.available() else None
 
     def _forget_last(self) -> None:
         """A gc ran: a journal's last file map names blobs it may have freed, so the next capture walks."""

@@ -128,7 +128,7 @@ class Soak:
         # Not below /tmp, where the scratch trees are: codexr uses no runtime directory a sandbox could write.
         cache = Path.home() / ".cache" / "codexr-soak"
         cache.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # A runtime directory in both modes: the change monitor (app/monitor_launch.py) lives there, so the kills
+        # A runtime directory in both modes: the change monitor (snapshot_store/detect/) lives there, so the kills
         # land on captures that trust its answers too (it is on wherever a runtime directory is, as for users).
         self.runtime = Path(tempfile.mkdtemp(prefix="rt-", dir=cache))
         self.env.update({"CODEXR_RUNTIME_DIR": str(self.runtime), "CODEXR_MONITOR_IDLE": "60"})
