@@ -537,7 +537,8 @@ def setup(b: Bench) -> None:
     t = time.perf_counter()
     b.nosnap = Session(SessionOptions(cwd=b.ws.root, codex_home=home_nosnap, settings=settings_nosnap, env=env_nosnap))
     rec.note("setup", f"session start, snapshots off: {time.perf_counter() - t:.2f} s")
-    b.watch_on = str(b.snap.cwd) in getattr(getattr(b.snap.store, "capturer", b.snap.store), "_watched", {})
+    capturer = getattr(b.snap.store, "capturer", b.snap.store)
+    b.watch_on = str(b.snap.cwd) in getattr(getattr(capturer, "detect", capturer), "_watched", {})
     b.probe = CaptureProbe(b.snap.store)
 
     log("warm-up turns (the snap session's first capture is cold)")
