@@ -373,7 +373,7 @@ def select(
     Non-hidden files found by the walk for which `force` is true are captured whatever the residue
     limits say (a restore's safety capture: it must hold everything it may delete).
     Every directory is reached through `dirs` (dir fds, O_NOFOLLOW at each component); pass the
-    same DirCache to `capture.read_paths` so the reads see the directories the walk listed.
+    same DirCache to `readfiles.read_paths` so the reads see the directories the walk listed.
     """
     own_dirs = dirs is None
     tree = DirCache(str(root)) if dirs is None else dirs

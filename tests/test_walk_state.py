@@ -244,7 +244,7 @@ def test_the_captured_stats_of_a_checked_capture_are_a_consistent_mapping(repo: 
 
 
 def test_a_stat_cache_a_restore_left_unsaved_never_vouches_for_a_rewritten_file(repo: Path, trusted: Path) -> None:
-    """A one-file restore does not rewrite the stat cache (statcache.SMALL_CHANGE): the entry it would have dropped
+    """A one-file restore does not rewrite the stat cache (index.SMALL_CHANGE): the entry it would have dropped
     stays on disk. A later walk must still read the file, even at the same path, size and mtime as that entry."""
     with Store.open(trusted) as s:
         snap = s.latest(repo)

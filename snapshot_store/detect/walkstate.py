@@ -7,7 +7,7 @@ a later capture of the same workspace, while they still describe its newest snap
 a directory whose entries changed (another listing: names or types) means walking; a file whose stat moved is
 re-read through the change journal's fast path; nothing moved means the newest snapshot still holds.
 
-Trusted exactly as far as the stat cache is (statcache.py): size, both timestamps, inode and mode must all be
+Trusted exactly as far as the stat cache is (index.py): size, both timestamps, inode and mode must all be
 equal, and a stat taken within the timestamp granularity of the capture that recorded it is never trusted.
 """
 
