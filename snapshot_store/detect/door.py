@@ -180,24 +180,6 @@ class ChangeDetector:
             return None
         return monitor.Asked(answer, identity if bound is not None else None, bound[1] if bound is not None else None)
 
-    def _unchanged_since(self, snap: str, base: str, root: str) -> int | None:
-        """Unchanged snapshots between `base` and `snap` (None: `snap` may not hold `base`'s files)."""
-        for steps in range(walkstate.CHAIN_LIMIT + 1):
-            if snap == base:
-                return steps
-            try:
-                rec = self.repo.record(snap)
-            except StoreError:
-                return None
-            if rec.changes or rec.parent is None or rec.root != root:
-                return None
-            snap = rec.parent
-        return None
-
-    def _packs(self) -> tuple[bytes, dict[str, int]]:
-        """gc's generation and the pack indexes present now (walkstate.packs_hold)."""
-        return walkstate.pack_signature(self.repo.path / "packs", read_generation(self.repo.path))
-
 
 @dataclass
 class Notes:
@@ -251,12 +233,12 @@ class Look:
         state = self.index.saved_walk()
         if state is None or not state.same_rules(settings, git_signature, self.door.repo.protected_rel(self.ws)):
             return None
-        chain = self.door._unchanged_since(parent, state.snapshot, str(self.ws))
+        chain = _unchanged_since(self.door.repo, parent, state.snapshot, str(self.ws))
         if chain is None:
             return None
         # Unchanged files keep the blobs they had without asking the blob index (a walk would, through the stat
         # cache): only while no gc ran and no pack index the capture relied on went away or changed.
-        if not walkstate.packs_hold(state.packs, self.door._packs()):
+        if not walkstate.packs_hold(state.packs, _packs(self.door.repo)):
             return None
         if journal is not None:
             for rel in state.dirs[1]:
@@ -461,7 +443,7 @@ class Look:
         if walkstate.savable(state.facts.unstable, skipped):
             kept = _Kept(snap_id, file_count, [(str(p), str(why)) for p, why in skipped],
                          {p: walkstate.trusted(k, self.started_ns) for p, k in state.unwatched.items()},
-                         self.door._packs(), self.started_ns)
+                         _packs(self.door.repo), self.started_ns)
             if selected is not None:
                 saved = _walk_of(kept, state, selected, read, git_paths, self.door.repo.protected_rel(self.ws))
             elif base is not None:
@@ -540,6 +522,26 @@ def _walk_after(kept: _Kept, state: fastpath.LastCapture, base: walkstate.WalkSt
                                seen=walkstate.with_keys(base.seen, newly), unwatched=kept.unwatched,
                                covered_blob=blob, _covered=covered, file_count=kept.file_count,
                                skipped=kept.skipped, grows_same=grows)
+
+
+def _unchanged_since(repo: Repository, snap: str, base: str, root: str) -> int | None:
+    """Unchanged snapshots between `base` and `snap` (None: `snap` may not hold `base`'s files)."""
+    for steps in range(walkstate.CHAIN_LIMIT + 1):
+        if snap == base:
+            return steps
+        try:
+            rec = repo.record(snap)
+        except StoreError:
+            return None
+        if rec.changes or rec.parent is None or rec.root != root:
+            return None
+        snap = rec.parent
+    return None
+
+
+def _packs(repo: Repository) -> tuple[bytes, dict[str, int]]:
+    """gc's generation and the pack indexes present now (walkstate.packs_hold)."""
+    return walkstate.pack_signature(repo.path / "packs", read_generation(repo.path))
 
 
 def _covers_what_was_covered(state: walkstate.WalkState, grow: bool, known: list[str], git_paths: list[str]) -> bool:
