@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..dirfd import DirCache
 from ..errors import StoreError
@@ -55,8 +55,7 @@ class Watched:
     saved: walkstate.WalkState | None = None  # what the last capture kept for the next process (walkstate.py)
 
 
-@dataclass(frozen=True)
-class Start:
+class Start(NamedTuple):
     """Where a capture's look at the files starts: the fast path's (a last capture and what changed since), or a
     walk (`since` None)."""
 
@@ -66,16 +65,20 @@ class Start:
     # what the parent captured)
 
 
-@dataclass
 class Found:
     """What a capture found of the files, the fast path's or a walk's, held in one place: once the snapshot is
-    committed, the door lets go of what a one-shot process no longer needs (~40 MB at 100,000 files)."""
+    committed, the door lets go of what a one-shot process no longer needs (~40 MB at 100,000 files). (A plain class:
+    a dataclass costs every process that imports it ~0.2 ms.)"""
 
-    state: fastpath.LastCapture | None
-    captured: Captured
-    skipped: list[tuple[str, str]]
-    selected: Scope | None = None  # the walk's (None: the fast path's)
-    fast: fastpath.Selection | None = None  # the fast path's selection (None: walked)
+    __slots__ = ("captured", "fast", "selected", "skipped", "state")
+
+    def __init__(self, state: fastpath.LastCapture | None, captured: Captured, skipped: list[tuple[str, str]],
+                 selected: Scope | None = None, fast: fastpath.Selection | None = None) -> None:
+        self.state = state
+        self.captured = captured
+        self.skipped = skipped
+        self.selected = selected  # the walk's (None: the fast path's)
+        self.fast = fast  # the fast path's selection (None: walked)
 
 
 class ChangeDetector:
@@ -452,8 +455,7 @@ class Look:
         return saved
 
 
-@dataclass(frozen=True)
-class _Kept:
+class _Kept(NamedTuple):
     """What every saved walk of this capture holds besides its directories and files."""
 
     snapshot: str
