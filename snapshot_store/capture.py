@@ -231,14 +231,15 @@ class Capturer:
                      time.perf_counter(), time.time_ns())
         ws = self.repo.workspace(root)
         with translate_os_errors(f"capture of {ws}"), self.repo.shared_lock():
-            look = self.detect.look(ws, started_ns=ask.started_ns, dry_run=dry_run)  # the monitor, before anything
+            # The door, first: its monitor is asked before anything of the workspace is looked at.
+            look = self.detect.look(ws, started_ns=ask.started_ns, dry_run=dry_run)
             c = self._ground(ws, ask, known_paths, thread_latest)
-            look.check(c.parent, ask.settings, c.git.signature)
+            look.check(c.parent, ask.settings, c.git.signature)  # the saved walk, where no journal can say
             done = self._unchanged(c, ask, look)
             if done is not None:
                 return done
             c, parent_files = self._parent_files(c)
-            start = look.start(parent_files, c.known, c.grow, c.git, ask.settings, c.ignore)
+            start = look.start(parent_files, c.known, c.grow, c.git, ask.settings, c.ignore)  # fast path, or walk
             sink = HashOnly() if dry_run else self.repo.blob_writer()
             try:
                 found = self._fast_path(c, ask, look, start, sink)
@@ -258,7 +259,7 @@ class Capturer:
             # encoded, its encoding (~8 MB at 100,000 paths) does not add to their peak.
             self._save_git_listing(c)
             self._record(c, ask, result, found, parent_files, sink)
-            look.remember(result.id, result.file_count, result.skipped, found, c.git.paths, kind)
+            look.remember(result.id, result.file_count, result.skipped, found, c.git.paths, kind)  # for the next one
         result.seconds = time.perf_counter() - ask.started
         return result
 
