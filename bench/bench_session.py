@@ -524,8 +524,13 @@ def setup(b: Bench) -> None:
     home_snap, home_nosnap = base / "home-snap", base / "home-nosnap"
     env_snap = write_codex_home(home_snap, b.model.base_url)
     env_nosnap = write_codex_home(home_nosnap, b.model.base_url)
-    with open(home_nosnap / "config.toml", "a") as fh:
-        fh.write("\n[features]\nfile_snapshots = false\n")
+    # Into write_codex_home's [features] table where it has one (a second table of that name is invalid TOML).
+    config = home_nosnap / "config.toml"
+    text = config.read_text()
+    if "\n[features]\n" in text:
+        config.write_text(text.replace("\n[features]\n", "\n[features]\nfile_snapshots = false\n", 1))
+    else:
+        config.write_text(text + "\n[features]\nfile_snapshots = false\n")
     settings_snap, settings_nosnap = load_settings(home_snap), load_settings(home_nosnap)
     if not settings_snap.features.file_snapshots or settings_nosnap.features.file_snapshots:
         raise RuntimeError("the two CODEX_HOMEs did not come out as snapshots on / off")
