@@ -87,9 +87,10 @@ class Context:
                 from .rewind.held import settler
 
                 self._store.on_held = settler(self._store, self.home, self.codex_bin)
-            from .monitor_launch import attach
+            from .runtime import monitors_wanted
 
-            attach(self._store)  # a change monitor that outlives this command (snapshot_store/monitor.py)
+            # A change monitor that outlives this command (snapshot_store/detect/monitor.py), unless turned off.
+            self._store.capturer.use_monitors(monitors_wanted())
         return self._store
 
     def close(self) -> None:

@@ -12,9 +12,10 @@ status (a worker killed by a signal makes this process die of the same signal); 
 SIGKILL) the server kills the worker at once, so killing a command kills it as it always did.
 
 Only this module's imports are paid per command: C modules only (`_socket`, `_signal`, `_blake2`, `marshal`:
-~1 ms; `socket`, `signal`, `json` and `hashlib` would add ~25 ms through `enum` and `re`, measured), and two
-small modules of ours that import no more (`app/oneshot.py`: which command lines run there; `app/runtime.py`:
-where the server lives and how it starts). Anything
+~1 ms; `socket`, `signal`, `json` and `hashlib` would add ~25 ms through `enum` and `re`, measured), and small
+modules of ours that import no more (`app/oneshot.py`: which command lines run there; `app/runtime.py`: where the
+server lives and how it starts, on the store's `rundir.py`; `app/confinement.py`, on the store's `confinement.py`;
+the store's package imports nothing itself). Anything
 unusual runs the command here as before: the interactive app and line mode, an unknown or abbreviated flag, a
 closed standard stream, interpreter options (`-X`, `-W`, `-I`, `-E`, `-S`), `CODEXR_SERVER=0`, no private
 runtime directory, a server still starting (the first command starts it in the background), or a server that

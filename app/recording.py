@@ -12,9 +12,9 @@ from config import CodexrSettings
 from snapshot_store import Store
 
 from .codex_bin import choose
-from .monitor_launch import attach as attach_monitor
 from .recorder import Recorder
 from .rewind.held import settler
+from .runtime import monitors_wanted
 from .sidecar import Sidecars
 from .workspace_lock import SessionLock
 
@@ -29,7 +29,8 @@ class Recording:
         self.store = Store.open(self.store_dir, protected=[codex_home])
         # A proxy revert a kill interrupted is settled by asking the Codex codexr runs (app/rewind/held.py).
         self.store.on_held = settler(self.store, codex_home, lambda: str(choose(None, settings).path))
-        attach_monitor(self.store)  # the pre-turn capture of the next command looks only at what changed
+        # The pre-turn capture of the next command looks only at what changed (a change monitor, unless turned off).
+        self.store.capturer.use_monitors(monitors_wanted())
         self.sidecars = Sidecars(self.store_dir)
         self.recorder = Recorder(self.store, self.sidecars, cwd, settings.scope(), self.tracking)
         self.lock = SessionLock(self.store_dir, cwd)

@@ -1,7 +1,10 @@
-"""Where this user's resident server lives and how it starts (runtime directory, key, socket, lock, spawn).
+"""Where this user's resident server lives and how it starts (runtime directory, key, socket, lock, spawn), and
+whether the user wants change monitors (the store starts them, in the same runtime directory).
 
 Shared by the console script (app/launch.py), the server (app/server.py) and `codexr server` / `doctor`, so none of
-them imports another's entry point. Imports: C modules and `os` only, as app/launch.py's per-command cost requires.
+them imports another's entry point. The runtime directory and its lock files are the store's
+(snapshot_store/rundir.py: its change monitors live there too). Imports: C modules, `os` and that module only (the
+store's package imports only its errors first), as app/launch.py's per-command cost requires.
 """
 
 from __future__ import annotations
@@ -9,6 +12,13 @@ from __future__ import annotations
 import marshal
 import os
 import sys
+
+from snapshot_store.rundir import SOCKET_MAX as SOCKET_MAX
+from snapshot_store.rundir import hasher
+from snapshot_store.rundir import lock_names as lock_names
+from snapshot_store.rundir import runtime_dir as runtime_dir
+from snapshot_store.rundir import safe_parents as safe_parents
+from snapshot_store.rundir import take_lock as take_lock
 
 TYPE_CHECKING = False  # not `typing`'s: importing typing costs ~15 ms (it imports re); mypy reads this name as True
 if TYPE_CHECKING:
@@ -20,50 +30,17 @@ KEY_VARS = ("LANG", "LC_ALL", "LC_CTYPE")
 HEADER = 16
 """Bytes of the request's first message: b"CRX1" and the body's length as 12 decimal digits; the body is a
 `marshal`led dict (read only from a peer of the same uid, SO_PEERCRED)."""
-#: The longest socket path AF_UNIX takes (sun_path is 108 bytes with its NUL).
-SOCKET_MAX = 107
-
-
-def runtime_dir(create: bool = True) -> str | None:
-    """This user's private directory for server sockets (None when there is none: then no server).
-
-    `CODEXR_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/codexr`; nothing else (the old `/tmp/codexr-UID` was writable by
-    every process of the user's that Codex sandboxes, issue 17). Used only where no other process can replace the
-    socket: the directory is this user's, mode 700, not below `/tmp` or `$TMPDIR` (which Codex's sandbox lets a
-    command write), and each directory above it belongs to root or this user and is writable by no one else, as
-    OpenSSH requires of the files it trusts.
-    """
-    base = os.environ.get("CODEXR_RUNTIME_DIR")
-    if not base:
-        xdg = os.environ.get("XDG_RUNTIME_DIR")
-        if not xdg or not os.path.isabs(xdg):
-            return None
-        base = os.path.join(xdg, "codexr")
-    parent = os.path.realpath(os.path.dirname(os.path.abspath(base)))
-    if not safe_parents(parent):
-        return None
-    base = os.path.join(parent, os.path.basename(os.path.abspath(base)))
-    if create:
-        try:
-            os.mkdir(base, 0o700)
-        except FileExistsError:
-            pass
-        except OSError:
-            return None
-    try:
-        st = os.lstat(base)
-    except OSError:
-        return None
-    import stat
-
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        return None
-    return base
 
 
 RUNTIME_HOW = ("set CODEXR_RUNTIME_DIR to a directory of yours, mode 700, not below /tmp or $TMPDIR, whose parents "
                f"only root or you can write (e.g. /run/user/{os.getuid()}/codexr)")
 """How to give codexr a runtime directory, for the lines that say there is none."""
+
+
+def monitors_wanted() -> bool:
+    """Whether the user left the change monitor on (`CODEXR_MONITOR=0` turns it off): what the app tells the store
+    (Capturer.use_monitors)."""
+    return os.environ.get("CODEXR_MONITOR", "1").strip().lower() not in ("0", "off", "no", "false")
 
 
 def runtime_problem() -> str | None:
@@ -112,39 +89,6 @@ def server_unavailable() -> str | None:
     return None
 
 
-def safe_parents(real: str) -> bool:
-    """Whether `real` (a resolved path) and every directory above it belong to root or this user, are writable by
-    no one else, and are not a temporary directory a sandboxed command may write."""
-    temps = []
-    for tmp in ("/tmp", "/var/tmp", "/dev/shm", os.environ.get("TMPDIR") or "/tmp"):
-        try:
-            st = os.stat(tmp)
-        except OSError:
-            continue
-        temps.append((st.st_dev, st.st_ino))
-    uid = os.getuid()
-    path = real
-    while True:
-        try:
-            st = os.lstat(path)
-        except OSError:
-            return False
-        if st.st_uid not in (0, uid) or st.st_mode & 0o022 or (st.st_dev, st.st_ino) in temps:
-            return False
-        if path == "/":
-            return True
-        path = os.path.dirname(path)
-
-
-def _hasher() -> Any:
-    """blake2b from its C module (hashlib's import loads OpenSSL: ~5 ms)."""
-    try:
-        from _blake2 import blake2b
-    except ImportError:
-        from hashlib import blake2b
-    return blake2b(digest_size=12)
-
-
 def _code_stats(h: Any) -> bool:
     """Feed the stat of every codexr source file to `h` (False when a package is not beside this one)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -169,7 +113,7 @@ def _code_stats(h: Any) -> bool:
 
 def server_key() -> str | None:
     """What a server must share with this process to run its command (None: no server for this codexr)."""
-    h = _hasher()
+    h = hasher()
     h.update(repr((sys.executable, sys.version, sys.path, os.getuid(), sys.getfilesystemencoding())).encode(
         errors="replace"))
     for name in sorted(os.environ):
@@ -195,38 +139,6 @@ def socket_path(create: bool = True) -> str | None:
         return None
     path = os.path.join(base, f"s-{key}.sock")
     return path if len(os.fsencode(path)) <= SOCKET_MAX else None
-
-
-def take_lock(lock: str) -> int | None:
-    """The fd holding `lock` (a server's `<socket>.lock`) exclusively, or None when someone holds it (a server,
-    for its whole life, or one starting) or it cannot be opened (never through a symlink)."""
-    import fcntl
-
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def lock_names(lock: str, pid: int) -> bool:
-    """Whether `lock` (a server's or a monitor's `<socket>.lock`, which its holder writes its pid into) is this
-    user's and names `pid`: the peer on the socket is the process that holds it."""
-    try:
-        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        named = os.read(fd, 32).strip()
-        owner = os.fstat(fd).st_uid
-    finally:
-        os.close(fd)
-    return owner == os.getuid() and named.isdigit() and int(named) == pid
 
 
 def spawn(path: str) -> int | None:

@@ -86,7 +86,7 @@ class CaptureProbe:
 
     def __init__(self, store: Any) -> None:
         self.records: list[dict[str, Any]] = []
-        import snapshot_store.fastpath as fastpath
+        import snapshot_store.detect.fastpath as fastpath
 
         # Every capture, a restore's safety capture too, goes through the capturer's `_run` (store.capture before).
         target = getattr(store, "capturer", store)
@@ -524,8 +524,13 @@ def setup(b: Bench) -> None:
     home_snap, home_nosnap = base / "home-snap", base / "home-nosnap"
     env_snap = write_codex_home(home_snap, b.model.base_url)
     env_nosnap = write_codex_home(home_nosnap, b.model.base_url)
-    with open(home_nosnap / "config.toml", "a") as fh:
-        fh.write("\n[features]\nfile_snapshots = false\n")
+    # Into write_codex_home's [features] table where it has one (a second table of that name is invalid TOML).
+    config = home_nosnap / "config.toml"
+    text = config.read_text()
+    if "\n[features]\n" in text:
+        config.write_text(text.replace("\n[features]\n", "\n[features]\nfile_snapshots = false\n", 1))
+    else:
+        config.write_text(text + "\n[features]\nfile_snapshots = false\n")
     settings_snap, settings_nosnap = load_settings(home_snap), load_settings(home_nosnap)
     if not settings_snap.features.file_snapshots or settings_nosnap.features.file_snapshots:
         raise RuntimeError("the two CODEX_HOMEs did not come out as snapshots on / off")
@@ -537,7 +542,8 @@ def setup(b: Bench) -> None:
     t = time.perf_counter()
     b.nosnap = Session(SessionOptions(cwd=b.ws.root, codex_home=home_nosnap, settings=settings_nosnap, env=env_nosnap))
     rec.note("setup", f"session start, snapshots off: {time.perf_counter() - t:.2f} s")
-    b.watch_on = str(b.snap.cwd) in getattr(getattr(b.snap.store, "capturer", b.snap.store), "_watched", {})
+    capturer = getattr(b.snap.store, "capturer", b.snap.store)
+    b.watch_on = str(b.snap.cwd) in getattr(getattr(capturer, "detect", capturer), "_watched", {})
     b.probe = CaptureProbe(b.snap.store)
 
     log("warm-up turns (the snap session's first capture is cold)")

@@ -119,7 +119,7 @@ class Tree:
 
     def env(self, env: dict[str, str], run_dir: Path) -> dict[str, str]:
         """`env` for this tree's commands: a private runtime directory for its server, or the server off."""
-        # The runtime directory also holds the workspace's change monitor (app/monitor_launch.py), which every tree's
+        # The runtime directory also holds the workspace's change monitor (snapshot_store/detect/), which every tree's
         # captures ask, with the server or without.
         if not self.server:
             return {**env, "CODEXR_SERVER": "0", "CODEXR_RUNTIME_DIR": str(runtime_of(run_dir))}

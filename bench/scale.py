@@ -68,9 +68,9 @@ def probe(op: str, home: Path, ws: Path, snap: str, profile: bool) -> dict[str, 
     if prof is not None:
         prof.enable()
     store = Store.open(home / "file_snapshots", protected=[home])
-    from app.monitor_launch import attach
+    from app.runtime import monitors_wanted
 
-    attach(store)  # as app/context.py does: the change monitor, unless CODEXR_MONITOR=0
+    store.capturer.use_monitors(monitors_wanted())  # as app/context.py does: a monitor, unless CODEXR_MONITOR=0
     try:
         out: dict[str, Any] = {}
         if op == "capture":

@@ -17,9 +17,15 @@ from .reasons import Reason, unreadable
 from .repository.packs import CHUNK, STREAM_THRESHOLD
 from .scope import REPLACED
 from .stamps import Key, stat_key
-from .statcache import StatCache
 
 READ_ATTEMPTS = 3
+
+
+class KnownContent(Protocol):
+    """What a capture may reuse instead of reading a file: the workspace index's stat cache (detect/index.py)."""
+
+    def lookup(self, rel: str, key: Key) -> str | None:
+        """The content id recorded for this exact stat key, if any."""
 
 
 class BlobSink(Protocol):
@@ -80,7 +86,7 @@ Progress = Callable[[int, int, int], None]  # files done, files in all, bytes re
 PROGRESS_EVERY = 0.25
 
 
-def read_paths(root: str | DirCache, to_capture: Mapping[str, Key], sink: BlobSink, cache: StatCache,
+def read_paths(root: str | DirCache, to_capture: Mapping[str, Key], sink: BlobSink, cache: KnownContent,
                progress: Progress | None = None) -> Captured:
     """Capture every path: symlinks as links, files by content, never following a link.
 
@@ -93,7 +99,7 @@ def read_paths(root: str | DirCache, to_capture: Mapping[str, Key], sink: BlobSi
         return _read_paths(dirs, to_capture, sink, cache, progress)
 
 
-def _read_paths(dirs: DirCache, to_capture: Mapping[str, Key], sink: BlobSink, cache: StatCache,
+def _read_paths(dirs: DirCache, to_capture: Mapping[str, Key], sink: BlobSink, cache: KnownContent,
                 progress: Progress | None) -> Captured:
     out = Captured()
     total = len(to_capture)

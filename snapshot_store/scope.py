@@ -9,6 +9,7 @@ import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import blake3
 
@@ -373,7 +374,7 @@ def select(
     Non-hidden files found by the walk for which `force` is true are captured whatever the residue
     limits say (a restore's safety capture: it must hold everything it may delete).
     Every directory is reached through `dirs` (dir fds, O_NOFOLLOW at each component); pass the
-    same DirCache to `capture.read_paths` so the reads see the directories the walk listed.
+    same DirCache to `readfiles.read_paths` so the reads see the directories the walk listed.
     """
     own_dirs = dirs is None
     tree = DirCache(str(root)) if dirs is None else dirs
@@ -396,16 +397,38 @@ def _select(
     force: Callable[[str], bool] | None,
     protected_ids: frozenset[tuple[int, int]],
 ) -> Scope:
-    scope = Scope()
+    """Walk, cover (Git-tracked and known paths), then the residue (the newest other files, within the limits)."""
+    protected_rel = tuple(protected)
+    walked = _walk(tree, root, settings, ignore, protected_rel, on_dir, protected_ids)
+    for paths in (git_paths, known_paths):
+        _cover(tree, walked, ignore, paths, protected_rel, protected_ids)
+    _residue(walked, settings, force)
+    return walked.scope
+
+
+class _Walked(NamedTuple):
+    """What the walk saw, for the cover and residue steps: the scope so far and the files it left undecided. (A
+    tuple: a dataclass costs every process that imports this ~0.2 ms.)"""
+
+    scope: Scope
+    candidates: list[tuple[int, str]]  # (mtime, path): the residue's, unless covered
+    hidden: list[str]  # hidden files: held back unless covered
+    multi: set[str]  # regular files with more than one hard link
+    looked: dict[str, bool]  # directories the walk did not list: protected ones?
+
+
+def _walk(tree: DirCache, root: Path, settings: ScopeSettings, ignore: Ignore, protected_rel: tuple[str, ...],
+          on_dir: Callable[[str], None] | None, protected_ids: frozenset[tuple[int, int]]) -> _Walked:
+    """List every directory the rules let the walk enter (each stat'ed just before it is listed, `on_dir` called
+    first), deciding each entry by its name and type; the files no rule decided are left to cover and residue."""
+    walked = _Walked(Scope(), [], [], set(), {})
+    scope = walked.scope
     entries = scope.entries
     churn = set(settings.churn_dirs)
     hidden_ok = settings.include_hidden
-    protected_rel = tuple(protected)
     walk_stats = scope.seen
     listed = scope.listed
-    residue_candidates: list[tuple[int, str]] = []
-    multi: set[str] = set()  # regular files with more than one hard link
-    hidden_seen: list[str] = []
+    residue_candidates, multi, hidden_seen = walked.candidates, walked.multi, walked.hidden
 
     stack = [""]
     while stack:
@@ -471,8 +494,16 @@ def _select(
                 else:
                     residue_candidates.append((key[1], rel))
         scope.listing[rel_dir] = listing_digest(names)
+    return walked
 
-    covered = scope.covered
+
+def _cover(tree: DirCache, walked: _Walked, ignore: Ignore, paths: Iterable[str], protected_rel: tuple[str, ...],
+           protected_ids: frozenset[tuple[int, int]]) -> None:
+    """Cover `paths` (Git-tracked or known): captured whatever their size or name, agreeing with what the walk saw
+    of them or of a directory on their way; one below a directory the walk did not list is looked at through the
+    directory fds."""
+    scope = walked.scope
+    entries, walk_stats, covered, multi = scope.entries, scope.seen, scope.covered, walked.multi
 
     def walk_verdict(rel: str) -> Entry | None:
         """What the walk saw at the nearest non-directory ancestor: the capture must agree with it."""
@@ -486,48 +517,20 @@ def _select(
             anc = anc.rpartition("/")[0]
         return None
 
-    looked: dict[str, bool] = {}  # directories the walk did not list: are they protected ones?
-
-    def behind_protected(rel: str) -> bool:
-        """Is `rel` at or below a protected directory, by path or, where the walk did not look, by identity?"""
-        if protected_rel and _under(rel, protected_rel):
-            return True
-        anc = ""
-        for part in rel.split("/")[:-1]:
-            anc = f"{anc}/{part}" if anc else part
-            e = entries.get(anc)
-            if e is not None and e.kind == "D" and e.reason == Reason.CODEXR_DATA:
-                return True
-            if e == WALKED or (e is not None and e.kind == "D" and e.reason != Reason.DIRECTORY):
-                continue  # a directory of a listed one: the walk checked its identity there
-            if not protected_ids:
-                return False
-            hit = looked.get(anc)
-            if hit is None:
-                try:
-                    st = os.fstat(tree.dir_fd(anc))
-                except (OSError, SymlinkInPath, DirChanged):
-                    return False  # nothing below can be reached either: the look at `rel` says so
-                hit = looked[anc] = (st.st_dev, st.st_ino) in protected_ids
-            if hit:
-                entries[anc] = UnlistedDir("D", Reason.CODEXR_DATA)
-                return True
-        return False
-
-    def cover(rel: str) -> None:
+    for rel in paths:
         if rel in covered:
-            return
+            continue
         covered.add(rel)
-        if forbidden(rel) or behind_protected(rel):
-            return
+        if forbidden(rel) or _behind_protected(tree, entries, rel, protected_rel, protected_ids, walked.looked):
+            continue
         if ignore.file(rel):
             entries[rel] = SkippedEntry("x", Reason.IGNORED)
-            return
+            continue
         key = walk_stats.get(rel)
         if key is None:
             seen = entries.get(rel)
             if seen is not None and seen.kind in ("d", "D"):
-                return  # the walk saw a directory here; a later look must not contradict it
+                continue  # the walk saw a directory here; a later look must not contradict it
             verdict = walk_verdict(rel)
             if verdict is not None:
                 if verdict.kind == "x":
@@ -535,49 +538,86 @@ def _select(
                     scope.skipped.append((rel, "behind a symlinked directory"))
                 elif rel not in entries:
                     entries[rel] = verdict
-                return
+                continue
             # Not seen by the walk (below a directory it does not enter): look through the dir fds.
-            try:
-                st = tree.lstat(rel)
-                key = stat_key(st)
-                if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
-                    multi.add(rel)
-            except SymlinkInPath:
-                entries[rel] = SkippedEntry("x", Reason.BEHIND_SYMLINK)
-                scope.skipped.append((rel, "behind a symlinked directory"))
-                return
-            except DirChanged:
-                entries[rel] = SkippedEntry("x", REPLACED)
-                scope.skipped.append((rel, "a directory on its path was replaced during capture"))
-                return
-            except (FileNotFoundError, NotADirectoryError):
-                entries[rel] = ABSENT
-                return
-            except OSError as exc:
-                entries[rel] = SkippedEntry("x", unreadable(exc.strerror))
-                scope.skipped.append((rel, f"unreadable: {exc.strerror}"))
-                return
+            key = _look_unlisted(tree, scope, multi, rel)
+            if key is None:
+                continue
         if stat.S_ISDIR(key[4]):
             entries.setdefault(rel, UnlistedDir("D", Reason.DIRECTORY))
-            return
+            continue
         if not _is_residue_kind(key[4]):
             entries[rel] = SkippedEntry("x", Reason.NOT_REGULAR)
-            return
+            continue
         scope.to_capture[rel] = key
 
-    for rel in git_paths:
-        cover(rel)
-    for rel in known_paths:
-        cover(rel)
 
-    for rel in hidden_seen:
+def _look_unlisted(tree: DirCache, scope: Scope, multi: set[str], rel: str) -> Key | None:
+    """The stat of a covered path the walk did not see, through the directory fds (None: its entry is decided)."""
+    entries = scope.entries
+    try:
+        st = tree.lstat(rel)
+    except SymlinkInPath:
+        entries[rel] = SkippedEntry("x", Reason.BEHIND_SYMLINK)
+        scope.skipped.append((rel, "behind a symlinked directory"))
+        return None
+    except DirChanged:
+        entries[rel] = SkippedEntry("x", REPLACED)
+        scope.skipped.append((rel, "a directory on its path was replaced during capture"))
+        return None
+    except (FileNotFoundError, NotADirectoryError):
+        entries[rel] = ABSENT
+        return None
+    except OSError as exc:
+        entries[rel] = SkippedEntry("x", unreadable(exc.strerror))
+        scope.skipped.append((rel, f"unreadable: {exc.strerror}"))
+        return None
+    if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
+        multi.add(rel)
+    return stat_key(st)
+
+
+def _behind_protected(tree: DirCache, entries: FileMap, rel: str, protected_rel: tuple[str, ...],
+                      protected_ids: frozenset[tuple[int, int]], looked: dict[str, bool]) -> bool:
+    """Is `rel` at or below a protected directory, by path or, where the walk did not look, by identity? (`looked`:
+    the directories the walk did not list, asked before.)"""
+    if protected_rel and _under(rel, protected_rel):
+        return True
+    anc = ""
+    for part in rel.split("/")[:-1]:
+        anc = f"{anc}/{part}" if anc else part
+        e = entries.get(anc)
+        if e is not None and e.kind == "D" and e.reason == Reason.CODEXR_DATA:
+            return True
+        if e == WALKED or (e is not None and e.kind == "D" and e.reason != Reason.DIRECTORY):
+            continue  # a directory of a listed one: the walk checked its identity there
+        if not protected_ids:
+            return False
+        hit = looked.get(anc)
+        if hit is None:
+            try:
+                st = os.fstat(tree.dir_fd(anc))
+            except (OSError, SymlinkInPath, DirChanged):
+                return False  # nothing below can be reached either: the look at `rel` says so
+            hit = looked[anc] = (st.st_dev, st.st_ino) in protected_ids
+        if hit:
+            entries[anc] = UnlistedDir("D", Reason.CODEXR_DATA)
+            return True
+    return False
+
+
+def _residue(walked: _Walked, settings: ScopeSettings, force: Callable[[str], bool] | None) -> None:
+    """What no rule covered: hidden files are held back; of the rest, the newest `residue_max_files` within the size
+    limit are captured (all of them where `force` says so), the others held back."""
+    scope = walked.scope
+    entries, covered, walk_stats = scope.entries, scope.covered, scope.seen
+    for rel in walked.hidden:
         if rel not in covered:
             entries[rel] = SkippedEntry("x", HIDDEN)
-
     limit = settings.residue_max_files
     max_bytes = settings.residue_max_file_bytes
     # Newest first; the covered (tracked, known) files drop out before the sort rather than after it.
-    residue = sorted(((mtime, rel) for mtime, rel in residue_candidates if rel not in covered), reverse=True)
+    residue = sorted(((mtime, rel) for mtime, rel in walked.candidates if rel not in covered), reverse=True)
     taken = 0
     for _mtime, rel in residue:
         key = walk_stats[rel]
@@ -590,8 +630,7 @@ def _select(
         else:
             taken += 1
             scope.to_capture[rel] = key
-    scope.linked = {rel for rel in multi if rel in scope.to_capture}
-    return scope
+    scope.linked = {rel for rel in walked.multi if rel in scope.to_capture}
 
 
 def too_large_skipped(too_large: Iterable[str], skipped: list[tuple[str, str]], limit: int) -> list[tuple[str, str]]:

@@ -18,7 +18,7 @@ give_children_default_signals()
 # No test starts a resident server by accident (in the user's runtime directory, outliving the run):
 # tests/test_server.py gives its commands a private runtime directory and turns it back on.
 os.environ["CODEXR_SERVER"] = "0"
-# Nor a change monitor (app/monitor_launch.py): tests/test_monitor.py gives its own a private runtime directory.
+# Nor a change monitor (snapshot_store/detect/): tests/test_monitor.py gives its own a private runtime directory.
 os.environ["CODEXR_MONITOR"] = "0"
 
 

@@ -15,13 +15,6 @@ REPO = Path(__file__).parents[1]
 PACKAGES = ("app", "snapshot_store")
 LIMIT = 100
 
-# Today's offenders, each split by another part of issue 31; its line goes when it is. The test fails both for an
-# offender missing here and for a function listed here that no longer passes the limit, so the list only shrinks.
-ALLOWED = {
-    ("snapshot_store/capture.py", "Capturer._run"),  # a sequence of named steps behind one detection door (§3, §4)
-    ("snapshot_store/scope.py", "_select"),  # walk / cover / residue (§4)
-}
-
 
 def function_lengths(path: Path) -> dict[str, int]:
     """Qualified name ("Class.method", "outer.inner") -> lines, for every function in a source file."""
@@ -53,13 +46,8 @@ def long_functions() -> dict[tuple[str, str], int]:
 
 
 def test_no_function_passes_100_lines() -> None:
-    new = {f"{rel}::{name} ({n} lines)" for (rel, name), n in long_functions().items() if (rel, name) not in ALLOWED}
-    assert not new, f"functions over {LIMIT} lines; split them into named steps: {sorted(new)}"
-
-
-def test_the_allow_list_names_only_functions_still_over_100_lines() -> None:
-    fixed = sorted(f"{rel}::{name}" for rel, name in ALLOWED - set(long_functions()))
-    assert not fixed, f"no longer over {LIMIT} lines (or gone): remove them from ALLOWED: {fixed}"
+    long = sorted(f"{rel}::{name} ({n} lines)" for (rel, name), n in long_functions().items())
+    assert not long, f"functions over {LIMIT} lines; split them into named steps: {long}"
 
 
 def test_the_measure_counts_nested_functions_on_their_own(tmp_path: Path) -> None:

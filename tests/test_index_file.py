@@ -17,7 +17,8 @@ from store_helpers import WIDE, age_tree, write
 
 import snapshot_store.scope as scope_mod
 from snapshot_store import Store
-from snapshot_store.index import (
+from snapshot_store.detect.index import (
+    ENCODE_SLICE,
     LEGACY_STAT_MAGIC,
     LEGACY_WALK_MAGIC,
     MAGIC,
@@ -28,7 +29,6 @@ from snapshot_store.index import (
 )
 from snapshot_store.manifest import is_captured
 from snapshot_store.stamps import stat_key
-from snapshot_store.statcache import ENCODE_SLICE
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = {f"src/m{i}.py": f"value = {i}\n" * (i + 1) for i in range(12)} | {"README.md": "readme\n"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from snapshot_store.detect.mapfacts import MapFacts
 from snapshot_store.manifest import ABSENT, WALKED, Entry, FileEntry, LinkEntry, SkippedEntry, UnlistedDir
-from snapshot_store.mapfacts import MapFacts
 from snapshot_store.reasons import Reason
 
 PATHS = [f"p{i}" for i in range(12)]

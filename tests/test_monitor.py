@@ -1,4 +1,4 @@
-"""The change monitor (snapshot_store/monitor*.py, app/monitor_launch.py): a capture that trusts its answer records
+"""The change monitor (snapshot_store/detect/monitor*.py): a capture that trusts its answer records
 every change, and a monitor it cannot trust — restarted, overflowed, lying, garbage, another user's or another
 confinement's — makes it check on its own. Every monitor here is a real process; captures run as one-shot commands
 do (a fresh store each), in this process so that which look a capture took can be seen.
@@ -24,10 +24,11 @@ import pytest
 from store_helpers import age_tree, make_repo
 from test_server import private_base, wait_until
 
-import snapshot_store.monitor as monitor_mod
-from app.monitor_launch import Launcher, attach, socket_for
+import snapshot_store.detect.monitor as monitor_mod
+from app.runtime import monitors_wanted
 from snapshot_store import Store
 from snapshot_store.capture import CaptureResult
+from snapshot_store.detect.monitor_launch import Launcher, socket_for
 
 REPO = Path(__file__).resolve().parent.parent
 ROOT = os.geteuid() == 0
@@ -57,7 +58,7 @@ class Monitors:
     def capture(self, ws: Path) -> CaptureResult:
         """A pre-turn capture as `codexr exec` makes one, in a fresh store with the monitor attached."""
         store = Store.open(self.home / "file_snapshots", protected=[self.home])
-        attach(store)
+        store.capturer.use_monitors(monitors_wanted())  # as app/context.py does
         try:
             return store.at(ws).capture_thread(known_paths=(), kind="pre-turn")
         finally:
@@ -106,8 +107,8 @@ def monitor_pids(run_dir: Path) -> list[int]:
             fields = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()
         except (OSError, IndexError):
             return None
-        if (len(argv) >= 5 and b"from app.monitor_launch import main" in argv[2] and fields[0] != b"Z"
-                and os.fsdecode(argv[4]).startswith(f"{run_dir}/")):
+        if (len(argv) >= 5 and b"from snapshot_store.detect.monitor_launch import main" in argv[2]
+                and fields[0] != b"Z" and os.fsdecode(argv[4]).startswith(f"{run_dir}/")):
             return fields[1].decode()
         return None
 
@@ -390,7 +391,8 @@ def test_a_confined_process_gets_no_answer(mons: Monitors, tmp_path: Path) -> No
     assert '"token"' in ask_as((), path, ws)  # the same process, unconfined: answered
     out = ask_as(("setpriv", "--no-new-privs"), path, ws)
     assert '"token"' not in out, out
-    code = f"import sys; sys.path.insert(0, {str(REPO)!r}); from app.monitor_launch import socket_for; " \
+    code = f"import sys; sys.path.insert(0, {str(REPO)!r}); " \
+           "from snapshot_store.detect.monitor_launch import socket_for; " \
            f"print(socket_for({str(ws)!r}, create=False))"
     theirs = subprocess.run(["setpriv", "--no-new-privs", sys.executable, "-c", code], capture_output=True,
                             text=True, timeout=60, env=os.environ).stdout.strip()
@@ -444,7 +446,7 @@ def test_a_session_with_its_own_journal_records_every_change_and_leaves_a_token(
     ws = workspace(tmp_path)
     settled(mons, ws)
     store = Store.open(mons.home / "file_snapshots", protected=[mons.home])
-    attach(store)
+    store.capturer.use_monitors(monitors_wanted())
     try:
         assert store.capturer.watch(ws)
         store.at(ws).capture_thread(known_paths=(), kind="pre-turn")
@@ -476,7 +478,7 @@ MOUNTINFO = """\
 def test_no_monitor_on_a_file_system_other_machines_change() -> None:
     """NFS, sshfs and their kind change without this kernel seeing it: the monitor is only asked where every change
     passes through it (the mount that holds the workspace decides, the innermost one)."""
-    from app.monitor_launch import LOCAL_FS, fs_type
+    from snapshot_store.detect.monitor_launch import LOCAL_FS, fs_type
 
     assert fs_type("/home/me/nfs/ws", MOUNTINFO) == "nfs4"
     assert fs_type("/home/me/nfs/local copy/ws", MOUNTINFO) == "ext4"

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from snapshot_store.detect.index import StatCache
 from snapshot_store.manifest import FileEntry
 from snapshot_store.readfiles import read_paths
 from snapshot_store.repository.packs import IN_FLIGHT_MAX, STREAM_THRESHOLD
 from snapshot_store.repository.repo import Repository
 from snapshot_store.stamps import stat_key
-from snapshot_store.statcache import StatCache
 
 MIB = 1024 * 1024
 

@@ -14,9 +14,9 @@ import blake3
 import pytest
 
 from snapshot_store import Store
+from snapshot_store.detect.index import stat_key
 from snapshot_store.safefs import ASIDE_PREFIX, TMP_PREFIX, SafeRoot, UnsafePath
 from snapshot_store.scope import forbidden
-from snapshot_store.statcache import stat_key
 
 REPO = Path(__file__).parents[1]
 

@@ -24,7 +24,7 @@ from store_helpers import (
     write,
 )
 
-import snapshot_store.statcache as statcache_mod
+import snapshot_store.detect.index as statcache_mod
 from snapshot_store import (
     CorruptStore,
     IgnoreFileError,
@@ -1076,7 +1076,7 @@ def test_watched_store_walks_again_after_the_full_walk_interval(
     watched store walks again once FULL_WALK_INTERVAL has passed and then records the change."""
     import mmap
 
-    import snapshot_store.fastpath as fastpath_mod
+    import snapshot_store.detect.fastpath as fastpath_mod
 
     ws = tmp_path / "ws"
     write(ws, "data.bin", b"A" * 4096)

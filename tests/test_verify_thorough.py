@@ -200,7 +200,7 @@ def test_a_stat_cache_entry_of_another_shape_is_no_hit(ws: Path, tmp_path: Path)
     another version, or forged), must read as a miss, never as a blob id or a traceback."""
     import marshal
 
-    from snapshot_store.index import join, payload, section, sections
+    from snapshot_store.detect.index import join, payload, section, sections
 
     store_dir = tmp_path / "store"
     a = b"content of a\n" * 10

@@ -24,10 +24,10 @@ import snapshot_store.scope as scope_mod
 import snapshot_store.store as store_mod
 from snapshot_store import Store
 from snapshot_store.capture import CaptureResult
-from snapshot_store.index import MAGIC, WorkspaceIndex, payload, sections
+from snapshot_store.detect.index import MAGIC, WorkspaceIndex, payload, sections
+from snapshot_store.detect.walkstate import KEY, UNTRUSTED, WalkState
 from snapshot_store.manifest import ABSENT, Entry, captured_paths, count_captured, is_captured
 from snapshot_store.settings import ScopeSettings
-from snapshot_store.walkstate import KEY, UNTRUSTED, WalkState
 
 SETTLE = 0.15  # past statcache.FINE_WINDOW_NS: what a capture sees then, it may vouch for
 SMALL = ScopeSettings(residue_max_files=1000, residue_max_file_bytes=1000)  # a 4 KB untracked file: only if known
@@ -225,7 +225,7 @@ def test_the_capture_after_one_that_could_not_vouch_for_a_file_reads_it_again_wi
 def test_the_captured_stats_of_a_checked_capture_are_a_consistent_mapping(repo: Path, trusted: Path) -> None:
     """Looked up lazily, but iterating gives exactly the paths a lookup answers (a file whose saved key is
     untrusted has none: the check names it and it is read again)."""
-    from snapshot_store.walkstate import captured_stats
+    from snapshot_store.detect.walkstate import captured_stats
 
     write(repo, "src/a.py", "a = 2\n")
     capture(trusted, repo)  # right after the write: src/a.py's key is saved untrusted (if this ran within 100 ms)
@@ -244,7 +244,7 @@ def test_the_captured_stats_of_a_checked_capture_are_a_consistent_mapping(repo: 
 
 
 def test_a_stat_cache_a_restore_left_unsaved_never_vouches_for_a_rewritten_file(repo: Path, trusted: Path) -> None:
-    """A one-file restore does not rewrite the stat cache (statcache.SMALL_CHANGE): the entry it would have dropped
+    """A one-file restore does not rewrite the stat cache (index.SMALL_CHANGE): the entry it would have dropped
     stays on disk. A later walk must still read the file, even at the same path, size and mtime as that entry."""
     with Store.open(trusted) as s:
         snap = s.latest(repo)

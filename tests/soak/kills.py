@@ -128,7 +128,7 @@ class Soak:
         # Not below /tmp, where the scratch trees are: codexr uses no runtime directory a sandbox could write.
         cache = Path.home() / ".cache" / "codexr-soak"
         cache.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # A runtime directory in both modes: the change monitor (app/monitor_launch.py) lives there, so the kills
+        # A runtime directory in both modes: the change monitor (snapshot_store/detect/) lives there, so the kills
         # land on captures that trust its answers too (it is on wherever a runtime directory is, as for users).
         self.runtime = Path(tempfile.mkdtemp(prefix="rt-", dir=cache))
         self.env.update({"CODEXR_RUNTIME_DIR": str(self.runtime), "CODEXR_MONITOR_IDLE": "60"})
@@ -169,7 +169,7 @@ class Soak:
         """Import every module a command may import, once, so their bytecode caches exist."""
         mods = ("app.cli", "app.snapshot_cmds", "app.agent_cmds", "app.session", "app.sidecar",
                 "snapshot_store.maint.gc", "snapshot_store.maint.verify", "snapshot_store.restore",
-                "snapshot_store.watch")
+                "snapshot_store.detect.inotify")
         code = f"import importlib\nfor m in {mods!r}: importlib.import_module(m)"
         r = self.cx()._run([sys.executable, "-c", code], ["(warm)"], timeout=120, cwd=self.base)
         if r.rc != 0:

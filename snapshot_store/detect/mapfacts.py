@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .manifest import CAPTURED_KINDS, Entry, FileMap, SkippedEntry, UnlistedDir
-from .reasons import Reason
+from ..manifest import CAPTURED_KINDS, Entry, FileMap, SkippedEntry, UnlistedDir
+from ..reasons import Reason
 from .walkstate import STABLE_REASONS
 
 

@@ -1,10 +1,10 @@
 """The fast path: a workspace's next map from the last capture's plus what changed since.
 
 What changed comes from one of two change sources, both as a `Changes` (changes.py): a long-running process's
-inotify journal (watch.py), or a one-shot check of the saved index (walkstate.check). Capturer.run asks
-`select` first; None means "walk". Every path looked at is reached through the
-capture's DirCache (directory fds, O_NOFOLLOW at each component) and the reads that follow use the
-same fds, so a directory swapped for a symlink is never looked through: the capture walks instead.
+journal (journal.py), or a one-shot check of the saved index (walkstate.check). The door (door.py) asks `select`
+first; None means "walk". Every path looked at is reached through the capture's DirCache (directory fds,
+O_NOFOLLOW at each component) and the reads that follow use the same fds, so a directory swapped for a symlink is
+never looked through: the capture walks instead.
 """
 
 from __future__ import annotations
@@ -14,21 +14,21 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from . import scope as scope_mod
+from .. import scope as scope_mod
+from ..dirfd import DirCache, DirChanged, SymlinkInPath
+from ..manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, is_captured, parent_of
+from ..readfiles import Captured
+from ..reasons import HELD_BACK, Reason
+from ..safefs import TMP_PREFIX as OWN_TMP
+from ..settings import ScopeSettings
+from ..stamps import Key, stat_key
 from .changes import Changes
-from .dirfd import DirCache, DirChanged, SymlinkInPath
-from .manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, is_captured, parent_of
 from .mapfacts import MapFacts
-from .readfiles import Captured
-from .reasons import HELD_BACK, Reason
-from .safefs import TMP_PREFIX as OWN_TMP
-from .settings import ScopeSettings
-from .stamps import Key, stat_key
 
 if TYPE_CHECKING:
-    from .walkstate import WalkState
+    from ..scope import Scope
 
 FULL_WALK_INTERVAL = 300.0  # inotify misses mmap writes and remote changes: walk at least this often
 _NOT_REACHED = (OSError, SymlinkInPath, DirChanged)
@@ -49,28 +49,11 @@ class LastCapture:
     facts: MapFacts | None = None  # of `files` and `covered`, once a capture has worked them out
     touched: frozenset[str] | None = None  # where `files` may differ from the map this state was made from
 
-
-class Journal(Protocol):
-    """A change source that lives between captures: inotify (watch.py). (A check of the saved index is the other
-    source; it is one look, not a journal: walkstate.check.)"""
-
-    def drain(self) -> Changes: ...
-
-    def reset(self) -> None: ...
-
-    def watch_dir(self, rel_dir: str) -> None: ...
-
-    def close(self) -> None: ...
-
-
-@dataclass
-class Watched:
-    """One watched workspace: its journal, the last capture, and paths a restore wrote since."""
-
-    journal: Journal
-    last: LastCapture | None = None
-    pending: set[str] = field(default_factory=set)  # paths a restore wrote: re-read at the next capture
-    saved: WalkState | None = None  # what the last capture kept for the next process (walkstate.py)
+    def map_facts(self) -> MapFacts:
+        """The facts of `files` and `covered`, worked out once (a walk's, or a state whose facts were not kept)."""
+        if self.facts is None:
+            self.facts = MapFacts.of(self.files, self.covered)
+        return self.facts
 
 
 @dataclass(frozen=True)
@@ -275,6 +258,20 @@ def _merged(stats: Mapping[str, Key], newer: dict[str, Key]) -> Mapping[str, Key
     return _Overlay(newer, stats)
 
 
+def after_walk(selected: Scope, captured: Captured, git_signature: tuple[int, ...] | None,
+               settings: ScopeSettings) -> LastCapture:
+    """The state a walk and its reads leave for the next capture's fast path (the walk's map is `selected.entries`,
+    completed here with what was read). The tables that only built it are emptied: held on, they would only add to
+    the peak that writing the snapshot and the index reaches (~5 MB each at 100,000 files)."""
+    files = selected.entries
+    files.update(captured.entries)
+    covered = frozenset(selected.covered)
+    unwatched = unwatched_after_walk(files, covered, selected.to_capture, selected.linked)
+    captured.entries, selected.to_capture, selected.covered = {}, {}, set()
+    return LastCapture(files, captured.fresh, captured.stats, covered, unwatched, git_signature, settings,
+                       time.monotonic())
+
+
 def unwatched_after_walk(files: FileMap, covered: Iterable[str], to_capture: Mapping[str, Key],
                          linked: Iterable[str]) -> dict[str, Key | None]:
     """Covered paths whose changes no watched directory reports, with the lstat the walk saw; `linked` are the
@@ -289,22 +286,18 @@ def unwatched_after_walk(files: FileMap, covered: Iterable[str], to_capture: Map
     return unwatched
 
 
-def absorb(w: Watched, written: dict[str, Entry], deleted: list[str], dirs_changed: bool) -> None:
-    """After a restore, fold its own writes into the journal state instead of re-walking.
+def absorbed(last: LastCapture, changes: Changes, written: dict[str, Entry], deleted: list[str],
+             dirs_changed: bool) -> LastCapture | None:
+    """After a restore, its own writes folded into the last capture instead of re-walking (None: walk).
 
-    Only when every pending event names a path the restore wrote or deleted (or its temp
+    Only when every event the journal reported (`changes`) names a path the restore wrote or deleted (or its temp
     files); written paths are re-read by the next capture, so nothing is taken on trust.
     """
-    if w.last is None:
-        return
-    changes = w.journal.drain()
-    last = w.last
     ours = set(written) | set(deleted)
     foreign = [p for p in changes.paths if p not in ours and not p.rpartition("/")[2].startswith(OWN_TMP)]
     if (dirs_changed or changes.lost or foreign or scope_mod.IGNORE_FILE in ours
             or any(p in last.unwatched for p in ours)):
-        w.last = None
-        return
+        return None
     files = dict(last.files)
     fresh, stats = dict(last.fresh), dict(last.stats)
     for p in deleted:
@@ -318,6 +311,5 @@ def absorb(w: Watched, written: dict[str, Entry], deleted: list[str], dirs_chang
         files[p] = entry
         fresh.pop(p, None)
         stats.pop(p, None)
-    w.pending.update(written)
-    w.last = LastCapture(files, fresh, stats, last.covered.union(written), last.unwatched,
-                         last.git_signature, last.settings, last.walked_at)
+    return LastCapture(files, fresh, stats, last.covered.union(written), last.unwatched,
+                       last.git_signature, last.settings, last.walked_at)

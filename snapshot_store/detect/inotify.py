@@ -1,11 +1,12 @@
-"""Change journal from inotify: lets a capture in a long-running session skip the walk.
+"""The change journal from inotify (journal.py's `Journal` on Linux): lets a capture in a long-running session skip
+the walk. The change monitor's process (monitor_daemon.py) reads its raw events too.
 
 Every directory the capture walks gets a watch *before* it is listed, so no change after the
 listing is missed. A capture that sees no events reuses the previous result; file events only
 say where to look again (each named path is lstat'ed and classified as the walk would). Anything
 about directories (created, removed, renamed), a queue overflow, a watch that could not be
 added, or a change to which residue files are kept falls back to the full walk.
-A restore's own writes are absorbed (see Capturer.absorb_own_changes); its safety capture may use
+A restore's own writes are absorbed (door.ChangeDetector.absorb); its safety capture may use
 the journal because every write is re-checked against the file's lstat before it happens.
 """
 

@@ -1,4 +1,5 @@
-"""What a change journal reports between two captures (inotify in watch.py, or a stat check in walkstate.py)."""
+"""What changed between two captures, as each source reports it: a journal (journal.py), a stat check of the saved
+walk (walkstate.py) or the change monitor's answer (monitor.py)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ change made while it works is in the next answer), and binds the fresh token to 
 (`cache/<wskey>.mon`). The next capture, in any process, asks with that token; any doubt — no monitor, no answer
 within TIMEOUT, an unknown token (the monitor restarted or forgot it), a lost event (overflow), a directory that
 changed in a directory the walk listed, a garbage answer — means the full check of walkstate.py, as without a
-monitor. The socket and its peer checks are the caller's (app/monitor_launch.py): this module only talks to a
+monitor. The socket and its peer checks are the launcher's (monitor_launch.py): this module only talks to a
 socket it was handed, through a `verify` that says whether the peer may be believed.
 """
 
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..dirfd import DirCache, DirChanged, SymlinkInPath
+from ..fsutil import atomic_write
+from ..manifest import valid_key
+from ..stamps import Key, stat_key
 from .changes import Changes
-from .dirfd import DirCache, DirChanged, SymlinkInPath
-from .fsutil import atomic_write
-from .manifest import valid_key
-from .stamps import Key, stat_key
 from .walkstate import KEY, UNTRUSTED, Check, WalkState, unpack_key
 
 VERSION = 1

@@ -7,7 +7,7 @@ a later capture of the same workspace, while they still describe its newest snap
 a directory whose entries changed (another listing: names or types) means walking; a file whose stat moved is
 re-read through the change journal's fast path; nothing moved means the newest snapshot still holds.
 
-Trusted exactly as far as the stat cache is (statcache.py): size, both timestamps, inode and mode must all be
+Trusted exactly as far as the stat cache is (index.py): size, both timestamps, inode and mode must all be
 equal, and a stat taken within the timestamp granularity of the capture that recorded it is never trusted.
 """
 
@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..dirfd import DirCache, DirChanged, SymlinkInPath
+from ..manifest import WALKED, FileMap, is_captured, parent_of, valid_key
+from ..reasons import Reason
+from ..scope import IGNORE_FILE, Ignore, entry_kind, forbidden, listing_digest
+from ..settings import ScopeSettings
+from ..stamps import Key, is_racy, stat_key
 from .changes import Changes
-from .dirfd import DirCache, DirChanged, SymlinkInPath
-from .manifest import WALKED, FileMap, is_captured, parent_of, valid_key
-from .reasons import Reason
-from .scope import IGNORE_FILE, Ignore, entry_kind, forbidden, listing_digest
-from .settings import ScopeSettings
-from .stamps import Key, is_racy, stat_key
 
 DIGEST = 16  # bytes of a listing digest (scope.listing_digest)
 KEY = struct.Struct("<QqqQQ")  # a stat key, packed: (size, mtime_ns, ctime_ns, ino, mode); times may be < 0

@@ -11,7 +11,7 @@ restarted monitor never vouches for an earlier one's token. For the same reason 
 between two answers (idle, asked to make room, killed): the next capture finds no monitor, or one that does not
 know its token, and checks every file.
 
-The socket, its directory and who may ask are the launcher's (app/monitor_launch.py): `serve` takes a bound,
+The socket, its directory and who may ask are the launcher's (monitor_launch.py): `serve` takes a bound,
 listening socket and a `verify(conn)` for each connection.
 """
 
@@ -27,8 +27,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from .changes import Changes
+from .inotify import ChangeJournal
 from .monitor import EXITING, decode_request, encode_answer, is_exit
-from .watch import ChangeJournal
 
 try:
     from inotify_simple import flags as _F

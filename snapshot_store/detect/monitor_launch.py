@@ -1,13 +1,14 @@
-"""Starting and reaching a workspace's change monitor (snapshot_store/monitor_daemon.py), with no more rights than
-the process that asked.
+"""Starting and reaching a workspace's change monitor (monitor_daemon.py), with no more rights than the process that
+asked: the store's own, so it never calls up into the app (the app only says whether the user wants monitors).
 
 The monitor is started by the first capture that wants one (a posix_spawn of this Python: same user, credentials,
 namespaces, seccomp filter, cgroup as the asker) and exits after CODEXR_MONITOR_IDLE seconds without a question.
-Its socket lies in the resident server's runtime directory (runtime.runtime_dir: this user's, mode 700, not below a
+Its socket lies in the resident server's runtime directory (rundir.runtime_dir: this user's, mode 700, not below a
 directory a sandboxed command may write), named by the workspace and by the confinement of the process that
 started it (confinement.fingerprint), so a process confined otherwise (Codex's sandbox) never reaches it and gets
 its own. Both ends check the other before a byte is sent: same uid (SO_PEERCRED) and the same confinement, and
-the client also that the peer is the pid the monitor's lock file names. `CODEXR_MONITOR=0` turns it off.
+the client also that the peer is the pid the monitor's lock file names. `CODEXR_MONITOR=0` turns it off (read by the
+app, which tells the store: Capturer.use_monitors).
 
 At most `CODEXR_MONITOR_MAX` (MAX) run at once per user and runtime directory: each holds one of that many slot
 locks (`m-slot-K.lock`), taken by the starter before the process exists and handed down to it with the
@@ -23,9 +24,10 @@ import os
 import socket
 import sys
 from collections.abc import Callable
-from typing import Any
 
-from snapshot_store.monitor import Answer, MonitorClient
+from .. import confinement
+from ..rundir import SOCKET_MAX, hasher, lock_names, runtime_dir, take_lock
+from .monitor import Answer, MonitorClient
 
 IDLE = 1800.0  # seconds without a question before a monitor exits
 #: Monitors of this user's at once (`CODEXR_MONITOR_MAX`): each is a Python process of ~22 MB resident (half of it
@@ -41,21 +43,20 @@ LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "zfs", "f
                       "bcachefs", "nilfs2"})
 
 
-def enabled() -> bool:
-    """Whether the user left the monitor on (`CODEXR_MONITOR=0` turns it off)."""
-    return os.environ.get("CODEXR_MONITOR", "1").strip().lower() not in ("0", "off", "no", "false")
+def available() -> bool:
+    """Whether a monitor can run here at all (inotify)."""
+    from .inotify import ChangeJournal
+
+    return ChangeJournal.available()
 
 
 def socket_for(root: str, create: bool = True) -> str | None:
     """The monitor socket for workspace `root` and this process's confinement (None: no safe place for one)."""
-    from . import confinement
-    from .runtime import SOCKET_MAX, _hasher, runtime_dir
-
     base = runtime_dir(create)
     own = confinement.fingerprint("self")
     if base is None or own is None:
         return None
-    h = _hasher()
+    h = hasher()
     h.update(repr(("monitor", 1, os.getuid(), root, own)).encode(errors="surrogateescape"))
     path = os.path.join(base, f"m-{h.hexdigest()}.sock")
     return path if len(os.fsencode(path)) <= SOCKET_MAX else None
@@ -64,8 +65,6 @@ def socket_for(root: str, create: bool = True) -> str | None:
 def peer_is_kin(sock: socket.socket, pid_file: str | None = None) -> bool:
     """Whether the other end of `sock` is this user's, confined as this process is (and, with `pid_file`, the
     process whose pid that file holds: the monitor that took the lock)."""
-    from . import confinement
-
     try:
         raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
     except OSError:
@@ -78,8 +77,6 @@ def peer_is_kin(sock: socket.socket, pid_file: str | None = None) -> bool:
         return False
     if pid_file is None:
         return True
-    from .runtime import lock_names
-
     return lock_names(pid_file, pid)
 
 
@@ -135,14 +132,6 @@ class Launcher:
         return answer
 
 
-def attach(store: Any) -> None:
-    """Give the store's capturer a monitor to ask, where one may run here."""
-    from snapshot_store.watch import ChangeJournal
-
-    if enabled() and ChangeJournal.available():
-        store.capturer.monitor = Launcher()
-
-
 MADE_ROOM = -1
 """What `spawn` returns when it started nothing but asked a monitor to exit: the next try finds its slot free."""
 
@@ -155,8 +144,6 @@ def spawn(root: str, path: str) -> int | None:
     so no second one starts meanwhile and never more than `max_monitors()` monitors run, however many processes
     start them at once."""
     import fcntl
-
-    from .runtime import take_lock
 
     fd = take_lock(path + ".lock")
     if fd is None:
@@ -180,7 +167,7 @@ def spawn(root: str, path: str) -> int | None:
     env = dict(os.environ)
     env["CODEXR_MONITOR_SYS_PATH"] = repr([os.path.abspath(p) if p else os.getcwd() for p in sys.path])
     code = ("import sys, os, ast; sys.path[:] = ast.literal_eval(os.environ.pop('CODEXR_MONITOR_SYS_PATH')); "
-            "from app.monitor_launch import main; main(sys.argv[1], sys.argv[2])")
+            "from snapshot_store.detect.monitor_launch import main; main(sys.argv[1], sys.argv[2])")
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
                (os.POSIX_SPAWN_OPEN, 2, path + ".log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
@@ -207,8 +194,6 @@ def max_monitors() -> int:
 def take_slot(base: str) -> int | None:
     """The fd holding one of this user's monitor slots (`m-slot-K.lock` in the runtime directory), or None: all
     taken."""
-    from .runtime import take_lock
-
     for k in range(max_monitors()):
         fd = take_lock(os.path.join(base, f"m-slot-{k}.lock"))
         if fd is not None:
@@ -254,7 +239,7 @@ def idle_seconds() -> float:
 def main(root: str, path: str) -> None:
     """The monitor process: keep the locks `spawn` handed down for life, bind the socket (mode 600 in a 700
     directory), answer."""
-    from snapshot_store.monitor_daemon import serve
+    from .monitor_daemon import serve
 
     os.chdir("/")  # holds no caller's directory
     lock = LOCK_FD

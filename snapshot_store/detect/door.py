@@ -1,0 +1,594 @@
+"""The one door to change detection: a capture asks it what may have changed since the workspace's newest snapshot,
+and tells it what it saw; a restore tells it what it wrote.
+
+Behind the door (restic's archiver asks its parent snapshot the same question; dulwich's index.py is the one index):
+* the workspace index (index.py): the stat cache per path and the saved walk per listed directory, one file; a check
+  of the saved walk (walkstate.py) is the look of a process that keeps no journal (a one-shot command);
+* a journal (journal.py: inotify on Linux, an FSEvents one would be a second implementation) that a long-running
+  process keeps between its captures, with the last capture it vouches for: the fast path (fastpath.py) re-reads
+  only what it reports;
+* the change monitor (monitor.py, started by monitor_launch.py), whose token outlives processes: asked before
+  anything of the workspace is looked at, it can settle a check by naming the only paths to look at.
+
+Its verbs: `look` (one capture's questions, `Look`), `watch` and `unwatch` (a journal), `absorb` (a restore's own
+writes) and `forget` (paths a restore rewrote) through `notes`, `forget_last` (a gc ran), `close`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import marshal
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from ..dirfd import DirCache
+from ..errors import StoreError
+from ..ids import workspace_key
+from ..manifest import Entry, FileMap, captured_paths, is_captured
+from ..repository.packs import read_generation
+from ..settings import ScopeSettings
+from ..stamps import Key
+from ..vocab import SnapshotKind
+from . import fastpath, monitor, walkstate
+from .index import StatCache, WorkspaceIndex
+from .journal import Journal, open_journal
+
+if TYPE_CHECKING:
+    from ..readfiles import Captured, KnownContent
+    from ..repository.repo import Repository
+    from ..scope import GitTracked, Ignore, Scope
+
+CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
+
+
+@dataclass
+class Watched:
+    """One watched workspace: its journal, the last capture, and paths a restore wrote since."""
+
+    journal: Journal
+    last: fastpath.LastCapture | None = None
+    pending: set[str] = field(default_factory=set)  # paths a restore wrote: re-read at the next capture
+    saved: walkstate.WalkState | None = None  # what the last capture kept for the next process (walkstate.py)
+
+
+class Start(NamedTuple):
+    """Where a capture's look at the files starts: the fast path's (a last capture and what changed since), or a
+    walk (`since` None)."""
+
+    since: fastpath.Since | None
+    known: list[str]  # the known paths as the fast path settles them (what growing adds, and the caller's)
+    walk_known: list[str] | None  # the known paths a walk covers, when worked out already (None: the caller adds
+    # what the parent captured)
+
+
+class Found:
+    """What a capture found of the files, the fast path's or a walk's, held in one place: once the snapshot is
+    committed, the door lets go of what a one-shot process no longer needs (~40 MB at 100,000 files). (A plain class:
+    a dataclass costs every process that imports it ~0.2 ms.)"""
+
+    __slots__ = ("captured", "fast", "selected", "skipped", "state")
+
+    def __init__(self, state: fastpath.LastCapture | None, captured: Captured, skipped: list[tuple[str, str]],
+                 selected: Scope | None = None, fast: fastpath.Selection | None = None) -> None:
+        self.state = state
+        self.captured = captured
+        self.skipped = skipped
+        self.selected = selected  # the walk's (None: the fast path's)
+        self.fast = fast  # the fast path's selection (None: walked)
+
+
+class ChangeDetector:
+    """Change detection for the workspaces one repository captures: their indexes, journals and monitors."""
+
+    def __init__(self, repo: Repository) -> None:
+        self.repo = repo
+        self._indexes: dict[str, WorkspaceIndex] = {}
+        self._watched: dict[str, Watched] = {}
+        #: A change monitor that outlives this process (monitor.py), where the caller wants one (use_monitors).
+        self.monitor: monitor.ChangeSource | None = None
+
+    def use_monitors(self, wanted: bool) -> None:
+        """Ask each workspace's change monitor before a capture, starting one where none answers, when `wanted` (the
+        user's setting, `CODEXR_MONITOR`) and one can run here (monitor_launch.py)."""
+        from . import monitor_launch  # here: sockets and peer checks only for a process that uses them
+
+        self.monitor = monitor_launch.Launcher() if wanted and monitor_launch.available() else None
+
+    def index(self, ws: Path) -> WorkspaceIndex:
+        """The workspace's index, loaded once per process."""
+        key = workspace_key(str(ws))
+        index = self._indexes.get(key)
+        if index is None:
+            index = WorkspaceIndex(self.repo.cache_file(ws, ".index"),
+                                   legacy=(self.repo.cache_file(ws, ".stat"), self.repo.cache_file(ws, ".walk")))
+            self._indexes[key] = index
+        return index
+
+    # ----------------------------------------------------------------- journals
+    def watch(self, ws: Path) -> bool:
+        """Keep a change journal of this workspace so later captures can skip the walk.
+
+        Meant for long-running processes (the session); False where this platform has no journal.
+        """
+        if str(ws) in self._watched:
+            return True
+        journal = open_journal(str(ws))
+        if journal is None:
+            return False
+        self._watched[str(ws)] = Watched(journal)
+        return True
+
+    def watching(self, ws: Path) -> bool:
+        """Whether a journal of this workspace is kept."""
+        return str(ws) in self._watched
+
+    def unwatch(self, ws: Path) -> None:
+        """Stop the change journal of a workspace."""
+        w = self._watched.pop(str(ws), None)
+        if w is not None:
+            w.journal.close()
+
+    # ----------------------------------------------------------------- what a restore tells
+    def notes(self, ws: Path) -> Notes:
+        """What a restore of `ws` tells about its own writes (restore.journal.WorkspaceNotes)."""
+        return Notes(self, ws)
+
+    def forget(self, ws: Path, paths: list[str]) -> None:
+        """A restore rewrote these paths: the index never vouches for what it said of them."""
+        self.index(ws).forget(paths)
+
+    def absorb(self, ws: Path, written: dict[str, Entry], deleted: list[str], dirs_changed: bool) -> None:
+        """After a restore, fold its own writes into the journal's last capture instead of re-walking."""
+        w = self._watched.get(str(ws))
+        if w is None or w.last is None:
+            return
+        w.last = fastpath.absorbed(w.last, w.journal.drain(), written, deleted, dirs_changed)
+        if w.last is not None:
+            w.pending.update(written)
+
+    def forget_last(self) -> None:
+        """A gc ran: a journal's last file map names blobs it may have freed, so the next capture walks."""
+        for w in self._watched.values():
+            w.last = None
+
+    def close(self) -> None:
+        """Save the workspace indexes and stop the change journals."""
+        for index in self._indexes.values():
+            with contextlib.suppress(OSError):
+                index.save()
+        for w in self._watched.values():
+            w.journal.close()
+        self._watched.clear()
+
+    # ----------------------------------------------------------------- a capture's questions
+    def look(self, ws: Path, *, started_ns: int, dry_run: bool) -> Look:
+        """One capture's questions, from now on: the monitor (if any) is asked first, before anything of the workspace
+        is looked at (a recovery writes, the ignore rules are read), so whatever changes from here is in its next
+        answer. A dry run (nothing stored) asks no monitor and uses no journal."""
+        asked = self._ask_monitor(ws) if self.monitor is not None and not dry_run else None
+        watched = self._watched.get(str(ws)) if not dry_run else None
+        return Look(self, ws, started_ns, dry_run, asked, watched)
+
+    def _ask_monitor(self, ws: Path) -> monitor.Asked | None:
+        """The monitor's answer since the token bound to the saved walk (None: no monitor, or no answer)."""
+        assert self.monitor is not None
+        identity = monitor.walk_identity(self.index(ws).path)
+        bound = monitor.bound_token(self.repo.cache_file(ws, ".mon"), identity)
+        answer = self.monitor.ask(str(ws), bound[0] if bound is not None else None)
+        if answer is None:
+            return None
+        return monitor.Asked(answer, identity if bound is not None else None, bound[1] if bound is not None else None)
+
+
+@dataclass
+class Notes:
+    """The door's side of restore.journal.WorkspaceNotes for one workspace."""
+
+    door: ChangeDetector
+    ws: Path
+
+    def forget(self, paths: list[str]) -> None:
+        self.door.forget(self.ws, paths)
+
+    def absorb(self, written: dict[str, Entry], deleted: list[str], dirs_changed: bool) -> None:
+        self.door.absorb(self.ws, written, deleted, dirs_changed)
+
+
+class Look:
+    """One capture's questions to the door, in the order it asks them: `check` the saved walk (when no journal can
+    say), `unchanged` (the parent's map stands: `kept` then names it), else `start` (the last capture and what changed
+    since, or a walk), `select` and `merged` (the fast path) or `before_walk` and `walked`, and at last `remember`."""
+
+    def __init__(self, door: ChangeDetector, ws: Path, started_ns: int, dry_run: bool, asked: monitor.Asked | None,
+                 watched: Watched | None) -> None:
+        self.door, self.ws, self.started_ns, self.dry_run = door, ws, started_ns, dry_run
+        self.asked, self.watched = asked, watched
+        self.index = door.index(ws)
+        self.checked: walkstate.Checked | None = None
+        self.by_check = False  # the fast path starts from the check's look (else from the journal's, or walks)
+        self.cache: StatCache | None = None  # the stat cache as the index holds it when `start` looked
+
+    def check(self, parent: str | None, settings: ScopeSettings, git_signature: tuple[int, ...] | None) -> None:
+        """Look at the saved walk's stats when no journal has seen a capture yet (a one-shot command, a session's
+        first capture); in a session whose journal says what changed, only the monitor's answer, which alone leaves
+        a token bound for the next process (used when it settles everything, else the journal as before)."""
+        w = self.watched
+        if parent is None or self.dry_run:
+            return
+        if w is None or w.last is None:
+            self.checked = self._check_walk(parent, settings, git_signature, w.journal if w is not None else None)
+        elif not w.pending and self.asked is not None:
+            self.checked = self._check_walk(parent, settings, git_signature, w.journal, monitor_only=True)
+
+    def _check_walk(self, parent: str, settings: ScopeSettings, git_signature: tuple[int, ...] | None,
+                    journal: Journal | None, monitor_only: bool = False) -> walkstate.Checked | None:
+        """The saved walk, if it describes `parent`'s files under these rules, with a fresh look at its stats.
+
+        A `journal` gets a watch on every saved directory before the look, so that nothing changed after the look
+        goes unseen by the captures that follow (the order a walk keeps: watch, then list). The look is the monitor's
+        answer where it is about this very walk and settles everything, else every stat; `monitor_only`: the
+        answer or nothing.
+        """
+        state = self.index.saved_walk()
+        if state is None or not state.same_rules(settings, git_signature, self.door.repo.protected_rel(self.ws)):
+            return None
+        chain = _unchanged_since(self.door.repo, parent, state.snapshot, str(self.ws))
+        if chain is None:
+            return None
+        # Unchanged files keep the blobs they had without asking the blob index (a walk would, through the stat
+        # cache): only while no gc ran and no pack index the capture relied on went away or changed.
+        if not walkstate.packs_hold(state.packs, _packs(self.door.repo)):
+            return None
+        if journal is not None:
+            for rel in state.dirs[1]:
+                journal.watch_dir(rel)
+        asked = self.asked
+        with DirCache(str(self.ws)) as dirs:
+            look = None
+            if (asked is not None and asked.answer.changes is not None and asked.identity is not None
+                    and monitor.walk_identity(self.index.path) == asked.identity  # the walk just loaded
+                    and state.snapshot == asked.snapshot):  # and the one the token's capture saved
+                look = monitor.check_since(dirs, state, asked.answer.changes)
+            if look is None:
+                if monitor_only:
+                    return None
+                look = walkstate.check(dirs, state)
+            return walkstate.Checked(state, look, chain)
+
+    def unchanged(self, grow: bool, known: list[str], git_paths: list[str]) -> walkstate.Checked | None:
+        """The check found nothing moved and a walk would cover what the saved one did: the parent's map holds and can
+        be recorded again without decoding it (None: look further). A session's journal with no capture yet (`codexr
+        exec`'s pre-turn) stays without one: its next capture checks again."""
+        checked, w = self.checked, self.watched
+        if checked is None or not checked.check.unchanged:
+            return None
+        if w is not None and (w.last is not None or w.pending):
+            return None
+        return checked if _covers_what_was_covered(checked.state, grow, known, git_paths) else None
+
+    def kept(self, checked: walkstate.Checked, snap_id: str, chained: bool) -> None:
+        """The capture recorded the parent's map as `snap_id` (`chained`: a new snapshot on top of the parent; else
+        the parent itself). The saved walk names it when a directory's stat moved or the chain grew long (else it is
+        not rewritten: ~6 ms saved), and the monitor's token is bound to the walk."""
+        state, moved = checked.state, checked.check.dir_keys
+        if moved or (chained and checked.chain + 1 >= walkstate.CHAIN_LIMIT):
+            state.snapshot = snap_id  # a new chain starts here
+            state.dirs = walkstate.with_dir_keys(state.dirs, {
+                rel: walkstate.trusted(k, self.started_ns) for rel, k in moved.items()})
+            self.index.save_walk(state)
+        self._bind(state.snapshot)
+
+    def start(self, parent_files: FileMap | None, known: list[str], grow: bool, git: GitTracked,
+              settings: ScopeSettings, ignore: Ignore) -> Start:
+        """What the capture's look at the files starts from: the check's look at the saved walk where a walk covering
+        the paths covered now would give the parent's map, else the journal's events since its last capture, else
+        nothing (a walk). `known` are the caller's known paths; `grow` adds what the parent captured."""
+        w, checked = self.watched, self.checked
+        # A session's journal whose last capture made the parent's map: what growing adds to the fast path's known
+        # paths is what that capture held outside its covered set (the rest is covered already), not every captured
+        # path (~2 passes over 11,000 paths saved per capture).
+        if (checked is None and w is not None and w.last is not None and w.last.facts is not None
+                and parent_files is not None and w.last.files is parent_files):
+            parent_captured = None
+            fast_known = [*known, *w.last.facts.outside] if grow else known
+            walk_known = None if grow else known
+        else:
+            parent_captured = captured_paths(parent_files) if parent_files is not None else []
+            fast_known = walk_known = [*known, *parent_captured] if grow else known
+        since: fastpath.Since | None = None
+        if checked is not None and parent_files is not None and not checked.check.changes.structural:
+            assert parent_captured is not None
+            since = self._since_check(checked, parent_files, set(parent_captured), {*git.paths, *fast_known}, git,
+                                      settings, ignore)
+        if since is None and w is not None and w.last is not None:
+            last = w.last if grow else _narrowed(w.last, {*git.paths, *known}, settings, ignore)
+            if last is not None:  # else walk: the journal's events are dropped with its reset
+                since = fastpath.Since(last, w.journal.drain(), w.pending)
+        # The stat cache as the index holds it now: the walk's reads look up in it, and this capture updates it.
+        self.cache = self.index.stat
+        return Start(since, fast_known, walk_known)
+
+    def _since_check(self, checked: walkstate.Checked, parent_files: FileMap, captured_then: set[str],
+                     covered_now: set[str], git: GitTracked, settings: ScopeSettings, ignore: Ignore
+                     ) -> fastpath.Since | None:
+        """The check's look as the fast path's start, where a walk covering `covered_now` (what it would capture
+        whatever the limits) gives the parent's map (walkstate.same_map); otherwise the check is dropped: walk."""
+        covered_then = checked.state.covered_set()
+        if not walkstate.same_map(covered_then, covered_now, parent_files, captured_then, settings, ignore):
+            self.checked = None  # other known paths would change the map: walk
+            return None
+        # Covered then and now: what the fast path settles newly known paths against.
+        last = _checked_last(checked, parent_files, captured_then, covered_then & covered_now, git.signature,
+                             settings)
+        if last is None:
+            return None
+        self.by_check = True
+        return fastpath.Since(last, checked.check.changes)
+
+    def will_read(self, start: Start) -> bool:
+        """Whether the fast path may read files (then the blob index is wanted before the directories' fds are
+        held)."""
+        return start.since is not None and bool(start.since.changes.files or start.since.pending)
+
+    def select(self, dirs: DirCache, start: Start, git_signature: tuple[int, ...] | None, settings: ScopeSettings,
+               ignore: Ignore, force: Callable[[str], bool] | None) -> fastpath.Selection | None:
+        """The fast path: the last map with what changed applied, and the files to re-read (None: walk)."""
+        assert start.since is not None
+        return fastpath.select(dirs, start.since, start.known, git_signature, settings, ignore, force)
+
+    def known_content(self) -> KnownContent:
+        """What the fast path's reads may reuse without reading. From the check, every file to read moved since the
+        saved walk, whose keys the stat cache shares, or was held back then (never cached): no lookup can hit, and
+        the first would decode the whole per-path half (~50 MB at 100,000 files, measured)."""
+        assert self.cache is not None
+        return StatCache(None) if self.by_check else self.cache
+
+    def merged(self, fast: fastpath.Selection, captured: Captured) -> fastpath.LastCapture:
+        """The fast path's new state after its re-reads."""
+        return fastpath.merge(fast, captured)
+
+    def before_walk(self) -> Callable[[str], None] | None:
+        """A walk follows: the journal starts over, and watches each directory before the walk lists it (the hook
+        returned; None: no journal)."""
+        if self.watched is None:
+            return None
+        self.watched.journal.reset()
+        return self.watched.journal.watch_dir
+
+    def walked(self, selected: Scope, captured: Captured, git_signature: tuple[int, ...] | None,
+               settings: ScopeSettings) -> fastpath.LastCapture:
+        """The state a walk and its reads leave (fastpath.after_walk)."""
+        return fastpath.after_walk(selected, captured, git_signature, settings)
+
+    def stat_cache(self) -> KnownContent:
+        """What a walk's reads may reuse without reading: the stat cache."""
+        assert self.cache is not None
+        return self.cache
+
+    # ----------------------------------------------------------------- after the snapshot is committed
+    def remember(self, snap_id: str, file_count: int, skipped: list[tuple[str, str]], found: Found,
+                 git_paths: list[str], kind: str) -> None:
+        """What this capture saw, for the next one: the journal's last capture, the walk the next process checks, the
+        stat cache, both written in one save of the index, and the monitor's token bound to the walk.
+
+        A one-shot process keeps nothing: `found`'s walk, stats and fresh hashes are dropped here (the index holds
+        them from here), before the per-path half is built and the index encoded (~40 MB of the cold 100,000-file
+        capture's peak RSS).
+        """
+        w, checked, state, selected = self.watched, self.checked, found.state, found.selected
+        assert state is not None and self.cache is not None
+        if w is not None:
+            w.last = state
+            w.pending.clear()
+        # What the next process checks instead of walking: from this walk, or the state this capture started from
+        # with the files it read again (a check's, or the one a session saved at its last capture).
+        if selected is not None:
+            base = None
+        elif self.by_check and checked is not None:
+            base = checked.state
+        else:
+            base = w.saved if w is not None else None
+        from_check = checked is not None and base is checked.state
+        saved = self._save_walk(snap_id, file_count, skipped, state, selected, base,
+                                checked.check.keys if checked is not None and from_check else {},
+                                checked.check.dir_keys if checked is not None and from_check else {},
+                                found.captured.stats, git_paths)
+        if w is not None:
+            w.saved = saved
+        # The token vouches for a walk saved from this capture's own look (a walk or a check); one a journal updated
+        # is not bound (the journal saw what the token's monitor may not have).
+        bound = saved.snapshot if saved is not None and (selected is not None or self.by_check) else None
+        walked = selected is not None
+        if w is None:
+            saved = found.selected = selected = None
+        cache = self.cache
+        if walked:
+            cache.update(state.fresh, self.started_ns)
+        else:
+            cache.update_some(found.captured.entries, found.captured.fresh, self.started_ns)
+        if w is None:
+            found.state = state = None
+            found.captured.fresh = {}
+        # One write of the index for both halves. A restore's safety capture leaves the per-path half to the
+        # restore's end (close): it forgets the paths it rewrites right after, and saving it twice cost ~40-70 ms
+        # of a one-file restore (11,000 files, measured); a watched workspace saves it at most once a minute.
+        per_path = kind != SnapshotKind.SAFETY and (
+            w is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL)
+        with contextlib.suppress(OSError):
+            self.index.save(per_path=per_path)  # disposable: the snapshot is already committed
+        # After the index is written: the binding names the index file that holds this walk.
+        self._bind(bound)
+
+    def _bind(self, snapshot: str | None) -> None:
+        """Bind the token asked before this capture to the walk it saved, for `snapshot` (None: unbind, the next
+        capture checks). The binding names the walk's snapshot: should another capture of the workspace have saved
+        its own walk in between, the next capture finds another snapshot in the file and checks every stat."""
+        if self.asked is None:
+            return
+        path = self.door.repo.cache_file(self.ws, ".mon")
+        if snapshot is not None:
+            monitor.bind(path, self.asked.answer.token, self.index.path, snapshot)
+        else:
+            monitor.forget(path)
+
+    def _save_walk(self, snap_id: str, file_count: int, skipped: list[tuple[str, str]],
+                   state: fastpath.LastCapture, selected: Scope | None, base: walkstate.WalkState | None,
+                   checked_keys: dict[str, Key], moved_dirs: dict[str, Key], read: Mapping[str, Key],
+                   git_paths: list[str]) -> walkstate.WalkState | None:
+        """What this capture saw, for the next process (None: a walk nobody can check), set in the index (written
+        once, with the per-path half); returned."""
+        assert state.facts is not None
+        saved = None
+        if walkstate.savable(state.facts.unstable, skipped):
+            kept = _Kept(snap_id, file_count, [(str(p), str(why)) for p, why in skipped],
+                         {p: walkstate.trusted(k, self.started_ns) for p, k in state.unwatched.items()},
+                         _packs(self.door.repo), self.started_ns)
+            if selected is not None:
+                saved = _walk_of(kept, state, selected, read, git_paths, self.door.repo.protected_rel(self.ws))
+            elif base is not None:
+                saved = _walk_after(kept, state, base, checked_keys, moved_dirs, read, git_paths)
+        self.index.set_walk(saved)
+        return saved
+
+
+class _Kept(NamedTuple):
+    """What every saved walk of this capture holds besides its directories and files."""
+
+    snapshot: str
+    file_count: int
+    skipped: list[tuple[str, str]]
+    unwatched: dict[str, Key | None]  # racy keys untrusted
+    packs: tuple[bytes, dict[str, int]]
+    started_ns: int
+
+    def trusted(self, key: Key | None) -> Key | None:
+        return walkstate.trusted(key, self.started_ns)
+
+
+def _walk_of(kept: _Kept, state: fastpath.LastCapture, selected: Scope, read: Mapping[str, Key],
+             git_paths: list[str], protected: tuple[str, ...]) -> walkstate.WalkState | None:
+    """The saved walk of a capture that walked: every listed directory and stat'ed entry, racy ones untrusted
+    (None: a captured file the next check would not look at)."""
+    files, trusted = state.files, kept.trusted
+    dirs: walkstate.Group = ("", list(selected.listed),
+                             b"".join(walkstate.pack_key(trusted(key)) for key in selected.listed.values()))
+    seen = {rel: trusted(read.get(rel) or key) for rel, key in selected.seen.items()
+            if walkstate.stat_bound(files, rel)}
+    # Every captured file must be looked at by the next check, or a change to it would go unseen.
+    if any(is_captured(e) and p not in seen and p not in kept.unwatched for p, e in files.items()):
+        return None
+    covered = frozenset(state.covered)
+    return walkstate.WalkState(
+        snapshot=kept.snapshot, settings=walkstate.settings_key(state.settings), git_signature=state.git_signature,
+        protected=protected, packs=kept.packs, dirs=dirs, seen=walkstate.group(seen),
+        covered_blob=marshal.dumps(sorted(covered), 2), unwatched=kept.unwatched, file_count=kept.file_count,
+        skipped=kept.skipped, listings=b"".join(selected.listing[rel] for rel in selected.listed),
+        grows_same=walkstate.grows_same(covered, git_paths, files))
+
+
+def _walk_after(kept: _Kept, state: fastpath.LastCapture, base: walkstate.WalkState, checked_keys: dict[str, Key],
+                moved_dirs: dict[str, Key], read: Mapping[str, Key], git_paths: list[str]
+                ) -> walkstate.WalkState | None:
+    """The saved walk `base` (a check's, or the one a session saved) with the files this capture read again.
+
+    No directory moved since `base` was saved (else this capture walked), so the same entries are there: only the
+    files read again get new keys (rebuilding the whole state cost ~30 ms of a one-file restore). A file no longer
+    captured keeps an entry: the next check just looks at it again. A new one (a session's journal reports created
+    files) moved its directory's stat: the next check walks. None: a captured file the next check would not look at.
+    """
+    files, trusted = state.files, kept.trusted
+    newly = {rel: trusted(read.get(rel, now)) for rel, now in checked_keys.items()}
+    newly.update((rel, trusted(key)) for rel, key in read.items())
+    # Every captured file must keep a key the next check looks at, or a change to it would go unseen.
+    if any(is_captured(files.get(rel)) for rel in newly):
+        looked = base.seen_paths()
+        if any(is_captured(files.get(rel)) and rel not in looked and rel not in kept.unwatched for rel in newly):
+            return None
+    # Directories listed the same at the check: their new stats stand (racy ones untrusted).
+    listed = walkstate.with_dir_keys(base.dirs, {rel: trusted(k) for rel, k in moved_dirs.items()})
+    covered = frozenset(state.covered)
+    # Sorting and marshalling 11,000 paths again is ~5 ms of every session capture: only when they moved.
+    same = covered is base.covered_set() or covered == base.covered_set()
+    blob = base.covered_blob if same else marshal.dumps(sorted(covered), 2)
+    if same and base.grows_same and base.git_signature == state.git_signature and state.touched is not None:
+        # Only the entries this capture moved can have stopped being captured (the covered set and the Git listing
+        # are the base's): a pass over the whole covered set each capture was ~1-2 ms.
+        grows = walkstate.grows_same(covered, git_paths, files, among=state.touched)
+    else:
+        grows = walkstate.grows_same(covered, git_paths, files)
+    return dataclasses.replace(base, snapshot=kept.snapshot, packs=kept.packs, dirs=listed,
+                               seen=walkstate.with_keys(base.seen, newly), unwatched=kept.unwatched,
+                               covered_blob=blob, _covered=covered, file_count=kept.file_count,
+                               skipped=kept.skipped, grows_same=grows)
+
+
+def _unchanged_since(repo: Repository, snap: str, base: str, root: str) -> int | None:
+    """Unchanged snapshots between `base` and `snap` (None: `snap` may not hold `base`'s files)."""
+    for steps in range(walkstate.CHAIN_LIMIT + 1):
+        if snap == base:
+            return steps
+        try:
+            rec = repo.record(snap)
+        except StoreError:
+            return None
+        if rec.changes or rec.parent is None or rec.root != root:
+            return None
+        snap = rec.parent
+    return None
+
+
+def _packs(repo: Repository) -> tuple[bytes, dict[str, int]]:
+    """gc's generation and the pack indexes present now (walkstate.packs_hold)."""
+    return walkstate.pack_signature(repo.path / "packs", read_generation(repo.path))
+
+
+def _covers_what_was_covered(state: walkstate.WalkState, grow: bool, known: list[str], git_paths: list[str]) -> bool:
+    """Would a walk now cover exactly what the saved walk covered (so, nothing having moved, give its map)?
+
+    Growing, it covers the Git listing, `known` and what the latest snapshot captured: the saved walk's paths when
+    each of them was Git-tracked or captured and `known` adds none. A thread's capture covers the Git listing and
+    `known` only: the same set, or a path covered then and not now (another thread's) might be held back now, and
+    one covered now and not then might be captured though the saved walk skipped it.
+    """
+    covered = state.covered_set()
+    if grow:
+        return state.grows_same and (not known or covered.issuperset(known))
+    return covered == {*git_paths, *known}
+
+
+def _narrowed(last: fastpath.LastCapture, covered_now: set[str], settings: ScopeSettings,
+              ignore: Ignore) -> fastpath.LastCapture | None:
+    """The journal's last capture as a thread's capture covering `covered_now` starts from, or None (walk).
+
+    The last capture may have covered another thread's paths (one session, several threads): kept covered, this
+    thread's snapshot would hold that thread's files whatever the limits, and a rewind of it would put them back.
+    A walk covering `covered_now` would give the same map only where walkstate.same_map says so.
+    """
+    if covered_now == last.covered:
+        return last
+    if not walkstate.same_map(last.covered, covered_now, last.files, set(captured_paths(last.files)), settings,
+                              ignore):
+        return None
+    return dataclasses.replace(last, covered=last.covered & covered_now, facts=None, touched=None)
+
+
+def _checked_last(checked: walkstate.Checked, parent_files: FileMap, captured: set[str], covered: frozenset[str],
+                  git_signature: tuple[int, ...] | None, settings: ScopeSettings) -> fastpath.LastCapture | None:
+    """The last capture as the check vouches for it: the fast path re-reads only the files whose stat moved.
+
+    `covered`: paths covered by the saved walk and by this capture (walkstate.same_map said the map is the same);
+    the fast path adds this capture's newly known ones. `captured`: the files and symlinks of the map.
+    """
+    state = checked.state
+    try:
+        stats = walkstate.captured_stats(captured, state, checked.check.changes.files)
+    except ValueError:
+        return None
+    if stats is None:
+        return None
+    return fastpath.LastCapture(parent_files, {}, stats, covered, dict(state.unwatched),
+                                git_signature, settings, time.monotonic())
