@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
     """How to start Codex for the workspace with the pass-through flags (also for the interactive front ends)."""
-    from .codex_bin import choose
+    from .codex.codex_bin import choose
 
     ctx.workspace(args.cd)  # the store or Codex's home as workspace stops here, before Codex starts
     codex_bin = choose(args.codex_bin, ctx.settings).sdk_value()  # a bad path stops here, before the SDK loads
@@ -138,8 +138,8 @@ def retry_notices() -> Callable[[str, dict[str, Any]], None]:
 def _exec(ctx: Context, args: argparse.Namespace) -> int:
     if not args.prompt.strip():  # `codex exec` refuses it too ("No prompt provided"): before Codex starts
         raise UsageError("empty prompt: give the prompt text as the argument")
+    from .codex.images import check_images
     from .errors import SessionError
-    from .images import check_images
 
     try:  # a missing or unreadable image: one line, before Codex starts
         check_images(getattr(args, "images", ()))

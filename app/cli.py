@@ -291,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _codex_path(args: argparse.Namespace, settings: CodexrSettings | None) -> str:
     """The Codex executable this command runs, chosen only when something asks (codex_bin is not light)."""
-    from .codex_bin import choose
+    from .codex.codex_bin import choose
 
     return str(choose(getattr(args, "codex_bin", None), settings).path)
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .context import Context
 
 if TYPE_CHECKING:  # the scripted model (an HTTP server) and the session (the SDK) load only when the demo runs
-    from .scripted_model import ScriptedModel
+    from .codex.scripted_model import ScriptedModel
     from .session import SessionOptions
 
 PROMPT_1 = "Add a test for greet()"
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def dispatch(ctx: Context, args: argparse.Namespace) -> int:
     """Interactive on a terminal; the self-checking story on a pipe, in CI, with --script or --json."""
-    from .codex_bin import choose
+    from .codex.codex_bin import choose
 
     # `codexr --codex-bin X demo` tries build X; `ctx.loaded` (None: every setting a default) spares pydantic
     codex_bin = choose(args.codex_bin, ctx.loaded).sdk_value()
@@ -59,7 +59,7 @@ def dispatch(ctx: Context, args: argparse.Namespace) -> int:
 
 def banner(ws: Path, *, app: bool = False) -> str:
     """The first screen of the interactive demo: what this is and the scripted model's vocabulary."""
-    from .scripted_model import RESPONDER_HELP
+    from .codex.scripted_model import RESPONDER_HELP
 
     if app:  # Markdown in the app's transcript: one line per idea, the app's own keys
         vocabulary = RESPONDER_HELP.replace("\n", " ")
@@ -86,7 +86,7 @@ def interactive(args: argparse.Namespace, *, plain: bool, codex_bin: str | None 
     ws, home = base / "workspace", base / "codex-home"
     try:
         ws.mkdir(parents=True, exist_ok=True)
-        from .scripted_model import ScriptedModel, responder, write_codex_home
+        from .codex.scripted_model import ScriptedModel, responder, write_codex_home
 
         _make_workspace(ws)
         with ScriptedModel() as model:
@@ -127,7 +127,7 @@ def serve(ctx: Context, args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from .scripted_model import RESPONDER_HELP, ScriptedModel, last_user_text, responder, write_codex_home
+    from .codex.scripted_model import RESPONDER_HELP, ScriptedModel, last_user_text, responder, write_codex_home
 
     if not 0 <= args.port <= 65535:
         from .context import UsageError
@@ -206,7 +206,7 @@ def _make_workspace(ws: Path) -> None:
 
 
 def _script(model: ScriptedModel) -> None:
-    from .scripted_model import add_file, delete_file, message, shell, update_file
+    from .codex.scripted_model import add_file, delete_file, message, shell, update_file
 
     model.script(PROMPT_1, [
         add_file("tests/test_app.py", "from src.app import greet\n\n\ndef test_greet():\n"
@@ -225,7 +225,7 @@ def run(ctx: Context, args: argparse.Namespace, codex_bin: str | None = None) ->
     """Two prompts, the second a bad experiment; rewind to it, then redo."""
     from config import load_settings
 
-    from .scripted_model import ScriptedModel, write_codex_home
+    from .codex.scripted_model import ScriptedModel, write_codex_home
     from .session import Session, SessionOptions
 
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="codexr-demo-"))

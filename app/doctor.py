@@ -13,7 +13,7 @@ from typing import Any
 
 from snapshot_store import StoreError
 
-from .codex_bin import CodexBinary, binary_version, choose, pinned_path
+from .codex.codex_bin import CodexBinary, binary_version, choose, pinned_path
 from .context import Context, UsageError
 from .lines import human_bytes, plural
 

@@ -3,7 +3,7 @@
 The Textual app and the line mode both hold a `Driver` and nothing else of the core. Every method
 may block (call it from a worker thread, never from the UI's event loop) except `submit`,
 `interrupt` and `close`; everything the user should see is passed to `emit` (typed events from
-app/events.py), which may be called from any thread. An approval arrives as `ApprovalAsked`
+app/codex/events.py), which may be called from any thread. An approval arrives as `ApprovalAsked`
 carrying a future the front end resolves.
 """
 
@@ -22,8 +22,7 @@ from snapshot_store import RestoreResult, StoreError
 from snapshot_store.store import SnapshotInfo
 
 from . import changes
-from .errors import CodexGone
-from .events import (
+from .codex.events import (
     AgentDelta,
     AgentMessage,
     ApprovalAsked,
@@ -40,9 +39,12 @@ from .events import (
     TurnFinished,
     UserPrompt,
 )
-from .images import check_images, with_labels
+from .codex.images import check_images, with_labels
+from .codex.permissions import PRESETS, Preset, find_preset
+from .codex.translate import notification_events, turn_events
+from .codex.turn_settings import ModelInfo
+from .errors import CodexGone
 from .init_prompt import init_prompt
-from .permissions import PRESETS, Preset, find_preset
 from .review_target import review_target
 from .session import (
     ApprovalRequest,
@@ -55,8 +57,6 @@ from .session import (
     ThreadSummary,
     dump_payload,
 )
-from .translate import notification_events, turn_events
-from .turn_settings import ModelInfo
 from .vocab import CONVERSATION_MODES, RewindMode
 
 Emit = Callable[[Any], None]

@@ -32,9 +32,7 @@ from prompt_toolkit.keys import Keys
 from snapshot_store import StoreError
 
 from .background import background_text, stopped_text
-from .commands import COMMANDS as REGISTRY
-from .driver import Driver, Preview, PromptRow
-from .events import (
+from .codex.events import (
     AgentDelta,
     AgentMessage,
     ApprovalAsked,
@@ -58,7 +56,11 @@ from .events import (
     UserPrompt,
     short_thread,
 )
-from .images import check_images, image_label, pasted_image, with_labels
+from .codex.images import check_images, image_label, pasted_image, with_labels
+from .codex.permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, find_preset, matching_preset
+from .codex.translate import file_diffs, short_command
+from .commands import COMMANDS as REGISTRY
+from .driver import Driver, Preview, PromptRow
 from .lines import (
     plan_lines,
     plural,
@@ -70,10 +72,8 @@ from .lines import (
     status_lines,
     thread_counts,
 )
-from .permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, find_preset, matching_preset
 from .session import RedoResult, SessionOptions
 from .snapshot_cmds import when
-from .translate import file_diffs, short_command
 from .vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
 
 T = TypeVar("T")

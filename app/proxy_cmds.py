@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 def backend_argv(ctx: Context, args: argparse.Namespace) -> tuple[list[str], dict[str, str], Path]:
     """The real app-server's command line, environment and workspace (the binary chosen as for every command)."""
     from .agent_cmds import codex_overrides
-    from .codex_bin import choose
+    from .codex.codex_bin import choose
 
     ws = ctx.workspace(args.cd)
     chosen = choose(args.codex_bin, ctx.loaded)

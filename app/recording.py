@@ -11,7 +11,7 @@ from pathlib import Path
 from config import CodexrSettings
 from snapshot_store import Store
 
-from .codex_bin import choose
+from .codex.codex_bin import choose
 from .recorder import Recorder
 from .rewind.held import settler
 from .runtime import monitors_wanted

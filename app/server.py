@@ -103,14 +103,15 @@ def preload() -> None:
     The SDK's models are imported here with their validators built (not deferred as `app.codex_sdk` does for a
     short-lived process): deferred, every worker would build the ones its command uses again.
     """
-    import openai_codex.generated.v2_all  # noqa: F401  (before app.codex_sdk: built, not deferred)
+    import openai_codex.generated.v2_all  # noqa: F401  (before app.codex.codex_sdk: built, not deferred)
 
     from config import loader  # noqa: F401
     from snapshot_store import capture, restore  # noqa: F401
     from snapshot_store.maint import gc as store_gc  # noqa: F401
     from snapshot_store.maint import verify  # noqa: F401
 
-    from . import agent_cmds, cli, codex_sdk, config_cmds, doctor, history_cmds, session, snapshot_cmds  # noqa: F401
+    from . import agent_cmds, cli, config_cmds, doctor, history_cmds, session, snapshot_cmds  # noqa: F401
+    from .codex import codex_sdk  # noqa: F401
 
     for name in ("pygit2", "zstandard", "blake3", "inotify_simple", "concurrent.futures", "subprocess", "resource",
                  "threading", "traceback", "atexit", "io", "fcntl"):

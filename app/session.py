@@ -2,7 +2,7 @@
 
 No UI imports: front ends supply callbacks (approvals, events, confirmations) and render results. `Session` is the
 façade the front ends (app/driver.py, app/plain.py, app/tui/, the CLI) hold; the work is done by services, each in
-its own module: the Codex connection (app/codex_connection.py), the threads (app/threads.py), the turns
+its own module: the Codex connection (app/codex/codex_connection.py), the threads (app/threads.py), the turns
 (app/turns.py, recording with app/recorder.py's Recorder, which the proxy feeds too) and rewind/redo
 (app/rewind/rewinder.py, whose file side app/rewind/revert.py shares with the proxy).
 """
@@ -20,15 +20,16 @@ from snapshot_store import RestorePlan, Store
 from snapshot_store.roots import workspace_root
 from snapshot_store.settings import ScopeSettings
 
-from .approval import ApprovalRequest as ApprovalRequest
 from .auto_gc import AutoGc
 from .background import BackgroundTerminal as BackgroundTerminal
 from .choices import Choices
-from .codex_connection import ApprovalCallback as ApprovalCallback
-from .codex_connection import CodexConnection
-from .codex_connection import EventCallback as EventCallback
-from .codex_connection import dump_payload as dump_payload
-from .codex_sdk import CodexClient
+from .codex.approval import ApprovalRequest as ApprovalRequest
+from .codex.codex_connection import ApprovalCallback as ApprovalCallback
+from .codex.codex_connection import CodexConnection
+from .codex.codex_connection import EventCallback as EventCallback
+from .codex.codex_connection import dump_payload as dump_payload
+from .codex.codex_sdk import CodexClient
+from .codex.turn_settings import ModelInfo, TurnSettings
 from .errors import Declined as Declined
 from .errors import SessionError as SessionError
 from .recorder import Recorder
@@ -43,7 +44,6 @@ from .threads import Prompt as Prompt
 from .threads import Threads
 from .threads import ThreadSummary as ThreadSummary
 from .threads import thread_source as thread_source
-from .turn_settings import ModelInfo, TurnSettings
 from .turns import RunningTurns, TurnRunner
 from .turns import TurnOutcome as TurnOutcome
 from .vocab import RewindMode

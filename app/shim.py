@@ -65,7 +65,7 @@ def mark(how: str) -> None:
 def leads_back(how: str) -> str:
     """The setting that chose the binary that started the shim again: the one `codexr app-server` reads (the
     environment, then the config), or the one the shim execs by (the environment)."""
-    from .codex_bin import choose
+    from .codex.codex_bin import choose
     from .context import UsageError
 
     settings = None
@@ -85,7 +85,7 @@ def leads_back(how: str) -> str:
 
 def real_codex() -> str:
     """The Codex binary codexr would run (never this shim: `choose` refuses it)."""
-    from .codex_bin import choose
+    from .codex.codex_bin import choose
 
     return str(choose(None, None).path)
 

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from .choices import Choices
-from .codex_connection import CodexConnection, dump_payload
-from .codex_sdk import CodexError, JsonRpcError, ThreadSourceKind, TransportClosedError
+from .codex.codex_connection import CodexConnection, dump_payload
+from .codex.codex_sdk import CodexError, JsonRpcError, ThreadSourceKind, TransportClosedError
+from .codex.translate import is_prompt_turn, is_sub_turn
 from .errors import CodexGone, SessionError
 from .sidecar import Sidecars, ThreadSidecar
 from .thread_label import rewound_before, thread_label
-from .translate import is_prompt_turn, is_sub_turn
 from .vocab import CLIENT_NAME, SESSION_KINDS, source_label
 from .workspace_lock import LastThread
 

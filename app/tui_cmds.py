@@ -53,8 +53,8 @@ def check_first_prompt(args: argparse.Namespace) -> None:
     if args.handler not in (run_app, _exec) and not getattr(args, "plain", False):
         what = "-i/--image" if args.images else f"the prompt {args.first_prompt!r}"
         raise UsageError(f"{what}: a first prompt and images go with the app, --plain or exec only")
+    from .codex.images import check_images
     from .errors import SessionError
-    from .images import check_images
 
     try:
         check_images(args.images)
@@ -79,7 +79,7 @@ def run_app(ctx: Context, args: argparse.Namespace, *, thread_id: str | None = N
     _need_terminal()
     record = _record_path(args)
     from .agent_cmds import session_options
-    from .codex_bin import choose
+    from .codex.codex_bin import choose
 
     # A bad --codex-bin is one error line, not an app that cannot start. `ctx.loaded` is None when every
     # setting is a default: pydantic (~0.2 s) then loads in the worker after the first frame.

@@ -17,14 +17,14 @@ from typing import Any
 from .auto_gc import AutoGc
 from .background import BackgroundTerminal
 from .choices import Choices
-from .codex_connection import AnyResponse, CodexConnection, EventCallback, dump_payload
-from .codex_sdk import CodexError, JsonRpcError, TransportClosedError
+from .codex.codex_connection import AnyResponse, CodexConnection, EventCallback, dump_payload
+from .codex.codex_sdk import CodexError, JsonRpcError, TransportClosedError
+from .codex.images import check_images, prompt_input
+from .codex.translate import is_prompt_turn
 from .errors import CodexGone, SessionError
-from .images import check_images, prompt_input
 from .recorder import Recorder, TurnState
 from .sidecar import ThreadSidecar
 from .threads import Threads, thread_source
-from .translate import is_prompt_turn
 
 
 @dataclass
@@ -98,7 +98,7 @@ class TurnRunner:
                  images: Sequence[str] = ()) -> TurnOutcome:
         """Capture, start the turn, stream it, capture again; the sidecar binds both to the turn id (recorder.py).
 
-        `images`: local image files sent with the prompt (checked by app/images.py before anything is captured).
+        `images`: local image files sent with the prompt (checked by app/codex/images.py before anything is captured).
         """
         check_images(images)
         started = time.perf_counter()
@@ -208,7 +208,7 @@ class TurnRunner:
         """A code review on this thread (Codex's `review/start`, inline): (status, error).
 
         Codex runs it as a turn that holds no prompt of the user's (`enteredReviewMode`, the reviewer's work, then
-        `exitedReviewMode` with the review): like a compaction it is not a rewind point (app/translate.py).
+        `exitedReviewMode` with the review): like a compaction it is not a rewind point (app/codex/translate.py).
         """
         params: dict[str, Any] = {"threadId": thread_id, "target": target, "delivery": "inline"}
         client = self.conn.client

@@ -42,7 +42,7 @@ for _p in (str(REPO_ROOT), str(BENCH_DIR)):
 
 from workspace_gen import WorkspaceSpec, generate  # noqa: E402
 
-from app.scripted_model import Message, ScriptedModel, message, write_codex_home  # noqa: E402
+from app.codex.scripted_model import Message, ScriptedModel, message, write_codex_home  # noqa: E402
 
 
 def log(text: str) -> None:

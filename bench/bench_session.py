@@ -157,7 +157,7 @@ class Bench:
 
     def turn(self, session: Any, thread: str, tag: str, who: str) -> tuple[Any, str, list[dict[str, Any]]]:
         """Run one scripted turn (add_file + message); returns (TurnOutcome, added path, captures)."""
-        from app.scripted_model import add_file, message
+        from app.codex.scripted_model import add_file, message
 
         rel = self.next_added_path(who)
         content = self.added_content()
@@ -503,7 +503,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def setup(b: Bench) -> None:
-    from app.scripted_model import ScriptedModel, write_codex_home
+    from app.codex.scripted_model import ScriptedModel, write_codex_home
     from app.session import Session, SessionOptions
     from config import load_settings
 

@@ -156,7 +156,7 @@ class Bench:
     def setup_exec(self) -> None:
         import codex_cli_bin  # type: ignore[import-untyped]
 
-        from app.scripted_model import ScriptedModel, message, write_codex_home
+        from app.codex.scripted_model import ScriptedModel, message, write_codex_home
 
         self.codex = str(codex_cli_bin.bundled_codex_path())
         self.model = ScriptedModel().start()

@@ -414,7 +414,7 @@ def scrolling(sc: Scratch, max_keys: int, max_s: float, blocks: int) -> dict[str
 
 async def _resume_draw(events: list[Any]) -> float:
     """Headless: seconds to draw a resumed thread (Transcript.reset) until the screen has settled."""
-    from app.events import ThreadLoaded
+    from app.codex.events import ThreadLoaded
     from app.replay import ReplayDriver
     from app.tui.app import CodexrApp
 
@@ -589,8 +589,8 @@ class LiveSetup:
     """The scripted model, one scratch CODEX_HOME and workspace per app, and how to start each app."""
 
     def __init__(self, base: Path, model: Any) -> None:
-        from app.codex_bin import pinned_path
-        from app.scripted_model import message, write_codex_home
+        from app.codex.codex_bin import pinned_path
+        from app.codex.scripted_model import message, write_codex_home
 
         self.model = model
         self.dirs: dict[str, tuple[Path, Path]] = {}
@@ -642,7 +642,7 @@ class LiveSetup:
 
 
 def live_round(setup: LiveSetup, kind: str, r: int, keys: dict[str, list[float]], out: dict[str, list[float]]) -> None:
-    from app.scripted_model import message, shell
+    from app.codex.scripted_model import message, shell
 
     app = setup.spawn(kind)
     try:
@@ -724,7 +724,7 @@ def _alive(pid: int) -> bool:
 
 def live_session(base: Path, rounds: int) -> dict[str, Any]:
     """Launch, Enter, Ctrl+R and keystroke echo while a command streams: codexr vs the official TUI."""
-    from app.scripted_model import ScriptedModel
+    from app.codex.scripted_model import ScriptedModel
 
     kinds = ("codexr", "official")
     keys: dict[str, list[float]] = {k: [] for k in kinds}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from app.events import (
+from app.codex.events import (
     AgentMessage,
     CommandFinished,
     CommandStarted,

@@ -10,7 +10,7 @@ import pytest
 from child_signals import give_children_default_signals
 from e2e_helpers import RigFactory
 
-from app.scripted_model import ScriptedModel
+from app.codex.scripted_model import ScriptedModel
 
 # Before anything is started: the suite's processes begin with a terminal's signal defaults even when the suite
 # runs as a background job, under nohup or with signals blocked (tests/child_signals.py says why).

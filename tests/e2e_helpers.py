@@ -23,7 +23,7 @@ from typing import Any
 import codex_cli_bin
 from store_helpers import git
 
-from app.scripted_model import ScriptedModel, write_codex_home
+from app.codex.scripted_model import ScriptedModel, write_codex_home
 from app.session import ApprovalCallback, EventCallback, Session, SessionOptions, TurnOutcome
 from config import CODEXR_FILE_NAME, load_settings
 

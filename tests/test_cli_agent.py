@@ -30,7 +30,7 @@ import pytest
 from e2e_helpers import official_codex_exec
 from fs_helpers import Tree, tree
 
-from app.scripted_model import (
+from app.codex.scripted_model import (
     ScriptedModel,
     add_file,
     fail,

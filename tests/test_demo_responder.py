@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from e2e_helpers import session_options
 
+from app.codex.events import AgentDelta, AgentMessage, CommandFinished, StatusChanged, TurnFinished
+from app.codex.scripted_model import Message, Patch, Reasoning, ScriptedModel, Shell, responder, responder_steps
 from app.driver import Driver
-from app.events import AgentDelta, AgentMessage, CommandFinished, StatusChanged, TurnFinished
-from app.scripted_model import Message, Patch, Reasoning, ScriptedModel, Shell, responder, responder_steps
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 from e2e_helpers import session_options
 
-from app.driver import Busy, Driver
-from app.errors import SessionError
-from app.events import (
+from app.codex.events import (
     TRANSCRIPT_TYPES,
     AgentMessage,
     ApprovalAsked,
@@ -29,8 +27,10 @@ from app.events import (
     from_json,
     to_json,
 )
+from app.codex.scripted_model import ScriptedModel, add_file, last_user_text, message, shell, tool_outputs
+from app.driver import Busy, Driver
+from app.errors import SessionError
 from app.replay import Recorder, read_log
-from app.scripted_model import ScriptedModel, add_file, last_user_text, message, shell, tool_outputs
 
 
 class Events:
@@ -237,7 +237,7 @@ def test_codex_that_cannot_be_restarted_is_said_once_and_the_session_lets_go(mod
     """Codex died and its binary is gone: the front end is told it could not be restarted, the workspace's session
     lock is let go (other sessions stop warning about this one), and a later prompt says Codex is not running."""
 
-    from app.codex_bin import pinned_path
+    from app.codex.codex_bin import pinned_path
     from app.workspace_lock import SessionLock
 
     model.script("drv-gone", [message("before")])
@@ -318,7 +318,7 @@ def test_codex_whose_pipe_closes_before_its_process_ends_is_restarted(model: Scr
     import os
     import signal
 
-    from app.codex_bin import pinned_path
+    from app.codex.codex_bin import pinned_path
 
     model.script("drv-linger", [message("before")])
     model.script("drv-lingered", [message("after")])

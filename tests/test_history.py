@@ -24,11 +24,11 @@ import pytest
 from e2e_helpers import rollout_hashes
 
 from app.cli import main
+from app.codex.scripted_model import ScriptedModel, add_file, message, shell, write_codex_home
 from app.history.browse import resume_hint, search_hits, show_session
 from app.history.catalog import HistoryError
 from app.history.search import Matcher
 from app.history.store import Filter, HistoryStore
-from app.scripted_model import ScriptedModel, add_file, message, shell, write_codex_home
 from app.session import Session, SessionOptions
 from config import load_settings
 

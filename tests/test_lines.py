@@ -22,7 +22,7 @@ def test_codex_retrying_reads_the_same_in_line_mode_and_exec() -> None:
     """Line mode said `error: X (Codex retries)` where `codexr exec` said `codexr: Codex retries: X`."""
     import io
 
-    from app.events import ErrorNotice
+    from app.codex.events import ErrorNotice
     from app.plain import Printer
 
     out = io.StringIO()

@@ -18,7 +18,7 @@ import pexpect
 import pytest
 from e2e_helpers import PipeSession, official_codex_exec, processes_running, wait_gone
 
-from app.scripted_model import (
+from app.codex.scripted_model import (
     ScriptedModel,
     last_user_text,
     message,

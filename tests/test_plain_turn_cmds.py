@@ -11,7 +11,7 @@ import pytest
 from test_plain import Term, _env
 from test_turn_cmds import png
 
-from app.scripted_model import ScriptedModel, add_file, message, review, user_texts
+from app.codex.scripted_model import ScriptedModel, add_file, message, review, user_texts
 
 
 @pytest.fixture(scope="module")

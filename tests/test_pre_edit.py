@@ -15,6 +15,7 @@ from e2e_helpers import RigFactory
 from store_helpers import git
 
 from app.changes import plan_diffs
+from app.codex.scripted_model import message, patch, shell
 from app.pre_edit import (
     NotRecoverable,
     PatchChange,
@@ -23,7 +24,6 @@ from app.pre_edit import (
     settle_deleted,
     sibling_twin,
 )
-from app.scripted_model import message, patch, shell
 from snapshot_store import RetentionPolicy, Store, StoreError
 from snapshot_store.maint.gc import gc
 from snapshot_store.maint.verify import verify

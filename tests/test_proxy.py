@@ -18,8 +18,8 @@ from typing import Any
 
 from test_cli_agent import show
 
-from app.codex_sdk import CodexClient, CodexConfig
-from app.scripted_model import ScriptedModel, add_file, message, shell, update_file, write_codex_home
+from app.codex.codex_sdk import CodexClient, CodexConfig
+from app.codex.scripted_model import ScriptedModel, add_file, message, shell, update_file, write_codex_home
 
 REPO = Path(__file__).parents[1]
 SHIM = Path(sys.executable).parent / "codexr-codex"
@@ -166,7 +166,7 @@ def paused_turn(model: ScriptedModel, tmp_path: Path, prompt: str) -> tuple[Code
                                                                            int, int]:
     """A turn through the shim that waits a minute at the model (it has reached it): the client, thread,
     workspace, environment, and the pids of the proxy and of its app-server."""
-    from app.scripted_model import pause
+    from app.codex.scripted_model import pause
 
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -244,7 +244,7 @@ def revert(client: CodexClient, thread: str, before_turn: str) -> str | None:
     """The official TUI's Esc Esc → Enter: `thread/revert` through the proxy; the error's message, None when done."""
     from openai_codex.generated.v2_all import ThreadRevertResponse
 
-    from app.codex_sdk import JsonRpcError
+    from app.codex.codex_sdk import JsonRpcError
 
     try:
         client.request("thread/revert", {"threadId": thread, "beforeTurnId": before_turn},

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from test_proxy import proxy_env, run_turn
 
-from app.codex_sdk import CodexClient, CodexConfig, JsonRpcError
-from app.scripted_model import ScriptedModel, add_file, message
+from app.codex.codex_sdk import CodexClient, CodexConfig, JsonRpcError
+from app.codex.scripted_model import ScriptedModel, add_file, message
 
 SHIM = Path(sys.executable).parent / "codexr-codex"
 

@@ -25,7 +25,7 @@ import pytest
 from test_server import private_base, wait_until
 from test_tui_tmux import Tmux
 
-from app.scripted_model import ScriptedModel, write_codex_home
+from app.codex.scripted_model import ScriptedModel, write_codex_home
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = os.geteuid() == 0

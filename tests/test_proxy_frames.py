@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from codex_cli_bin import bundled_codex_path  # type: ignore[import-untyped]
 
-from app.scripted_model import ScriptedModel, add_file, message, shell, update_file, write_codex_home
+from app.codex.scripted_model import ScriptedModel, add_file, message, shell, update_file, write_codex_home
 
 REPO = Path(__file__).parents[1]
 SHIM = Path(sys.executable).parent / "codexr-codex"

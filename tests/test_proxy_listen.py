@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from app.scripted_model import ScriptedModel, write_codex_home
+from app.codex.scripted_model import ScriptedModel, write_codex_home
 
 REPO = Path(__file__).parents[1]
 TIMEOUT_S = 60

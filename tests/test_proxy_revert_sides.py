@@ -24,10 +24,10 @@ from fs_helpers import tree
 from test_cli_agent import show
 from test_proxy import SHIM, codexr, proxy_env, revert, run_turn, through_shim
 
-from app.codex_bin import pinned_path
-from app.codex_sdk import CodexClient, CodexConfig
+from app.codex.codex_bin import pinned_path
+from app.codex.codex_sdk import CodexClient, CodexConfig
+from app.codex.scripted_model import ScriptedModel, message, shell
 from app.rewind.held import thread_turn_ids
-from app.scripted_model import ScriptedModel, message, shell
 from snapshot_store.ids import workspace_key
 
 STRACE = shutil.which("strace")

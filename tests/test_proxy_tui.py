@@ -23,7 +23,7 @@ from test_cli_agent import show
 from test_proxy_listen import handshake
 from test_tui_tmux import Tmux
 
-from app.scripted_model import ScriptedModel, add_file, delete_file, message, shell, update_file, write_codex_home
+from app.codex.scripted_model import ScriptedModel, add_file, delete_file, message, shell, update_file, write_codex_home
 
 REPO = Path(__file__).parents[1]
 WAIT_S = 90.0

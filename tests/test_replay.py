@@ -7,8 +7,17 @@ from typing import Any
 
 import pytest
 
+from app.codex.events import (
+    AgentMessage,
+    FileChanges,
+    FileDiff,
+    FileStat,
+    Ready,
+    ThreadLoaded,
+    TurnFinished,
+    UserPrompt,
+)
 from app.errors import SessionError
-from app.events import AgentMessage, FileChanges, FileDiff, FileStat, Ready, ThreadLoaded, TurnFinished, UserPrompt
 from app.replay import ReplayDriver, ReplayError, read_log, write_log
 
 EVENTS: list[Any] = [

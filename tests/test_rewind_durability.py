@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from e2e_helpers import Rig, RigFactory, files_only, tree_diff
 
-from app.scripted_model import add_file, delete_file, message, update_file
+from app.codex.scripted_model import add_file, delete_file, message, update_file
 from app.session import Declined, RedoPreview, RewindPreview
 from snapshot_store.ids import workspace_key
 

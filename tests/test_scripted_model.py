@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from openai_codex.client import CodexClient, CodexConfig
 
-from app.scripted_model import (
+from app.codex.scripted_model import (
     GUARDIAN_MODEL,
     ScriptedModel,
     add_file,

@@ -30,7 +30,7 @@ from test_cli_agent import Cli, show
 
 from app import oneshot, runtime
 from app.cli import _add_global_flags, _Parser
-from app.scripted_model import ScriptedModel, message, pause, write_codex_home
+from app.codex.scripted_model import ScriptedModel, message, pause, write_codex_home
 
 REPO = Path(__file__).parents[1]
 START_S = 120  # the server imports the SDK with its models built: seconds on a loaded 2-core machine

@@ -26,7 +26,7 @@ from e2e_helpers import (
 from openai_codex.client import CodexClient, CodexConfig
 from store_helpers import git
 
-from app.scripted_model import (
+from app.codex.scripted_model import (
     ScriptedModel,
     add_file,
     delete_file,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.events import CommandFinished
-from app.translate import item_events
+from app.codex.events import CommandFinished
+from app.codex.translate import item_events
 
 # item/completed as the pinned Codex (0.163.0) sent it for `echo start; sleep 14; echo end` run by the scripted
 # model: Codex's unified exec stopped waiting after ~10 s and reported the still-running process as failed.

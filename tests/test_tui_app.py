@@ -17,8 +17,8 @@ from textual.pilot import Pilot
 from textual.widgets import OptionList, Static
 from tui_helpers import WAIT_S, ready, screen_text, type_and_send, until, until_shown, words
 
-from app.events import Status
-from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
+from app.codex.events import Status
+from app.codex.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
 from app.tui.actions import ACTIONS
 from app.tui.app import CodexrApp
 from app.tui.approval_review import ApprovalReview

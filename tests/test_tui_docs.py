@@ -64,7 +64,7 @@ def test_the_app_starts_light_on_a_light_terminal(monkeypatch: pytest.MonkeyPatc
 
 
 def test_a_fork_made_within_a_minute_gets_a_different_short_thread_label() -> None:
-    from app.events import short_thread
+    from app.codex.events import short_thread
 
     original, fork = "019ad0c4-7e21-7a10-9c55-3f0e2d1b8a41", "019ad0c4-9b02-7c3e-8f11-a2d4c6e8f0b3"  # UUIDv7, 8 s apart
     assert original[:8] == fork[:8]

@@ -16,9 +16,9 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 from tui_helpers import WAIT_S, screen_text, until, until_shown
 
-from app.events import AgentDelta, AgentMessage, Notice, short_thread
+from app.codex.events import AgentDelta, AgentMessage, Notice, short_thread
+from app.codex.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
 from app.replay import ReplayDriver
-from app.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
 from app.tui.app import CodexrApp
 from app.tui.blocks import AgentBlock, Block, CommandBlock, PromptBlock
 from app.tui.composer import Composer

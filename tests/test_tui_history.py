@@ -11,8 +11,8 @@ from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, Static
 from tui_helpers import screen_text, until, until_shown
 
-from app.events import short_thread
-from app.scripted_model import ScriptedModel, add_file, message
+from app.codex.events import short_thread
+from app.codex.scripted_model import ScriptedModel, add_file, message
 from app.tui.app import CodexrApp
 from app.tui.blocks import PromptBlock
 from app.tui.history_screen import MATCH_STYLE, ConversationView, HistoryScreen

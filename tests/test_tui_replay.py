@@ -13,7 +13,7 @@ import pytest
 from textual.pilot import Pilot
 from tui_helpers import screen_text, until, until_shown
 
-from app.events import (
+from app.codex.events import (
     AgentMessage,
     CommandFinished,
     CommandStarted,

@@ -17,8 +17,8 @@ from textual.pilot import Pilot
 from textual.widgets import TextArea
 from tui_helpers import ready, screen_text, type_and_send, until, until_shown, words
 
-from app.context_window import percent_left
-from app.scripted_model import ScriptedModel, last_user_text, message, shell, tool_outputs, usage
+from app.codex.context_window import percent_left
+from app.codex.scripted_model import ScriptedModel, last_user_text, message, shell, tool_outputs, usage
 from app.tui.app import CodexrApp
 from app.tui.blocks import TurnBlock
 from app.tui.full_transcript import TranscriptScreen

@@ -12,7 +12,7 @@ from typing import Any
 from textual.widgets import Static
 from tui_helpers import until
 
-from app.events import AgentDelta, CommandFinished, CommandOutput, CommandStarted, Notice, UserPrompt
+from app.codex.events import AgentDelta, CommandFinished, CommandOutput, CommandStarted, Notice, UserPrompt
 from app.replay import ReplayDriver
 from app.tui.app import CodexrApp
 from app.tui.blocks import LIVE_TAIL_LINES, CommandBlock, LiveTail

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from fs_helpers import tree
 
-from app.scripted_model import (
+from app.codex.scripted_model import (
     ScriptedModel,
     add_file,
     delete_file,

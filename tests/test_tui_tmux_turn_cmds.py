@@ -9,7 +9,7 @@ from pathlib import Path
 from test_tui_tmux import REPO, Tmux, composer_text, tmux  # noqa: F401  (tmux: the fixture)
 from test_turn_cmds import png
 
-from app.scripted_model import ScriptedModel, message, review, write_codex_home
+from app.codex.scripted_model import ScriptedModel, message, review, write_codex_home
 
 
 def test_images_compact_and_review_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:  # noqa: F811

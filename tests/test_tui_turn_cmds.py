@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 from textual.widgets import OptionList
 from tui_helpers import until, until_shown
 
-from app.scripted_model import ScriptedModel, add_file, message, review
+from app.codex.scripted_model import ScriptedModel, add_file, message, review
 from app.tui.app import CodexrApp
 from app.tui.blocks import PromptBlock
 

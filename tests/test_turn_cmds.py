@@ -12,11 +12,17 @@ import pytest
 from e2e_helpers import session_options
 from test_driver import Events
 
-from app.driver import Driver
-from app.errors import SessionError
-from app.events import AgentDelta, AgentMessage, Notice, Ready, StatusChanged, ThreadLoaded, TurnFinished, UserPrompt
-from app.init_prompt import INIT_PROMPT
-from app.scripted_model import (
+from app.codex.events import (
+    AgentDelta,
+    AgentMessage,
+    Notice,
+    Ready,
+    StatusChanged,
+    ThreadLoaded,
+    TurnFinished,
+    UserPrompt,
+)
+from app.codex.scripted_model import (
     SUMMARY_HEAD,
     ScriptedModel,
     add_file,
@@ -26,7 +32,10 @@ from app.scripted_model import (
     review,
     user_texts,
 )
-from app.translate import COMPACTED
+from app.codex.translate import COMPACTED
+from app.driver import Driver
+from app.errors import SessionError
+from app.init_prompt import INIT_PROMPT
 
 
 def png(width: int = 2, height: int = 2) -> bytes:

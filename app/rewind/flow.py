@@ -38,7 +38,7 @@ from .targets import FROM_PATCH, RewindTargets, merged_plan, merged_result
 if TYPE_CHECKING:  # the proxy's revert runs this flow too, and never loads the SDK
     from ..auto_gc import AutoGc
     from ..choices import Choices
-    from ..codex_connection import CodexConnection
+    from ..codex.codex_connection import CodexConnection
     from ..threads import Threads
 
 

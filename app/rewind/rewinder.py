@@ -16,7 +16,7 @@ from snapshot_store import RestorePlan, RestoreResult
 
 from ..auto_gc import AutoGc
 from ..choices import Choices
-from ..codex_connection import CodexConnection
+from ..codex.codex_connection import CodexConnection
 from ..errors import Declined, SessionError
 from ..recorder import Recorder
 from ..sidecar import ThreadSidecar

@@ -25,7 +25,7 @@ from textual.driver import Driver
 from textual.screen import Screen
 
 from ..background import BackgroundTerminal, background_text, stopped_text
-from ..events import (
+from ..codex.events import (
     ApprovalAsked,
     ApprovalDecided,
     CodexDied,
@@ -506,7 +506,7 @@ class CodexrApp(App[int]):
             await self.say(unknown_command(head, SLASH), "warning")
             return
         if message.images:
-            from ..images import check_images
+            from ..codex.images import check_images
             from ..session import SessionError
 
             try:
@@ -558,7 +558,7 @@ class CodexrApp(App[int]):
                 self._background("model", partial(driver.set_model, words[0], words[1] if len(words) > 1 else None))
             return
         if action.id == "permissions" and arg.strip():
-            from ..permissions import find_preset
+            from ..codex.permissions import find_preset
             from ..session import SessionError
             from .permissions_screen import confirm_then
 

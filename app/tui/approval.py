@@ -12,8 +12,8 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static
 
-from ..events import ApprovalAsked
-from ..translate import short_command
+from ..codex.events import ApprovalAsked
+from ..codex.translate import short_command
 from .actions import bindings
 
 

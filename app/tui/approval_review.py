@@ -8,8 +8,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-from ..events import ApprovalAsked
-from ..translate import file_diffs
+from ..codex.events import ApprovalAsked
+from ..codex.translate import file_diffs
 from .actions import bindings
 from .approval import remaining
 from .blocks import diff_stat, unified

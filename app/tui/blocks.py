@@ -16,7 +16,7 @@ from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Collapsible, Static
 
-from ..events import (
+from ..codex.events import (
     AgentDelta,
     AgentMessage,
     ApprovalDecided,
@@ -31,7 +31,7 @@ from ..events import (
     TurnFinished,
     UserPrompt,
 )
-from ..translate import short_command
+from ..codex.translate import short_command
 from .diffview import DiffView, stat_label
 
 if TYPE_CHECKING:  # Textual's Markdown (markdown-it) loads with the first answer, not before the first frame

@@ -23,7 +23,7 @@ from textual.timer import Timer
 from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
-from ..images import image_label, pasted_image
+from ..codex.images import image_label, pasted_image
 from .actions import bindings, slash_matches
 from .splash import PLACEHOLDER
 

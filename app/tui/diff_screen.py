@@ -11,8 +11,8 @@ from textual.content import Content
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from ..codex.events import FileStat
 from ..driver import Driver
-from ..events import FileStat
 from ..lines import plural
 from .diffview import DiffView, stat_label
 from .driver_screen import CallDone, DriverScreen

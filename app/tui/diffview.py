@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from textual.widgets import Static
 
-from ..events import FileStat
+from ..codex.events import FileStat
 
 if TYPE_CHECKING:  # rich.syntax pulls in pygments (~25 ms): loaded with the first diff, not before the first frame
     from rich.syntax import Syntax

@@ -17,7 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static, TextArea
 from textual.widgets.text_area import Document, Selection
 
-from ..events import (
+from ..codex.events import (
     AgentMessage,
     ApprovalDecided,
     CommandFinished,

@@ -13,8 +13,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Markdown, OptionList, Static
 from textual.widgets.option_list import Option
 
+from ..codex.events import short_thread
 from ..driver import Driver
-from ..events import short_thread
 from ..history.browse import Found, Hit, Shown, resume_hint, search_hits, show_session
 from ..history.catalog import HistoryError
 from ..history.render import short_time

@@ -10,7 +10,7 @@ import time
 
 from snapshot_store.restore import DELETE, LEAVE, RMDIR, WRITE, Action
 
-from ..events import FileStat
+from ..codex.events import FileStat
 from ..vocab import RewindMode
 from .diffview import stat_label
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from textual.message import Message
 
-from ..events import AgentDelta, CommandOutput
+from ..codex.events import AgentDelta, CommandOutput
 
 
 class DriverEvents(Message):
-    """The driver's threads emitted events (app/events.py): the app takes every one waiting when it handles this.
+    """The driver's threads emitted events (app/codex/events.py): the app takes every one waiting when it handles this.
 
     One message per batch, not per event: a command printing many lines a second otherwise queued a message and a
     transcript update per piece ahead of the user's keys (bench/bench_tui.py, keystroke echo while a command streams).

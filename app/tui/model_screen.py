@@ -11,9 +11,9 @@ from textual.content import Content
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from ..codex.events import Status
+from ..codex.turn_settings import ModelInfo
 from ..driver import Driver
-from ..events import Status
-from ..turn_settings import ModelInfo
 from .driver_screen import CallDone, DriverScreen
 
 MODEL_TITLE = "Select Model and Effort"

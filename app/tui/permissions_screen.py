@@ -13,8 +13,8 @@ from textual.widget import Widget
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..events import Status
-from ..permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, Preset, matching_preset
+from ..codex.events import Status
+from ..codex.permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, Preset, matching_preset
 from .ask_dialog import ask_then
 from .driver_screen import CallDone, DriverScreen
 

@@ -9,8 +9,8 @@ from typing import NamedTuple
 from rich.text import Text
 from textual.widgets import Static
 
-from ..context_window import context_left
-from ..events import Status, short_thread
+from ..codex.context_window import context_left
+from ..codex.events import Status, short_thread
 from .splash import STARTING
 
 

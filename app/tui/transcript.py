@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
-from ..events import (
+from ..codex.events import (
     AgentDelta,
     AgentMessage,
     ApprovalDecided,

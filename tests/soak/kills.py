@@ -285,7 +285,7 @@ class Soak:
         """rewind: a thread of three prompts (patches and a shell command) over the workspace, rewound to
         prompt 2; redo: the workspace after that rewind, redone. The thread is seeded once, in-process; each
         trial copies the whole CODEX_HOME (Codex's rollouts and databases are plain files) and workspace."""
-        from app.scripted_model import (
+        from app.codex.scripted_model import (
             ScriptedModel,
             add_file,
             delete_file,

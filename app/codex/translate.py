@@ -1,4 +1,4 @@
-"""Codex's notifications and stored turns, translated into transcript events (app/events.py).
+"""Codex's notifications and stored turns, translated into transcript events (app/codex/events.py).
 
 One translation for the live stream and for threads read back from Codex, so a resumed or forked
 thread looks exactly like the turns the user watched.

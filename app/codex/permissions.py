@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import SessionError
+from ..errors import SessionError
 
 # Codex's sandbox policy objects (turn/start `sandboxPolicy`) by the mode names thread/start and config use
 SANDBOX_TYPES = {"read-only": "readOnly", "workspace-write": "workspaceWrite", "danger-full-access": "dangerFullAccess",

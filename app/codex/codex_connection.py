@@ -19,11 +19,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from ..errors import CodexGone, SessionError
+from ..vocab import CLIENT_NAME
 from .approval import ApprovalRequest
 from .codex_sdk import CodexClient, CodexConfig, CodexError, JsonRpcError, TransportClosedError
-from .errors import CodexGone, SessionError
 from .turn_settings import ModelInfo, model_info
-from .vocab import CLIENT_NAME
 
 APPROVAL_METHODS = {
     "item/commandExecution/requestApproval": "command",
