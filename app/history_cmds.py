@@ -118,7 +118,7 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
 
 def _list_line(s: Session, cat: Catalog) -> str:
     from .history.render import session_json, short_time
-    from .thread_label import rewound_before, thread_label
+    from .services.thread_label import rewound_before, thread_label
 
     d = session_json(s, cat)
     bits = [s.id, short_time(d["last_activity"]), s.source_label, f"{d['prompts']} prompts"]

@@ -31,7 +31,6 @@ from prompt_toolkit.keys import Keys
 
 from snapshot_store import StoreError
 
-from .background import background_text, stopped_text
 from .codex.events import (
     AgentDelta,
     AgentMessage,
@@ -60,7 +59,6 @@ from .codex.images import check_images, image_label, pasted_image, with_labels
 from .codex.permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, find_preset, matching_preset
 from .codex.translate import file_diffs, short_command
 from .commands import COMMANDS as REGISTRY
-from .driver import Driver, Preview, PromptRow
 from .lines import (
     plan_lines,
     plural,
@@ -72,6 +70,8 @@ from .lines import (
     status_lines,
     thread_counts,
 )
+from .services.background import background_text, stopped_text
+from .services.driver import Driver, Preview, PromptRow
 from .session import RedoResult, SessionOptions
 from .snapshot_cmds import when
 from .vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
@@ -518,7 +518,7 @@ class LineMode:
         finally:
             self.driver.close()
         if self.driver.thread_id:
-            from .thread_label import resume_line
+            from .services.thread_label import resume_line
 
             p.line(resume_line(self.driver.thread_id, str(self.driver.opts.cwd)))
         p.line("bye")

@@ -1,4 +1,4 @@
-"""Binds file snapshots to a workspace's turns, whoever sends them: the SDK-driven turns (app/turns.py) or the
+"""Binds file snapshots to a workspace's turns, whoever sends them: the SDK-driven turns (app/services/turns.py) or the
 proxy in front of another client's app-server (app/proxy/). One recorder, fed app-server messages.
 
 A turn is recorded in four steps: `begin` (the pre-turn capture, committed before `turn/start` is sent),

@@ -1,10 +1,9 @@
 """The session core: one Codex app-server, driven through the SDK, whose turns are recorded and rewound.
 
 No UI imports: front ends supply callbacks (approvals, events, confirmations) and render results. `Session` is the
-façade the front ends (app/driver.py, app/plain.py, app/tui/, the CLI) hold; the work is done by services, each in
-its own module: the Codex connection (app/codex/codex_connection.py), the threads (app/threads.py), the turns
-(app/turns.py, recording with app/recorder.py's Recorder, which the proxy feeds too) and rewind/redo
-(app/rewind/rewinder.py, whose file side app/rewind/revert.py shares with the proxy).
+façade the front ends (the driver, line mode, app/tui/, the CLI) hold; the work is done by the layers below it, each
+in a folder of app/: talking to Codex (app/codex/), the session's services (app/services/: threads, turns, the
+driver), recording a turn (app/recording/) and rewind/redo (app/rewind/, one flow the proxy's revert runs too).
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ from snapshot_store.roots import workspace_root
 from snapshot_store.settings import ScopeSettings
 
 from .auto_gc import AutoGc
-from .background import BackgroundTerminal as BackgroundTerminal
-from .choices import Choices
 from .codex.approval import ApprovalRequest as ApprovalRequest
 from .codex.codex_connection import ApprovalCallback as ApprovalCallback
 from .codex.codex_connection import CodexConnection
@@ -39,13 +36,15 @@ from .rewind.flow import RewindPreview as RewindPreview
 from .rewind.rewinder import RedoResult as RedoResult
 from .rewind.rewinder import Rewinder
 from .rewind.rewinder import RewindResult as RewindResult
+from .services.background import BackgroundTerminal as BackgroundTerminal
+from .services.choices import Choices
+from .services.threads import Prompt as Prompt
+from .services.threads import Threads
+from .services.threads import ThreadSummary as ThreadSummary
+from .services.threads import thread_source as thread_source
+from .services.turns import RunningTurns, TurnRunner
+from .services.turns import TurnOutcome as TurnOutcome
 from .sidecar import Sidecars, ThreadSidecar
-from .threads import Prompt as Prompt
-from .threads import Threads
-from .threads import ThreadSummary as ThreadSummary
-from .threads import thread_source as thread_source
-from .turns import RunningTurns, TurnRunner
-from .turns import TurnOutcome as TurnOutcome
 from .vocab import RewindMode
 from .workspace_lock import LastThread, SessionLock
 
@@ -188,7 +187,7 @@ class Session:
         """Workspace files matching `query` fuzzily, best first, relative to the workspace (`fuzzyFileSearch`)."""
         return self.connection.find_files(query, limit)
 
-    # ------------------------------------------------------------------ threads (app/threads.py)
+    # ------------------------------------------------------------------ threads (app/services/threads.py)
     def start_thread(self) -> str:
         """A new thread in this workspace; its sidecar is written with its first turn."""
         return self.thread_list.start_thread()
@@ -225,7 +224,7 @@ class Session:
         """Threads of this workspace (or all) known to Codex, whoever started them, with codexr's snapshot coverage."""
         return self.thread_list.threads(all_workspaces)
 
-    # ------------------------------------------------------------------ turns (app/turns.py)
+    # ------------------------------------------------------------------ turns (app/services/turns.py)
     def sidecar(self, thread_id: str) -> ThreadSidecar:
         """The thread's sidecar, created (untracked turns and all) if codexr never saw it."""
         return self.turns.sidecar(thread_id)
@@ -236,7 +235,7 @@ class Session:
 
     def run_turn(self, thread_id: str, text: str, on_event: EventCallback | None = None,
                  images: Sequence[str] = ()) -> TurnOutcome:
-        """Capture, start the turn, stream it, capture again (app/turns.py)."""
+        """Capture, start the turn, stream it, capture again (app/services/turns.py)."""
         return self.turns.run_turn(thread_id, text, on_event, images)
 
     def collect_later(self) -> None:

@@ -179,7 +179,7 @@ def print_plan(store: Store, plan: RestorePlan, with_diff: bool) -> None:
     """The preview: what will be written, deleted, left alone, and why (with each file's diff)."""
     after = {}
     if with_diff:
-        from .changes import plan_diffs  # the current side from the disk: a dry run stores no blob of it
+        from .services.changes import plan_diffs  # the current side from the disk: a dry run stores no blob of it
 
         diffs = plan_diffs(store, plan)
         after = {path: "\n" + show_path(diff).rstrip("\n") for path, (_st, diff) in diffs.items() if diff}

@@ -126,7 +126,7 @@ def _replay(ctx: Context, args: argparse.Namespace) -> int:
 def _resume(ctx: Context, args: argparse.Namespace) -> int:
     if args.thread:
         from .errors import SessionError
-        from .thread_ids import known_on_disk, resolve_thread_id
+        from .services.thread_ids import known_on_disk, resolve_thread_id
 
         try:  # a prefix is resolved here: a bad one is one line, before the app draws
             args.thread = resolve_thread_id(args.thread, lambda: known_on_disk(ctx.home))

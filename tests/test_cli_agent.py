@@ -358,7 +358,7 @@ def test_a_later_prompts_pre_edit_state_is_named_in_every_plan(cli: Cli) -> None
     """Issue 18 §1.8 (ported from a peer project's tests): a file outside the workspace, created after prompt 1
     and deleted by prompt 2's patch. A rewind to prompt 1 still writes back what the patch undid, but every
     front end's plan says whose state that is: before prompt 2, before prompt 1 unknown."""
-    from app.driver import Driver
+    from app.services.driver import Driver
     from app.tui.labels import plan_line
 
     sib = cli.workspace("sib")

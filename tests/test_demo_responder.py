@@ -12,7 +12,7 @@ from e2e_helpers import session_options
 
 from app.codex.events import AgentDelta, AgentMessage, CommandFinished, StatusChanged, TurnFinished
 from app.codex.scripted_model import Message, Patch, Reasoning, ScriptedModel, Shell, responder, responder_steps
-from app.driver import Driver
+from app.services.driver import Driver
 
 
 @pytest.fixture(scope="module")

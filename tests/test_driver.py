@@ -28,9 +28,9 @@ from app.codex.events import (
     to_json,
 )
 from app.codex.scripted_model import ScriptedModel, add_file, last_user_text, message, shell, tool_outputs
-from app.driver import Busy, Driver
 from app.errors import SessionError
 from app.replay import Recorder, read_log
+from app.services.driver import Busy, Driver
 
 
 class Events:

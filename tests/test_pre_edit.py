@@ -14,7 +14,6 @@ import pytest
 from e2e_helpers import RigFactory
 from store_helpers import git
 
-from app.changes import plan_diffs
 from app.codex.scripted_model import message, patch, shell
 from app.pre_edit import (
     NotRecoverable,
@@ -24,6 +23,7 @@ from app.pre_edit import (
     settle_deleted,
     sibling_twin,
 )
+from app.services.changes import plan_diffs
 from snapshot_store import RetentionPolicy, Store, StoreError
 from snapshot_store.maint.gc import gc
 from snapshot_store.maint.verify import verify

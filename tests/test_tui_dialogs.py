@@ -24,7 +24,7 @@ from tui_helpers import screen_text, until, until_shown
 
 from app.codex.events import ApprovalAsked, Notice, ThreadLoaded, TurnFinished, UserPrompt
 from app.codex.scripted_model import ScriptedModel, add_file, message, shell
-from app.driver import Driver
+from app.services.driver import Driver
 from app.tui.ask_dialog import AskDialog
 from app.tui.diff_screen import DiffScreen
 from app.tui.driver_screen import CallDone, DriverScreen

@@ -74,8 +74,8 @@ def test_a_fork_made_within_a_minute_gets_a_different_short_thread_label() -> No
 
 def test_the_plan_counts_deletions_as_the_result_will() -> None:
     """The picker said "2 deleted" for one file and the directory it emptied; the result then said "1 deleted"."""
-    from app.driver import Preview
     from app.lines import files_restored
+    from app.services.driver import Preview
     from app.tui.plan_view import plan_summary
     from snapshot_store.restore import Action, RestorePlan, RestoreResult
 

@@ -1,4 +1,4 @@
-"""/compact, /review, /init, @-file search and images through the shared core (app/driver.py), real Codex."""
+"""/compact, /review, /init, @-file search and images through the shared core (app/services/driver.py), real Codex."""
 
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ from app.codex.scripted_model import (
     user_texts,
 )
 from app.codex.translate import COMPACTED
-from app.driver import Driver
 from app.errors import SessionError
-from app.init_prompt import INIT_PROMPT
+from app.services.driver import Driver
+from app.services.init_prompt import INIT_PROMPT
 
 
 def png(width: int = 2, height: int = 2) -> bytes:

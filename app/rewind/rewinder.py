@@ -15,12 +15,12 @@ from typing import Any
 from snapshot_store import RestorePlan, RestoreResult
 
 from ..auto_gc import AutoGc
-from ..choices import Choices
 from ..codex.codex_connection import CodexConnection
 from ..errors import Declined, SessionError
 from ..recorder import Recorder
+from ..services.choices import Choices
+from ..services.threads import Prompt, Threads
 from ..sidecar import ThreadSidecar
-from ..threads import Prompt, Threads
 from ..vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
 from ..workspace_lock import SessionLock
 from .flow import Files, Place, RedoPreview, RedoSteps, RewindPreview, RewindSteps, preview, run

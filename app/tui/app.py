@@ -24,7 +24,6 @@ from textual.app import App, ComposeResult
 from textual.driver import Driver
 from textual.screen import Screen
 
-from ..background import BackgroundTerminal, background_text, stopped_text
 from ..codex.events import (
     ApprovalAsked,
     ApprovalDecided,
@@ -41,6 +40,7 @@ from ..codex.events import (
     UserPrompt,
     short_thread,
 )
+from ..services.background import BackgroundTerminal, background_text, stopped_text
 from .actions import SLASH, bindings, validate_keymap
 from .approval import ApprovalPanel
 from .collector import Collector
@@ -268,7 +268,7 @@ class CodexrApp(App[int]):
             return self._driver_factory(emit)
         opts = self._opts() if callable(self._opts) else self._opts
         assert opts is not None
-        from ..driver import Driver
+        from ..services.driver import Driver
 
         return Driver(opts, emit, thread_id=self._resume_id, resume_last=self._resume_last)
 
@@ -841,7 +841,7 @@ def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *
     thread = app.driver.thread_id if app.driver is not None else None
     opts_now = getattr(app.driver, "opts", None)  # a replay has none: it continues nothing
     if thread and opts_now is not None:
-        from ..thread_label import resume_line
+        from ..services.thread_label import resume_line
 
         print(resume_line(thread, str(opts_now.cwd)))
     return int(code or 0)

@@ -13,7 +13,7 @@ from textual.widgets import Button, Static
 
 from snapshot_store import StoreError
 
-from ..driver import Driver, Preview
+from ..services.driver import Driver, Preview
 from .ask_dialog import ask_then
 
 ResultT = TypeVar("ResultT")

@@ -14,10 +14,10 @@ from textual.widgets import Input, Markdown, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..codex.events import short_thread
-from ..driver import Driver
 from ..history.browse import Found, Hit, Shown, resume_hint, search_hits, show_session
 from ..history.catalog import HistoryError
 from ..history.render import short_time
+from ..services.driver import Driver
 from .driver_screen import CallDone, DriverScreen
 
 MATCH_STYLE = "bold underline reverse"  # the match stands out without colour

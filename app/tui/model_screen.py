@@ -13,7 +13,7 @@ from textual.widgets.option_list import Option
 
 from ..codex.events import Status
 from ..codex.turn_settings import ModelInfo
-from ..driver import Driver
+from ..services.driver import Driver
 from .driver_screen import CallDone, DriverScreen
 
 MODEL_TITLE = "Select Model and Effort"

@@ -11,8 +11,8 @@ from textual.widgets.option_list import Option
 from snapshot_store.restore import DELETE, LEAVE, RMDIR, WRITE, Action
 
 from ..codex.events import FileStat
-from ..driver import Preview
 from ..lines import plural
+from ..services.driver import Preview
 from .diffview import DiffView
 from .labels import plan_line
 from .lists import KeptList

@@ -9,8 +9,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Static
 
-from ..driver import Driver, Preview
 from ..lines import files_restored, plural
+from ..services.driver import Driver, Preview
 from ..session import RedoResult
 from .driver_screen import CallDone, DriverScreen
 from .labels import MODE_NAMES

@@ -11,8 +11,8 @@ from textual.content import Content
 from textual.widgets import Button, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..driver import Driver, Preview, PromptRow
 from ..lines import files_restored
+from ..services.driver import Driver, Preview, PromptRow
 from ..session import RewindResult
 from ..vocab import RewindMode
 from .driver_screen import CallDone, DriverScreen

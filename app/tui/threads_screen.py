@@ -11,8 +11,8 @@ from textual.content import Content
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..driver import Driver
 from ..lines import plural
+from ..services.driver import Driver
 from ..session import ThreadSummary
 from .driver_screen import CallDone, DriverScreen
 from .labels import ago, first_line

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .codex.turn_settings import TurnSettings
+from ..codex.turn_settings import TurnSettings
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import SessionError
+from ..errors import SessionError
 
 USAGE = "/review [branch NAME | commit SHA | INSTRUCTIONS]"
 HELP = ("code review by Codex: the uncommitted changes (staged, unstaged, untracked), the changes against "

@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..codex.codex_connection import CodexConnection, dump_payload
+from ..codex.codex_sdk import CodexError, JsonRpcError, ThreadSourceKind, TransportClosedError
+from ..codex.translate import is_prompt_turn, is_sub_turn
+from ..errors import CodexGone, SessionError
+from ..sidecar import Sidecars, ThreadSidecar
+from ..vocab import CLIENT_NAME, SESSION_KINDS, source_label
+from ..workspace_lock import LastThread
 from .choices import Choices
-from .codex.codex_connection import CodexConnection, dump_payload
-from .codex.codex_sdk import CodexError, JsonRpcError, ThreadSourceKind, TransportClosedError
-from .codex.translate import is_prompt_turn, is_sub_turn
-from .errors import CodexGone, SessionError
-from .sidecar import Sidecars, ThreadSidecar
 from .thread_label import rewound_before, thread_label
-from .vocab import CLIENT_NAME, SESSION_KINDS, source_label
-from .workspace_lock import LastThread
 
 # `thread/list` without `sourceKinds` leaves out `codex exec` threads (and others): ask for every kind
 SOURCE_KINDS = tuple(k.value for k in ThreadSourceKind)
@@ -64,7 +64,7 @@ class ThreadSummary:
 
     @property
     def label(self) -> str:
-        """What it holds and where it came from, worded as everywhere else (app/thread_label.py)."""
+        """What it holds and where it came from, worded as everywhere else (app/services/thread_label.py)."""
         return thread_label(self.preview, self.prompts, self.forked_from, self.rewound_before)
 
     @property

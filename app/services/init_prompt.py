@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import SessionError
+from ..errors import SessionError
 
 AGENTS_MD = "AGENTS.md"
 

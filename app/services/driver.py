@@ -21,8 +21,7 @@ from typing import Any
 from snapshot_store import RestoreResult, StoreError
 from snapshot_store.store import SnapshotInfo
 
-from . import changes
-from .codex.events import (
+from ..codex.events import (
     AgentDelta,
     AgentMessage,
     ApprovalAsked,
@@ -39,14 +38,12 @@ from .codex.events import (
     TurnFinished,
     UserPrompt,
 )
-from .codex.images import check_images, with_labels
-from .codex.permissions import PRESETS, Preset, find_preset
-from .codex.translate import notification_events, turn_events
-from .codex.turn_settings import ModelInfo
-from .errors import CodexGone
-from .init_prompt import init_prompt
-from .review_target import review_target
-from .session import (
+from ..codex.images import check_images, with_labels
+from ..codex.permissions import PRESETS, Preset, find_preset
+from ..codex.translate import notification_events, turn_events
+from ..codex.turn_settings import ModelInfo
+from ..errors import CodexGone
+from ..session import (
     ApprovalRequest,
     BackgroundTerminal,
     RedoResult,
@@ -57,7 +54,10 @@ from .session import (
     ThreadSummary,
     dump_payload,
 )
-from .vocab import CONVERSATION_MODES, RewindMode
+from ..vocab import CONVERSATION_MODES, RewindMode
+from . import changes
+from .init_prompt import init_prompt
+from .review_target import review_target
 
 Emit = Callable[[Any], None]
 # A pipe closes a moment before its process can be reaped; seconds a Codex whose pipe closed is given to end.

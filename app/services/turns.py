@@ -14,16 +14,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .auto_gc import AutoGc
+from ..auto_gc import AutoGc
+from ..codex.codex_connection import AnyResponse, CodexConnection, EventCallback, dump_payload
+from ..codex.codex_sdk import CodexError, JsonRpcError, TransportClosedError
+from ..codex.images import check_images, prompt_input
+from ..codex.translate import is_prompt_turn
+from ..errors import CodexGone, SessionError
+from ..recorder import Recorder, TurnState
+from ..sidecar import ThreadSidecar
 from .background import BackgroundTerminal
 from .choices import Choices
-from .codex.codex_connection import AnyResponse, CodexConnection, EventCallback, dump_payload
-from .codex.codex_sdk import CodexError, JsonRpcError, TransportClosedError
-from .codex.images import check_images, prompt_input
-from .codex.translate import is_prompt_turn
-from .errors import CodexGone, SessionError
-from .recorder import Recorder, TurnState
-from .sidecar import ThreadSidecar
 from .threads import Threads, thread_source
 
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from .errors import SessionError
+from ..errors import SessionError
 
 _FULL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}")
 _PREFIX = re.compile(r"[0-9a-f][0-9a-f-]{3,}")
@@ -39,8 +39,8 @@ def resolve_thread_id(ident: str, known: Callable[[], Iterable[str]]) -> str:
 def known_on_disk(home: Path) -> list[str]:
     """Thread ids without starting Codex (for `codexr resume ID`, before the app draws): every rollout Codex wrote,
     archived too (the files `thread/list` reads), and every codexr sidecar."""
-    from .history.catalog import discover
-    from .history.rollout import Skipped
+    from ..history.catalog import discover
+    from ..history.rollout import Skipped
 
     ids = [f.thread_id for f in discover(home, Skipped())]
     sidecars = home / "file_snapshots" / "refs" / "threads"

@@ -18,7 +18,7 @@ from snapshot_store.restore import DELETE, WRITE
 from snapshot_store.safefs import SafeRoot, UnsafePath
 from snapshot_store.store import diff_maps
 
-from .codex.events import FileStat
+from ..codex.events import FileStat
 
 MAX_DIFF_BYTES = 512 * 1024
 
