@@ -19,7 +19,6 @@ from snapshot_store import RestorePlan, Store
 from snapshot_store.roots import workspace_root
 from snapshot_store.settings import ScopeSettings
 
-from .auto_gc import AutoGc
 from .codex.approval import ApprovalRequest as ApprovalRequest
 from .codex.codex_connection import ApprovalCallback as ApprovalCallback
 from .codex.codex_connection import CodexConnection
@@ -29,8 +28,11 @@ from .codex.codex_sdk import CodexClient
 from .codex.turn_settings import ModelInfo, TurnSettings
 from .errors import Declined as Declined
 from .errors import SessionError as SessionError
-from .recorder import Recorder
-from .recording import Recording
+from .recording.auto_gc import AutoGc
+from .recording.recorder import Recorder
+from .recording.recording import Recording
+from .recording.sidecar import Sidecars, ThreadSidecar
+from .recording.workspace_lock import LastThread, SessionLock
 from .rewind.flow import RedoPreview as RedoPreview
 from .rewind.flow import RewindPreview as RewindPreview
 from .rewind.rewinder import RedoResult as RedoResult
@@ -44,9 +46,7 @@ from .services.threads import ThreadSummary as ThreadSummary
 from .services.threads import thread_source as thread_source
 from .services.turns import RunningTurns, TurnRunner
 from .services.turns import TurnOutcome as TurnOutcome
-from .sidecar import Sidecars, ThreadSidecar
 from .vocab import RewindMode
-from .workspace_lock import LastThread, SessionLock
 
 
 @dataclass
@@ -239,7 +239,7 @@ class Session:
         return self.turns.run_turn(thread_id, text, on_event, images)
 
     def collect_later(self) -> None:
-        """Automatic gc (at most daily), off the turn's critical path (app/auto_gc.py)."""
+        """Automatic gc (at most daily), off the turn's critical path (app/recording/auto_gc.py)."""
         self.gc.collect_later()
 
     def interrupt(self, thread_id: str, turn_id: str) -> None:

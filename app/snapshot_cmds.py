@@ -12,7 +12,7 @@ from snapshot_store import StoreError
 from .context import Context, UsageError
 from .exits import restore_exit
 from .lines import human_bytes, plan_lines, show_path
-from .workspace_lock import SessionLock
+from .recording.workspace_lock import SessionLock
 
 if TYPE_CHECKING:  # the store's modules load in the handler that needs them (start-up: see bench_startup.py)
     from snapshot_store import RestorePlan, Store

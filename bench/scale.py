@@ -81,8 +81,8 @@ def probe(op: str, home: Path, ws: Path, snap: str, profile: bool) -> dict[str, 
             res = store.at(ws).capture_thread_summary(known_paths=(), kind="pre-turn", label="before: bench")
             out.update(id=res.id, unchanged=res.unchanged, files=res.file_count)
         elif op == "resumed":
-            from app.recorder import Recorder
-            from app.sidecar import Sidecars
+            from app.recording.recorder import Recorder
+            from app.recording.sidecar import Sidecars
             from snapshot_store.settings import ScopeSettings
 
             store.capturer.watch(ws)

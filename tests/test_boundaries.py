@@ -83,7 +83,7 @@ def test_sources_contain_no_forbidden_import(package: str, banned: set[str]) -> 
 
 def test_session_core_imports_no_ui() -> None:
     """The session core is shared by every front end, so it must not pull in a UI toolkit."""
-    loaded = top_level(loaded_after_import(["app.session", "app.sidecar", "app.workspace_lock"]))
+    loaded = top_level(loaded_after_import(["app.session", "app.recording.sidecar", "app.recording.workspace_lock"]))
     assert not loaded & {"textual", "prompt_toolkit"}, loaded & {"textual", "prompt_toolkit"}
 
 

@@ -238,7 +238,7 @@ def test_codex_that_cannot_be_restarted_is_said_once_and_the_session_lets_go(mod
     lock is let go (other sessions stop warning about this one), and a later prompt says Codex is not running."""
 
     from app.codex.codex_bin import pinned_path
-    from app.workspace_lock import SessionLock
+    from app.recording.workspace_lock import SessionLock
 
     model.script("drv-gone", [message("before")])
     binary = tmp_path / "codex"

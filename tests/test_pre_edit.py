@@ -15,7 +15,7 @@ from e2e_helpers import RigFactory
 from store_helpers import git
 
 from app.codex.scripted_model import message, patch, shell
-from app.pre_edit import (
+from app.recording.pre_edit import (
     NotRecoverable,
     PatchChange,
     pre_edit_states,

@@ -1,5 +1,6 @@
-"""A thread's turn captures keep everything the thread tracks (app/recorder.py): its agent-touched paths and every
-path it captured before, never another thread's, without decoding its latest snapshot when it is the workspace's.
+"""A thread's turn captures keep everything the thread tracks (app/recording/recorder.py): its agent-touched paths
+and every path it captured before, never another thread's, without decoding its latest snapshot when it is the
+workspace's.
 
 Each step opens the store afresh, as `codexr exec --thread ID` does in a new process: only what is on disk is
 carried between them. Files are aged and the tests wait past the racy-timestamp window where a capture must be
@@ -15,8 +16,8 @@ import pytest
 from store_helpers import age_tree, make_repo, write
 
 import snapshot_store.repository.repo as repo_mod
-from app.recorder import Recorder, TurnState
-from app.sidecar import Sidecars
+from app.recording.recorder import Recorder, TurnState
+from app.recording.sidecar import Sidecars
 from snapshot_store import Store, StoreError
 from snapshot_store.manifest import captured_paths, is_captured
 from snapshot_store.settings import ScopeSettings
@@ -28,7 +29,7 @@ BIG = "x" * 4000
 
 
 def recorder(s: Store, store_dir: Path, ws: Path) -> Recorder:
-    """The recorder a codexr process binds to the workspace (app/recording.py)."""
+    """The recorder a codexr process binds to the workspace (app/recording/recording.py)."""
     return Recorder(s, Sidecars(store_dir), ws, SMALL, tracking=True)
 
 

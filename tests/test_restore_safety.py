@@ -125,7 +125,7 @@ def test_cli_restore_of_another_workspaces_snapshot_needs_into(tmp_path: Path) -
 
 
 def test_cli_restore_warns_when_another_session_works_in_the_workspace(tmp_path: Path) -> None:
-    from app.workspace_lock import SessionLock
+    from app.recording.workspace_lock import SessionLock
 
     home, ws = tmp_path / "home", tmp_path / "ws"
     write(ws, "f.txt", b"1\n")

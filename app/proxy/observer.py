@@ -1,5 +1,5 @@
 """What the proxy does with the frames it relays: it records every turn with the SDK session's own Recorder
-(opened as the session opens it, app/recording.py), and reverts files with the rewinder's file side
+(opened as the session opens it, app/recording/recording.py), and reverts files with the rewinder's file side
 (app/rewind/revert.py).
 
 `turn/start` from the client: the pre-turn capture, committed before the request is forwarded (a steer of a
@@ -97,7 +97,7 @@ class RecordingObserver(Observer):
         if self._recorder is None:
             from config import load_settings
 
-            from ..recording import Recording
+            from ..recording.recording import Recording
 
             home = Path(self.env["CODEX_HOME"])
             recording = Recording(self.ws, home, self.settings or load_settings(home))  # as the SDK session's
@@ -344,7 +344,7 @@ class RecordingObserver(Observer):
         turn = (answer.get("result") or {}).get("turn") if isinstance(answer.get("result"), dict) else None
         if not isinstance(turn, dict) or not isinstance(turn.get("id"), str):
             return  # refused: the pre-turn snapshot stays unbound, as an unsent prompt's
-        from ..recorder import TurnState
+        from ..recording.recorder import TurnState
 
         turn_id = str(turn["id"])
         self._turns[turn_id] = _Turn(thread_id, text, pre, TurnState())

@@ -27,17 +27,17 @@ from snapshot_store.settings import ScopeSettings
 from snapshot_store.states import StatesRestore, prepare_states_restore
 
 from ..errors import SessionError
-from ..recorder import Recorder
+from ..recording.recorder import Recorder
+from ..recording.sidecar import RedoEntry, Sidecars, ThreadSidecar
 from ..services.threads import Prompt
-from ..sidecar import RedoEntry, Sidecars, ThreadSidecar
 from ..vocab import CONVERSATION_MODES, RewindMode
 from .records import forget_interrupted, forget_rewind, forked_sidecar, note, saving_redo
 from .stake import at_stake, stake_lines
 from .targets import FROM_PATCH, RewindTargets, merged_plan, merged_result
 
 if TYPE_CHECKING:  # the proxy's revert runs this flow too, and never loads the SDK
-    from ..auto_gc import AutoGc
     from ..codex.codex_connection import CodexConnection
+    from ..recording.auto_gc import AutoGc
     from ..services.choices import Choices
     from ..services.threads import Threads
 

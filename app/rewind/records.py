@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Container
 from typing import Any
 
-from ..sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord
+from ..recording.sidecar import RedoEntry, Sidecars, ThreadSidecar, TurnRecord
 
 
 def saving_redo(entry: RedoEntry, **extra: str) -> Callable[[ThreadSidecar], None]:

@@ -19,7 +19,7 @@ from snapshot_store import RestoreResult, StoreError
 from snapshot_store.states import prepare_states_restore
 
 from ..errors import SessionError
-from ..recorder import Recorder
+from ..recording.recorder import Recorder
 from .flow import Files, Place, RevertSteps, run
 from .records import cut_turns, forget_rewind
 from .targets import restore_targets

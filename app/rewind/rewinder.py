@@ -14,15 +14,15 @@ from typing import Any
 
 from snapshot_store import RestorePlan, RestoreResult
 
-from ..auto_gc import AutoGc
 from ..codex.codex_connection import CodexConnection
 from ..errors import Declined, SessionError
-from ..recorder import Recorder
+from ..recording.auto_gc import AutoGc
+from ..recording.recorder import Recorder
+from ..recording.sidecar import ThreadSidecar
+from ..recording.workspace_lock import SessionLock
 from ..services.choices import Choices
 from ..services.threads import Prompt, Threads
-from ..sidecar import ThreadSidecar
 from ..vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
-from ..workspace_lock import SessionLock
 from .flow import Files, Place, RedoPreview, RedoSteps, RewindPreview, RewindSteps, preview, run
 from .stake import others_warning
 from .targets import restore_targets

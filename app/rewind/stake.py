@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from snapshot_store import RestorePlan, Store
 from snapshot_store.restore import DELETE, WRITE
 
-from ..sidecar import ThreadSidecar
+from ..recording.sidecar import ThreadSidecar
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A path the pre-turn snapshot holds (captured, or witnessed absent) keeps using the snapshot. Any
 other path a later patch touched — hidden, in a churn directory, beyond the residue limits, or
-outside the workspace — gets the state the earliest such patch recorded (`app/pre_edit.py`). Inside
+outside the workspace — gets the state the earliest such patch recorded (`app/recording/pre_edit.py`). Inside
 the workspace these states are laid over the snapshot (a derived snapshot the redo entry pins);
 outside it they form a states snapshot restored path by path (`snapshot_store.states`).
 """
@@ -18,7 +18,7 @@ from snapshot_store.restore import LEAVE, Action
 from snapshot_store.states import STATES_ROOT, key_path
 from snapshot_store.vocab import SnapshotKind
 
-from ..sidecar import ThreadSidecar, relative_to
+from ..recording.sidecar import ThreadSidecar, relative_to
 
 FROM_PATCH = "pre-edit state from the agent's patch"
 LATER = "state before prompt {n}; before prompt {to} unknown"

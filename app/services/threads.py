@@ -15,9 +15,9 @@ from ..codex.codex_connection import CodexConnection, dump_payload
 from ..codex.codex_sdk import CodexError, JsonRpcError, ThreadSourceKind, TransportClosedError
 from ..codex.translate import is_prompt_turn, is_sub_turn
 from ..errors import CodexGone, SessionError
-from ..sidecar import Sidecars, ThreadSidecar
+from ..recording.sidecar import Sidecars, ThreadSidecar
+from ..recording.workspace_lock import LastThread
 from ..vocab import CLIENT_NAME, SESSION_KINDS, source_label
-from ..workspace_lock import LastThread
 from .choices import Choices
 from .thread_label import rewound_before, thread_label
 

@@ -1,4 +1,4 @@
-"""Runs turns on Codex through the SDK and records each with the shared Recorder (app/recorder.py).
+"""Runs turns on Codex through the SDK and records each with the shared Recorder (app/recording/recorder.py).
 
 Why apart: this is the SDK's feeder of the recorder (the proxy, app/proxy/observer.py, is the other): capture,
 `turn/start`, the turn's notifications, capture again; plus the turns that are not prompts (a compaction, a
@@ -14,14 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..auto_gc import AutoGc
 from ..codex.codex_connection import AnyResponse, CodexConnection, EventCallback, dump_payload
 from ..codex.codex_sdk import CodexError, JsonRpcError, TransportClosedError
 from ..codex.images import check_images, prompt_input
 from ..codex.translate import is_prompt_turn
 from ..errors import CodexGone, SessionError
-from ..recorder import Recorder, TurnState
-from ..sidecar import ThreadSidecar
+from ..recording.auto_gc import AutoGc
+from ..recording.recorder import Recorder, TurnState
+from ..recording.sidecar import ThreadSidecar
 from .background import BackgroundTerminal
 from .choices import Choices
 from .threads import Threads, thread_source

@@ -11,10 +11,10 @@ from pathlib import Path
 from config import CodexrSettings
 from snapshot_store import Store
 
-from .codex.codex_bin import choose
+from ..codex.codex_bin import choose
+from ..rewind.held import settler
+from ..runtime import monitors_wanted
 from .recorder import Recorder
-from .rewind.held import settler
-from .runtime import monitors_wanted
 from .sidecar import Sidecars
 from .workspace_lock import SessionLock
 
