@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from .exits import EXIT_USAGE, end_by_signal
+from .cmds.exits import EXIT_USAGE, end_by_signal
 
 if TYPE_CHECKING:
     from config import CodexrSettings
 
-    from .context import Context
+    from .cmds.context import Context
 
 PATH_SAFE = "codexr-path"
 #: The command modules, in the order `codexr --help` lists their commands.
@@ -107,12 +107,12 @@ def build_parser(modules: Sequence[str] = COMMAND_MODULES, parser_class: type[_P
     parser = parser_class(prog="codexr", description="Codex with synchronized rewind of conversation and files.")
     _add_global_flags(parser)
     if app_flags:
-        from .tui_cmds import add_app_flags
+        from .cmds.tui_cmds import add_app_flags
 
         add_app_flags(parser)
     sub = parser.add_subparsers(dest="command", parser_class=parser_class)
     for name in modules:
-        import_module(f".{name}", __package__).register(sub)
+        import_module(f".cmds.{name}", __package__).register(sub)
     _cd_after_every_command(parser)
     return parser
 
@@ -178,7 +178,7 @@ def first_prompt(argv: list[str]) -> tuple[list[str], str]:
         return argv, ""
     pre = _TryParser(prog="codexr", add_help=False)
     _add_global_flags(pre)
-    from .tui_cmds import add_app_flags
+    from .cmds.tui_cmds import add_app_flags
 
     add_app_flags(pre)
     try:
@@ -209,7 +209,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def _plain(ctx: Context, args: argparse.Namespace) -> int:
     """`codexr --plain`: the interactive session in line mode on the workspace (-C) with the Codex flags."""
-    from .agent_cmds import session_options
+    from .cmds.agent_cmds import session_options
     from .plain import run_plain
 
     return run_plain(session_options(ctx, args), prompt=getattr(args, "first_prompt", ""),
@@ -221,14 +221,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     _safe_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["login"]:  # Codex's own flags, untouched by our parser
-        from .tui_cmds import login
+        from .cmds.tui_cmds import login
 
         return login(argv[1:])
     argv, prompt = first_prompt(argv)
     args = parse(argv)
     args.first_prompt = prompt
     if args.version:
-        from .doctor import version
+        from .cmds.doctor import version
 
         args.handler = version
     elif not getattr(args, "handler", None):
@@ -238,21 +238,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             build_parser().print_help()  # no terminal to draw the app on: say what the commands are
             return EXIT_USAGE
         else:
-            from .tui_cmds import run_app
+            from .cmds.tui_cmds import run_app
 
             args.handler = run_app  # no subcommand: the app on the current directory
     from config import ConfigError, codex_home, defaults_apply
     from snapshot_store.errors import Interrupted, StoreError
 
-    from .context import Context, UsageError
+    from .cmds.context import Context, UsageError
 
     try:
         if getattr(args, "record", None):
-            from .tui_cmds import check_app_flags
+            from .cmds.tui_cmds import check_app_flags
 
             check_app_flags(args)
         if args.images or prompt:
-            from .tui_cmds import check_first_prompt
+            from .cmds.tui_cmds import check_first_prompt
 
             check_first_prompt(args)
         home = codex_home()

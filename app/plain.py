@@ -31,6 +31,7 @@ from prompt_toolkit.keys import Keys
 
 from snapshot_store import StoreError
 
+from .cmds.snapshot_cmds import when
 from .codex.events import (
     AgentDelta,
     AgentMessage,
@@ -73,7 +74,6 @@ from .lines import (
 from .services.background import background_text, stopped_text
 from .services.driver import Driver, Preview, PromptRow
 from .session import RedoResult, SessionOptions
-from .snapshot_cmds import when
 from .vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
 
 T = TypeVar("T")

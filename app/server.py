@@ -110,7 +110,8 @@ def preload() -> None:
     from snapshot_store.maint import gc as store_gc  # noqa: F401
     from snapshot_store.maint import verify  # noqa: F401
 
-    from . import agent_cmds, cli, config_cmds, doctor, history_cmds, session, snapshot_cmds  # noqa: F401
+    from . import cli, session  # noqa: F401
+    from .cmds import agent_cmds, config_cmds, doctor, history_cmds, snapshot_cmds  # noqa: F401
     from .codex import codex_sdk  # noqa: F401
 
     for name in ("pygit2", "zstandard", "blake3", "inotify_simple", "concurrent.futures", "subprocess", "resource",

@@ -65,8 +65,8 @@ def mark(how: str) -> None:
 def leads_back(how: str) -> str:
     """The setting that chose the binary that started the shim again: the one `codexr app-server` reads (the
     environment, then the config), or the one the shim execs by (the environment)."""
+    from .cmds.context import UsageError
     from .codex.codex_bin import choose
-    from .context import UsageError
 
     settings = None
     if how == "app-server":
@@ -92,7 +92,7 @@ def real_codex() -> str:
 
 def main() -> int:
     """Hand `app-server` to `codexr app-server`, everything else to the real Codex (exec: no process between)."""
-    from .context import UsageError
+    from .cmds.context import UsageError
 
     flags, command, rest = split(sys.argv[1:])
     try:

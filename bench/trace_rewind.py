@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import app.session as session_mod
-    from app.context import Context
-    from app.demo import run
+    from app.cmds.context import Context
+    from app.cmds.demo import run
 
     rewinds: list[Trace] = []
     redos: list[Trace] = []

@@ -89,7 +89,8 @@ def test_session_core_imports_no_ui() -> None:
 
 def test_store_commands_do_not_load_the_codex_sdk() -> None:
     """`codexr snapshots …` never starts Codex, so it must not pay the SDK's ~0.5 s import."""
-    loaded = top_level(loaded_after_import(["app.cli", "app.snapshot_cmds", "app.agent_cmds", "app.demo"]))
+    loaded = top_level(loaded_after_import(["app.cli", "app.cmds.snapshot_cmds", "app.cmds.agent_cmds",
+                                            "app.cmds.demo"]))
     assert "openai_codex" not in loaded
 
 
@@ -169,8 +170,9 @@ def test_a_command_starts_with_its_own_code_only(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     rc, bare, loaded = json.loads(out.stderr.splitlines()[-1])
     assert rc == 0 and json.loads(out.stdout)["total"] == 0, out.stderr
-    other_commands = {f"app.{m}" for m in ("agent_cmds", "snapshot_cmds", "demo", "doctor", "tui_cmds", "config_cmds")}
-    early = set(bare) & (other_commands | {"app.history_cmds", "config", "snapshot_store"})
+    other_commands = {f"app.cmds.{m}" for m in ("agent_cmds", "snapshot_cmds", "demo", "doctor", "tui_cmds",
+                                                 "config_cmds")}
+    early = set(bare) & (other_commands | {"app.cmds.history_cmds", "config", "snapshot_store"})
     assert not early, f"`import app.cli` loads {sorted(early)}"
     assert not set(loaded) & other_commands, sorted(set(loaded) & other_commands)
     assert not top_level(set(loaded)) & {"pydantic", "openai_codex", "textual", "prompt_toolkit"}

@@ -16,8 +16,8 @@ import pytest
 from codex_cli_bin import bundled_codex_path  # type: ignore[import-untyped]
 from test_cli_agent import REPO, TIMEOUT_S, Cli, assert_one_line_error, show
 
+from app.cmds.doctor import protocol_check
 from app.codex.scripted_model import ScriptedModel, message, write_codex_home
-from app.doctor import protocol_check
 
 PINNED = Path(bundled_codex_path())
 

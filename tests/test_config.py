@@ -644,7 +644,7 @@ def test_the_configuration_reference_documents_every_setting() -> None:
 def test_a_command_with_nothing_configured_skips_validation_and_gets_the_same_defaults(tmp_path: Path) -> None:
     """One-shot commands skip pydantic when no source sets a codexr key (`defaults_apply`); that shortcut must
     give exactly the models' defaults, and must never be taken when some file, `-c` or flag sets one."""
-    from app.context import Context
+    from app.cmds.context import Context
     from config import defaults_apply
 
     write_config(tmp_path, 'model = "o3"\n[features]\nweb_search_request = true\n[tui]\ntheme = "dark"\n',

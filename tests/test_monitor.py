@@ -58,7 +58,7 @@ class Monitors:
     def capture(self, ws: Path) -> CaptureResult:
         """A pre-turn capture as `codexr exec` makes one, in a fresh store with the monitor attached."""
         store = Store.open(self.home / "file_snapshots", protected=[self.home])
-        store.capturer.use_monitors(monitors_wanted())  # as app/context.py does
+        store.capturer.use_monitors(monitors_wanted())  # as app/cmds/context.py does
         try:
             return store.at(ws).capture_thread(known_paths=(), kind="pre-turn")
         finally:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..context import UsageError
+from ..cmds.context import UsageError
 
 if TYPE_CHECKING:
     from config import CodexrSettings

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..context import UsageError
+from ..cmds.context import UsageError
 
 #: The names a client may give in `Host` for a loopback TCP listener (with the port bound).
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")

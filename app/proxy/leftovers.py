@@ -18,7 +18,7 @@ from pathlib import Path
 
 PREFIX = "proxy-"
 LOCK = "owner.lock"
-SOCKET = "app-server.sock"  # the name app/proxy_cmds.py binds in the directory
+SOCKET = "app-server.sock"  # the name app/cmds/proxy_cmds.py binds in the directory
 ACCEPTING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix's Flags: a listening socket
 CLAIM_TRIES = 50  # new directories tried before giving up (each lost only to a sweep that took it first)
 

@@ -3,7 +3,7 @@ until the conversation side is known, restore/journal.py), and whoever finds suc
 whether the conversation was reverted, then finishes the files or rolls them back to match.
 
 Why apart: the proxy holds the restore (app/proxy/observer.py), but the journal is found by whatever codexr command
-next captures or restores the workspace (app/context.py, app/recording/recording.py): both need the same judge.
+next captures or restores the workspace (app/cmds/context.py, app/recording/recording.py): both need the same judge.
 """
 
 from __future__ import annotations

@@ -167,7 +167,7 @@ class Soak:
 
     def warm(self) -> None:
         """Import every module a command may import, once, so their bytecode caches exist."""
-        mods = ("app.cli", "app.snapshot_cmds", "app.agent_cmds", "app.session", "app.recording.sidecar",
+        mods = ("app.cli", "app.cmds.snapshot_cmds", "app.cmds.agent_cmds", "app.session", "app.recording.sidecar",
                 "snapshot_store.maint.gc", "snapshot_store.maint.verify", "snapshot_store.restore",
                 "snapshot_store.detect.inotify")
         code = f"import importlib\nfor m in {mods!r}: importlib.import_module(m)"

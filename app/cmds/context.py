@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # both load on first use: a one-shot command pays only for wh
 
 def say_recovery(report: Recovery) -> None:
     """An interrupted restore finished or rolled back by this command: one line on stderr, never silently."""
-    from .rewind.held import held_clause
+    from ..rewind.held import held_clause
 
     print(f"codexr: {report.summary()}{held_clause(report.held, report.rolled_back)}", file=sys.stderr)
 
@@ -84,10 +84,10 @@ class Context:
             self._store = Store.open(self.store_dir, protected=[self.home])
             self._store.on_recovery = say_recovery
             if self.codex_bin is not None:
-                from .rewind.held import settler
+                from ..rewind.held import settler
 
                 self._store.on_held = settler(self._store, self.home, self.codex_bin)
-            from .runtime import monitors_wanted
+            from ..runtime import monitors_wanted
 
             # A change monitor that outlives this command (snapshot_store/detect/monitor.py), unless turned off.
             self._store.capturer.use_monitors(monitors_wanted())

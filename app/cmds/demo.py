@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from .context import Context
 
 if TYPE_CHECKING:  # the scripted model (an HTTP server) and the session (the SDK) load only when the demo runs
-    from .codex.scripted_model import ScriptedModel
-    from .session import SessionOptions
+    from ..codex.scripted_model import ScriptedModel
+    from ..session import SessionOptions
 
 PROMPT_1 = "Add a test for greet()"
 PROMPT_2 = "Make greet() shout, drop the notes, regenerate the docs"
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def dispatch(ctx: Context, args: argparse.Namespace) -> int:
     """Interactive on a terminal; the self-checking story on a pipe, in CI, with --script or --json."""
-    from .codex.codex_bin import choose
+    from ..codex.codex_bin import choose
 
     # `codexr --codex-bin X demo` tries build X; `ctx.loaded` (None: every setting a default) spares pydantic
     codex_bin = choose(args.codex_bin, ctx.loaded).sdk_value()
@@ -59,7 +59,7 @@ def dispatch(ctx: Context, args: argparse.Namespace) -> int:
 
 def banner(ws: Path, *, app: bool = False) -> str:
     """The first screen of the interactive demo: what this is and the scripted model's vocabulary."""
-    from .codex.scripted_model import RESPONDER_HELP
+    from ..codex.scripted_model import RESPONDER_HELP
 
     if app:  # Markdown in the app's transcript: one line per idea, the app's own keys
         vocabulary = RESPONDER_HELP.replace("\n", " ")
@@ -79,14 +79,14 @@ def interactive(args: argparse.Namespace, *, plain: bool, codex_bin: str | None 
     """The demo a person plays with: the TUI (or line mode) on a scratch workspace and CODEX_HOME."""
     splash = None
     if not plain:  # the app's first frame now: the SDK and Textual load behind it (app/tui/splash.py)
-        from .tui.splash import Splash
+        from ..tui.splash import Splash
 
         splash = Splash.show()
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="codexr-demo-"))
     ws, home = base / "workspace", base / "codex-home"
     try:
         ws.mkdir(parents=True, exist_ok=True)
-        from .codex.scripted_model import ScriptedModel, responder, write_codex_home
+        from ..codex.scripted_model import ScriptedModel, responder, write_codex_home
 
         _make_workspace(ws)
         with ScriptedModel() as model:
@@ -97,16 +97,16 @@ def interactive(args: argparse.Namespace, *, plain: bool, codex_bin: str | None 
                 """Built in the app's worker: importing the session (the SDK) does not delay the first frame."""
                 from config import load_settings
 
-                from .session import SessionOptions
+                from ..session import SessionOptions
 
                 return SessionOptions(cwd=ws, codex_home=home, settings=load_settings(home), env=env,
                                       codex_bin=codex_bin)
 
             if plain:
-                from .plain import run_plain
+                from ..plain import run_plain
 
                 return run_plain(options(), banner=banner(ws))
-            from .tui.app import run_tui
+            from ..tui.app import run_tui
 
             return int(run_tui(options, banner=banner(ws, app=True), workspace=str(ws), splash=splash))
     except BaseException:
@@ -127,7 +127,7 @@ def serve(ctx: Context, args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from .codex.scripted_model import RESPONDER_HELP, ScriptedModel, last_user_text, responder, write_codex_home
+    from ..codex.scripted_model import RESPONDER_HELP, ScriptedModel, last_user_text, responder, write_codex_home
 
     if not 0 <= args.port <= 65535:
         from .context import UsageError
@@ -206,7 +206,7 @@ def _make_workspace(ws: Path) -> None:
 
 
 def _script(model: ScriptedModel) -> None:
-    from .codex.scripted_model import add_file, delete_file, message, shell, update_file
+    from ..codex.scripted_model import add_file, delete_file, message, shell, update_file
 
     model.script(PROMPT_1, [
         add_file("tests/test_app.py", "from src.app import greet\n\n\ndef test_greet():\n"
@@ -225,8 +225,8 @@ def run(ctx: Context, args: argparse.Namespace, codex_bin: str | None = None) ->
     """Two prompts, the second a bad experiment; rewind to it, then redo."""
     from config import load_settings
 
-    from .codex.scripted_model import ScriptedModel, write_codex_home
-    from .session import Session, SessionOptions
+    from ..codex.scripted_model import ScriptedModel, write_codex_home
+    from ..session import Session, SessionOptions
 
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="codexr-demo-"))
     ws, home = base / "workspace", base / "codex-home"
@@ -256,7 +256,7 @@ def run(ctx: Context, args: argparse.Namespace, codex_bin: str | None = None) ->
                 plan = session.rewind(thread, 2, dry_run=True)
                 say("\n/rewind to prompt 2 — preview:")
                 if plan.restore is not None:
-                    from .lines import plan_lines
+                    from ..lines import plan_lines
 
                     for line in plan_lines(plan.restore.plan, "  "):
                         say(line)

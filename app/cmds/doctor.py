@@ -13,9 +13,9 @@ from typing import Any
 
 from snapshot_store import StoreError
 
-from .codex.codex_bin import CodexBinary, binary_version, choose, pinned_path
+from ..codex.codex_bin import CodexBinary, binary_version, choose, pinned_path
+from ..lines import human_bytes, plural
 from .context import Context, UsageError
-from .lines import human_bytes, plural
 
 SDK_DIST = "openai-codex"
 PINNED_DIST = "openai-codex-cli-bin"
@@ -203,8 +203,8 @@ def _store_check(ctx: Context) -> Check:
 
 def _server_check() -> Check:
     """Whether one-shot commands run in the resident server (app/launch.py); never a failure."""
-    from .oneshot import server_wanted
-    from .runtime import RUNTIME_HOW, server_unavailable, socket_path
+    from ..oneshot import server_wanted
+    from ..runtime import RUNTIME_HOW, server_unavailable, socket_path
     from .server_cmds import servers
 
     if not server_wanted(["doctor"]):

@@ -7,14 +7,14 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..lines import plan_lines, restored_counts, retry_line, show_path, since_rewind_lines, thread_counts
+from ..vocab import CONVERSATION_MODES, RewindMode
 from .context import Context, UsageError
 from .exits import restore_exit
-from .lines import plan_lines, restored_counts, retry_line, show_path, since_rewind_lines, thread_counts
 from .snapshot_cmds import print_plan
-from .vocab import CONVERSATION_MODES, RewindMode
 
 if TYPE_CHECKING:  # the SDK import costs ~0.5 s: only commands that start Codex pay it
-    from .session import ApprovalRequest, RedoPreview, RewindPreview, RewindResult, Session, SessionOptions
+    from ..session import ApprovalRequest, RedoPreview, RewindPreview, RewindResult, Session, SessionOptions
 
 
 def _codex_flags(p: argparse.ArgumentParser) -> None:
@@ -70,11 +70,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
     """How to start Codex for the workspace with the pass-through flags (also for the interactive front ends)."""
-    from .codex.codex_bin import choose
+    from ..codex.codex_bin import choose
 
     ctx.workspace(args.cd)  # the store or Codex's home as workspace stops here, before Codex starts
     codex_bin = choose(args.codex_bin, ctx.settings).sdk_value()  # a bad path stops here, before the SDK loads
-    from .session import SessionOptions
+    from ..session import SessionOptions
 
     return SessionOptions(cwd=args.cd, codex_home=ctx.home, settings=ctx.settings, model=args.model,
                           sandbox=args.sandbox, approval_policy=args.ask_for_approval,
@@ -83,7 +83,7 @@ def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
 
 def codex_overrides(args: argparse.Namespace) -> tuple[str, ...]:
     """The `-c`, `--enable` and `--disable` flags meant for Codex (codexr's own keys stay with codexr)."""
-    from .session import split_overrides
+    from ..session import split_overrides
 
     overrides = list(split_overrides(args.overrides))
     overrides += [f"features.{f}=true" for f in args.enable if f != "file_snapshots"]
@@ -94,8 +94,8 @@ def codex_overrides(args: argparse.Namespace) -> tuple[str, ...]:
 def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None) -> Session:
     """Start Codex for the workspace with the pass-through flags."""
     opts = session_options(ctx, args)  # a bad --codex-bin fails here, before the SDK loads
+    from ..session import Session
     from .context import say_recovery
-    from .session import Session
 
     session = Session(opts, approval=approval)
     session.store.on_recovery = say_recovery  # an interrupted restore this command finishes is never silent
@@ -138,15 +138,15 @@ def retry_notices() -> Callable[[str, dict[str, Any]], None]:
 def _exec(ctx: Context, args: argparse.Namespace) -> int:
     if not args.prompt.strip():  # `codex exec` refuses it too ("No prompt provided"): before Codex starts
         raise UsageError("empty prompt: give the prompt text as the argument")
-    from .codex.images import check_images
-    from .errors import SessionError
+    from ..codex.images import check_images
+    from ..errors import SessionError
 
     try:  # a missing or unreadable image: one line, before Codex starts
         check_images(getattr(args, "images", ()))
     except SessionError as exc:
         raise UsageError(str(exc)) from exc
     with open_session(ctx, args, approval=_decline_noninteractive) as session:
-        from .session import ensure_thread
+        from ..session import ensure_thread
 
         thread = ensure_thread(session, args.thread, args.last)
         out = session.run_turn(thread, args.prompt, retry_notices(), tuple(getattr(args, "images", ())))
@@ -167,7 +167,7 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _threads(ctx: Context, args: argparse.Namespace) -> int:
-    from .times import json_time, screen_time
+    from ..times import json_time, screen_time
     with open_session(ctx, args) as session:
         rows = session.threads(all_workspaces=args.all)
     if ctx.json:
@@ -187,7 +187,7 @@ def _threads(ctx: Context, args: argparse.Namespace) -> int:
 
 def _confirm(ctx: Context, args: argparse.Namespace, session: Session, what: str) -> Any:
     """The confirmation a rewind or redo asks before anything changes (with --yes: none, only warnings)."""
-    from .session import RedoPreview
+    from ..session import RedoPreview
 
     others = session.other_sessions()
     if not args.yes and not sys.stdin.isatty():
@@ -248,7 +248,7 @@ def _print_rewind(res: RewindResult) -> None:
 
 
 def _rewind(ctx: Context, args: argparse.Namespace) -> int:
-    from .errors import Declined
+    from ..errors import Declined
 
     mode = _mode(args)
     with open_session(ctx, args) as session:
@@ -269,7 +269,7 @@ def _rewind(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _redo(ctx: Context, args: argparse.Namespace) -> int:
-    from .errors import Declined
+    from ..errors import Declined
 
     with open_session(ctx, args) as session:
         args.thread = session.resolve_thread(args.thread)

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..oneshot import server_off
+from ..runtime import RUNTIME_HOW, runtime_dir, server_unavailable, socket_path, spawn, take_lock
+from ..times import json_time, screen_time
 from .context import Context, UsageError
-from .oneshot import server_off
-from .runtime import RUNTIME_HOW, runtime_dir, server_unavailable, socket_path, spawn, take_lock
-from .times import json_time, screen_time
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

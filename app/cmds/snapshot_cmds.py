@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from snapshot_store import StoreError
 
+from ..lines import human_bytes, plan_lines, show_path
+from ..recording.workspace_lock import SessionLock
 from .context import Context, UsageError
 from .exits import restore_exit
-from .lines import human_bytes, plan_lines, show_path
-from .recording.workspace_lock import SessionLock
 
 if TYPE_CHECKING:  # the store's modules load in the handler that needs them (start-up: see bench_startup.py)
     from snapshot_store import RestorePlan, Store
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the store's modules load in the handler that needs them (st
 def when(ts: float) -> str:
     """Local time with its offset, to the second ("?" for a time no calendar holds: a damaged ref says what it
     likes), as every codexr screen shows times (app/times.py)."""
-    from .times import screen_time  # here: only listings format times
+    from ..times import screen_time  # here: only listings format times
 
     return screen_time(ts, seconds=True)
 
@@ -103,7 +103,7 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     infos = store.list_snapshots(None if args.all else _workspace(args.cd))
     if ctx.json:
-        from .times import json_time
+        from ..times import json_time
 
         ctx.emit([{"id": i.id, "root": i.root, "created": json_time(i.created), "kind": i.kind, "label": i.label,
                    "file_count": i.file_count} for i in infos])
@@ -130,7 +130,7 @@ def _show(ctx: Context, args: argparse.Namespace) -> int:
     info = store.info(snap)
     files = store.files(snap)
     if ctx.json:
-        from .times import json_time
+        from ..times import json_time
 
         ctx.emit({"id": snap, "root": info.root, "created": json_time(info.created), "kind": info.kind,
                   "label": info.label,
@@ -179,7 +179,7 @@ def print_plan(store: Store, plan: RestorePlan, with_diff: bool) -> None:
     """The preview: what will be written, deleted, left alone, and why (with each file's diff)."""
     after = {}
     if with_diff:
-        from .services.changes import plan_diffs  # the current side from the disk: a dry run stores no blob of it
+        from ..services.changes import plan_diffs  # the current side from the disk: a dry run stores no blob of it
 
         diffs = plan_diffs(store, plan)
         after = {path: "\n" + show_path(diff).rstrip("\n") for path, (_st, diff) in diffs.items() if diff}

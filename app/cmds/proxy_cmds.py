@@ -49,8 +49,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def backend_argv(ctx: Context, args: argparse.Namespace) -> tuple[list[str], dict[str, str], Path]:
     """The real app-server's command line, environment and workspace (the binary chosen as for every command)."""
+    from ..codex.codex_bin import choose
     from .agent_cmds import codex_overrides
-    from .codex.codex_bin import choose
 
     ws = ctx.workspace(args.cd)
     chosen = choose(args.codex_bin, ctx.loaded)
@@ -70,8 +70,8 @@ def backend_argv(ctx: Context, args: argparse.Namespace) -> tuple[list[str], dic
 def private_socket_dir() -> Path:
     """A new directory (0700) for one proxy socket, where no other process can replace it (as the server's), held
     until this process ends; those of killed runs go first (app/proxy/leftovers.py)."""
-    from .proxy.leftovers import claim, sweep
-    from .runtime import runtime_dir, safe_parents
+    from ..proxy.leftovers import claim, sweep
+    from ..runtime import runtime_dir, safe_parents
 
     base = runtime_dir()
     if base is None:
@@ -101,10 +101,10 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
                  ctx_settings: Any) -> int:
     from websockets.asyncio.server import unix_serve
 
-    from .proxy.door import Door
-    from .proxy.endpoints import AppServer, WebSocketSide
-    from .proxy.observer import RecordingObserver
-    from .proxy.relay import Relay
+    from ..proxy.door import Door
+    from ..proxy.endpoints import AppServer, WebSocketSide
+    from ..proxy.observer import RecordingObserver
+    from ..proxy.relay import Relay
 
     path = sock_dir / "app-server.sock"
     log = open(sock_dir / "app-server.log", "ab")  # noqa: SIM115 - the backend's stderr, off the TUI's screen
@@ -176,7 +176,7 @@ def _peer_pid(sock: Any) -> int | None:
 
 def app_server(ctx: Context, args: argparse.Namespace) -> int:
     """`codex app-server`, through codexr: stdio by default (the IDE extension, the SDK), or --listen."""
-    from .proxy.door import token_from_flags
+    from ..proxy.door import token_from_flags
 
     listen = str(args.listen)
     jwt = [flag for flag, _ in JWT_FLAGS if getattr(args, flag[2:].replace("-", "_")) is not None]
@@ -196,7 +196,7 @@ def app_server(ctx: Context, args: argparse.Namespace) -> int:
 def parse_listen(listen: str) -> tuple[str, Any]:
     """`--listen unix://PATH | ws://HOST:PORT` as ("unix", absolute path) or ("tcp", (address, port)); anything
     else, a port out of range or a path a unix socket cannot have is a usage error."""
-    from .runtime import SOCKET_MAX
+    from ..runtime import SOCKET_MAX
 
     if listen.startswith("unix://") and len(listen) > len("unix://"):
         path = Path(listen[len("unix://"):]).expanduser().absolute()
@@ -299,10 +299,10 @@ async def _listen(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: 
     token when `--ws-auth` asks for one."""
     from websockets.asyncio.server import serve, unix_serve
 
-    from .proxy.door import Door
-    from .proxy.endpoints import AppServer, WebSocketSide
-    from .proxy.observer import RecordingObserver
-    from .proxy.relay import Relay
+    from ..proxy.door import Door
+    from ..proxy.endpoints import AppServer, WebSocketSide
+    from ..proxy.observer import RecordingObserver
+    from ..proxy.relay import Relay
 
     async def handle(conn: Any) -> None:
         backend = await AppServer.start(argv, cwd=ws, env=env, stderr=sys.stderr)
@@ -348,7 +348,7 @@ def _same_user(sock: Any) -> bool:
     if sock is None:
         return False
     if sock.family == socket.AF_UNIX:
-        from . import confinement
+        from .. import confinement
 
         peer = confinement.peer(sock)
         return peer is not None and peer[1] == confinement.fingerprint("self")
@@ -383,9 +383,9 @@ def _tcp_peer_uid(sock: Any) -> int | None:
 
 
 async def _stdio(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: Any) -> int:
-    from .proxy.endpoints import AppServer, stdio_side
-    from .proxy.observer import RecordingObserver
-    from .proxy.relay import Relay
+    from ..proxy.endpoints import AppServer, stdio_side
+    from ..proxy.observer import RecordingObserver
+    from ..proxy.relay import Relay
 
     client = await stdio_side()
     backend = await AppServer.start(argv, cwd=ws, env=env, stderr=sys.stderr)

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from .context import Context, UsageError
 
 if TYPE_CHECKING:  # the history modules load in the handlers: every other command skips them (~45 ms)
-    from .history.catalog import Catalog, Session
-    from .history.search import Matcher
-    from .history.store import HistoryStore, SearchResult
+    from ..history.catalog import Catalog, Session
+    from ..history.search import Matcher
+    from ..history.store import HistoryStore, SearchResult
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -62,7 +62,7 @@ def _group_help(p: argparse.ArgumentParser) -> int:
 
 
 def _open(ctx: Context) -> HistoryStore:
-    from .history.store import HistoryStore
+    from ..history.store import HistoryStore
 
     return HistoryStore(ctx.home)
 
@@ -85,8 +85,8 @@ def _n(args: argparse.Namespace) -> int:
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> int:
-    from .history.render import session_json, skipped_note
-    from .history.store import Filter
+    from ..history.render import session_json, skipped_note
+    from ..history.store import Filter
 
     flt = Filter(workspace=None if args.all else _workspace(args, True), archived=args.archived)
     n = _n(args)
@@ -117,8 +117,8 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _list_line(s: Session, cat: Catalog) -> str:
-    from .history.render import session_json, short_time
-    from .services.thread_label import rewound_before, thread_label
+    from ..history.render import session_json, short_time
+    from ..services.thread_label import rewound_before, thread_label
 
     d = session_json(s, cat)
     bits = [s.id, short_time(d["last_activity"]), s.source_label, f"{d['prompts']} prompts"]
@@ -144,10 +144,10 @@ def _highlight(text: str, spans: list[tuple[int, int]], tty: bool) -> str:
 
 
 def _search(ctx: Context, args: argparse.Namespace) -> int:
-    from .history.catalog import HistoryError
-    from .history.render import nothing_found, short_time, skipped_note
-    from .history.search import Matcher
-    from .history.store import Filter
+    from ..history.catalog import HistoryError
+    from ..history.render import nothing_found, short_time, skipped_note
+    from ..history.search import Matcher
+    from ..history.store import Filter
 
     flt = Filter(workspace=_workspace(args, False), archived=args.archived)
     if args.context < 0:
@@ -185,7 +185,7 @@ def _search(ctx: Context, args: argparse.Namespace) -> int:
 
 def search_json(text: str, matcher: Matcher, res: SearchResult) -> dict[str, Any]:
     """The stable `history search --json` document."""
-    from .times import json_time
+    from ..times import json_time
 
     return {
         "query": text, "regex": matcher.regex, "kinds": list(matcher.kinds),
@@ -200,7 +200,7 @@ def search_json(text: str, matcher: Matcher, res: SearchResult) -> dict[str, Any
 
 
 def _load(ctx: Context, ident: str) -> tuple[HistoryStore, Catalog, Session, Any]:
-    from .history.catalog import HistoryError, conversation
+    from ..history.catalog import HistoryError, conversation
 
     store = _open(ctx)
     try:
@@ -213,7 +213,7 @@ def _load(ctx: Context, ident: str) -> tuple[HistoryStore, Catalog, Session, Any
 
 
 def _show(ctx: Context, args: argparse.Namespace) -> int:
-    from .history.render import conversation_json, markdown
+    from ..history.render import conversation_json, markdown
 
     store, cat, sess, prompts = _load(ctx, args.id)
     try:
@@ -241,7 +241,7 @@ def _inside(path: Path, root: Path) -> bool:
 
 
 def _export(ctx: Context, args: argparse.Namespace) -> int:
-    from .history.render import conversation_json, markdown
+    from ..history.render import conversation_json, markdown
 
     out = Path(args.output)
     if any(_inside(out, ctx.home / d) for d in ("sessions", "archived_sessions")):

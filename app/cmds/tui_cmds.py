@@ -53,8 +53,8 @@ def check_first_prompt(args: argparse.Namespace) -> None:
     if args.handler not in (run_app, _exec) and not getattr(args, "plain", False):
         what = "-i/--image" if args.images else f"the prompt {args.first_prompt!r}"
         raise UsageError(f"{what}: a first prompt and images go with the app, --plain or exec only")
-    from .codex.images import check_images
-    from .errors import SessionError
+    from ..codex.images import check_images
+    from ..errors import SessionError
 
     try:
         check_images(args.images)
@@ -78,18 +78,18 @@ def run_app(ctx: Context, args: argparse.Namespace, *, thread_id: str | None = N
     """Open the terminal UI on the workspace (-C) with the pass-through Codex flags."""
     _need_terminal()
     record = _record_path(args)
+    from ..codex.codex_bin import choose
     from .agent_cmds import session_options
-    from .codex.codex_bin import choose
 
     # A bad --codex-bin is one error line, not an app that cannot start. `ctx.loaded` is None when every
     # setting is a default: pydantic (~0.2 s) then loads in the worker after the first frame.
     choose(args.codex_bin, ctx.loaded)
     ctx.workspace(args.cd)  # the store or Codex's home as workspace: one line, before the first frame
-    from .tui.splash import Splash
+    from ..tui.splash import Splash
 
     splash = Splash.show()  # the first frame now; Textual and the app take ~0.5 s more to import
     try:
-        from .tui.app import run_tui
+        from ..tui.app import run_tui
     except BaseException:
         if splash is not None:
             splash.close()
@@ -106,8 +106,8 @@ def _need_terminal() -> None:
 
 def _replay(ctx: Context, args: argparse.Namespace) -> int:
     """`codexr replay FILE`: the app drawing a recorded log, no Codex (for UI work and the benchmark)."""
-    from .errors import SessionError
-    from .replay import ReplayDriver, read_log
+    from ..errors import SessionError
+    from ..replay import ReplayDriver, read_log
 
     if args.delay < 0:
         raise UsageError("--delay must be 0 or more seconds")
@@ -116,7 +116,7 @@ def _replay(ctx: Context, args: argparse.Namespace) -> int:
     except SessionError as exc:
         raise UsageError(str(exc)) from exc
     _need_terminal()
-    from .tui.app import run_tui
+    from ..tui.app import run_tui
 
     delay = float(args.delay)
     return run_tui(driver_factory=lambda emit: ReplayDriver(events, emit, delay=delay), settings=ctx.settings,
@@ -125,8 +125,8 @@ def _replay(ctx: Context, args: argparse.Namespace) -> int:
 
 def _resume(ctx: Context, args: argparse.Namespace) -> int:
     if args.thread:
-        from .errors import SessionError
-        from .services.thread_ids import known_on_disk, resolve_thread_id
+        from ..errors import SessionError
+        from ..services.thread_ids import known_on_disk, resolve_thread_id
 
         try:  # a prefix is resolved here: a bad one is one line, before the app draws
             args.thread = resolve_thread_id(args.thread, lambda: known_on_disk(ctx.home))
@@ -135,8 +135,8 @@ def _resume(ctx: Context, args: argparse.Namespace) -> int:
     if not args.thread and not args.last:
         args.last = True  # `codexr resume` alone: the most recent thread here
     if getattr(args, "plain", False):  # line mode reads a pipe as well as a terminal: no terminal check
+        from ..plain import run_plain
         from .agent_cmds import session_options
-        from .plain import run_plain
 
         return run_plain(session_options(ctx, args), thread_id=args.thread, resume_last=bool(args.last))
     return run_app(ctx, args, thread_id=args.thread, resume_last=bool(args.last))
