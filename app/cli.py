@@ -172,7 +172,7 @@ def first_prompt(argv: list[str]) -> tuple[list[str], str]:
     Words after the flags that name no command are the prompt (they must come last). A single word alone (no
     `-i`) stays what it was, a command name: a misspelt command is an error naming the commands, never a prompt.
     """
-    from .oneshot import command_of  # the console script's own: already loaded, and light
+    from .server.oneshot import command_of  # the console script's own: already loaded, and light
 
     if command_of(argv) in COMMANDS:  # `codexr history list`: no app flags to build (they load the app's commands)
         return argv, ""

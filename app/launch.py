@@ -3,7 +3,7 @@
 Why: every `codexr` command used to be a fresh Python that imported the SDK's 1,054 generated models, pygit2,
 zstandard and pydantic before doing any work; that was most of `codexr exec` (4.7x `codex exec`) and of an
 unchanged `snapshots capture` / a one-file `snapshots restore` (3.2x / 5x Git's), bench/HISTORY.md "Fourth pass".
-A resident server (`app/server.py`, one per user, Python and codexr build) has imported all of it once; for each
+A resident server (`app/server/server.py`, one per user, Python and codexr build) has imported all of it once; for each
 command it forks a worker that adopts this process's standard streams (the file descriptors themselves), working
 directory (a directory fd, so a renamed or deleted one stays the same directory), environment, umask, niceness and
 resource limits, runs `app.cli.main` exactly as this process would, and exits. This process only passes on the
@@ -13,9 +13,9 @@ SIGKILL) the server kills the worker at once, so killing a command kills it as i
 
 Only this module's imports are paid per command: C modules only (`_socket`, `_signal`, `_blake2`, `marshal`:
 ~1 ms; `socket`, `signal`, `json` and `hashlib` would add ~25 ms through `enum` and `re`, measured), and small
-modules of ours that import no more (`app/oneshot.py`: which command lines run there; `app/runtime.py`: where the
-server lives and how it starts, on the store's `rundir.py`; `app/confinement.py`, on the store's `confinement.py`;
-the store's package imports nothing itself). Anything
+modules of ours that import no more (`app/server/oneshot.py`: which command lines run there;
+`app/server/runtime.py`: where the server lives and how it starts, on the store's `rundir.py`;
+`app/server/confinement.py`, on the store's `confinement.py`; the store's package imports nothing itself). Anything
 unusual runs the command here as before: the interactive app and line mode, an unknown or abbreviated flag, a
 closed standard stream, interpreter options (`-X`, `-W`, `-I`, `-E`, `-S`), `CODEXR_SERVER=0`, no private
 runtime directory, a server still starting (the first command starts it in the background), or a server that
@@ -34,8 +34,8 @@ import os
 import sys
 import time  # built in, and imported by Python's start-up already
 
-from .oneshot import server_wanted
-from .runtime import lock_names, socket_path, spawn
+from .server.oneshot import server_wanted
+from .server.runtime import lock_names, socket_path, spawn
 
 TYPE_CHECKING = False  # not `typing`'s: importing typing costs ~15 ms (it imports re); mypy reads this name as True
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def _verified(sock: _socket.socket, path: str) -> bool:
     Checked before anything is sent: whoever else listens there (a socket swapped by another process) must not get
     this process's environment, streams or directory.
     """
-    from . import confinement
+    from .server import confinement
 
     try:
         _pid, uid, _gid = _peercred(sock)

@@ -68,7 +68,7 @@ def probe(op: str, home: Path, ws: Path, snap: str, profile: bool) -> dict[str, 
     if prof is not None:
         prof.enable()
     store = Store.open(home / "file_snapshots", protected=[home])
-    from app.runtime import monitors_wanted
+    from app.server.runtime import monitors_wanted
 
     store.capturer.use_monitors(monitors_wanted())  # as app/cmds/context.py does: a monitor, unless CODEXR_MONITOR=0
     try:

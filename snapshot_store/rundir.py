@@ -1,5 +1,5 @@
 """This user's private runtime directory and the lock files in it: where the change monitor's socket lies, and the
-app's resident server's (app/runtime.py builds on these; the store never imports the app).
+app's resident server's (app/server/runtime.py builds on these; the store never imports the app).
 
 Imports: `os` only (app/launch.py pays for what it imports in every one-shot command).
 """

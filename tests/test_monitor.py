@@ -25,7 +25,7 @@ from store_helpers import age_tree, make_repo
 from test_server import private_base, wait_until
 
 import snapshot_store.detect.monitor as monitor_mod
-from app.runtime import monitors_wanted
+from app.server.runtime import monitors_wanted
 from snapshot_store import Store
 from snapshot_store.capture import CaptureResult
 from snapshot_store.detect.monitor_launch import Launcher, socket_for

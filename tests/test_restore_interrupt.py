@@ -98,13 +98,13 @@ class TracedServer:
     def __init__(self, servers: Servers, strace: list[str]) -> None:
         env = {**os.environ, **servers.env}
         probe = subprocess.run(
-            [sys.executable, "-c", "import sys, os, marshal; from app.runtime import socket_path; "
+            [sys.executable, "-c", "import sys, os, marshal; from app.server.runtime import socket_path; "
              "print(socket_path()); print(marshal.dumps([os.path.abspath(p) if p else os.getcwd() "
              "for p in sys.path]).hex())"], env=env, capture_output=True, text=True, check=True, cwd=REPO)
         path, sys_path = probe.stdout.split()
         assert path != "None", f"no server can run in {servers.dir}: {probe.stderr}"
         code = ("import sys, os, marshal; sys.path[:] = marshal.loads(bytes.fromhex(os.environ.pop("
-                "'CODEXR_SERVER_SYS_PATH'))); from app.server import main; main(sys.argv[1])")
+                "'CODEXR_SERVER_SYS_PATH'))); from app.server.server import main; main(sys.argv[1])")
         with open(path + ".log", "ab") as log:
             self.proc = subprocess.Popen(
                 [str(STRACE), "-f", "-qq", "-o", os.devnull, *strace, sys.executable, "-c", code, path],

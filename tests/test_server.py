@@ -1,5 +1,5 @@
-"""The resident server (app/launch.py, app/server.py): one-shot commands run in a fork of it and behave exactly as
-they do in a process of their own — same output and exit codes, the caller's directory, environment, streams,
+"""The resident server (app/launch.py, app/server/server.py): one-shot commands run in a fork of it and behave exactly
+as they do in a process of their own — same output and exit codes, the caller's directory, environment, streams,
 limits and terminal, Ctrl+C reaching the command, a killed command dying with its caller — and nothing is run
 by a server whose code is not the caller's.
 
@@ -28,9 +28,9 @@ import pytest
 import test_cli_agent as agent_tests  # its stories, run again here through the server (not collected twice)
 from test_cli_agent import Cli, show
 
-from app import oneshot, runtime
 from app.cli import _add_global_flags, _Parser
 from app.codex.scripted_model import ScriptedModel, message, pause, write_codex_home
+from app.server import oneshot, runtime
 
 REPO = Path(__file__).parents[1]
 START_S = 120  # the server imports the SDK with its models built: seconds on a loaded 2-core machine
@@ -347,7 +347,7 @@ def copied_codexr(tmp_path: Path) -> Callable[[], str]:
     """codexr's packages copied below `tmp_path`; the server key a process importing that copy computes."""
     for pkg in runtime.PACKAGES:
         shutil.copytree(REPO / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    key = [sys.executable, "-c", "from app.runtime import server_key; print(server_key())"]
+    key = [sys.executable, "-c", "from app.server.runtime import server_key; print(server_key())"]
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONSAFEPATH": "1"}
     return lambda: subprocess.run(key, env=env, capture_output=True, text=True, check=True).stdout.strip()
 

@@ -107,8 +107,8 @@ def test_the_socket_is_never_where_a_sandbox_can_write(tmp_path: Path) -> None:
             assert res.returncode == 0, show(res)
             time.sleep(0.5)
             assert list(runtime.iterdir()) == [], f"a server was started in {runtime}"
-            probe = subprocess.run([sys.executable, "-c", "from app import runtime; print(runtime.runtime_dir())"],
-                                   env=env, capture_output=True, text=True, check=True)
+            code = "from app.server import runtime; print(runtime.runtime_dir())"
+            probe = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
             assert probe.stdout.strip() == "None", probe.stdout
         finally:
             os.chmod(parent, 0o700)
@@ -116,7 +116,8 @@ def test_the_socket_is_never_where_a_sandbox_can_write(tmp_path: Path) -> None:
     open_parent.rmdir()
     # Neither CODEXR_RUNTIME_DIR nor XDG_RUNTIME_DIR: no server (it used to be /tmp/codexr-UID)
     env = {k: v for k, v in os.environ.items() if k not in ("CODEXR_RUNTIME_DIR", "XDG_RUNTIME_DIR")}
-    probe = subprocess.run([sys.executable, "-c", "from app import runtime; print(runtime.runtime_dir(create=False))"],
+    code = "from app.server import runtime; print(runtime.runtime_dir(create=False))"
+    probe = subprocess.run([sys.executable, "-c", code],
                            env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == "None", probe.stdout
 
@@ -181,7 +182,7 @@ def test_the_client_sends_nothing_to_a_server_it_cannot_verify(servers: Servers,
     ws = tmp_path / "ws"
     ws.mkdir()
     env = {**os.environ, **servers.env}
-    path = subprocess.run([sys.executable, "-c", "from app import runtime; print(runtime.socket_path())"],
+    path = subprocess.run([sys.executable, "-c", "from app.server import runtime; print(runtime.socket_path())"],
                           env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert path.startswith(str(servers.dir)), path
     wrap = ("setpriv", "--no-new-privs") if who == "confined" else ()

@@ -87,7 +87,7 @@ class Context:
                 from ..rewind.held import settler
 
                 self._store.on_held = settler(self._store, self.home, self.codex_bin)
-            from ..runtime import monitors_wanted
+            from ..server.runtime import monitors_wanted
 
             # A change monitor that outlives this command (snapshot_store/detect/monitor.py), unless turned off.
             self._store.capturer.use_monitors(monitors_wanted())

@@ -203,8 +203,8 @@ def _store_check(ctx: Context) -> Check:
 
 def _server_check() -> Check:
     """Whether one-shot commands run in the resident server (app/launch.py); never a failure."""
-    from ..oneshot import server_wanted
-    from ..runtime import RUNTIME_HOW, server_unavailable, socket_path
+    from ..server.oneshot import server_wanted
+    from ..server.runtime import RUNTIME_HOW, server_unavailable, socket_path
     from .server_cmds import servers
 
     if not server_wanted(["doctor"]):

@@ -71,7 +71,7 @@ def private_socket_dir() -> Path:
     """A new directory (0700) for one proxy socket, where no other process can replace it (as the server's), held
     until this process ends; those of killed runs go first (app/proxy/leftovers.py)."""
     from ..proxy.leftovers import claim, sweep
-    from ..runtime import runtime_dir, safe_parents
+    from ..server.runtime import runtime_dir, safe_parents
 
     base = runtime_dir()
     if base is None:
@@ -196,7 +196,7 @@ def app_server(ctx: Context, args: argparse.Namespace) -> int:
 def parse_listen(listen: str) -> tuple[str, Any]:
     """`--listen unix://PATH | ws://HOST:PORT` as ("unix", absolute path) or ("tcp", (address, port)); anything
     else, a port out of range or a path a unix socket cannot have is a usage error."""
-    from ..runtime import SOCKET_MAX
+    from ..server.runtime import SOCKET_MAX
 
     if listen.startswith("unix://") and len(listen) > len("unix://"):
         path = Path(listen[len("unix://"):]).expanduser().absolute()
@@ -295,7 +295,7 @@ async def _listen(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: 
                   token: Any) -> int:
     """Serve WebSocket clients until SIGINT/SIGTERM: each connection gets its own app-server behind a relay. Who
     is served is decided in the handshake, before an app-server starts (app/proxy/door.py): no web page, on TCP no
-    Host but the one bound, only a client of this user confined as this process is (app/confinement.py), and the
+    Host but the one bound, only a client of this user confined as this process is (app/server/confinement.py), and the
     token when `--ws-auth` asks for one."""
     from websockets.asyncio.server import serve, unix_serve
 
@@ -348,7 +348,7 @@ def _same_user(sock: Any) -> bool:
     if sock is None:
         return False
     if sock.family == socket.AF_UNIX:
-        from .. import confinement
+        from ..server import confinement
 
         peer = confinement.peer(sock)
         return peer is not None and peer[1] == confinement.fingerprint("self")

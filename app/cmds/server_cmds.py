@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..oneshot import server_off
-from ..runtime import RUNTIME_HOW, runtime_dir, server_unavailable, socket_path, spawn, take_lock
+from ..server.oneshot import server_off
+from ..server.runtime import RUNTIME_HOW, runtime_dir, server_unavailable, socket_path, spawn, take_lock
 from ..times import json_time, screen_time
 from .context import Context, UsageError
 
@@ -57,7 +57,7 @@ def _is_server(pid: int, sock: str) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return os.fsencode(sock) in cmdline and any(b"app.server" in part for part in cmdline)
+    return os.fsencode(sock) in cmdline and any(b"app.server.server" in part for part in cmdline)
 
 
 def _rss(pid: int) -> int | None:

@@ -13,7 +13,7 @@ from snapshot_store import Store
 
 from ..codex.codex_bin import choose
 from ..rewind.held import settler
-from ..runtime import monitors_wanted
+from ..server.runtime import monitors_wanted
 from .recorder import Recorder
 from .sidecar import Sidecars
 from .workspace_lock import SessionLock

@@ -121,8 +121,8 @@ class Soak:
         # ignored by git) and are written by `warm()` before any reference run, so that no run counted or killed
         # spends its syscalls writing them.
         self.env = {"HOME": str(self.user_home), "PYTHONDONTWRITEBYTECODE": ""}
-        # --server: every command through the console script's launcher and a resident server (app/server.py) in a
-        # private runtime directory; the killed process is the caller, whose worker must die with it. Kills are
+        # --server: every command through the console script's launcher and a resident server (app/server/server.py)
+        # in a private runtime directory; the killed process is the caller, whose worker must die with it. Kills are
         # at random instants only (strace on the caller cannot reach the worker's syscalls).
         self.server = server
         # Not below /tmp, where the scratch trees are: codexr uses no runtime directory a sandbox could write.

@@ -42,7 +42,7 @@ IDLE_SECONDS = 900
 REQUEST_TIMEOUT = 10.0
 #: How often (seconds) an idle server checks that its socket is still its own.
 CHECK_EVERY = 30.0
-#: What confines the server (app/confinement.py), read once at its start: a caller confined otherwise is refused.
+#: What confines the server (app/server/confinement.py), read once at its start: a caller confined otherwise is refused.
 OWN: tuple[str, ...] | None = None
 
 
@@ -110,9 +110,9 @@ def preload() -> None:
     from snapshot_store.maint import gc as store_gc  # noqa: F401
     from snapshot_store.maint import verify  # noqa: F401
 
-    from . import cli, session  # noqa: F401
-    from .cmds import agent_cmds, config_cmds, doctor, history_cmds, snapshot_cmds  # noqa: F401
-    from .codex import codex_sdk  # noqa: F401
+    from .. import cli, session  # noqa: F401
+    from ..cmds import agent_cmds, config_cmds, doctor, history_cmds, snapshot_cmds  # noqa: F401
+    from ..codex import codex_sdk  # noqa: F401
 
     for name in ("pygit2", "zstandard", "blake3", "inotify_simple", "concurrent.futures", "subprocess", "resource",
                  "threading", "traceback", "atexit", "io", "fcntl"):
@@ -325,8 +325,8 @@ def _serve(conn: socket.socket) -> int:
 
 def _same_confinement(conn: socket.socket) -> None:
     """Refuse a caller confined otherwise than the server: other credentials, groups, capabilities, namespaces,
-    seccomp filters, `no_new_privs`, root, cgroup or LSM label (app/confinement.py). A command runs here only as it
-    would in a process of the caller's own; else the caller runs it itself."""
+    seccomp filters, `no_new_privs`, root, cgroup or LSM label (app/server/confinement.py). A command runs here only
+    as it would in a process of the caller's own; else the caller runs it itself."""
     peer = confinement.peer(conn)
     if peer is None:
         raise PermissionError("the caller's process could not be named or read (gone, not this user's to read, "
@@ -448,7 +448,7 @@ def _run(request: dict[str, Any]) -> int:
     """`app.cli.main` on the client's arguments, then what the interpreter does at exit; the exit code."""
     import traceback
 
-    from .cli import main as cli_main
+    from ..cli import main as cli_main
 
     code = 0
     try:

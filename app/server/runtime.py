@@ -1,8 +1,8 @@
 """Where this user's resident server lives and how it starts (runtime directory, key, socket, lock, spawn), and
 whether the user wants change monitors (the store starts them, in the same runtime directory).
 
-Shared by the console script (app/launch.py), the server (app/server.py) and `codexr server` / `doctor`, so none of
-them imports another's entry point. The runtime directory and its lock files are the store's
+Shared by the console script (app/launch.py), the server (app/server/server.py) and `codexr server` / `doctor`, so
+none of them imports another's entry point. The runtime directory and its lock files are the store's
 (snapshot_store/rundir.py: its change monitors live there too). Imports: C modules, `os` and that module only (the
 store's package imports only its errors first), as app/launch.py's per-command cost requires.
 """
@@ -91,7 +91,7 @@ def server_unavailable() -> str | None:
 
 def _code_stats(h: Any) -> bool:
     """Feed the stat of every codexr source file to `h` (False when a package is not beside this one)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # app/server/runtime.py
     stack = []
     for pkg in PACKAGES:
         path = os.path.join(root, pkg)
@@ -151,7 +151,7 @@ def spawn(path: str) -> int | None:
     # Absolute: the server runs in "/" (it must hold no caller's directory), yet imports what this process would.
     env["CODEXR_SERVER_SYS_PATH"] = marshal.dumps([os.path.abspath(p) if p else os.getcwd() for p in sys.path]).hex()
     code = "import sys, os, marshal; sys.path[:] = marshal.loads(bytes.fromhex(os.environ.pop(" \
-           "'CODEXR_SERVER_SYS_PATH'))); from app.server import main; main(sys.argv[1])"
+           "'CODEXR_SERVER_SYS_PATH'))); from app.server.server import main; main(sys.argv[1])"
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
                (os.POSIX_SPAWN_OPEN, 2, path + ".log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)]
