@@ -210,7 +210,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def _plain(ctx: Context, args: argparse.Namespace) -> int:
     """`codexr --plain`: the interactive session in line mode on the workspace (-C) with the Codex flags."""
     from .cmds.agent_cmds import session_options
-    from .plain import run_plain
+    from .shared.plain import run_plain
 
     return run_plain(session_options(ctx, args), prompt=getattr(args, "first_prompt", ""),
                      images=tuple(args.images))

@@ -46,7 +46,7 @@ from .services.threads import ThreadSummary as ThreadSummary
 from .services.threads import thread_source as thread_source
 from .services.turns import RunningTurns, TurnRunner
 from .services.turns import TurnOutcome as TurnOutcome
-from .vocab import RewindMode
+from .shared.vocab import RewindMode
 
 
 @dataclass

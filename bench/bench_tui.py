@@ -190,7 +190,7 @@ class Scratch:
     def write_big_log(self) -> None:
         from tui_log import session_log
 
-        from app.replay import write_log
+        from app.shared.replay import write_log
 
         self.events = session_log(self.turns, self.mb)
         write_log(self.big_log, self.events)
@@ -415,7 +415,7 @@ def scrolling(sc: Scratch, max_keys: int, max_s: float, blocks: int) -> dict[str
 async def _resume_draw(events: list[Any]) -> float:
     """Headless: seconds to draw a resumed thread (Transcript.reset) until the screen has settled."""
     from app.codex.events import ThreadLoaded
-    from app.replay import ReplayDriver
+    from app.shared.replay import ReplayDriver
     from app.tui.app import CodexrApp
 
     app = CodexrApp(driver_factory=lambda emit: ReplayDriver([], emit), workspace="(replay)")

@@ -29,8 +29,8 @@ from app.codex.events import (
 )
 from app.codex.scripted_model import ScriptedModel, add_file, last_user_text, message, shell, tool_outputs
 from app.errors import SessionError
-from app.replay import Recorder, read_log
 from app.services.driver import Busy, Driver
+from app.shared.replay import Recorder, read_log
 
 
 class Events:

@@ -1,9 +1,9 @@
-"""Lines line mode and the command line print alike (app/lines.py): counted words agree with their number."""
+"""Lines line mode and the command line print alike (app/shared/lines.py): counted words agree with their number."""
 
 from __future__ import annotations
 
-from app.lines import retry_line, since_rewind_lines, thread_counts
 from app.session import ThreadSummary
+from app.shared.lines import retry_line, since_rewind_lines, thread_counts
 
 
 def test_one_prompt_and_one_file_are_singular_in_threads_and_redo() -> None:
@@ -23,7 +23,7 @@ def test_codex_retrying_reads_the_same_in_line_mode_and_exec() -> None:
     import io
 
     from app.codex.events import ErrorNotice
-    from app.plain import Printer
+    from app.shared.plain import Printer
 
     out = io.StringIO()
     Printer(out).show(ErrorNotice("Reconnecting... 2/5", True))

@@ -18,7 +18,7 @@ from app.codex.events import (
     UserPrompt,
 )
 from app.errors import SessionError
-from app.replay import ReplayDriver, ReplayError, read_log, write_log
+from app.shared.replay import ReplayDriver, ReplayError, read_log, write_log
 
 EVENTS: list[Any] = [
     ThreadLoaded("t-1", (UserPrompt("u0", "earlier", 1, True), AgentMessage("m0", "*done*")), "resumed", "draft"),

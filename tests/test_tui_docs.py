@@ -74,8 +74,8 @@ def test_a_fork_made_within_a_minute_gets_a_different_short_thread_label() -> No
 
 def test_the_plan_counts_deletions_as_the_result_will() -> None:
     """The picker said "2 deleted" for one file and the directory it emptied; the result then said "1 deleted"."""
-    from app.lines import files_restored
     from app.services.driver import Preview
+    from app.shared.lines import files_restored
     from app.tui.plan_view import plan_summary
     from snapshot_store.restore import Action, RestorePlan, RestoreResult
 
@@ -89,11 +89,11 @@ def test_the_plan_counts_deletions_as_the_result_will() -> None:
 
 
 def test_one_command_registry_drives_the_app_and_line_mode() -> None:
-    """Line mode kept its own command table beside the app's: now both read app/commands.py, and each front end
+    """Line mode kept its own command table beside the app's: now both read app/shared/commands.py, and each front end
     runs every command there (the app through its action, line mode through its handler)."""
-    from app.commands import COMMANDS
-    from app.plain import COMMANDS as LINE
-    from app.plain import LineMode
+    from app.shared.commands import COMMANDS
+    from app.shared.plain import COMMANDS as LINE
+    from app.shared.plain import LineMode
     from app.tui.actions import SLASH
 
     names = {c.name for c in COMMANDS}

@@ -18,7 +18,7 @@ from tui_helpers import WAIT_S, screen_text, until, until_shown
 
 from app.codex.events import AgentDelta, AgentMessage, Notice, short_thread
 from app.codex.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
-from app.replay import ReplayDriver
+from app.shared.replay import ReplayDriver
 from app.tui.app import CodexrApp
 from app.tui.blocks import AgentBlock, Block, CommandBlock, PromptBlock
 from app.tui.composer import Composer

@@ -26,7 +26,7 @@ from app.codex.events import (
     UserPrompt,
     short_thread,
 )
-from app.replay import ReplayDriver, read_log, write_log
+from app.shared.replay import ReplayDriver, read_log, write_log
 from app.tui.app import CodexrApp
 from app.tui.blocks import PromptBlock, TurnBlock
 

@@ -13,7 +13,7 @@ from textual.widgets import Static
 from tui_helpers import until
 
 from app.codex.events import AgentDelta, CommandFinished, CommandOutput, CommandStarted, Notice, UserPrompt
-from app.replay import ReplayDriver
+from app.shared.replay import ReplayDriver
 from app.tui.app import CodexrApp
 from app.tui.blocks import LIVE_TAIL_LINES, CommandBlock, LiveTail
 from app.tui.full_transcript import full_text

@@ -7,8 +7,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..lines import plan_lines, restored_counts, retry_line, show_path, since_rewind_lines, thread_counts
-from ..vocab import CONVERSATION_MODES, RewindMode
+from ..shared.lines import plan_lines, restored_counts, retry_line, show_path, since_rewind_lines, thread_counts
+from ..shared.vocab import CONVERSATION_MODES, RewindMode
 from .context import Context, UsageError
 from .exits import restore_exit
 from .snapshot_cmds import print_plan
@@ -167,7 +167,7 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _threads(ctx: Context, args: argparse.Namespace) -> int:
-    from ..times import json_time, screen_time
+    from ..shared.times import json_time, screen_time
     with open_session(ctx, args) as session:
         rows = session.threads(all_workspaces=args.all)
     if ctx.json:

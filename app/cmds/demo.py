@@ -103,7 +103,7 @@ def interactive(args: argparse.Namespace, *, plain: bool, codex_bin: str | None 
                                       codex_bin=codex_bin)
 
             if plain:
-                from ..plain import run_plain
+                from ..shared.plain import run_plain
 
                 return run_plain(options(), banner=banner(ws))
             from ..tui.app import run_tui
@@ -256,7 +256,7 @@ def run(ctx: Context, args: argparse.Namespace, codex_bin: str | None = None) ->
                 plan = session.rewind(thread, 2, dry_run=True)
                 say("\n/rewind to prompt 2 — preview:")
                 if plan.restore is not None:
-                    from ..lines import plan_lines
+                    from ..shared.lines import plan_lines
 
                     for line in plan_lines(plan.restore.plan, "  "):
                         say(line)

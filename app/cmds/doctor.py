@@ -14,7 +14,7 @@ from typing import Any
 from snapshot_store import StoreError
 
 from ..codex.codex_bin import CodexBinary, binary_version, choose, pinned_path
-from ..lines import human_bytes, plural
+from ..shared.lines import human_bytes, plural
 from .context import Context, UsageError
 
 SDK_DIST = "openai-codex"

@@ -185,7 +185,7 @@ def _search(ctx: Context, args: argparse.Namespace) -> int:
 
 def search_json(text: str, matcher: Matcher, res: SearchResult) -> dict[str, Any]:
     """The stable `history search --json` document."""
-    from ..times import json_time
+    from ..shared.times import json_time
 
     return {
         "query": text, "regex": matcher.regex, "kinds": list(matcher.kinds),

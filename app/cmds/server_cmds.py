@@ -15,7 +15,7 @@ from typing import Any
 
 from ..server.oneshot import server_off
 from ..server.runtime import RUNTIME_HOW, runtime_dir, server_unavailable, socket_path, spawn, take_lock
-from ..times import json_time, screen_time
+from ..shared.times import json_time, screen_time
 from .context import Context, UsageError
 
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from snapshot_store import StoreError
 
-from ..lines import human_bytes, plan_lines, show_path
 from ..recording.workspace_lock import SessionLock
+from ..shared.lines import human_bytes, plan_lines, show_path
 from .context import Context, UsageError
 from .exits import restore_exit
 
@@ -21,8 +21,8 @@ if TYPE_CHECKING:  # the store's modules load in the handler that needs them (st
 
 def when(ts: float) -> str:
     """Local time with its offset, to the second ("?" for a time no calendar holds: a damaged ref says what it
-    likes), as every codexr screen shows times (app/times.py)."""
-    from ..times import screen_time  # here: only listings format times
+    likes), as every codexr screen shows times (app/shared/times.py)."""
+    from ..shared.times import screen_time  # here: only listings format times
 
     return screen_time(ts, seconds=True)
 
@@ -103,7 +103,7 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
     store = ctx.store()
     infos = store.list_snapshots(None if args.all else _workspace(args.cd))
     if ctx.json:
-        from ..times import json_time
+        from ..shared.times import json_time
 
         ctx.emit([{"id": i.id, "root": i.root, "created": json_time(i.created), "kind": i.kind, "label": i.label,
                    "file_count": i.file_count} for i in infos])
@@ -130,7 +130,7 @@ def _show(ctx: Context, args: argparse.Namespace) -> int:
     info = store.info(snap)
     files = store.files(snap)
     if ctx.json:
-        from ..times import json_time
+        from ..shared.times import json_time
 
         ctx.emit({"id": snap, "root": info.root, "created": json_time(info.created), "kind": info.kind,
                   "label": info.label,

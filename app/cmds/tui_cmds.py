@@ -107,7 +107,7 @@ def _need_terminal() -> None:
 def _replay(ctx: Context, args: argparse.Namespace) -> int:
     """`codexr replay FILE`: the app drawing a recorded log, no Codex (for UI work and the benchmark)."""
     from ..errors import SessionError
-    from ..replay import ReplayDriver, read_log
+    from ..shared.replay import ReplayDriver, read_log
 
     if args.delay < 0:
         raise UsageError("--delay must be 0 or more seconds")
@@ -135,7 +135,7 @@ def _resume(ctx: Context, args: argparse.Namespace) -> int:
     if not args.thread and not args.last:
         args.last = True  # `codexr resume` alone: the most recent thread here
     if getattr(args, "plain", False):  # line mode reads a pipe as well as a terminal: no terminal check
-        from ..plain import run_plain
+        from ..shared.plain import run_plain
         from .agent_cmds import session_options
 
         return run_plain(session_options(ctx, args), thread_id=args.thread, resume_last=bool(args.last))

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import CodexGone, SessionError
-from ..vocab import CLIENT_NAME
+from ..shared.vocab import CLIENT_NAME
 from .approval import ApprovalRequest
 from .codex_sdk import CodexClient, CodexConfig, CodexError, JsonRpcError, TransportClosedError
 from .turn_settings import ModelInfo, model_info

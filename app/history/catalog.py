@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..vocab import CLIENT_NAME, source_label
+from ..shared.vocab import CLIENT_NAME, source_label
 from .rollout import Digest, Entry, Skipped
 
 SESSIONS = "sessions"
@@ -206,7 +206,7 @@ class Session:
 
     @property
     def source_label(self) -> str:
-        """Who started it, worded as everywhere else (app/vocab.py)."""
+        """Who started it, worded as everywhere else (app/shared/vocab.py)."""
         return source_label(self.source, by_codexr=self.client == CLIENT_NAME)
 
     @property

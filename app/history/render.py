@@ -6,7 +6,7 @@ import os
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from ..times import json_time, screen_time
+from ..shared.times import json_time, screen_time
 from .catalog import Catalog, Prompt, Session, rewind_marks
 from .rollout import Entry
 
@@ -18,7 +18,7 @@ OUTPUT_LINES = 12  # command output lines shown by `show` (export json keeps all
 
 def short_time(ts: str | None) -> str:
     """'2026-12-01T02:26:54.024Z' -> '2026-12-01 03:26 +0100': local time with its offset, as every codexr screen
-    shows times (app/times.py); Codex records UTC."""
+    shows times (app/shared/times.py); Codex records UTC."""
     return screen_time(ts)
 
 

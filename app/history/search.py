@@ -60,7 +60,7 @@ class Match:
         self.inherited_by = inherited_by if inherited_by is not None else []
 
     def as_json(self) -> dict[str, Any]:
-        from ..times import json_time
+        from ..shared.times import json_time
 
         return {"prompt": self.prompt, "kind": self.kind, "at": json_time(self.at), "field": self.part,
                 "excerpt": self.excerpt, "match_start": self.start, "match_end": self.end,

@@ -30,7 +30,7 @@ from ..errors import SessionError
 from ..recording.recorder import Recorder
 from ..recording.sidecar import RedoEntry, Sidecars, ThreadSidecar
 from ..services.threads import Prompt
-from ..vocab import CONVERSATION_MODES, RewindMode
+from ..shared.vocab import CONVERSATION_MODES, RewindMode
 from .records import forget_interrupted, forget_rewind, forked_sidecar, note, saving_redo
 from .stake import at_stake, stake_lines
 from .targets import FROM_PATCH, RewindTargets, merged_plan, merged_result

@@ -22,7 +22,7 @@ from ..recording.sidecar import ThreadSidecar
 from ..recording.workspace_lock import SessionLock
 from ..services.choices import Choices
 from ..services.threads import Prompt, Threads
-from ..vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
+from ..shared.vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
 from .flow import Files, Place, RedoPreview, RedoSteps, RewindPreview, RewindSteps, preview, run
 from .stake import others_warning
 from .targets import restore_targets

@@ -54,7 +54,7 @@ from ..session import (
     ThreadSummary,
     dump_payload,
 )
-from ..vocab import CONVERSATION_MODES, RewindMode
+from ..shared.vocab import CONVERSATION_MODES, RewindMode
 from . import changes
 from .init_prompt import init_prompt
 from .review_target import review_target

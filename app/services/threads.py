@@ -17,7 +17,7 @@ from ..codex.translate import is_prompt_turn, is_sub_turn
 from ..errors import CodexGone, SessionError
 from ..recording.sidecar import Sidecars, ThreadSidecar
 from ..recording.workspace_lock import LastThread
-from ..vocab import CLIENT_NAME, SESSION_KINDS, source_label
+from ..shared.vocab import CLIENT_NAME, SESSION_KINDS, source_label
 from .choices import Choices
 from .thread_label import rewound_before, thread_label
 
@@ -59,7 +59,7 @@ class ThreadSummary:
     tracking: bool
     forked_from: str | None = None
     cwd: str = ""
-    source: str = ""  # who started it, in app/vocab.py's words: codexr, CLI, exec, IDE, app-server, ...
+    source: str = ""  # who started it, in app/shared/vocab.py's words: codexr, CLI, exec, IDE, app-server, ...
     rewound_before: int | None = None  # a fork made by a rewind: the origin's prompt it went back before
 
     @property

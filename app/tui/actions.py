@@ -1,5 +1,5 @@
 """The one action registry: keys, footer, /help, slash commands and the command palette all come from here
-(a slash command's words from app/commands.py, which line mode reads too).
+(a slash command's words from app/shared/commands.py, which line mode reads too).
 
 Users remap keys in codexr's settings (`[tui] keys = { "rewind" = "f2" }`); an unknown action id is a
 config error, never silently ignored.
@@ -14,7 +14,7 @@ from textual.binding import Binding
 
 from config import ConfigError
 
-from ..commands import BY_NAME
+from ..shared.commands import BY_NAME
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Action:
 
 
 def _command(id: str, key: str = "", *, priority: bool = False, label: str = "") -> Action:
-    """An action that is also the slash command `/<id>`: its words and argument come from app/commands.py."""
+    """An action that is also the slash command `/<id>`: its words and argument come from app/shared/commands.py."""
     c = BY_NAME["/" + id]
     return Action(id, key, c.description, slash=c.name, args=c.args, priority=priority, label=label)
 

@@ -55,8 +55,8 @@ from .transcript import Transcript
 if TYPE_CHECKING:
     from config import CodexrSettings
 
-    from ..replay import Recorder
     from ..session import SessionOptions
+    from ..shared.replay import Recorder
     from .splash import Splash
 
 DOUBLE_PRESS_S = 1.5  # Esc Esc / Ctrl+C Ctrl+C
@@ -136,7 +136,7 @@ class CodexrApp(App[int]):
                  workspace: str = "", prompt: str = "", images: tuple[str, ...] = ()) -> None:
         """`opts` (or a factory of them) builds a live Driver; `driver_factory` replaces it (a replay).
 
-        `record`: append every event the driver emits to this replay log (app/replay.py).
+        `record`: append every event the driver emits to this replay log (app/shared/replay.py).
         """
         super().__init__()
         if (opts is None) == (driver_factory is None):
@@ -222,7 +222,7 @@ class CodexrApp(App[int]):
         emit: Emit = self._emit
         try:
             if self._record is not None:
-                from ..replay import Recorder
+                from ..shared.replay import Recorder
 
                 self._recorder = Recorder(emit, self._record)
                 emit = self._recorder
@@ -501,7 +501,7 @@ class CodexrApp(App[int]):
             await self.slash(text)
             return
         if head.startswith("/") and "/" not in head[1:]:
-            from ..slash import unknown_command
+            from ..shared.slash import unknown_command
 
             await self.say(unknown_command(head, SLASH), "warning")
             return
@@ -811,7 +811,7 @@ class CodexrApp(App[int]):
 
 def status_text(s: Status) -> str:
     """/status as a few lines."""
-    from ..lines import status_lines
+    from ..shared.lines import status_lines
 
     return "status\n  " + "\n  ".join(status_lines(s))
 

@@ -12,8 +12,8 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..codex.events import FileStat
-from ..lines import plural
 from ..services.driver import Driver
+from ..shared.lines import plural
 from .diffview import DiffView, stat_label
 from .driver_screen import CallDone, DriverScreen
 from .lists import KeptList

@@ -11,7 +11,7 @@ import time
 from snapshot_store.restore import DELETE, LEAVE, RMDIR, WRITE, Action
 
 from ..codex.events import FileStat
-from ..vocab import RewindMode
+from ..shared.vocab import RewindMode
 from .diffview import stat_label
 
 MODE_NAMES: dict[str, str] = {m: m.words for m in RewindMode}

@@ -11,8 +11,8 @@ from textual.widgets.option_list import Option
 from snapshot_store.restore import DELETE, LEAVE, RMDIR, WRITE, Action
 
 from ..codex.events import FileStat
-from ..lines import plural
 from ..services.driver import Preview
+from ..shared.lines import plural
 from .diffview import DiffView
 from .labels import plan_line
 from .lists import KeptList

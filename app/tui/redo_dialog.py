@@ -9,9 +9,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Static
 
-from ..lines import files_restored, plural
 from ..services.driver import Driver, Preview
 from ..session import RedoResult
+from ..shared.lines import files_restored, plural
 from .driver_screen import CallDone, DriverScreen
 from .labels import MODE_NAMES
 from .plan_view import PlanView

@@ -11,10 +11,10 @@ from textual.content import Content
 from textual.widgets import Button, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..lines import files_restored
 from ..services.driver import Driver, Preview, PromptRow
 from ..session import RewindResult
-from ..vocab import RewindMode
+from ..shared.lines import files_restored
+from ..shared.vocab import RewindMode
 from .driver_screen import CallDone, DriverScreen
 from .labels import MODE_KEYS, MODE_NAMES, ago, files_label, first_line
 from .lists import KeptList

@@ -14,8 +14,8 @@ from textual.widgets.option_list import Option
 from snapshot_store import RestoreResult
 from snapshot_store.store import SnapshotInfo
 
-from ..lines import files_restored, plural
 from ..services.driver import Driver, Preview
+from ..shared.lines import files_restored, plural
 from .driver_screen import CallDone, DriverScreen
 from .labels import ago, short
 from .lists import KeptList

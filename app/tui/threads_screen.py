@@ -11,9 +11,9 @@ from textual.content import Content
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..lines import plural
 from ..services.driver import Driver
 from ..session import ThreadSummary
+from ..shared.lines import plural
 from .driver_screen import CallDone, DriverScreen
 from .labels import ago, first_line
 from .lists import KeptList

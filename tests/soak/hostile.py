@@ -247,7 +247,7 @@ def run_hostile(base: Path, seed: int, log: Callable[[str], None], only: str | N
     s2 = cx.run("snapshots", "capture").stdout.split()[0]
     shown = cx.run("snapshots", "show", s1, "--json").json()
     f0 = next(e for e in shown["entries"] if e["kind"] == "f" and e["size"] > 0)
-    created = dt.datetime.fromisoformat(shown["created"]).timestamp()  # --json times are ISO 8601 (app/times.py)
+    created = dt.datetime.fromisoformat(shown["created"]).timestamp()  # --json times are ISO 8601 (app/shared/times.py)
     facts = {"root": str(lay.ws), "wskey": wskey(lay.ws), "created": created, "s1": s1, "s2": s2,
              "blob": f0["blob"], "size": f0["size"], "mode": f0["mode"]}
     tpl.mkdir()

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from .codex.events import TRANSCRIPT_TYPES, Notice, Ready, Status, StatusChanged, ThreadLoaded, from_json, to_json
-from .errors import SessionError
+from ..codex.events import TRANSCRIPT_TYPES, Notice, Ready, Status, StatusChanged, ThreadLoaded, from_json, to_json
+from ..errors import SessionError
 
 Emit = Callable[[Any], None]
 

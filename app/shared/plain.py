@@ -31,8 +31,8 @@ from prompt_toolkit.keys import Keys
 
 from snapshot_store import StoreError
 
-from .cmds.snapshot_cmds import when
-from .codex.events import (
+from ..cmds.snapshot_cmds import when
+from ..codex.events import (
     AgentDelta,
     AgentMessage,
     ApprovalAsked,
@@ -56,9 +56,12 @@ from .codex.events import (
     UserPrompt,
     short_thread,
 )
-from .codex.images import check_images, image_label, pasted_image, with_labels
-from .codex.permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, find_preset, matching_preset
-from .codex.translate import file_diffs, short_command
+from ..codex.images import check_images, image_label, pasted_image, with_labels
+from ..codex.permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, find_preset, matching_preset
+from ..codex.translate import file_diffs, short_command
+from ..services.background import background_text, stopped_text
+from ..services.driver import Driver, Preview, PromptRow
+from ..session import RedoResult, SessionOptions
 from .commands import COMMANDS as REGISTRY
 from .lines import (
     plan_lines,
@@ -71,16 +74,13 @@ from .lines import (
     status_lines,
     thread_counts,
 )
-from .services.background import background_text, stopped_text
-from .services.driver import Driver, Preview, PromptRow
-from .session import RedoResult, SessionOptions
 from .vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
 
 T = TypeVar("T")
 PROMPT = "codexr> "
 OUTPUT_TAIL = 20
 COMMANDS: dict[str, tuple[str, str]] = {c.name: c.line for c in REGISTRY}
-"""Line mode's slash commands (app/commands.py): name → (argument, what it does)."""
+"""Line mode's slash commands (app/shared/commands.py): name → (argument, what it does)."""
 KEYS = ("Enter sends · Esc then Enter inserts a newline · Up/Down: earlier prompts · Tab completes a /command or "
         "an @file\n"
         "A pasted path to an image file (png, jpg, gif, webp) attaches the image: [image: name.png]\n"
@@ -518,7 +518,7 @@ class LineMode:
         finally:
             self.driver.close()
         if self.driver.thread_id:
-            from .services.thread_label import resume_line
+            from ..services.thread_label import resume_line
 
             p.line(resume_line(self.driver.thread_id, str(self.driver.opts.cwd)))
         p.line("bye")
@@ -850,9 +850,9 @@ class LineMode:
 
     def history(self, args: list[str]) -> None:
         """/history TEXT: numbered hits from every workspace; a number resumes one here or prints it read-only."""
-        from .history.browse import resume_hint, search_hits, show_session  # imported when first used
-        from .history.catalog import HistoryError
-        from .history.render import short_time
+        from ..history.browse import resume_hint, search_hits, show_session  # imported when first used
+        from ..history.catalog import HistoryError
+        from ..history.render import short_time
 
         p = self.printer
         if not args:
@@ -904,7 +904,7 @@ class LineMode:
             self.printer.line(f"{plural(len(items), 'file')} changed since the start of {since}")
 
     def status(self, args: list[str]) -> None:
-        """/status: the lines the app shows (app/lines.py)."""
+        """/status: the lines the app shows (app/shared/lines.py)."""
         s = self.blocking(self.driver.status_detail)
         for line in status_lines(s):
             self.printer.line(line)

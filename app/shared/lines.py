@@ -9,14 +9,14 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from .codex.context_window import context_detail
-from .codex.permissions import matching_preset
+from ..codex.context_window import context_detail
+from ..codex.permissions import matching_preset
 
 if TYPE_CHECKING:  # light on purpose: every `codexr` command imports this module (bench_startup.py)
     from snapshot_store import RestorePlan, RestoreResult
 
-    from .codex.events import Status
-    from .session import ThreadSummary
+    from ..codex.events import Status
+    from ..session import ThreadSummary
 
 
 def plural(n: int, word: str) -> str:
