@@ -5,7 +5,9 @@ Runs `codexr demo`'s self-checking story in this process (the real Codex against
 call and return the *box* that holds control is the innermost frame of the project's own code (app/, config/,
 snapshot_store/): an app module is a box of its own, and the whole store (`snapshot_store.*`) is one box, as is
 `config`. A *move* is control passing from one box to another; a move *back* goes to a box control had already
-been in and left. Also counted: the project modules the rewind ran code of (every snapshot_store module on its own).
+been in and left (every return from a call into another box is one). A call *up* is the store calling a function of
+app/ (a callback such as the old rewind's closure that forked the conversation from inside the restore). Also
+counted: the project modules the rewind ran code of (every snapshot_store module on its own).
 
     .venv/bin/python bench/trace_rewind.py [--json FILE] [--sequence]
 
@@ -58,6 +60,7 @@ class Trace:
         self.by = by
         self.modules: dict[str, int] = {}
         self.boxes: list[str] = []  # the box holding control after each move (the first entry included)
+        self.up: dict[str, int] = {}  # app functions the store called, with how often
         self.thread = threading.get_ident()
 
     def event(self, frame: FrameType, event: str, _arg: Any) -> None:
@@ -69,6 +72,11 @@ class Trace:
         module, _ = found
         if event == "call" and own_module(frame) is not None:
             self.modules[module] = self.modules.get(module, 0) + 1
+            caller = own_module(frame.f_back)
+            if frame.f_globals.get("__name__", "").startswith("app.") and caller is not None \
+                    and caller[0].startswith("snapshot_store"):
+                where = f"{module}.{frame.f_code.co_qualname}"
+                self.up[where] = self.up.get(where, 0) + 1
         box = box_of(module, self.by)
         if not self.boxes or self.boxes[-1] != box:
             self.boxes.append(box)
@@ -80,7 +88,8 @@ class Trace:
             back += box in seen
             seen.add(box)
         return {"modules": len(self.modules), "boxes": len(seen), "moves": max(0, len(self.boxes) - 1),
-                "moves_back": back, "module_list": sorted(self.modules), "box_list": sorted(seen)}
+                "moves_back": back, "calls_up": sum(self.up.values()),
+                "up_list": sorted(self.up), "module_list": sorted(self.modules), "box_list": sorted(seen)}
 
 
 @contextmanager
@@ -136,7 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         s = result[what]
         print(f"{what}: {s['modules']} modules of the project's code; {s['boxes']} boxes (the store one box, "
               f"{'an app module' if args.boxes == 'module' else 'a folder of app/'} one box); "
-              f"{s['moves']} moves between them, {s['moves_back']} back to a box already left")
+              f"{s['moves']} moves between them, {s['moves_back']} back to a box already left; "
+              f"{s['calls_up']} calls from the store up into app/"
+              + (f" ({', '.join(s['up_list'])})" if s["up_list"] else ""))
         if args.sequence:
             print("  " + " > ".join(b.removeprefix("app.") for b in trace.boxes))
     if args.json:
