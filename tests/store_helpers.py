@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -9,6 +10,8 @@ import subprocess
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+import pytest
 
 from snapshot_store import ScopeSettings
 
@@ -148,3 +151,20 @@ def age_tree(root: Path, seconds: float = 3600.0, *, settle: float = 0.25) -> No
 
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def waits_on_lock(proc: subprocess.Popen[str], lock: Path, timeout: float = 60.0) -> None:
+    """Until `proc` has `lock` open (a store lock: it then has its blob index and waits on flock)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"the command ended before it waited for the lock: {out} {err}")
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{proc.pid}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{proc.pid}/fd/{fd}") == str(lock):
+                        time.sleep(0.2)  # from open() to flock() is a few microseconds; be generous
+                        return
+        time.sleep(0.01)
+    pytest.fail("the command never opened the store lock")

@@ -13,11 +13,10 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from store_helpers import waits_on_lock
 
 from snapshot_store import RetentionPolicy, Store
 from snapshot_store.locks import flocked
@@ -32,23 +31,6 @@ def _codexr(home: Path, *args: str, cwd: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
     return subprocess.Popen([sys.executable, "-m", "app.cli", *args], cwd=cwd, env=env, text=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-def _wait_for_lock_wait(proc: subprocess.Popen[str], lock: Path, timeout: float = 60.0) -> None:
-    """Until `proc` has the store lock file open (it then has its blob index and waits on flock)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"the command ended before it waited for the lock: {out} {err}")
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{proc.pid}/fd"):
-                with contextlib.suppress(OSError):
-                    if os.readlink(f"/proc/{proc.pid}/fd/{fd}") == str(lock):
-                        time.sleep(0.2)  # from open() to flock() is a few microseconds; be generous
-                        return
-        time.sleep(0.01)
-    pytest.fail("the command never opened the store lock")
 
 
 @contextlib.contextmanager
@@ -93,7 +75,7 @@ def test_a_capture_waiting_behind_gc_stores_what_gc_swept(tmp_path: Path) -> Non
     (ws / "a.txt").write_bytes(x)  # back to the content only the swept snapshot held
     with _gc_holds_the_lock(store_dir):
         proc = _codexr(home, "snapshots", "capture", "--json", cwd=ws)
-        _wait_for_lock_wait(proc, store_dir / "locks" / "store.lock")
+        waits_on_lock(proc, store_dir / "locks" / "store.lock")
         _sweep(store_dir)
     _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
@@ -111,7 +93,7 @@ def test_a_restore_waiting_behind_gc_keeps_an_undo_that_works(tmp_path: Path) ->
     (ws / "a.txt").write_bytes(x)  # the user's current work: only the swept snapshot held this content
     with _gc_holds_the_lock(store_dir):
         proc = _codexr(home, "snapshots", "restore", target, "--yes", "--json", cwd=ws)
-        _wait_for_lock_wait(proc, store_dir / "locks" / "store.lock")
+        waits_on_lock(proc, store_dir / "locks" / "store.lock")
         _sweep(store_dir)
     _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
