@@ -3,7 +3,7 @@
 
 Run from the repository root:  .venv/bin/python bench/bench_session.py [--quick] [--json out.json]
 
-The real Codex app-server runs against the local scripted model (``app.scripted_model``). Two sessions
+The real Codex app-server runs against the local scripted model (``app.codex.scripted_model``). Two sessions
 stay open on ONE synthetic workspace for the whole run: session "snap" (snapshots on; its store watches
 the workspace, as in real use) and session "nosnap" (``[features] file_snapshots = false``). A separate
 GIT_DIR on the same workspace is the baseline (``git add -A . && git write-tree``).
