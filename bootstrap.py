@@ -55,8 +55,28 @@ def ensure_venv() -> None:
 PARALLEL = ["-n", "2", "--dist", "load"]
 
 
+def ensure_fuse() -> None:
+    """The tests of names on case-insensitive volumes mount one with FUSE (tests/foldfs.py): install Debian's fuse3
+    where it is missing and can be (root, apt-get, /dev/fuse); elsewhere those tests skip and say why."""
+    import shutil
+
+    if not sys.platform.startswith("linux") or shutil.which("fusermount3") or not os.path.exists("/dev/fuse"):
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        print("bootstrap: fuse3 is not installed: the case-insensitive volume tests will skip", file=sys.stderr)
+        return
+    print("bootstrap: installing fuse3 (the case-insensitive volume tests mount one)", file=sys.stderr)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "-q", "fuse3"]
+    if subprocess.run(install, env=env, capture_output=True).returncode != 0:
+        subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True)
+        if subprocess.run(install, env=env, capture_output=True).returncode != 0:
+            print("bootstrap: could not install fuse3: the case-insensitive volume tests will skip", file=sys.stderr)
+
+
 def run_tests(extra: list[str]) -> int:
     """Lint, type-check and run pytest; the first failure decides the exit code."""
+    ensure_fuse()
     py = str(BIN / "python")
     steps = [
         [py, "-m", "ruff", "check", "snapshot_store", "app", "config", "tests", "bench", "bootstrap.py"],

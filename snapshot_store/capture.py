@@ -332,7 +332,7 @@ class Capturer:
             return None
         if isinstance(sink, PackWriter) and look.will_read(start):
             sink.load_index()  # files to read: loaded before the directories' fds are held
-        with DirCache(c.key) as dirs:  # the fast path's looks and its reads use the same fds
+        with DirCache(c.key, folding=self.repo.folding(c.ws)) as dirs:  # the fast path's looks and reads: same fds
             fast = look.select(dirs, start, c.git.signature, ask.settings, c.ignore, ask.whatever_size)
             if fast is None:
                 return None
@@ -349,7 +349,7 @@ class Capturer:
         if known is None:  # a walk covers every path the parent captured
             assert parent_files is not None
             known = [*c.known, *captured_paths(parent_files)]
-        with DirCache(c.key) as dirs:  # the walk and the reads see the same directories
+        with DirCache(c.key, folding=self.repo.folding(c.ws)) as dirs:  # the walk and the reads: same directories
             selected = scope_mod.select(c.ws, ask.settings, c.ignore, c.git.paths, known,
                                         protected=self.repo.protected_rel(c.ws), protected_ids=self.repo.protected_ids,
                                         on_dir=on_dir, force=ask.whatever_size, dirs=dirs)

@@ -13,6 +13,8 @@ import stat
 from collections import OrderedDict
 from collections.abc import Callable
 
+from .names import EXACT, Folding
+
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Linux says ENOTDIR for a symlink opened with O_DIRECTORY|O_NOFOLLOW, others ELOOP (FreeBSD: EMLINK).
 _NOT_A_DIR = (errno.ENOTDIR, errno.ELOOP, errno.EMLINK)
@@ -91,12 +93,26 @@ class DirCache:
     opened again is checked to be the same one (device and inode) and raises DirChanged if not.
     """
 
-    def __init__(self, root: str, max_open: int = 256) -> None:
+    def __init__(self, root: str, max_open: int = 256, folding: Folding = EXACT) -> None:
         self.root = root
         self._max = max(2, max_open)
         self._root_fd: int | None = None
         self._fds: OrderedDict[str, int] = OrderedDict()
         self._ident: dict[str, tuple[int, int]] = {}
+        # On a volume that folds names, a path is present only under the spelling its directory lists (names.py):
+        # each directory a lookup goes through is listed once per capture.
+        self.folding = folding
+        self._listed: dict[str, frozenset[str]] = {}
+
+    def _spelled(self, dir_fd: int, rel_dir: str, name: str, rel: str) -> None:
+        """Raise FileNotFoundError unless `name` is listed as it is spelled (a folding volume only)."""
+        if not self.folding.any:
+            return
+        names = self._listed.get(rel_dir)
+        if names is None:
+            names = self._listed[rel_dir] = frozenset(os.listdir(dir_fd))
+        if name not in names:
+            raise FileNotFoundError(errno.ENOENT, "not listed under this spelling", rel)
 
     def close(self) -> None:
         """Close every fd."""
@@ -144,6 +160,7 @@ class DirCache:
             if end < 0:
                 end = len(rel_dir)
             here = rel_dir[:end]
+            self._spelled(fd, rel_dir[:pos - 1] if pos else "", rel_dir[pos:end], here)
             nfd = open_child(fd, rel_dir[pos:end], here)
             st = os.fstat(nfd)
             ident = (st.st_dev, st.st_ino)
@@ -167,9 +184,12 @@ class DirCache:
         return os.scandir(self.dir_fd(rel_dir))
 
     def lstat(self, rel: str) -> os.stat_result:
-        """lstat without following any symlink on the way."""
+        """lstat without following any symlink on the way (on a folding volume: of the spelling listed only)."""
         parent, _, name = rel.rpartition("/")
-        return os.stat(name, dir_fd=self.dir_fd(parent), follow_symlinks=False)
+        fd = self.dir_fd(parent)
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        self._spelled(fd, parent, name, rel)
+        return st
 
     def readlink(self, rel: str) -> str:
         """A symlink's target, the link reached without following any other."""
@@ -177,6 +197,8 @@ class DirCache:
         return os.readlink(name, dir_fd=self.dir_fd(parent))
 
     def open(self, rel: str, flags: int) -> int:
-        """Open a file (O_NOFOLLOW added) through its directory's fd."""
+        """Open a file (O_NOFOLLOW added) through its directory's fd (on a folding volume: the spelling listed)."""
         parent, _, name = rel.rpartition("/")
-        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.dir_fd(parent))
+        fd = self.dir_fd(parent)
+        self._spelled(fd, parent, name, rel)
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)

@@ -288,6 +288,17 @@ class SafeRoot:
             finally:
                 self.touched.add(rel.rpartition("/")[0])
 
+    def respell(self, rel: str, spelled: str) -> None:
+        """Give the file at `spelled` (another spelling of `rel` on a volume that folds names: the same entry) the
+        name `rel`, within one directory; a directory spelled otherwise on the way is left as it is."""
+        if spelled.rpartition("/")[0] != rel.rpartition("/")[0]:
+            return
+        with self._parent(rel, False) as (pfd, name):
+            if pfd is None:
+                return
+            self.touched.add(rel.rpartition("/")[0])
+            os.rename(spelled.rpartition("/")[2], name, src_dir_fd=pfd, dst_dir_fd=pfd)
+
     def write_link(self, rel: str, target: str) -> None:
         """Create a symlink (never following it) via a temp name and rename."""
         with self._parent(rel, True) as (pfd, name):

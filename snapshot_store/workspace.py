@@ -206,13 +206,13 @@ class PreparedRestore:
             safety = ws.capturer.safety(root, known_paths=known, scope=self._scope, label=f"before restoring "
                                         f"{snap_id[:12]}", progress=self._progress, whatever_size=wanted)
         plan = plan_restore(target, safety.files, ignore, str(root), snap_id,
-                            protected_in(safety.files, repo.protected_rel(root)))
+                            protected_in(safety.files, repo.protected_rel(root)), repo.folding(root))
         plan.safety_id = None if dry_run else safety.id
         if foreign:
             keep_everything(plan)
         for a in plan.actions:
             if a.op in (WRITE, DELETE):
-                a.before = safety.stats.get(a.path)
+                a.before = safety.stats.get(a.respell or a.path)  # a rename's: the spelling it renames
         self.safety = safety
         self.plan = plan
         self.result = RestoreResult(plan, None if dry_run else safety.id, dry_run=dry_run, recovered=recovered)

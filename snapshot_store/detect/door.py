@@ -247,7 +247,7 @@ class Look:
             for rel in state.dirs[1]:
                 journal.watch_dir(rel)
         asked = self.asked
-        with DirCache(str(self.ws)) as dirs:
+        with DirCache(str(self.ws), folding=self.door.repo.folding(self.ws)) as dirs:
             look = None
             if (asked is not None and asked.answer.changes is not None and asked.identity is not None
                     and monitor.walk_identity(self.index.path) == asked.identity  # the walk just loaded

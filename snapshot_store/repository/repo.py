@@ -20,6 +20,7 @@ from ..fsutil import append_locked, atomic_write, complete_lines, locked_for_app
 from ..ids import digest_hex, is_snapshot_id, is_snapshot_prefix, workspace_key
 from ..locks import flocked
 from ..manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, apply_delta, delta, is_captured
+from ..names import Folding, remembered
 from ..roots import Identity, protected_identities, workspace_root
 from ..vocab import UNLISTED_KINDS
 from . import commits
@@ -78,6 +79,7 @@ class Repository:
         # its other side happened. Without it such a restore is rolled back.
         self.on_held: Callable[[dict[str, Any]], bool] | None = None
         self.finished_commits: list[commits.Judged] = []  # interrupted captures this store finished or dropped
+        self._folding: dict[str, Folding] = {}  # per workspace: how its volume folds names (names.py)
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -469,8 +471,16 @@ class Repository:
         """A writer of new blobs into a pack of this repository (durable once committed)."""
         return PackWriter(lambda: self.blobs, self.path / "packs")
 
+    def folding(self, root: Path) -> Folding:
+        """How the workspace's volume folds names (names.py): probed once per device, remembered in the cache."""
+        found = self._folding.get(str(root))
+        if found is None:
+            found = self._folding[str(root)] = remembered(self.cache_file(root, ".names"), root)
+        return found
+
     def cache_file(self, root: Path, suffix: str) -> Path:
-        """Where a disposable cache of one workspace lives (FORMAT.md §7): `.index`, `.git` (`.stat`, `.walk`: old)."""
+        """Where a disposable cache of one workspace lives (FORMAT.md §7): `.index`, `.git`, `.names` (`.stat`,
+        `.walk`: old)."""
         return self.path / "cache" / f"{workspace_key(str(root))}{suffix}"
 
 

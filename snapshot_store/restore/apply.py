@@ -29,6 +29,7 @@ from .journal import (
     Recovery,
     Settle,
     WorkspaceNotes,
+    before_states,
     drop_journal,
     held_here,
     matches,
@@ -190,6 +191,9 @@ def _apply(loader: Loader, ws: Path, journal: Path, notes: WorkspaceNotes | None
         "actions": [[a.op, a.path, list(a.target) if a.target else None, list(a.before) if a.before else None]
                     for a in actions],
     }
+    respelled = {a.path: a.respell for a in actions if a.respell is not None}
+    if respelled:  # recovery judges such a write by the state of the spelling it renamed (journal.py)
+        doc["respelled"] = respelled
     doc["owner"] = owner_info()
     if hold is not None:
         doc["held"] = hold
@@ -281,7 +285,7 @@ def _roll_back_taken(loader: Loader, ws: Path, fs: SafeRoot, journal: Path, note
     """
     doc["rollback"] = True
     write_journal(journal, doc)
-    before = loader.files(doc["safety"])
+    before = before_states(loader.files(doc["safety"]), doc.get("respelled") or {})
     report = Recovery(str(ws), doc["target"], doc["safety"], rolled_back=True, held=doc.get("held"))
     roll_back(loader, fs, steps, before, doc["dir_modes"], report)
     if notes is not None:
@@ -353,6 +357,8 @@ def _do(loader: Loader, fs: SafeRoot, a: Action, safety_started_ns: int) -> bool
         return st is None or fs.unlink(a.path, stat_key(st))
     t = a.target
     assert t is not None
+    if a.respell is not None and st is not None:
+        fs.respell(a.path, a.respell)  # the one file takes the target's spelling, then its content
     if st is not None and a.current is not None and a.current.kind in ("d", "D"):
         with contextlib.suppress(OSError):
             fs.rmdir(a.path)

@@ -147,6 +147,7 @@ class _Journal:
     rollback: bool = False  # the restore was interrupted on purpose and was being rolled back
     dir_modes: dict[str, int] = field(default_factory=dict)
     held: dict[str, Any] | None = None  # the restore is one side of a change its caller settles (module docstring)
+    respelled: dict[str, str] = field(default_factory=dict)  # a write's path -> the other spelling it renamed
 
 
 def parse_journal(journal: Path) -> _Journal:
@@ -176,9 +177,27 @@ def parse_journal(journal: Path) -> _Journal:
             raise ValueError("bad rollback or dir_modes")
         if held is not None and not isinstance(held, dict):
             raise ValueError("bad held")
+        respelled = doc.get("respelled") or {}
+        if not isinstance(respelled, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and not forbidden(v) and "\0" not in v
+                for k, v in respelled.items()):
+            raise ValueError("bad respelled")
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
         raise CorruptStore(f"restore journal {journal} is damaged; move it away to continue") from exc
-    return _Journal(safety_id, target_id, actions, owner, rollback, dir_modes, held)
+    return _Journal(safety_id, target_id, actions, owner, rollback, dir_modes, held, respelled)
+
+
+def before_states(safety: FileMap, respelled: dict[str, str]) -> FileMap:
+    """The state each journaled path had before the restore: a write that renamed another spelling of its path
+    (a folding volume: the same file) had that spelling's state."""
+    if not respelled:
+        return safety
+    out = dict(safety)
+    for path, spelled in respelled.items():
+        entry = safety.get(spelled)
+        if entry is not None:
+            out[path] = entry
+    return out
 
 
 def _check_against_snapshots(journal: Path, actions: list[tuple[str, str, Entry | None]], target: FileMap,
@@ -224,7 +243,7 @@ def recover(loader: JournalLoader, root: Path, journal: Path, notes: WorkspaceNo
     if owner_alive(doc.owner) or (doc.held is not None and not own_held and held_here(doc.owner)):
         raise StoreBusy(f"a restore into {root} is still running ({owner_text(doc.owner)})")
     safety_id, actions = doc.safety, doc.actions
-    before_map = loader.files(safety_id)
+    before_map = before_states(loader.files(safety_id), doc.respelled)
     _check_against_snapshots(journal, actions, loader.files(doc.target), before_map)
     rollback = doc.rollback
     if doc.held is not None and not rollback and not (settle is not None and settle(doc.held)):

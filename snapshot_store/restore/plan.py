@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..manifest import CAPTURED_KINDS, WALKED, Entry, FileMap, is_captured, parent_of, witnessed_absent
+from ..names import EXACT, Folding
 from ..reasons import ENTERABLE_DIRS, NEVER_REPORTED_DIRS, Reason
 from ..scope import HIDDEN, IGNORE_FILE, Ignore, forbidden
 from ..stamps import Key
@@ -30,6 +31,7 @@ class Action:
     target: Entry | None = None
     current: Entry | None = None
     before: Key | None = None
+    respell: str | None = None  # a write that first renames this other spelling of the path (a folding volume)
 
     def as_json(self) -> dict[str, Any]:
         """Stable JSON shape for `--json` and the journal."""
@@ -79,10 +81,11 @@ def _under(path: str, dirs: tuple[str, ...]) -> bool:
 
 
 def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, target_id: str,
-                 protected: tuple[str, ...] = ()) -> RestorePlan:
+                 protected: tuple[str, ...] = (), folding: Folding = EXACT) -> RestorePlan:
     """Decide per path: write what the target holds, delete what it witnessed absent, else leave.
 
-    Nothing at or below a `protected` directory (Codex's home, the store) is ever written or deleted.
+    Nothing at or below a `protected` directory (Codex's home, the store) is ever written or deleted. On a volume
+    that folds names (`folding`), spellings of one name are one file (`one_name_per_file`).
     """
     actions: list[Action] = []
     deletes: dict[str, Action] = {}
@@ -143,6 +146,69 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
                     actions.append(Action(LEAVE, path, "was a directory in the target snapshot", t, s))
             else:
                 actions.append(Action(LEAVE, path, "the target snapshot never looked here", t, s))
+    actions += _not_held_now(target, current, ignore, protected)
+    _files_in_the_way(actions, current, deletes)
+    ordered = sorted(deletes.values(), key=lambda a: a.path.count("/"), reverse=True)
+    rmdirs = _empty_dirs_after(ordered, target, current)
+    rmdirs += [Action(RMDIR, d, "directory replaced by a file") for d in sorted(set(emptied), key=len, reverse=True)]
+    writes = [a for a in actions if a.op == WRITE]
+    # A path the plan deletes or writes (e.g. a file removed so a directory can be written) is not also left.
+    acted = set(deletes) | {a.path for a in writes}
+    leaves = [a for a in actions if a.op == LEAVE and a.path not in acted]
+    if folding.any:
+        ordered, writes, leaves = one_name_per_file(ordered, writes, leaves, target, current, folding)
+    return RestorePlan(root, target_id, [*ordered, *rmdirs, *writes, *leaves])
+
+
+def one_name_per_file(deletes: list[Action], writes: list[Action], leaves: list[Action], target: FileMap,
+                      current: FileMap, folding: Folding) -> tuple[list[Action], list[Action], list[Action]]:
+    """On a volume that takes two spellings for one name, they are one file: a delete of a name whose other
+    spelling the restore writes becomes that write's rename to the target's spelling; one whose other spelling
+    stays is no delete; of two writes to one file (a snapshot from before names were checked), one is made.
+
+    Deleting either spelling would delete the one file, and each spelling's write would overwrite the other's.
+    """
+    key = folding.key
+    staying = {key(p) for p, e in target.items() if is_captured(e) and current.get(p) == e}
+    chosen: dict[str, Action] = {}
+    out_writes: list[Action] = []
+    for a in writes:
+        k = key(a.path)
+        first = chosen.get(k)
+        if first is None:
+            chosen[k] = a
+            out_writes.append(a)
+        else:
+            leaves.append(Action(LEAVE, a.path, f"another spelling of {first.path}, which is written (this volume "
+                                                f"takes both names for one)", a.target, a.current))
+    out_deletes = []
+    for d in deletes:
+        k = key(d.path)
+        w = chosen.get(k)
+        if w is not None and w.path != d.path:
+            w.respell, w.current = d.path, d.current
+            w.reason = f"renamed from {d.path}" + ("" if _same_content(w.target, d.current) else ", content differs")
+        elif k in staying:
+            leaves.append(Action(LEAVE, d.path, "another spelling of a file the restore keeps (this volume takes "
+                                                "both names for one)", d.target, d.current))
+        else:
+            out_deletes.append(d)
+    return out_deletes, out_writes, leaves
+
+
+def _same_content(t: Entry | None, s: Entry | None) -> bool:
+    """Whether a file or symlink holds what another does (mode and times aside)."""
+    if t is None or s is None or t.kind != s.kind:
+        return False
+    if t.kind == "f" and s.kind == "f":
+        return t.blob == s.blob
+    return t.kind == "l" and s.kind == "l" and t.target == s.target
+
+
+def _not_held_now(target: FileMap, current: FileMap, ignore: Ignore, protected: tuple[str, ...]) -> list[Action]:
+    """What the target witnessed absent but the safety capture could not hold (hidden, unreadable, a directory not
+    looked into): left, with the reason."""
+    out = []
     for path, s in current.items():
         if s.kind not in ("x", "D") or not path or path == IGNORE_FILE:
             continue
@@ -151,16 +217,20 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
         if protected and _under(path, protected):
             continue
         if s.kind == "x" and s.reason == HIDDEN:
-            actions.append(Action(LEAVE, path, "absent in the target; hidden files are only captured when tracked, "
-                                               "touched by the agent or enabled (include_hidden)", None, s))
+            out.append(Action(LEAVE, path, "absent in the target; hidden files are only captured when tracked, "
+                                           "touched by the agent or enabled (include_hidden)", None, s))
         elif s.kind == "x":
-            actions.append(Action(LEAVE, path, f"absent in the target, but the safety capture could not hold it "
-                                               f"({s.reason})", target.get(path), s))
+            out.append(Action(LEAVE, path, f"absent in the target, but the safety capture could not hold it "
+                                           f"({s.reason})", target.get(path), s))
         elif s.kind == "D" and s.reason not in NEVER_REPORTED_DIRS:
-            actions.append(Action(LEAVE, path, f"directory absent in the target, not looked into ({s.reason})",
-                                  target.get(path), s))
-    # A file standing where the target needs a directory is deleted first (the safety capture holds it).
-    for a in list(actions):
+            out.append(Action(LEAVE, path, f"directory absent in the target, not looked into ({s.reason})",
+                              target.get(path), s))
+    return out
+
+
+def _files_in_the_way(actions: list[Action], current: FileMap, deletes: dict[str, Action]) -> None:
+    """A file standing where the target needs a directory is deleted first (the safety capture holds it)."""
+    for a in actions:
         if a.op == WRITE:
             anc = parent_of(a.path)
             while anc:
@@ -168,14 +238,6 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
                     deletes[anc] = Action(DELETE, anc, f"a file stands where {a.path} needs a directory",
                                           None, current[anc])
                 anc = parent_of(anc)
-    ordered = sorted(deletes.values(), key=lambda a: a.path.count("/"), reverse=True)
-    rmdirs = _empty_dirs_after(ordered, target, current)
-    rmdirs += [Action(RMDIR, d, "directory replaced by a file") for d in sorted(set(emptied), key=len, reverse=True)]
-    writes = [a for a in actions if a.op == WRITE]
-    # A path the plan deletes or writes (e.g. a file removed so a directory can be written) is not also left.
-    acted = set(deletes) | {a.path for a in writes}
-    leaves = [a for a in actions if a.op == LEAVE and a.path not in acted]
-    return RestorePlan(root, target_id, [*ordered, *rmdirs, *writes, *leaves])
 
 
 def keep_everything(plan: RestorePlan) -> None:

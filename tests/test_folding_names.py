@@ -1,0 +1,138 @@
+"""Names on a volume that folds letter case and Unicode form (APFS, HFS+: most Macs), on a FUSE file system that
+behaves as they do (tests/foldfs.py): one file reachable under two spellings is one file to a capture, a plan and
+a restore, which put back the file under its own spelling and never delete it through its other name (issue 32).
+
+Each scenario runs `codexr snapshots` as a user does and checks the names as the directory lists them, the bytes
+and the exit code; ext4's exact behaviour is what every other store test checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import unicodedata
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fold_volume import folding_volume, missing
+from store_helpers import git, make_repo
+
+from snapshot_store import Store
+from snapshot_store.manifest import is_captured
+from snapshot_store.names import EXACT, Folding, probe
+
+REPO = Path(__file__).parents[1]
+NFC, NFD = unicodedata.normalize("NFC", "café.txt"), unicodedata.normalize("NFD", "café.txt")
+
+pytestmark = pytest.mark.skipif(missing() is not None, reason=missing() or "")
+
+
+@pytest.fixture
+def volume(tmp_path: Path) -> Iterator[Path]:
+    with folding_volume(tmp_path) as mount:
+        yield mount
+
+
+def _codexr(home: Path, ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "app.cli", "-C", str(ws), *args], env=env, text=True,
+                          capture_output=True, timeout=120)
+
+
+def _capture(home: Path, ws: Path) -> dict[str, object]:
+    done = _codexr(home, ws, "snapshots", "capture", "--json")
+    assert done.returncode == 0, done.stderr
+    out: dict[str, object] = json.loads(done.stdout)
+    return out
+
+
+def _restore(home: Path, ws: Path, snap: object) -> dict[str, object]:
+    done = _codexr(home, ws, "snapshots", "restore", str(snap), "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    out: dict[str, object] = json.loads(done.stdout)
+    return out
+
+
+def _listed(ws: Path) -> dict[str, bytes]:
+    """The workspace's files by the names its directories list (Git's own files aside)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(ws):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in filenames:
+            path = Path(dirpath) / name
+            out[str(path.relative_to(ws))] = path.read_bytes()
+    return out
+
+
+def test_the_probe_tells_a_folding_volume_from_an_exact_one(volume: Path, tmp_path: Path) -> None:
+    (volume / "ws").mkdir()
+    (volume / "ws" / "Readme.md").write_text("x")
+    assert probe(volume / "ws") == Folding(case=True, unicode=True)
+    (volume / "empty").mkdir()
+    assert probe(volume / "empty") == Folding(case=True, unicode=True)  # no name to ask: a file is made and removed
+    assert os.listdir(volume / "empty") == []
+    (tmp_path / "exact").mkdir()
+    (tmp_path / "exact" / "Readme.md").write_text("x")
+    assert probe(tmp_path / "exact") == EXACT
+
+
+def test_a_case_only_rename_by_git_mv_is_undone_and_redone(volume: Path, tmp_path: Path) -> None:
+    home, ws = tmp_path / "home", volume / "ws"
+    make_repo(ws, {"Readme.md": "hello\n", "src/app.py": "print(1)\n"})
+    before = _capture(home, ws)
+    git(ws, "mv", "Readme.md", "README.md")
+    after = _capture(home, ws)
+    assert after["file_count"] == 2  # one file, under the spelling the directory lists
+
+    undo = _restore(home, ws, before["id"])
+    assert _listed(ws) == {"Readme.md": b"hello\n", "src/app.py": b"print(1)\n"}
+    assert undo["deleted"] == []
+    redo = _restore(home, ws, undo["safety_id"])
+    assert _listed(ws) == {"README.md": b"hello\n", "src/app.py": b"print(1)\n"}
+    assert redo["deleted"] == []
+
+
+def test_a_file_deleted_and_made_again_in_another_case_comes_back_in_its_own(volume: Path, tmp_path: Path) -> None:
+    home, ws = tmp_path / "home", volume / "ws"
+    make_repo(ws, {"NOTES.txt": "the user's notes\n"})
+    before = _capture(home, ws)
+    (ws / "NOTES.txt").unlink()
+    (ws / "notes.txt").write_text("the agent's notes\n")
+    _capture(home, ws)
+
+    undo = _restore(home, ws, before["id"])
+    assert _listed(ws) == {"NOTES.txt": b"the user's notes\n"}
+    _restore(home, ws, undo["safety_id"])
+    assert _listed(ws) == {"notes.txt": b"the agent's notes\n"}
+
+
+def test_an_edit_through_another_spelling_is_undone_under_the_files_own_name(volume: Path, tmp_path: Path) -> None:
+    home, ws = tmp_path / "home", volume / "ws"
+    make_repo(ws, {"Readme.md": "v1\n"})
+    before = _capture(home, ws)
+    (ws / "readme.md").write_text("v2\n")  # the agent's patch path, spelled otherwise: the same file
+    with Store.open(home / "file_snapshots") as store:
+        after = store.at(ws).capture(known_paths=["readme.md"])  # as a turn's capture is told of the patch
+        assert sorted(p for p, e in (after.files or {}).items() if is_captured(e)) == ["Readme.md"]
+
+    undo = _restore(home, ws, before["id"])
+    assert _listed(ws) == {"Readme.md": b"v1\n"}
+    assert undo["deleted"] == []  # nothing was deleted, and the output does not say so
+
+
+def test_a_unicode_form_only_rename_is_undone(volume: Path, tmp_path: Path) -> None:
+    home, ws = tmp_path / "home", volume / "ws"
+    make_repo(ws, {NFC: "crème\n"}, commit=False)
+    before = _capture(home, ws)
+    os.rename(ws / NFC, ws / NFD)
+    assert os.listdir(ws).count(NFD) == 1
+    _capture(home, ws)
+
+    undo = _restore(home, ws, before["id"])
+    assert _listed(ws) == {NFC: "crème\n".encode()}
+    assert undo["deleted"] == []
+    _restore(home, ws, undo["safety_id"])
+    assert _listed(ws) == {NFD: "crème\n".encode()}
