@@ -267,7 +267,7 @@ class Capturer:
         """Finish an interrupted restore or commit, read the ignore rules and the Git listing, find the parent, and
         the paths covered whatever the limits."""
         recovered = None if ask.dry_run else self._recover_if_idle(ws)
-        ignore = scope_mod.Ignore.load(ws)
+        ignore = scope_mod.Ignore.load(ws, self.repo.folding(ws))
         known_git = self._git.get(str(ws))
         if known_git is None:  # a fresh process: the listing the last capture saved, if the index is unchanged
             known_git = scope_mod.GitTracked.load(self._git_cache_path(ws))

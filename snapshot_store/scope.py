@@ -19,6 +19,7 @@ from .errors import IgnoreFileError, WorkspaceError
 from .fsutil import NotSmallRegular, atomic_write_parts, read_small_regular
 from .manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, UnlistedDir
 from .manifest import forbidden as forbidden  # defined there, next to valid_key; named here for callers
+from .names import EXACT, Folding
 from .reasons import Reason, unreadable
 from .settings import ScopeSettings
 from .stamps import Key, stat_key
@@ -39,23 +40,27 @@ class Ignore:
     whatever later `!` rules say; otherwise the last matching rule wins.
     """
 
-    def __init__(self, rules: list[wildmatch.Rule] | None = None) -> None:
+    def __init__(self, rules: list[wildmatch.Rule] | None = None, folding: Folding = EXACT) -> None:
         self.rules = rules or []
         self._dirs: dict[str, bool] = {"": False}
+        self._key = folding.key if folding.any else None  # a folding volume: rules and paths compared folded
 
     @classmethod
-    def load(cls, root: Path) -> Ignore:
-        """Read the workspace's ignore file; a bad file is an error, never silently ignored."""
+    def load(cls, root: Path, folding: Folding = EXACT) -> Ignore:
+        """Read the workspace's ignore file; a bad file is an error, never silently ignored. On a volume that folds
+        names the rules match every spelling of a name, as Git's do with `core.ignorecase`."""
         path = root / IGNORE_FILE
         data = _read_ignore_file(path)
         if data is None:
             return cls()
         try:
-            data.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise IgnoreFileError(f"{path}: not valid UTF-8 (byte {exc.start})") from exc
+        if folding.any:
+            data = folding.key(text).encode("utf-8")
         try:
-            return cls(wildmatch.parse_rules(data))
+            return cls(wildmatch.parse_rules(data), folding)
         except ValueError as exc:
             raise IgnoreFileError(f"{path}: {exc}") from exc
 
@@ -79,6 +84,8 @@ class Ignore:
         """Is this file path (or one of its parents) ignored?"""
         if not self.rules:
             return False
+        if self._key is not None:
+            rel = self._key(rel)
         parent = rel.rpartition("/")[0]
         if parent and self._dir_ignored(parent):
             return True
@@ -86,7 +93,7 @@ class Ignore:
 
     def directory(self, rel: str) -> bool:
         """Is this directory ignored?"""
-        return bool(self.rules) and self._dir_ignored(rel)
+        return bool(self.rules) and self._dir_ignored(rel if self._key is None else self._key(rel))
 
 
 def _read_ignore_file(path: Path) -> bytes | None:
@@ -517,7 +524,11 @@ def _cover(tree: DirCache, walked: _Walked, ignore: Ignore, paths: Iterable[str]
             anc = anc.rpartition("/")[0]
         return None
 
+    # On a folding volume a path Git or the agent spells otherwise than the directory lists is that listed file.
+    listed = {tree.folding.key(p): p for p in walk_stats} if tree.folding.any else None
     for rel in paths:
+        if listed is not None and rel not in walk_stats:
+            rel = listed.get(tree.folding.key(rel), rel)
         if rel in covered:
             continue
         covered.add(rel)

@@ -195,7 +195,7 @@ class PreparedRestore:
         ws, dry_run = self.workspace, self.dry_run
         repo, root, snap_id = ws.repo, ws.root, self.snap_id
         recovered = None if dry_run else ws._recover()
-        ignore = Ignore.load(root)
+        ignore = Ignore.load(root, repo.folding(root))
         # Dry runs hash in memory only; real runs commit the safety snapshot before touching anything.
         self._safety_started_ns = time.time_ns()
         wanted = None if foreign else (lambda p: witnessed_absent(target, p))

@@ -159,12 +159,13 @@ class RigFactory:
 
     def make(self, *, git_repo: bool = False, files: Mapping[str, str | bytes] | None = None,
              commit: bool = True, config_extra: str = "", approval: ApprovalCallback | None = None,
-             approval_policy: str | None = None, sandbox: str | None = None, codex_bin: str | None = None) -> Rig:
-        """A fresh CODEX_HOME (+ `config_extra` as its codexr.toml) and workspace, and a started Session
-        (on the pinned Codex, or on `codex_bin`)."""
+             approval_policy: str | None = None, sandbox: str | None = None, codex_bin: str | None = None,
+             ws_in: Path | None = None) -> Rig:
+        """A fresh CODEX_HOME (+ `config_extra` as its codexr.toml) and workspace (below `ws_in`, e.g. another
+        volume, else the test's tmp), and a started Session (on the pinned Codex, or on `codex_bin`)."""
         n = len(self.rigs)
         home = self.tmp / f"home{n}"
-        ws = self.tmp / f"ws{n}"
+        ws = (ws_in or self.tmp) / f"ws{n}"
         ws.mkdir(parents=True)
         env = write_codex_home(home, self.model.base_url)
         if config_extra:  # codexr's own settings, in codexr's own file

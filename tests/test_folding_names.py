@@ -17,9 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from e2e_helpers import RigFactory
 from fold_volume import folding_volume, missing
 from store_helpers import git, make_repo
 
+from app.codex.scripted_model import message, shell, update_file
 from snapshot_store import Store
 from snapshot_store.manifest import is_captured
 from snapshot_store.names import EXACT, Folding, probe
@@ -136,3 +138,63 @@ def test_a_unicode_form_only_rename_is_undone(volume: Path, tmp_path: Path) -> N
     assert undo["deleted"] == []
     _restore(home, ws, undo["safety_id"])
     assert _listed(ws) == {NFD: "crème\n".encode()}
+
+
+def test_a_file_git_tracks_under_another_spelling_is_captured_as_tracked(volume: Path, tmp_path: Path) -> None:
+    """A plain rename in case does not change Git's index on such a volume (`core.ignorecase`): the file stays
+    Git-tracked, so it is captured whatever the residue limits, under the spelling its directory lists."""
+    home, ws = tmp_path / "home", volume / "ws"
+    make_repo(ws, {"Readme.md": "hello\n"})
+    os.rename(ws / "Readme.md", ws / "README.md")
+    assert git(ws, "status", "--porcelain") == ""  # Git sees no change
+    done = _codexr(home, ws, "-c", "file_snapshots.residue_max_files=0", "snapshots", "capture", "--json")
+    assert done.returncode == 0, done.stderr
+    with Store.open(home / "file_snapshots") as store:
+        files = store.files(json.loads(done.stdout)["id"])
+    assert sorted(p for p, e in files.items() if is_captured(e)) == ["README.md"]
+
+
+def test_ignore_rules_match_every_spelling_on_such_a_volume(volume: Path, tmp_path: Path) -> None:
+    home, ws = tmp_path / "home", volume / "ws"
+    make_repo(ws, {"keep.txt": "k\n", ".codexsnapignore": "build.log\n"})
+    before = _capture(home, ws)
+    (ws / "BUILD.LOG").write_text("the user's log\n")
+    snap = _capture(home, ws)
+    with Store.open(home / "file_snapshots") as store:
+        assert "BUILD.LOG" not in {p for p, e in store.files(str(snap["id"])).items() if is_captured(e)}
+    _restore(home, ws, before["id"])
+    assert (ws / "BUILD.LOG").read_text() == "the user's log\n"  # ignored: never captured, restored or deleted
+
+
+# ------------------------------------------------------------------ through the real Codex: rewind and redo
+
+
+def test_rewind_and_redo_of_the_agents_case_only_git_mv(volume: Path, rigs: RigFactory) -> None:
+    rig = rigs.make(git_repo=True, files={"Readme.md": "hello\n", "app.py": "print(1)\n"}, ws_in=volume)
+    rigs.model.script("fold-mv", [shell("git mv Readme.md README.md"), message("renamed")])
+    s = rig.session
+    tid = s.start_thread()
+    rig.turn(tid, "fold-mv: rename the readme")
+    assert _listed(rig.ws) == {"README.md": b"hello\n", "app.py": b"print(1)\n"}
+
+    r = s.rewind(tid, 1)
+    assert r.restore is not None and r.restore.deleted == []
+    assert _listed(rig.ws) == {"Readme.md": b"hello\n", "app.py": b"print(1)\n"}
+    red = s.redo(r.thread_id)
+    assert red.changed_since_rewind == []  # no false conflict
+    assert _listed(rig.ws) == {"README.md": b"hello\n", "app.py": b"print(1)\n"}
+
+
+def test_rewind_of_an_agent_patch_through_another_spelling(volume: Path, rigs: RigFactory) -> None:
+    rig = rigs.make(git_repo=True, files={"Readme.md": "one\ntwo\n"}, ws_in=volume)
+    rigs.model.script("fold-patch", [update_file("readme.md", "two", "TWO"), message("edited")])
+    s = rig.session
+    tid = s.start_thread()
+    rig.turn(tid, "fold-patch: edit the readme")
+    assert _listed(rig.ws) == {"Readme.md": b"one\nTWO\n"}
+
+    r = s.rewind(tid, 1)
+    assert r.restore is not None and r.restore.deleted == []
+    assert _listed(rig.ws) == {"Readme.md": b"one\ntwo\n"}
+    s.redo(r.thread_id)
+    assert _listed(rig.ws) == {"Readme.md": b"one\nTWO\n"}

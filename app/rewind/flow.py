@@ -379,7 +379,7 @@ def changed_since(store: Store, left: str, plan: RestorePlan) -> list[str]:
     for a in plan.actions:
         if a.op not in (WRITE, DELETE):
             continue
-        then = then_map.get(a.path)
+        then = then_map.get(a.respell or a.path)  # a rename to another spelling: the file it renames
         absent_now = a.current is None or a.current.kind == "-"
         if a.current != then and not (absent_now and (then is None or then.kind == "-")):
             out.append(a.path)
