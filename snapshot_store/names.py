@@ -47,13 +47,14 @@ class Folding:
 EXACT = Folding()
 
 
-def probe(root: Path) -> Folding:
+def probe(root: Path, may_write: bool = True) -> Folding | None:
     """Look for an entry of `root` under another spelling: another letter case, another Unicode form.
 
     Asked of the names `root` already holds, so a look writes nothing; only a workspace none of whose names has a
-    letter gets a file created and removed again (`probe_by_writing`). Where no name tells the Unicode form apart,
-    a volume is taken to fold forms exactly when it folds case (APFS, HFS+ and ext4's casefold fold both), and on
-    Darwin always (APFS is normalization-insensitive even when case-sensitive).
+    letter gets a file created and removed again (`probe_by_writing`; None instead when `may_write` is off). Where
+    no name tells the Unicode form apart, a volume is taken to fold forms exactly when it folds case (APFS, HFS+
+    and ext4's casefold fold both), and on Darwin always (APFS is normalization-insensitive even when
+    case-sensitive).
     """
     case: bool | None = None
     unicode: bool | None = None
@@ -68,7 +69,7 @@ def probe(root: Path) -> Folding:
             if case is not None and unicode is not None:
                 break
     if case is None:
-        return probe_by_writing(root)
+        return probe_by_writing(root) if may_write else None
     if unicode is None:
         unicode = case or sys.platform == "darwin"
     return Folding(case, unicode)
@@ -126,7 +127,7 @@ def remembered(cache: Path, root: Path) -> Folding:
         data = json.loads(cache.read_text())
         if data["dev"] == dev:
             return Folding(bool(data["case"]), bool(data["unicode"]))
-    found = probe(root)
+    found = probe(root) or EXACT
     with contextlib.suppress(OSError):
         tmp = cache.with_name(cache.name + f".{secrets.token_hex(4)}.tmp")
         tmp.write_text(json.dumps({"dev": dev, "case": found.case, "unicode": found.unicode}))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import unicodedata
@@ -198,3 +199,34 @@ def test_rewind_of_an_agent_patch_through_another_spelling(volume: Path, rigs: R
     assert _listed(rig.ws) == {"Readme.md": b"one\ntwo\n"}
     s.redo(r.thread_id)
     assert _listed(rig.ws) == {"Readme.md": b"one\nTWO\n"}
+
+
+@pytest.mark.parametrize("when", [1, 2])
+def test_a_restore_killed_around_its_rename_is_finished_by_the_next_command(volume: Path, tmp_path: Path,
+                                                                            when: int) -> None:
+    """SIGKILL at the apply's first `renameat` (before the rename to the target's spelling) or its second (after it,
+    before the content's temp file takes the name): the next command finishes the restore under the target's
+    spelling, judging the renamed file by the state the safety capture saw under its old name."""
+    strace = shutil.which("strace")
+    assert strace is not None, "strace is part of the test set-up (Debian's strace)"
+    home, ws = tmp_path / "home", volume / "ws"
+    make_repo(ws, {"Readme.md": "v1\n"})
+    before = _capture(home, ws)
+    git(ws, "mv", "Readme.md", "README.md")
+    (ws / "README.md").write_text("v2\n")
+    _capture(home, ws)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home), "CODEXR_SERVER": "0"}
+    killed = subprocess.run([strace, "-f", "-qq", "-o", os.devnull, "-e", "trace=renameat",
+                             "-e", f"inject=renameat:signal=KILL:when={when}",
+                             sys.executable, "-m", "app.cli", "-C", str(ws), "snapshots", "restore",
+                             str(before["id"]), "--yes"], env=env, capture_output=True, text=True, timeout=120)
+    assert killed.returncode != 0
+    assert list((home / "file_snapshots" / "journal").glob("*.json")), "the restore was not killed mid-way"
+
+    done = _codexr(home, ws, "snapshots", "capture", "--json")  # any command that takes the workspace finishes it
+    assert done.returncode == 0, done.stderr
+    assert "finished" in done.stderr or "interrupted restore" in done.stderr, done.stderr
+    assert _listed(ws) == {"Readme.md": b"v1\n"}
+    with Store.open(home / "file_snapshots") as store:
+        safety = [i.id for i in store.list_snapshots(ws) if i.kind == "safety"][-1]
+        assert b"".join(store.blob_chunks(store.files(safety)["README.md"][3])) == b"v2\n"  # nothing lost

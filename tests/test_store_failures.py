@@ -540,10 +540,10 @@ def test_restore_into_a_vanished_workspace(root_arg: bool, ws: Path, store: Stor
 def _vanish_on_ignore_load(m: pytest.MonkeyPatch, ws: Path) -> None:
     real = scope_mod.Ignore.load.__func__  # type: ignore[attr-defined]
 
-    def load(cls: type, root: Path) -> scope_mod.Ignore:
+    def load(cls: type, root: Path, *rest: Any) -> scope_mod.Ignore:
         if ws.exists():
             shutil.rmtree(ws)
-        return cast(scope_mod.Ignore, real(cls, root))
+        return cast(scope_mod.Ignore, real(cls, root, *rest))
 
     m.setattr(scope_mod.Ignore, "load", classmethod(load))
 

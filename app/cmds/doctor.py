@@ -223,6 +223,29 @@ def _server_check() -> Check:
     return Check("server", "ok", f"resident server: running, pid {mine[0]['pid']}{rss} ({path})")
 
 
+def _platform_checks() -> list[Check]:
+    """What this system gives codexr, one line each (never a failure): how the workspace's volume compares names,
+    and whether changes are journaled."""
+    from snapshot_store.detect.inotify import ChangeJournal
+    from snapshot_store.names import probe
+
+    folding = probe(Path.cwd(), may_write=False)  # doctor writes nothing into the directory it is run in
+    if folding is None:
+        names = Check("names", "ok", "names: not known here (no name in this directory to look up in another case)")
+    elif folding.any:
+        folds = " and ".join(w for w, on in (("letter case", folding.case), ("Unicode form", folding.unicode)) if on)
+        names = Check("names", "ok", f"names: this volume takes names that differ only in {folds} for one file; "
+                      "captures and restores treat them as one")
+    else:
+        names = Check("names", "ok", "names: this volume tells every spelling of a name apart")
+    if ChangeJournal.available():
+        journal = Check("journal", "ok", "change journal: inotify (a session's captures look only at what changed)")
+    else:
+        journal = Check("journal", "ok", f"change journal: none on {sys.platform} yet (every capture checks the "
+                        "stat of every tracked file)")
+    return [names, journal]
+
+
 def doctor(ctx: Context, args: argparse.Namespace) -> int:
     """`codexr doctor`: one line per check; exit 1 when any check failed (warnings alone exit 0)."""
     from openai_codex._runtime_requirements import MINIMUM_RUNTIME_VERSION
@@ -266,6 +289,7 @@ def doctor(ctx: Context, args: argparse.Namespace) -> int:
     if home_ok:
         checks.append(_store_check(ctx))
     checks.append(_server_check())
+    checks += _platform_checks()
     ok = all(c.status != "fail" for c in checks)
     if ctx.json:
         ctx.emit({"ok": ok, "checks": [asdict(c) for c in checks]})

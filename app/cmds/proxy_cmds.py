@@ -86,8 +86,25 @@ def private_socket_dir() -> Path:
     return claim(base)
 
 
+def unix_peers_known() -> bool:
+    """Whether this system says which process is at the other end of a unix socket (Linux: SO_PEERCRED, /proc):
+    without it a socket's client cannot be told from another process of the user, so nothing is served."""
+    import socket
+
+    return hasattr(socket, "SO_PEERCRED") and os.path.isdir("/proc/self/fd")
+
+
+def tcp_peers_known() -> bool:
+    """Whether this system lists the uid of each loopback TCP connection's end (Linux: /proc/net/tcp)."""
+    return os.path.isfile("/proc/net/tcp")
+
+
 def codex(ctx: Context, args: argparse.Namespace) -> int:
     """The official TUI on this terminal, its app-server behind codexr's relay; nothing left running after it."""
+    if not unix_peers_known():
+        raise UsageError("codexr codex cannot run on this system yet: it serves the TUI on a unix socket and must "
+                         "know that the client is the TUI it started, which only Linux tells it (SO_PEERCRED); "
+                         "`codexr` (the app) and `codexr exec` work here")
     argv, env, ws = backend_argv(ctx, args)
     tui_args = list(args.tui_args[1:] if args.tui_args[:1] == ["--"] else args.tui_args)
     sock_dir = private_socket_dir()
@@ -165,8 +182,8 @@ def _peer_pid(sock: Any) -> int | None:
     import socket
     import struct
 
-    if sock is None:
-        return None
+    if sock is None or not hasattr(socket, "SO_PEERCRED"):
+        return None  # unknown: refused (`codex` does not start where it is missing)
     try:
         pid, _uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
     except OSError:
@@ -186,6 +203,13 @@ def app_server(ctx: Context, args: argparse.Namespace) -> int:
         return asyncio.run(_stdio(argv, env, ws, ctx.settings))
     where = parse_listen(listen)
     token = token_from_flags(args.ws_auth, args.ws_token_file, args.ws_token_sha256, jwt, load=True)
+    if where[0] == "unix" and not unix_peers_known():
+        raise UsageError(f"--listen {listen}: this system cannot tell which process connects to a unix socket "
+                         "(Linux's SO_PEERCRED); use --listen ws://127.0.0.1:PORT with --ws-auth capability-token")
+    if where[0] == "tcp" and token is None and not tcp_peers_known():
+        raise UsageError(f"--listen {listen}: this system cannot tell which user a TCP connection comes from "
+                         "(Linux's /proc/net/tcp), so a token must: add --ws-auth capability-token "
+                         "--ws-token-file FILE")
     argv, env, ws = backend_argv(ctx, args)
     try:
         return asyncio.run(_listen(argv, env, ws, ctx.settings, where, token))
@@ -310,6 +334,8 @@ async def _listen(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: 
                     log=lambda line: print(f"codexr: {line}", file=sys.stderr)).run()
 
     def same_user(sock: Any) -> str | None:
+        if where[0] == "tcp" and not tcp_peers_known():
+            return None  # the token decides alone (required above where the uid cannot be read)
         return None if _same_user(sock) else "not this user's, or confined otherwise"
 
     door = Door(peer=same_user, token=token, log=lambda line: print(f"codexr app-server: {line}", file=sys.stderr))
@@ -365,7 +391,11 @@ def _tcp_peer_uid(sock: Any) -> int | None:
     except OSError:
         return None
     six = ":" in peer_host
-    for line in Path("/proc/net/tcp6" if six else "/proc/net/tcp").read_text().splitlines()[1:]:
+    try:
+        rows = Path("/proc/net/tcp6" if six else "/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return None  # unknown: refused
+    for line in rows:
         fields = line.split()
         local, remote, uid = fields[1], fields[2], fields[7]
         l_host, l_port = local.split(":")

@@ -72,8 +72,28 @@ def runtime_problem() -> str | None:
     return None
 
 
+def platform_problem() -> str | None:
+    """Why this system cannot run the resident server at all (None: it can). It is written for Linux: its fork
+    checks the caller through SO_PEERCRED and /proc, and it waits on pidfds and a pipe2 pipe; elsewhere (macOS)
+    every command runs by itself until it is ported, whatever the runtime directory."""
+    import _socket  # the C module: the console script decides before it imports any Python one
+
+    missing = [name for name, there in (("os.pipe2", hasattr(os, "pipe2")),
+                                        ("os.pidfd_open", hasattr(os, "pidfd_open")),
+                                        ("socket.SO_PEERCRED", hasattr(_socket, "SO_PEERCRED")),
+                                        ("/proc", os.path.isdir("/proc/self/fd"))) if not there]
+    if sys.platform != "linux":
+        return f"the resident server runs on Linux only for now (this is {sys.platform})"
+    if missing:
+        return f"the resident server needs {', '.join(missing)}, which this Python lacks"
+    return None
+
+
 def server_unavailable() -> str | None:
     """Why no resident server can serve this codexr here, in words a user can act on (None: one can)."""
+    why = platform_problem()
+    if why is not None:
+        return why
     why = runtime_problem()
     if why is not None:
         return f"no runtime directory only you can write: {why}"
@@ -133,6 +153,8 @@ def server_key() -> str | None:
 
 def socket_path(create: bool = True) -> str | None:
     """The socket of the server for this codexr (None when none can be used)."""
+    if platform_problem() is not None:
+        return None
     base = runtime_dir(create)
     key = server_key() if base else None
     if base is None or key is None:
