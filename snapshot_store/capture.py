@@ -120,12 +120,13 @@ class Capturer:
         """Save the workspace indexes and stop the change journals."""
         self.detect.close()
 
-    def watch(self, root: str | os.PathLike[str]) -> bool:
-        """Keep a change journal of this workspace so later captures can skip the walk.
+    def watch(self, root: str | os.PathLike[str], journal: str | None = None) -> bool:
+        """Keep a change journal of this workspace so later captures can skip the walk (`journal`: "inotify" or
+        "watchdog", else this platform's).
 
-        Meant for long-running processes (the session); returns False where this platform has none (inotify).
+        Meant for long-running processes (the session); returns False where this platform has none.
         """
-        return self.detect.watch(self.repo.workspace(root))
+        return self.detect.watch(self.repo.workspace(root), journal)
 
     def unwatch(self, root: str | os.PathLike[str]) -> None:
         """Stop the change journal of a workspace."""

@@ -22,11 +22,26 @@ def tmp_name(prefix: str = TMP_PREFIX) -> str:
     return f"{prefix}{os.urandom(8).hex()}"  # secrets.token_hex, without importing secrets (~9 ms)
 
 
+_F_FULLFSYNC: int | None = getattr(fcntl, "F_FULLFSYNC", None)  # Darwin only
+
+
+def durable(fd: int) -> None:
+    """fsync `fd`, through to the disk: on Darwin fsync leaves the data in the drive's cache, F_FULLFSYNC flushes it
+    (SQLite's `fullfsync`); a file system that refuses F_FULLFSYNC gets the plain fsync."""
+    if _F_FULLFSYNC is not None:
+        try:
+            fcntl.fcntl(fd, _F_FULLFSYNC)
+            return
+        except OSError:
+            pass
+    os.fsync(fd)
+
+
 def fsync_dir(path: Path) -> None:
     """Make a rename or unlink in `path` durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        durable(fd)
     finally:
         os.close(fd)
 
@@ -90,7 +105,7 @@ def atomic_write_parts(path: Path, parts: Iterable[bytes], *, sync: bool = True)
                 while view:
                     view = view[os.write(fd, view):]
             if sync:
-                os.fsync(fd)
+                durable(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -138,7 +153,7 @@ def append_locked(fd: int, line: bytes) -> None:
         view = memoryview(line)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        durable(fd)
     except BaseException:
         with contextlib.suppress(OSError):
             os.ftruncate(fd, size)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .dirfd import DIR_FLAGS as _DIR_FLAGS
 from .dirfd import SymlinkInPath, open_dir
-from .fsutil import libc_function, syncfs
+from .fsutil import durable, libc_function, syncfs
 from .scope import forbidden
 from .stamps import Key, stat_key
 
@@ -67,26 +67,46 @@ class UnsafePath(Exception):
     """The path cannot be written without following a symlink or leaving the root."""
 
 
-RENAME_NOREPLACE = 1
+RENAME_NOREPLACE = 1  # Linux's renameat2 flag
+RENAME_EXCL = 0x4  # Darwin's renameatx_np flag: the same promise
+_NOT_HERE = (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP)
+_NO_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV)
 
 
 def _rename_noreplace(dir_fd: int, src: str, dst: str) -> bool:
-    """Rename within one directory unless `dst` exists (then False); never replaces anything."""
-    renameat2 = libc_function("renameat2")
-    if renameat2 is not None:
-        if renameat2(dir_fd, os.fsencode(src), dir_fd, os.fsencode(dst), RENAME_NOREPLACE) == 0:
+    """Rename within one directory unless `dst` exists (then False); never replaces anything.
+
+    Linux's renameat2(RENAME_NOREPLACE), else Darwin's renameatx_np(RENAME_EXCL), else a hard link (which cannot
+    replace anything either) and an unlink; on a volume without hard links either (exFAT, FAT) a look, then the
+    rename: a file made by another process in that instant would be replaced, the one window left there.
+    """
+    for name, flag in (("renameat2", RENAME_NOREPLACE), ("renameatx_np", RENAME_EXCL)):
+        call = libc_function(name)
+        if call is None:
+            continue
+        if call(dir_fd, os.fsencode(src), dir_fd, os.fsencode(dst), flag) == 0:
             return True
         import ctypes  # loaded by libc_function already; not at import: every capture imports this module
 
         err = ctypes.get_errno()
         if err == errno.EEXIST:
             return False
-        if err not in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        if err not in _NOT_HERE:
             raise OSError(err, os.strerror(err), dst)
-    try:  # no renameat2 here: a hard link cannot replace anything either
+        break  # the call exists, this file system does not take the flag: the fallbacks below
+    try:
         os.link(src, dst, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
     except FileExistsError:
         return False
+    except OSError as exc:
+        if exc.errno not in _NO_LINKS:
+            raise
+        try:
+            os.stat(dst, dir_fd=dir_fd, follow_symlinks=False)
+            return False
+        except FileNotFoundError:
+            os.rename(src, dst, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            return True
     os.unlink(src, dir_fd=dir_fd)
     return True
 
@@ -251,7 +271,7 @@ class SafeRoot:
                 syncfs(Path(self.root))
                 return
             try:
-                os.fsync(fd)
+                durable(fd)
             finally:
                 os.close(fd)
 
@@ -277,7 +297,7 @@ class SafeRoot:
                         os.ftruncate(fd, size)  # the file ended in a hole the writes sought over
                     os.fchmod(fd, mode)
                     if self.sync_data:
-                        os.fsync(fd)
+                        durable(fd)
                 finally:
                     os.close(fd)
                 os.rename(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)

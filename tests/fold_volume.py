@@ -30,13 +30,15 @@ def missing() -> str | None:
 
 
 @contextlib.contextmanager
-def folding_volume(base: Path) -> Iterator[Path]:
-    """Mount a folding volume over `base/backing` at `base/volume` for the block; yields the mount point."""
+def folding_volume(base: Path, links: bool = True) -> Iterator[Path]:
+    """Mount a folding volume over `base/backing` at `base/volume` for the block; yields the mount point. Without
+    `links`: no hard links and no rename that refuses to replace, as on exFAT."""
     backing, mount = base / "backing", base / "volume"
     backing.mkdir()
     mount.mkdir()
     log = (base / "foldfs.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "tests.foldfs", str(backing), str(mount)], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "tests.foldfs", str(backing), str(mount),
+                             *([] if links else ["--no-links"])], cwd=REPO,
                             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         deadline = time.monotonic() + 30

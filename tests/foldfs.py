@@ -2,7 +2,10 @@
 APFS and HFS+ are by default: the volume most Mac users' workspaces are on, for the tests of names that differ only
 in case or Unicode form (issue 32). ext4's casefold needs a kernel with CONFIG_UNICODE, which CI's lacks.
 
-    python -m tests.foldfs BACKING MOUNTPOINT     (foreground; unmount with `fusermount3 -u MOUNTPOINT`)
+    python -m tests.foldfs BACKING MOUNTPOINT [--no-links]     (foreground; unmount: `fusermount3 -u MOUNTPOINT`)
+
+With `--no-links` it is also a volume as exFAT and FAT are: no hard links, and no rename that refuses to replace
+(renameat2's RENAME_NOREPLACE, Darwin's RENAME_EXCL).
 
 As APFS: two names are one when their NFD forms fold to the same case; a name is created in the spelling given
 and then kept (opening, creating or making a directory under another spelling reaches the existing entry); a
@@ -36,8 +39,9 @@ class FoldFS(Operations):  # type: ignore[misc]
 
     use_ns = True
 
-    def __init__(self, backing: str) -> None:
+    def __init__(self, backing: str, links: bool = True) -> None:
         self.backing = os.path.realpath(backing)
+        self.links = links
         self.names = threading.Lock()  # renames and creations see one listing
 
     def _real(self, path: str) -> str:
@@ -126,6 +130,8 @@ class FoldFS(Operations):  # type: ignore[misc]
         return 0
 
     def link(self, target: str, source: str) -> int:
+        if not self.links:
+            raise FuseOSError(errno.EPERM)
         with self.names:
             self._call(os.link, self._real(source), self._real(target), follow_symlinks=False)
         return 0
@@ -139,7 +145,7 @@ class FoldFS(Operations):  # type: ignore[misc]
         return self.rename2(old, new, 0)
 
     def rename2(self, old: str, new: str, flags: int) -> int:
-        if flags & RENAME_EXCHANGE:
+        if flags & RENAME_EXCHANGE or (flags and not self.links):
             raise FuseOSError(errno.EINVAL)
         with self.names:
             src = self._real(old)
@@ -206,9 +212,9 @@ class FoldFUSE(mfusepy.FUSE):  # type: ignore[misc]
 
 
 def main(argv: list[str]) -> int:
-    backing, mountpoint = argv
-    FoldFUSE(FoldFS(backing), mountpoint, foreground=True, use_ino=True, entry_timeout=0, attr_timeout=0,
-             negative_timeout=0, fsname="foldfs")
+    backing, mountpoint = argv[:2]
+    FoldFUSE(FoldFS(backing, links="--no-links" not in argv[2:]), mountpoint, foreground=True, use_ino=True,
+             entry_timeout=0, attr_timeout=0, negative_timeout=0, fsname="foldfs")
     return 0
 
 

@@ -230,3 +230,24 @@ def test_a_restore_killed_around_its_rename_is_finished_by_the_next_command(volu
     with Store.open(home / "file_snapshots") as store:
         safety = [i.id for i in store.list_snapshots(ws) if i.kind == "safety"][-1]
         assert b"".join(store.blob_chunks(store.files(safety)["README.md"][3])) == b"v2\n"  # nothing lost
+
+
+def test_a_rename_that_must_not_replace_holds_on_a_volume_without_hard_links(tmp_path: Path) -> None:
+    """exFAT and FAT (USB disks on a Mac) have neither hard links nor a rename that refuses to replace: putting a
+    set-aside file back under its name still never replaces a file that holds that name."""
+    from snapshot_store.safefs import _rename_noreplace
+
+    with folding_volume(tmp_path, links=False) as mount:
+        (mount / "aside").write_text("the set-aside file\n")
+        (mount / "name").write_text("a file made meanwhile\n")
+        fd = os.open(mount, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            assert _rename_noreplace(fd, "aside", "name") is False
+            assert (mount / "name").read_text() == "a file made meanwhile\n"
+            assert (mount / "aside").read_text() == "the set-aside file\n"
+            (mount / "name").unlink()
+            assert _rename_noreplace(fd, "aside", "name") is True
+            assert sorted(os.listdir(mount)) == ["name"]
+            assert (mount / "name").read_text() == "the set-aside file\n"
+        finally:
+            os.close(fd)

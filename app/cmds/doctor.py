@@ -226,6 +226,7 @@ def _server_check() -> Check:
 def _platform_checks() -> list[Check]:
     """What this system gives codexr, one line each (never a failure): how the workspace's volume compares names,
     and whether changes are journaled."""
+    from snapshot_store.detect import watched
     from snapshot_store.detect.inotify import ChangeJournal
     from snapshot_store.names import probe
 
@@ -238,11 +239,14 @@ def _platform_checks() -> list[Check]:
                       "captures and restores treat them as one")
     else:
         names = Check("names", "ok", "names: this volume tells every spelling of a name apart")
-    if ChangeJournal.available():
+    if sys.platform.startswith("linux") and ChangeJournal.available():
         journal = Check("journal", "ok", "change journal: inotify (a session's captures look only at what changed)")
+    elif not sys.platform.startswith("linux") and watched.available():
+        journal = Check("journal", "ok", "change journal: watchdog's observer (FSEvents on macOS; a session's "
+                        "captures look only at what changed)")
     else:
-        journal = Check("journal", "ok", f"change journal: none on {sys.platform} yet (every capture checks the "
-                        "stat of every tracked file)")
+        journal = Check("journal", "ok", f"change journal: none on {sys.platform} (every capture checks the stat "
+                        "of every tracked file)")
     return [names, journal]
 
 

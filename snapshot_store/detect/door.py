@@ -109,14 +109,15 @@ class ChangeDetector:
         return index
 
     # ----------------------------------------------------------------- journals
-    def watch(self, ws: Path) -> bool:
-        """Keep a change journal of this workspace so later captures can skip the walk.
+    def watch(self, ws: Path, kind: str | None = None) -> bool:
+        """Keep a change journal of this workspace so later captures can skip the walk (`kind`: journal.KINDS, else
+        this platform's).
 
         Meant for long-running processes (the session); False where this platform has no journal.
         """
         if str(ws) in self._watched:
             return True
-        journal = open_journal(str(ws))
+        journal = open_journal(str(ws), kind)
         if journal is None:
             return False
         self._watched[str(ws)] = Watched(journal)

@@ -1,10 +1,11 @@
 """A change journal: what a long-running process keeps between its captures, so that the next one looks only where
 something changed (the fast path, fastpath.py) instead of checking every file or walking.
 
-inotify (inotify.py) is the journal on Linux. Another platform's is a second implementation of `Journal`, chosen by
-`open_journal`: an FSEvents stream on macOS watches the whole tree at once (its `watch_dir` has nothing to add),
-`drain` turns its events into a `Changes` (a changed file into `files`, a directory's creation, removal or rename
-into `structural`, MustScanSubDirs, dropped events or a wrapped id into `lost`), and `reset` restarts the stream.
+inotify (inotify.py) is the journal on Linux. Elsewhere it is watchdog's observer (watched.py; FSEvents on macOS),
+a second implementation of `Journal` chosen by `open_journal`: it watches the whole tree at once (its `watch_dir` has
+nothing to add), `drain` flushes it with a cookie file and turns its events into a `Changes` (a changed file into
+`files`, a directory's creation, removal or rename into `structural`, MustScanSubDirs, dropped events or a wrapped
+id into `lost`). The tests run the journal's contract against both on Linux (tests/test_journal_contract.py).
 Nothing of a journal is persisted; the change monitor (monitor.py) is what outlives a process.
 """
 
@@ -32,9 +33,26 @@ class Journal(Protocol):
         """Release what it holds."""
 
 
-def open_journal(root: str) -> Journal | None:
-    """This platform's journal over workspace `root` (None: none here, or it cannot start: every capture checks the
-    saved walk or walks)."""
+KINDS = ("inotify", "watchdog")
+
+
+def open_journal(root: str, kind: str | None = None) -> Journal | None:
+    """A journal over workspace `root`: `kind`, else this platform's (inotify on Linux, else watchdog's observer:
+    FSEvents on macOS); None when there is none here or it cannot start (every capture checks the saved walk or
+    walks)."""
+    import sys
+
+    if kind is None:
+        kind = "inotify" if sys.platform.startswith("linux") else "watchdog"
+    if kind == "watchdog":
+        from . import watched  # here: watchdog and its thread are for long-running processes only
+
+        if not watched.available():
+            return None
+        try:
+            return watched.WatchdogJournal(root)
+        except OSError:
+            return None
     from .inotify import ChangeJournal  # here: inotify_simple (ctypes) is for long-running processes only
 
     if not ChangeJournal.available():

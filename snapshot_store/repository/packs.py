@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import concurrent.futures
 
 from ..errors import CorruptStore, MissingBlob
-from ..fsutil import TMP_PREFIX, atomic_write, tmp_name
+from ..fsutil import TMP_PREFIX, atomic_write, durable, tmp_name
 from ..ids import is_pack_id, new_pack_id
 
 GENERATION_FILE = "generation"  # beside packs/: changed by gc around every deletion
@@ -468,7 +468,7 @@ class PackWriter:
                 tmp.unlink()
                 return
             f.flush()
-            os.fsync(f.fileno())
+            durable(f.fileno())
             size = f.tell()
             f.close()
             final = self.dir / f"{self._pack_id}.pack"
