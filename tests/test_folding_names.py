@@ -251,3 +251,21 @@ def test_a_rename_that_must_not_replace_holds_on_a_volume_without_hard_links(tmp
             assert (mount / "name").read_text() == "the set-aside file\n"
         finally:
             os.close(fd)
+
+
+def test_a_file_renamed_in_case_where_no_walk_looks_is_renamed_back(volume: Path, tmp_path: Path) -> None:
+    """Below a directory the walk does not enter (node_modules) only known paths are captured, so the target never
+    witnessed the new spelling absent: the restore still renames the one file back and writes it, deleting nothing."""
+    home, ws = tmp_path / "home", volume / "ws"
+    make_repo(ws, {"a.txt": "a\n"})
+    (ws / "node_modules" / "p").mkdir(parents=True)
+    (ws / "node_modules" / "p" / "Readme.md").write_text("v1\n")
+    with Store.open(home / "file_snapshots") as store:
+        before = store.at(ws).capture(known_paths=["node_modules/p/Readme.md"])
+        os.rename(ws / "node_modules" / "p" / "Readme.md", ws / "node_modules" / "p" / "README.md")
+        (ws / "node_modules" / "p" / "README.md").write_text("v2\n")
+        store.at(ws).capture(known_paths=["node_modules/p/README.md"])
+        done = store.at(ws).restore(before.id)
+        assert done.deleted == [] and done.left == [], [(a.path, a.reason) for a in done.left]
+    assert os.listdir(ws / "node_modules" / "p") == ["Readme.md"]
+    assert (ws / "node_modules" / "p" / "Readme.md").read_text() == "v1\n"

@@ -6,16 +6,29 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from test_proxy_listen import client
+import pytest
+from test_proxy_listen import client, handshake
+from test_proxy_tui import in_workspace, send_prompt
+from test_tui_tmux import Tmux
 
-from app.codex.scripted_model import ScriptedModel, write_codex_home
+from app.codex.scripted_model import ScriptedModel, add_file, message, write_codex_home
 
 REPO = Path(__file__).parents[1]
 NO_EXTRAS = REPO / "tests" / "no_linux_extras"
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    t = Tmux(tmp_path)
+    yield t
+    t.kill()
 
 
 def _env(home: Path, model_url: str = "http://127.0.0.1:9", **extra: str) -> dict[str, str]:
@@ -73,12 +86,39 @@ def test_the_resident_server_says_why_it_is_off(tmp_path: Path) -> None:
     assert list(runtime.iterdir()) == []  # a one-shot command spawned no server that would only die
 
 
+def test_the_official_tui_is_served_on_loopback_with_a_per_launch_token(tmux: Tmux, tmp_path: Path) -> None:
+    """Where a unix socket's peer cannot be known, `codexr codex` serves its TUI on 127.0.0.1 with a bearer token
+    only that TUI is given: a prompt typed there is answered and recorded; another client, without the token or
+    from a web page, is refused in the handshake and no app-server starts for it."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with ScriptedModel() as model:
+        model.script("mac-tui", [add_file("made.txt", "made\n"), message("Made it.")])
+        env = {**_env(tmp_path / "home", model.base_url), "NO_PROXY": "127.0.0.1,localhost", "TERM": "xterm-256color"}
+        assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        tmux.start(f"cd {shlex.quote(str(ws))} && env -u COLUMNS -u LINES -u CODEXR_SERVER {assign} "
+                   f"{shlex.quote(sys.executable)} -m app.cli codex")
+        screen = tmux.wait(lambda s: "Use existing model" in s or "Ask Codex" in s or "describe a task" in s,
+                           "the official TUI's first screen")
+        if "Use existing model" in screen:
+            tmux.keys("2", "Enter")
+        tmux.wait(lambda s: "describe a task" in s or "Ask Codex" in s, "the composer")
+        send_prompt(tmux, "mac-tui make a file", "Made it.")
+        assert (ws / "made.txt").read_text() == "made\n"
+        (remote,) = [m for _, cmd in in_workspace(ws) if (m := re.search(r"--remote (ws://127\.0\.0\.1:\d+)", cmd))]
+        app_servers = [p for p, cmd in in_workspace(ws) if " app-server " in cmd]
+        for headers in [(), (("Authorization", "Bearer guessed"),), (("Origin", "null"),)]:
+            status, _body = handshake(remote.group(1), *headers)
+            assert status in (401, 403), (headers, status)
+        assert [p for p, cmd in in_workspace(ws) if " app-server " in cmd] == app_servers
+        sidecars = list((tmp_path / "home" / "file_snapshots" / "refs" / "threads").glob("*.json"))
+        assert any("mac-tui make a file" in p.read_text() for p in sidecars), "the prompt was not recorded"
+
+
 def test_the_proxy_on_a_unix_socket_refuses_in_one_line(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     env = _env(tmp_path / "home")
-    _one_line_error(subprocess.run([sys.executable, "-m", "app.cli", "codex"], cwd=ws, env=env, capture_output=True,
-                                   text=True, timeout=60, stdin=subprocess.DEVNULL), "cannot run on this system yet")
     _one_line_error(subprocess.run([sys.executable, "-m", "app.cli", "app-server", "--listen",
                                     f"unix://{tmp_path}/s.sock"], cwd=ws, env=env, capture_output=True, text=True,
                                    timeout=60, stdin=subprocess.DEVNULL), "SO_PEERCRED")

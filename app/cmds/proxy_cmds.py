@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,10 +102,6 @@ def tcp_peers_known() -> bool:
 
 def codex(ctx: Context, args: argparse.Namespace) -> int:
     """The official TUI on this terminal, its app-server behind codexr's relay; nothing left running after it."""
-    if not unix_peers_known():
-        raise UsageError("codexr codex cannot run on this system yet: it serves the TUI on a unix socket and must "
-                         "know that the client is the TUI it started, which only Linux tells it (SO_PEERCRED); "
-                         "`codexr` (the app) and `codexr exec` work here")
     argv, env, ws = backend_argv(ctx, args)
     tui_args = list(args.tui_args[1:] if args.tui_args[:1] == ["--"] else args.tui_args)
     sock_dir = private_socket_dir()
@@ -114,29 +111,62 @@ def codex(ctx: Context, args: argparse.Namespace) -> int:
         shutil.rmtree(sock_dir, ignore_errors=True)
 
 
-async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path, tui_args: list[str],
-                 ctx_settings: Any) -> int:
+TOKEN_ENV = "CODEXR_REMOTE_TOKEN"
+"""The TUI's environment variable for the per-launch token where `codexr codex` serves it on loopback TCP."""
+
+
+async def _open_door(serve: Any, sock_dir: Path, note: Callable[[str], None],
+                     tui_pid: Callable[[], int | None]) -> tuple[Any, list[str], dict[str, str]]:
+    """The listener the TUI connects to, the TUI's `--remote` arguments and the environment they need.
+
+    Where the kernel names a unix socket's peer (Linux), a 0600 socket in a 0700 directory that answers only the
+    TUI's pid. Elsewhere (macOS) loopback TCP with a per-launch bearer token the TUI alone is given
+    (`--remote-auth-token-env`; the pinned TUI takes a token only over ws://), and the Host and Origin checks.
+    """
+    import hashlib
+    import secrets
+
+    from websockets.asyncio.server import serve as tcp_serve
     from websockets.asyncio.server import unix_serve
 
-    from ..proxy.door import Door
+    from ..proxy.door import Door, Token
+
+    if unix_peers_known():
+        def only_the_tui(sock: Any) -> str | None:
+            pid = tui_pid()
+            return None if pid is not None and _peer_pid(sock) == pid else "not the client codexr started"
+
+        door = Door(peer=only_the_tui, log=note)  # a unix socket: no Host check (no name leads to it)
+        path = sock_dir / "app-server.sock"
+        old = os.umask(0o077)
+        try:
+            server = await unix_serve(serve, str(path), max_size=None, compression=None,
+                                      process_request=door.process_request)
+        finally:
+            os.umask(old)
+        return server, ["--remote", f"unix://{path}"], {}
+    secret = secrets.token_urlsafe(32)
+    door = Door(peer=lambda _sock: None, token=Token(hashlib.sha256(secret.encode()).digest()), log=note)
+    server = await tcp_serve(serve, "127.0.0.1", 0, max_size=None, compression=None,
+                             process_request=door.process_request)
+    port = server.sockets[0].getsockname()[1]
+    door.hosts = Door.loopback_hosts(port)
+    return server, ["--remote", f"ws://127.0.0.1:{port}", "--remote-auth-token-env", TOKEN_ENV], {TOKEN_ENV: secret}
+
+
+async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path, tui_args: list[str],
+                 ctx_settings: Any) -> int:
     from ..proxy.endpoints import AppServer, WebSocketSide
     from ..proxy.observer import RecordingObserver
     from ..proxy.relay import Relay
 
-    path = sock_dir / "app-server.sock"
     log = open(sock_dir / "app-server.log", "ab")  # noqa: SIM115 - the backend's stderr, off the TUI's screen
     tui: asyncio.subprocess.Process | None = None
     relays: set[asyncio.Task[None]] = set()
 
-    def only_the_tui(sock: Any) -> str | None:
-        """Only the TUI this command started (its pid; the socket is 0600 in a 0700 directory besides)."""
-        return None if tui is not None and _peer_pid(sock) == tui.pid else "not the client codexr started"
-
     def note(line: str) -> None:
         log.write(f"codexr: {line}\n".encode())
         log.flush()
-
-    door = Door(peer=only_the_tui, log=note)  # a unix socket: no Host check (no name leads to it)
 
     async def serve(ws_conn: Any) -> None:
         backend = await AppServer.start(argv, cwd=ws, env=env, stderr=log)
@@ -149,14 +179,9 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
         finally:
             relays.discard(task)
 
-    old = os.umask(0o077)
+    server, remote, tui_env = await _open_door(serve, sock_dir, note, lambda: tui.pid if tui is not None else None)
     try:
-        server = await unix_serve(serve, str(path), max_size=None, compression=None,
-                                  process_request=door.process_request)
-    finally:
-        os.umask(old)
-    try:
-        tui = await asyncio.create_subprocess_exec(argv[0], "--remote", f"unix://{path}", *tui_args, cwd=ws, env=env)
+        tui = await asyncio.create_subprocess_exec(argv[0], *remote, *tui_args, cwd=ws, env={**env, **tui_env})
         loop = asyncio.get_running_loop()
 
         def pass_on(sig: int) -> None:  # a SIGTERM or SIGHUP of codexr ends the TUI, which restores the terminal

@@ -193,7 +193,16 @@ def one_name_per_file(deletes: list[Action], writes: list[Action], leaves: list[
                                                 "both names for one)", d.target, d.current))
         else:
             out_deletes.append(d)
-    return out_deletes, out_writes, leaves
+    # A write whose file stands under another spelling the target does not mention (no delete was planned for it):
+    # the same rename first, else the write would find "its" path taken and leave it.
+    spelled_now = {key(p): p for p, e in current.items() if is_captured(e)}
+    for w in out_writes:
+        p = spelled_now.get(key(w.path))
+        if w.respell is None and p is not None and p != w.path:
+            w.respell, w.current = p, current[p]
+            w.reason = f"renamed from {p}" + ("" if _same_content(w.target, current[p]) else ", content differs")
+    renamed = {w.respell for w in out_writes if w.respell is not None}
+    return out_deletes, out_writes, [a for a in leaves if a.path not in renamed]
 
 
 def _same_content(t: Entry | None, s: Entry | None) -> bool:
