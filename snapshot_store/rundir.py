@@ -1,19 +1,21 @@
 """This user's private runtime directory and the lock files in it: where the change monitor's socket lies, and the
 app's resident server's (app/server/runtime.py builds on these; the store never imports the app).
 
-Imports: `os` only (app/launch.py pays for what it imports in every one-shot command).
+Imports: `os` and `sys` only, both loaded before any script runs (app/launch.py pays for what it imports in every
+one-shot command).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 TYPE_CHECKING = False  # not `typing`'s: importing typing costs ~15 ms (it imports re); mypy reads this name as True
 if TYPE_CHECKING:
     from typing import Any
 
-#: The longest socket path AF_UNIX takes (sun_path is 108 bytes with its NUL).
-SOCKET_MAX = 107
+#: The longest socket path AF_UNIX takes: sun_path is 108 bytes with its NUL on Linux, 104 on Darwin and the BSDs.
+SOCKET_MAX = 107 if sys.platform.startswith("linux") else 103
 
 
 def runtime_dir(create: bool = True) -> str | None:

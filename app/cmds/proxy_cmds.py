@@ -89,7 +89,8 @@ def private_socket_dir() -> Path:
 
 def unix_peers_known() -> bool:
     """Whether this system says which process is at the other end of a unix socket (Linux: SO_PEERCRED, /proc):
-    without it a socket's client cannot be told from another process of the user, so nothing is served."""
+    without it a socket's client cannot be told from another process of the user, so no unix socket is served
+    (`codexr codex` takes loopback TCP with a token instead)."""
     import socket
 
     return hasattr(socket, "SO_PEERCRED") and os.path.isdir("/proc/self/fd")
@@ -146,7 +147,8 @@ async def _open_door(serve: Any, sock_dir: Path, note: Callable[[str], None],
             os.umask(old)
         return server, ["--remote", f"unix://{path}"], {}
     secret = secrets.token_urlsafe(32)
-    door = Door(peer=lambda _sock: None, token=Token(hashlib.sha256(secret.encode()).digest()), log=note)
+    door = Door(peer=lambda _sock: None, hosts=frozenset(),  # no Host admitted until the port is known
+                token=Token(hashlib.sha256(secret.encode()).digest()), log=note)
     server = await tcp_serve(serve, "127.0.0.1", 0, max_size=None, compression=None,
                              process_request=door.process_request)
     port = server.sockets[0].getsockname()[1]
