@@ -170,35 +170,43 @@ def test_ignore_rules_match_every_spelling_on_such_a_volume(volume: Path, tmp_pa
 # ------------------------------------------------------------------ through the real Codex: rewind and redo
 
 
-def test_rewind_and_redo_of_the_agents_case_only_git_mv(volume: Path, rigs: RigFactory) -> None:
-    rig = rigs.make(git_repo=True, files={"Readme.md": "hello\n", "app.py": "print(1)\n"}, ws_in=volume)
-    rigs.model.script("fold-mv", [shell("git mv Readme.md README.md"), message("renamed")])
+NFD_NAME = unicodedata.normalize("NFD", "Café.md")
+SCENARIOS = {
+    # name: (files before, the agent's turn, the files after it)
+    "git-mv": ({"Readme.md": "hello\n"}, [shell("git mv Readme.md README.md")], {"README.md": b"hello\n"}),
+    "plain-rename": ({"Readme.md": "hello\n"},
+                     [shell("python3 -c \"import os; os.rename('Readme.md', 'README.md')\"")],
+                     {"README.md": b"hello\n"}),
+    "delete-and-recreate": ({"NOTES.txt": "mine\n"}, [shell("rm NOTES.txt && echo theirs > notes.txt")],
+                            {"notes.txt": b"theirs\n"}),
+    "patch-another-spelling": ({"Readme.md": "one\ntwo\n"}, [update_file("readme.md", "two", "TWO")],
+                               {"Readme.md": b"one\nTWO\n"}),
+    "unicode-form-rename": ({"Café.md": "crème\n"},  # composed (NFC), as typed here
+                            [shell(f"python3 -c \"import os; os.rename('Caf\\u00e9.md', '{NFD_NAME}')\"")],
+                            {NFD_NAME: "crème\n".encode()}),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_rewind_and_redo_through_the_real_codex(volume: Path, rigs: RigFactory, scenario: str) -> None:
+    """The agent changes a name's spelling (or writes through another one) in a turn; rewind before the turn gives
+    back the files under their own names, deleting nothing; redo brings the turn's names back, with no conflict."""
+    files, steps, after = SCENARIOS[scenario]
+    rig = rigs.make(git_repo=True, files={**files, "app.py": "print(1)\n"}, ws_in=volume)
+    trigger = f"fold-{scenario}"
+    rigs.model.script(trigger, [*steps, message("done")])
     s = rig.session
     tid = s.start_thread()
-    rig.turn(tid, "fold-mv: rename the readme")
-    assert _listed(rig.ws) == {"README.md": b"hello\n", "app.py": b"print(1)\n"}
+    before = _listed(rig.ws)
+    rig.turn(tid, f"{trigger}: go")
+    assert _listed(rig.ws) == {**after, "app.py": b"print(1)\n"}
 
     r = s.rewind(tid, 1)
-    assert r.restore is not None and r.restore.deleted == []
-    assert _listed(rig.ws) == {"Readme.md": b"hello\n", "app.py": b"print(1)\n"}
+    assert r.restore is not None and r.restore.deleted == [], r.restore.deleted if r.restore else None
+    assert _listed(rig.ws) == before
     red = s.redo(r.thread_id)
     assert red.changed_since_rewind == []  # no false conflict
-    assert _listed(rig.ws) == {"README.md": b"hello\n", "app.py": b"print(1)\n"}
-
-
-def test_rewind_of_an_agent_patch_through_another_spelling(volume: Path, rigs: RigFactory) -> None:
-    rig = rigs.make(git_repo=True, files={"Readme.md": "one\ntwo\n"}, ws_in=volume)
-    rigs.model.script("fold-patch", [update_file("readme.md", "two", "TWO"), message("edited")])
-    s = rig.session
-    tid = s.start_thread()
-    rig.turn(tid, "fold-patch: edit the readme")
-    assert _listed(rig.ws) == {"Readme.md": b"one\nTWO\n"}
-
-    r = s.rewind(tid, 1)
-    assert r.restore is not None and r.restore.deleted == []
-    assert _listed(rig.ws) == {"Readme.md": b"one\ntwo\n"}
-    s.redo(r.thread_id)
-    assert _listed(rig.ws) == {"Readme.md": b"one\nTWO\n"}
+    assert _listed(rig.ws) == {**after, "app.py": b"print(1)\n"}
 
 
 @pytest.mark.parametrize("when", [1, 2])
