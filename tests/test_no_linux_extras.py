@@ -84,6 +84,12 @@ def test_the_resident_server_says_why_it_is_off(tmp_path: Path) -> None:
                              env=env, capture_output=True, text=True, timeout=60)
     assert capture.returncode == 0 and '"file_count": 1' in capture.stdout, capture.stderr
     assert list(runtime.iterdir()) == []  # a one-shot command spawned no server that would only die
+    doctor = subprocess.run([sys.executable, "-m", "app", "doctor"], cwd=tmp_path / "ws", env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in doctor.stderr
+    lines = doctor.stdout.splitlines()
+    assert any(line.startswith("ok    resident server: off here") for line in lines), doctor.stdout
+    assert any(line.startswith("ok    change journal: none on") for line in lines), doctor.stdout
 
 
 def test_the_official_tui_is_served_on_loopback_with_a_per_launch_token(tmux: Tmux, tmp_path: Path) -> None:

@@ -204,12 +204,15 @@ def _store_check(ctx: Context) -> Check:
 def _server_check() -> Check:
     """Whether one-shot commands run in the resident server (app/launch.py); never a failure."""
     from ..server.oneshot import server_wanted
-    from ..server.runtime import RUNTIME_HOW, server_unavailable, socket_path
+    from ..server.runtime import RUNTIME_HOW, platform_problem, server_unavailable, socket_path
     from .server_cmds import servers
 
     if not server_wanted(["doctor"]):
         return Check("server", "ok", "resident server: off (CODEXR_SERVER=0 or interpreter options): every "
                      "command imports everything itself")
+    platform = platform_problem()
+    if platform is not None:  # nothing to fix: this system runs every command by itself
+        return Check("server", "ok", f"resident server: off here ({platform}): every command runs by itself")
     why = server_unavailable()
     if why is not None:
         runtime = why.startswith("no runtime directory")
