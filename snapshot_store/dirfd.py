@@ -114,6 +114,26 @@ class DirCache:
         if name not in names:
             raise FileNotFoundError(errno.ENOENT, "not listed under this spelling", rel)
 
+    def listed_spelling(self, rel: str) -> str | None:
+        """On a folding volume, `rel` with its last name as its directory lists it (None: no such entry, or the
+        directory itself is not reached under this spelling)."""
+        parent, _, name = rel.rpartition("/")
+        try:
+            fd = self.dir_fd(parent)
+        except (OSError, SymlinkInPath, DirChanged):
+            return None
+        names = self._listed.get(parent)
+        if names is None:
+            try:
+                names = self._listed[parent] = frozenset(os.listdir(fd))
+            except OSError:
+                return None
+        if name in names:
+            return rel
+        key = self.folding.key(name)
+        found = next((n for n in names if self.folding.key(n) == key), None)
+        return None if found is None else (f"{parent}/{found}" if parent else found)
+
     def close(self) -> None:
         """Close every fd."""
         for fd in self._fds.values():

@@ -528,7 +528,7 @@ def _cover(tree: DirCache, walked: _Walked, ignore: Ignore, paths: Iterable[str]
     listed = {tree.folding.key(p): p for p in walk_stats} if tree.folding.any else None
     for rel in paths:
         if listed is not None and rel not in walk_stats:
-            rel = listed.get(tree.folding.key(rel), rel)
+            rel = listed.get(tree.folding.key(rel)) or tree.listed_spelling(rel) or rel
         if rel in covered:
             continue
         covered.add(rel)
