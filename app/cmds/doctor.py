@@ -226,6 +226,27 @@ def _server_check() -> Check:
     return Check("server", "ok", f"resident server: running, pid {mine[0]['pid']}{rss} ({path})")
 
 
+def _path_check() -> Check:
+    """Which `codexr` a shell runs: this one, or another first on PATH (the Rust fork's npm package `codex-rewind`
+    installs a `codexr` too, with its own store beside this one's in CODEX_HOME/file_snapshots)."""
+    import shutil
+
+    found = shutil.which("codexr")
+    if found is None:
+        return Check("path", "ok", "codexr is not on PATH (run it as python3 bootstrap.py codexr, or from .venv/bin)")
+    try:
+        with open(found, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        head = b""
+    if b"app.launch" in head or b"app.cli" in head:
+        return Check("path", "ok", f"codexr on PATH: {found}")
+    real = os.path.realpath(found)
+    other = " (the npm package codex-rewind, a Rust fork with its own store)" if "codex-rewind" in real else ""
+    return Check("path", "warn", f"the codexr first on PATH is another program: {real}{other}",
+                 f"run this one as {sys.executable} -m app, or put its directory first on PATH")
+
+
 def _platform_checks() -> list[Check]:
     """What this system gives codexr, one line each (never a failure): how the workspace's volume compares names,
     and whether changes are journaled."""
@@ -296,7 +317,7 @@ def doctor(ctx: Context, args: argparse.Namespace) -> int:
     if home_ok:
         checks.append(_store_check(ctx))
     checks.append(_server_check())
-    checks += _platform_checks()
+    checks += [_path_check(), *_platform_checks()]
     ok = all(c.status != "fail" for c in checks)
     if ctx.json:
         ctx.emit({"ok": ok, "checks": [asdict(c) for c in checks]})
