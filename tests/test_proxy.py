@@ -330,3 +330,49 @@ def test_a_revert_that_would_delete_another_live_sessions_file_is_refused_naming
     docs = [json.loads(p.read_text()) for p in sidecars.glob("*.json")]
     assert not any(d.get("forked_from") == thread for d in docs), "a fork was made for a refused revert"
     assert next(d for d in docs if d["thread_id"] == thread)["redo"] == []
+
+
+def test_the_line_after_a_revert_numbers_the_prompt_as_the_client_shows_it(model: ScriptedModel,
+                                                                           tmp_path: Path) -> None:
+    """Two prompts ran with the plain Codex (no snapshots: conversation only), two more through codexr; a revert
+    before the fourth says "before prompt 4" as the client counts its prompts (not "2" as codexr's snapshots do),
+    names the files that went back, and reads as an addition to the official TUI's own line, not a contradiction."""
+    from codex_cli_bin import bundled_codex_path  # type: ignore[import-untyped]
+    from test_proxy_frames import initialize, peer
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = proxy_env(model, tmp_path / "home")
+    for n, step in (("one", message("one")), ("two", message("two")), ("three", add_file("b.txt", "b\n")),
+                    ("four", add_file("c.txt", "c\n"))):
+        model.script(f"numbered {n}", [step, message(f"{n} done")])
+    direct, thread = through_shim(ws, env, codex_bin=Path(bundled_codex_path()))
+    try:
+        for n in ("one", "two"):
+            assert run_turn(direct, thread, f"numbered {n}")["status"] == "completed"
+    finally:
+        direct.close()
+    with peer([sys.executable, "-m", "app.cli", "app-server"], ws, env, tmp_path / "err") as client:
+        client.send(initialize(1))
+        assert "result" in client.answer(1)
+        client.send({"id": 2, "method": "thread/resume", "params": {
+            "threadId": thread, "cwd": str(ws), "approvalPolicy": "never", "sandbox": "danger-full-access"}})
+        assert "result" in client.answer(2)
+        turns = []
+        for rid, n in ((3, "three"), (4, "four")):
+            client.send({"id": rid, "method": "turn/start",
+                         "params": {"threadId": thread, "input": [{"type": "text", "text": f"numbered {n}"}]}})
+            turn = str(client.answer(rid)["result"]["turn"]["id"])
+            client.until(lambda m, turn=turn: m.get("method") == "turn/completed" and m["params"]["turn"]["id"] == turn)
+            turns.append(turn)
+        assert (ws / "c.txt").exists()
+        client.send({"id": 5, "method": "thread/revert", "params": {"threadId": thread, "beforeTurnId": turns[1]}})
+        assert "result" in client.answer(5)
+        note = client.until(lambda m: m.get("method") == "error"
+                            and "codexr:" in str(m["params"]["error"]["message"]))
+        client.close()
+    line = str(note["params"]["error"]["message"])
+    assert line.startswith("codexr: the files went back as well, to before prompt 4: c.txt (0 files written, 1 "
+                           "deleted);"), line
+    assert f"codexr redo --thread {thread}" in line
+    assert not (ws / "c.txt").exists() and (ws / "b.txt").exists()

@@ -265,7 +265,7 @@ def test_the_line_saying_files_were_restored_comes_before_the_proxys_bookkeeping
         sidecar = sidecars / f"{thread}.json"
         assert "error" not in client.ask("thread/revert", {"threadId": thread, "beforeTurnId": first_id})
         client.notes.clear()
-        client.until("error", "files restored")
+        client.until("error", "files went back")
         # The official TUI redraws the reverted thread on `thread/reverted`, over anything drawn before it.
         assert any(n.get("method") == "thread/reverted" for n in client.notes), "the line came before thread/reverted"
         prompts_then = len(json.loads(sidecar.read_text())["turns"])
@@ -323,8 +323,8 @@ def test_the_fork_a_revert_keeps_the_conversation_in_is_never_shown_to_the_clien
             thread, turn = client.one_prompt(ws, f"hidden fork {trial}")
             client.notes.clear()
             assert "error" not in client.ask("thread/revert", {"threadId": thread, "beforeTurnId": turn})
-            line = json.dumps(client.until("error", "files restored"))
-            fork = line.split("undone prompts are in thread ")[1][:36]
+            line = json.dumps(client.until("error", "files went back"))
+            fork = line.split("undone prompts stay in thread ")[1][:36]
             seen = [n.get("method") for n in client.notes if fork in json.dumps(n)]
         finally:
             client.close()

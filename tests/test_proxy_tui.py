@@ -142,10 +142,10 @@ def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmu
         tmux.keys("Left")
         time.sleep(0.5)
         tmux.keys("Enter")
-        shown = tmux.wait(lambda s: "files restored to before prompt 1" in s, "codexr's line about the files")
+        shown = tmux.wait(lambda s: "files went back as well, to before prompt 1" in s, "codexr's line about the files")
         assert tree(ws) == before_one, "the files are not as they were before prompt 1"
         assert "Conversation reverted" in shown
-        fork = re.search(r"undone prompts are in thread ([0-9a-f-]{36})", shown.replace("\n", ""))
+        fork = re.search(r"undone prompts stay in thread ([0-9a-f-]{36})", shown.replace("\n", ""))
         assert fork is not None, shown
 
         # the official TUI's own commands pass through unchanged (the composer holds the reverted prompt: cleared)

@@ -27,6 +27,19 @@ CWD_METHODS = frozenset({"thread/start", "thread/resume", "thread/fork"})
 T = TypeVar("T")
 
 
+def revert_line(thread_id: str, fork: str, done: Any, number: int | None) -> str:
+    """The one line after the client's revert (Esc Esc in the official TUI, whose own line says it left the files
+    alone): codexr put them back too, which ones, and how to undo it."""
+    from ..shared.lines import files_restored, some_paths
+
+    where = f"before prompt {number}" if number is not None else "before the prompt you went back to"
+    changed = [*done.result.written, *done.result.deleted]
+    what = (f"{some_paths(changed)} ({files_restored(done.result)})" if changed
+            else "none of them had changed")
+    return (f"the files went back as well, to {where}: {what}; `codexr redo --thread {thread_id}` brings them back "
+            f"(the undone prompts stay in thread {fork})")
+
+
 @dataclass
 class _Turn:
     thread_id: str
@@ -76,7 +89,8 @@ class RecordingObserver(Observer):
         self._ephemeral_asks: set[Any] = set()  # thread/start requests of ephemeral threads (titles): not recorded
         self._ephemeral: set[str] = set()
         self._hidden: set[str] = set()  # forks the proxy made: their notifications are not the client's
-        self._reverts: dict[Any, tuple[str, str, str, Any]] = {}  # thread/revert id -> thread, turn, fork, files
+        # thread/revert id -> thread, turn, fork, files, the prompt's number as the client shows it
+        self._reverts: dict[Any, tuple[str, str, str, Any, int | None]] = {}
         self._tasks: set[asyncio.Future[None]] = set()  # what runs after a frame was forwarded
         self._lines: dict[str, Callable[[], Any]] = {}  # reverted thread -> its line, sent after thread/reverted
         self._reverting = False  # a revert was started here (closed() settles one left unsettled)
@@ -221,8 +235,34 @@ class RecordingObserver(Observer):
                 with contextlib.suppress(Exception):
                     await self.relay.request("thread/archive", {"threadId": kept["fork"]}, timeout=10)
             return refuse(f"{exc}; nothing was reverted")
-        self._reverts[msg["id"]] = (thread_id, before, kept["fork"], done)
+        number = await self._prompt_number(thread_id, before)
+        self._reverts[msg["id"]] = (thread_id, before, kept["fork"], done, number)
         return Verdict(msg)
+
+    async def _prompt_number(self, thread_id: str, before: str) -> int | None:
+        """Which prompt `before` is as the client shows the thread: its place among the thread's turns that hold a
+        user message (those that ran outside codexr too, which have no snapshot), asked of Codex; None: unknown."""
+        count, cursor = 0, None
+        try:
+            for _page in range(1000):
+                page = await self.relay.request("thread/turns/list", {
+                    "threadId": thread_id, "cursor": cursor, "limit": 100, "sortDirection": "asc",
+                    "itemsView": "summary"}, timeout=10)
+                for turn in page.get("data") or []:
+                    if not isinstance(turn, dict):
+                        continue
+                    items = turn.get("items") or []
+                    if items and not any(isinstance(i, dict) and i.get("type") == "userMessage" for i in items):
+                        continue  # a turn no prompt started (a review's, a shell command's): not numbered
+                    count += 1
+                    if turn.get("id") == before:
+                        return count
+                cursor = page.get("nextCursor")
+                if not cursor:
+                    return None
+        except (RuntimeError, ConnectionError, TimeoutError):
+            return None
+        return None
 
     async def _keep(self, thread_id: str) -> str:
         """The whole conversation kept before a revert: a fork of the thread, its notifications kept from the
@@ -269,7 +309,7 @@ class RecordingObserver(Observer):
         except Exception as exc:  # the journal stays: the next codexr command settles it (Codex asked)
             self.relay.log(f"the revert's held restore is left for the next codexr command: {exc}")
 
-    def _line_after_revert(self, thread_id: str, before: str, fork: str, done: Any) -> None:
+    def _line_after_revert(self, thread_id: str, before: str, fork: str, done: Any, number: int | None) -> None:
         """Tell the client what happened to the files once Codex's `thread/reverted` has passed: the official TUI
         redraws the reverted thread on it, and a line that came before was drawn over (seen 3 runs in 4 when sent
         right after the answer). Without that notification within a second, the line goes anyway."""
@@ -279,9 +319,7 @@ class RecordingObserver(Observer):
             nonlocal sent
             if not sent:
                 sent = True
-                await self._warn(f"files restored to before prompt {done.number} — {done.written} written, "
-                                 f"{done.deleted} deleted; `codexr redo --thread {thread_id}` brings them back "
-                                 f"(the undone prompts are in thread {fork})", thread_id, before)
+                await self._warn(revert_line(thread_id, fork, done, number), thread_id, before)
 
         def late() -> None:
             if self._lines.get(thread_id) is line:
@@ -322,7 +360,7 @@ class RecordingObserver(Observer):
             if reverted is not None:
                 if "error" not in msg:
                     self._line_after_revert(*reverted)
-                self._later(self._reverted(msg, *reverted))  # after this answer reaches the client
+                self._later(self._reverted(msg, *reverted[:4]))  # after this answer reaches the client
             return Verdict(msg)
         if msg.get("method") == "thread/reverted" and thread_of(msg) in self._lines:
             self._later(self._lines.pop(str(thread_of(msg)))())  # once the client has redrawn the thread

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..codex.context_window import context_detail
@@ -102,6 +102,17 @@ def restored_counts(res: RestoreResult) -> str:
     """What a restore, rewind or redo did to the files, as line mode says it: `2 written, 1 deleted, 0 left
     alone`."""
     return f"{len(res.written)} written, {len(res.deleted)} deleted, {len(res.left)} left alone"
+
+
+def some_paths(paths: Sequence[str], shown: int = 3) -> str:
+    """A few paths, then how many more: `a.txt, b.txt and 4 more` (`no file` for none)."""
+    if not paths:
+        return "no file"
+    names = [show_path(p) for p in paths[:shown]]
+    rest = len(paths) - len(names)
+    if rest:
+        return f"{', '.join(names)} and {rest} more"
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def files_restored(res: RestoreResult) -> str:
