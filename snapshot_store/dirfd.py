@@ -108,11 +108,15 @@ class DirCache:
         """Raise FileNotFoundError unless `name` is listed as it is spelled (a folding volume only)."""
         if not self.folding.any:
             return
+        if name not in self._names(dir_fd, rel_dir):
+            raise FileNotFoundError(errno.ENOENT, "not listed under this spelling", rel)
+
+    def _names(self, dir_fd: int, rel_dir: str) -> frozenset[str]:
+        """The names directory `rel_dir` lists, listed once per capture."""
         names = self._listed.get(rel_dir)
         if names is None:
             names = self._listed[rel_dir] = frozenset(os.listdir(dir_fd))
-        if name not in names:
-            raise FileNotFoundError(errno.ENOENT, "not listed under this spelling", rel)
+        return names
 
     def listed_spelling(self, rel: str) -> str | None:
         """On a folding volume, `rel` with its last name as its directory lists it (None: no such entry, or the
@@ -122,12 +126,10 @@ class DirCache:
             fd = self.dir_fd(parent)
         except (OSError, SymlinkInPath, DirChanged):
             return None
-        names = self._listed.get(parent)
-        if names is None:
-            try:
-                names = self._listed[parent] = frozenset(os.listdir(fd))
-            except OSError:
-                return None
+        try:
+            names = self._names(fd, parent)
+        except OSError:
+            return None
         if name in names:
             return rel
         key = self.folding.key(name)

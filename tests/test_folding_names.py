@@ -261,9 +261,13 @@ def test_a_rename_that_must_not_replace_holds_on_a_volume_without_hard_links(tmp
             os.close(fd)
 
 
-def test_a_file_renamed_in_case_where_no_walk_looks_is_renamed_back(volume: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("told", [True, False], ids=["patch-names-it", "a-command-renamed-it"])
+def test_a_file_renamed_in_case_where_no_walk_looks_is_renamed_back(volume: Path, tmp_path: Path,
+                                                                     told: bool) -> None:
     """Below a directory the walk does not enter (node_modules) only known paths are captured, so the target never
-    witnessed the new spelling absent: the restore still renames the one file back and writes it, deleting nothing."""
+    witnessed the new spelling absent. Whether the capture after the rename was told the new name (a patch) or
+    not (a shell command: only the old spelling is known), the file is captured under the name its directory
+    lists, and the restore renames the one file back and writes it, deleting nothing."""
     home, ws = tmp_path / "home", volume / "ws"
     make_repo(ws, {"a.txt": "a\n"})
     (ws / "node_modules" / "p").mkdir(parents=True)
@@ -272,25 +276,7 @@ def test_a_file_renamed_in_case_where_no_walk_looks_is_renamed_back(volume: Path
         before = store.at(ws).capture(known_paths=["node_modules/p/Readme.md"])
         os.rename(ws / "node_modules" / "p" / "Readme.md", ws / "node_modules" / "p" / "README.md")
         (ws / "node_modules" / "p" / "README.md").write_text("v2\n")
-        store.at(ws).capture(known_paths=["node_modules/p/README.md"])
-        done = store.at(ws).restore(before.id)
-        assert done.deleted == [] and done.left == [], [(a.path, a.reason) for a in done.left]
-    assert os.listdir(ws / "node_modules" / "p") == ["Readme.md"]
-    assert (ws / "node_modules" / "p" / "Readme.md").read_text() == "v1\n"
-
-
-def test_a_known_file_renamed_in_case_by_a_command_is_still_captured(volume: Path, tmp_path: Path) -> None:
-    """Below a directory the walk does not enter, a known file renamed in case by a shell command (no patch says
-    the new name) is captured under the name its directory lists, so the restore renames it back."""
-    home, ws = tmp_path / "home", volume / "ws"
-    make_repo(ws, {"a.txt": "a\n"})
-    (ws / "node_modules" / "p").mkdir(parents=True)
-    (ws / "node_modules" / "p" / "Readme.md").write_text("v1\n")
-    with Store.open(home / "file_snapshots") as store:
-        before = store.at(ws).capture(known_paths=["node_modules/p/Readme.md"])
-        os.rename(ws / "node_modules" / "p" / "Readme.md", ws / "node_modules" / "p" / "README.md")
-        (ws / "node_modules" / "p" / "README.md").write_text("v2\n")
-        after = store.at(ws).capture()  # knows only the old spelling, from the snapshot before
+        after = store.at(ws).capture(known_paths=["node_modules/p/README.md"] if told else [])
         held = {p: e for p, e in (after.files or {}).items() if is_captured(e)}
         assert "node_modules/p/README.md" in held and "node_modules/p/Readme.md" not in held
         done = store.at(ws).restore(before.id)
