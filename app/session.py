@@ -92,7 +92,8 @@ class Session:
             approval_timeout=opts.settings.file_snapshots.approval_timeout_seconds, open_item=running.open_item)
         self.recording.start()
         self.gc = AutoGc(self.store_dir, opts.codex_home, opts.settings, self.tracking, self.connection.notice)
-        self.thread_list = Threads(self.connection, self.choices, self.sidecars, self.last, self.cwd)
+        self.thread_list = Threads(self.connection, self.choices, self.sidecars, self.last, self.cwd,
+                                   opts.codex_home)
         self.turns = TurnRunner(self.connection, self.recorder, self.thread_list, self.choices, running, self.gc)
         self.rewinder = Rewinder(self.connection, self.recorder, self.thread_list, self.choices, self.lock, self.gc,
                                  opts.codex_home)

@@ -97,9 +97,15 @@ def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None) -
     from ..session import Session
     from .context import say_recovery
 
-    session = Session(opts, approval=approval)
+    session = Session(opts, approval=approval, on_notice=_say_attached)
     session.store.on_recovery = say_recovery  # an interrupted restore this command finishes is never silent
     return session
+
+
+def _say_attached(method: str, params: dict[str, Any]) -> None:
+    """A command that works through Codex's daemon says so (app/services/threads.py), on stderr."""
+    if method == "codexr/attached":
+        print(f"codexr: {params.get('message')}", file=sys.stderr)
 
 
 def _decline_noninteractive(req: ApprovalRequest) -> str:

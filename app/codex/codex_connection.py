@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -89,6 +91,9 @@ class CodexConnection:
         env.setdefault("CODEX_HOME", str(codex_home))
         self._config = CodexConfig(codex_bin=codex_bin, cwd=str(cwd), env=env, config_overrides=config_overrides,
                                    client_name=CLIENT_NAME, client_title="codex-rewind")
+        self._own = self._config
+        #: Where this connection works through Codex's managed daemon: "pid N" of the daemon; None: its own Codex.
+        self.attached: str | None = None
         self.client = self._start()
 
     def restart(self) -> None:
@@ -100,6 +105,34 @@ class CodexConnection:
         """
         if self._closed:
             raise SessionError("Codex was closed")
+        self._config, self.attached = self._own, None  # a daemon that went away no longer holds anything
+        self._replace()
+
+    def attach_daemon(self, codex_home: Path) -> str:
+        """Work through Codex's managed daemon from now on, in place of this connection's own app-server: the daemon
+        holds a thread this one may not open (app/codex/daemon.py). Returns "pid N" of the daemon; SessionError with
+        the reason when codexr may not (its socket or its rights fail a check, or it does not answer)."""
+        from .daemon import Unavailable, connect, control_socket
+
+        try:
+            path = control_socket(codex_home)
+            probe, pid = connect(path)  # checked here to say why in one line; the bridge checks its own again
+            probe.close()
+        except Unavailable as exc:
+            raise SessionError(str(exc)) from None
+        bridge = (sys.executable, "-m", "app.codex.attach", path)
+        self._config = dataclasses.replace(self._own, launch_args_override=bridge)
+        self.attached = f"pid {pid}"
+        try:
+            self._replace()
+        except SessionError:
+            self._config, self.attached = self._own, None  # back to a Codex of its own, which the caller goes on with
+            self._replace()
+            raise
+        return self.attached
+
+    def _replace(self) -> None:
+        """A new client in place of the current one, started from `_config`."""
         with contextlib.suppress(Exception):
             self.client.close()
         self._catalog = None  # asked again of the new process

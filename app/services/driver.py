@@ -134,6 +134,8 @@ class Driver:
         self._runner: threading.Thread | None = None
         # threads whose edits the user accepted "for this session": Codex would ask again for another file
         self._edits_accepted: set[str] = set()
+        #: The thread the user asked for at start that could not be opened: prompts wait for /resume or /new.
+        self._unopened: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> bool:
@@ -154,7 +156,7 @@ class Driver:
                 self.load(self.thread_id, reason="resumed")
         except SessionError as exc:
             self.emit(Notice(str(exc), "error"))
-            self.thread_id = None
+            self._unopened, self.thread_id = self.thread_id, None  # a prompt now must not start another conversation
         self._runner = threading.Thread(target=self._run_queue, daemon=True, name="codexr-turns")
         self._runner.start()
         self.emit(Ready(self.status()))
@@ -175,6 +177,11 @@ class Driver:
         if self.session is None:
             raise SessionError("Codex is not running")
         return self.session
+
+    @property
+    def unopened(self) -> str | None:
+        """The thread asked for at start that could not be opened (prompts are refused until /resume or /new)."""
+        return self._unopened if self.thread_id is None else None
 
     @property
     def busy(self) -> bool:
@@ -207,7 +214,13 @@ class Driver:
 
     # ------------------------------------------------------------------ prompts
     def submit(self, text: str, images: tuple[str, ...] | list[str] = ()) -> None:
-        """Queue a prompt, with image files to send with it (runs after the current turn). Never blocks."""
+        """Queue a prompt, with image files to send with it (runs after the current turn). Never blocks.
+
+        SessionError (nothing queued) while the thread the user asked for at start could not be opened: the prompt
+        would otherwise begin another conversation unasked."""
+        if self.unopened is not None:
+            raise SessionError(f"not sent: thread {self.unopened} could not be opened (see above); /resume opens it "
+                               "or another, /new starts a new conversation")
         self._enqueue(Job("prompt", text, tuple(images)))
 
     def _enqueue(self, job: Job) -> None:
@@ -325,6 +338,10 @@ class Driver:
             return
         with self._ops:
             s = self._need()
+            if self.unopened is not None:  # typed before Codex was up, then the thread asked for failed to open
+                self.emit(Notice(f"not sent: {text[:60]!r}: thread {self.unopened} could not be opened; /resume opens "
+                                 "it or another, /new starts a new conversation", "error"))
+                return
             if self.thread_id is None:
                 try:
                     self.thread_id = s.start_thread()
@@ -445,7 +462,7 @@ class Driver:
             return
         if method == "codexr/gcFailed":
             self.emit(Notice(f"automatic gc failed: {params.get('message')}", "warning"))
-        elif method == "codexr/continued":
+        elif method in ("codexr/continued", "codexr/attached"):
             self.emit(Notice(str(params.get("message") or "")))
         elif method in ("warning", "configWarning"):
             text = params.get("message") or params.get("summary") or ""
@@ -510,7 +527,7 @@ class Driver:
             events = self.transcript(tid)
             if tid != self.thread_id:
                 self._context = None  # Codex reports a thread's usage with its next model response
-            self.thread_id = tid
+            self.thread_id, self._unopened = tid, None
             self._prompt_count = sum(1 for e in events if isinstance(e, UserPrompt))
             self.emit(ThreadLoaded(tid, tuple(events), reason, composer))
             self.emit(StatusChanged(self.status()))
@@ -530,7 +547,7 @@ class Driver:
     def new_thread(self) -> None:
         """Start afresh: the next prompt begins a new thread."""
         self._idle("start a new thread")
-        self.thread_id = None
+        self.thread_id = self._unopened = None
         self._prompt_count = 0
         self._context = None
         self.emit(ThreadLoaded("", (), "new"))

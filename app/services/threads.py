@@ -13,6 +13,7 @@ from typing import Any
 
 from ..codex.codex_connection import CodexConnection, dump_payload
 from ..codex.codex_sdk import CodexError, JsonRpcError, ThreadSourceKind, TransportClosedError
+from ..codex.daemon import STOP, Holder, held_elsewhere, holder
 from ..codex.translate import is_prompt_turn, is_sub_turn
 from ..errors import CodexGone, SessionError
 from ..recording.sidecar import Sidecars, ThreadSidecar
@@ -87,8 +88,9 @@ class Threads:
     """The threads of one workspace, through one Codex connection."""
 
     def __init__(self, conn: CodexConnection, choices: Choices, sidecars: Sidecars, last: LastThread,
-                 cwd: Path) -> None:
+                 cwd: Path, home: Path) -> None:
         self.conn, self.choices, self.sidecars, self.last, self.cwd = conn, choices, sidecars, last, cwd
+        self.home = home  # CODEX_HOME: where Codex's daemon and its writer locks are
         self.started: set[str] = set()  # threads this session started: no turn ran on them before ours
 
     def start_thread(self) -> str:
@@ -112,13 +114,49 @@ class Threads:
         return resolve_thread_id(ident, known)
 
     def resume_thread(self, thread_id: str) -> str:
-        """Load an existing thread into this Codex process (a no-op if already loaded)."""
+        """Load an existing thread into this Codex process (a no-op if already loaded).
+
+        A thread Codex's managed daemon holds (the official TUI ran it, CODEX_FACTS §11) is worked on through the
+        daemon from then on (app/codex/daemon.py); one held by another app-server is refused in one line that says
+        which process has it and what to do.
+        """
+        try:
+            return self._resume(thread_id)
+        except SessionError as exc:
+            if not held_elsewhere(str(exc)):
+                raise
+            who = holder(self.home, thread_id)
+            if self.conn.attached or (who is not None and not who.daemon):
+                raise self._held_line(thread_id, who) from exc
+            try:
+                pid = self.conn.attach_daemon(self.home)
+            except SessionError as why:
+                raise SessionError(f"thread {thread_id} is open in Codex's app-server daemon, and codexr does not "
+                                   f"work through it: {why}; quit the `codex` that has it and run `{STOP}`, then "
+                                   "try again") from exc
+            self.conn.notice("codexr/attached", {"threadId": thread_id, "message": (
+                f"thread {thread_id} is open in Codex's app-server daemon ({pid}): codexr works through it")})
+            try:
+                return self._resume(thread_id)
+            except SessionError as again:
+                if not held_elsewhere(str(again)):
+                    raise
+                raise self._held_line(thread_id, holder(self.home, thread_id)) from again
+
+    def _resume(self, thread_id: str) -> str:
         params = self.choices.thread_params(self.cwd)
         params["excludeTurns"] = True
         client = self.conn.client
         resp = self.conn.rpc(f"cannot resume thread {thread_id}", lambda: client.thread_resume(thread_id, params))
         self.choices.noted(resp, dump_payload(resp))
         return str(resp.thread.id)
+
+    @staticmethod
+    def _held_line(thread_id: str, who: Holder | None) -> SessionError:
+        """A thread another app-server has open, said so a user knows which one and what to do."""
+        where = f" ({who})" if who else ""
+        return SessionError(f"thread {thread_id} is open in another Codex app-server{where}: quit the codex or "
+                            f"codexr that has it open (for Codex's daemon: `{STOP}`), then try again")
 
     def archive_thread(self, thread_id: str) -> None:
         """Archive a thread (Codex moves its rollout; its sidecar and snapshots stay)."""

@@ -480,7 +480,9 @@ class LineMode:
                 if isinstance(self.reader, PipeReader):  # a script's prompts never go to a thread it did not name
                     p.line("error: no thread was resumed: nothing is read from the input")
                     return 2
-                p.line("no thread was resumed: your first prompt starts a new one")
+                unopened = getattr(self.driver, "unopened", None)
+                p.line(f"thread {unopened} was not opened: /resume opens it or another, /new starts a new "
+                       "conversation" if unopened else "no thread was resumed: your first prompt starts a new one")
             p.line("type a prompt, or /help")
             if self.first[0]:  # shown as if typed at the prompt
                 p.line(PROMPT + with_labels(*self.first))
@@ -546,15 +548,20 @@ class LineMode:
         """Send a prompt (with its images) and stay with it until it ends; Ctrl+C interrupts it."""
         try:
             check_images(images)
+            self.driver.submit(text, images)  # refused while the thread asked for at start could not be opened
         except StoreError as exc:  # one line, nothing sent; the text comes back to be sent again
             self.printer.line(f"error: {exc}")
             self.composer = text
             return
-        self._job(lambda: self.driver.submit(text, images))
+        self._follow_job()
 
     def _job(self, start: Callable[[], object]) -> None:
         """Queue a prompt, /compact or /review on the driver and follow it to its end (Ctrl+C interrupts it)."""
         start()
+        self._follow_job()
+
+    def _follow_job(self) -> None:
+        """Follow what was queued to its end (Ctrl+C interrupts it), keeping what was typed meanwhile."""
         with KeyWatch(self.stdin) as keys:
             self._follow(keys)
         self.type_ahead(keys)

@@ -519,7 +519,14 @@ class CodexrApp(App[int]):
         if self.driver is None:
             self._early.append((text, message.images))
         else:
-            self.driver.submit(text, message.images)
+            from ..errors import SessionError
+
+            try:
+                self.driver.submit(text, message.images)
+            except SessionError as exc:  # the thread asked for could not be opened: the text stays to send later
+                await self.say(str(exc), "error")
+                self.composer.set_text(text)
+                return
         if not idle or self.driver is None:
             # A prompt sent while nothing runs starts at once (its UserPrompt redraws the queue): shown as queued, the
             # line flashed up and away again, two layout passes between Enter and the answer (bench_tui.py)

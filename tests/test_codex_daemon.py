@@ -1,0 +1,333 @@
+"""codexr and the official Codex's managed app-server daemon (issue 33 §1): a thread the official TUI ran stays open
+in the daemon after the TUI quits, and codexr works on it through the daemon at once instead of failing "already has
+an active writer"; where codexr may not (a daemon confined otherwise, a socket not the user's), one line says why and
+what to do, and nothing changes.
+
+The official TUI is the pinned Codex's own, in tmux, against the scripted model; the workspace, the sidecar and the
+daemon's lock on disk are the proof.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from e2e_helpers import session_options
+from test_cli_agent import assert_one_line_error, show
+from test_driver import Events
+from test_tui_tmux import Tmux
+
+from app.codex.codex_bin import pinned_path
+from app.codex.daemon import Unavailable, control_socket, holder
+from app.codex.events import Notice, Ready, ThreadLoaded, TurnFinished, UserPrompt
+from app.codex.scripted_model import ScriptedModel, add_file, message, write_codex_home
+from app.errors import SessionError
+from app.services.driver import Driver
+from app.session import SessionOptions
+
+REPO = Path(__file__).parents[1]
+WAIT_S = 90.0
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the daemon's checks read /proc (Linux)")
+
+
+def codexr(ws: Path, env: dict[str, str], *args: str, timeout: float = WAIT_S,
+           prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*prefix, sys.executable, "-m", "app.cli", *args], cwd=ws, env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def processes_of(home: Path) -> list[int]:
+    """Pids of live processes started from `home` (the daemon runs a copy of Codex kept below CODEX_HOME)."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(home).encode() in cmd:
+                out.append(int(pid))
+    return out
+
+
+def stop_daemon(home: Path, env: dict[str, str]) -> None:
+    """Stop the daemon as a user would, then end what outlived that (its pid-update-loop can, CODEX_FACTS §11)."""
+    subprocess.run([str(pinned_path()), "app-server", "daemon", "stop"], env={**os.environ, **env},
+                   capture_output=True, timeout=30, check=False)
+    for pid in processes_of(home):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    t = Tmux(tmp_path)
+    yield t
+    t.kill()
+
+
+def official_tui(tmux: Tmux, ws: Path, env: dict[str, str], *args: str) -> Path:
+    """Run the pinned official `codex` (no --remote: it starts its managed daemon) in tmux, past its first screens;
+    returns the file its exit status is written to."""
+    rc_file = ws.parent / "tui-rc"
+    assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    tmux.start(f"trap true INT; cd {shlex.quote(str(ws))} && env -u COLUMNS -u LINES {assign} "
+               f"{shlex.quote(str(pinned_path()))} {' '.join(map(shlex.quote, args))}; "
+               f"echo $? > {shlex.quote(str(rc_file))}; sleep 600")
+    deadline = time.monotonic() + WAIT_S
+    quiet_since = None
+    while time.monotonic() < deadline:  # the trust question and the model announcement may come, late
+        screen = tmux.screen()
+        if "Use existing model" in screen:
+            tmux.keys("2", "Enter")
+            quiet_since = None
+        elif "Do you trust" in screen or "Trust this folder" in screen:
+            tmux.keys("1", "Enter")
+            quiet_since = None
+        elif "Ask Codex" in screen or "describe a task" in screen:
+            quiet_since = quiet_since or time.monotonic()
+            if time.monotonic() - quiet_since > 4:
+                return rc_file
+        time.sleep(0.3)
+    raise AssertionError(f"the official TUI did not settle:\n{tmux.screen()}")
+
+
+def prompt_in_tui(tmux: Tmux, text: str, answer: str) -> None:
+    tmux.type(text)
+    time.sleep(0.3)
+    deadline = time.monotonic() + WAIT_S
+    while True:  # a quick burst of keys can be taken as a paste: Enter again until the turn starts
+        tmux.keys("Enter")
+        try:
+            tmux.wait(lambda s: answer in s or "esc to interrupt" in s, "the turn to start", timeout=3)
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+    tmux.wait(lambda s: answer in s and "Worked for" in s.split(answer)[-1], f"the answer {answer!r}")
+
+
+def quit_tui(tmux: Tmux, rc_file: Path) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not rc_file.exists():
+        assert time.monotonic() < deadline, tmux.screen()
+        tmux.keys("C-c")
+        time.sleep(1.0)
+
+
+def sidecar(home: Path, thread: str) -> dict:
+    return json.loads((home / "file_snapshots" / "refs" / "threads" / f"{thread}.json").read_text())
+
+
+def test_a_thread_the_official_tui_left_in_its_daemon_is_worked_on_through_it(tmux: Tmux, tmp_path: Path) -> None:
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    with ScriptedModel() as model:
+        model.script("one", [add_file("a.txt", "a\n"), message("One done.")])
+        model.script("two", [add_file("b.txt", "b\n"), message("Two done.")])
+        model.script("three", [add_file("c.txt", "c\n"), message("Three done.")])
+        env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
+               "TERM": "xterm-256color", "CODEXR_SERVER": "0"}
+        try:
+            first = codexr(ws, env, "exec", "one", "--json")
+            assert first.returncode == 0, show(first)
+            thread = json.loads(first.stdout)["thread_id"]
+
+            rc_file = official_tui(tmux, ws, env, "resume", thread)
+            prompt_in_tui(tmux, "two", "Two done.")
+            quit_tui(tmux, rc_file)
+            held = holder(home, thread)
+            assert held is not None and held.daemon, f"the official TUI's daemon does not hold the thread: {held}"
+
+            # at once, while the daemon still holds it: the prompt runs, through the daemon, and is recorded
+            third = codexr(ws, env, "exec", "--last", "three")
+            assert third.returncode == 0, show(third)
+            assert f"thread {thread} is open in Codex's app-server daemon (pid {held.pid})" in third.stderr, show(third)
+            assert (ws / "c.txt").read_text() == "c\n" and (ws / "b.txt").exists()
+            turns = sidecar(home, thread)["turns"]
+            assert [t["prompt"] for t in turns] == ["one", "three"]
+            assert all(t.get("pre") and t.get("post") for t in turns), turns
+
+            # a rewind and its redo, both through the daemon, which still holds the thread
+            back = codexr(ws, env, "rewind", "--thread", thread, "--to", "3", "--yes", "--json")
+            assert back.returncode == 0, show(back)
+            assert not (ws / "c.txt").exists() and (ws / "b.txt").exists() and (ws / "a.txt").exists()
+            fork = json.loads(back.stdout)["thread_id"]
+            assert fork != thread  # the conversation went on in a fork; the original stays whole
+            redo = codexr(ws, env, "redo", "--thread", fork, "--yes", "--json")
+            assert redo.returncode == 0, show(redo)
+            assert (ws / "c.txt").read_text() == "c\n"
+            assert json.loads(redo.stdout)["thread_id"] == thread
+        finally:
+            stop_daemon(home, env)
+
+
+def test_a_daemon_confined_otherwise_is_not_worked_through(tmux: Tmux, tmp_path: Path) -> None:
+    """The daemon runs in this user's namespaces; a codexr in a network namespace of its own (as a sandboxed agent's
+    would be) must not hand its prompt to the daemon, which has the network: one line, exit 2, nothing runs."""
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    if subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare --net is not allowed here (needs root or user namespaces)")
+    with ScriptedModel() as model:
+        model.script("one", [add_file("a.txt", "a\n"), message("One done.")])
+        model.script("two", [add_file("b.txt", "b\n"), message("Two done.")])
+        env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
+               "TERM": "xterm-256color", "CODEXR_SERVER": "0"}
+        try:
+            first = codexr(ws, env, "exec", "one", "--json")
+            assert first.returncode == 0, show(first)
+            thread = json.loads(first.stdout)["thread_id"]
+            rc_file = official_tui(tmux, ws, env, "resume", thread)
+            prompt_in_tui(tmux, "two", "Two done.")
+            quit_tui(tmux, rc_file)
+            before = sidecar(home, thread)
+            confined = codexr(ws, env, "exec", "--last", "sneaky", prefix=("unshare", "--net"))
+            assert_one_line_error(confined, f"thread {thread} is open in Codex's app-server daemon",
+                                  "runs with other rights than this codexr", "net namespace",
+                                  "codex app-server daemon stop")
+            assert "sneaky" not in json.dumps(model.requests), "the prompt reached the model"
+            assert sidecar(home, thread) == before
+        finally:
+            stop_daemon(home, env)
+
+
+def test_a_control_socket_another_user_could_have_placed_is_refused(tmp_path: Path) -> None:
+    """The link in CODEX_HOME must lead to this user's socket in a directory only this user can write."""
+    home = tmp_path / "home"
+    (home / "app-server-control").mkdir(parents=True)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(shared / "daemon.sock"))
+    try:
+        (home / "app-server-control" / "app-server-control.sock").symlink_to(shared / "daemon.sock")
+        with pytest.raises(Unavailable, match="not a directory of yours with mode 700"):
+            control_socket(home)
+        shared.chmod(0o700)
+        assert control_socket(home) == str(shared / "daemon.sock")
+        (home / "app-server-control" / "app-server-control.sock").unlink()
+        (home / "app-server-control" / "app-server-control.sock").symlink_to(tmp_path / "gone.sock")
+        with pytest.raises(Unavailable, match="not running"):
+            control_socket(home)
+    finally:
+        listener.close()
+
+
+class Lines:
+    """A JSON-RPC client over a child's stdio: the bridge codexr uses, or a plain `codex app-server`."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env={**os.environ, **env}, cwd=cwd, text=True)
+        self.n = 0
+
+    def call(self, method: str, params: dict) -> dict:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.n += 1
+        self.proc.stdin.write(json.dumps({"id": self.n, "method": method, "params": params}) + "\n")
+        self.proc.stdin.flush()
+        while True:
+            line = self.proc.stdout.readline()
+            assert line, f"closed before answering {method}"
+            msg = json.loads(line)
+            if msg.get("id") == self.n and "method" not in msg:
+                return msg
+
+    def hold(self, thread: str) -> None:
+        """Initialize and open `thread`: the process behind this client is its writer from now on."""
+        self.call("initialize", {"clientInfo": {"name": "holder", "version": "0"},
+                                 "capabilities": {"experimentalApi": True}})
+        answer = self.call("thread/resume", {"threadId": thread, "excludeTurns": True})
+        assert "result" in answer, answer
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def driver_thread(model: ScriptedModel, tmp_path: Path) -> tuple[SessionOptions, str]:
+    """A workspace with one codexr thread (prompt "one" made a.txt)."""
+    opts = session_options(model, tmp_path)
+    first = codexr(opts.cwd, {**opts.env, "CODEXR_SERVER": "0"}, "exec", "one", "--json")
+    assert first.returncode == 0, show(first)
+    return opts, json.loads(first.stdout)["thread_id"]
+
+
+def test_the_app_opens_a_thread_the_daemon_holds_through_the_daemon(model: ScriptedModel, tmp_path: Path) -> None:
+    model.script("one", [add_file("a.txt", "a\n"), message("One done.")])
+    model.script("three", [add_file("c.txt", "c\n"), message("Three done.")])
+    opts, thread = driver_thread(model, tmp_path)
+    env = {**opts.env, "CODEXR_SERVER": "0"}
+    try:
+        subprocess.run([str(pinned_path()), "app-server", "daemon", "start"], env={**os.environ, **env},
+                       capture_output=True, timeout=60, check=True)
+        held = Lines([sys.executable, "-m", "app.codex.attach", control_socket(opts.codex_home)], env, opts.cwd)
+        held.hold(thread)
+        held.close()  # the client is gone; the daemon keeps the thread (0.163.0 for minutes)
+        daemon = holder(opts.codex_home, thread)
+        assert daemon is not None and daemon.daemon
+        ev = Events()
+        d = Driver(opts, ev, resume_last=True)
+        try:
+            assert d.start()
+            loaded = ev.wait(ThreadLoaded)
+            assert loaded.thread_id == thread and len([e for e in loaded.events if isinstance(e, UserPrompt)]) == 1
+            assert any(isinstance(e, Notice) and f"daemon (pid {daemon.pid})" in e.text for e in ev.seen)
+            d.submit("three")
+            assert ev.wait(TurnFinished).status == "completed"
+            assert (opts.cwd / "c.txt").read_text() == "c\n"
+            assert [t["prompt"] for t in sidecar(opts.codex_home, thread)["turns"]] == ["one", "three"]
+        finally:
+            d.close()
+    finally:
+        stop_daemon(opts.codex_home, env)
+
+
+def test_the_app_sends_nothing_when_the_thread_asked_for_cannot_be_opened(model: ScriptedModel,
+                                                                          tmp_path: Path) -> None:
+    """Another app-server (not Codex's daemon) has the thread: the app says which and refuses prompts until the user
+    chooses (/new or /resume) — before, it sat on a new empty thread and the next prompt began another conversation."""
+    model.script("one", [add_file("a.txt", "a\n"), message("One done.")])
+    opts, thread = driver_thread(model, tmp_path)
+    env = {**opts.env, "CODEXR_SERVER": "0"}
+    other = Lines([str(pinned_path()), "app-server"], env, opts.cwd)
+    try:
+        other.hold(thread)
+        ev = Events()
+        d = Driver(opts, ev, resume_last=True)
+        try:
+            assert d.start()
+            ev.wait(Ready)
+            (said,) = [e.text for e in ev.seen if isinstance(e, Notice) and e.level == "error"]
+            assert f"thread {thread} is open in another Codex app-server (pid {other.proc.pid} (codex app-server" \
+                in said
+            with pytest.raises(SessionError, match=f"not sent: thread {thread} could not be opened"):
+                d.submit("lost prompt")
+            assert not [e for e in ev.seen if isinstance(e, ThreadLoaded)]
+            before = {p.name for p in (opts.codex_home / "file_snapshots" / "refs" / "threads").iterdir()}
+            d.new_thread()  # the user's choice: now a prompt starts a new conversation
+            d.submit("one")
+            assert ev.wait(TurnFinished).status == "completed"
+            after = {p.name for p in (opts.codex_home / "file_snapshots" / "refs" / "threads").iterdir()}
+            assert len(after - before) == 1
+        finally:
+            d.close()
+    finally:
+        other.close()
