@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from fs_helpers import tree
-from test_cli_agent import show
+from test_cli_agent import assert_one_line_error, show
 from test_proxy_listen import handshake
 from test_tui_tmux import Tmux
 
@@ -208,3 +208,85 @@ def test_codexr_codex_serves_only_the_tui_it_started(tmux: Tmux, tmp_path: Path)
     while in_workspace(ws) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert in_workspace(ws) == []
+
+
+def start_codexr_codex(tmux: Tmux, ws: Path, env: dict[str, str], rc_file: Path, *tui_args: str) -> None:
+    """`codexr codex [ARGS]` in tmux, past the model announcement, its exit status written to `rc_file`."""
+    assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    tmux.start(f"trap true INT; cd {shlex.quote(str(ws))} && env -u COLUMNS -u LINES {assign} "
+               f"{shlex.quote(sys.executable)} -m app.cli codex {' '.join(map(shlex.quote, tui_args))}; "
+               f"echo $? > {shlex.quote(str(rc_file))}; sleep 600")
+    screen = tmux.wait(lambda s: "Use existing model" in s or "Ask Codex" in s or "describe a task" in s,
+                       "the official TUI's first screen")
+    if "Use existing model" in screen:
+        tmux.keys("2", "Enter")
+    tmux.wait(lambda s: "describe a task" in s or "Ask Codex" in s, "the composer")
+
+
+def test_work_still_running_when_the_tui_quits_finishes_and_is_recorded(tmux: Tmux, tmp_path: Path) -> None:
+    """The official TUI says "Any running work continues" as it quits mid-turn: the turn goes on to its end (before,
+    codexr ended the app-server with the TUI and the command's file was never written), its post-turn snapshot is
+    taken so a later rewind removes what it made, and codexr prints the reconnect command that works, which takes
+    a thread id prefix."""
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    (ws / "kept.txt").write_text("kept\n")
+    rc_file = tmp_path / "rc"
+    with ScriptedModel() as model:
+        model.script("late-work", [shell("sleep 4 && echo done > late.txt"), message("Late work done.")])
+        env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
+               "TERM": "xterm-256color", "CODEXR_SERVER": "0"}
+        before = tree(ws)
+        start_codexr_codex(tmux, ws, env, rc_file)
+        tmux.type("late-work")
+        time.sleep(0.3)
+        deadline = time.monotonic() + WAIT_S
+        while True:  # a quick burst of keys can be taken as a paste: Enter again until the turn runs
+            tmux.keys("Enter")
+            try:
+                tmux.wait(lambda s: "esc to interrupt" in s, "the turn to run", timeout=3)
+                break
+            except AssertionError:
+                assert time.monotonic() < deadline, tmux.screen()
+        tmux.type("/quit")
+        time.sleep(0.3)
+        tmux.keys("Enter")
+        shown = tmux.wait(lambda s: "a turn is still running on thread" in s, "codexr's line as the TUI quits")
+        assert not (ws / "late.txt").exists(), "the turn ended before the TUI quit: nothing was proved"
+        deadline = time.monotonic() + WAIT_S
+        while not rc_file.exists():
+            assert time.monotonic() < deadline, tmux.screen()
+            time.sleep(0.2)
+        assert rc_file.read_text().strip() == "0"
+        assert (ws / "late.txt").read_text() == "done\n"
+        shown = "".join(tmux.screen().split())
+        found = re.search(r"togoon:codexrcodexresume([0-9a-f-]{36})", shown)
+        assert found is not None, tmux.screen()
+        thread = found.group(1)
+        recorded = json.loads((home / "file_snapshots" / "refs" / "threads" / f"{thread}.json").read_text())
+        (turn,) = recorded["turns"]
+        assert turn["prompt"] == "late-work" and turn.get("pre") and turn.get("post"), turn
+        left = [p for p in processes_mentioning(str(ws)) if not re.match(r"\d+: (tmux|sleep|sh|/bin/sh) ", p)]
+        assert left == [], "codexr left something running after the turn ended"
+
+        back = subprocess.run([sys.executable, "-m", "app.cli", "rewind", "--thread", thread, "--to", "1", "--yes"],
+                              cwd=ws, env={**os.environ, **env}, capture_output=True, text=True, timeout=WAIT_S)
+        assert back.returncode == 0, show(back)
+        assert tree(ws) == before, "the rewind did not remove what the late turn made"
+
+        tmux.kill()
+        rc_file.unlink()
+        others = [p.stem for p in (home / "file_snapshots" / "refs" / "threads").glob("*.json") if p.stem != thread]
+        prefix = next(thread[:n] for n in range(8, 36) if not any(o.startswith(thread[:n]) for o in others))
+        start_codexr_codex(tmux, ws, env, rc_file, "resume", prefix)  # the id codexr printed, shortened
+        tmux.wait(lambda s: "Late work done." in s, "the resumed thread's transcript")
+
+
+def test_codexr_codex_resume_with_a_prefix_that_names_no_thread_is_one_line(tmp_path: Path) -> None:
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    env = {**os.environ, **write_codex_home(home, "http://127.0.0.1:9"), "PYTHONPATH": str(REPO),
+           "CODEXR_SERVER": "0"}
+    res = subprocess.run([sys.executable, "-m", "app.cli", "codex", "resume", "0abc"], cwd=ws, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert_one_line_error(res, "no thread id starts with '0abc'")

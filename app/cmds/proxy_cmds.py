@@ -13,9 +13,12 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .context import Context, UsageError
+
+if TYPE_CHECKING:
+    from ..proxy.relay import Relay
 
 #: `codex app-server`'s flags for signed JWT bearer tokens (accepted so a drop-in's caller is understood; refused).
 JWT_FLAGS = (("--ws-shared-secret-file", "PATH"), ("--ws-issuer", "ISSUER"), ("--ws-audience", "AUDIENCE"),
@@ -104,12 +107,29 @@ def tcp_peers_known() -> bool:
 def codex(ctx: Context, args: argparse.Namespace) -> int:
     """The official TUI on this terminal, its app-server behind codexr's relay; nothing left running after it."""
     argv, env, ws = backend_argv(ctx, args)
-    tui_args = list(args.tui_args[1:] if args.tui_args[:1] == ["--"] else args.tui_args)
+    tui_args = _thread_named(ctx, list(args.tui_args[1:] if args.tui_args[:1] == ["--"] else args.tui_args))
     sock_dir = private_socket_dir()
     try:
         return asyncio.run(_codex(argv, env, ws, sock_dir, tui_args, ctx.settings))
     finally:
         shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+def _thread_named(ctx: Context, tui_args: list[str]) -> list[str]:
+    """`resume ID` and `fork ID` take a unique prefix of a thread id (4+ characters), as every codexr command does;
+    the TUI is given the whole id. One line, nothing started, for a prefix that names no thread or several."""
+    if len(tui_args) < 2 or tui_args[0] not in ("resume", "fork") or tui_args[1].startswith("-"):
+        return tui_args
+    from ..errors import SessionError
+    from ..services.thread_ids import known_on_disk, resolve_thread_id
+
+    try:
+        full = resolve_thread_id(tui_args[1], lambda: known_on_disk(ctx.home))
+    except SessionError as exc:
+        if "is not a thread id" in str(exc):  # a session name, which the TUI resolves itself
+            return tui_args
+        raise UsageError(str(exc)) from None
+    return [tui_args[0], full, *tui_args[2:]]
 
 
 TOKEN_ENV = "CODEXR_REMOTE_TOKEN"
@@ -164,7 +184,7 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
 
     log = open(sock_dir / "app-server.log", "ab")  # noqa: SIM115 - the backend's stderr, off the TUI's screen
     tui: asyncio.subprocess.Process | None = None
-    relays: set[asyncio.Task[None]] = set()
+    relays: dict[asyncio.Task[None], Relay] = {}
 
     def note(line: str) -> None:
         log.write(f"codexr: {line}\n".encode())
@@ -175,11 +195,11 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
         relay = Relay(WebSocketSide(ws_conn), backend, RecordingObserver(ws, env, ctx_settings))
         task = asyncio.current_task()
         assert task is not None
-        relays.add(task)
+        relays[task] = relay
         try:
             await relay.run()
         finally:
-            relays.discard(task)
+            relays.pop(task, None)
 
     server, remote, tui_env = await _open_door(serve, sock_dir, note, lambda: tui.pid if tui is not None else None)
     try:
@@ -194,6 +214,7 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
             loop.add_signal_handler(sig, pass_on, sig)
         loop.add_signal_handler(signal.SIGINT, lambda: None)  # the TUI has the terminal: Ctrl+C is its key
         code = await tui.wait()
+        await _outlive_the_tui(relays)
     finally:
         server.close()
         for task in list(relays):
@@ -202,6 +223,55 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
             await asyncio.wait_for(server.wait_closed(), 5)
         log.close()
     return code if code >= 0 else 128 - code
+
+
+async def _outlive_the_tui(relays: dict[asyncio.Task[None], Relay]) -> None:
+    """The TUI quit with a turn still running ("Any running work continues", it says): the turn goes on to its end
+    and is recorded (its post-turn snapshot), codexr saying so on the terminal; Ctrl+C (or SIGTERM) interrupts it,
+    a second one stops waiting. Then the command to go on with the thread, in place of the TUI's `codex --remote`
+    line, whose socket is gone with this codexr."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 3.0  # the TUI's connection closes as it exits: each relay sees it a moment later
+    while loop.time() < deadline and any(not t.done() and not r.detached.is_set() for t, r in relays.items()):
+        await asyncio.sleep(0.05)
+    staying = {t: r for t, r in relays.items() if not t.done() and r.detached.is_set()}
+    threads = sorted({thread for r in staying.values() for thread, _turn in r.observer.running()})
+    if not threads:
+        return
+    say(f"a turn is still running on thread {', '.join(threads)}: it goes on to its end and its files are "
+        "recorded (Ctrl+C here interrupts it; the `codex --remote` lines above no longer reach it)")
+    asked = False
+    asking: set[asyncio.Task[None]] = set()
+
+    async def interrupt(relay: Relay, thread: str, turn: str) -> None:
+        with contextlib.suppress(Exception):
+            await relay.request("turn/interrupt", {"threadId": thread, "turnId": turn}, timeout=10)
+
+    def stop() -> None:
+        nonlocal asked
+        if asked:  # a second Ctrl+C: stop waiting (the turn is finished as interrupted)
+            for task in staying:
+                task.cancel()
+            return
+        asked = True
+        say("interrupting the turn (Ctrl+C again stops waiting)")
+        for relay in staying.values():
+            for thread, turn in relay.observer.running():
+                task = loop.create_task(interrupt(relay, thread, turn))
+                asking.add(task)
+                task.add_done_callback(asking.discard)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop)
+    loop.add_signal_handler(signal.SIGHUP, lambda: None)  # the terminal closed: the work still goes on
+    await asyncio.wait(staying)
+    say(f"the turn ended and its files are recorded; to go on: codexr codex resume {threads[0]}")
+
+
+def say(line: str) -> None:
+    """One line of codexr's own on the terminal the TUI has left (it may be gone: then nowhere)."""
+    with contextlib.suppress(OSError):
+        print(f"codexr: {line}", file=sys.stderr, flush=True)
 
 
 def _peer_pid(sock: Any) -> int | None:

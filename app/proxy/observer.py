@@ -89,6 +89,7 @@ class RecordingObserver(Observer):
         self._ephemeral_asks: set[Any] = set()  # thread/start requests of ephemeral threads (titles): not recorded
         self._ephemeral: set[str] = set()
         self._hidden: set[str] = set()  # forks the proxy made: their notifications are not the client's
+        self._left: set[str] = set()  # threads the client unsubscribed from while a turn ran: kept until it ends
         # thread/revert id -> thread, turn, fork, files, the prompt's number as the client shows it
         self._reverts: dict[Any, tuple[str, str, str, Any, int | None]] = {}
         self._tasks: set[asyncio.Future[None]] = set()  # what runs after a frame was forwarded
@@ -152,6 +153,15 @@ class RecordingObserver(Observer):
         if method == "thread/revert" and isinstance(params.get("threadId"), str) \
                 and isinstance(params.get("beforeTurnId"), str):
             return await self._revert(msg, str(params["threadId"]), str(params["beforeTurnId"]))
+        thread = params.get("threadId")
+        if method == "thread/unsubscribe" and thread in self._active:
+            # The official TUI unsubscribes as it quits, and its connection is the relay's: forwarded, the turn would
+            # run on unseen and never be recorded. The client is answered here and sees no more of the thread; the
+            # relay unsubscribes once the turn has ended.
+            self._left.add(str(thread))
+            return Verdict(None, [{"id": msg["id"], "result": {"status": "unsubscribed"}}])
+        if method == "thread/resume" and thread in self._left:
+            self._left.discard(str(thread))  # the client is back: the subscription it left was kept for it
         return Verdict(msg)
 
     def _outside(self, cwd: Any) -> str | None:
@@ -375,7 +385,15 @@ class RecordingObserver(Observer):
             if msg["method"] == "turn/completed":
                 status = str((params.get("turn") or {}).get("status") or "completed")
                 self._complete(turn_id, status)
-        return Verdict(msg)
+                if turn.thread_id in self._left:  # the client unsubscribed while it ran: now the relay does
+                    self._left.discard(turn.thread_id)
+                    self._later(self._unsubscribe(turn.thread_id))
+                    return Verdict(None)
+        return Verdict(None if thread_of(msg) in self._left else msg)
+
+    async def _unsubscribe(self, thread_id: str) -> None:
+        with contextlib.suppress(RuntimeError, ConnectionError, TimeoutError):
+            await self.relay.request("thread/unsubscribe", {"threadId": thread_id}, timeout=10)
 
     def _started(self, answer: dict[str, Any], thread_id: str, text: str, side: Any, pre: str | None) -> None:
         """The server started the turn: bind its snapshot to the turn id (in order, on the recorder's thread)."""
@@ -406,6 +424,9 @@ class RecordingObserver(Observer):
                 loop.call_soon_threadsafe(lambda: self._later(self._warn(message, turn.thread_id, turn_id)))
 
         done.add_done_callback(said)
+
+    def running(self) -> list[tuple[str, str]]:
+        return [(turn.thread_id, turn_id) for turn_id, turn in self._turns.items()]
 
     async def closed(self) -> None:
         """The client or the server left: turns still running are finished as interrupted, answers already come

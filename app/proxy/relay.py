@@ -131,8 +131,25 @@ class Observer:
     async def from_server(self, msg: dict[str, Any]) -> Verdict:
         return Verdict(msg)
 
+    def running(self) -> list[tuple[str, str]]:
+        """(thread id, turn id) of each turn that has started and not ended: the relay outlives its client for them."""
+        return []
+
     async def closed(self) -> None:
         """Both sides are done (a turn still open is finished as interrupted)."""
+
+
+class Gone:
+    """The side of a client that has left: whatever it would have been sent is dropped."""
+
+    async def receive(self) -> str | None:
+        return None
+
+    async def send(self, text: str) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
 
 
 class Relay:
@@ -149,6 +166,7 @@ class Relay:
         self._on_answer: dict[str, Callable[[dict[str, Any]], None]] = {}  # own request id -> its hook
         self._aliases: dict[str, Any] = {}  # an id of the relay's space -> the client's id it stands for
         self._client_lock = asyncio.Lock()  # hooks may send to the client between forwarded frames
+        self.detached = asyncio.Event()  # set once the client left with a turn still running (see run)
         trace = os.environ.get("CODEXR_PROXY_TRACE")  # a file to append every frame to (developing, debugging)
         self._trace = open(trace, "a", encoding="utf-8") if trace else None  # noqa: SIM115 - the relay's life
 
@@ -161,6 +179,13 @@ class Relay:
             for task in done:
                 if task.exception() is not None:
                     self.log(f"relay: {task.get_name()} ended: {task.exception()!r}")
+            if up in done and not down.done() and self.observer.running():
+                # The client left while a turn runs (the official TUI says "Any running work continues"): the turn
+                # goes on to its end, so its files are recorded; what the client would have been sent goes nowhere.
+                self.client = Gone()
+                self.detached.set()
+                while self.observer.running() and not down.done():
+                    await asyncio.wait({down}, timeout=0.2)
         finally:
             for task in (up, down):
                 task.cancel()
