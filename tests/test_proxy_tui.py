@@ -290,3 +290,58 @@ def test_codexr_codex_resume_with_a_prefix_that_names_no_thread_is_one_line(tmp_
     res = subprocess.run([sys.executable, "-m", "app.cli", "codex", "resume", "0abc"], cwd=ws, env=env,
                          capture_output=True, text=True, timeout=60)
     assert_one_line_error(res, "no thread id starts with '0abc'")
+
+
+def backtrack(tmux: Tmux, steps_back: int, number: int) -> str:
+    """Esc Esc, `steps_back` prompts back from the last, Enter: the TUI reverts; codexr's line names `number`."""
+    tmux.keys("Escape")
+    time.sleep(0.3)
+    tmux.keys("Escape")
+    tmux.wait_for("rewind")
+    for _ in range(steps_back):
+        tmux.keys("Left")
+        time.sleep(0.3)
+    time.sleep(0.3)
+    tmux.keys("Enter")
+    shown = tmux.wait(lambda s: f"files went back as well, to before prompt {number}" in s, "codexr's line")
+    tmux.keys("C-c")  # the reverted prompt is back in the composer: cleared
+    return shown
+
+
+def test_redo_while_the_official_tui_is_open(tmux: Tmux, tmp_path: Path) -> None:
+    """After Esc Esc, `codexr redo` works while the TUI is still open (before: "already has an active writer", since
+    codexr's own app-server for the TUI held the kept conversation), from another shell and from the TUI's own `!`
+    shell command, both through the app-server the TUI uses; the redo names the thread the conversation is in."""
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    rc_file = tmp_path / "rc"
+    with ScriptedModel() as model:
+        model.script("redo-one", [add_file("a.txt", "a\n"), message("First made.")])
+        model.script("redo-two", [add_file("b.txt", "b\n"), message("Second made.")])
+        env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
+               "TERM": "xterm-256color", "CODEXR_SERVER": "0"}
+        start_codexr_codex(tmux, ws, env, rc_file)
+        send_prompt(tmux, "redo-one", "First made.")
+        send_prompt(tmux, "redo-two", "Second made.")
+        after_two = tree(ws)
+        (thread,) = [p.stem for p in (home / "file_snapshots" / "refs" / "threads").glob("*.json")]
+
+        backtrack(tmux, 0, 2)
+        assert not (ws / "b.txt").exists()
+        redo = subprocess.run([sys.executable, "-m", "app.cli", "redo", "--thread", thread, "--yes"], cwd=ws,
+                              env={**os.environ, **env}, capture_output=True, text=True, timeout=WAIT_S)
+        assert redo.returncode == 0, show(redo)
+        assert "codexr works through it" in redo.stderr, show(redo)
+        assert tree(ws) == after_two
+        fork = re.search(r"the conversation is thread (\S+): go on with", redo.stdout)
+        assert fork is not None and fork.group(1) != thread, show(redo)
+
+        backtrack(tmux, 0, 1)  # the TUI's thread holds prompt 1 only now
+        assert not (ws / "a.txt").exists()
+        command = f"!{shlex.quote(sys.executable)} -m app.cli redo --thread {thread} --yes"
+        tmux.type(command)
+        time.sleep(0.3)
+        tmux.keys("Enter")
+        tmux.wait(lambda s: "the conversation is thread" in s, "the redo's output in the TUI")
+        assert tree(ws) == after_two, "the redo typed in the TUI did not bring the files back"
+        assert not rc_file.exists(), "the TUI quit"

@@ -304,4 +304,7 @@ def _redo(ctx: Context, args: argparse.Namespace) -> int:
     if res.restore is not None:
         for a in res.restore.failed:
             print(f"  left {show_path(a.path)}  ({a.reason})")
+    if res.thread_id != args.thread:  # the conversation went back to another thread: say how to reach it
+        print(f"the conversation is thread {res.thread_id}: go on with `codexr resume {res.thread_id}`, or in the "
+              f"official TUI with /resume (`codexr codex resume {res.thread_id}`)")
     return restore_exit(res.restore, "redo")

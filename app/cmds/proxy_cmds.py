@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import itertools
 import os
 import shutil
 import signal
@@ -178,11 +179,12 @@ async def _open_door(serve: Any, sock_dir: Path, note: Callable[[str], None],
 
 async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path, tui_args: list[str],
                  ctx_settings: Any) -> int:
-    from ..proxy.endpoints import AppServer, WebSocketSide
+    from ..proxy.endpoints import SocketAppServer, WebSocketSide
     from ..proxy.observer import RecordingObserver
     from ..proxy.relay import Relay
 
     log = open(sock_dir / "app-server.log", "ab")  # noqa: SIM115 - the backend's stderr, off the TUI's screen
+    backends = itertools.count(1)
     tui: asyncio.subprocess.Process | None = None
     relays: dict[asyncio.Task[None], Relay] = {}
 
@@ -191,7 +193,13 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
         log.flush()
 
     async def serve(ws_conn: Any) -> None:
-        backend = await AppServer.start(argv, cwd=ws, env=env, stderr=log)
+        try:  # on a socket, not stdio: `codexr redo` while the TUI is open works through it (app/codex/daemon.py)
+            assert argv[-2:] == ["--listen", "stdio://"]  # as backend_argv builds it: the socket is given instead
+            backend = await SocketAppServer.start(argv[:-2], sock_dir / f"backend-{next(backends)}.sock", cwd=ws,
+                                                  env=env, stderr=log)
+        except ConnectionError as exc:
+            note(f"the app-server did not start: {exc}")
+            return
         relay = Relay(WebSocketSide(ws_conn), backend, RecordingObserver(ws, env, ctx_settings))
         task = asyncio.current_task()
         assert task is not None

@@ -108,14 +108,15 @@ class CodexConnection:
         self._config, self.attached = self._own, None  # a daemon that went away no longer holds anything
         self._replace()
 
-    def attach_daemon(self, codex_home: Path) -> str:
-        """Work through Codex's managed daemon from now on, in place of this connection's own app-server: the daemon
-        holds a thread this one may not open (app/codex/daemon.py). Returns "pid N" of the daemon; SessionError with
-        the reason when codexr may not (its socket or its rights fail a check, or it does not answer)."""
-        from .daemon import Unavailable, connect, control_socket
+    def attach(self, link: Path, what: str) -> str:
+        """Work through the app-server serving `link` from now on (Codex's managed daemon, or another codexr's), in
+        place of this connection's own: it holds a thread this one may not open (app/codex/daemon.py). Returns "pid
+        N" of that app-server; SessionError with the reason when codexr may not (its socket or its rights fail a
+        check, or it does not answer), this connection then back on a Codex of its own."""
+        from .daemon import Unavailable, checked_socket, connect
 
         try:
-            path = control_socket(codex_home)
+            path = checked_socket(link, what)
             probe, pid = connect(path)  # checked here to say why in one line; the bridge checks its own again
             probe.close()
         except Unavailable as exc:
@@ -126,7 +127,7 @@ class CodexConnection:
         try:
             self._replace()
         except SessionError:
-            self._config, self.attached = self._own, None  # back to a Codex of its own, which the caller goes on with
+            self._config, self.attached = self._own, None
             self._replace()
             raise
         return self.attached

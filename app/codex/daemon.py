@@ -34,19 +34,23 @@ def held_elsewhere(message: str) -> bool:
 
 
 def control_socket(codex_home: Path) -> str:
-    """The daemon's socket, checked to be one only this user can have put there (Unavailable otherwise).
+    """The daemon's socket, checked (`checked_socket`); Unavailable when it is not running or fails a check."""
+    return checked_socket(codex_home.joinpath(*CONTROL), "Codex's app-server daemon")
 
-    The link in CODEX_HOME points into `/tmp/codex-daemon-<uid>/`: the socket must be this user's and its directory
-    this user's with mode 700, so no other user can have made or replaced it. The path returned is the resolved one,
-    so a link changed after the check is not followed later.
+
+def checked_socket(link: Path, what: str = "the app-server") -> str:
+    """An app-server's socket, checked to be one only this user can have put there (Unavailable otherwise).
+
+    `--listen unix://PATH` makes PATH a link into `/tmp/codex-daemon-<uid>/`: the socket must be this user's and its
+    directory this user's with mode 700, so no other user can have made or replaced it. The path returned is the
+    resolved one, so a link changed after the check is not followed later.
     """
-    link = codex_home.joinpath(*CONTROL)
     try:
         target = os.path.realpath(link, strict=True)
         st = os.lstat(target)
         parent = os.lstat(os.path.dirname(target))
     except OSError:
-        raise Unavailable("Codex's app-server daemon is not running (no control socket)") from None
+        raise Unavailable(f"{what} is not running (no socket at {link})") from None
     uid = os.getuid()
     if not stat.S_ISSOCK(st.st_mode) or st.st_uid != uid:
         raise Unavailable(f"{target} is not a socket of yours")
@@ -120,8 +124,21 @@ class Holder:
 
     @property
     def daemon(self) -> bool:
-        """Is it Codex's managed daemon (which codexr may work through)?"""
+        """Is it Codex's managed daemon?"""
         return "--managed-daemon" in self.command
+
+    def socket(self, codex_home: Path) -> Path | None:
+        """The unix socket it serves clients on, from its command line (`--listen unix://PATH`; no PATH: the daemon's
+        control socket below CODEX_HOME); None for one on stdio, which no other client can reach."""
+        words = list(self.command)
+        for i, word in enumerate(words):
+            url = words[i + 1] if word == "--listen" and i + 1 < len(words) else word.removeprefix("--listen=")
+            if (word == "--listen" or word.startswith("--listen=")) and url.startswith("unix://"):
+                path = url.removeprefix("unix://")
+                if not path:
+                    return codex_home.joinpath(*CONTROL)
+                return Path(path) if os.path.isabs(path) else None  # relative to its cwd: not followed
+        return None
 
     def __str__(self) -> str:
         words = [os.path.basename(self.command[0]), *self.command[1:4]] if self.command else []

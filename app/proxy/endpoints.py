@@ -157,6 +157,66 @@ class WebSocketSide:
             await self.ws.close()
 
 
+class SocketAppServer(WebSocketSide):
+    """The real `codex app-server --listen unix://PATH`, in a process group of its own, reached over WebSocket: other
+    codexr commands may be its clients too (`codexr redo` while the TUI is open: a thread this app-server holds is
+    worked on through it, app/codex/daemon.py), which an app-server on stdio would lock out."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, ws: Any) -> None:
+        super().__init__(ws)
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, argv: Sequence[str], path: Path, *, cwd: Path, env: dict[str, str],
+                    stderr: Any = None) -> SocketAppServer:
+        """Start it listening at `path` (Codex links it into its own 0700 directory) and connect, once the socket is
+        there and checked to be this user's; ConnectionError when it ends or does not listen within a minute."""
+        from websockets.asyncio.client import unix_connect
+
+        from ..codex.daemon import Unavailable, checked_socket
+
+        proc = await asyncio.create_subprocess_exec(
+            *argv, "--listen", f"unix://{path}", cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60.0
+        while True:
+            try:
+                target = checked_socket(path) if os.path.lexists(path) else None
+                if target is not None:
+                    ws = await unix_connect(target, uri="ws://localhost/", max_size=None, compression=None)
+                    return cls(proc, ws)
+            except (Unavailable, OSError) as exc:
+                if os.path.lexists(path) and isinstance(exc, Unavailable) and "not running" not in str(exc):
+                    await _end(proc)
+                    raise ConnectionError(str(exc)) from None
+            if proc.returncode is not None or loop.time() > deadline:
+                await _end(proc)
+                raise ConnectionError("the app-server ended before it listened" if proc.returncode is not None
+                                      else "the app-server did not listen within a minute")
+            await asyncio.sleep(0.02)
+
+    async def close(self) -> None:
+        """Let go of it (it removes its socket as it exits), then end whatever of its group is left."""
+        await super().close()
+        await _end(self.proc)
+
+
+async def _end(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM, three seconds, SIGKILL; then its whole process group (its unified-exec shells)."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), 3.0)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
 async def stdio_side() -> Lines:
     """This process's stdin and stdout as one side (`codexr app-server` for the IDE or the SDK); either may be a
     file (`< requests.jsonl`, `> answers.jsonl`), which asyncio cannot watch."""

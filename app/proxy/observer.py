@@ -438,7 +438,7 @@ class RecordingObserver(Observer):
             await asyncio.wait(list(self._tasks), timeout=30)
         if self._reverting:
             with contextlib.suppress(Exception):
-                await self.relay.server.close()  # it exits once its stdin closes: then its record is final
+                await self.relay.server.close()  # it exits as it is closed: then its record is final
             try:
                 await self._on_recorder(self._settle_unanswered)  # after a restore still running on that thread
             except Exception as exc:

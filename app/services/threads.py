@@ -13,7 +13,7 @@ from typing import Any
 
 from ..codex.codex_connection import CodexConnection, dump_payload
 from ..codex.codex_sdk import CodexError, JsonRpcError, ThreadSourceKind, TransportClosedError
-from ..codex.daemon import STOP, Holder, held_elsewhere, holder
+from ..codex.daemon import CONTROL, STOP, Holder, held_elsewhere, holder
 from ..codex.translate import is_prompt_turn, is_sub_turn
 from ..errors import CodexGone, SessionError
 from ..recording.sidecar import Sidecars, ThreadSidecar
@@ -116,9 +116,10 @@ class Threads:
     def resume_thread(self, thread_id: str) -> str:
         """Load an existing thread into this Codex process (a no-op if already loaded).
 
-        A thread Codex's managed daemon holds (the official TUI ran it, CODEX_FACTS §11) is worked on through the
-        daemon from then on (app/codex/daemon.py); one held by another app-server is refused in one line that says
-        which process has it and what to do.
+        A thread another app-server holds and serves on a unix socket (Codex's managed daemon, where the official TUI
+        runs its threads, CODEX_FACTS §11; another `codexr codex`'s) is worked on through that app-server from then
+        on, as one more client of it (app/codex/daemon.py); where codexr may not, or the holder serves no socket, one
+        line says which process has it and what to do.
         """
         try:
             return self._resume(thread_id)
@@ -126,16 +127,20 @@ class Threads:
             if not held_elsewhere(str(exc)):
                 raise
             who = holder(self.home, thread_id)
-            if self.conn.attached or (who is not None and not who.daemon):
+            # no holder known (no /proc/locks off Linux): the daemon is the one that keeps threads open
+            link = who.socket(self.home) if who is not None else self.home.joinpath(*CONTROL)
+            if self.conn.attached or link is None:
                 raise self._held_line(thread_id, who) from exc
+            daemon = who is None or who.daemon
+            what = "Codex's app-server daemon" if daemon else "another Codex app-server"
             try:
-                pid = self.conn.attach_daemon(self.home)
+                pid = self.conn.attach(link, what)
             except SessionError as why:
-                raise SessionError(f"thread {thread_id} is open in Codex's app-server daemon, and codexr does not "
-                                   f"work through it: {why}; quit the `codex` that has it and run `{STOP}`, then "
-                                   "try again") from exc
+                fix = f"quit the `codex` that has it and run `{STOP}`" if daemon else "quit what has it open"
+                raise SessionError(f"thread {thread_id} is open in {what}{f' ({who})' if who and not daemon else ''}"
+                                   f", and codexr does not work through it: {why}; {fix}, then try again") from exc
             self.conn.notice("codexr/attached", {"threadId": thread_id, "message": (
-                f"thread {thread_id} is open in Codex's app-server daemon ({pid}): codexr works through it")})
+                f"thread {thread_id} is open in {what} ({pid}): codexr works through it")})
             try:
                 return self._resume(thread_id)
             except SessionError as again:
