@@ -9,6 +9,7 @@ import contextlib
 import errno
 import itertools
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -179,12 +180,14 @@ async def _open_door(serve: Any, sock_dir: Path, note: Callable[[str], None],
 
 async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path, tui_args: list[str],
                  ctx_settings: Any) -> int:
-    from ..proxy.endpoints import SocketAppServer, WebSocketSide
+    from ..codex.daemon import DOOR_ENV
+    from ..proxy.endpoints import ListeningAppServer, WebSocketSide
     from ..proxy.observer import RecordingObserver
     from ..proxy.relay import Relay
 
     log = open(sock_dir / "app-server.log", "ab")  # noqa: SIM115 - the backend's stderr, off the TUI's screen
     backends = itertools.count(1)
+    token = secrets.token_urlsafe(32)  # the backends admit only this codexr and those it hands the token to
     tui: asyncio.subprocess.Process | None = None
     relays: dict[asyncio.Task[None], Relay] = {}
 
@@ -193,13 +196,17 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
         log.flush()
 
     async def serve(ws_conn: Any) -> None:
-        try:  # on a socket, not stdio: `codexr redo` while the TUI is open works through it (app/codex/daemon.py)
-            assert argv[-2:] == ["--listen", "stdio://"]  # as backend_argv builds it: the socket is given instead
-            backend = await SocketAppServer.start(argv[:-2], sock_dir / f"backend-{next(backends)}.sock", cwd=ws,
-                                                  env=env, stderr=log)
+        # listening, not on stdio: `codexr redo` while the TUI is open works through it (app/codex/daemon.py), told
+        # where and with which token by this backend's door, whose path is in the backend's environment
+        door_path = sock_dir / f"door-{next(backends)}.sock"
+        try:
+            assert argv[-2:] == ["--listen", "stdio://"]  # as backend_argv builds it: a listener is given instead
+            backend = await ListeningAppServer.start(argv[:-2], token, cwd=ws, env={**env, DOOR_ENV: str(door_path)},
+                                                     log=log)
         except ConnectionError as exc:
             note(f"the app-server did not start: {exc}")
             return
+        door = await _backend_door(door_path, f"{backend.url} {token}", note)
         relay = Relay(WebSocketSide(ws_conn), backend, RecordingObserver(ws, env, ctx_settings))
         task = asyncio.current_task()
         assert task is not None
@@ -208,6 +215,8 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
             await relay.run()
         finally:
             relays.pop(task, None)
+            if door is not None:
+                door.close()
 
     server, remote, tui_env = await _open_door(serve, sock_dir, note, lambda: tui.pid if tui is not None else None)
     try:
@@ -231,6 +240,36 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
             await asyncio.wait_for(server.wait_closed(), 5)
         log.close()
     return code if code >= 0 else 128 - code
+
+
+async def _backend_door(path: Path, answer_with: str, note: Callable[[str], None]) -> asyncio.AbstractServer | None:
+    """The door of one backend (app/codex/daemon.py's DOOR_ENV): it tells a process confined exactly as this codexr
+    where the backend listens and its token (`codexr redo` in another shell, or as the TUI's `!` command where Codex
+    runs it unsandboxed), compared as the resident server compares its callers; anyone else gets nothing. None
+    where the kernel cannot name a unix socket's peer: then no other command works through it (fails closed)."""
+    if not unix_peers_known():
+        return None
+    from snapshot_store.confinement import fingerprint, peer
+
+    ours = fingerprint("self")
+
+    async def answer(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            found = peer(writer.get_extra_info("socket"))
+            if found is not None and ours is not None and found[1] == ours:
+                writer.write(answer_with.encode() + b"\n")
+                await writer.drain()
+            else:
+                note(f"refused the backend's door to {f'pid {found[0]}' if found else 'a process'}: confined "
+                     "otherwise than this codexr")
+        finally:
+            writer.close()
+
+    old = os.umask(0o077)
+    try:
+        return await asyncio.start_unix_server(answer, path=str(path))
+    finally:
+        os.umask(old)
 
 
 async def _outlive_the_tui(relays: dict[asyncio.Task[None], Relay]) -> None:

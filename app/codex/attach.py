@@ -1,10 +1,10 @@
-"""`python -m app.codex.attach SOCKET`: the stdio of an app-server that already runs (Codex's managed daemon), for
-the SDK, which drives an app-server as a child over JSON lines; this child turns them into the WebSocket frames the
-daemon's unix socket speaks (CODEX_FACTS §10) and back.
+"""`python -m app.codex.attach SOCKET | --door DOOR`: the stdio of an app-server that already runs (Codex's managed
+daemon, a `codexr codex` backend), for the SDK, which drives an app-server as a child over JSON lines; this child
+turns them into the WebSocket frames its unix socket speaks (CODEX_FACTS §10) and back.
 
-The socket is checked again here (app/codex/daemon.py: this user's, and a daemon confined as this process), so a
-socket replaced between codexr's check and this connection is refused too. Exit 0 when either side closes; a refusal
-is one `Error:` line on stderr (what CodexConnection reports) and exit 3.
+The socket is checked again here (app/codex/daemon.py: this user's, and an app-server confined as this process), so
+a socket replaced between codexr's check and this connection is refused too; a door, likewise. Exit 0 when either
+side closes; a refusal is one `Error:` line on stderr (what CodexConnection reports) and exit 3.
 """
 
 from __future__ import annotations
@@ -20,34 +20,47 @@ async def _pump(src: object, dst: object) -> None:
         await dst.send(text)  # type: ignore[attr-defined]
 
 
-async def relay(path: str) -> int:
-    """Bridge this process's stdio and the daemon at `path` until either side ends."""
+async def relay(target: str, door: bool) -> int:
+    """Bridge this process's stdio and the app-server at `target` (a unix socket; with `door`, the door of a
+    `codexr codex` app-server, asked where it listens and for its token) until either side ends."""
+    from pathlib import Path
+
+    from websockets.asyncio.client import connect as tcp_connect
     from websockets.asyncio.client import unix_connect
 
     from ..proxy.endpoints import WebSocketSide, stdio_side
-    from .daemon import Unavailable, connect
+    from .daemon import Unavailable, ask_door, connect
 
     try:
-        sock, _pid = connect(path)
+        if door:
+            url, token = ask_door(Path(target))
+        else:
+            sock, _pid = connect(target)
     except Unavailable as exc:
         print(f"Error: {exc}", file=sys.stderr, flush=True)
         return 3
-    ws = await unix_connect(sock=sock, uri="ws://localhost/", max_size=None, compression=None)
-    daemon, stdio = WebSocketSide(ws), await stdio_side()
-    tasks = [asyncio.create_task(_pump(stdio, daemon)), asyncio.create_task(_pump(daemon, stdio))]
+    if door:
+        ws = await tcp_connect(url, max_size=None, compression=None,
+                               additional_headers={"Authorization": f"Bearer {token}"})
+    else:
+        ws = await unix_connect(sock=sock, uri="ws://localhost/", max_size=None, compression=None)
+    server, stdio = WebSocketSide(ws), await stdio_side()
+    tasks = [asyncio.create_task(_pump(stdio, server)), asyncio.create_task(_pump(server, stdio))]
     with contextlib.suppress(ConnectionError):
-        _done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     for task in tasks:
         task.cancel()
-    await daemon.close()
+    await server.close()
     return 0
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--door":
+        return asyncio.run(relay(argv[1], door=True))
     if len(argv) != 1:
-        print("Error: usage: python -m app.codex.attach SOCKET", file=sys.stderr)
+        print("Error: usage: python -m app.codex.attach SOCKET | --door DOOR", file=sys.stderr)
         return 2
-    return asyncio.run(relay(argv[0]))
+    return asyncio.run(relay(argv[0], door=False))
 
 
 if __name__ == "__main__":

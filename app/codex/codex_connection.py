@@ -92,7 +92,7 @@ class CodexConnection:
         self._config = CodexConfig(codex_bin=codex_bin, cwd=str(cwd), env=env, config_overrides=config_overrides,
                                    client_name=CLIENT_NAME, client_title="codex-rewind")
         self._own = self._config
-        #: Where this connection works through Codex's managed daemon: "pid N" of the daemon; None: its own Codex.
+        #: What this connection works through in place of a Codex of its own (another app-server); None: its own.
         self.attached: str | None = None
         self.client = self._start()
 
@@ -108,29 +108,34 @@ class CodexConnection:
         self._config, self.attached = self._own, None  # a daemon that went away no longer holds anything
         self._replace()
 
-    def attach(self, link: Path, what: str) -> str:
-        """Work through the app-server serving `link` from now on (Codex's managed daemon, or another codexr's), in
-        place of this connection's own: it holds a thread this one may not open (app/codex/daemon.py). Returns "pid
-        N" of that app-server; SessionError with the reason when codexr may not (its socket or its rights fail a
-        check, or it does not answer), this connection then back on a Codex of its own."""
-        from .daemon import Unavailable, checked_socket, connect
+    def attach(self, what: str, *, link: Path | None = None, door: Path | None = None) -> None:
+        """Work through another app-server from now on, in place of this connection's own: it holds a thread this
+        one may not open (app/codex/daemon.py). `link`: its unix socket (Codex's managed daemon); `door`: the door
+        of a `codexr codex` app-server. SessionError with the reason when codexr may not (a socket, a door or the
+        app-server's rights fail a check, or it does not answer), this connection then back on a Codex of its own.
+        """
+        from .daemon import Unavailable, ask_door, checked_socket, connect
 
-        try:
-            path = checked_socket(link, what)
-            probe, pid = connect(path)  # checked here to say why in one line; the bridge checks its own again
-            probe.close()
+        bridge: tuple[str, ...]
+        try:  # checked here to say why in one line; the bridge checks its own connection again
+            if door is not None:
+                ask_door(door)
+                bridge = (sys.executable, "-m", "app.codex.attach", "--door", str(door))
+            else:
+                assert link is not None
+                path = checked_socket(link, what)
+                connect(path)[0].close()
+                bridge = (sys.executable, "-m", "app.codex.attach", path)
         except Unavailable as exc:
             raise SessionError(str(exc)) from None
-        bridge = (sys.executable, "-m", "app.codex.attach", path)
         self._config = dataclasses.replace(self._own, launch_args_override=bridge)
-        self.attached = f"pid {pid}"
+        self.attached = what
         try:
             self._replace()
         except SessionError:
             self._config, self.attached = self._own, None
             self._replace()
             raise
-        return self.attached
 
     def _replace(self) -> None:
         """A new client in place of the current one, started from `_config`."""

@@ -24,6 +24,11 @@ CONTROL = ("app-server-control", "app-server-control.sock")
 STOP = "codex app-server daemon stop"
 
 
+#: Set in the environment of a `codexr codex` app-server: the door (a unix socket in that codexr's private directory)
+#: that tells a codexr confined as itself where the app-server listens and the token it admits clients by.
+DOOR_ENV = "CODEXR_BACKEND_DOOR"
+
+
 class Unavailable(Exception):
     """codexr may not (or cannot) work through the daemon; the message says why in a user's words."""
 
@@ -127,6 +132,17 @@ class Holder:
         """Is it Codex's managed daemon?"""
         return "--managed-daemon" in self.command
 
+    @property
+    def door(self) -> Path | None:
+        """For the app-server of a `codexr codex`: its door (DOOR_ENV, read from its environment); None otherwise."""
+        try:
+            environ = Path(f"/proc/{self.pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            return None
+        key = DOOR_ENV.encode() + b"="
+        found = [e[len(key):] for e in environ if e.startswith(key)]
+        return Path(os.fsdecode(found[0])) if found and os.path.isabs(found[0]) else None
+
     def socket(self, codex_home: Path) -> Path | None:
         """The unix socket it serves clients on, from its command line (`--listen unix://PATH`; no PATH: the daemon's
         control socket below CODEX_HOME); None for one on stdio, which no other client can reach."""
@@ -164,3 +180,35 @@ def holder(codex_home: Path, thread_id: str) -> Holder | None:
                 cmd = []
             return Holder(int(parts[4]), tuple(w.decode(errors="replace") for w in cmd if w))
     return None
+
+
+def ask_door(door: Path) -> tuple[str, str]:
+    """Where a `codexr codex` app-server listens and the token it admits clients by, asked of its door. The door is in
+    that codexr's private directory (this user's, mode 700) and answers only a process confined exactly as itself;
+    this side checks the door's process the same way (Linux: SO_PEERPIDFD and /proc). Unavailable with the reason."""
+    from snapshot_store.confinement import fingerprint, peer
+
+    try:
+        st = os.lstat(door.parent)
+    except OSError:
+        raise Unavailable(f"{door.parent} is gone") from None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise Unavailable(f"{door.parent} is not a directory of yours with mode 700")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(10)
+        sock.connect(str(door))
+        found, ours = peer(sock), fingerprint("self")
+        if found is None or ours is None or found[1] != ours:
+            raise Unavailable("the codexr codex that has it runs with other rights than this codexr")
+        data = b""
+        while len(data) < 512 and (chunk := sock.recv(512)):
+            data += chunk
+    except OSError as exc:
+        raise Unavailable(f"the codexr codex that has it does not answer ({exc.strerror or exc})") from None
+    finally:
+        sock.close()
+    words = data.decode("ascii", "replace").split()
+    if len(words) != 2 or not words[0].startswith("ws://127.0.0.1:"):
+        raise Unavailable("the codexr codex that has it refused: this codexr runs with other rights than it")
+    return words[0], words[1]

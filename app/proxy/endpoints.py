@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import stat
 import threading
@@ -157,49 +158,70 @@ class WebSocketSide:
             await self.ws.close()
 
 
-class SocketAppServer(WebSocketSide):
-    """The real `codex app-server --listen unix://PATH`, in a process group of its own, reached over WebSocket: other
-    codexr commands may be its clients too (`codexr redo` while the TUI is open: a thread this app-server holds is
-    worked on through it, app/codex/daemon.py), which an app-server on stdio would lock out."""
+class ListeningAppServer(WebSocketSide):
+    """The real `codex app-server --listen ws://127.0.0.1:0`, in a process group of its own, reached over WebSocket
+    with a capability token: other codexr commands may be its clients too (`codexr redo` while the TUI is open: a
+    thread this app-server holds is worked on through it, app/codex/daemon.py), which one on stdio would lock out.
 
-    def __init__(self, proc: asyncio.subprocess.Process, ws: Any) -> None:
+    Why loopback TCP with a token and not a unix socket: Codex links a `--listen unix://` socket into
+    `/tmp/codex-daemon-<uid>/`, where every process of the user reaches it, a sandboxed agent's too, and 0.163.0
+    does not ask a unix client for the token (tried: 101 without one); on ws:// it does (401), and an agent in
+    Codex's sandbox has no network to try. The token is never written down: codexr hands it out through a door that
+    answers only processes confined as itself (app/cmds/proxy_cmds.py).
+    """
+
+    LISTENING = re.compile(rb"listening on: (ws://127\.0\.0\.1:\d+)")
+
+    def __init__(self, proc: asyncio.subprocess.Process, ws: Any, url: str, copying: asyncio.Task[None]) -> None:
         super().__init__(ws)
-        self.proc = proc
+        self.proc, self.url, self._copying = proc, url, copying
 
     @classmethod
-    async def start(cls, argv: Sequence[str], path: Path, *, cwd: Path, env: dict[str, str],
-                    stderr: Any = None) -> SocketAppServer:
-        """Start it listening at `path` (Codex links it into its own 0700 directory) and connect, once the socket is
-        there and checked to be this user's; ConnectionError when it ends or does not listen within a minute."""
-        from websockets.asyncio.client import unix_connect
+    async def start(cls, argv: Sequence[str], token: str, *, cwd: Path, env: dict[str, str],
+                    log: Any) -> ListeningAppServer:
+        """Start it and connect once it says where it listens (its stderr, copied to `log` from then on);
+        ConnectionError when it ends or does not listen within a minute."""
+        import hashlib
 
-        from ..codex.daemon import Unavailable, checked_socket
+        from websockets.asyncio.client import connect
 
         proc = await asyncio.create_subprocess_exec(
-            *argv, "--listen", f"unix://{path}", cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL, stderr=stderr, start_new_session=True)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 60.0
-        while True:
-            try:
-                target = checked_socket(path) if os.path.lexists(path) else None
-                if target is not None:
-                    ws = await unix_connect(target, uri="ws://localhost/", max_size=None, compression=None)
-                    return cls(proc, ws)
-            except (Unavailable, OSError) as exc:
-                if os.path.lexists(path) and isinstance(exc, Unavailable) and "not running" not in str(exc):
-                    await _end(proc)
-                    raise ConnectionError(str(exc)) from None
-            if proc.returncode is not None or loop.time() > deadline:
-                await _end(proc)
-                raise ConnectionError("the app-server ended before it listened" if proc.returncode is not None
-                                      else "the app-server did not listen within a minute")
-            await asyncio.sleep(0.02)
+            *argv, "--listen", "ws://127.0.0.1:0", "--ws-auth", "capability-token", "--ws-token-sha256",
+            hashlib.sha256(token.encode()).hexdigest(), cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, limit=LINE_LIMIT,
+            start_new_session=True)
+        assert proc.stderr is not None
+        url = None
+        try:
+            async with asyncio.timeout(60.0):
+                while url is None and (line := await proc.stderr.readline()):
+                    log.write(line)
+                    found = cls.LISTENING.search(line)
+                    url = found.group(1).decode() if found else None
+            if url is None:
+                raise ConnectionError("the app-server ended before it listened")
+            ws = await connect(url, max_size=None, compression=None,
+                               additional_headers={"Authorization": f"Bearer {token}"})
+        except (TimeoutError, OSError, ConnectionError) as exc:
+            await _end(proc)
+            raise ConnectionError(str(exc) or "the app-server did not listen within a minute") from None
+        log.flush()
+        return cls(proc, ws, url, asyncio.create_task(_copy(proc.stderr, log)))
 
     async def close(self) -> None:
-        """Let go of it (it removes its socket as it exits), then end whatever of its group is left."""
+        """Let go of it, then end it and whatever of its group is left."""
         await super().close()
         await _end(self.proc)
+        with contextlib.suppress(Exception):
+            await self._copying
+
+
+async def _copy(stream: asyncio.StreamReader, log: Any) -> None:
+    """The app-server's stderr into the log, to its end."""
+    with contextlib.suppress(Exception):
+        while chunk := await stream.read(1 << 16):
+            log.write(chunk)
+            log.flush()
 
 
 async def _end(proc: asyncio.subprocess.Process) -> None:

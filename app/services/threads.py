@@ -127,20 +127,22 @@ class Threads:
             if not held_elsewhere(str(exc)):
                 raise
             who = holder(self.home, thread_id)
+            door = who.door if who is not None else None
             # no holder known (no /proc/locks off Linux): the daemon is the one that keeps threads open
-            link = who.socket(self.home) if who is not None else self.home.joinpath(*CONTROL)
-            if self.conn.attached or link is None:
+            link = None if door else who.socket(self.home) if who is not None else self.home.joinpath(*CONTROL)
+            if self.conn.attached or (door is None and link is None):
                 raise self._held_line(thread_id, who) from exc
             daemon = who is None or who.daemon
-            what = "Codex's app-server daemon" if daemon else "another Codex app-server"
+            what = ("Codex's app-server daemon" if daemon else "the app-server of a codexr codex" if door
+                    else "another Codex app-server") + (f" (pid {who.pid})" if who is not None else "")
             try:
-                pid = self.conn.attach(link, what)
+                self.conn.attach(what, link=link, door=door)
             except SessionError as why:
                 fix = f"quit the `codex` that has it and run `{STOP}`" if daemon else "quit what has it open"
-                raise SessionError(f"thread {thread_id} is open in {what}{f' ({who})' if who and not daemon else ''}"
-                                   f", and codexr does not work through it: {why}; {fix}, then try again") from exc
+                raise SessionError(f"thread {thread_id} is open in {what}, and codexr does not work through it: "
+                                   f"{why}; {fix}, then try again") from exc
             self.conn.notice("codexr/attached", {"threadId": thread_id, "message": (
-                f"thread {thread_id} is open in {what} ({pid}): codexr works through it")})
+                f"thread {thread_id} is open in {what}: codexr works through it")})
             try:
                 return self._resume(thread_id)
             except SessionError as again:
