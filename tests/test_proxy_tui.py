@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from fs_helpers import tree
+from npm_codex import newest_codex
 from test_cli_agent import assert_one_line_error, show
 from test_proxy_listen import handshake
 from test_tui_tmux import Tmux
@@ -405,3 +406,23 @@ def test_the_app_server_of_codexr_codex_admits_only_codexr(tmux: Tmux, tmp_path:
                                   timeout=WAIT_S)
         assert_one_line_error(confined, "does not work through it", "runs with other rights")
         assert tree(ws) == before
+
+
+def test_codexr_codex_runs_the_npm_launcher_of_the_newest_codex(tmux: Tmux, tmp_path: Path) -> None:
+    """npm's `codex` is a node script that starts the native TUI as its child: that child is the client codexr's
+    door must admit (before: "closed during initialize: not the client codexr started", exit 1 in a second). The
+    newest release from npm, through its launcher: a prompt is recorded and Esc Esc takes its files back."""
+    npm = newest_codex()
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    rc_file = tmp_path / "rc"
+    with ScriptedModel() as model:
+        model.script("npm-one", [add_file("n.txt", "n\n"), message("Made by the newest.")])
+        env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
+               "TERM": "xterm-256color", "CODEXR_SERVER": "0", "CODEXR_CODEX_BIN": str(npm.launcher)}
+        start_codexr_codex(tmux, ws, env, rc_file)
+        assert f"v{npm.version}" in tmux.screen() or npm.version in tmux.screen(), tmux.screen()
+        send_prompt(tmux, "npm-one", "Made by the newest.")
+        assert (ws / "n.txt").read_text() == "n\n"
+        backtrack(tmux, 0, 1)
+        assert not (ws / "n.txt").exists()

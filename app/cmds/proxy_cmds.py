@@ -156,8 +156,11 @@ async def _open_door(serve: Any, sock_dir: Path, note: Callable[[str], None],
 
     if unix_peers_known():
         def only_the_tui(sock: Any) -> str | None:
-            pid = tui_pid()
-            return None if pid is not None and _peer_pid(sock) == pid else "not the client codexr started"
+            pid, peer = tui_pid(), _peer_pid(sock)
+            # the TUI codexr started, or a process it started: npm's `codex` is a node launcher whose child, the
+            # native TUI, is the one that connects
+            ok = pid is not None and peer is not None and (peer == pid or _descends_from(peer, pid))
+            return None if ok else "not the client codexr started"
 
         door = Door(peer=only_the_tui, log=note)  # a unix socket: no Host check (no name leads to it)
         path = sock_dir / "app-server.sock"
@@ -319,6 +322,23 @@ def say(line: str) -> None:
     """One line of codexr's own on the terminal the TUI has left (it may be gone: then nowhere)."""
     with contextlib.suppress(OSError):
         print(f"codexr: {line}", file=sys.stderr, flush=True)
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """Whether process `pid` was started by `ancestor`, or by a process it started (Linux's /proc; False when it
+    cannot be read)."""
+    for _ in range(64):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat_line = f.read()
+        except OSError:
+            return False
+        pid = int(stat_line.rsplit(b")", 1)[1].split()[1])  # the field after the state: the parent's pid
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+    return False
 
 
 def _peer_pid(sock: Any) -> int | None:
