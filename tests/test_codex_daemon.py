@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from e2e_helpers import session_options
+from npm_codex import newest_codex
 from test_cli_agent import assert_one_line_error, show
 from test_driver import Events
 from test_tui_tmux import Tmux
@@ -61,9 +62,9 @@ def processes_of(home: Path) -> list[int]:
     return out
 
 
-def stop_daemon(home: Path, env: dict[str, str]) -> None:
+def stop_daemon(home: Path, env: dict[str, str], codex: Path | None = None) -> None:
     """Stop the daemon as a user would, then end what outlived that (its pid-update-loop can, CODEX_FACTS §11)."""
-    subprocess.run([str(pinned_path()), "app-server", "daemon", "stop"], env={**os.environ, **env},
+    subprocess.run([str(codex or pinned_path()), "app-server", "daemon", "stop"], env={**os.environ, **env},
                    capture_output=True, timeout=30, check=False)
     for pid in processes_of(home):
         with contextlib.suppress(ProcessLookupError):
@@ -77,13 +78,13 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
     t.kill()
 
 
-def official_tui(tmux: Tmux, ws: Path, env: dict[str, str], *args: str) -> Path:
-    """Run the pinned official `codex` (no --remote: it starts its managed daemon) in tmux, past its first screens;
-    returns the file its exit status is written to."""
+def official_tui(tmux: Tmux, ws: Path, env: dict[str, str], *args: str, codex: Path | None = None) -> Path:
+    """Run the official `codex` (pinned unless `codex`; no --remote: it starts its managed daemon) in tmux, past its
+    first screens; returns the file its exit status is written to."""
     rc_file = ws.parent / "tui-rc"
     assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     tmux.start(f"trap true INT; cd {shlex.quote(str(ws))} && env -u COLUMNS -u LINES {assign} "
-               f"{shlex.quote(str(pinned_path()))} {' '.join(map(shlex.quote, args))}; "
+               f"{shlex.quote(str(codex or pinned_path()))} {' '.join(map(shlex.quote, args))}; "
                f"echo $? > {shlex.quote(str(rc_file))}; sleep 600")
     deadline = time.monotonic() + WAIT_S
     quiet_since = None
@@ -130,7 +131,12 @@ def sidecar(home: Path, thread: str) -> dict:
     return json.loads((home / "file_snapshots" / "refs" / "threads" / f"{thread}.json").read_text())
 
 
-def test_a_thread_the_official_tui_left_in_its_daemon_is_worked_on_through_it(tmux: Tmux, tmp_path: Path) -> None:
+@pytest.mark.parametrize("official", ["pinned", "newest"])
+def test_a_thread_the_official_tui_left_in_its_daemon_is_worked_on_through_it(official: str, tmux: Tmux,
+                                                                              tmp_path: Path) -> None:
+    """`codex resume` of a codexr thread, quit, then `codexr exec --last` at once: with the pinned Codex and with the
+    newest from npm (its TUI and daemon; codexr's own app-server stays the pinned one)."""
+    codex = newest_codex().native if official == "newest" else pinned_path()
     ws, home = tmp_path / "ws", tmp_path / "home"
     ws.mkdir()
     with ScriptedModel() as model:
@@ -144,7 +150,7 @@ def test_a_thread_the_official_tui_left_in_its_daemon_is_worked_on_through_it(tm
             assert first.returncode == 0, show(first)
             thread = json.loads(first.stdout)["thread_id"]
 
-            rc_file = official_tui(tmux, ws, env, "resume", thread)
+            rc_file = official_tui(tmux, ws, env, "resume", thread, codex=codex)
             prompt_in_tui(tmux, "two", "Two done.")
             quit_tui(tmux, rc_file)
             held = holder(home, thread)
@@ -170,7 +176,7 @@ def test_a_thread_the_official_tui_left_in_its_daemon_is_worked_on_through_it(tm
             assert (ws / "c.txt").read_text() == "c\n"
             assert json.loads(redo.stdout)["thread_id"] == thread
         finally:
-            stop_daemon(home, env)
+            stop_daemon(home, env, codex)
 
 
 def test_a_daemon_confined_otherwise_is_not_worked_through(tmux: Tmux, tmp_path: Path) -> None:
