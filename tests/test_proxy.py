@@ -355,8 +355,8 @@ def test_the_line_after_a_revert_numbers_the_prompt_as_the_client_shows_it(model
     with peer([sys.executable, "-m", "app.cli", "app-server"], ws, env, tmp_path / "err") as client:
         client.send(initialize(1))
         assert "result" in client.answer(1)
-        client.send({"id": 2, "method": "thread/resume", "params": {
-            "threadId": thread, "cwd": str(ws), "approvalPolicy": "never", "sandbox": "danger-full-access"}})
+        client.send({"id": 2, "method": "thread/resume", "params": {"threadId": thread, "cwd": str(ws),
+                     "approvalPolicy": "never", "sandbox": "danger-full-access", "excludeTurns": True}})
         assert "result" in client.answer(2)
         turns = []
         for rid, n in ((3, "three"), (4, "four")):
@@ -371,8 +371,53 @@ def test_the_line_after_a_revert_numbers_the_prompt_as_the_client_shows_it(model
         note = client.until(lambda m: m.get("method") == "error"
                             and "codexr:" in str(m["params"]["error"]["message"]))
         client.close()
+    # the proxy's own reads (the fork that keeps the conversation) are paginated: no deprecation notice for them
+    assert [m for m in client.seen if m.get("method") == "deprecationNotice"] == []
     line = str(note["params"]["error"]["message"])
     assert line.startswith("codexr: the files went back as well, to before prompt 4: c.txt (0 files written, 1 "
                            "deleted);"), line
     assert f"codexr redo --thread {thread}" in line
     assert not (ws / "c.txt").exists() and (ws / "b.txt").exists()
+
+
+def test_turns_the_server_starts_itself_are_recorded_and_rewound(model: ScriptedModel, tmp_path: Path) -> None:
+    """The user's shell command (`thread/shellCommand`, `!` in the official TUI) and a prompt put on the server-side
+    queue (`thread/queue/add`) run as turns no turn/start began: each gets its pre-turn snapshot before the request
+    is forwarded and its post-turn one at its end, so a rewind takes back what they made (before: no snapshot, and
+    a rewind left the shell command's file, which no snapshot had witnessed)."""
+    from test_proxy_frames import initialize, peer
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "keep.txt").write_text("keep\n")
+    home = tmp_path / "home"
+    env = proxy_env(model, home)
+    model.script("served one", [add_file("a.txt", "a\n"), message("one done")])
+    model.script("served queued", [add_file("q.txt", "q\n"), message("queued done")])
+    with peer([sys.executable, "-m", "app.cli", "app-server"], ws, env, tmp_path / "err") as client:
+        client.send(initialize(1))
+        assert "result" in client.answer(1)
+        client.send({"id": 2, "method": "thread/start", "params": {
+            "cwd": str(ws), "approvalPolicy": "never", "sandbox": "danger-full-access"}})
+        thread = str(client.answer(2)["result"]["thread"]["id"])
+        done = lambda m: m.get("method") == "turn/completed"  # noqa: E731
+        client.send({"id": 3, "method": "turn/start",
+                     "params": {"threadId": thread, "input": [{"type": "text", "text": "served one"}]}})
+        assert "result" in client.answer(3)
+        client.until(done)
+        client.send({"id": 4, "method": "thread/shellCommand",
+                     "params": {"threadId": thread, "command": "echo mine > sh.txt"}})
+        assert "result" in client.answer(4)
+        client.until(done)
+        client.send({"id": 5, "method": "thread/queue/add", "params": {
+            "threadId": thread, "clientUserMessageId": "q-1", "input": [{"type": "text", "text": "served queued"}]}})
+        assert "result" in client.answer(5)
+        client.until(done)
+        assert (ws / "sh.txt").exists() and (ws / "q.txt").exists()
+        client.close()
+    turns = json.loads((home / "file_snapshots" / "refs" / "threads" / f"{thread}.json").read_text())["turns"]
+    assert [t["prompt"] for t in turns] == ["served one", "!echo mine > sh.txt", "served queued"], turns
+    assert all(t.get("pre") and t.get("post") for t in turns), turns
+    back = codexr(env, ws, "rewind", "--thread", thread, "--to", "1", "--yes")
+    assert back.returncode == 0, show(back)
+    assert sorted(p.name for p in ws.iterdir()) == ["keep.txt"], "the rewind left what the turns made"

@@ -24,6 +24,9 @@ from .relay import Observer, Verdict
 
 #: Methods whose `cwd` a remote TUI leaves null (the server's own cwd is then used: ours is the workspace).
 CWD_METHODS = frozenset({"thread/start", "thread/resume", "thread/fork"})
+#: Requests after which the server starts a turn without a turn/start: the user's shell command (`!` in the official
+#: TUI), and a prompt put on or started from the server-side queue.
+SERVER_STARTED = frozenset({"thread/shellCommand", "thread/queue/add", "thread/queue/start"})
 T = TypeVar("T")
 
 
@@ -90,6 +93,9 @@ class RecordingObserver(Observer):
         self._ephemeral: set[str] = set()
         self._hidden: set[str] = set()  # forks the proxy made: their notifications are not the client's
         self._left: set[str] = set()  # threads the client unsubscribed from while a turn ran: kept until it ends
+        self._server_starts: set[Any] = set()  # requests whose turn the server starts (SERVER_STARTED)
+        self._unbound: dict[str, tuple[str, Any, str | None]] = {}  # thread -> the snapshot its next turn takes
+        self._queued: dict[str, int] = {}  # thread -> prompts queued behind its running turn
         # thread/revert id -> thread, turn, fork, files, the prompt's number as the client shows it
         self._reverts: dict[Any, tuple[str, str, str, Any, int | None]] = {}
         self._tasks: set[asyncio.Future[None]] = set()  # what runs after a frame was forwarded
@@ -150,6 +156,17 @@ class RecordingObserver(Observer):
                 return Verdict(None, [{"id": msg["id"], "error": {"code": -32600, "message": f"codexr: {outside}"}}])
         if method == "turn/start" and isinstance(params.get("threadId"), str):
             await self._before_turn(msg["id"], str(params["threadId"]), input_text(params))
+        if method in SERVER_STARTED and isinstance(params.get("threadId"), str):
+            # a turn no turn/start starts (the user's `!` shell command, a queued prompt): its snapshot is taken now
+            # and bound to the next turn the server starts on the thread (`turn/started`)
+            on = str(params["threadId"])
+            if on in self._active:  # queued behind a running turn: captured when the server starts it
+                self._queued[on] = self._queued.get(on, 0) + (method == "thread/queue/add")
+            else:
+                text = f"!{params.get('command')}" if method == "thread/shellCommand" else input_text(params)
+                await self._before_turn(msg["id"], on, text or "(a queued prompt)")
+                if msg["id"] in self._pending:
+                    self._server_starts.add(msg["id"])
         if method == "thread/revert" and isinstance(params.get("threadId"), str) \
                 and isinstance(params.get("beforeTurnId"), str):
             return await self._revert(msg, str(params["threadId"]), str(params["beforeTurnId"]))
@@ -284,8 +301,9 @@ class RecordingObserver(Observer):
                 self._hidden.add(fork)
 
         try:
-            forked = await self.relay.request("thread/fork", {"threadId": thread_id, "cwd": str(self.ws)},
-                                              on_answer=hide)
+            # excludeTurns: a full-history fork answers with a deprecation notice, which would reach the client
+            forked = await self.relay.request("thread/fork", {"threadId": thread_id, "cwd": str(self.ws),
+                                                              "excludeTurns": True}, on_answer=hide)
         except (RuntimeError, ConnectionError, TimeoutError) as exc:
             raise RuntimeError(f"the conversation could not be kept before the revert ({exc})") from exc
         fork = str((forked.get("thread") or {}).get("id") or "")
@@ -364,7 +382,11 @@ class RecordingObserver(Observer):
                 if isinstance(thread, dict) and isinstance(thread.get("id"), str):
                     self._ephemeral.add(str(thread["id"]))
             started = self._pending.pop(rid, None) if rid is not None else None
-            if started is not None:
+            if started is not None and rid in self._server_starts:
+                self._server_starts.discard(rid)
+                if "error" not in msg:  # the turn comes with its turn/started
+                    self._unbound[started[0]] = started[1:]
+            elif started is not None:
                 self._started(msg, *started)
             reverted = self._reverts.pop(rid, None) if rid is not None else None
             if reverted is not None:
@@ -377,6 +399,8 @@ class RecordingObserver(Observer):
         if thread_of(msg) in self._hidden:
             return Verdict(None)  # a fork the proxy made to keep a reverted conversation: not the client's
         turn_id = turn_id_of(msg)
+        if msg.get("method") == "turn/started" and turn_id is not None and turn_id not in self._turns:
+            await self._server_started(str(thread_of(msg) or ""), turn_id)
         turn = self._turns.get(turn_id) if turn_id else None
         if turn is not None and turn_id is not None:
             params = msg.get("params") or {}
@@ -390,6 +414,24 @@ class RecordingObserver(Observer):
                     self._later(self._unsubscribe(turn.thread_id))
                     return Verdict(None)
         return Verdict(None if thread_of(msg) in self._left else msg)
+
+    async def _server_started(self, thread_id: str, turn_id: str) -> None:
+        """A turn no turn/start of the client's started: bound to the snapshot taken before the request that led to
+        it (a shell command, a queue start), or, for a prompt queued behind a turn that has just ended, captured
+        now (before the model's first answer, so before any change it makes)."""
+        if thread_id in self._ephemeral or thread_id in self._hidden or not thread_id:
+            return
+        if any(pending[0] == thread_id for pending in self._pending.values()):
+            return  # a turn/start's answer is on its way: it binds this turn
+        unbound = self._unbound.pop(thread_id, None)
+        if unbound is None and self._queued.get(thread_id):
+            self._queued[thread_id] -= 1
+            key = ("queued", turn_id)
+            await self._before_turn(key, thread_id, "(a queued prompt)")
+            captured = self._pending.pop(key, None)
+            unbound = captured[1:] if captured is not None else None
+        if unbound is not None:
+            self._started({"result": {"turn": {"id": turn_id}}}, thread_id, *unbound)
 
     async def _unsubscribe(self, thread_id: str) -> None:
         with contextlib.suppress(RuntimeError, ConnectionError, TimeoutError):
