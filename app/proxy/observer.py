@@ -146,7 +146,10 @@ class RecordingObserver(Observer):
         params = msg.get("params")
         if not isinstance(params, dict) or "id" not in msg:
             return Verdict(msg)
-        if method == "thread/start" and params.get("ephemeral") is True:
+        if (method == "thread/start" and params.get("ephemeral") is True) or \
+                (method == "thread/fork" and params.get("attachToSource") is True):
+            # an ephemeral thread (a title's), or an attached fork (Codex 0.171's hidden side conversation of a
+            # thread): not the user's conversation, so neither recorded nor a rewind point
             self._ephemeral_asks.add(msg["id"])
         if method in CWD_METHODS and params.get("cwd") is None:
             return Verdict({**msg, "params": {**params, "cwd": str(self.ws)}})

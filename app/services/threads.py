@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..codex.codex_connection import CodexConnection, dump_payload
+from ..codex.codex_connection import AnyResponse, CodexConnection, dump_payload
 from ..codex.codex_sdk import CodexError, JsonRpcError, ThreadSourceKind, TransportClosedError
 from ..codex.daemon import CONTROL, STOP, Holder, held_elsewhere, holder
 from ..codex.translate import is_prompt_turn, is_sub_turn
@@ -237,7 +237,7 @@ class Threads:
         seen: set[str] = {str(t["id"]) for t in archived}  # archived threads are not listed
         for t in listed:
             tid = str(t["id"])
-            if tid in seen:
+            if tid in seen or t.get("attachedToThreadId"):  # an attached fork: a hidden side conversation (0.171)
                 continue
             seen.add(tid)
             side = self.sidecars.load(tid)
@@ -265,8 +265,8 @@ class Threads:
         cursor: str | None = None
         while True:
             page = {**params, "sourceKinds": list(kinds), **({"cursor": cursor} if cursor else {})}
-            try:
-                resp = self.conn.client.thread_list(page)
+            try:  # read raw, not through the SDK's model, which drops fields it does not know (attachedToThreadId)
+                resp = self.conn.client.request("thread/list", page, response_model=AnyResponse).model_dump()
             except JsonRpcError as exc:
                 if kinds == SESSION_KINDS or cursor is not None:
                     raise SessionError(f"cannot list threads: {getattr(exc, 'message', None) or exc}") from exc
@@ -274,9 +274,10 @@ class Threads:
                 continue
             except (TransportClosedError, CodexError) as exc:
                 raise CodexGone(f"cannot list threads: Codex stopped responding ({exc})") from exc
-            out.extend(dump_payload(th) for th in resp.data)
-            nxt = getattr(resp, "next_cursor", None)
-            if not nxt or nxt == cursor or not resp.data:
+            data = [th for th in resp.get("data") or [] if isinstance(th, dict)]
+            out.extend(data)
+            nxt = resp.get("nextCursor")
+            if not nxt or nxt == cursor or not data:
                 return out
             cursor = str(nxt)
 
