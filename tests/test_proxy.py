@@ -421,3 +421,40 @@ def test_turns_the_server_starts_itself_are_recorded_and_rewound(model: Scripted
     back = codexr(env, ws, "rewind", "--thread", thread, "--to", "1", "--yes")
     assert back.returncode == 0, show(back)
     assert sorted(p.name for p in ws.iterdir()) == ["keep.txt"], "the rewind left what the turns made"
+
+
+def test_a_reverted_thread_reads_alike_in_threads_and_history(model: ScriptedModel, tmp_path: Path) -> None:
+    """A thread the official TUI started through the proxy, reverted before its second prompt: `threads`, `history
+    list` and `history show` name its source alike ("CLI": before, IDE / codexr / "codexr (vscode)") and count the
+    prompts `history show` prints (before: "0 prompts", then one printed)."""
+    from test_proxy_frames import peer
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = proxy_env(model, tmp_path / "home")
+    model.script("alike one", [add_file("a.txt", "a\n"), message("one done")])
+    model.script("alike two", [add_file("b.txt", "b\n"), message("two done")])
+    with peer([sys.executable, "-m", "app.cli", "app-server"], ws, env, tmp_path / "err") as client:
+        client.send({"id": 1, "method": "initialize", "params": {  # as the official TUI introduces itself
+            "clientInfo": {"name": "codex-tui", "version": "0.163.0"}, "capabilities": {"experimentalApi": True}}})
+        assert "result" in client.answer(1)
+        client.send({"id": 2, "method": "thread/start", "params": {
+            "cwd": str(ws), "approvalPolicy": "never", "sandbox": "danger-full-access"}})
+        thread = str(client.answer(2)["result"]["thread"]["id"])
+        turns = []
+        for rid, text in ((3, "alike one"), (4, "alike two")):
+            client.send({"id": rid, "method": "turn/start",
+                         "params": {"threadId": thread, "input": [{"type": "text", "text": text}]}})
+            turns.append(str(client.answer(rid)["result"]["turn"]["id"]))
+            client.until(lambda m: m.get("method") == "turn/completed")
+        client.send({"id": 5, "method": "thread/revert", "params": {"threadId": thread, "beforeTurnId": turns[1]}})
+        assert "result" in client.answer(5)
+        client.until(lambda m: m.get("method") == "error" and "codexr:" in str(m["params"]["error"]["message"]))
+        client.close()
+    listed = {t["thread_id"]: t for t in json.loads(codexr(env, ws, "threads", "--json").stdout)}
+    history = {s["id"]: s for s in json.loads(codexr(env, ws, "history", "list", "--json").stdout)["sessions"]}
+    shown = json.loads(codexr(env, ws, "history", "show", thread, "--json").stdout)
+    assert listed[thread]["source"] == history[thread]["source_label"] == shown["session"]["source_label"] == "CLI"
+    printed = [p for p in shown["prompts"] if p["number"] > 0]
+    assert history[thread]["prompts"] == shown["session"]["prompts"] == len(printed) == listed[thread]["prompts"] == 1
+    assert "- source: CLI\n" in codexr(env, ws, "history", "show", thread).stdout

@@ -19,16 +19,21 @@ def _history_label(session_meta: dict[str, Any]) -> str:
     return Session(meta.id, [summary], archived=False).source_label
 
 
-@pytest.mark.parametrize(("app_server", "rollout", "word"), [
-    ("cli", "cli", "CLI"),
-    ("vscode", "vscode", "IDE"),
-    ("exec", "exec", "exec"),
-    ({"subAgent": {"thread_spawn": {}}}, {"subagent": {"thread_spawn": {}}}, "subagent"),
+@pytest.mark.parametrize(("app_server", "rollout", "originator", "word"), [
+    ("cli", "cli", "codex-tui", "CLI"),
+    ("vscode", "vscode", "codex_vscode", "IDE"),
+    ("exec", "exec", "codex_exec", "exec"),
+    ({"subAgent": {"thread_spawn": {}}}, {"subagent": {"thread_spawn": {}}}, "codex-tui", "subagent"),
+    # the official TUI through `codexr codex`: the app-server records its source as "vscode" (seen, 0.163.0);
+    # `threads` said IDE, `history` codexr (codexr kept a sidecar), `history show` "codexr (vscode)"
+    ("vscode", "vscode", "codex-tui", "CLI"),
+    ("vscode", "vscode", "codexr", "codexr"),
 ])
-def test_threads_and_history_name_who_started_a_thread_alike(app_server: Any, rollout: Any, word: str) -> None:
+def test_threads_and_history_name_who_started_a_thread_alike(app_server: Any, rollout: Any, originator: str,
+                                                             word: str) -> None:
     """`codexr threads` said "cli"/"vscode"/"sub-agent" where `codexr history` said "CLI"/"IDE"/"subagent"."""
-    assert thread_source({"id": "t", "source": app_server, "originator": "codex_cli_rs"}) == word
-    assert _history_label({"id": "t", "source": rollout, "originator": "codex_cli_rs"}) == word
+    assert thread_source({"id": "t", "source": app_server, "originator": originator}) == word
+    assert _history_label({"id": "t", "source": rollout, "originator": originator}) == word
 
 
 def test_codexr_custom_and_unknown_sources() -> None:

@@ -121,7 +121,8 @@ def _list_line(s: Session, cat: Catalog) -> str:
     from ..services.thread_label import rewound_before, thread_label
 
     d = session_json(s, cat)
-    bits = [s.id, short_time(d["last_activity"]), s.source_label, f"{d['prompts']} prompts"]
+    bits = [s.id, short_time(d["last_activity"]), s.source_label,
+            f"{d['prompts']} prompt{'' if d['prompts'] == 1 else 's'}"]
     if d["snapshots"]:
         bits.append(f"{d['snapshots']} snapshots")
     if s.archived:

@@ -162,12 +162,13 @@ def read_sidecars(home: Path) -> dict[str, SidecarInfo]:
 class Session:
     """One thread: its files (newest segment is the head) and where its history comes from."""
 
-    __slots__ = ("archived", "files", "forked_at", "id", "inherited_prompts", "sidecar")
+    __slots__ = ("archived", "files", "forked_at", "id", "inherited_prompts", "own_prompts", "sidecar")
 
     def __init__(self, id: str, files: list[FileSummary], archived: bool, sidecar: SidecarInfo | None = None,
                  inherited_prompts: int = 0, forked_at: int | None = None) -> None:
         self.id, self.files, self.archived, self.sidecar = id, files, archived, sidecar
         self.inherited_prompts = inherited_prompts
+        self.own_prompts = 0  # set with inherited_prompts by Catalog.build
         self.forked_at = forked_at  # the parent's prompt count the fork starts after
 
     def __repr__(self) -> str:
@@ -207,7 +208,7 @@ class Session:
     @property
     def source_label(self) -> str:
         """Who started it, worded as everywhere else (app/shared/vocab.py)."""
-        return source_label(self.source, by_codexr=self.client == CLIENT_NAME)
+        return source_label(self.source, self.files[0].meta.get("originator"))
 
     @property
     def forked_from(self) -> str | None:
@@ -252,6 +253,9 @@ class Catalog:
             chain = cat.chain(sess)
             inherited = [s for s in chain if not s.own]
             sess.inherited_prompts = sum(cat._count(s) for s in inherited)
+            # every segment as far as a later one cut it (a revert starts a new file that cuts the one before):
+            # the prompts `show` prints
+            sess.own_prompts = sum(cat._count(s) for s in chain if s.own)
             if sess.forked_from and inherited:
                 sess.forked_at = sess.inherited_prompts
         return cat

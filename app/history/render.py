@@ -50,8 +50,8 @@ def session_json(s: Session, cat: Catalog) -> dict[str, Any]:
         "id": s.id,
         "workspace": s.cwd,
         "first_prompt": _first_prompt(s, cat),
-        "prompts": s.inherited_prompts + len(s.head.user_offsets),
-        "own_prompts": len(s.head.user_offsets),
+        "prompts": s.inherited_prompts + s.own_prompts,
+        "own_prompts": s.own_prompts,
         "created": json_time(s.files[0].created),
         "last_activity": json_time(s.last_activity),
         "source": s.source,
@@ -122,7 +122,7 @@ def markdown(s: Session, cat: Catalog, prompts: list[Prompt], only: int | None =
     """The conversation, readable: prompts as quotes, commands and file changes summarised."""
     head = session_json(s, cat)
     lines = [f"# Session {s.id}", "",
-             f"- workspace: {s.cwd}", f"- source: {head['source_label']} ({s.source or '?'})",
+             f"- workspace: {s.cwd}", f"- source: {head['source_label']}",
              f"- created: {short_time(head['created'])}, last activity: {short_time(head['last_activity'])}",
              f"- prompts: {head['prompts']}"]
     if s.forked_from:

@@ -76,7 +76,7 @@ class ThreadSummary:
 
 def thread_source(thread: dict[str, Any]) -> str:
     """Who started a thread (app-server's Thread): `codexr` for codexr's own (its client name is the originator)."""
-    return source_label(thread.get("source"), by_codexr=thread.get("originator") == CLIENT_NAME)
+    return source_label(thread.get("source"), thread.get("originator"))
 
 
 def _text_of(user_item: dict[str, Any]) -> str:

@@ -47,19 +47,27 @@ SOURCE_LABELS: dict[str, str] = {Source.CLI: "CLI", Source.VSCODE: "IDE", Source
                                   Source.UNKNOWN: "unknown"}
 
 
-def source_label(source: Any, *, by_codexr: bool = False) -> str:
+#: The originators of the official Codex TUI (its own threads, and those it starts through an app-server: through
+#: `codexr codex` the app-server records its source as "vscode", the default of a client it does not know).
+OFFICIAL_TUI = frozenset({"codex-tui", "codex_cli_rs"})
+
+
+def source_label(source: Any, originator: Any = None) -> str:
     """Who started a thread, worded once for the app, `codexr threads`, `codexr history` and the proxy.
 
     `source` is Codex's SessionSource as the app-server or a rollout file gives it: a kind ("cli", "appServer"),
-    or an object ({"subAgent": …}, {"custom": name}); `by_codexr`: codexr started it (its originator).
+    or an object ({"subAgent": …}, {"custom": name}); `originator`: the client that started it, which names codexr
+    and the official TUI wherever they ran (a sidecar only says codexr recorded prompts, not who started it).
     """
-    if by_codexr:
-        return CLIENT_NAME
     if isinstance(source, dict):
         if isinstance(source.get("custom"), str):
             return str(source["custom"])
         source = next(iter(source), "")
     kind = str(source or "")
     if kind.lower() == Source.SUB_AGENT.lower():
-        kind = Source.SUB_AGENT
+        return SOURCE_LABELS[Source.SUB_AGENT]  # a sub-agent's thread, whichever client's agent spawned it
+    if originator == CLIENT_NAME:
+        return CLIENT_NAME
+    if originator in OFFICIAL_TUI:
+        return SOURCE_LABELS[Source.CLI]
     return SOURCE_LABELS.get(kind, kind or "unknown")
