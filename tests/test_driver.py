@@ -339,3 +339,29 @@ def test_codex_whose_pipe_closes_before_its_process_ends_is_restarted(model: Scr
         assert [r.text for r in d.prompt_rows()] == ["drv-linger once", "drv-lingered after"]
     finally:
         d.close()
+
+
+def test_threads_are_read_page_by_page_without_deprecated_full_history(model: ScriptedModel, tmp_path: Path) -> None:
+    """Reading a thread back (the transcript on resume, its prompts for the rewind picker) pages `thread/turns/list`:
+    Codex answers a full-history `thread/read` with a deprecation notice (0.163.0 and 0.171.0), and the paged
+    read gives the same prompts and transcript."""
+    from app.session import Session
+
+    model.script("paged one", [add_file("p1.txt", "1\n"), message("paged first")])
+    model.script("paged two", [message("paged second")])
+    opts = session_options(model, tmp_path)
+    seen: list[str] = []
+    with Session(opts, on_notice=lambda method, _params: seen.append(method)) as s:
+        thread = s.start_thread()
+        for text in ("paged one", "paged two"):
+            assert s.run_turn(thread, text).status == "completed"
+        prompts = s.prompts(thread)
+        seen.clear()
+        d = Driver(opts, Events())
+        d.session = s
+        events = d.transcript(thread)
+        assert [p.text for p in s.prompts(thread)] == [p.text for p in prompts] == ["paged one", "paged two"]
+        assert [e.text for e in events if isinstance(e, UserPrompt)] == ["paged one", "paged two"]
+        assert any(isinstance(e, AgentMessage) and "paged second" in e.text for e in events)
+        time.sleep(0.5)  # a notice comes after the answer it belongs to
+        assert "deprecationNotice" not in seen

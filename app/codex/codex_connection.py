@@ -224,6 +224,25 @@ class CodexConnection:
         out = resp.model_dump()
         return out if isinstance(out, dict) else {}
 
+    def thread_turns(self, thread_id: str) -> list[dict[str, Any]]:
+        """Every turn of a thread with all its items, oldest first, page by page (`thread/turns/list`): a
+        full-history `thread/read` is deprecated for paginated threads (0.163.0 and 0.171.0 answer it with a
+        deprecation notice). Raises as the SDK's calls do: JsonRpcError for a thread with no rollout yet."""
+        out: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {"threadId": thread_id, "limit": 100, "sortDirection": "asc",
+                                      "itemsView": "full"}
+            if cursor:
+                params["cursor"] = cursor
+            page = self.client.request("thread/turns/list", params, response_model=AnyResponse).model_dump()
+            data = [t for t in page.get("data") or [] if isinstance(t, dict)]
+            out.extend(data)
+            nxt = page.get("nextCursor")
+            if not nxt or nxt == cursor or not data:
+                return out
+            cursor = str(nxt)
+
     def notice(self, method: str, params: dict[str, Any]) -> None:
         """Tell the front end something that is no event of a turn (a gc, a timed-out approval...)."""
         if self._on_notice is not None:

@@ -52,7 +52,6 @@ from ..session import (
     SessionError,
     SessionOptions,
     ThreadSummary,
-    dump_payload,
 )
 from ..shared.vocab import CONVERSATION_MODES, RewindMode
 from . import changes
@@ -536,12 +535,11 @@ class Driver:
         """A thread's transcript as events, read back from Codex."""
         s = self._need()
         try:
-            resp = s.client.thread_read(thread_id, include_turns=True)
+            turns = s.connection.thread_turns(thread_id)
         except Exception:
             return []  # a thread without a turn has no rollout to read turns from
         side = s.sidecars.load(thread_id)
         snaps = {t.turn_id: t.pre is not None for t in side.turns} if side else {}
-        turns = [dump_payload(t) for t in resp.thread.turns or []]
         return turn_events(turns, str(s.cwd), snaps)
 
     def new_thread(self) -> None:

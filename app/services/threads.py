@@ -202,7 +202,7 @@ class Threads:
         """Every prompt of the thread in order, from Codex itself, joined with our snapshots."""
         client = self.conn.client
         try:
-            resp = client.thread_read(thread_id, include_turns=True)
+            turns = self.conn.thread_turns(thread_id)
         except JsonRpcError:
             # A thread with no turn yet has no rollout to list turns from; it exists if it reads.
             self.conn.rpc(f"unknown thread {thread_id}", lambda: client.thread_read(thread_id, include_turns=False))
@@ -212,8 +212,7 @@ class Threads:
         side = self.sidecars.load(thread_id)
         out: list[Prompt] = []
         before: str | None = None
-        for turn in resp.thread.turns or []:
-            t = dump_payload(turn)
+        for t in turns:
             if is_sub_turn(t):
                 continue  # a review's inner turn: part of the review turn, never a prompt of its own
             if not is_prompt_turn(t):  # a compaction or a review: the conversation the next prompt was sent on

@@ -149,14 +149,15 @@ class TurnRunner:
         are conversation-only. Said once: from this turn on the thread has a sidecar.
         """
         try:
-            resp = self.conn.client.thread_read(thread_id, include_turns=True)
+            turns = self.conn.thread_turns(thread_id)
+            earlier = sum(1 for t in turns if is_prompt_turn(t))
+            if not earlier:
+                return None
+            resp = self.conn.client.thread_read(thread_id, include_turns=False)
         except JsonRpcError:
             return None  # "no rollout"/"list_turns is not supported yet": nothing ran on it
         except (TransportClosedError, CodexError) as exc:
             raise CodexGone(f"cannot read thread {thread_id}: Codex stopped responding ({exc})") from exc
-        earlier = sum(1 for t in resp.thread.turns or [] if is_prompt_turn(dump_payload(t)))
-        if not earlier:
-            return None
         source = thread_source(dump_payload(resp.thread))
         side.history.append({"event": "continued", "source": source, "earlier_prompts": earlier, "at": time.time()})
         snaps = "gets file snapshots" if side.tracking else "gets no file snapshot (file_snapshots is off)"
