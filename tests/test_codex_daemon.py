@@ -135,7 +135,8 @@ def sidecar(home: Path, thread: str) -> dict:
 def test_a_thread_the_official_tui_left_in_its_daemon_is_worked_on_through_it(official: str, tmux: Tmux,
                                                                               tmp_path: Path) -> None:
     """`codex resume` of a codexr thread, quit, then `codexr exec --last` at once: with the pinned Codex and with the
-    newest from npm (its TUI and daemon; codexr's own app-server stays the pinned one)."""
+    newest from npm (its TUI and daemon; codexr's own app-server stays the pinned one); a codexr confined otherwise
+    than the daemon is refused."""
     codex = newest_codex().native if official == "newest" else pinned_path()
     ws, home = tmp_path / "ws", tmp_path / "home"
     ws.mkdir()
@@ -175,38 +176,20 @@ def test_a_thread_the_official_tui_left_in_its_daemon_is_worked_on_through_it(of
             assert redo.returncode == 0, show(redo)
             assert (ws / "c.txt").read_text() == "c\n"
             assert json.loads(redo.stdout)["thread_id"] == thread
+
+            # a codexr in a network namespace of its own (as a sandboxed agent's would be) must not hand its prompt
+            # to the daemon, which has the network: one line, exit 2, nothing runs
+            netns = subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode == 0
+            if official == "pinned" and netns:
+                before = sidecar(home, thread)
+                confined = codexr(ws, env, "exec", "--thread", thread, "sneaky", prefix=("unshare", "--net"))
+                assert_one_line_error(confined, f"thread {thread} is open in Codex's app-server daemon",
+                                      "runs with other rights than this codexr", "net namespace",
+                                      "codex app-server daemon stop")
+                assert "sneaky" not in json.dumps(model.requests), "the prompt reached the model"
+                assert sidecar(home, thread) == before
         finally:
             stop_daemon(home, env, codex)
-
-
-def test_a_daemon_confined_otherwise_is_not_worked_through(tmux: Tmux, tmp_path: Path) -> None:
-    """The daemon runs in this user's namespaces; a codexr in a network namespace of its own (as a sandboxed agent's
-    would be) must not hand its prompt to the daemon, which has the network: one line, exit 2, nothing runs."""
-    ws, home = tmp_path / "ws", tmp_path / "home"
-    ws.mkdir()
-    if subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode != 0:
-        pytest.skip("unshare --net is not allowed here (needs root or user namespaces)")
-    with ScriptedModel() as model:
-        model.script("one", [add_file("a.txt", "a\n"), message("One done.")])
-        model.script("two", [add_file("b.txt", "b\n"), message("Two done.")])
-        env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
-               "TERM": "xterm-256color", "CODEXR_SERVER": "0"}
-        try:
-            first = codexr(ws, env, "exec", "one", "--json")
-            assert first.returncode == 0, show(first)
-            thread = json.loads(first.stdout)["thread_id"]
-            rc_file = official_tui(tmux, ws, env, "resume", thread)
-            prompt_in_tui(tmux, "two", "Two done.")
-            quit_tui(tmux, rc_file)
-            before = sidecar(home, thread)
-            confined = codexr(ws, env, "exec", "--last", "sneaky", prefix=("unshare", "--net"))
-            assert_one_line_error(confined, f"thread {thread} is open in Codex's app-server daemon",
-                                  "runs with other rights than this codexr", "net namespace",
-                                  "codex app-server daemon stop")
-            assert "sneaky" not in json.dumps(model.requests), "the prompt reached the model"
-            assert sidecar(home, thread) == before
-        finally:
-            stop_daemon(home, env)
 
 
 def test_a_control_socket_another_user_could_have_placed_is_refused(tmp_path: Path) -> None:

@@ -153,3 +153,25 @@ def test_an_attached_fork_is_no_rewind_point_and_no_thread_of_its_own(tmp_path: 
                                 capture_output=True, text=True, timeout=120)
         assert listed.returncode == 0, show(listed)
         assert [t["thread_id"] for t in json.loads(listed.stdout)] == [main]
+
+
+def test_doctor_checks_what_codexr_codex_needs_of_the_chosen_codex(tmp_path: Path) -> None:
+    """doctor said ok for npm's launcher while `codexr codex` could not run it: it now starts the chosen Codex the way
+    `codexr codex` does (listening, with a token) and says so, naming a launcher; a Codex that serves stdio but not
+    that way fails the check with what to do."""
+    home = tmp_path / "home"
+    env = {**os.environ, **write_codex_home(home, "http://127.0.0.1:9"), "CODEXR_SERVER": "0"}
+    stdio_only = tmp_path / "codex-stdio-only"
+    stdio_only.write_text(f"#!/bin/sh\ncase \"$*\" in *ws://*) echo 'Error: no listening here' >&2; exit 1;; esac\n"
+                          f"exec {pinned_path()} \"$@\"\n")
+    stdio_only.chmod(0o755)
+    bad = subprocess.run([sys.executable, "-m", "app.cli", "--codex-bin", str(stdio_only), "doctor", "--json"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    checks = {c["name"]: c for c in json.loads(bad.stdout)["checks"]}
+    assert bad.returncode == 1 and checks["app_server"]["status"] == "ok", show(bad)
+    assert checks["codex_tui"]["status"] == "fail" and "codexr codex" in checks["codex_tui"]["message"], show(bad)
+    npm = newest_codex()
+    good = subprocess.run([sys.executable, "-m", "app.cli", "--codex-bin", str(npm.launcher), "doctor", "--json"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    checks = {c["name"]: c for c in json.loads(good.stdout)["checks"]}
+    assert checks["codex_tui"]["status"] == "ok" and "launcher script" in checks["codex_tui"]["message"], show(good)

@@ -346,6 +346,45 @@ def test_redo_while_the_official_tui_is_open(tmux: Tmux, tmp_path: Path) -> None
         tmux.wait(lambda s: "the conversation is thread" in s, "the redo's output in the TUI")
         assert tree(ws) == after_two, "the redo typed in the TUI did not bring the files back"
         assert not rc_file.exists(), "the TUI quit"
+        assert_only_codexr_is_admitted(ws, home, env)
+
+
+def assert_only_codexr_is_admitted(ws: Path, home: Path, env: dict[str, str]) -> None:
+    """The app-server of a `codexr codex` listens so other codexr commands can reach it: it admits only a client
+    with codexr's token (a handshake without it, or with a guess, is refused); the door that tells where and which
+    token answers a process confined as codexr and gives one confined otherwise (its own network namespace, as a
+    sandboxed agent's) nothing, so such a codexr's prompt is refused in one line and changes nothing."""
+    (backend,) = [pid for pid, cmd in in_workspace(ws) if " app-server " in cmd]
+    environ = Path(f"/proc/{backend}/environ").read_bytes().split(b"\0")
+    (door,) = [e.split(b"=", 1)[1].decode() for e in environ if e.startswith(b"CODEXR_BACKEND_DOOR=")]
+
+    def ask_door(*prefix: str) -> str:
+        code = ("import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+                "sys.stdout.buffer.write(s.recv(512))")
+        return subprocess.run([*prefix, sys.executable, "-c", code, door], capture_output=True, text=True,
+                              timeout=30, check=True).stdout
+
+    url, token = ask_door().split()
+    assert url.startswith("ws://127.0.0.1:") and len(token) > 30
+    for headers in [(), (("Authorization", "Bearer guessed"),)]:
+        status = upgrade_status(url, *headers)
+        assert status == 401, f"the backend admitted a client without codexr's token ({headers}): {status}"
+    assert upgrade_status(url, ("Authorization", f"Bearer {token}")) == 101
+    if subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode != 0:
+        return  # no second network namespace here: the rest cannot be tried
+    assert ask_door("unshare", "--net") == "", "a process in another network namespace was told the token"
+    sidecars = home / "file_snapshots" / "refs" / "threads"
+    (thread,) = [p.stem for p in sidecars.glob("*.json") if not json.loads(p.read_text()).get("forked_from")]
+    before = tree(ws)
+    confined = subprocess.run(["unshare", "--net", sys.executable, "-m", "app.cli", "exec", "--thread", thread,
+                               "sneaky"], cwd=ws, env={**os.environ, **env}, capture_output=True, text=True,
+                              timeout=WAIT_S)
+    assert_one_line_error(confined, "does not work through it", "runs with other rights")
+    assert tree(ws) == before
+    sent = [t["prompt"] for p in sidecars.glob("*.json") for t in json.loads(p.read_text())["turns"]]
+    assert "sneaky" not in sent, "the prompt ran"
+
+
 
 
 def upgrade_status(url: str, *headers: tuple[str, str]) -> int:
@@ -363,49 +402,6 @@ def upgrade_status(url: str, *headers: tuple[str, str]) -> int:
         while b"\r\n" not in data and (chunk := sock.recv(4096)):
             data += chunk
     return int(data.split()[1])
-
-
-def test_the_app_server_of_codexr_codex_admits_only_codexr(tmux: Tmux, tmp_path: Path) -> None:
-    """Listening so other codexr commands can reach it, it admits only a client with codexr's token (a handshake
-    without it, or with a guess, is refused); the door that tells where and which token answers a process confined
-    as codexr and gives one confined otherwise (its own network namespace, as a sandboxed agent's) nothing, so such
-    a codexr's redo is refused in one line and changes nothing."""
-    ws, home = tmp_path / "ws", tmp_path / "home"
-    ws.mkdir()
-    rc_file = tmp_path / "rc"
-    with ScriptedModel() as model:
-        model.script("guard-one", [add_file("a.txt", "a\n"), message("Guarded.")])
-        env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
-               "TERM": "xterm-256color", "CODEXR_SERVER": "0"}
-        start_codexr_codex(tmux, ws, env, rc_file)
-        send_prompt(tmux, "guard-one", "Guarded.")
-        (backend,) = [pid for pid, cmd in in_workspace(ws) if " app-server " in cmd]
-        environ = Path(f"/proc/{backend}/environ").read_bytes().split(b"\0")
-        (door,) = [e.split(b"=", 1)[1].decode() for e in environ if e.startswith(b"CODEXR_BACKEND_DOOR=")]
-
-        def ask_door(*prefix: str) -> str:
-            code = ("import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
-                    "sys.stdout.buffer.write(s.recv(512))")
-            return subprocess.run([*prefix, sys.executable, "-c", code, door], capture_output=True, text=True,
-                                  timeout=30, check=True).stdout
-
-        url, token = ask_door().split()
-        assert url.startswith("ws://127.0.0.1:") and len(token) > 30
-        for headers in [(), (("Authorization", "Bearer guessed"),)]:
-            status = upgrade_status(url, *headers)
-            assert status == 401, f"the backend admitted a client without codexr's token ({headers}): {status}"
-        assert upgrade_status(url, ("Authorization", f"Bearer {token}")) == 101
-        if subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode != 0:
-            return  # no second network namespace here: the rest cannot be tried
-        assert ask_door("unshare", "--net") == "", "a process in another network namespace was told the token"
-        (thread,) = [p.stem for p in (home / "file_snapshots" / "refs" / "threads").glob("*.json")]
-        backtrack(tmux, 0, 1)
-        before = tree(ws)
-        confined = subprocess.run(["unshare", "--net", sys.executable, "-m", "app.cli", "redo", "--thread", thread,
-                                   "--yes"], cwd=ws, env={**os.environ, **env}, capture_output=True, text=True,
-                                  timeout=WAIT_S)
-        assert_one_line_error(confined, "does not work through it", "runs with other rights")
-        assert tree(ws) == before
 
 
 def test_codexr_codex_runs_the_npm_launcher_of_the_newest_codex(tmux: Tmux, tmp_path: Path) -> None:

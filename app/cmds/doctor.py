@@ -274,6 +274,51 @@ def _platform_checks() -> list[Check]:
     return [names, journal]
 
 
+def _codex_tui_check(ctx: Context, binary: CodexBinary) -> Check:
+    """What `codexr codex` needs of the chosen Codex beyond stdio: its app-server listening on loopback with a token
+    (app/proxy/endpoints.py) and answering `initialize` there; a launcher script (npm's) is said, since its child,
+    not the process codexr starts, is the TUI that connects (admitted as a descendant)."""
+    import asyncio
+    import json
+    import secrets
+
+    from ..proxy.endpoints import ListeningAppServer
+
+    token = secrets.token_urlsafe(32)
+    env = {**os.environ, "CODEX_HOME": str(ctx.home)}
+    hello = {"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "codexr", "version": "doctor"},
+                                                          "capabilities": {"experimentalApi": True}}}
+
+    async def attempt() -> str:
+        with open(os.devnull, "wb") as log:
+            server = await ListeningAppServer.start([str(binary.path), "app-server"], token,
+                                                    cwd=ctx.home.parent, env=env, log=log)
+            try:
+                await server.send(json.dumps(hello))
+                while True:
+                    reply = await asyncio.wait_for(server.receive(), 30)
+                    if reply is None or json.loads(reply).get("id") == 1:
+                        return str(reply)
+            finally:
+                await server.close()
+
+    try:
+        reply = asyncio.run(attempt())
+    except (ConnectionError, OSError, TimeoutError, ValueError) as exc:
+        return Check("codex_tui", "fail", f"codexr codex: the chosen Codex does not serve the TUI's way ({exc})",
+                     "run `codexr codex` for Codex's own message, or choose another Codex binary")
+    if '"result"' not in reply:
+        return Check("codex_tui", "fail", "codexr codex: the chosen Codex's listening app-server refused initialize",
+                     "choose another Codex binary")
+    try:
+        with open(binary.path, "rb") as f:
+            launcher = f.read(2) == b"#!"
+    except OSError:
+        launcher = False
+    return Check("codex_tui", "ok", "codexr codex: the app-server listens with a token and answers"
+                 + (" (a launcher script: the TUI it starts connects as its child)" if launcher else ""))
+
+
 def doctor(ctx: Context, args: argparse.Namespace) -> int:
     """`codexr doctor`: one line per check; exit 1 when any check failed (warnings alone exit 0)."""
     from openai_codex._runtime_requirements import MINIMUM_RUNTIME_VERSION
@@ -314,6 +359,8 @@ def doctor(ctx: Context, args: argparse.Namespace) -> int:
                                         "point CODEX_HOME at a directory"))
     if chosen is not None and home_ok:
         checks += _app_server_checks(ctx, args, chosen)
+        if all(c.status == "ok" for c in checks if c.name == "app_server"):
+            checks.append(_codex_tui_check(ctx, chosen))
     if home_ok:
         checks.append(_store_check(ctx))
     checks.append(_server_check())
