@@ -320,3 +320,41 @@ def test_the_app_sends_nothing_when_the_thread_asked_for_cannot_be_opened(model:
             d.close()
     finally:
         other.close()
+
+
+def test_codexr_codex_resumes_a_thread_the_daemon_holds_and_numbers_prompts_as_the_tui(tmux: Tmux,
+                                                                                       tmp_path: Path) -> None:
+    """`codex resume` ran a conversation-only prompt on a codexr thread and quit; `codexr codex resume PREFIX` at once
+    works through the daemon (before: the TUI's resume failed "already has an active writer"), records the next
+    prompt, and Esc Esc on it says "before prompt 3" as the TUI numbers it (codexr has snapshots for two)."""
+    from test_proxy_tui import backtrack, send_prompt, start_codexr_codex
+
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    ws.mkdir()
+    with ScriptedModel() as model:
+        model.script("held one", [add_file("a.txt", "a\n"), message("Held one done.")])
+        model.script("held two", [add_file("b.txt", "b\n"), message("Held two done.")])
+        model.script("held three", [add_file("c.txt", "c\n"), message("Held three done.")])
+        env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
+               "TERM": "xterm-256color", "CODEXR_SERVER": "0"}
+        try:
+            first = codexr(ws, env, "exec", "held one", "--json")
+            assert first.returncode == 0, show(first)
+            thread = json.loads(first.stdout)["thread_id"]
+            rc_file = official_tui(tmux, ws, env, "resume", thread)
+            prompt_in_tui(tmux, "held two", "Held two done.")
+            quit_tui(tmux, rc_file)
+            held = holder(home, thread)
+            assert held is not None and held.daemon
+            tmux.kill()
+            rc_file.unlink()
+
+            start_codexr_codex(tmux, ws, env, rc_file, "resume", thread[:13])
+            send_prompt(tmux, "held three", "Held three done.")
+            assert (ws / "c.txt").exists()
+            turns = sidecar(home, thread)["turns"]
+            assert [t["prompt"] for t in turns] == ["held one", "held three"] and turns[1].get("post"), turns
+            backtrack(tmux, 0, 3)
+            assert not (ws / "c.txt").exists() and (ws / "b.txt").exists() and (ws / "a.txt").exists()
+        finally:
+            stop_daemon(home, env)

@@ -110,11 +110,34 @@ def codex(ctx: Context, args: argparse.Namespace) -> int:
     """The official TUI on this terminal, its app-server behind codexr's relay; nothing left running after it."""
     argv, env, ws = backend_argv(ctx, args)
     tui_args = _thread_named(ctx, list(args.tui_args[1:] if args.tui_args[:1] == ["--"] else args.tui_args))
+    daemon = _daemon_holding(ctx, tui_args)
     sock_dir = private_socket_dir()
     try:
-        return asyncio.run(_codex(argv, env, ws, sock_dir, tui_args, ctx.settings))
+        return asyncio.run(_codex(argv, env, ws, sock_dir, tui_args, ctx.settings, daemon))
     finally:
         shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+def _daemon_holding(ctx: Context, tui_args: list[str]) -> str | None:
+    """For `resume ID` of a thread Codex's managed daemon holds (the official TUI ran it and quit): the daemon's
+    checked socket, which the relay then uses as its app-server (no app-server of codexr's may open the thread).
+    UsageError, one line, when codexr may not work through the daemon; None when no daemon holds the thread."""
+    if len(tui_args) < 2 or tui_args[0] != "resume" or tui_args[1].startswith("-"):
+        return None
+    from ..codex.daemon import STOP, Unavailable, connect, control_socket, holder
+
+    who = holder(ctx.home, tui_args[1])
+    if who is None or not who.daemon:
+        return None
+    try:
+        path = control_socket(ctx.home)
+        connect(path)[0].close()  # checked here to say why in one line; the relay checks its own connection again
+    except Unavailable as exc:
+        raise UsageError(f"thread {tui_args[1]} is open in Codex's app-server daemon (pid {who.pid}), and codexr "
+                         f"does not work through it: {exc}; quit the `codex` that has it and run `{STOP}`, then "
+                         "try again") from None
+    say(f"thread {tui_args[1]} is open in Codex's app-server daemon (pid {who.pid}): codexr codex works through it")
+    return path
 
 
 def _thread_named(ctx: Context, tui_args: list[str]) -> list[str]:
@@ -182,9 +205,9 @@ async def _open_door(serve: Any, sock_dir: Path, note: Callable[[str], None],
 
 
 async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path, tui_args: list[str],
-                 ctx_settings: Any) -> int:
-    from ..codex.daemon import DOOR_ENV
-    from ..proxy.endpoints import ListeningAppServer, WebSocketSide
+                 ctx_settings: Any, daemon: str | None = None) -> int:
+    from ..codex.daemon import DOOR_ENV, Unavailable
+    from ..proxy.endpoints import DaemonSide, ListeningAppServer, WebSocketSide
     from ..proxy.observer import RecordingObserver
     from ..proxy.relay import Relay
 
@@ -202,14 +225,19 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
         # listening, not on stdio: `codexr redo` while the TUI is open works through it (app/codex/daemon.py), told
         # where and with which token by this backend's door, whose path is in the backend's environment
         door_path = sock_dir / f"door-{next(backends)}.sock"
+        backend: DaemonSide | ListeningAppServer
+        door = None
         try:
-            assert argv[-2:] == ["--listen", "stdio://"]  # as backend_argv builds it: a listener is given instead
-            backend = await ListeningAppServer.start(argv[:-2], token, cwd=ws, env={**env, DOOR_ENV: str(door_path)},
-                                                     log=log)
-        except ConnectionError as exc:
+            if daemon is not None:  # the thread asked for is the daemon's: the daemon is the app-server
+                backend = await DaemonSide.open(daemon)
+            else:
+                assert argv[-2:] == ["--listen", "stdio://"]  # as backend_argv builds it: a listener instead
+                backend = await ListeningAppServer.start(argv[:-2], token, cwd=ws,
+                                                         env={**env, DOOR_ENV: str(door_path)}, log=log)
+                door = await _backend_door(door_path, f"{backend.url} {token}", note)
+        except (ConnectionError, OSError, Unavailable) as exc:
             note(f"the app-server did not start: {exc}")
             return
-        door = await _backend_door(door_path, f"{backend.url} {token}", note)
         relay = Relay(WebSocketSide(ws_conn), backend, RecordingObserver(ws, env, ctx_settings))
         task = asyncio.current_task()
         assert task is not None

@@ -216,6 +216,24 @@ class ListeningAppServer(WebSocketSide):
             await self._copying
 
 
+class DaemonSide(WebSocketSide):
+    """Codex's managed daemon as the relay's app-server: for `codexr codex resume ID` on a thread the daemon holds
+    (the official TUI ran it), which no app-server of codexr's own may open (app/codex/daemon.py). The daemon is
+    not codexr's: closing lets go of the connection and leaves the daemon running."""
+
+    proc = None  # no process of codexr's: a revert's hold names none (app/rewind/held.py asks Codex at once)
+
+    @classmethod
+    async def open(cls, path: str) -> DaemonSide:
+        """Connect to the daemon's socket `path` (checked as app/codex/daemon.py checks it; Unavailable if not)."""
+        from websockets.asyncio.client import unix_connect
+
+        from ..codex.daemon import connect
+
+        sock, _pid = connect(path)
+        return cls(await unix_connect(sock=sock, uri="ws://localhost/", max_size=None, compression=None))
+
+
 async def _copy(stream: asyncio.StreamReader, log: Any) -> None:
     """The app-server's stderr into the log, to its end."""
     with contextlib.suppress(Exception):
