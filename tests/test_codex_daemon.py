@@ -358,3 +358,34 @@ def test_codexr_codex_resumes_a_thread_the_daemon_holds_and_numbers_prompts_as_t
             assert not (ws / "c.txt").exists() and (ws / "b.txt").exists() and (ws / "a.txt").exists()
         finally:
             stop_daemon(home, env)
+
+
+def test_the_tui_told_what_to_do_when_its_resume_meets_the_daemon(model: ScriptedModel, tmp_path: Path) -> None:
+    """Inside `codexr codex`, the TUI's own /resume of a thread the daemon holds cannot be served by codexr's
+    app-server: Codex's "already has an active writer" becomes one line naming the daemon and the command that works
+    through it."""
+    from test_proxy_frames import initialize, peer
+
+    model.script("one", [add_file("a.txt", "a\n"), message("One done.")])
+    opts, thread = driver_thread(model, tmp_path)
+    env = {**opts.env, "CODEXR_SERVER": "0"}
+    try:
+        subprocess.run([str(pinned_path()), "app-server", "daemon", "start"], env={**os.environ, **env},
+                       capture_output=True, timeout=60, check=True)
+        held = Lines([sys.executable, "-m", "app.codex.attach", control_socket(opts.codex_home)], env, opts.cwd)
+        held.hold(thread)
+        held.close()
+        daemon = holder(opts.codex_home, thread)
+        assert daemon is not None and daemon.daemon
+        with peer([sys.executable, "-m", "app.cli", "app-server"], opts.cwd, {**os.environ, **env},
+                  tmp_path / "err") as client:
+            client.send(initialize(1))
+            assert "result" in client.answer(1)
+            client.send({"id": 2, "method": "thread/resume", "params": {"threadId": thread, "excludeTurns": True}})
+            message_ = client.answer(2)["error"]["message"]
+            client.close()
+        assert message_ == (f"codexr: thread {thread} is open in Codex's app-server daemon (pid {daemon.pid}); quit "
+                            f"and run `codexr codex resume {thread}`, which works through it (or `codex app-server "
+                            "daemon stop`)")
+    finally:
+        stop_daemon(opts.codex_home, env)

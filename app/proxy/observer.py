@@ -93,6 +93,7 @@ class RecordingObserver(Observer):
         self._ephemeral: set[str] = set()
         self._hidden: set[str] = set()  # forks the proxy made: their notifications are not the client's
         self._left: set[str] = set()  # threads the client unsubscribed from while a turn ran: kept until it ends
+        self._resumes: dict[Any, str] = {}  # thread/resume request id -> its thread
         self._server_starts: set[Any] = set()  # requests whose turn the server starts (SERVER_STARTED)
         self._unbound: dict[str, tuple[str, Any, str | None]] = {}  # thread -> the snapshot its next turn takes
         self._queued: dict[str, int] = {}  # thread -> prompts queued behind its running turn
@@ -151,6 +152,8 @@ class RecordingObserver(Observer):
             # an ephemeral thread (a title's), or an attached fork (Codex 0.171's hidden side conversation of a
             # thread): not the user's conversation, so neither recorded nor a rewind point
             self._ephemeral_asks.add(msg["id"])
+        if method == "thread/resume" and isinstance(params.get("threadId"), str):
+            self._resumes[msg["id"]] = str(params["threadId"])  # refused as held elsewhere: told what to do
         if method in CWD_METHODS and params.get("cwd") is None:
             return Verdict({**msg, "params": {**params, "cwd": str(self.ws)}})
         if method in CWD_METHODS | {"turn/start"} and params.get("cwd") is not None:
@@ -396,6 +399,9 @@ class RecordingObserver(Observer):
                 if "error" not in msg:
                     self._line_after_revert(*reverted)
                 self._later(self._reverted(msg, *reverted[:4]))  # after this answer reaches the client
+            resumed = self._resumes.pop(rid, None) if rid is not None else None
+            if resumed is not None and "error" in msg:
+                return Verdict(self._held_answer(msg, resumed))
             return Verdict(msg)
         if msg.get("method") == "thread/reverted" and thread_of(msg) in self._lines:
             self._later(self._lines.pop(str(thread_of(msg)))())  # once the client has redrawn the thread
@@ -435,6 +441,23 @@ class RecordingObserver(Observer):
             unbound = captured[1:] if captured is not None else None
         if unbound is not None:
             self._started({"result": {"turn": {"id": turn_id}}}, thread_id, *unbound)
+
+    def _held_answer(self, answer: dict[str, Any], thread_id: str) -> dict[str, Any]:
+        """A resume Codex refused because another app-server holds the thread (the official TUI's daemon, most
+        often), its message saying which and what to do (this app-server cannot take the thread over)."""
+        from ..codex.daemon import STOP, held_elsewhere, holder
+
+        error = answer.get("error")
+        if not isinstance(error, dict) or not held_elsewhere(str(error.get("message") or "")):
+            return answer
+        who = holder(Path(self.env["CODEX_HOME"]), thread_id)
+        if who is not None and who.daemon:
+            what = (f"codexr: thread {thread_id} is open in Codex's app-server daemon (pid {who.pid}); quit and run "
+                    f"`codexr codex resume {thread_id}`, which works through it (or `{STOP}`)")
+        else:
+            what = (f"codexr: thread {thread_id} is open in another Codex app-server"
+                    f"{f' ({who})' if who is not None else ''}; quit what has it open, then resume it")
+        return {**answer, "error": {**error, "message": what}}
 
     async def _unsubscribe(self, thread_id: str) -> None:
         with contextlib.suppress(RuntimeError, ConnectionError, TimeoutError):
