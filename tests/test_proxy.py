@@ -458,3 +458,42 @@ def test_a_reverted_thread_reads_alike_in_threads_and_history(model: ScriptedMod
     printed = [p for p in shown["prompts"] if p["number"] > 0]
     assert history[thread]["prompts"] == shown["session"]["prompts"] == len(printed) == listed[thread]["prompts"] == 1
     assert "- source: CLI\n" in codexr(env, ws, "history", "show", thread).stdout
+
+
+def test_a_prompt_queued_behind_a_running_turn_is_recorded(model: ScriptedModel, tmp_path: Path) -> None:
+    """`thread/queue/add` while a turn runs: the server starts the queued prompt itself the moment that turn ends and
+    goes on while codexr would capture (a snapshot taken as it started held its file: tried), so it gets no pre-turn
+    snapshot — no rewind point of its own, said so — but its post-turn one: a rewind to the first prompt takes
+    back what both made."""
+    from test_proxy_frames import initialize, peer
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    home = tmp_path / "home"
+    env = proxy_env(model, home)
+    model.script("queue first", [shell("sleep 2 && echo 1 > first.txt"), message("first done")])
+    model.script("queue behind", [add_file("behind.txt", "b\n"), message("behind done")])
+    with peer([sys.executable, "-m", "app.cli", "app-server"], ws, env, tmp_path / "err") as client:
+        client.send(initialize(1))
+        assert "result" in client.answer(1)
+        client.send({"id": 2, "method": "thread/start", "params": {
+            "cwd": str(ws), "approvalPolicy": "never", "sandbox": "danger-full-access"}})
+        thread = str(client.answer(2)["result"]["thread"]["id"])
+        client.send({"id": 3, "method": "turn/start",
+                     "params": {"threadId": thread, "input": [{"type": "text", "text": "queue first"}]}})
+        assert "result" in client.answer(3)
+        client.send({"id": 4, "method": "thread/queue/add", "params": {
+            "threadId": thread, "clientUserMessageId": "q-1", "input": [{"type": "text", "text": "queue behind"}]}})
+        assert "result" in client.answer(4)
+        done = [client.until(lambda m: m.get("method") == "turn/completed") for _ in range(2)]
+        assert (ws / "behind.txt").exists() and (ws / "first.txt").exists(), done
+        client.close()
+    turns = json.loads((home / "file_snapshots" / "refs" / "threads" / f"{thread}.json").read_text())["turns"]
+    assert [t["prompt"] for t in turns] == ["queue first", "(a queued prompt)"], turns
+    assert turns[0].get("pre") and turns[0].get("post") and turns[1].get("post") and not turns[1].get("pre"), turns
+    refused = codexr(env, ws, "rewind", "--thread", thread, "--to", "2", "--yes")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, show(refused)
+    assert (ws / "behind.txt").exists()
+    back = codexr(env, ws, "rewind", "--thread", thread, "--to", "1", "--yes")
+    assert back.returncode == 0, show(back)
+    assert sorted(p.name for p in ws.iterdir()) == [], "the rewind left what the turns made"

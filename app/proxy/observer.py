@@ -426,19 +426,23 @@ class RecordingObserver(Observer):
 
     async def _server_started(self, thread_id: str, turn_id: str) -> None:
         """A turn no turn/start of the client's started: bound to the snapshot taken before the request that led to
-        it (a shell command, a queue start), or, for a prompt queued behind a turn that has just ended, captured
-        now (before the model's first answer, so before any change it makes)."""
+        it (a shell command, a queue start), or, for a prompt queued behind a turn that has just ended, to none."""
         if thread_id in self._ephemeral or thread_id in self._hidden or not thread_id:
             return
         if any(pending[0] == thread_id for pending in self._pending.values()):
             return  # a turn/start's answer is on its way: it binds this turn
         unbound = self._unbound.pop(thread_id, None)
         if unbound is None and self._queued.get(thread_id):
+            # The server starts it the moment the turn before ends, and goes on while codexr would capture: a
+            # snapshot now could already hold its first change (seen with a quick model), so it gets none. It is
+            # recorded with its post-turn snapshot alone: no rewind point of its own (as a prompt sent without
+            # codexr), and what it made is witnessed, so a rewind to an earlier prompt takes it back.
             self._queued[thread_id] -= 1
-            key = ("queued", turn_id)
-            await self._before_turn(key, thread_id, "(a queued prompt)")
-            captured = self._pending.pop(key, None)
-            unbound = captured[1:] if captured is not None else None
+            try:
+                side = await self._on_recorder(lambda: self._open().sidecar(thread_id))
+            except Exception:
+                return
+            unbound = ("(a queued prompt)", side, None)
         if unbound is not None:
             self._started({"result": {"turn": {"id": turn_id}}}, thread_id, *unbound)
 
