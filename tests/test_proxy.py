@@ -497,3 +497,29 @@ def test_a_prompt_queued_behind_a_running_turn_is_recorded(model: ScriptedModel,
     back = codexr(env, ws, "rewind", "--thread", thread, "--to", "1", "--yes")
     assert back.returncode == 0, show(back)
     assert sorted(p.name for p in ws.iterdir()) == [], "the rewind left what the turns made"
+
+
+def test_an_approval_left_unanswered_by_a_client_that_quit_is_declined(model: ScriptedModel, tmp_path: Path) -> None:
+    """The client quits while the app-server waits for its approval of a command: the relay stays for the running
+    turn, so that approval would wait forever; it is declined instead, the turn ends (the command never ran) and is
+    recorded, and codexr exits."""
+    from test_proxy_frames import initialize, peer
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    home = tmp_path / "home"
+    env = proxy_env(model, home)
+    model.script("ask then quit", [shell("echo ran > ran.txt"), message("asked done")])
+    with peer([sys.executable, "-m", "app.cli", "app-server"], ws, env, tmp_path / "err") as client:
+        client.send(initialize(1))
+        assert "result" in client.answer(1)
+        client.send({"id": 2, "method": "thread/start", "params": {
+            "cwd": str(ws), "approvalPolicy": "untrusted", "sandbox": "workspace-write"}})
+        thread = str(client.answer(2)["result"]["thread"]["id"])
+        client.send({"id": 3, "method": "turn/start",
+                     "params": {"threadId": thread, "input": [{"type": "text", "text": "ask then quit"}]}})
+        client.until(lambda m: str(m.get("method", "")).endswith("requestApproval"))
+        assert client.close() == 0  # returns once codexr has exited (killed and failed after 60 s otherwise)
+    assert not (ws / "ran.txt").exists()
+    (turn,) = json.loads((home / "file_snapshots" / "refs" / "threads" / f"{thread}.json").read_text())["turns"]
+    assert turn.get("pre") and turn.get("post"), turn

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .relay import Observer, Verdict
+from .relay import Observer, Verdict, unanswerable
 
 #: Methods whose `cwd` a remote TUI leaves null (the server's own cwd is then used: ours is the workspace).
 CWD_METHODS = frozenset({"thread/start", "thread/resume", "thread/fork"})
@@ -422,7 +422,9 @@ class RecordingObserver(Observer):
                     self._left.discard(turn.thread_id)
                     self._later(self._unsubscribe(turn.thread_id))
                     return Verdict(None)
-        return Verdict(None if thread_of(msg) in self._left else msg)
+        if thread_of(msg) in self._left:  # the client left this thread: nothing of it goes to the client
+            return Verdict(None, [unanswerable(msg)] if "id" in msg else [])
+        return Verdict(msg)
 
     async def _server_started(self, thread_id: str, turn_id: str) -> None:
         """A turn no turn/start of the client's started: bound to the snapshot taken before the request that led to

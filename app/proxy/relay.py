@@ -108,6 +108,20 @@ def too_deep(value: Any, limit: int) -> bool:
     return False
 
 
+#: Approvals the app-server asks a client for, and the answer that declines each (v2, and the legacy pair).
+DECLINE = {"item/commandExecution/requestApproval": "decline", "item/fileChange/requestApproval": "decline",
+           "execCommandApproval": "denied", "applyPatchApproval": "denied"}
+
+
+def unanswerable(request: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a server request no client will see (it left, or left the thread): an approval is declined,
+    anything else refused, so the turn goes on or ends rather than wait forever."""
+    decision = DECLINE.get(str(request.get("method")))
+    if decision is not None:
+        return {"id": request["id"], "result": {"decision": decision}}
+    return {"id": request["id"], "error": {"code": -32000, "message": "codexr: the client has left"}}
+
+
 def relay_id(rid: Any) -> bool:
     """Whether an id is in the relay's space (`codexr-proxy-N`)."""
     return isinstance(rid, str) and rid.startswith(OWN_ID)
@@ -167,6 +181,7 @@ class Relay:
         self._aliases: dict[str, Any] = {}  # an id of the relay's space -> the client's id it stands for
         self._client_lock = asyncio.Lock()  # hooks may send to the client between forwarded frames
         self.detached = asyncio.Event()  # set once the client left with a turn still running (see run)
+        self._asked: dict[Any, dict[str, Any]] = {}  # the app-server's requests the client has not answered yet
         trace = os.environ.get("CODEXR_PROXY_TRACE")  # a file to append every frame to (developing, debugging)
         self._trace = open(trace, "a", encoding="utf-8") if trace else None  # noqa: SIM115 - the relay's life
 
@@ -184,6 +199,9 @@ class Relay:
                 # goes on to its end, so its files are recorded; what the client would have been sent goes nowhere.
                 self.client = Gone()
                 self.detached.set()
+                for request in list(self._asked.values()):  # asked of the client before it left: never answered
+                    await self.server.send(json.dumps(unanswerable(request)))
+                self._asked.clear()
                 while self.observer.running() and not down.done():
                     await asyncio.wait({down}, timeout=0.2)
         finally:
@@ -241,6 +259,8 @@ class Relay:
             if msg is None:
                 await self.server.send(text)
                 continue
+            if kind(msg) == "response":
+                self._asked.pop(msg.get("id"), None)
             verdict = await self._hook(self.observer.from_client, msg)
             for reply in verdict.reply:
                 await self.to_client(reply)
@@ -275,8 +295,12 @@ class Relay:
                     await self.client.send(text)
                 continue
             verdict = await self._hook(self.observer.from_server, msg)
+            if isinstance(self.client, Gone) and kind(msg) == "request" and verdict.forward is not None:
+                verdict = Verdict(None, [unanswerable(msg)])  # an approval no client is left to give
             async with self._client_lock:
                 if verdict.forward is not None:
+                    if kind(verdict.forward) == "request":
+                        self._asked[verdict.forward.get("id")] = verdict.forward
                     await self.client.send(text if verdict.forward is msg else json.dumps(verdict.forward))
             for reply in verdict.reply:
                 await self.server.send(json.dumps(reply))
