@@ -120,14 +120,7 @@ class AppServer(Lines):
     async def close(self) -> None:
         """Close its stdin (it exits in ~30 ms), then end whatever of its group is left."""
         await super().close()
-        try:
-            await asyncio.wait_for(self.proc.wait(), 3.0)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()
-            await self.proc.wait()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)  # its unified-exec shells, background terminals
+        await _reap(self.proc)
 
 
 class WebSocketSide:
@@ -243,16 +236,22 @@ async def _copy(stream: asyncio.StreamReader, log: Any) -> None:
 
 
 async def _end(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM, three seconds, SIGKILL; then its whole process group (its unified-exec shells)."""
+    """SIGTERM (a listening app-server has no stdin to close), then as `_reap`."""
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError):
             proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), 3.0)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
+    await _reap(proc)
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Three seconds for an app-server asked to exit, then SIGKILL; then its whole process group (its unified-exec
+    shells, background terminals)."""
+    try:
+        await asyncio.wait_for(proc.wait(), 3.0)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
