@@ -29,7 +29,7 @@ from test_driver import Events
 from test_tui_tmux import Tmux
 
 from app.codex.codex_bin import pinned_path
-from app.codex.daemon import Unavailable, control_socket, holder
+from app.codex.daemon import CONTROL, Unavailable, checked_socket, holder
 from app.codex.events import Notice, Ready, ThreadLoaded, TurnFinished, UserPrompt
 from app.codex.scripted_model import ScriptedModel, add_file, message, write_codex_home
 from app.errors import SessionError
@@ -204,13 +204,13 @@ def test_a_control_socket_another_user_could_have_placed_is_refused(tmp_path: Pa
     try:
         (home / "app-server-control" / "app-server-control.sock").symlink_to(shared / "daemon.sock")
         with pytest.raises(Unavailable, match="not a directory of yours with mode 700"):
-            control_socket(home)
+            checked_socket(home.joinpath(*CONTROL))
         shared.chmod(0o700)
-        assert control_socket(home) == str(shared / "daemon.sock")
+        assert checked_socket(home.joinpath(*CONTROL)) == str(shared / "daemon.sock")
         (home / "app-server-control" / "app-server-control.sock").unlink()
         (home / "app-server-control" / "app-server-control.sock").symlink_to(tmp_path / "gone.sock")
         with pytest.raises(Unavailable, match="not running"):
-            control_socket(home)
+            checked_socket(home.joinpath(*CONTROL))
     finally:
         listener.close()
 
@@ -267,7 +267,8 @@ def test_the_app_opens_a_thread_the_daemon_holds_through_the_daemon(model: Scrip
     try:
         subprocess.run([str(pinned_path()), "app-server", "daemon", "start"], env={**os.environ, **env},
                        capture_output=True, timeout=60, check=True)
-        held = Lines([sys.executable, "-m", "app.codex.attach", control_socket(opts.codex_home)], env, opts.cwd)
+        socket_ = checked_socket(opts.codex_home.joinpath(*CONTROL))
+        held = Lines([sys.executable, "-m", "app.codex.attach", socket_], env, opts.cwd)
         held.hold(thread)
         held.close()  # the client is gone; the daemon keeps the thread (0.163.0 for minutes)
         daemon = holder(opts.codex_home, thread)
@@ -372,7 +373,8 @@ def test_the_tui_told_what_to_do_when_its_resume_meets_the_daemon(model: Scripte
     try:
         subprocess.run([str(pinned_path()), "app-server", "daemon", "start"], env={**os.environ, **env},
                        capture_output=True, timeout=60, check=True)
-        held = Lines([sys.executable, "-m", "app.codex.attach", control_socket(opts.codex_home)], env, opts.cwd)
+        socket_ = checked_socket(opts.codex_home.joinpath(*CONTROL))
+        held = Lines([sys.executable, "-m", "app.codex.attach", socket_], env, opts.cwd)
         held.hold(thread)
         held.close()
         daemon = holder(opts.codex_home, thread)

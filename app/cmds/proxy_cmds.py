@@ -124,14 +124,13 @@ def _daemon_holding(ctx: Context, tui_args: list[str]) -> str | None:
     UsageError, one line, when codexr may not work through the daemon; None when no daemon holds the thread."""
     if len(tui_args) < 2 or tui_args[0] != "resume" or tui_args[1].startswith("-"):
         return None
-    from ..codex.daemon import STOP, Unavailable, connect, control_socket, holder
+    from ..codex.daemon import CONTROL, STOP, Unavailable, holder, reachable
 
     who = holder(ctx.home, tui_args[1])
     if who is None or not who.daemon:
         return None
     try:
-        path = control_socket(ctx.home)
-        connect(path)[0].close()  # checked here to say why in one line; the relay checks its own connection again
+        path = reachable(ctx.home.joinpath(*CONTROL), "Codex's app-server daemon")  # the relay checks its own again
     except Unavailable as exc:
         raise UsageError(f"thread {tui_args[1]} is open in Codex's app-server daemon (pid {who.pid}), and codexr "
                          f"does not work through it: {exc}; quit the `codex` that has it and run `{STOP}`, then "
@@ -207,7 +206,7 @@ async def _open_door(serve: Any, sock_dir: Path, note: Callable[[str], None],
 async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path, tui_args: list[str],
                  ctx_settings: Any, daemon: str | None = None) -> int:
     from ..codex.daemon import DOOR_ENV, Unavailable
-    from ..proxy.endpoints import DaemonSide, ListeningAppServer, WebSocketSide
+    from ..proxy.endpoints import AttachedSide, ListeningAppServer, WebSocketSide
     from ..proxy.observer import RecordingObserver
     from ..proxy.relay import Relay
 
@@ -225,11 +224,11 @@ async def _codex(argv: list[str], env: dict[str, str], ws: Path, sock_dir: Path,
         # listening, not on stdio: `codexr redo` while the TUI is open works through it (app/codex/daemon.py), told
         # where and with which token by this backend's door, whose path is in the backend's environment
         door_path = sock_dir / f"door-{next(backends)}.sock"
-        backend: DaemonSide | ListeningAppServer
+        backend: AttachedSide | ListeningAppServer
         door = None
         try:
             if daemon is not None:  # the thread asked for is the daemon's: the daemon is the app-server
-                backend = await DaemonSide.open(daemon)
+                backend = await AttachedSide.open(daemon)
             else:
                 assert argv[-2:] == ["--listen", "stdio://"]  # as backend_argv builds it: a listener instead
                 backend = await ListeningAppServer.start(argv[:-2], token, cwd=ws,

@@ -25,26 +25,15 @@ async def relay(target: str, door: bool) -> int:
     `codexr codex` app-server, asked where it listens and for its token) until either side ends."""
     from pathlib import Path
 
-    from websockets.asyncio.client import connect as tcp_connect
-    from websockets.asyncio.client import unix_connect
-
-    from ..proxy.endpoints import WebSocketSide, stdio_side
-    from .daemon import Unavailable, ask_door, connect
+    from ..proxy.endpoints import AttachedSide, stdio_side
+    from .daemon import Unavailable
 
     try:
-        if door:
-            url, token = ask_door(Path(target))
-        else:
-            sock, _pid = connect(target)
+        server = await (AttachedSide.through_door(Path(target)) if door else AttachedSide.open(target))
     except Unavailable as exc:
         print(f"Error: {exc}", file=sys.stderr, flush=True)
         return 3
-    if door:
-        ws = await tcp_connect(url, max_size=None, compression=None,
-                               additional_headers={"Authorization": f"Bearer {token}"})
-    else:
-        ws = await unix_connect(sock=sock, uri="ws://localhost/", max_size=None, compression=None)
-    server, stdio = WebSocketSide(ws), await stdio_side()
+    stdio = await stdio_side()
     tasks = [asyncio.create_task(_pump(stdio, server)), asyncio.create_task(_pump(server, stdio))]
     with contextlib.suppress(ConnectionError):
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)

@@ -114,7 +114,7 @@ class CodexConnection:
         of a `codexr codex` app-server. SessionError with the reason when codexr may not (a socket, a door or the
         app-server's rights fail a check, or it does not answer), this connection then back on a Codex of its own.
         """
-        from .daemon import Unavailable, ask_door, checked_socket, connect
+        from .daemon import Unavailable, ask_door, reachable
 
         bridge: tuple[str, ...]
         try:  # checked here to say why in one line; the bridge checks its own connection again
@@ -123,8 +123,7 @@ class CodexConnection:
                 bridge = (sys.executable, "-m", "app.codex.attach", "--door", str(door))
             else:
                 assert link is not None
-                path = checked_socket(link, what)
-                connect(path)[0].close()
+                path = reachable(link, what)
                 bridge = (sys.executable, "-m", "app.codex.attach", path)
         except Unavailable as exc:
             raise SessionError(str(exc)) from None

@@ -38,11 +38,6 @@ def held_elsewhere(message: str) -> bool:
     return HELD in message
 
 
-def control_socket(codex_home: Path) -> str:
-    """The daemon's socket, checked (`checked_socket`); Unavailable when it is not running or fails a check."""
-    return checked_socket(codex_home.joinpath(*CONTROL), "Codex's app-server daemon")
-
-
 def checked_socket(link: Path, what: str = "the app-server") -> str:
     """An app-server's socket, checked to be one only this user can have put there (Unavailable otherwise).
 
@@ -118,6 +113,14 @@ def connect(path: str) -> tuple[socket.socket, int]:
     except BaseException:
         sock.close()
         raise
+
+
+def reachable(link: Path, what: str) -> str:
+    """The checked socket at `link`, once a connection to it has found the app-server confined as this process
+    (`checked_socket`, `connect`): asked before codexr switches to it, to say why not in one line (Unavailable)."""
+    path = checked_socket(link, what)
+    connect(path)[0].close()
+    return path
 
 
 @dataclass(frozen=True)

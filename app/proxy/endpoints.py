@@ -209,22 +209,34 @@ class ListeningAppServer(WebSocketSide):
             await self._copying
 
 
-class DaemonSide(WebSocketSide):
-    """Codex's managed daemon as the relay's app-server: for `codexr codex resume ID` on a thread the daemon holds
-    (the official TUI ran it), which no app-server of codexr's own may open (app/codex/daemon.py). The daemon is
-    not codexr's: closing lets go of the connection and leaves the daemon running."""
+class AttachedSide(WebSocketSide):
+    """An app-server codexr did not start, as the relay's (or the attach bridge's) other side: Codex's managed daemon
+    on its checked unix socket (`codexr codex resume ID` of a thread the daemon holds), or a `codexr codex`
+    app-server told by its door (app/codex/daemon.py). Closing lets go of the connection and leaves it running."""
 
     proc = None  # no process of codexr's: a revert's hold names none (app/rewind/held.py asks Codex at once)
 
     @classmethod
-    async def open(cls, path: str) -> DaemonSide:
-        """Connect to the daemon's socket `path` (checked as app/codex/daemon.py checks it; Unavailable if not)."""
+    async def open(cls, path: str) -> AttachedSide:
+        """Connect to the unix socket `path` (checked as app/codex/daemon.py checks it; Unavailable if not)."""
         from websockets.asyncio.client import unix_connect
 
         from ..codex.daemon import connect
 
         sock, _pid = connect(path)
         return cls(await unix_connect(sock=sock, uri="ws://localhost/", max_size=None, compression=None))
+
+    @classmethod
+    async def through_door(cls, door: Path) -> AttachedSide:
+        """Connect where the door of a `codexr codex` app-server says, with the token it gives (Unavailable if it
+        gives none)."""
+        from websockets.asyncio.client import connect
+
+        from ..codex.daemon import ask_door
+
+        url, token = ask_door(door)
+        return cls(await connect(url, max_size=None, compression=None,
+                                 additional_headers={"Authorization": f"Bearer {token}"}))
 
 
 async def _copy(stream: asyncio.StreamReader, log: Any) -> None:
