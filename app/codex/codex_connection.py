@@ -227,19 +227,21 @@ class CodexConnection:
         """Every turn of a thread with all its items, oldest first, page by page (`thread/turns/list`): a
         full-history `thread/read` is deprecated for paginated threads (0.163.0 and 0.171.0 answer it with a
         deprecation notice). Raises as the SDK's calls do: JsonRpcError for a thread with no rollout yet."""
-        out: list[dict[str, Any]] = []
+        params = {"threadId": thread_id, "limit": 100, "sortDirection": "asc", "itemsView": "full"}
+        return [turn for page in self.pages("thread/turns/list", params) for turn in page]
+
+    def pages(self, method: str, params: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
+        """The `data` of each page of a paginated read, read raw (the SDK's models drop fields they do not know),
+        following `nextCursor` to the end. Raises as the SDK's calls do."""
         cursor: str | None = None
         while True:
-            params: dict[str, Any] = {"threadId": thread_id, "limit": 100, "sortDirection": "asc",
-                                      "itemsView": "full"}
-            if cursor:
-                params["cursor"] = cursor
-            page = self.client.request("thread/turns/list", params, response_model=AnyResponse).model_dump()
-            data = [t for t in page.get("data") or [] if isinstance(t, dict)]
-            out.extend(data)
+            page = self.client.request(method, {**params, **({"cursor": cursor} if cursor else {})},
+                                       response_model=AnyResponse).model_dump()
+            data = [item for item in page.get("data") or [] if isinstance(item, dict)]
+            yield data
             nxt = page.get("nextCursor")
             if not nxt or nxt == cursor or not data:
-                return out
+                return
             cursor = str(nxt)
 
     def notice(self, method: str, params: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..codex.codex_connection import AnyResponse, CodexConnection, dump_payload
+from ..codex.codex_connection import CodexConnection, dump_payload
 from ..codex.codex_sdk import CodexError, JsonRpcError, ThreadSourceKind, TransportClosedError
 from ..codex.daemon import CONTROL, STOP, Holder, held_elsewhere, holder
 from ..codex.translate import is_prompt_turn, is_sub_turn
@@ -260,25 +260,20 @@ class Threads:
     def _list_threads(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         """Every page of `thread/list` for every source kind (a binary that rejects some kinds gets the usual four)."""
         kinds: tuple[str, ...] = SOURCE_KINDS
-        out: list[dict[str, Any]] = []
-        cursor: str | None = None
         while True:
-            page = {**params, "sourceKinds": list(kinds), **({"cursor": cursor} if cursor else {})}
-            try:  # read raw, not through the SDK's model, which drops fields it does not know (attachedToThreadId)
-                resp = self.conn.client.request("thread/list", page, response_model=AnyResponse).model_dump()
+            out: list[dict[str, Any]] = []
+            pages = 0
+            try:  # read raw: the SDK's model drops fields it does not know (attachedToThreadId)
+                for page in self.conn.pages("thread/list", {**params, "sourceKinds": list(kinds)}):
+                    pages += 1
+                    out.extend(page)
+                return out
             except JsonRpcError as exc:
-                if kinds == SESSION_KINDS or cursor is not None:
+                if kinds == SESSION_KINDS or pages:
                     raise SessionError(f"cannot list threads: {getattr(exc, 'message', None) or exc}") from exc
                 kinds = SESSION_KINDS
-                continue
             except (TransportClosedError, CodexError) as exc:
                 raise CodexGone(f"cannot list threads: Codex stopped responding ({exc})") from exc
-            data = [th for th in resp.get("data") or [] if isinstance(th, dict)]
-            out.extend(data)
-            nxt = resp.get("nextCursor")
-            if not nxt or nxt == cursor or not data:
-                return out
-            cursor = str(nxt)
 
     def read_thread(self, thread_id: str) -> dict[str, Any]:
         """Codex's record of a thread without its turns ({} when Codex has none)."""
