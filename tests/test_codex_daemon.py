@@ -29,7 +29,7 @@ from test_driver import Events
 from test_tui_tmux import Tmux
 
 from app.codex.codex_bin import pinned_path
-from app.codex.daemon import CONTROL, Unavailable, checked_socket, holder
+from app.codex.daemon import CONTROL, Holder, Unavailable, checked_socket, holder
 from app.codex.events import Notice, Ready, ThreadLoaded, TurnFinished, UserPrompt
 from app.codex.scripted_model import ScriptedModel, add_file, message, write_codex_home
 from app.errors import SessionError
@@ -127,6 +127,22 @@ def quit_tui(tmux: Tmux, rc_file: Path) -> None:
         time.sleep(1.0)
 
 
+def left_in_daemon(tmux: Tmux, ws: Path, env: dict[str, str], prompts: tuple[str, str, str],
+                   codex: Path | None = None) -> tuple[str, Holder, Path]:
+    """A codexr thread (`codexr exec` of the first prompt) that the official TUI resumed, ran the second prompt on
+    (its answer the third) and quit: the thread, the daemon that holds it, and the TUI's exit-status file."""
+    first, second, answer = prompts
+    made = codexr(ws, env, "exec", first, "--json")
+    assert made.returncode == 0, show(made)
+    thread = str(json.loads(made.stdout)["thread_id"])
+    rc_file = official_tui(tmux, ws, env, "resume", thread, codex=codex)
+    prompt_in_tui(tmux, second, answer)
+    quit_tui(tmux, rc_file)
+    held = holder(Path(env["CODEX_HOME"]), thread)
+    assert held is not None and held.daemon, f"the official TUI's daemon does not hold the thread: {held}"
+    return thread, held, rc_file
+
+
 def sidecar(home: Path, thread: str) -> dict:
     return json.loads((home / "file_snapshots" / "refs" / "threads" / f"{thread}.json").read_text())
 
@@ -147,15 +163,7 @@ def test_a_thread_the_official_tui_left_in_its_daemon_is_worked_on_through_it(of
         env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
                "TERM": "xterm-256color", "CODEXR_SERVER": "0"}
         try:
-            first = codexr(ws, env, "exec", "one", "--json")
-            assert first.returncode == 0, show(first)
-            thread = json.loads(first.stdout)["thread_id"]
-
-            rc_file = official_tui(tmux, ws, env, "resume", thread, codex=codex)
-            prompt_in_tui(tmux, "two", "Two done.")
-            quit_tui(tmux, rc_file)
-            held = holder(home, thread)
-            assert held is not None and held.daemon, f"the official TUI's daemon does not hold the thread: {held}"
+            thread, held, _rc = left_in_daemon(tmux, ws, env, ("one", "two", "Two done."), codex)
 
             # at once, while the daemon still holds it: the prompt runs, through the daemon, and is recorded
             third = codexr(ws, env, "exec", "--last", "three")
@@ -251,6 +259,20 @@ class Lines:
             self.proc.kill()
 
 
+def hold_in_daemon(opts: SessionOptions, env: dict[str, str], thread: str) -> Holder:
+    """Codex's daemon started as a user would, `thread` opened in it by a client that then leaves (0.163.0 keeps
+    the thread for minutes): the daemon, which holds it."""
+    subprocess.run([str(pinned_path()), "app-server", "daemon", "start"], env={**os.environ, **env},
+                   capture_output=True, timeout=60, check=True)
+    socket_ = checked_socket(opts.codex_home.joinpath(*CONTROL))
+    held = Lines([sys.executable, "-m", "app.codex.attach", socket_], env, opts.cwd)
+    held.hold(thread)
+    held.close()
+    daemon = holder(opts.codex_home, thread)
+    assert daemon is not None and daemon.daemon
+    return daemon
+
+
 def driver_thread(model: ScriptedModel, tmp_path: Path) -> tuple[SessionOptions, str]:
     """A workspace with one codexr thread (prompt "one" made a.txt)."""
     opts = session_options(model, tmp_path)
@@ -265,14 +287,7 @@ def test_the_app_opens_a_thread_the_daemon_holds_through_the_daemon(model: Scrip
     opts, thread = driver_thread(model, tmp_path)
     env = {**opts.env, "CODEXR_SERVER": "0"}
     try:
-        subprocess.run([str(pinned_path()), "app-server", "daemon", "start"], env={**os.environ, **env},
-                       capture_output=True, timeout=60, check=True)
-        socket_ = checked_socket(opts.codex_home.joinpath(*CONTROL))
-        held = Lines([sys.executable, "-m", "app.codex.attach", socket_], env, opts.cwd)
-        held.hold(thread)
-        held.close()  # the client is gone; the daemon keeps the thread (0.163.0 for minutes)
-        daemon = holder(opts.codex_home, thread)
-        assert daemon is not None and daemon.daemon
+        daemon = hold_in_daemon(opts, env, thread)
         ev = Events()
         d = Driver(opts, ev, resume_last=True)
         try:
@@ -339,14 +354,7 @@ def test_codexr_codex_resumes_a_thread_the_daemon_holds_and_numbers_prompts_as_t
         env = {**write_codex_home(home, model.base_url), "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
                "TERM": "xterm-256color", "CODEXR_SERVER": "0"}
         try:
-            first = codexr(ws, env, "exec", "held one", "--json")
-            assert first.returncode == 0, show(first)
-            thread = json.loads(first.stdout)["thread_id"]
-            rc_file = official_tui(tmux, ws, env, "resume", thread)
-            prompt_in_tui(tmux, "held two", "Held two done.")
-            quit_tui(tmux, rc_file)
-            held = holder(home, thread)
-            assert held is not None and held.daemon
+            thread, _held, rc_file = left_in_daemon(tmux, ws, env, ("held one", "held two", "Held two done."))
             tmux.kill()
             rc_file.unlink()
 
@@ -371,14 +379,7 @@ def test_the_tui_told_what_to_do_when_its_resume_meets_the_daemon(model: Scripte
     opts, thread = driver_thread(model, tmp_path)
     env = {**opts.env, "CODEXR_SERVER": "0"}
     try:
-        subprocess.run([str(pinned_path()), "app-server", "daemon", "start"], env={**os.environ, **env},
-                       capture_output=True, timeout=60, check=True)
-        socket_ = checked_socket(opts.codex_home.joinpath(*CONTROL))
-        held = Lines([sys.executable, "-m", "app.codex.attach", socket_], env, opts.cwd)
-        held.hold(thread)
-        held.close()
-        daemon = holder(opts.codex_home, thread)
-        assert daemon is not None and daemon.daemon
+        daemon = hold_in_daemon(opts, env, thread)
         with peer([sys.executable, "-m", "app.cli", "app-server"], opts.cwd, {**os.environ, **env},
                   tmp_path / "err") as client:
             client.send(initialize(1))

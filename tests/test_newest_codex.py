@@ -115,7 +115,7 @@ def test_exec_rewind_and_redo_run_on_the_newest_codex(via: str, tmp_path: Path) 
 def test_an_attached_fork_is_no_rewind_point_and_no_thread_of_its_own(tmp_path: Path) -> None:
     """Codex 0.171's `thread/fork` with `attachToSource` (a hidden side conversation of a thread): through the proxy
     its turns are not recorded (no sidecar, so no rewind point), and `codexr threads` does not list it."""
-    from test_proxy_frames import initialize, peer
+    from test_proxy_frames import peer, prompt, started_thread
 
     npm = newest_codex()
     ws, home = tmp_path / "ws", tmp_path / "home"
@@ -126,26 +126,15 @@ def test_an_attached_fork_is_no_rewind_point_and_no_thread_of_its_own(tmp_path: 
         env = {**os.environ, **write_codex_home(home, model.base_url), "NO_PROXY": "127.0.0.1,localhost",
                "CODEXR_SERVER": "0", "CODEXR_CODEX_BIN": str(npm.native)}
         with peer([sys.executable, "-m", "app.cli", "app-server"], ws, env, tmp_path / "err") as client:
-            client.send(initialize(1))
-            assert "result" in client.answer(1)
-            client.send({"id": 2, "method": "thread/start", "params": {
-                "cwd": str(ws), "approvalPolicy": "never", "sandbox": "danger-full-access"}})
-            main = str(client.answer(2)["result"]["thread"]["id"])
-            done = lambda m: m.get("method") == "turn/completed"  # noqa: E731
-            client.send({"id": 3, "method": "turn/start",
-                         "params": {"threadId": main, "input": [{"type": "text", "text": "attached main"}]}})
-            assert "result" in client.answer(3)
-            client.until(done)
+            main = started_thread(client, ws)
+            prompt(client, 3, main, "attached main")
             client.send({"id": 4, "method": "thread/fork",
                          "params": {"threadId": main, "attachToSource": True, "excludeTurns": True}})
             answer = client.answer(4)
             assert "result" in answer, answer
             side = str(answer["result"]["thread"]["id"])
             assert answer["result"]["thread"].get("attachedToThreadId") == main, answer
-            client.send({"id": 5, "method": "turn/start",
-                         "params": {"threadId": side, "input": [{"type": "text", "text": "attached side"}]}})
-            assert "result" in client.answer(5)
-            client.until(done)
+            prompt(client, 5, side, "attached side")
             client.close()
         sidecars = {p.stem for p in (home / "file_snapshots" / "refs" / "threads").glob("*.json")}
         assert sidecars == {main}

@@ -338,7 +338,7 @@ def test_the_line_after_a_revert_numbers_the_prompt_as_the_client_shows_it(model
     before the fourth says "before prompt 4" as the client counts its prompts (not "2" as codexr's snapshots do),
     names the files that went back, and reads as an addition to the official TUI's own line, not a contradiction."""
     from codex_cli_bin import bundled_codex_path  # type: ignore[import-untyped]
-    from test_proxy_frames import initialize, peer
+    from test_proxy_frames import initialize, peer, prompt
 
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -358,13 +358,7 @@ def test_the_line_after_a_revert_numbers_the_prompt_as_the_client_shows_it(model
         client.send({"id": 2, "method": "thread/resume", "params": {"threadId": thread, "cwd": str(ws),
                      "approvalPolicy": "never", "sandbox": "danger-full-access", "excludeTurns": True}})
         assert "result" in client.answer(2)
-        turns = []
-        for rid, n in ((3, "three"), (4, "four")):
-            client.send({"id": rid, "method": "turn/start",
-                         "params": {"threadId": thread, "input": [{"type": "text", "text": f"numbered {n}"}]}})
-            turn = str(client.answer(rid)["result"]["turn"]["id"])
-            client.until(lambda m, turn=turn: m.get("method") == "turn/completed" and m["params"]["turn"]["id"] == turn)
-            turns.append(turn)
+        turns = [prompt(client, rid, thread, f"numbered {n}") for rid, n in ((3, "three"), (4, "four"))]
         assert (ws / "c.txt").exists()
         client.send({"id": 5, "method": "thread/revert", "params": {"threadId": thread, "beforeTurnId": turns[1]}})
         assert "result" in client.answer(5)
@@ -385,7 +379,7 @@ def test_turns_the_server_starts_itself_are_recorded_and_rewound(model: Scripted
     queue (`thread/queue/add`) run as turns no turn/start began: each gets its pre-turn snapshot before the request
     is forwarded and its post-turn one at its end, so a rewind takes back what they made (before: no snapshot, and
     a rewind left the shell command's file, which no snapshot had witnessed)."""
-    from test_proxy_frames import initialize, peer
+    from test_proxy_frames import peer, prompt, started_thread
 
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -395,16 +389,9 @@ def test_turns_the_server_starts_itself_are_recorded_and_rewound(model: Scripted
     model.script("served one", [add_file("a.txt", "a\n"), message("one done")])
     model.script("served queued", [add_file("q.txt", "q\n"), message("queued done")])
     with peer([sys.executable, "-m", "app.cli", "app-server"], ws, env, tmp_path / "err") as client:
-        client.send(initialize(1))
-        assert "result" in client.answer(1)
-        client.send({"id": 2, "method": "thread/start", "params": {
-            "cwd": str(ws), "approvalPolicy": "never", "sandbox": "danger-full-access"}})
-        thread = str(client.answer(2)["result"]["thread"]["id"])
+        thread = started_thread(client, ws)
         done = lambda m: m.get("method") == "turn/completed"  # noqa: E731
-        client.send({"id": 3, "method": "turn/start",
-                     "params": {"threadId": thread, "input": [{"type": "text", "text": "served one"}]}})
-        assert "result" in client.answer(3)
-        client.until(done)
+        prompt(client, 3, thread, "served one")
         client.send({"id": 4, "method": "thread/shellCommand",
                      "params": {"threadId": thread, "command": "echo mine > sh.txt"}})
         assert "result" in client.answer(4)
@@ -427,7 +414,7 @@ def test_a_reverted_thread_reads_alike_in_threads_and_history(model: ScriptedMod
     """A thread the official TUI started through the proxy, reverted before its second prompt: `threads`, `history
     list` and `history show` name its source alike ("CLI": before, IDE / codexr / "codexr (vscode)") and count the
     prompts `history show` prints (before: "0 prompts", then one printed)."""
-    from test_proxy_frames import peer
+    from test_proxy_frames import peer, prompt, started_thread
 
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -435,18 +422,8 @@ def test_a_reverted_thread_reads_alike_in_threads_and_history(model: ScriptedMod
     model.script("alike one", [add_file("a.txt", "a\n"), message("one done")])
     model.script("alike two", [add_file("b.txt", "b\n"), message("two done")])
     with peer([sys.executable, "-m", "app.cli", "app-server"], ws, env, tmp_path / "err") as client:
-        client.send({"id": 1, "method": "initialize", "params": {  # as the official TUI introduces itself
-            "clientInfo": {"name": "codex-tui", "version": "0.163.0"}, "capabilities": {"experimentalApi": True}}})
-        assert "result" in client.answer(1)
-        client.send({"id": 2, "method": "thread/start", "params": {
-            "cwd": str(ws), "approvalPolicy": "never", "sandbox": "danger-full-access"}})
-        thread = str(client.answer(2)["result"]["thread"]["id"])
-        turns = []
-        for rid, text in ((3, "alike one"), (4, "alike two")):
-            client.send({"id": rid, "method": "turn/start",
-                         "params": {"threadId": thread, "input": [{"type": "text", "text": text}]}})
-            turns.append(str(client.answer(rid)["result"]["turn"]["id"]))
-            client.until(lambda m: m.get("method") == "turn/completed")
+        thread = started_thread(client, ws, name="codex-tui")  # as the official TUI introduces itself
+        turns = [prompt(client, rid, thread, text) for rid, text in ((3, "alike one"), (4, "alike two"))]
         client.send({"id": 5, "method": "thread/revert", "params": {"threadId": thread, "beforeTurnId": turns[1]}})
         assert "result" in client.answer(5)
         client.until(lambda m: m.get("method") == "error" and "codexr:" in str(m["params"]["error"]["message"]))
@@ -465,7 +442,7 @@ def test_a_prompt_queued_behind_a_running_turn_is_recorded(model: ScriptedModel,
     goes on while codexr would capture (a snapshot taken as it started held its file: tried), so it gets no pre-turn
     snapshot — no rewind point of its own, said so — but its post-turn one: a rewind to the first prompt takes
     back what both made."""
-    from test_proxy_frames import initialize, peer
+    from test_proxy_frames import peer, prompt, started_thread
 
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -474,14 +451,8 @@ def test_a_prompt_queued_behind_a_running_turn_is_recorded(model: ScriptedModel,
     model.script("queue first", [shell("sleep 2 && echo 1 > first.txt"), message("first done")])
     model.script("queue behind", [add_file("behind.txt", "b\n"), message("behind done")])
     with peer([sys.executable, "-m", "app.cli", "app-server"], ws, env, tmp_path / "err") as client:
-        client.send(initialize(1))
-        assert "result" in client.answer(1)
-        client.send({"id": 2, "method": "thread/start", "params": {
-            "cwd": str(ws), "approvalPolicy": "never", "sandbox": "danger-full-access"}})
-        thread = str(client.answer(2)["result"]["thread"]["id"])
-        client.send({"id": 3, "method": "turn/start",
-                     "params": {"threadId": thread, "input": [{"type": "text", "text": "queue first"}]}})
-        assert "result" in client.answer(3)
+        thread = started_thread(client, ws)
+        prompt(client, 3, thread, "queue first", wait=False)
         client.send({"id": 4, "method": "thread/queue/add", "params": {
             "threadId": thread, "clientUserMessageId": "q-1", "input": [{"type": "text", "text": "queue behind"}]}})
         assert "result" in client.answer(4)
@@ -503,7 +474,7 @@ def test_an_approval_left_unanswered_by_a_client_that_quit_is_declined(model: Sc
     """The client quits while the app-server waits for its approval of a command: the relay stays for the running
     turn, so that approval would wait forever; it is declined instead, the turn ends (the command never ran) and is
     recorded, and codexr exits."""
-    from test_proxy_frames import initialize, peer
+    from test_proxy_frames import peer, prompt, started_thread
 
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -511,13 +482,8 @@ def test_an_approval_left_unanswered_by_a_client_that_quit_is_declined(model: Sc
     env = proxy_env(model, home)
     model.script("ask then quit", [shell("echo ran > ran.txt"), message("asked done")])
     with peer([sys.executable, "-m", "app.cli", "app-server"], ws, env, tmp_path / "err") as client:
-        client.send(initialize(1))
-        assert "result" in client.answer(1)
-        client.send({"id": 2, "method": "thread/start", "params": {
-            "cwd": str(ws), "approvalPolicy": "untrusted", "sandbox": "workspace-write"}})
-        thread = str(client.answer(2)["result"]["thread"]["id"])
-        client.send({"id": 3, "method": "turn/start",
-                     "params": {"threadId": thread, "input": [{"type": "text", "text": "ask then quit"}]}})
+        thread = started_thread(client, ws, approval="untrusted", sandbox="workspace-write")
+        prompt(client, 3, thread, "ask then quit", wait=False)
         client.until(lambda m: str(m.get("method", "")).endswith("requestApproval"))
         assert client.close() == 0  # returns once codexr has exited (killed and failed after 60 s otherwise)
     assert not (ws / "ran.txt").exists()

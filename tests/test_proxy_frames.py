@@ -40,9 +40,31 @@ DEEP_REQUEST = b'{"id":"deep","method":"model/list","params":' + b'{"a":' * 5000
 NAN_REQUEST = b'{"id":"nan","method":"model/list","params":{"limit":NaN}}'
 
 
-def initialize(rid: Any) -> dict[str, Any]:
+def initialize(rid: Any, name: str = "frames") -> dict[str, Any]:
     return {"id": rid, "method": "initialize", "params": {
-        "clientInfo": {"name": "frames", "title": "frames", "version": "1"}, "capabilities": {"experimentalApi": True}}}
+        "clientInfo": {"name": name, "title": name, "version": "1"}, "capabilities": {"experimentalApi": True}}}
+
+
+def started_thread(client: Peer, ws: Path, *, approval: str = "never", sandbox: str = "danger-full-access",
+                   name: str = "frames") -> str:
+    """`initialize` (id 1, as client `name`) and `thread/start` (id 2) in `ws`: the new thread's id."""
+    client.send(initialize(1, name))
+    assert "result" in client.answer(1)
+    client.send({"id": 2, "method": "thread/start",
+                 "params": {"cwd": str(ws), "approvalPolicy": approval, "sandbox": sandbox}})
+    return str(client.answer(2)["result"]["thread"]["id"])
+
+
+def prompt(client: Peer, rid: int, thread: str, text: str, *, wait: bool = True) -> str:
+    """`turn/start` of `text` on `thread` (id `rid`), answered; with `wait`, until that turn completes: its id."""
+    client.send({"id": rid, "method": "turn/start",
+                 "params": {"threadId": thread, "input": [{"type": "text", "text": text}]}})
+    answer = client.answer(rid)
+    assert "result" in answer, answer
+    turn = str(answer["result"]["turn"]["id"])
+    if wait:
+        client.until(lambda m: m.get("method") == "turn/completed" and m["params"]["turn"]["id"] == turn)
+    return turn
 
 
 def codex_env(model: ScriptedModel, tmp_path: Path, **extra: str) -> dict[str, str]:
