@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from test_proxy_listen import client, handshake
-from test_proxy_tui import in_workspace, send_prompt
+from test_proxy_tui import in_workspace, past_first_screen, send_prompt
 from test_tui_tmux import Tmux
 
 from app.codex.scripted_model import ScriptedModel, add_file, message, write_codex_home
@@ -104,11 +104,7 @@ def test_the_official_tui_is_served_on_loopback_with_a_per_launch_token(tmux: Tm
         assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         tmux.start(f"cd {shlex.quote(str(ws))} && env -u COLUMNS -u LINES -u CODEXR_SERVER {assign} "
                    f"{shlex.quote(sys.executable)} -m app.cli codex")
-        screen = tmux.wait(lambda s: "Use existing model" in s or "Ask Codex" in s or "describe a task" in s,
-                           "the official TUI's first screen")
-        if "Use existing model" in screen:
-            tmux.keys("2", "Enter")
-        tmux.wait(lambda s: "describe a task" in s or "Ask Codex" in s, "the composer")
+        past_first_screen(tmux)
         send_prompt(tmux, "mac-tui make a file", "Made it.")
         assert (ws / "made.txt").read_text() == "made\n"
         (remote,) = [m for _, cmd in in_workspace(ws) if (m := re.search(r"--remote (ws://127\.0\.0\.1:\d+)", cmd))]

@@ -22,6 +22,7 @@ from fs_helpers import tree
 from npm_codex import newest_codex
 from test_cli_agent import assert_one_line_error, show
 from test_proxy_listen import handshake
+from test_server_confinement import sandboxed
 from test_tui_tmux import Tmux
 
 from app.codex.scripted_model import ScriptedModel, add_file, delete_file, message, shell, update_file, write_codex_home
@@ -115,11 +116,7 @@ def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmu
         # the trap: a second Ctrl+C that lands after the TUI quit must not kill this shell before it writes rc
         tmux.start(f"trap true INT; cd {shlex.quote(str(ws))} && env -u COLUMNS -u LINES {assign} "
                    f"{shlex.quote(sys.executable)} -m app.cli codex; echo $? > {shlex.quote(str(rc_file))}")
-        screen = tmux.wait(lambda s: "Use existing model" in s or "Ask Codex" in s or "describe a task" in s,
-                           "the official TUI's first screen")
-        if "Use existing model" in screen:  # a fresh CODEX_HOME: the model announcement comes first
-            tmux.keys("2", "Enter")
-        tmux.wait(lambda s: "describe a task" in s or "Ask Codex" in s, "the composer")
+        past_first_screen(tmux)
 
         send_prompt(tmux, "proxy-one change things", "First change done.")
         after_one = tree(ws)
@@ -217,6 +214,12 @@ def start_codexr_codex(tmux: Tmux, ws: Path, env: dict[str, str], rc_file: Path,
     tmux.start(f"trap true INT; cd {shlex.quote(str(ws))} && env -u COLUMNS -u LINES {assign} "
                f"{shlex.quote(sys.executable)} -m app.cli codex {' '.join(map(shlex.quote, tui_args))}; "
                f"echo $? > {shlex.quote(str(rc_file))}; sleep 600")
+    past_first_screen(tmux)
+
+
+def past_first_screen(tmux: Tmux) -> None:
+    """Wait for the official TUI's first screen and go past it to the composer: on a fresh CODEX_HOME a model
+    announcement comes first (CODEX_FACTS §10), answered "2" (the configured model)."""
     screen = tmux.wait(lambda s: "Use existing model" in s or "Ask Codex" in s or "describe a task" in s,
                        "the official TUI's first screen")
     if "Use existing model" in screen:
@@ -362,7 +365,7 @@ def assert_only_codexr_is_admitted(ws: Path, home: Path, env: dict[str, str]) ->
         code = ("import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
                 "sys.stdout.buffer.write(s.recv(512))")
         return subprocess.run([*prefix, sys.executable, "-c", code, door], capture_output=True, text=True,
-                              timeout=30, check=True).stdout
+                              timeout=30).stdout  # a caller the door may not even reach is told nothing either
 
     url, token = ask_door().split()
     assert url.startswith("ws://127.0.0.1:") and len(token) > 30
@@ -370,6 +373,12 @@ def assert_only_codexr_is_admitted(ws: Path, home: Path, env: dict[str, str]) ->
         status = upgrade_status(url, *headers)
         assert status == 401, f"the backend admitted a client without codexr's token ({headers}): {status}"
     assert upgrade_status(url, ("Authorization", f"Bearer {token}")) == 101
+    # a caller with fewer rights than codexr, where this system lets a test make one: dropped capabilities, another
+    # mount namespace, Codex's sandbox
+    for fewer in (("setpriv", "--bounding-set", "-all", "--inh-caps", "-all"), ("unshare", "-m"),
+                  sandboxed(home)):  # Codex's own sandbox, network on: an agent's command
+        if subprocess.run([*fewer, "true"], capture_output=True).returncode == 0:
+            assert ask_door(*fewer) == "", f"{' '.join(fewer)}: a caller confined otherwise was told the token"
     if subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode != 0:
         return  # no second network namespace here: the rest cannot be tried
     assert ask_door("unshare", "--net") == "", "a process in another network namespace was told the token"
