@@ -23,16 +23,9 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import CodexGone, SessionError
 from ..shared.vocab import CLIENT_NAME
-from .approval import ApprovalRequest
+from .approval import APPROVAL_METHODS, ApprovalRequest, decision_result
 from .codex_sdk import CodexClient, CodexConfig, CodexError, JsonRpcError, TransportClosedError
 from .turn_settings import ModelInfo, model_info
-
-APPROVAL_METHODS = {
-    "item/commandExecution/requestApproval": "command",
-    "item/fileChange/requestApproval": "fileChange",
-    "execCommandApproval": "command",
-    "applyPatchApproval": "fileChange",
-}
 
 ApprovalCallback = Callable[[ApprovalRequest], str]
 EventCallback = Callable[[str, dict[str, Any]], None]
@@ -292,11 +285,7 @@ class CodexConnection:
             except concurrent.futures.TimeoutError:
                 self.notice("approvalTimedOut", {"itemId": item_id, "seconds": self.approval_timeout})
                 decision = "decline"
-            if method in ("execCommandApproval", "applyPatchApproval"):
-                legacy = {"accept": "approved", "acceptForSession": "approved_for_session",
-                          "decline": "denied", "cancel": "abort"}
-                return {"decision": legacy.get(decision, "denied")}
-            return {"decision": decision if isinstance(decision, str | dict) else "decline"}
+            return decision_result(method, decision)
         except BaseException:
             return {"decision": "decline"}
 

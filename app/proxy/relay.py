@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..codex.approval import APPROVAL_METHODS, decision_result
+
 #: The prefix of the ids the relay sends the app-server requests under: its own, and a client's that had this prefix.
 OWN_ID = "codexr-proxy-"
 #: The deepest nesting the app-server reads (serde_json's recursion limit: 127 arrays or objects pass, 128 are refused
@@ -108,17 +110,12 @@ def too_deep(value: Any, limit: int) -> bool:
     return False
 
 
-#: Approvals the app-server asks a client for, and the answer that declines each (v2, and the legacy pair).
-DECLINE = {"item/commandExecution/requestApproval": "decline", "item/fileChange/requestApproval": "decline",
-           "execCommandApproval": "denied", "applyPatchApproval": "denied"}
-
-
 def unanswerable(request: dict[str, Any]) -> dict[str, Any]:
     """The answer to a server request no client will see (it left, or left the thread): an approval is declined,
     anything else refused, so the turn goes on or ends rather than wait forever."""
-    decision = DECLINE.get(str(request.get("method")))
-    if decision is not None:
-        return {"id": request["id"], "result": {"decision": decision}}
+    method = str(request.get("method"))
+    if method in APPROVAL_METHODS:
+        return {"id": request["id"], "result": decision_result(method, "decline")}
     return {"id": request["id"], "error": {"code": -32000, "message": "codexr: the client has left"}}
 
 
