@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.errors import Interrupted
 from snapshot_store.fsutil import translate_os_errors
-from snapshot_store.restore import DELETE, WRITE
+from snapshot_store.manifest import FileMap
+from snapshot_store.restore import DELETE, LEAVE, WRITE
 from snapshot_store.settings import ScopeSettings
 from snapshot_store.states import StatesRestore, prepare_states_restore
 
@@ -31,6 +32,7 @@ from ..recording.recorder import Recorder
 from ..recording.sidecar import RedoEntry, Sidecars, ThreadSidecar
 from ..services.threads import Prompt
 from ..shared.vocab import CONVERSATION_MODES, RewindMode
+from .owners import Owners
 from .records import forget_interrupted, forget_rewind, forked_sidecar, note, saving_redo
 from .stake import at_stake, stake_lines
 from .targets import FROM_PATCH, RewindTargets, merged_plan, merged_result
@@ -62,6 +64,19 @@ class Files:
     """Paths the workspace's safety capture must look at beyond its tracked set (the thread's known paths)."""
     targets: RewindTargets | None = None
     """A rewind's pre-edit states (targets.py): the plan shown gives their reasons and what cannot be restored."""
+    owners: Callable[[FileMap], Owners] | None = None
+    """A rewind's rule of whose change each path holds (owners.py), given the state now: only the agent's go back."""
+
+    def keep_yours(self, plan: RestorePlan, now: FileMap) -> None:
+        """Leave every path the plan would write or delete that is not the agent's change alone, saying why."""
+        if self.owners is None:
+            return
+        owners = self.owners(now)
+        for a in plan.actions:
+            if a.op in (WRITE, DELETE):
+                why = owners.kept(a.path)
+                if why is not None:
+                    a.op, a.reason = LEAVE, why
 
     def shown(self, workspace: RestorePlan, outside: RestorePlan | None) -> RestorePlan:
         """The one plan a front end shows: a rewind's says which states come from the agent's patches; a redo's
@@ -135,8 +150,10 @@ class Steps(Protocol):
 
 def preview(place: Place, files: Files) -> tuple[RestoreResult, Planned]:
     """What the flow's restore would do, against captures held in memory only (nothing written, no lock kept)."""
-    ws = place.store.at(place.cwd).restore(files.workspace, dry_run=True, known_paths=files.known,
-                                           scope=place.scope)
+    with place.store.at(place.cwd).prepare(files.workspace, dry_run=True, known_paths=files.known,
+                                           scope=place.scope) as ready:
+        files.keep_yours(ready.plan, ready.safety.files)
+        ws = ready.unapplied()
     out = prepare_outside(place.store, files.outside, place.codex_home, dry_run=True)
     out_plan = out.plan if out is not None else None
     planned = Planned(files.shown(ws.plan, out_plan), ws.plan, out)
@@ -157,6 +174,7 @@ def run(place: Place, files: Files | None, steps: Steps, hold: dict[str, Any] | 
     with translate_os_errors(f"restore into {place.cwd}"), \
             place.store.at(place.cwd).prepare(files.workspace, known_paths=files.known, scope=place.scope) as ready:
         # plan: the workspace's safety capture and plan are taken (under its locks), then those of paths outside it
+        files.keep_yours(ready.plan, ready.safety.files)  # only the agent's changes go back
         outside = prepare_outside(place.store, files.outside, place.codex_home)
         shown = files.shown(ready.plan, outside.plan if outside is not None else None)
         planned = Planned(shown, ready.plan, outside)

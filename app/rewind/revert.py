@@ -21,6 +21,7 @@ from snapshot_store.states import prepare_states_restore
 from ..errors import SessionError
 from ..recording.recorder import Recorder
 from .flow import Files, Place, RevertSteps, run
+from .owners import owner_rule
 from .records import cut_turns, forget_rewind
 from .targets import restore_targets
 
@@ -73,7 +74,8 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_hom
         raise SessionError(f"prompt {number}'s file snapshot is gone or was never taken")
     undone = {t.turn_id: n for n, t in enumerate(side.turns[number - 1:], number)}
     targets, ws_target, out_target = restore_targets(store, str(cwd), side, undone, target.pre, target.prompt, True)
-    files = Files(ws_target, out_target, recorder.known_paths(side), targets)
+    owners = owner_rule(store, side.turns[number - 1:], number, targets.inside)
+    files = Files(ws_target, out_target, recorder.known_paths(side), targets, owners)
     steps = RevertSteps(recorder, side, thread_id, number, target.prompt, files, keep, hold, others)
     try:
         done = run(Place(store, cwd, recorder.scope, codex_home), files, steps, hold)

@@ -18,12 +18,13 @@ from ..codex.codex_connection import CodexConnection
 from ..errors import Declined, SessionError
 from ..recording.auto_gc import AutoGc
 from ..recording.recorder import Recorder
-from ..recording.sidecar import ThreadSidecar
+from ..recording.sidecar import ThreadSidecar, TurnRecord
 from ..recording.workspace_lock import SessionLock
 from ..services.choices import Choices
 from ..services.threads import Prompt, Threads
 from ..shared.vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
 from .flow import Files, Place, RedoPreview, RedoSteps, RewindPreview, RewindSteps, preview, run
+from .owners import owner_rule
 from .stake import others_warning
 from .targets import restore_targets
 
@@ -168,7 +169,10 @@ class Rewinder:
         undone = {p.turn_id: p.number for p in prompts[target.number - 1:]}
         targets, ws_target, out_target = restore_targets(self.store, str(self.cwd), side, undone, target.pre,
                                                          target.text, persist)
-        return Files(ws_target, out_target, self.recorder.known_paths(side) if side else [], targets)
+        records = [(side.turn(p.turn_id) if side else None) or TurnRecord(p.turn_id, p.text)
+                   for p in prompts[target.number - 1:]]
+        owners = owner_rule(self.store, records, target.number, targets.inside)
+        return Files(ws_target, out_target, self.recorder.known_paths(side) if side else [], targets, owners)
 
     def _same_workspace(self, root: str, what: str) -> None:
         """Refuse a rewind or redo whose files are another directory's: the store would suggest `--into`, which

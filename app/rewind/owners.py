@@ -1,0 +1,81 @@
+"""Whose change a path holds, for a rewind (issue 34): what changed inside a turn of the thread is the agent's; what
+changed between its turns, or after the last one, is the user's (or another session's), and a rewind keeps it.
+
+Why: a restore that took every path back to the pre-turn snapshot also took back the user's own work done between
+prompts (a hand-made file deleted, a hand edit reverted) — the complaint most often made of every agent's rewind.
+Nothing was lost (the safety snapshot and redo hold it), but it did what those tools do. The rule, from the
+snapshots the thread already has (one before and one after each prompt's turn): a path the agent changed in the
+undone turns and nobody changed since goes back; any other path the restore would change is kept, and the plan says
+why (a path both changed is kept as it is for now: a three-way merge is the rule's next step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from snapshot_store import Store
+from snapshot_store.manifest import Entry, FileMap, is_captured
+
+from ..recording.sidecar import TurnRecord
+
+KEPT_YOURS = "kept: changed by you (or another session), not by the agent in prompts {first}-{last}"
+KEPT_BOTH = "kept as it is now: changed by the agent in prompt {n} and by you since (not merged)"
+KEPT_UNKNOWN = "kept: not changed by the agent in a prompt codexr recorded (prompts {first}-{last})"
+
+
+def _content(e: Entry | None) -> Entry | None:
+    """What a path holds (a file's content and mode, a link's target; None: absent or not captured)."""
+    return e if e is not None and is_captured(e) else None
+
+
+def changed(a: FileMap, b: FileMap) -> set[str]:
+    """Paths whose content differs between two states of the workspace."""
+    out = {p for p, e in a.items() if _content(e) != _content(b.get(p))}
+    out.update(p for p, e in b.items() if p not in a and _content(e) is not None)
+    return out
+
+
+@dataclass
+class Owners:
+    """Who changed what since the prompt a rewind goes back before."""
+
+    first: int
+    last: int
+    agent: dict[str, int] = field(default_factory=dict)  # path -> the last undone prompt whose turn changed it
+    user: set[str] = field(default_factory=set)  # paths changed between the turns or after the last one
+
+    def kept(self, path: str) -> str | None:
+        """Why the rewind keeps `path` as it is now (None: it is the agent's alone, and goes back)."""
+        if path in self.agent:
+            return KEPT_BOTH.format(n=self.agent[path]) if path in self.user else None
+        if path in self.user:
+            return KEPT_YOURS.format(first=self.first, last=self.last)
+        return KEPT_UNKNOWN.format(first=self.first, last=self.last)
+
+
+def owner_rule(store: Store, undone: list[TurnRecord], first: int,
+               agent_patched: Iterable[str] = ()) -> Callable[[FileMap], Owners]:
+    """For the turns a rewind undoes (prompt `first` on, in order), the rule that, given the state now, says who
+    changed each path. `agent_patched`: paths the agent's patches touched that the snapshots may not hold (their
+    pre-edit states, app/rewind/targets.py). A turn without both snapshots (a prompt sent without codexr) proves
+    nothing is the agent's: what changed across it counts as the user's."""
+    patched = list(agent_patched)
+
+    def owners(now: FileMap) -> Owners:
+        out = Owners(first, first + len(undone) - 1, {p: first for p in patched})
+        before: FileMap | None = None
+        for n, rec in enumerate(undone, first):
+            if not (rec.pre and rec.post and store.exists(rec.pre) and store.exists(rec.post)):
+                continue
+            pre, post = store.files(rec.pre), store.files(rec.post)
+            if before is not None:
+                out.user |= changed(before, pre)
+            for p in changed(pre, post):
+                out.agent[p] = n
+            before = post
+        if before is not None:
+            out.user |= changed(before, now)
+        return out
+
+    return owners
