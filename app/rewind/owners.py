@@ -11,7 +11,7 @@ why (a path both changed is kept as it is for now: a three-way merge is the rule
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from snapshot_store import Store
@@ -54,25 +54,31 @@ class Owners:
         return KEPT_UNKNOWN.format(first=self.first, last=self.last)
 
 
-def owner_rule(store: Store, undone: list[TurnRecord], first: int,
+def owner_rule(store: Store, undone: list[TurnRecord], numbers: Mapping[str, int], first: int, last: int,
                agent_patched: Iterable[str] = ()) -> Callable[[FileMap], Owners]:
-    """For the turns a rewind undoes (prompt `first` on, in order), the rule that, given the state now, says who
-    changed each path. `agent_patched`: paths the agent's patches touched that the snapshots may not hold (their
-    pre-edit states, app/rewind/targets.py). A turn without both snapshots (a prompt sent without codexr) proves
-    nothing is the agent's: what changed across it counts as the user's."""
+    """For the sidecar's records from prompt `first` on (prompts, the user's `!` commands and queued prompts alike:
+    each ran as a turn of the thread), the rule that, given the state now, says who changed each path. `numbers`:
+    a record's prompt number (a record between prompts counts with the one before); `agent_patched`: paths the
+    agent's patches touched that the snapshots may not hold (their pre-edit states, app/rewind/targets.py). A turn
+    without snapshots (a prompt sent without codexr) proves nothing the agent's: what changed across it counts as
+    the user's; a queued turn, which has no pre-turn snapshot, starts from the post of the turn before it."""
     patched = list(agent_patched)
 
     def owners(now: FileMap) -> Owners:
-        out = Owners(first, first + len(undone) - 1, {p: first for p in patched})
+        out = Owners(first, last, {p: first for p in patched})
         before: FileMap | None = None
-        for n, rec in enumerate(undone, first):
-            if not (rec.pre and rec.post and store.exists(rec.pre) and store.exists(rec.post)):
+        number, prev_post = first, None
+        for rec in undone:
+            number = numbers.get(rec.turn_id, number)
+            pre_id = rec.pre or (prev_post if rec.post else None)
+            prev_post = rec.post
+            if not (pre_id and rec.post and store.exists(pre_id) and store.exists(rec.post)):
                 continue
-            pre, post = store.files(rec.pre), store.files(rec.post)
+            pre, post = store.files(pre_id), store.files(rec.post)
             if before is not None:
                 out.user |= changed(before, pre)
             for p in changed(pre, post):
-                out.agent[p] = n
+                out.agent[p] = number
             before = post
         if before is not None:
             out.user |= changed(before, now)

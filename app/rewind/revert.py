@@ -74,7 +74,7 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_hom
         raise SessionError(f"prompt {number}'s file snapshot is gone or was never taken")
     undone = {t.turn_id: n for n, t in enumerate(side.turns[number - 1:], number)}
     targets, ws_target, out_target = restore_targets(store, str(cwd), side, undone, target.pre, target.prompt, True)
-    owners = owner_rule(store, side.turns[number - 1:], number, targets.inside)
+    owners = owner_rule(store, side.turns[number - 1:], undone, number, len(side.turns), targets.inside)
     files = Files(ws_target, out_target, recorder.known_paths(side), targets, owners)
     steps = RevertSteps(recorder, side, thread_id, number, target.prompt, files, keep, hold, others)
     try:

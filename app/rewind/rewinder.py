@@ -18,7 +18,7 @@ from ..codex.codex_connection import CodexConnection
 from ..errors import Declined, SessionError
 from ..recording.auto_gc import AutoGc
 from ..recording.recorder import Recorder
-from ..recording.sidecar import ThreadSidecar, TurnRecord
+from ..recording.sidecar import ThreadSidecar
 from ..recording.workspace_lock import SessionLock
 from ..services.choices import Choices
 from ..services.threads import Prompt, Threads
@@ -169,9 +169,10 @@ class Rewinder:
         undone = {p.turn_id: p.number for p in prompts[target.number - 1:]}
         targets, ws_target, out_target = restore_targets(self.store, str(self.cwd), side, undone, target.pre,
                                                          target.text, persist)
-        records = [(side.turn(p.turn_id) if side else None) or TurnRecord(p.turn_id, p.text)
-                   for p in prompts[target.number - 1:]]
-        owners = owner_rule(self.store, records, target.number, targets.inside)
+        numbers = {p.turn_id: p.number for p in prompts}
+        at = next((i for i, t in enumerate(side.turns) if t.turn_id == target.turn_id), None) if side else None
+        records = side.turns[at:] if side is not None and at is not None else []
+        owners = owner_rule(self.store, records, numbers, target.number, len(prompts), targets.inside)
         return Files(ws_target, out_target, self.recorder.known_paths(side) if side else [], targets, owners)
 
     def _same_workspace(self, root: str, what: str) -> None:
