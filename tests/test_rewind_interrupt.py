@@ -15,6 +15,8 @@ import pytest
 from fs_helpers import tree
 from test_cli_agent import REPO, Cli, add_file, cli, message  # noqa: F401  (the fixture)
 
+from app.codex.scripted_model import shell
+
 STRACE = shutil.which("strace")
 
 
@@ -30,10 +32,11 @@ def _run_with_sigint(cli: Cli, *args: str) -> subprocess.CompletedProcess[str]: 
 def test_a_rewind_interrupted_mid_restore_rolls_back_and_leaves_no_redo(cli: Cli) -> None:  # noqa: F811
     for i in range(200):
         (cli.ws / f"f{i:03}.txt").write_text(f"before {i}\n")
-    cli.model.script("p1: add", [add_file("added.txt", "a\n"), message("added")])
+    # the agent changes the 200 files (a rewind takes back only the agent's changes: issue 34)
+    cli.model.script("p1: add", [add_file("added.txt", "a\n"),
+                                 shell("for i in $(seq -w 0 199); do echo after > f$i.txt; done"),
+                                 message("added")])
     t, _outcomes, _trees = cli.seed(["p1: add"])
-    for i in range(200):
-        (cli.ws / f"f{i:03}.txt").write_text(f"after {i}\n")
     before = tree(cli.ws)
     res = _run_with_sigint(cli, "rewind", "--thread", t, "--to", "1", "--yes")
     assert res.returncode == 130, (res.returncode, res.stdout, res.stderr)

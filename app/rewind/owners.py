@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from snapshot_store import Store
-from snapshot_store.manifest import Entry, FileMap, is_captured
+from snapshot_store.manifest import Entry, FileMap, is_captured, witnessed_absent
 
 from ..recording.sidecar import TurnRecord
 
@@ -24,15 +24,23 @@ KEPT_BOTH = "kept as it is now: changed by the agent in prompt {n} and by you si
 KEPT_UNKNOWN = "kept: not changed by the agent in a prompt codexr recorded (prompts {first}-{last})"
 
 
-def _content(e: Entry | None) -> Entry | None:
-    """What a path holds (a file's content and mode, a link's target; None: absent or not captured)."""
-    return e if e is not None and is_captured(e) else None
+def _held(m: FileMap, p: str) -> Entry | bool | None:
+    """What state `m` knows `p` in: its entry (captured), None (witnessed absent), or False (it never looked, or
+    saw it without capturing it: unknown)."""
+    e = m.get(p)
+    if e is not None and is_captured(e):
+        return e
+    return None if witnessed_absent(m, p) else False
 
 
 def changed(a: FileMap, b: FileMap) -> set[str]:
-    """Paths whose content differs between two states of the workspace."""
-    out = {p for p, e in a.items() if _content(e) != _content(b.get(p))}
-    out.update(p for p, e in b.items() if p not in a and _content(e) is not None)
+    """Paths both states know, whose content (a file's bytes and mode, a link's target, presence) differs. A path
+    only one of them looked at is no change: a snapshot that sees more (a file just tracked) did not change it."""
+    out = set()
+    for p in set(a) | set(b):
+        x, y = _held(a, p), _held(b, p)
+        if x is not False and y is not False and x != y:
+            out.add(p)
     return out
 
 
@@ -55,14 +63,17 @@ class Owners:
 
 
 def owner_rule(store: Store, undone: list[TurnRecord], numbers: Mapping[str, int], first: int, last: int,
-               agent_patched: Iterable[str] = ()) -> Callable[[FileMap], Owners]:
+               agent_patched: Iterable[str] = (), restored: Iterable[str] = ()) -> Callable[[FileMap], Owners]:
     """For the sidecar's records from prompt `first` on (prompts, the user's `!` commands and queued prompts alike:
     each ran as a turn of the thread), the rule that, given the state now, says who changed each path. `numbers`:
     a record's prompt number (a record between prompts counts with the one before); `agent_patched`: paths the
     agent's patches touched that the snapshots may not hold (their pre-edit states, app/rewind/targets.py). A turn
     without snapshots (a prompt sent without codexr) proves nothing the agent's: what changed across it counts as
-    the user's; a queued turn, which has no pre-turn snapshot, starts from the post of the turn before it."""
+    the user's; a queued turn, which has no pre-turn snapshot, starts from the post of the turn before it.
+    `restored`: what codexr's own restores since the last turn (files-only rewinds, redos) put back, as the target
+    snapshots they restored to: a path now as one of them left it is no change of the user's."""
     patched = list(agent_patched)
+    restores = [t for t in restored if store.exists(t)]
 
     def owners(now: FileMap) -> Owners:
         out = Owners(first, last, {p: first for p in patched})
@@ -81,7 +92,11 @@ def owner_rule(store: Store, undone: list[TurnRecord], numbers: Mapping[str, int
                 out.agent[p] = number
             before = post
         if before is not None:
-            out.user |= changed(before, now)
+            since = changed(before, now)
+            for target in restores:  # codexr put these back itself
+                put = store.files(target)
+                since = {p for p in since if _held(put, p) is False or _held(put, p) != _held(now, p)}
+            out.user |= since
         return out
 
     return owners

@@ -172,7 +172,9 @@ class Rewinder:
         numbers = {p.turn_id: p.number for p in prompts}
         at = next((i for i, t in enumerate(side.turns) if t.turn_id == target.turn_id), None) if side else None
         records = side.turns[at:] if side is not None and at is not None else []
-        owners = owner_rule(self.store, records, numbers, target.number, len(prompts), targets.inside)
+        since = records[-1].started if records else 0.0
+        restored = [e.target_snapshot for e in (side.redo if side else []) if e.target_snapshot and e.at >= since]
+        owners = owner_rule(self.store, records, numbers, target.number, len(prompts), targets.inside, restored)
         return Files(ws_target, out_target, self.recorder.known_paths(side) if side else [], targets, owners)
 
     def _same_workspace(self, root: str, what: str) -> None:
