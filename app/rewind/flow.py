@@ -32,7 +32,7 @@ from ..recording.recorder import Recorder
 from ..recording.sidecar import RedoEntry, Sidecars, ThreadSidecar
 from ..services.threads import Prompt
 from ..shared.vocab import CONVERSATION_MODES, RewindMode
-from .owners import Owners
+from .owners import Owners, merge_both
 from .records import forget_interrupted, forget_rewind, forked_sidecar, note, saving_redo
 from .stake import at_stake, stake_lines
 from .targets import FROM_PATCH, RewindTargets, merged_plan, merged_result
@@ -67,13 +67,15 @@ class Files:
     owners: Callable[[FileMap], Owners] | None = None
     """A rewind's rule of whose change each path holds (owners.py), given the state now: only the agent's go back."""
 
-    def keep_yours(self, plan: RestorePlan, now: FileMap) -> None:
-        """Leave every path the plan would write or delete that is not the agent's change alone, saying why."""
+    def keep_yours(self, store: Store, plan: RestorePlan, now: FileMap, dry_run: bool) -> None:
+        """Leave every path the plan would write or delete that is not the agent's change alone, saying why; merge
+        the text of one both changed (owners.merge_both)."""
         if self.owners is None:
             return
         owners = self.owners(now)
+        merge_both(store, plan.actions, owners, Path(plan.root), dry_run)
         for a in plan.actions:
-            if a.op in (WRITE, DELETE):
+            if a.op in (WRITE, DELETE) and not a.reason.startswith("merged:"):
                 why = owners.kept(a.path)
                 if why is not None:
                     a.op, a.reason = LEAVE, why
@@ -152,7 +154,7 @@ def preview(place: Place, files: Files) -> tuple[RestoreResult, Planned]:
     """What the flow's restore would do, against captures held in memory only (nothing written, no lock kept)."""
     with place.store.at(place.cwd).prepare(files.workspace, dry_run=True, known_paths=files.known,
                                            scope=place.scope) as ready:
-        files.keep_yours(ready.plan, ready.safety.files)
+        files.keep_yours(place.store, ready.plan, ready.safety.files, dry_run=True)
         ws = ready.unapplied()
     out = prepare_outside(place.store, files.outside, place.codex_home, dry_run=True)
     out_plan = out.plan if out is not None else None
@@ -174,7 +176,7 @@ def run(place: Place, files: Files | None, steps: Steps, hold: dict[str, Any] | 
     with translate_os_errors(f"restore into {place.cwd}"), \
             place.store.at(place.cwd).prepare(files.workspace, known_paths=files.known, scope=place.scope) as ready:
         # plan: the workspace's safety capture and plan are taken (under its locks), then those of paths outside it
-        files.keep_yours(ready.plan, ready.safety.files)  # only the agent's changes go back
+        files.keep_yours(place.store, ready.plan, ready.safety.files, dry_run=False)  # only the agent's go back
         outside = prepare_outside(place.store, files.outside, place.codex_home)
         shown = files.shown(ready.plan, outside.plan if outside is not None else None)
         planned = Planned(shown, ready.plan, outside)

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from snapshot_store import Store
-from snapshot_store.manifest import Entry, FileMap, is_captured, witnessed_absent
+from snapshot_store.manifest import Entry, FileEntry, FileMap, is_captured, witnessed_absent
+from snapshot_store.restore import LEAVE, WRITE
 
 from ..recording.sidecar import TurnRecord
 
@@ -51,6 +54,7 @@ class Owners:
     first: int
     last: int
     agent: dict[str, int] = field(default_factory=dict)  # path -> the last undone prompt whose turn changed it
+    left: dict[str, Entry | None] = field(default_factory=dict)  # path -> what the agent's last change left there
     user: set[str] = field(default_factory=set)  # paths changed between the turns or after the last one
 
     def kept(self, path: str) -> str | None:
@@ -90,6 +94,8 @@ def owner_rule(store: Store, undone: list[TurnRecord], numbers: Mapping[str, int
                 out.user |= changed(before, pre)
             for p in changed(pre, post):
                 out.agent[p] = number
+                held = _held(post, p)
+                out.left[p] = None if held is None or isinstance(held, bool) else held
             before = post
         if before is not None:
             since = changed(before, now)
@@ -100,3 +106,56 @@ def owner_rule(store: Store, undone: list[TurnRecord], numbers: Mapping[str, int
         return out
 
     return owners
+
+
+MERGED = "merged: your changes kept, the agent's of prompt {n} on taken back"
+CONFLICT = "conflict, kept yours: you and the agent changed the same lines (prompt {n}); the rewound text is {path}"
+
+
+def merge_both(store: Store, plan_actions: list[Any], owners: Owners, root: Path, dry_run: bool) -> None:
+    """Paths both the agent and the user changed: a three-way merge of the text (base: what the agent left; ours:
+    the file now; theirs: what the rewind restores), libgit2's merge-file through pygit2. A clean merge is written
+    (its blob stored first, unless `dry_run`); overlapping hunks, a binary or a non-file side are a conflict: the
+    file is kept as it is and the plan says so."""
+    import tempfile
+
+    import pygit2
+
+    writer = None if dry_run else store.blob_writer()
+    with tempfile.TemporaryDirectory(prefix="codexr-merge-") as tmp:
+        repo = pygit2.init_repository(tmp, bare=True)
+        try:
+            for a in plan_actions:
+                if a.op != WRITE or a.path not in owners.agent or a.path not in owners.user:
+                    continue
+                n = owners.agent[a.path]
+                base, theirs = owners.left.get(a.path), a.target
+                try:
+                    ours_bytes = (root / a.path).read_bytes()
+                except OSError:
+                    ours_bytes = None
+                if not (isinstance(base, tuple) and base.kind == "f" and theirs is not None and theirs.kind == "f"
+                        and ours_bytes is not None):
+                    a.op, a.reason = LEAVE, KEPT_BOTH.format(n=n)
+                    continue
+                sides = [b"".join(store.blob_chunks(base.blob)), ours_bytes, b"".join(store.blob_chunks(theirs.blob))]
+                if any(b"\0" in x for x in sides):
+                    a.op, a.reason = LEAVE, KEPT_BOTH.format(n=n) + " (binary)"
+                    continue
+                base_e, ours_e, theirs_e = (pygit2.IndexEntry(a.path, repo.create_blob(x), pygit2.enums.FileMode.BLOB)
+                                            for x in sides)
+                result = repo.merge_file_from_index(base_e, ours_e, theirs_e, use_deprecated=False)
+                if not result.automergeable:
+                    a.op, a.reason = LEAVE, CONFLICT.format(n=n, path="in the safety snapshot")
+                    continue
+                merged = result.contents.encode() if isinstance(result.contents, str) else bytes(result.contents)
+                mode = a.current.mode if a.current is not None and a.current.kind == "f" else theirs.mode
+                blob = writer.add(merged).hex() if writer is not None else theirs.blob
+                a.target = FileEntry("f", mode, len(merged), blob)
+                a.reason = MERGED.format(n=n)
+            if writer is not None:
+                writer.commit()
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
