@@ -35,6 +35,7 @@ from .recording.sidecar import Sidecars, ThreadSidecar
 from .recording.workspace_lock import LastThread, SessionLock
 from .rewind.flow import RedoPreview as RedoPreview
 from .rewind.flow import RewindPreview as RewindPreview
+from .rewind.owners import Picks as Picks
 from .rewind.rewinder import RedoResult as RedoResult
 from .rewind.rewinder import Rewinder
 from .rewind.rewinder import RewindResult as RewindResult
@@ -278,14 +279,15 @@ class Session:
         return self.rewinder.others_warning(thread_id, plan)
 
     def rewind(self, thread_id: str, to: str | int, mode: str = RewindMode.BOTH, *, dry_run: bool = False,
-               confirm: Callable[[RewindPreview], bool] | None = None) -> RewindResult:
-        """Fork the conversation before prompt `to` and/or restore its pre-turn files (app/rewind/rewinder.py)."""
-        return self.rewinder.rewind(thread_id, to, mode, dry_run=dry_run, confirm=confirm)
+               confirm: Callable[[RewindPreview], bool] | None = None, picks: Picks | None = None) -> RewindResult:
+        """Fork the conversation before prompt `to` and/or restore its pre-turn files (app/rewind/rewinder.py);
+        `picks`: the user's file-by-file choices (app/rewind/owners.py)."""
+        return self.rewinder.rewind(thread_id, to, mode, dry_run=dry_run, confirm=confirm, picks=picks)
 
     def redo(self, thread_id: str, *, dry_run: bool = False,
-             confirm: Callable[[RedoPreview], bool] | None = None) -> RedoResult:
+             confirm: Callable[[RedoPreview], bool] | None = None, picks: Picks | None = None) -> RedoResult:
         """Undo the last rewind that landed on this thread: its files and its conversation (app/rewind/rewinder.py)."""
-        return self.rewinder.redo(thread_id, dry_run=dry_run, confirm=confirm)
+        return self.rewinder.redo(thread_id, dry_run=dry_run, confirm=confirm, picks=picks)
 
 
 def ensure_thread(session: Session, thread_id: str | None, last: bool) -> str:

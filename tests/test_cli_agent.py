@@ -743,15 +743,18 @@ def test_a_fork_made_by_a_rewind_is_labelled_with_what_it_holds_alike_in_threads
     assert (label_of.get(kept), label_of.get(empty), label_of.get(thread)) == (held, none, "lbl one"), listed
 
 
-def test_rewind_names_the_files_another_live_session_created(cli: Cli) -> None:
-    """Issue 20: a rewind while another codexr session is live names the files it created since (not only the
-    session), before anything changes."""
+def test_a_rewind_keeps_the_files_another_session_made_live_or_closed(cli: Cli) -> None:
+    """Issue 34 (was issue 20's warning): what another codexr session's agent made after this thread's last prompt
+    is not this thread's agent's work, so a rewind keeps it and says so — with that session live (and warned
+    about) or closed."""
     from e2e_helpers import PipeSession
 
     cli.model.script("ol-one", [add_file("one.txt", "1\n"), message("one")])
     cli.model.script("ol-two", [add_file("two.txt", "2\n"), message("two")])
     cli.model.script("ol-other", [add_file("other.txt", "theirs\n"), message("theirs")])
+    cli.model.script("ol-closed", [add_file("closed.txt", "theirs too\n"), message("theirs too")])
     t, _, _ = cli.seed(["ol-one please", "ol-two please"])
+    cli.ok("exec", "ol-closed please")  # another thread, its session closed since
     other = PipeSession(cli.ws, {**os.environ, "PYTHONPATH": str(REPO), **cli.env})
     try:
         other.until("type a prompt")
@@ -759,6 +762,10 @@ def test_rewind_names_the_files_another_live_session_created(cli: Cli) -> None:
         res = cli.run("rewind", "--thread", t, "--to", "2", "--yes")
         assert res.returncode == 0, show(res)
         assert "warning: other codexr sessions are live in this workspace: pid " in res.stdout, show(res)
-        assert re.search(r"warning: created since this session last looked .*: other\.txt", res.stdout), show(res)
+        for name in ("other.txt", "closed.txt"):
+            assert re.search(rf"left {name}  \(kept: changed by you \(or another session\) after prompt 2's turn\)",
+                             res.stdout), show(res)
     finally:
         other.close()
+    assert not (cli.ws / "two.txt").exists(), "this thread's own agent's file stayed"
+    assert (cli.ws / "other.txt").read_text() == "theirs\n" and (cli.ws / "closed.txt").read_text() == "theirs too\n"

@@ -82,11 +82,7 @@ def test_an_sdk_client_through_the_shim_gets_turns_codexr_rewinds_and_redoes(mod
         assert (ws / "a.txt").read_text() == "two\n" and (ws / "made.txt").exists()
     finally:
         client.close()
-    sidecar = tmp_path / "home" / "file_snapshots" / "refs" / "threads" / f"{thread}.json"
-    deadline = time.monotonic() + TIMEOUT_S  # the proxy finishes recording the last turn as it exits
-    while time.monotonic() < deadline and not (sidecar.exists() and
-                                              all(t.get("post") for t in json.loads(sidecar.read_text())["turns"])):
-        time.sleep(0.1)
+    sidecar = recorded(tmp_path / "home", thread)  # the proxy finishes recording the last turn as it exits
     turns = json.loads(sidecar.read_text())["turns"]
     assert [t["prompt"] for t in turns] == ["proxy first", "proxy second"]
     assert all(t["pre"] and t["post"] for t in turns), turns
@@ -240,6 +236,17 @@ def test_a_proxy_killed_mid_turn_leaves_nothing_running_and_the_turn_recorded_fr
     assert (ws / "a.txt").read_text() == "a\n"
 
 
+def recorded(home: Path, thread: str) -> Path:
+    """The thread's sidecar once every turn in it has its post-turn snapshot (the proxy forwards turn/completed at
+    once and records the post-turn capture after: an edit before that would be in it, the agent's)."""
+    sidecar = home / "file_snapshots" / "refs" / "threads" / f"{thread}.json"
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline and not (sidecar.exists() and
+                                              all(t.get("post") for t in json.loads(sidecar.read_text())["turns"])):
+        time.sleep(0.05)
+    return sidecar
+
+
 def revert(client: CodexClient, thread: str, before_turn: str) -> str | None:
     """The official TUI's Esc Esc → Enter: `thread/revert` through the proxy; the error's message, None when done."""
     from openai_codex.generated.v2_all import ThreadRevertResponse
@@ -304,32 +311,30 @@ def test_a_revert_beside_another_live_session_goes_ahead_when_it_touches_only_th
     assert (ws / "a.txt").read_text() == "two\n" and (ws / "made.txt").read_text() == "made\n"
 
 
-def test_a_revert_that_would_delete_another_live_sessions_file_is_refused_naming_it(model: ScriptedModel,
-                                                                                     tmp_path: Path) -> None:
-    """The other session's agent created a file since this thread's last capture, and the revert would delete it:
-    the client cannot be asked, so nothing is reverted (files, conversation, no fork, no redo entry) and the
-    error names that file (not this thread's own) and `codexr rewind`, which asks."""
-    from fs_helpers import tree
-
+def test_a_revert_keeps_another_live_sessions_file_and_the_users_own_work(model: ScriptedModel,
+                                                                           tmp_path: Path) -> None:
+    """Issue 34: the official TUI's Esc Esc undoes this thread's agent's work only — the other live session's
+    agent's file, a file made by hand and a hidden one made by hand (which `snapshots restore` keeps too) stay;
+    the thread's own agent's file and edit go back. (Before, the revert deleted them, or was refused while the
+    other session was live.)"""
     ws, _env, client, thread, second, other = beside_another_session(model, tmp_path, "beside theirs")
     model.script("beside theirs other", [add_file("other.txt", "theirs\n"), message("theirs")])
     try:
         other.prompt("beside theirs other please")
         assert (ws / "other.txt").read_text() == "theirs\n"
-        before = tree(ws)
+        recorded(tmp_path / "home", thread)
+        (ws / "hand.txt").write_text("made by hand\n")
+        (ws / ".secret").write_text("hidden, by hand\n")
         why = revert(client, thread, second)
-        assert why is not None and "nothing was reverted" in why, why
-        assert "other.txt" in why and "`codexr rewind`" in why, why
-        assert "made.txt" not in why and "a.txt" not in why.replace("other.txt", ""), why
-        assert tree(ws) == before
-        assert thread_prompts(client, thread) == 2
+        assert why is None, why
+        assert thread_prompts(client, thread) == 1
     finally:
         client.close()
         other.close()
-    sidecars = tmp_path / "home" / "file_snapshots" / "refs" / "threads"
-    docs = [json.loads(p.read_text()) for p in sidecars.glob("*.json")]
-    assert not any(d.get("forked_from") == thread for d in docs), "a fork was made for a refused revert"
-    assert next(d for d in docs if d["thread_id"] == thread)["redo"] == []
+    assert (ws / "other.txt").read_text() == "theirs\n"
+    assert (ws / "hand.txt").read_text() == "made by hand\n" and (ws / ".secret").read_text() == "hidden, by hand\n"
+    assert not (ws / "made.txt").exists() and (ws / "a.txt").read_text() == "one\n"
+    assert (ws / "keep.txt").read_text() == "mine\n"
 
 
 def test_the_line_after_a_revert_numbers_the_prompt_as_the_client_shows_it(model: ScriptedModel,
@@ -360,6 +365,8 @@ def test_the_line_after_a_revert_numbers_the_prompt_as_the_client_shows_it(model
         assert "result" in client.answer(2)
         turns = [prompt(client, rid, thread, f"numbered {n}") for rid, n in ((3, "three"), (4, "four"))]
         assert (ws / "c.txt").exists()
+        recorded(tmp_path / "home", thread)
+        (ws / "hand.txt").write_text("by hand\n")  # after the last prompt: the user's, named as kept
         client.send({"id": 5, "method": "thread/revert", "params": {"threadId": thread, "beforeTurnId": turns[1]}})
         assert "result" in client.answer(5)
         note = client.until(lambda m: m.get("method") == "error"
@@ -371,7 +378,8 @@ def test_the_line_after_a_revert_numbers_the_prompt_as_the_client_shows_it(model
     assert line.startswith("codexr: the files went back as well, to before prompt 4: c.txt (0 files written, 1 "
                            "deleted);"), line
     assert f"codexr redo --thread {thread}" in line
-    assert not (ws / "c.txt").exists() and (ws / "b.txt").exists()
+    assert "; kept as you left them (not the agent's changes): hand.txt;" in line, line
+    assert not (ws / "c.txt").exists() and (ws / "b.txt").exists() and (ws / "hand.txt").exists()
 
 
 def test_turns_the_server_starts_itself_are_recorded_and_rewound(model: ScriptedModel, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import pytest
 from e2e_helpers import Rig, RigFactory, files_only, tree_diff
 
 from app.codex.scripted_model import add_file, delete_file, message, update_file
+from app.rewind.owners import REWOUND, Picks
 from app.session import Declined, RedoPreview, RewindPreview
 from snapshot_store.ids import workspace_key
 
@@ -133,8 +134,14 @@ def test_redo_names_what_changed_since_the_rewind_before_restoring(rigs: RigFact
         assert (rig.ws / "a.txt").read_text() == "edited after the rewind\n"
         return True
 
-    dry = s.redo(r.thread_id, dry_run=True)
-    red = s.redo(r.thread_id, confirm=look)
+    # issue 34: what changed since the rewind is the user's, so the redo keeps it (a.txt, which the rewind also
+    # changed, is a conflict); nothing is overwritten unless chosen
+    kept = s.redo(r.thread_id, dry_run=True)
+    assert kept.changed_since_rewind == [] and kept.decided["build/deploy.sh"].kind == "kept", kept
+    assert kept.decided["a.txt"].kind == "conflict", kept.decided
+    take = Picks(choice={"a.txt": REWOUND, "build/deploy.sh": REWOUND})  # the user takes the redone states
+    dry = s.redo(r.thread_id, dry_run=True, picks=take)
+    red = s.redo(r.thread_id, confirm=look, picks=take)
     assert previews and previews[0].changed_since_rewind == ["a.txt", "build/deploy.sh"]
     assert dry.changed_since_rewind == red.changed_since_rewind == ["a.txt", "build/deploy.sh"]
     _same(rig, after_three, "redo")

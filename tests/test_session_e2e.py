@@ -128,8 +128,10 @@ def test_patch_and_shell_changes_untracked_note_and_ignored_path(rigs: RigFactor
     _same_tree(rig, s2, ignore=ign, what="redo after rewind to 2")
     r = s.rewind(tid, 1, mode="files")
     assert r.thread_id == tid
-    _same_files(rig, s0, ignore=ign, what="rewind to prompt 1")
-    assert (rig.ws / "note.md").read_text() == "my own note\n"
+    _same_files(rig, s0, ignore=(*ign, "note.md"), what="rewind to prompt 1")
+    # issue 34: the hand edit made between the two prompts is the user's, and a rewind keeps it
+    assert (rig.ws / "note.md").read_text() == "my own note, edited by hand\n"
+    assert r.decided["note.md"].kind == "kept", r.decided
     assert {p: _stat_key(rig.ws / p) for p in ignored_stats} == ignored_stats
     s.redo(tid)
     _same_tree(rig, s2, ignore=ign, what="redo after rewind to 1")
@@ -450,7 +452,10 @@ def test_shell_created_file_removed_by_rewind_and_back_after_redo(rigs: RigFacto
 
 
 def test_manual_edits_between_turns_survive_rewind_and_redo(rigs: RigFactory) -> None:
-    rig = rigs.make(files={"b.txt": "b\n"})
+    """Issue 34: what the user changed between or after the agent's turns is kept by a rewind (merged where the
+    agent changed other lines of the same file, a conflict kept as it is where it changed the same or adjacent
+    ones), and a redo keeps what the user did after the rewind the same way."""
+    rig = rigs.make(files={"b.txt": "b\nb2\nb3\nb4\n"})
     model, s = rig.model, rig.session
     model.script("t8-one", [add_file("a.txt", "agent a\n"), message("one")])
     model.script("t8-two", [update_file("b.txt", "b", "agent b"), message("two")])
@@ -460,26 +465,34 @@ def test_manual_edits_between_turns_survive_rewind_and_redo(rigs: RigFactory) ->
     rig.write("manual.txt", "typed by the user\n")
     pre2 = rig.tree()
     assert rig.turn(tid, "t8-two go").status == "completed"
-    rig.write("b.txt", "agent b\nhand edit after turn 2\n")
+    rig.write("b.txt", "agent b\nb2\nb3\nb4\nhand edit after turn 2\n")
     final = rig.tree()
 
-    r = s.rewind(tid, 2)  # the pre-turn snapshot of prompt 2 holds the manual edits made before it
-    _same_files(rig, pre2, what="rewind to 2")
-    s.redo(r.thread_id)
-    _same_tree(rig, final, what="redo brings the edit made after turn 2 back")
+    r = s.rewind(tid, 2)  # the agent's line goes back, the user's line after the turn stays: merged
+    assert r.decided["b.txt"].kind == "merged", r.decided
+    _same_files(rig, {**pre2, "b.txt": ("file", b"b\nb2\nb3\nb4\nhand edit after turn 2\n", 0o644)},
+                what="rewind to 2")
+    s.redo(r.thread_id)  # and the redo merges the agent's line back in
+    _same_tree(rig, final, what="redo brings the agent's line back beside the user's")
 
     r = s.rewind(tid, 1)
-    assert not (rig.ws / "a.txt").exists() and not (rig.ws / "manual.txt").exists()
-    assert (rig.ws / "b.txt").read_text() == "b\n"
-    # a manual edit after the rewind: redo names it and its safety capture keeps it
-    rig.write("b.txt", "edited after the rewind\n")
+    # the agent made a.txt and the user edited it: a conflict, kept as it is; manual.txt is the user's alone
+    assert r.decided["a.txt"].kind == "conflict" and r.decided["manual.txt"].kind == "kept", r.decided
+    assert (rig.ws / "a.txt").read_text() == "agent a\nhand edit\n"
+    assert (rig.ws / "manual.txt").read_text() == "typed by the user\n"
+    assert (rig.ws / "b.txt").read_text() == "b\nb2\nb3\nb4\nhand edit after turn 2\n"
+    # after the rewind the user edits again: a redo keeps that, and its safety capture holds it too
     rig.write("later.txt", "new after the rewind\n")
+    rig.write("manual.txt", "typed by the user, then again\n")
     after_rewind_edit = rig.tree()
     fork_turn = rig.turn(r.thread_id, "t8-chat about it")  # a fork with a rollout, so redo can read it
     assert fork_turn.status == "completed"
     red = s.redo(r.thread_id)
-    assert "b.txt" in red.changed_since_rewind and "later.txt" in red.changed_since_rewind, red.changed_since_rewind
-    _same_tree(rig, final, what="redo after a manual edit on the rewound state")
+    assert red.changed_since_rewind == [], red.changed_since_rewind  # nothing of the user's overwritten
+    assert red.decided["later.txt"].kind == "kept" and red.decided["manual.txt"].kind == "kept", red.decided
+    _same_tree(rig, {**final, "later.txt": ("file", b"new after the rewind\n", 0o644),
+                     "manual.txt": ("file", b"typed by the user, then again\n", 0o644)},
+               what="redo after a manual edit on the rewound state")
     assert red.safety_id
     s.store.at(rig.ws).restore(red.safety_id, scope=s.scope)
     _same_tree(rig, after_rewind_edit, what="redo's safety snapshot holds the post-rewind manual edits")

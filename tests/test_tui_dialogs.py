@@ -271,6 +271,8 @@ def test_a_thread_the_official_codex_started_is_listed_continued_and_its_prompt_
 
 
 def test_redo_lists_the_conflicts_first_then_brings_everything_back(model: ScriptedModel, tmp_path: Path) -> None:
+    """A file the user rewrote after the rewind is a conflict the redo keeps unless chosen: Space on its row takes
+    the redone state (issue 34: the user chooses file by file in the preview)."""
     model.script("rd-fork", [message("on the fork")])
     d = started(model, tmp_path, story_files(model, "rd"))
     ev: Events = d.events  # type: ignore[attr-defined]
@@ -284,10 +286,13 @@ def test_redo_lists_the_conflicts_first_then_brings_everything_back(model: Scrip
 
         async def story(pilot: Pilot[Any]) -> None:
             text = shown(pilot.app.screen)
-            assert "! 1 file changed since the rewind and will be overwritten" in text and "a.txt" in text
+            assert "! conflict: a.txt" in text and "you since the rewind" in text, text
             assert "! 1 prompt sent on this fork since the rewind" in text
-            assert "W write: b.txt +2 -0" in text and "W write: a.txt" in text
+            assert "W write: b.txt +2 -0" in text
             assert "conversation: back to the original thread with all its turns" in text
+            assert "-edited after the rewind" in text and "+more" in text, text  # the conflict's two sides
+            await pilot.press("space")  # the highlighted row is the conflict: take the redone state
+            await showing(pilot, "the restored state taken (your choice)")
             await pilot.press("enter")
             await settle(pilot)
 

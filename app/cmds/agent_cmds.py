@@ -11,6 +11,7 @@ from ..shared.lines import plan_lines, restored_counts, retry_line, show_path, s
 from ..shared.vocab import CONVERSATION_MODES, RewindMode
 from .context import Context, UsageError
 from .exits import restore_exit
+from .picks import add_choice_flags, picks_from
 from .snapshot_cmds import print_plan
 
 if TYPE_CHECKING:  # the SDK import costs ~0.5 s: only commands that start Codex pay it
@@ -55,7 +56,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     mode.add_argument("--files-only", action="store_true", help="restore files, keep the conversation")
     mode.add_argument("--conversation-only", action="store_true", help="fork the conversation, keep files")
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
-    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("-y", "--yes", action="store_true",
+                   help="do not ask for confirmation (a file you and the agent changed on the same lines is kept)")
+    add_choice_flags(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_rewind)
 
@@ -64,6 +67,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--thread", required=True, help="the thread id or a unique prefix of 4+ characters")
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("-y", "--yes", action="store_true")
+    add_choice_flags(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_redo)
 
@@ -213,6 +217,7 @@ def _confirm(ctx: Context, args: argparse.Namespace, session: Session, what: str
             return True
         if preview.plan is not None:
             print_plan(session.store, preview.plan, False)
+            ask_conflicts(session.store, preview, what)
         try:
             answer = input(f"Apply this {what}? A safety snapshot has been taken. [y/N] ")
         except EOFError:
@@ -220,6 +225,35 @@ def _confirm(ctx: Context, args: argparse.Namespace, session: Session, what: str
         return answer.strip().lower() in ("y", "yes")
 
     return ask
+
+
+def ask_conflicts(store: Any, preview: RewindPreview | RedoPreview, what: str) -> None:
+    """Each file the agent and the user changed on the same lines: both sides shown, then keep mine / take the
+    restored state / keep both (the restored state beside it). The answers go in `preview.choices`."""
+    from ..rewind.owners import BOTH, MINE, REWOUND
+    from ..services.changes import sides_diff
+
+    suffix = "rewound" if what == "rewind" else "redone"
+    for path, theirs in preview.sides.items():
+        assert preview.plan is not None
+        print(f"conflict: {show_path(path)} — you and the agent changed the same lines (yours -, the {suffix} +):")
+        diff = sides_diff(store, preview.plan.root, path, theirs).splitlines()
+        for line in diff[:40]:
+            print(f"  {show_path(line)}")
+        if len(diff) > 40:
+            print(f"  … {len(diff) - 40} more lines")
+        while True:
+            try:
+                answer = input(f"{show_path(path)}: keep [m]ine, take the [r]{suffix[1:]} or keep [b]oth (the "
+                               f"{suffix} as {show_path(path)}.{suffix})? [m] ").strip().lower()
+            except EOFError:
+                answer = ""
+            choice = {"": MINE, "m": MINE, "mine": MINE, "r": REWOUND, suffix: REWOUND, "b": BOTH,
+                      "both": BOTH}.get(answer)
+            if choice is not None:
+                preview.choices[path] = choice
+                break
+            print("answer m, r or b")
 
 
 def _mode(args: argparse.Namespace) -> RewindMode:
@@ -263,7 +297,8 @@ def _rewind(ctx: Context, args: argparse.Namespace) -> int:
             session.resume_thread(args.thread)
         confirm = None if args.dry_run else _confirm(ctx, args, session, "rewind")
         try:
-            res = session.rewind(args.thread, args.to, mode, dry_run=args.dry_run, confirm=confirm)
+            res = session.rewind(args.thread, args.to, mode, dry_run=args.dry_run, confirm=confirm,
+                                 picks=picks_from(args, session.cwd))
         except Declined as exc:
             print(exc)
             return 1
@@ -283,7 +318,7 @@ def _redo(ctx: Context, args: argparse.Namespace) -> int:
             session.resume_thread(args.thread)
         confirm = None if args.dry_run else _confirm(ctx, args, session, "redo")
         try:
-            res = session.redo(args.thread, dry_run=args.dry_run, confirm=confirm)
+            res = session.redo(args.thread, dry_run=args.dry_run, confirm=confirm, picks=picks_from(args, session.cwd))
         except Declined as exc:
             print(exc)
             return 1
@@ -302,7 +337,8 @@ def _redo(ctx: Context, args: argparse.Namespace) -> int:
     if res.safety_id:
         print(f"safety snapshot {res.safety_id}")
     if res.restore is not None:
-        for a in res.restore.failed:
+        print(f"files: {restored_counts(res.restore)}")
+        for a in [*res.restore.left, *res.restore.failed]:
             print(f"  left {show_path(a.path)}  ({a.reason})")
     if res.thread_id != args.thread:  # the conversation went back to another thread: say how to reach it
         print(f"the conversation is thread {res.thread_id}: go on with `codexr resume {res.thread_id}`, or in the "

@@ -13,6 +13,7 @@ from ..recording.workspace_lock import SessionLock
 from ..shared.lines import human_bytes, plan_lines, show_path
 from .context import Context, UsageError
 from .exits import restore_exit
+from .picks import add_choice_flags, picks_from
 
 if TYPE_CHECKING:  # the store's modules load in the handler that needs them (start-up: see bench_startup.py)
     from snapshot_store import RestorePlan, Store
@@ -56,6 +57,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     p.add_argument("--diff", action="store_true", help="with the plan, show a diff for each file written")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    add_choice_flags(p)
     p.add_argument("--into", metavar="DIR",
                    help="copy a snapshot's files into DIR although it was taken of another directory "
                         "(nothing in DIR is deleted)")
@@ -193,8 +195,17 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
     root = str(ctx.workspace(args.into or args.cd))  # nor a directory holding the store or Codex's home
     into = args.into is not None
     scope = ctx.scope()
+    from ..rewind.owners import pick
+
+    picks = picks_from(args, root)
+
+    def narrow(plan: RestorePlan) -> None:
+        """--only / --except: the paths not chosen are left alone (the plan says so)."""
+        pick(plan.actions, {}, picks, Path(plan.root), "restored", {})
+
     if args.dry_run:
         res = store.at(root).restore(snap, dry_run=True, scope=scope, into=into)
+        narrow(res.plan)
         if ctx.json:
             ctx.emit(res.as_json())
         else:
@@ -209,6 +220,7 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
 
     def confirm(plan: RestorePlan) -> bool:
         nonlocal declined
+        narrow(plan)
         ctx.done_progress()
         if others:
             print(f"warning: other codexr sessions are live in this workspace and may lose work to this "

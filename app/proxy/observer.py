@@ -39,6 +39,14 @@ def revert_line(thread_id: str, fork: str, done: Any, number: int | None) -> str
     changed = [*done.result.written, *done.result.deleted]
     what = (f"{some_paths(changed)} ({files_restored(done.result)})" if changed
             else "none of them had changed")
+    decided = done.decided
+    kept = sorted(p for p, d in decided.items() if d.kind == "kept")
+    clash = sorted(p for p, d in decided.items() if d.kind == "conflict")
+    if kept:  # the client cannot be asked: what the rule kept is named, and so is each conflict kept as it is
+        what += f"; kept as you left them (not the agent's changes): {some_paths(kept)}"
+    if clash:
+        what += (f"; kept yours where you and the agent changed the same lines: {some_paths(clash)} (`codexr rewind` "
+                 "asks about each)")
     return (f"the files went back as well, to {where}: {what}; `codexr redo --thread {thread_id}` brings them back "
             f"(the undone prompts stay in thread {fork})")
 

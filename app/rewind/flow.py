@@ -22,17 +22,18 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.errors import Interrupted
 from snapshot_store.fsutil import translate_os_errors
-from snapshot_store.manifest import FileMap
-from snapshot_store.restore import DELETE, LEAVE, WRITE
+from snapshot_store.manifest import Entry, FileMap
+from snapshot_store.restore import DELETE, WRITE
 from snapshot_store.settings import ScopeSettings
 from snapshot_store.states import StatesRestore, prepare_states_restore
+from snapshot_store.vocab import SnapshotKind
 
 from ..errors import SessionError
 from ..recording.recorder import Recorder
 from ..recording.sidecar import RedoEntry, Sidecars, ThreadSidecar
 from ..services.threads import Prompt
 from ..shared.vocab import CONVERSATION_MODES, RewindMode
-from .owners import Owners, merge_both
+from .owners import Decision, Owners, Picks, conflicts, decide, left_map, pick
 from .records import forget_interrupted, forget_rewind, forked_sidecar, note, saving_redo
 from .stake import at_stake, stake_lines
 from .targets import FROM_PATCH, RewindTargets, merged_plan, merged_result
@@ -65,20 +66,38 @@ class Files:
     targets: RewindTargets | None = None
     """A rewind's pre-edit states (targets.py): the plan shown gives their reasons and what cannot be restored."""
     owners: Callable[[FileMap], Owners] | None = None
-    """A rewind's rule of whose change each path holds (owners.py), given the state now: only the agent's go back."""
+    """The rule of whose change each path holds (owners.py), given the state now: only the agent's go back."""
+    picks: Picks = field(default_factory=Picks)
+    """The user's file-by-file choices: --only/--except, a picker's toggles, the answers to conflicts."""
+    suffix: str = "rewound"
+    """The name a kept-both's restored state is written beside the user's file with (`NAME.rewound`)."""
+    decided: dict[str, Decision] = field(default_factory=dict)
+    """What the rule decided otherwise than the plain restore (kept, merged, conflicts), once planned."""
+    beside: dict[str, str] = field(default_factory=dict)
+    """Kept-both paths -> the name their restored state is written to."""
 
     def keep_yours(self, store: Store, plan: RestorePlan, now: FileMap, dry_run: bool) -> None:
-        """Leave every path the plan would write or delete that is not the agent's change alone, saying why; merge
-        the text of one both changed (owners.merge_both)."""
-        if self.owners is None:
-            return
-        owners = self.owners(now)
-        merge_both(store, plan.actions, owners, Path(plan.root), dry_run)
-        for a in plan.actions:
-            if a.op in (WRITE, DELETE) and not a.reason.startswith("merged:"):
-                why = owners.kept(a.path)
-                if why is not None:
-                    a.op, a.reason = LEAVE, why
+        """The rule and the user's choices laid over the plan: a path not the agent's change alone is left (saying
+        why) or merged; then --only/--except and the choices known so far."""
+        if self.owners is not None:
+            self.decided = decide(store, plan.actions, self.owners(now), Path(plan.root), dry_run)
+        self.choose(plan)
+        for flag, names in (("--only", self.picks.only), ("--except", self.picks.exclude)):
+            for name in names:
+                if not any(a.path == name or a.path.startswith(name + "/") or not name for a in plan.actions):
+                    plan.notes.append(f"{flag} {name}: nothing this restore would change is there")
+
+    def choose(self, plan: RestorePlan) -> None:
+        """The choices (again, after the front end answered): idempotent."""
+        plan.actions += pick(plan.actions, self.decided, self.picks, Path(plan.root), self.suffix, self.beside)
+
+    @property
+    def conflicts(self) -> list[str]:
+        return conflicts(self.decided)
+
+    def sides(self) -> dict[str, Entry | None]:
+        """Each conflict's restored side."""
+        return {p: self.decided[p].target for p in self.conflicts}
 
     def shown(self, workspace: RestorePlan, outside: RestorePlan | None) -> RestorePlan:
         """The one plan a front end shows: a rewind's says which states come from the agent's patches; a redo's
@@ -95,6 +114,12 @@ class RewindPreview:
     prompt: str
     mode: str
     plan: RestorePlan | None  # None when no files are restored
+    conflicts: list[str] = field(default_factory=list)
+    """Paths the agent and the user both changed where no clean merge exists: the front end may ask about each."""
+    choices: dict[str, str] = field(default_factory=dict)
+    """The answers (path -> owners.MINE / REWOUND / BOTH) the front end gives on seeing the plan; unanswered: MINE."""
+    sides: dict[str, Entry | None] = field(default_factory=dict)
+    """Each conflict's restored side (the other is the file now), to show both."""
 
 
 @dataclass
@@ -107,6 +132,9 @@ class RedoPreview:
     plan: RestorePlan | None
     changed_since_rewind: list[str]
     turns_since_rewind: int
+    conflicts: list[str] = field(default_factory=list)
+    choices: dict[str, str] = field(default_factory=dict)
+    sides: dict[str, Entry | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -182,6 +210,8 @@ def run(place: Place, files: Files | None, steps: Steps, hold: dict[str, Any] | 
         planned = Planned(shown, ready.plan, outside)
         if not steps.decide(planned):  # decide
             return None
+        files.choose(ready.plan)  # the answers given on seeing the plan
+        planned.shown = files.shown(ready.plan, outside.plan if outside is not None else None)
         dest = steps.keep()  # keep the conversation
         steps.record(dest, planned)  # record, before any file changes
         try:  # apply
@@ -195,6 +225,16 @@ def run(place: Place, files: Files | None, steps: Steps, hold: dict[str, Any] | 
     done = Done(dest, merged_result(result, planned.shown, out_result, None, files.targets))
     steps.finish(done)  # finish
     return done
+
+
+def left_by(store: Store, files: Files, planned: Planned) -> str:
+    """The snapshot of what a rewind leaves (redo compares against it, and puts back only what differs): its target,
+    with what the rule and the user's choices kept or merged laid over it."""
+    over = left_map(planned.workspace.actions, files.decided, files.beside)
+    if not over:
+        return files.workspace
+    return store.write_unlisted(planned.workspace.root, over, parent=files.workspace, kind=SnapshotKind.REWIND_TARGET,
+                                label="what the rewind left (kept and merged paths)")
 
 
 def _reraise(err: BaseException, exc: BaseException) -> NoReturn:
@@ -243,8 +283,10 @@ class RewindSteps:
         self.at = 0.0  # the redo entry's time, once saved
 
     def decide(self, planned: Planned | None) -> bool:
+        files = self.files
         preview = RewindPreview(self.thread_id, self.target.number, self.target.text, self.mode,
-                                planned.shown if planned else None)
+                                planned.shown if planned else None, files.conflicts if files else [],
+                                files.picks.choice if files else {}, files.sides() if files else {})
         return self.confirm is None or self.confirm(preview)
 
     def keep(self) -> str:
@@ -268,7 +310,7 @@ class RewindSteps:
         failure archives the fork just made."""
         sv, origin, outside = self.sv, self.thread_id, planned.outside if planned else None
         entry = RedoEntry(origin_thread=origin, mode=self.mode, safety_id=planned.shown.safety_id if planned else None,
-                          target_snapshot=self.files.workspace if self.files else None,
+                          target_snapshot=left_by(sv.store, self.files, planned) if self.files and planned else None,
                           to_prompt=self.target.number, prompt=self.target.text, origin_turns=len(self.prompts),
                           outside_safety_id=outside.safety_id if outside else None,
                           outside_target=self.files.outside if self.files else None)
@@ -325,8 +367,9 @@ class RedoSteps:
     (resumed before the flow); the redo's start is recorded on this thread, its entry popped at the end."""
 
     def __init__(self, sv: Services, thread_id: str, entry: RedoEntry, turns_since: int,
-                 confirm: Callable[[RedoPreview], bool] | None) -> None:
+                 confirm: Callable[[RedoPreview], bool] | None, files: Files | None = None) -> None:
         self.sv, self.thread_id, self.entry, self.turns_since, self.confirm = sv, thread_id, entry, turns_since, confirm
+        self.files = files
         self.changed: list[str] = []
 
     def changes(self, planned: Planned | None) -> None:
@@ -341,7 +384,9 @@ class RedoSteps:
     def decide(self, planned: Planned | None) -> bool:
         self.changes(planned)
         preview = RedoPreview(self.thread_id, self.entry.origin_thread, self.entry.mode,
-                              planned.shown if planned else None, self.changed, self.turns_since)
+                              planned.shown if planned else None, self.changed, self.turns_since,
+                              self.files.conflicts if self.files else [], self.files.picks.choice if self.files else {},
+                              self.files.sides() if self.files else {})
         return self.confirm is None or self.confirm(preview)
 
     def keep(self) -> str:
@@ -434,7 +479,8 @@ class RevertSteps:
         self.hold.update(safety=planned.workspace.safety_id, outside_safety=out.safety_id if out else None,
                          fork=dest)
         entry = RedoEntry(origin_thread=dest, mode=RewindMode.BOTH, safety_id=planned.workspace.safety_id,
-                          target_snapshot=self.files.workspace, to_prompt=self.number, prompt=self.prompt,
+                          target_snapshot=left_by(self.recorder.store, self.files, planned), to_prompt=self.number,
+                          prompt=self.prompt,
                           origin_turns=len(self.side.turns), outside_safety_id=out.safety_id if out else None,
                           outside_target=self.files.outside)
         self.recorder.sidecars.update(self.thread_id, saving_redo(entry, via="thread/revert"))

@@ -11,7 +11,7 @@ the SDK, which the proxy never loads.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from snapshot_store.states import prepare_states_restore
 from ..errors import SessionError
 from ..recording.recorder import Recorder
 from .flow import Files, Place, RevertSteps, run
-from .owners import owner_rule
+from .owners import Decision, owner_rule
 from .records import cut_turns, forget_rewind
 from .targets import restore_targets
 
@@ -37,6 +37,8 @@ class FilesRewound:
     """The states snapshot of the paths outside the workspace the rewind wrote (undo restores it)."""
     hold: dict[str, Any]
     """The held restore's journal data (app/rewind/held.py): the conversation side settles it."""
+    decided: dict[str, Decision] = field(default_factory=dict)
+    """What the rule of whose change it is kept or merged (owners.py): the revert's line names them."""
 
     @property
     def written(self) -> int:
@@ -86,7 +88,7 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_hom
                            f"would delete or overwrite files that may be its work — {'; '.join(steps.refused)}; "
                            "rewind with `codexr rewind`, which shows the plan and asks first")
     assert done.result is not None
-    return FilesRewound(done.result, number, target.prompt, hold.get("outside_safety"), hold)
+    return FilesRewound(done.result, number, target.prompt, hold.get("outside_safety"), hold, files.decided)
 
 
 def mark_forwarded(recorder: Recorder, done: FilesRewound) -> None:

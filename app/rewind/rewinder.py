@@ -8,7 +8,7 @@ proxy's file rewind (app/rewind/revert.py, for a client that reverts the convers
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from ..services.choices import Choices
 from ..services.threads import Prompt, Threads
 from ..shared.vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
 from .flow import Files, Place, RedoPreview, RedoSteps, RewindPreview, RewindSteps, preview, run
-from .owners import owner_rule
+from .owners import Decision, Picks, owner_rule, redo_rule
 from .stake import others_warning
 from .targets import restore_targets
 
@@ -42,6 +42,7 @@ class RewindResult:
     restore: RestoreResult | None
     dry_run: bool = False
     no_snapshot_reason: str | None = None  # the prompt is conversation-only, and why
+    decided: dict[str, Decision] = field(default_factory=dict)  # what the rule kept or merged (owners.py)
 
     def as_json(self) -> dict[str, Any]:
         """Stable JSON for `codexr rewind --json`."""
@@ -55,6 +56,7 @@ class RewindResult:
             "dry_run": self.dry_run,
             "restore": self.restore.as_json() if self.restore else None,
             "no_snapshot_reason": self.no_snapshot_reason,
+            **owners_json(self.decided),
         }
 
 
@@ -70,6 +72,7 @@ class RedoResult:
     turns_since_rewind: int
     restore: RestoreResult | None
     dry_run: bool = False
+    decided: dict[str, Decision] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         """Stable JSON for `codexr redo --json`."""
@@ -82,7 +85,14 @@ class RedoResult:
             "turns_since_rewind": self.turns_since_rewind,
             "dry_run": self.dry_run,
             "restore": self.restore.as_json() if self.restore else None,
+            **owners_json(self.decided),
         }
+
+
+def owners_json(decided: dict[str, Decision]) -> dict[str, list[str]]:
+    """The paths the rule decided otherwise than the plain restore, by kind (`--json`'s kept / merged / conflicts)."""
+    return {key: sorted(p for p, d in decided.items() if d.kind == kind)
+            for key, kind in (("kept", "kept"), ("merged", "merged"), ("conflicts", "conflict"))}
 
 
 class Rewinder:
@@ -127,7 +137,7 @@ class Rewinder:
         return Place(self.store, self.cwd, self.scope, self.codex_home)
 
     def rewind(self, thread_id: str, to: str | int, mode: str = RewindMode.BOTH, *, dry_run: bool = False,
-               confirm: Callable[[RewindPreview], bool] | None = None) -> RewindResult:
+               confirm: Callable[[RewindPreview], bool] | None = None, picks: Picks | None = None) -> RewindResult:
         """Fork the conversation before prompt `to` and/or restore its pre-turn files.
 
         The flow's order (app/rewind/flow.py; a kill at any instant leaves a rewind that did not happen, or one that
@@ -151,15 +161,18 @@ class Rewinder:
         if files and target.pre:
             self._same_workspace(self.store.record(target.pre).root, "rewind")
         plan = self._rewind_files(side, prompts, target, persist=not dry_run) if files and target.pre else None
+        if plan is not None and picks is not None:
+            plan.picks = picks
         if dry_run:
             restore = preview(self.place, plan)[0] if plan is not None else None
-            return RewindResult(thread_id, thread_id, mode, target.number, target.text, None, restore, True, why)
+            return RewindResult(thread_id, thread_id, mode, target.number, target.text, None, restore, True, why,
+                                plan.decided if plan is not None else {})
         done = run(self.place, plan, RewindSteps(self, side, thread_id, target, prompts, mode, plan, confirm))
         if done is None:
             raise Declined("rewind cancelled; nothing changed")
         safety = done.result.safety_id if done.result else None
         return RewindResult(done.dest, thread_id, mode, target.number, target.text, safety, done.result,
-                            no_snapshot_reason=why)
+                            no_snapshot_reason=why, decided=plan.decided if plan is not None else {})
 
     def _rewind_files(self, side: ThreadSidecar | None, prompts: list[Prompt], target: Prompt,
                       persist: bool) -> Files:
@@ -188,7 +201,7 @@ class Rewinder:
                            f"(`codexr -C {shlex.quote(root)} {what} ...`)")
 
     def redo(self, thread_id: str, *, dry_run: bool = False,
-             confirm: Callable[[RedoPreview], bool] | None = None) -> RedoResult:
+             confirm: Callable[[RedoPreview], bool] | None = None, picks: Picks | None = None) -> RedoResult:
         """Undo the last rewind that landed on this thread: its files and its conversation.
 
         The flow's order (app/rewind/flow.py), after the origin thread is resumed: `confirm` sees what changed since
@@ -207,15 +220,19 @@ class Rewinder:
             self._same_workspace(self.store.record(entry.safety_id).root, "redo")
         files = None
         if restores and entry.safety_id:
-            files = Files(entry.safety_id, entry.outside_safety_id, self.recorder.known_paths(side))
-        steps = RedoSteps(self, thread_id, entry, turns_since, confirm)
+            left = entry.target_snapshot if entry.target_snapshot and self.store.exists(entry.target_snapshot) else None
+            since = [t for t in side.turns if t.started >= entry.at]
+            owners = redo_rule(self.store, left, entry.safety_id, entry.to_prompt, since) if left else None
+            files = Files(entry.safety_id, entry.outside_safety_id, self.recorder.known_paths(side), owners=owners,
+                          picks=picks or Picks(), suffix="redone")
+        steps = RedoSteps(self, thread_id, entry, turns_since, confirm, files)
         if dry_run:
             restore = None
             if files is not None:
                 restore, planned = preview(self.place, files)
                 steps.changes(planned)
             return RedoResult(entry.origin_thread, thread_id, entry.mode, None, steps.changed, turns_since, restore,
-                              True)
+                              True, files.decided if files is not None else {})
         if entry.mode in CONVERSATION_MODES and entry.origin_thread != thread_id:
             self.threads.resume_thread(entry.origin_thread)  # first: a thread Codex will not resume changes nothing
         done = run(self.place, files, steps)
@@ -223,5 +240,5 @@ class Rewinder:
             raise Declined("redo cancelled; nothing changed")
         safety = done.result.safety_id if done.result else None
         return RedoResult(entry.origin_thread, thread_id, entry.mode, safety, steps.changed, turns_since,
-                          done.result)
+                          done.result, decided=files.decided if files is not None else {})
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from snapshot_store import RestorePlan, Store, StoreError
 from snapshot_store.manifest import Entry, FileEntry, FileMap, LinkEntry
@@ -110,8 +110,10 @@ def workspace_text(root: SafeRoot, rel: str) -> bytes | None:
     return None if b"\0" in data[:8192] else data
 
 
-def plan_diffs(store: Store, plan: RestorePlan, paths: Iterable[str] | None = None) -> dict[str, tuple[FileStat, str]]:
-    """For each path a restore writes or deletes: its change from now to the snapshot, and the diff."""
+def plan_diffs(store: Store, plan: RestorePlan, paths: Iterable[str] | None = None,
+               texts: Mapping[str, bytes] | None = None) -> dict[str, tuple[FileStat, str]]:
+    """For each path a restore writes or deletes: its change from now to what it writes, and the diff (`texts`:
+    what a merge writes, held in memory by a dry run)."""
     target = store.files(plan.target_id)
     wanted = set(paths) if paths is not None else None
     out: dict[str, tuple[FileStat, str]] = {}
@@ -124,11 +126,22 @@ def plan_diffs(store: Store, plan: RestorePlan, paths: Iterable[str] | None = No
             # A path outside the workspace (a pre-edit state from an agent patch) is shown absolute.
             outside = os.path.isabs(a.path)
             now = workspace_text(top, a.path.lstrip("/")) if outside else workspace_text(root, a.path)
-            then = blob_text(store, a.target if outside else target.get(a.path)) if a.op == WRITE else b""
+            if a.op != WRITE:
+                then: bytes | None = b""
+            elif texts and a.path in texts:
+                then = texts[a.path]
+            else:
+                then = blob_text(store, a.target if outside or a.target is not None else target.get(a.path))
             added, removed = counts(now, then)
             change = "deleted" if a.op == DELETE else ("added" if now == b"" else "modified")
             out[a.path] = (FileStat(a.path, change, added, removed), unified(now, then, a.path))
     return out
+
+
+def sides_diff(store: Store, root: str, path: str, theirs: Entry | None) -> str:
+    """A conflict's two sides: the file now against the state a restore would put back."""
+    with SafeRoot(root) as safe:
+        return unified(workspace_text(safe, path), blob_text(store, theirs), path)
 
 
 def workspace_diff(store: Store, root: str, old_id: str, now: FileMap) -> list[tuple[FileStat, str]]:

@@ -14,7 +14,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,6 +43,7 @@ from ..codex.permissions import PRESETS, Preset, find_preset
 from ..codex.translate import notification_events, turn_events
 from ..codex.turn_settings import ModelInfo
 from ..errors import CodexGone
+from ..rewind.owners import Decision, Picks, conflicts, merged_texts
 from ..session import (
     ApprovalRequest,
     BackgroundTerminal,
@@ -628,16 +629,17 @@ class Driver:
             if self.thread_id is None:
                 raise SessionError("nothing to rewind: no prompt was sent yet")
             res = s.rewind(self.thread_id, to, mode, dry_run=True)
-            diffs = changes.plan_diffs(s.store, res.restore.plan) if res.restore else {}
-            return Preview(f"rewind to prompt {to}", res, res.restore, diffs,
+            return Preview(f"rewind to prompt {to}", res, res.restore, _diffs(s, res.restore, res.decided),
                            self._warnings(s, res.restore))
 
-    def rewind(self, to: int, mode: str = RewindMode.BOTH) -> RewindResult:
-        """Rewind and load the resulting thread; the chosen prompt goes back to the composer."""
+    def rewind(self, to: int, mode: str = RewindMode.BOTH, choices: Mapping[str, str] | None = None
+               ) -> RewindResult:
+        """Rewind and load the resulting thread; the chosen prompt goes back to the composer. `choices`: the
+        user's per-file choices in the preview (path -> owners.MINE / REWOUND / BOTH)."""
         with self._exclusive("rewind") as s:
             if self.thread_id is None:
                 raise SessionError("nothing to rewind: no prompt was sent yet")
-            res = s.rewind(self.thread_id, to, mode, confirm=lambda _p: True)
+            res = s.rewind(self.thread_id, to, mode, confirm=lambda _p: True, picks=Picks(choice=dict(choices or {})))
             where = ("files restored to before prompt" if mode not in CONVERSATION_MODES
                      else "conversation forked before prompt")
             self.load(res.thread_id, reason=f"{where} {res.to_prompt}", composer=res.prompt)
@@ -649,15 +651,15 @@ class Driver:
             if self.thread_id is None:
                 raise SessionError("nothing to redo")
             res = s.redo(self.thread_id, dry_run=True)
-            diffs = changes.plan_diffs(s.store, res.restore.plan) if res.restore else {}
-            return Preview("redo", res, res.restore, diffs, self._warnings(s, res.restore))
+            return Preview("redo", res, res.restore, _diffs(s, res.restore, res.decided),
+                           self._warnings(s, res.restore))
 
-    def redo(self) -> RedoResult:
-        """Undo the last rewind and load the thread it returns to."""
+    def redo(self, choices: Mapping[str, str] | None = None) -> RedoResult:
+        """Undo the last rewind and load the thread it returns to (`choices` as for `rewind`)."""
         with self._exclusive("redo") as s:
             if self.thread_id is None:
                 raise SessionError("nothing to redo")
-            res = s.redo(self.thread_id, confirm=lambda _p: True)
+            res = s.redo(self.thread_id, confirm=lambda _p: True, picks=Picks(choice=dict(choices or {})))
             self.load(res.thread_id, reason="back on the thread the rewind left")
             return res
 
@@ -731,3 +733,16 @@ def store_bytes(store_dir: os.PathLike[str] | str) -> int:
 def with_busy(status: Status, busy: bool) -> Status:
     """The same status with the busy flag set."""
     return replace(status, busy=busy)
+
+
+def _diffs(s: Session, restore: RestoreResult | None, decided: Mapping[str, Decision]
+           ) -> dict[str, tuple[FileStat, str]]:
+    """Each planned file's diff: what a merge writes (held in memory by the dry run), and for a conflict its two
+    sides (the file now against the state the restore would put back)."""
+    if restore is None:
+        return {}
+    diffs = changes.plan_diffs(s.store, restore.plan, texts=merged_texts(decided))
+    for path in conflicts(decided):
+        text = changes.sides_diff(s.store, restore.plan.root, path, decided[path].target)
+        diffs[path] = (FileStat(path, "modified"), text)
+    return diffs

@@ -11,6 +11,7 @@ import time
 from snapshot_store.restore import DELETE, LEAVE, RMDIR, WRITE, Action
 
 from ..codex.events import FileStat
+from ..rewind.owners import BOTH, MINE, REWOUND, kind_of
 from ..shared.vocab import RewindMode
 from .diffview import stat_label
 
@@ -55,10 +56,18 @@ def files_label(files: tuple[FileStat, ...] | None, limit: int = 4) -> str:
     return shown + (f", … {len(files) - limit} more" if len(files) > limit else "")
 
 
-def plan_line(action: Action, stat: FileStat | None) -> str:
-    """One step of a restore plan: letter, path (with +/- when known) and the reason."""
+#: The rows of a plan the rule of whose change it is decided (app/rewind/owners.py): letter and verb.
+KIND_LABELS = {"kept": ("K", "keep yours"), "merged": ("M", "merge"), "conflict": ("!", "conflict")}
+#: A file's choice in a preview, as its row says it.
+CHOICE_WORDS = {MINE: "yours kept", REWOUND: "the restored state taken", BOTH: "both kept (the restored beside it)"}
+
+
+def plan_line(action: Action, stat: FileStat | None, choice: str | None = None) -> str:
+    """One step of a restore plan: letter, path (with +/- when known) and the reason; then the user's choice."""
     what = stat_label(stat).split(" ", 1)[1] if stat is not None else action.path
     verb = {WRITE: "write", DELETE: "delete", RMDIR: "remove dir", LEAVE: "leave alone"}.get(action.op, action.op)
-    return f"{OP_LETTERS.get(action.op, '?')} {verb}: {what} — {action.reason}"
+    letter, verb = KIND_LABELS.get(kind_of(action.reason) or "", (OP_LETTERS.get(action.op, "?"), verb))
+    mark = f"  ← {CHOICE_WORDS[choice]} (your choice)" if choice in CHOICE_WORDS else ""
+    return f"{letter} {verb}: {what} — {action.reason}{mark}"
 
 

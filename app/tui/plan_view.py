@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.widgets import OptionList, Static
@@ -11,6 +14,7 @@ from textual.widgets.option_list import Option
 from snapshot_store.restore import DELETE, LEAVE, RMDIR, WRITE, Action
 
 from ..codex.events import FileStat
+from ..rewind.owners import kind_of, toggled
 from ..services.driver import Preview
 from ..shared.lines import plural
 from .diffview import DiffView
@@ -46,12 +50,18 @@ def plan_summary(preview: Preview) -> str:
 
 
 class PlanView(Vertical):
-    """The plan (files written, deleted, left alone, each with its reason) and the diff of the highlighted file."""
+    """The plan (files written, deleted, left alone, each with its reason) and the diff of the highlighted file;
+    where `choosable` (a rewind's, a redo's), Space toggles the highlighted file in or out (owners.toggled)."""
 
-    def __init__(self, **kwargs: str) -> None:
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("space", "toggle_file", "File in/out", show=False)]
+
+    def __init__(self, choosable: bool = False, **kwargs: str) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._diffs: dict[str, tuple[FileStat, str]] = {}
         self._actions: list[Action] = []
+        self.choosable = choosable
+        self.choices: dict[str, str] = {}
+        """The user's choice per file (path -> owners.MINE / REWOUND / BOTH), passed to the rewind or redo."""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="plan-summary", markup=False)
@@ -68,14 +78,32 @@ class PlanView(Vertical):
         warnings = "\n".join(preview.warnings) if preview is not None else ""
         self.query_one("#plan-summary", Static).update("\n".join(t for t in (warnings, note, summary) if t))
         listing = self.query_one("#plan-actions", OptionList)
-        listing.set_options(Option(Content(plan_line(a, self._diffs.get(a.path, (None, ""))[0])), id=str(i))
-                            for i, a in enumerate(actions))
+        self.choices = {p: c for p, c in self.choices.items() if any(a.path == p for a in actions)}
+        listing.set_options(self._option(i, a) for i, a in enumerate(actions))
         listing.display = bool(actions)
         self.query_one("#plan-diff-scroll").display = bool(actions)
         if actions:
             first = next((i for i, a in enumerate(actions) if a.path in self._diffs), 0)
             listing.highlighted = first
             self._show_diff(first)
+
+    def _option(self, index: int, act: Action) -> Option:
+        return Option(Content(plan_line(act, self._diffs.get(act.path, (None, ""))[0], self.choices.get(act.path))),
+                      id=str(index))
+
+    def action_toggle_file(self) -> None:
+        """Space: the highlighted file's next choice (its row says which)."""
+        listing = self.query_one("#plan-actions", OptionList)
+        index = listing.highlighted
+        if not self.choosable or index is None or not 0 <= index < len(self._actions):
+            return
+        act = self._actions[index]
+        choice = toggled(kind_of(act.reason), act.op, self.choices.get(act.path))
+        if choice is None:
+            self.choices.pop(act.path, None)
+        else:
+            self.choices[act.path] = choice
+        listing.replace_option_prompt_at_index(index, self._option(index, act).prompt)
 
     def _show_diff(self, index: int) -> None:
         if not 0 <= index < len(self._actions):

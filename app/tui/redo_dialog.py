@@ -56,12 +56,12 @@ class RedoDialog(DriverScreen[str | None]):
         with Vertical(id="dialog"):
             yield Static("Redo — undo the last rewind", id="title")
             yield Static("", id="conflicts", markup=False)
-            yield PlanView(id="preview")
+            yield PlanView(choosable=True, id="preview")
             yield Static("working out what the redo brings back…", id="message", markup=False)
             with Horizontal(id="buttons"):
                 yield Button("Redo (Enter)", id="confirm", variant="primary", disabled=True)
                 yield Button("Cancel (Esc)", id="cancel")
-            yield Static("↑↓ file · Enter redo · Esc cancel", id="hint")
+            yield Static("↑↓ file · Space file in/out · Enter redo · Esc cancel", id="hint")
 
     def start(self) -> None:
         """Dry-run the redo off the event loop."""
@@ -111,7 +111,8 @@ class RedoDialog(DriverScreen[str | None]):
         def go() -> None:
             self.working = True
             self.say("redoing…")
-            self.call("redo", self.driver.redo)
+            choices, driver = dict(self.query_one(PlanView).choices), self.driver
+            self.call("redo", lambda: driver.redo(choices))
 
         self.ask_first(self.preview, "redo", go)
 

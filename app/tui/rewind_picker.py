@@ -90,12 +90,13 @@ class RewindPicker(DriverScreen[str | None]):
                     yield Static("Mode", classes="label")
                     choices = [Option(Content(mode_label(m, None, m == "both")), id=m) for m in MODES]
                     yield KeptList(*choices, id="modes")
-                yield PlanView(id="preview")
+                yield PlanView(choosable=True, id="preview")
             yield Static("loading the prompts…", id="message", markup=False)
             with Horizontal(id="buttons"):
                 yield Button("Rewind (Enter)", id="confirm", variant="primary")
                 yield Button("Cancel (Esc)", id="cancel")
-            yield Static("↑↓ prompt · Tab next pane · b/f/c mode · Enter rewind · Esc cancel", id="hint")
+            yield Static("↑↓ prompt · Tab next pane · b/f/c mode · Space file in/out · Enter rewind · Esc cancel",
+                         id="hint")
 
     def start(self) -> None:
         """List the prompts off the event loop, waiting a moment for them: shown in the picker's first frame, not in
@@ -226,11 +227,12 @@ class RewindPicker(DriverScreen[str | None]):
         if not self._ready:
             return  # the plan is still being worked out (or could not be): nothing unseen happens
         driver, number, mode = self.driver, row.number, self.mode
+        choices = dict(self.query_one(PlanView).choices)
 
         def go() -> None:
             self.working = True
             self.say(f"rewinding to prompt {number} ({MODE_NAMES[mode]})…")
-            self.call("rewind", lambda: driver.rewind(number, mode))
+            self.call("rewind", lambda: driver.rewind(number, mode, choices))
 
         self.ask_first(self.preview if mode != "conversation" else None, "rewind", go)
 
