@@ -20,6 +20,7 @@ from snapshot_store.states import STATES_ROOT, key_path
 from snapshot_store.vocab import SnapshotKind
 
 from ..recording.sidecar import ThreadSidecar, relative_to
+from .outside_owners import AGENT_LEFT, agent_left
 
 FROM_PATCH = "pre-edit state from the agent's patch"
 UNSEEN = "left as it is: its state before prompt {to} is unknown (codexr first saw it at prompt {n})"
@@ -99,12 +100,14 @@ def inside_target(store: Store, cwd: str, pre_snapshot: str, targets: RewindTarg
                                 label=label, persist=persist)
 
 
-def outside_target(store: Store, targets: RewindTargets, label: str, persist: bool) -> str | None:
-    """A states snapshot of the pre-edit states outside the workspace (None when there are none)."""
+def outside_target(store: Store, targets: RewindTargets, label: str, persist: bool,
+                   left: dict[str, list[int | str | None]] | None = None) -> str | None:
+    """A states snapshot of the pre-edit states outside the workspace (None when there are none); `left`: what the
+    agent's last undone patch left at each path (outside_owners.agent_left), for its restore to keep the user's."""
     if not targets.outside:
         return None
     return store.write_unlisted(STATES_ROOT, dict(targets.outside), parent=None, kind=SnapshotKind.PRE_EDIT,
-                                label=label, persist=persist)
+                                label=label, meta={AGENT_LEFT: left} if left else None, persist=persist)
 
 
 def restore_targets(store: Store, cwd: str, side: ThreadSidecar | None, undone: Mapping[str, int], pre_snapshot: str,
@@ -113,8 +116,9 @@ def restore_targets(store: Store, cwd: str, side: ThreadSidecar | None, undone: 
     proxy's file rewind alike): `undone` maps the undone turns to their prompt numbers."""
     targets = rewind_targets(store, cwd, side, undone, pre_snapshot) if side else RewindTargets()
     label = f"rewind to: {prompt[:50]}"
+    left = agent_left(store, side, undone, targets.outside) if side and targets.outside else None
     return (targets, inside_target(store, cwd, pre_snapshot, targets, label, persist),
-            outside_target(store, targets, label, persist))
+            outside_target(store, targets, label, persist, left))
 
 
 def _outside_actions(plan: RestorePlan | None, reason: str | None) -> list[Action]:
