@@ -34,6 +34,7 @@ from .vocab import SnapshotKind
 STATES_ROOT = "/"
 KIND_PRE_EDIT = SnapshotKind.PRE_EDIT
 KIND_STATES_SAFETY = SnapshotKind.STATES_SAFETY
+KIND_POST_EDIT = SnapshotKind.POST_EDIT
 PROTECTED = "Codex's own files and the snapshot store are never written"
 
 
@@ -123,6 +124,27 @@ def _capture_one(fs: SafeRoot, key: str, writer: PackWriter | None) -> tuple[Ent
         return SkippedEntry("x", Reason.BEHIND_SYMLINK), None
     except OSError as exc:
         return SkippedEntry("x", f"unreadable: {exc.strerror}"), None
+
+
+def capture_states(store: Repository, paths: Iterable[str], *, label: str, kind: str = KIND_POST_EDIT) -> str | None:
+    """Each absolute path as it is now, read as a states restore's safety capture reads it (so a later restore can
+    tell whether a path is still as it was then), stored as a states snapshot (None when no path may be recorded)."""
+    keys = sorted({p.lstrip("/") for p in paths if os.path.isabs(p) and os.path.normpath(p) == p and p != "/"
+                   and not forbidden(p.lstrip("/")) and "\0" not in p})
+    if not keys:
+        return None
+    changes: dict[str, Entry] = {}
+    with translate_os_errors("snapshot store"), store.shared_lock():
+        writer = store.blob_writer()
+        try:
+            with SafeRoot(STATES_ROOT) as fs:
+                for key in keys:
+                    changes[key] = _capture_one(fs, key, writer)[0]
+            writer.commit()
+        except BaseException:
+            writer.abort()
+            raise
+        return store.write_unlisted(STATES_ROOT, changes, parent=None, kind=kind, label=label)
 
 
 def restorer(store: Repository) -> Restorer:

@@ -28,10 +28,12 @@ class SnapshotKind(StrEnum):
     REWIND_TARGET = "rewind-target"  # a rewind's target: the pre-turn snapshot with pre-edit states laid over it
     PRE_EDIT = "pre-edit"  # single files by absolute path, as the agent's patches found them (states.py)
     STATES_SAFETY = "states-safety"  # single files as they were before a rewind or redo restored pre-edit states
+    POST_EDIT = "post-edit"  # single files by absolute path, as a turn's patches left them outside the workspace
 
 
 #: Kinds of snapshot that no workspace ref lists (a pin keeps them); every other kind with a workspace root is
 #: history that a ref must name, and gc refuses while one is named by none (FORMAT.md §4).
-UNLISTED_KINDS = frozenset({SnapshotKind.REWIND_TARGET, SnapshotKind.PRE_EDIT, SnapshotKind.STATES_SAFETY})
+UNLISTED_KINDS = frozenset({SnapshotKind.REWIND_TARGET, SnapshotKind.PRE_EDIT, SnapshotKind.STATES_SAFETY,
+                            SnapshotKind.POST_EDIT})
 #: Kinds that record single files by absolute path: rewind and redo restore them, never a workspace restore.
-STATES_KINDS = frozenset({SnapshotKind.PRE_EDIT, SnapshotKind.STATES_SAFETY})
+STATES_KINDS = frozenset({SnapshotKind.PRE_EDIT, SnapshotKind.STATES_SAFETY, SnapshotKind.POST_EDIT})

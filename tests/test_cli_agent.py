@@ -354,10 +354,11 @@ def test_rewind_modes_and_turn_id_target(cli: Cli) -> None:
     assert tree(cli.ws) == trees[1]
 
 
-def test_a_later_prompts_pre_edit_state_is_named_in_every_plan(cli: Cli) -> None:
+def test_a_state_before_the_first_patch_is_left_alone_and_named_in_every_plan(cli: Cli) -> None:
     """Issue 18 §1.8 (ported from a peer project's tests): a file outside the workspace, created after prompt 1
-    and deleted by prompt 2's patch. A rewind to prompt 1 still writes back what the patch undid, but every
-    front end's plan says whose state that is: before prompt 2, before prompt 1 unknown."""
+    and deleted by prompt 2's patch. Its state before prompt 1 was never seen: a rewind to prompt 1 leaves it as
+    it is (issue 34: never invented from prompt 2's record), and every front end's plan says why; a rewind to
+    prompt 2 writes back what the patch undid."""
     from app.services.driver import Driver
     from app.tui.labels import plan_line
 
@@ -370,23 +371,23 @@ def test_a_later_prompts_pre_edit_state_is_named_in_every_plan(cli: Cli) -> None
     late.write_text("made after prompt 1\n")  # by the user, outside the workspace: no snapshot holds it
     assert cli.json("exec", "--last", "lp-second step")["status"] == "completed"
     assert not late.exists()
-    later = "state before prompt 2; before prompt 1 unknown"
+    unseen = "left as it is: its state before prompt 1 is unknown (codexr first saw it at prompt 2)"
 
     # the CLI (text and JSON)
     text = cli.ok("rewind", "--thread", thread, "--to", "1", "--dry-run").stdout
     line = next(ln for ln in text.splitlines() if str(late) in ln)
-    assert line.split()[0] == "write" and later in line, text
+    assert line.split()[0] == "leave" and unseen in line, text
     own = cli.json("rewind", "--thread", thread, "--to", "2", "--dry-run")["restore"]["plan"]
     reason = next(a["reason"] for a in own if a["path"] == str(late))
-    assert "unknown" not in reason and "prompt 2" not in reason, own  # prompt 2's own state: nothing to add
+    assert "unknown" not in reason and "prompt 2" not in reason, own  # prompt 2's own state: restored
 
     # the line mode, on a pipe: the plan before the question (declined)
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost", **cli.env}
     res = subprocess.run([sys.executable, "-m", "app.cli", "--plain", "resume", thread], cwd=cli.ws, env=env,
                          input="/rewind 1 files\nn\n", capture_output=True, text=True, timeout=TIMEOUT_S)
     assert res.returncode == 0, show(res)
-    line = next(ln for ln in res.stdout.splitlines() if str(late) in ln and "write" in ln)
-    assert later in line, res.stdout
+    line = next(ln for ln in res.stdout.splitlines() if str(late) in ln and "leave" in ln)
+    assert unseen in line, res.stdout
 
     # the app: its preview comes from the driver, each step drawn by plan_line
     opts = SessionOptions(cwd=cli.ws, codex_home=cli.home, settings=load_settings(cli.home), env=cli.env)
@@ -398,12 +399,17 @@ def test_a_later_prompts_pre_edit_state_is_named_in_every_plan(cli: Cli) -> None
         driver.close()
     assert preview.restore is not None
     step = next(a for a in preview.restore.plan.actions if a.path == str(late))
-    assert step.op == "write" and later in plan_line(step, None)
+    assert step.op == "leave" and unseen in plan_line(step, None)
 
-    # and the rewind still writes back what the patch undid
+    # the rewind to prompt 1 leaves it absent, as it is; the one to prompt 2 writes back what the patch undid
     done = cli.json("rewind", "--thread", thread, "--to", "1", "--files-only", "--yes")
+    assert str(late) not in done["restore"]["written"], done
+    assert not late.exists() and not (cli.ws / "first.txt").exists()
+    assert any(a["path"] == str(late) and a["reason"] == unseen for a in done["restore"]["left"]), done
+    cli.ok("redo", "--thread", thread, "--yes")
+    done = cli.json("rewind", "--thread", thread, "--to", "2", "--files-only", "--yes")
     assert str(late) in done["restore"]["written"], done
-    assert late.read_text() == "made after prompt 1\n" and not (cli.ws / "first.txt").exists()
+    assert late.read_text() == "made after prompt 1\n" and (cli.ws / "first.txt").exists()
 
 
 def test_rewind_to_the_first_prompt_then_redo_or_continue(cli: Cli) -> None:

@@ -144,11 +144,19 @@ def test_deleted_files_come_back_with_the_mode_and_type_last_seen_and_unseen_one
     assert not os.path.lexists(sib / "link")  # left alone: never turned into a copy of target.txt
     assert (sib / "target.txt").read_text() == "shared target\n"
 
-    s.redo(tid, confirm=lambda _p: True)
-    # Prompt 1's snapshot saw .shared only as a hidden name: its state comes from prompt 2's patch, and
-    # its type from prompt 2's snapshot.
-    s.rewind(tid, 1, "files", confirm=lambda _p: True)
+    # .shared comes back as the symlink prompt 2's snapshot holds (the user tracked it before that prompt).
     assert os.path.islink(rig.ws / ".shared") and os.readlink(rig.ws / ".shared") == "README.md"
+
+    s.redo(tid, confirm=lambda _p: True)
+    # Prompt 1's snapshot saw .shared only as a hidden name, and only prompt 2's patch recorded it: its state
+    # before prompt 1 is unknown, so it is left as it is (absent) and the plan says so (issue 34).
+    dry = s.rewind(tid, 1, "files", dry_run=True)
+    assert dry.restore is not None
+    shown = [(a.op, a.reason) for a in dry.restore.plan.actions if a.path == ".shared"]
+    assert shown and all(op == "leave" for op, _ in shown) and any("before prompt 1 is unknown" in r
+                                                                   for _, r in shown), shown
+    s.rewind(tid, 1, "files", confirm=lambda _p: True)
+    assert not os.path.lexists(rig.ws / ".shared")
     assert (sib / "key").read_text() == "SECRET\n" and (sib / "key").stat().st_mode & 0o777 == 0o600
     assert (sib / "run.sh").stat().st_mode & 0o777 == 0o755
 

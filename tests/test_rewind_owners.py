@@ -28,3 +28,78 @@ def test_a_rewind_keeps_hand_work_and_merges_a_file_both_changed(cli: Cli) -> No
     assert (cli.ws / "b.txt").read_text() == "edited by hand\n"
     assert (cli.ws / ".secret").read_text() == "hidden, by hand\n"
     assert (cli.ws / "a.txt").read_text() == "1\n2\n3\n4\n5\nmy line\n", "not merged"
+
+
+def test_a_state_codexr_never_saw_is_left_as_it_is_and_the_plan_says_why(cli: Cli) -> None:  # noqa: F811
+    """A hidden file and a file outside the workspace, made by hand before the thread: no snapshot of prompt 1
+    holds them, and prompt 2's agent patches both. Their state before prompt 1 is unknown: a rewind to it leaves
+    them as they are now (it used to write prompt 2's pre-edit state) and says why."""
+    sib = cli.workspace("sib")
+    (cli.ws / ".hidden").write_text("by hand\n")  # hidden, untracked: never captured
+    (sib / "x.txt").write_text("outside, by hand\n")
+    cli.model.script("unseen one", [add_file("first.txt", "1\n"), message("made first")])
+    cli.model.script("unseen two", [update_file(".hidden", "by hand", "by the agent"),
+                                    update_file(f"{sib}/x.txt", "outside, by hand", "outside, by the agent"),
+                                    message("patched both")])
+    t, _outcomes, _trees = cli.seed(["unseen one", "unseen two"])
+    assert (cli.ws / ".hidden").read_text() == "by the agent\n"
+    assert (sib / "x.txt").read_text() == "outside, by the agent\n"
+    why = "left as it is: its state before prompt 1 is unknown (codexr first saw it at prompt 2)"
+    plan = cli.json("rewind", "--thread", t, "--to", "1", "--dry-run")["restore"]["plan"]
+    for path in (".hidden", f"{sib}/x.txt"):
+        steps = [(a["op"], a["reason"]) for a in plan if a["path"] == path]
+        assert steps and all(op == "leave" for op, _ in steps) and any(r == why for _, r in steps), (path, plan)
+    text = cli.ok("rewind", "--thread", t, "--to", "1", "--dry-run").stdout
+    assert sum(why in ln for ln in text.splitlines()) == 2, text
+    cli.ok("rewind", "--thread", t, "--to", "1", "--yes")
+    assert not (cli.ws / "first.txt").exists(), "the agent's file of prompt 1 stayed"
+    assert (cli.ws / ".hidden").read_text() == "by the agent\n"
+    assert (sib / "x.txt").read_text() == "outside, by the agent\n"
+
+
+def test_outside_the_workspace_a_rewind_keeps_what_you_changed_after_the_agents_patch(cli: Cli) -> None:  # noqa: F811
+    """The agent patches files in ../victim (prompt 1), then the user edits some of them by hand. A rewind before
+    prompt 1 takes back the agent's change of a file nobody touched since, merges a file where the two changed
+    different lines, and keeps the user's file where they changed the same line or where the agent's file would be
+    deleted (it used to write the pre-patch text over the user's). A sidecar written before each turn recorded
+    what its patches left there (no `post_edit`) still loads, and its rewind restores as it always did."""
+    import json
+
+    victim = cli.workspace("victim")
+    x, y, z, w = (victim / n for n in ("x.txt", "y.txt", "z.txt", "w.txt"))
+    x.write_text("1\n2\n3\n4\n5\n")
+    y.write_text("a\nb\n")
+    z.write_text("untouched since\n")
+    cli.model.script("victim one", [update_file(f"{x}", "1", "ONE"), update_file(f"{y}", "a", "A"),
+                                    update_file(f"{z}", "untouched since", "by the agent"),
+                                    add_file(f"{w}", "new\n"), add_file("a.txt", "a\n"), message("patched")])
+    cli.model.script("victim two", [add_file("b.txt", "b\n"), message("made b")])
+    t, _outcomes, _trees = cli.seed(["victim one", "victim two"])
+    assert x.read_text() == "ONE\n2\n3\n4\n5\n" and y.read_text() == "A\nb\n" and w.read_text() == "new\n"
+    with x.open("a") as f:
+        f.write("mine\n")  # a line of the user's, away from the agent's
+    y.write_text("mine\nb\n")  # the agent's very line, rewritten by the user
+    w.write_text("new\nand mine\n")  # the agent's new file, edited by the user
+    plan = {a["path"]: (a["op"], a["reason"])
+            for a in cli.json("rewind", "--thread", t, "--to", "1", "--dry-run")["restore"]["plan"]}
+    assert plan[str(x)][0] == "write" and plan[str(x)][1].startswith("merged"), plan
+    assert plan[str(y)][0] == "leave" and "conflict" in plan[str(y)][1], plan
+    assert plan[str(w)] == ("leave", "kept: changed by you after prompt 1's turn"), plan
+    assert plan[str(z)][0] == "write", plan
+    done = cli.json("rewind", "--thread", t, "--to", "1", "--yes")
+    assert x.read_text() == "1\n2\n3\n4\n5\nmine\n", "not merged"
+    assert y.read_text() == "mine\nb\n" and w.read_text() == "new\nand mine\n", "the user's edit was overwritten"
+    assert z.read_text() == "untouched since\n", "the agent's change of a file nobody touched since stayed"
+    assert not (cli.ws / "a.txt").exists() and not (cli.ws / "b.txt").exists()
+
+    cli.ok("redo", "--thread", done["thread_id"], "--yes")  # the files as before the rewind: the user's edits
+    assert y.read_text() == "mine\nb\n" and z.read_text() == "by the agent\n"
+    sidecar = cli.home / "file_snapshots" / "refs" / "threads" / f"{t}.json"
+    doc = json.loads(sidecar.read_text())
+    assert doc["turns"][0]["post_edit"], doc["turns"][0]
+    for turn in doc["turns"]:
+        del turn["post_edit"]  # as written before the turns recorded it
+    sidecar.write_text(json.dumps(doc))
+    cli.ok("rewind", "--thread", t, "--to", "1", "--files-only", "--yes")
+    assert x.read_text() == "1\n2\n3\n4\n5\n" and y.read_text() == "a\nb\n" and not w.exists()
+    assert z.read_text() == "untouched since\n"

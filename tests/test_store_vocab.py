@@ -16,7 +16,7 @@ from snapshot_store.vocab import RestoreOp, SnapshotKind
 def test_the_words_are_the_strings_stores_and_journals_already_hold() -> None:
     assert [str(op) for op in RestoreOp] == ["write", "delete", "rmdir", "leave"]
     assert [str(k) for k in SnapshotKind] == ["capture", "safety", "pre-turn", "post-turn", "rewind-target",
-                                              "pre-edit", "states-safety"]
+                                              "pre-edit", "states-safety", "post-edit"]
 
 
 def test_a_kind_and_the_operations_are_written_as_plain_strings(ws: Path, tmp_path: Path) -> None:

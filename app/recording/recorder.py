@@ -22,7 +22,7 @@ from snapshot_store.manifest import Entry, captured_items
 from snapshot_store.safefs import SafeRoot
 from snapshot_store.scope import forbidden
 from snapshot_store.settings import ScopeSettings
-from snapshot_store.states import STATES_ROOT, save_states
+from snapshot_store.states import STATES_ROOT, capture_states, save_states
 from snapshot_store.vocab import SnapshotKind
 
 from . import pre_edit as pe
@@ -131,11 +131,20 @@ class Recorder:
         side = self.sidecar(thread_id)
         capture_error: str | None = None
         pre_edit: str | None = None
+        post_edit: str | None = None
+        # Outside the workspace only the agent's patches are recorded (and a rewind restores them).
+        outside = sorted({path for ch in state.patches for path in (ch.path, ch.move_path)
+                          if path and relative_to(str(self.cwd), path) is None})
         if side.tracking:
             try:
                 pre_edit = self._save_pre_edit(state, text, side, pre)
             except (StoreError, OSError) as exc:
                 capture_error = f"the pre-edit states of the turn's patches could not be saved: {exc}"
+            try:  # as the turn left them: a rewind keeps what the user changed there since (issue 34)
+                post_edit = capture_states(self.store, outside, label=f"post-edit: {text[:60]}") if outside else None
+            except (StoreError, OSError) as exc:  # without it a rewind restores those paths as before issue 34
+                capture_error = capture_error or f"the states the turn's patches left outside the workspace " \
+                                                 f"could not be saved: {exc}"
 
         def finish(s: ThreadSidecar) -> None:
             s.touch(state.touched)
@@ -143,6 +152,7 @@ class Recorder:
             if rec is not None:
                 rec.status = status
                 rec.pre_edit = pre_edit
+                rec.post_edit = post_edit
                 rec.commands = state.commands
 
         side = self.sidecars.update(thread_id, finish)
@@ -161,10 +171,7 @@ class Recorder:
 
             self.sidecars.update(thread_id, bind_post)
         changed = set(state.touched)
-        # Outside the workspace only the agent's patches are recorded (and a rewind restores them): name them
-        # by absolute path, as the rewind's plan does.
-        changed.update(path for ch in state.patches for path in (ch.path, ch.move_path)
-                       if path and relative_to(str(self.cwd), path) is None)
+        changed.update(outside)  # by absolute path, as the rewind's plan names them
         if pre is not None and post is not None:
             # Shell commands change files too: the snapshots, not apply_patch items, say what changed.
             with contextlib.suppress(StoreError):

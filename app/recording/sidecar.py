@@ -47,6 +47,7 @@ class TurnRecord:
     started: float = field(default_factory=time.time)
     pre_edit: str | None = None  # states snapshot: each patched path as it was before the turn
     commands: int = 0  # shell commands the turn ran (what they changed outside the workspace is not covered)
+    post_edit: str | None = None  # states snapshot: each path outside the workspace as the turn's patches left it
 
 
 @dataclass

@@ -33,6 +33,7 @@ from ..recording.recorder import Recorder
 from ..recording.sidecar import RedoEntry, Sidecars, ThreadSidecar
 from ..services.threads import Prompt
 from ..shared.vocab import CONVERSATION_MODES, RewindMode
+from .outside_owners import keep_yours_outside
 from .owners import Decision, Owners, Picks, conflicts, decide, left_map, pick
 from .records import forget_interrupted, forget_rewind, forked_sidecar, note, saving_redo
 from .stake import at_stake, stake_lines
@@ -250,7 +251,9 @@ def prepare_outside(store: Store, snap_id: str | None, codex_home: Path, *, dry_
     home is never written."""
     if snap_id is None:
         return None
-    return prepare_states_restore(store, snap_id, dry_run=dry_run, protected=[str(codex_home)])
+    ready = prepare_states_restore(store, snap_id, dry_run=dry_run, protected=[str(codex_home)])
+    keep_yours_outside(store, snap_id, ready.plan, dry_run)  # what you changed since the agent's patch stays
+    return ready
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """What a rewind restores beyond the pre-turn snapshot: the pre-edit states of the agent's patches.
 
 A path the pre-turn snapshot holds (captured, or witnessed absent) keeps using the snapshot. Any
-other path a later patch touched — hidden, in a churn directory, beyond the residue limits, or
-outside the workspace — gets the state the earliest such patch recorded (`app/recording/pre_edit.py`). Inside
+other path the target prompt's own patches touched — hidden, in a churn directory, beyond the residue limits, or
+outside the workspace — gets the state that patch recorded (`app/recording/pre_edit.py`). Inside
 the workspace these states are laid over the snapshot (a derived snapshot the redo entry pins);
-outside it they form a states snapshot restored path by path (`snapshot_store.states`).
+outside it they form a states snapshot restored path by path (`snapshot_store.states`). A path first patched by a
+later prompt is left as it is: its state before the target prompt was never seen, and is never invented (issue 34).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from snapshot_store.states import STATES_ROOT, key_path
 from snapshot_store.vocab import SnapshotKind
 
 from ..recording.sidecar import ThreadSidecar, relative_to
+from .outside_owners import AGENT_LEFT, agent_left
 
 FROM_PATCH = "pre-edit state from the agent's patch"
-LATER = "state before prompt {n}; before prompt {to} unknown"
+UNSEEN = "left as it is: its state before prompt {to} is unknown (codexr first saw it at prompt {n})"
 SHELL_NOTE = ("{n} of the prompts undone ran shell commands: files they changed outside the workspace are not "
               "covered (only the agent's patches are recorded there)")
 
@@ -34,7 +36,6 @@ class RewindTargets:
     outside: dict[str, Entry] = field(default_factory=dict)  # absolute-path key -> pre-edit entry
     unrecoverable: dict[str, str] = field(default_factory=dict)  # shown path -> why
     how: dict[str, str] = field(default_factory=dict)  # shown path -> how a deleted file's mode and type were decided
-    later: dict[str, str] = field(default_factory=dict)  # shown path -> "state before prompt N" (N after the target)
     commands: int = 0  # prompts undone that ran shell commands
 
     def notes(self) -> list[str]:
@@ -46,8 +47,8 @@ def rewind_targets(store: Store, cwd: str, side: ThreadSidecar, turns: Mapping[s
                    pre_snapshot: str) -> RewindTargets:
     """Collect the pre-edit states of the turns undone (`turns`: turn id -> prompt number; earliest wins per path).
 
-    A path first patched by a prompt after the target gets that prompt's pre-edit state: what the patch undid is
-    still restored, but the plan must not pass it off as the target's state, which nothing recorded.
+    A path first patched by a prompt after the target is left alone and named: that prompt's pre-edit state is not
+    the target's, and writing it would invent a state codexr never saw (issue 34).
     """
     out = RewindTargets()
     pre_map = store.files(pre_snapshot)
@@ -74,13 +75,15 @@ def rewind_targets(store: Store, cwd: str, side: ThreadSidecar, turns: Mapping[s
             rel = relative_to(cwd, path)
             if rel is not None and (is_captured(pre_map.get(rel)) or witnessed_absent(pre_map, rel)):
                 continue  # the pre-turn snapshot holds it
+            shown = rel if rel is not None else path
+            if number != target:
+                out.unrecoverable[shown] = UNSEEN.format(to=target, n=number)
+                continue
             how = hows.get(path) if isinstance(hows, dict) else None
             if isinstance(how, str) and not isinstance(what, str):
-                out.how[rel if rel is not None else path] = how
-            if number != target and not isinstance(what, str):
-                out.later[rel if rel is not None else path] = LATER.format(n=number, to=target)
+                out.how[shown] = how
             if isinstance(what, str):
-                out.unrecoverable[rel if rel is not None else path] = what
+                out.unrecoverable[shown] = what
             elif rel is not None:
                 out.inside[rel] = what
             else:
@@ -97,12 +100,14 @@ def inside_target(store: Store, cwd: str, pre_snapshot: str, targets: RewindTarg
                                 label=label, persist=persist)
 
 
-def outside_target(store: Store, targets: RewindTargets, label: str, persist: bool) -> str | None:
-    """A states snapshot of the pre-edit states outside the workspace (None when there are none)."""
+def outside_target(store: Store, targets: RewindTargets, label: str, persist: bool,
+                   left: dict[str, list[int | str | None]] | None = None) -> str | None:
+    """A states snapshot of the pre-edit states outside the workspace (None when there are none); `left`: what the
+    agent's last undone patch left at each path (outside_owners.agent_left), for its restore to keep the user's."""
     if not targets.outside:
         return None
     return store.write_unlisted(STATES_ROOT, dict(targets.outside), parent=None, kind=SnapshotKind.PRE_EDIT,
-                                label=label, persist=persist)
+                                label=label, meta={AGENT_LEFT: left} if left else None, persist=persist)
 
 
 def restore_targets(store: Store, cwd: str, side: ThreadSidecar | None, undone: Mapping[str, int], pre_snapshot: str,
@@ -111,8 +116,9 @@ def restore_targets(store: Store, cwd: str, side: ThreadSidecar | None, undone: 
     proxy's file rewind alike): `undone` maps the undone turns to their prompt numbers."""
     targets = rewind_targets(store, cwd, side, undone, pre_snapshot) if side else RewindTargets()
     label = f"rewind to: {prompt[:50]}"
+    left = agent_left(store, side, undone, targets.outside) if side and targets.outside else None
     return (targets, inside_target(store, cwd, pre_snapshot, targets, label, persist),
-            outside_target(store, targets, label, persist))
+            outside_target(store, targets, label, persist, left))
 
 
 def _outside_actions(plan: RestorePlan | None, reason: str | None) -> list[Action]:
@@ -135,8 +141,8 @@ def merged_plan(ws: RestorePlan, outside: RestorePlan | None, targets: RewindTar
             a = replace(a, reason=f"{a.reason}; {reason}")
         actions.append(a)
     actions += _outside_actions(outside, reason)
-    for extra in (targets.later, targets.how) if targets is not None else ():
-        actions = [replace(a, reason=f"{a.reason}; {extra[a.path]}") if a.op != LEAVE and a.path in extra
+    if targets is not None:
+        actions = [replace(a, reason=f"{a.reason}; {targets.how[a.path]}") if a.op != LEAVE and a.path in targets.how
                    else a for a in actions]
     if targets is not None:
         actions += [Action(LEAVE, p, why) for p, why in sorted(targets.unrecoverable.items())]

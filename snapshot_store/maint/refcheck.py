@@ -31,7 +31,7 @@ ID_RE = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 REF_KEYS = frozenset({"id", "root", "created", "kind", "label", "file_count"})
 #: In a JSON pin file, a value under one of these keys is a snapshot id that MUST exist (or be null).
 PIN_KEYS = frozenset({"pre", "post", "safety_id", "target_snapshot", "snapshot", "snapshot_id", "pre_edit",
-                      "outside_safety_id", "outside_target"})
+                      "post_edit", "outside_safety_id", "outside_target"})
 #: The only `version` a JSON pin file may declare; any other stops gc (FORMAT.md §4).
 PIN_VERSION = 1
 _WSKEY_RE = re.compile(r"[0-9a-f]{32}")
