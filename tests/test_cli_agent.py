@@ -769,7 +769,7 @@ def test_a_rewind_keeps_the_files_another_session_made_live_or_closed(cli: Cli) 
         assert res.returncode == 0, show(res)
         assert "warning: other codexr sessions are live in this workspace: pid " in res.stdout, show(res)
         for name in ("other.txt", "closed.txt"):
-            assert re.search(rf"left {name}  \(kept: changed by you \(or another session\) after prompt 2's turn\)",
+            assert re.search(rf"left {name}  \(kept: changed by you after prompt 2's turn\)",
                              res.stdout), show(res)
     finally:
         other.close()

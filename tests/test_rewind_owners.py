@@ -3,7 +3,10 @@ both touched a file. The real Codex against the scripted model; the workspace on
 
 from __future__ import annotations
 
-from test_cli_agent import Cli, cli  # noqa: F401  (the fixture)
+import os
+import sys
+
+from test_cli_agent import REPO, Cli, cli  # noqa: F401  (the fixture)
 
 from app.codex.scripted_model import add_file, message, update_file
 
@@ -103,3 +106,78 @@ def test_outside_the_workspace_a_rewind_keeps_what_you_changed_after_the_agents_
     cli.ok("rewind", "--thread", t, "--to", "1", "--files-only", "--yes")
     assert x.read_text() == "1\n2\n3\n4\n5\n" and y.read_text() == "a\nb\n" and not w.exists()
     assert z.read_text() == "untouched since\n"
+
+
+def conflicted(cli: Cli, tag: str) -> str:  # noqa: F811
+    """Prompt 1 makes three files, prompt 2 changes line 3 of each and makes k.txt; then the user rewrites line 3
+    of each by hand (the same line: no clean merge). The thread."""
+    files = ("m.txt", "r.txt", "b.txt")
+    cli.model.script(f"{tag} one", [*(add_file(f, "1\n2\n3\n4\n5\n") for f in files), message("made them")])
+    cli.model.script(f"{tag} two", [*(update_file(f, "3", "THREE") for f in files), add_file("k.txt", "k\n"),
+                                    message("changed line 3")])
+    t, _outcomes, _trees = cli.seed([f"{tag} one", f"{tag} two"])
+    for f in files:
+        (cli.ws / f).write_text("1\n2\nthree, by hand\n4\n5\n")
+    return t
+
+
+def test_a_conflict_is_shown_with_both_sides_and_answered_each_way(cli: Cli) -> None:  # noqa: F811
+    import pexpect
+
+    t = conflicted(cli, "clash")
+    dry = cli.ok("rewind", "--thread", t, "--to", "2", "--dry-run")
+    assert "conflict, kept yours: changed by the agent in prompt 2 and by you after prompt 2's turn" in dry.stdout, \
+        dry.stdout
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost", **cli.env}
+    child = pexpect.spawn(sys.executable, ["-m", "app.cli", "rewind", "--thread", t, "--to", "2"], cwd=str(cli.ws),
+                          env=env, encoding="utf-8", timeout=120)
+    try:
+        for name, answer in (("b.txt", "b"), ("m.txt", ""), ("r.txt", "r")):  # in the plan's order
+            child.expect(rf"conflict: {name} — you and the agent changed the same lines")
+            child.expect(r"-three, by hand")  # both sides shown: yours -, the rewound +
+            child.expect(r"\+3")
+            child.expect(rf"{name}: keep \[m\]ine, take the \[r\]ewound or keep \[b\]oth")
+            child.sendline(answer)
+        child.expect(r"Apply this rewind\?")
+        child.sendline("y")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, child.before
+    assert not (cli.ws / "k.txt").exists(), "the agent's own file stayed"
+    assert (cli.ws / "m.txt").read_text() == "1\n2\nthree, by hand\n4\n5\n", "keep mine was not kept"
+    assert (cli.ws / "r.txt").read_text() == "1\n2\n3\n4\n5\n", "take the rewound was not taken"
+    assert (cli.ws / "b.txt").read_text() == "1\n2\nthree, by hand\n4\n5\n", "keep both lost mine"
+    assert (cli.ws / "b.txt.rewound").read_text() == "1\n2\n3\n4\n5\n", "keep both wrote no .rewound"
+
+
+def test_yes_keeps_yours_on_a_conflict_and_names_it(cli: Cli) -> None:  # noqa: F811
+    t = conflicted(cli, "clash yes")
+    res = cli.ok("rewind", "--thread", t, "--to", "2", "--yes")
+    for f in ("m.txt", "r.txt", "b.txt"):
+        assert (cli.ws / f).read_text() == "1\n2\nthree, by hand\n4\n5\n"
+        assert f"left {f}  (conflict, kept yours: changed by the agent in prompt 2" in res.stdout, res.stdout
+    assert not (cli.ws / "k.txt").exists()
+    data = cli.json("rewind", "--thread", t, "--to", "1", "--dry-run")
+    assert data["conflicts"] == ["b.txt", "m.txt", "r.txt"], data
+
+
+def test_only_and_except_choose_files_for_rewind_redo_and_snapshots_restore(cli: Cli) -> None:  # noqa: F811
+    cli.model.script("pick one", [add_file("keep.txt", "k\n"), message("one")])
+    cli.model.script("pick two", [add_file("src/a.txt", "a\n"), add_file("src/b.txt", "b\n"),
+                                  add_file("c.txt", "c\n"), message("two")])
+    t, _outcomes, _trees = cli.seed(["pick one", "pick two"])
+    res = cli.ok("rewind", "--thread", t, "--to", "2", "--files-only", "--yes", "--only", "src", "--except",
+                 "src/b.txt")
+    assert not (cli.ws / "src/a.txt").exists(), res.stdout
+    assert (cli.ws / "src/b.txt").exists() and (cli.ws / "c.txt").exists(), res.stdout
+    assert "left c.txt  (left alone: not among the files chosen (--only src; --except src/b.txt))" in res.stdout
+    red = cli.ok("redo", "--thread", t, "--yes", "--except", "./src/")
+    assert not (cli.ws / "src/a.txt").exists() and (cli.ws / "c.txt").exists(), red.stdout
+    bad = cli.run("rewind", "--thread", t, "--to", "2", "--yes", "--only", "../elsewhere")
+    assert bad.returncode == 2 and "not inside the workspace" in bad.stderr, bad.stderr
+    snap = cli.json("snapshots", "capture")["id"]
+    (cli.ws / "c.txt").write_text("changed\n")
+    (cli.ws / "keep.txt").write_text("changed too\n")
+    cli.ok("snapshots", "restore", snap, "--yes", "--only", "c.txt")
+    assert (cli.ws / "c.txt").read_text() == "c\n" and (cli.ws / "keep.txt").read_text() == "changed too\n"

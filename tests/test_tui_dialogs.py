@@ -23,7 +23,7 @@ from textual.worker import WorkerCancelled
 from tui_helpers import screen_text, until, until_shown
 
 from app.codex.events import ApprovalAsked, Notice, ThreadLoaded, TurnFinished, UserPrompt
-from app.codex.scripted_model import ScriptedModel, add_file, message, shell
+from app.codex.scripted_model import ScriptedModel, add_file, message, shell, update_file
 from app.services.driver import Driver
 from app.tui.ask_dialog import AskDialog
 from app.tui.diff_screen import DiffScreen
@@ -286,7 +286,7 @@ def test_redo_lists_the_conflicts_first_then_brings_everything_back(model: Scrip
 
         async def story(pilot: Pilot[Any]) -> None:
             text = shown(pilot.app.screen)
-            assert "! conflict: a.txt" in text and "you since the rewind" in text, text
+            assert "! conflict: a.txt" in text and "by you since the rewind" in text, text
             assert "! 1 prompt sent on this fork since the rewind" in text
             assert "W write: b.txt +2 -0" in text
             assert "conversation: back to the original thread with all its turns" in text
@@ -428,6 +428,72 @@ def test_snapshots_of_the_rewind_picker_and_the_redo_dialog(model: ScriptedModel
                               "conversation: back to the original thread")
 
         assert snap_compare(Host(lambda: RedoDialog(d)), terminal_size=SIZE, run_before=redo_shown)
+    finally:
+        d.close()
+
+
+def story_owners(model: ScriptedModel, tag: str) -> list[str]:
+    """Prompt 1 makes a.txt and c.txt; prompt 2 changes line 1 of a.txt, line 2 of c.txt and makes k.txt."""
+    model.script(f"{tag}-one", [add_file("a.txt", "1\n2\n3\n4\n5\n"), add_file("c.txt", "1\n2\n3\n"),
+                                message("made them")])
+    model.script(f"{tag}-two", [update_file("a.txt", "1", "ONE"), update_file("c.txt", "2", "TWO"),
+                                add_file("k.txt", "k\n"), message("changed them")])
+    return [f"{tag}-one please", f"{tag}-two please"]
+
+
+def hand_work(ws: Path) -> None:
+    """After prompt 2, by hand: a new file, a hidden one, a line of the user's in a.txt (merges), line 2 of c.txt
+    (the agent's line: a conflict)."""
+    (ws / "hand.txt").write_text("mine\n")
+    (ws / ".secret").write_text("hidden, by hand\n")
+    with (ws / "a.txt").open("a") as f:
+        f.write("my line\n")
+    (ws / "c.txt").write_text("1\nmy two\n3\n")
+
+
+def test_the_app_rewind_keeps_hand_work_merges_and_a_space_takes_a_conflicts_rewound_side(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 34 in the app: the picker's plan marks what the rule keeps (K), merges (M) and cannot merge (!); Space
+    on the conflict takes the rewound side; Enter rewinds: the agent's work goes, the user's stays."""
+    d = started(model, tmp_path, story_owners(model, "ow"))
+    ws = d.opts.cwd
+    hand_work(ws)
+    try:
+        app = Host(lambda: RewindPicker(d, start_prompt=2))
+
+        async def story(pilot: Pilot[Any]) -> None:
+            text = await showing(pilot, "M merge: a.txt", "! conflict: c.txt", "K keep yours: hand.txt",
+                                 "D delete: k.txt")
+            assert "+my line" not in text or "-my line" not in text
+            await pilot.press("tab", "tab")  # into the plan
+            while "c.txt" not in str(pilot.app.screen.query_one("#plan-actions", OptionList).highlighted_option
+                                     .prompt):
+                await pilot.press("down")
+            await pilot.press("space")
+            await showing(pilot, "the restored state taken (your choice)")
+            await pilot.press("enter")
+            await settle(pilot)
+
+        run(app, story)
+    finally:
+        d.close()
+    assert not (ws / "k.txt").exists(), "the agent's file stayed"
+    assert (ws / "hand.txt").read_text() == "mine\n" and (ws / ".secret").read_text() == "hidden, by hand\n"
+    assert (ws / "a.txt").read_text() == "1\n2\n3\n4\n5\nmy line\n", "not merged"
+    assert (ws / "c.txt").read_text() == "1\n2\n3\n", "the chosen rewound side was not taken"
+
+
+def test_snapshot_of_the_pickers_kept_merged_and_conflict_rows(model: ScriptedModel, tmp_path: Path,
+                                                               snap_compare: Any) -> None:
+    d = started(model, tmp_path, story_owners(model, "os"))
+    hand_work(d.opts.cwd)
+    try:
+        async def rows_shown(pilot: Pilot[Any]) -> None:
+            await opened(pilot)
+            await until_shown(pilot, "M merge: a.txt", "! conflict: c.txt", "K keep yours: hand.txt")
+
+        assert snap_compare(Host(lambda: RewindPicker(d, start_prompt=2)), terminal_size=(110, 44),
+                            run_before=rows_shown)
     finally:
         d.close()
 

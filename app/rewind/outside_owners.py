@@ -20,10 +20,9 @@ from snapshot_store.restore import DELETE, LEAVE, WRITE, Action
 from snapshot_store.states import STATES_ROOT
 
 from ..recording.sidecar import ThreadSidecar
-from .owners import Owners, decide
+from .owners import KEPT_YOURS, Owners, decide
 
 AGENT_LEFT = "agent_left"  # the states target's meta: {key: [prompt number, post-edit snapshot id | null]}
-KEPT_AFTER = "kept: changed by you after prompt {n}'s turn"
 
 
 def agent_left(store: Store, side: ThreadSidecar, turns: Mapping[str, int], keys: Iterable[str]
@@ -76,7 +75,7 @@ def keep_yours_outside(store: Store, target_id: str, plan: RestorePlan, dry_run:
             owners.agent[a.path], owners.left[a.path], owners.user[a.path] = number, left, number
             both.append(a)
         else:
-            a.op, a.reason = LEAVE, KEPT_AFTER.format(n=number)
+            a.op, a.reason = LEAVE, KEPT_YOURS.format(m=number)
     if both:
         if dry_run:
             decide(store, both, owners, Path(STATES_ROOT), dry_run)

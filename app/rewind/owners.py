@@ -27,12 +27,12 @@ from snapshot_store.vocab import RestoreOp
 
 from ..recording.sidecar import TurnRecord
 
-KEPT_YOURS = "kept: changed by you (or another session) after prompt {m}'s turn"
-KEPT_SINCE = "kept: changed by you (or another session) since the rewind"
+KEPT_YOURS = "kept: changed by you after prompt {m}'s turn"  # or by another session: docs/rewind-rule.md
+KEPT_SINCE = "kept: changed by you since the rewind"
 KEPT_UNKNOWN = "kept: not changed by the agent in a prompt codexr recorded (prompts {first}-{last})"
 MERGED = "merged: your changes kept, the agent's of prompt {n} taken back"
 MERGED_REDO = "merged: your changes since the rewind kept, the agent's put back"
-CONFLICT = "conflict, kept yours: the agent changed it in prompt {n} and you {when}{why}"
+CONFLICT = "conflict, kept yours: changed by the agent in prompt {n} and by you {when}{why}"
 NOT_CHOSEN = "left alone: not among the files chosen ({how})"
 YOURS_CHOSEN = "kept yours, as you chose"
 REWOUND_CHOSEN = "{what}, as you chose"
@@ -348,6 +348,14 @@ def kind_of(reason: str) -> str | None:
         if reason.startswith(kind):
             return kind
     return None
+
+
+def short_reason(reason: str) -> str:
+    """The reason without the word its row's marker already says (`kept: `, `merged: `, `conflict, `)."""
+    for prefix in ("kept: ", "merged: ", "conflict, "):
+        if reason.startswith(prefix):
+            return reason[len(prefix):]
+    return reason
 
 
 def toggled(kind: str | None, op: RestoreOp, now: str | None) -> str | None:

@@ -11,7 +11,7 @@ import time
 from snapshot_store.restore import DELETE, LEAVE, RMDIR, WRITE, Action
 
 from ..codex.events import FileStat
-from ..rewind.owners import BOTH, MINE, REWOUND, kind_of
+from ..rewind.owners import BOTH, MINE, REWOUND, kind_of, short_reason
 from ..shared.vocab import RewindMode
 from .diffview import stat_label
 
@@ -68,6 +68,6 @@ def plan_line(action: Action, stat: FileStat | None, choice: str | None = None) 
     verb = {WRITE: "write", DELETE: "delete", RMDIR: "remove dir", LEAVE: "leave alone"}.get(action.op, action.op)
     letter, verb = KIND_LABELS.get(kind_of(action.reason) or "", (OP_LETTERS.get(action.op, "?"), verb))
     mark = f"  ← {CHOICE_WORDS[choice]} (your choice)" if choice in CHOICE_WORDS else ""
-    return f"{letter} {verb}: {what} — {action.reason}{mark}"
+    return f"{letter} {verb}: {what} — {short_reason(action.reason)}{mark}"
 
 

@@ -29,7 +29,7 @@ def plan_actions(preview: Preview) -> list[Action]:
     actions = list(preview.restore.plan.actions)
     listed = {(a.op, a.path) for a in actions}
     actions += [a for a in preview.restore.left if (a.op, a.path) not in listed]
-    return actions
+    return sorted(actions, key=lambda a: kind_of(a.reason) != "conflict")  # what needs a choice comes first
 
 
 def plan_summary(preview: Preview) -> str:
@@ -46,7 +46,11 @@ def plan_summary(preview: Preview) -> str:
     if not acts:
         return "files: the workspace already matches — nothing to write or delete" + notes
     gone = f", {dirs} empty director{'y' if dirs == 1 else 'ies'} removed" if dirs else ""
-    return f"files: {plural(written, 'file')} written, {deleted} deleted, {left} left alone{gone}" + notes
+    kinds = [kind_of(a.reason) for a in acts]
+    ruled = [f"{n} {word}" for n, word in ((kinds.count("kept"), "of yours kept"), (kinds.count("merged"), "merged"),
+                                          (kinds.count("conflict"), "in conflict (kept: Space to choose)")) if n]
+    ruled_line = f"\n{', '.join(ruled)}" if ruled else ""
+    return f"files: {plural(written, 'file')} written, {deleted} deleted, {left} left alone{gone}" + ruled_line + notes
 
 
 class PlanView(Vertical):
