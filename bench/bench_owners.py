@@ -7,7 +7,7 @@ It builds bench_store's "plain" Git tree (workspace_gen.py) in a fresh directory
 a thread of `--turns` turns through the real store API (`store.at(ws).capture` before and after each turn): each turn
 the "agent" rewrites a line of a few files, creates one and every third turn deletes one; between turns the "user"
 appends a line to a file the agent never touched and makes a file of their own, and once appends a line to a file
-the agent changed in the turn before (so `merge_both` merges it, cleanly). After the last turn the user edits once
+the agent changed in the turn before (so `decide` merges it, cleanly). After the last turn the user edits once
 more. The records are app.recording.sidecar.TurnRecord, as the sidecar holds them; no Codex is needed to plan.
 
 Then, for rewinds undoing the last `--undo` turns (default 1, 3 and 10: undoing 1 merges nothing, the others merge
@@ -19,7 +19,7 @@ one and two files), in interleaved rounds whose order alternates:
                construction included): `Files.keep_yours` loads the pre/post snapshots of every undone turn,
                tells whose change each path is and merges the file both changed;
 * the rule alone: the time spent inside `keep_yours` during "plan + rule" (of which `owners(now)`, the snapshot
-               diffing; the rest is `merge_both` and the plan's reasons).
+               diffing; the rest is `decide` and the plan's reasons).
 
 Each is timed twice: with the store's caches as the previous plan left them (a session that planned before) and
 with its snapshot caches dropped first (`store.forget_snapshots`: a one-shot `codexr rewind`, whose fresh store has
@@ -118,7 +118,7 @@ class Editor:
 def record_thread(store: Store, ws: Workspace, turns: int, seed: int) -> Thread:
     """Capture a thread of `turns` turns with hand edits between them (see the module's docstring)."""
     w, ed, th = store.at(ws.root), Editor(ws, seed), Thread()
-    both_after = {max(1, turns - 1)}  # the user appends to a file the agent changed in this turn (merge_both)
+    both_after = {max(1, turns - 1)}  # the user appends to a file the agent changed in this turn (decide)
     if turns >= 4:
         both_after.add(2)
     for n in range(1, turns + 1):
@@ -176,7 +176,7 @@ def rewind_of(th: Thread, undo: int) -> Rewind:
 
 class TimedFiles(Files):
     """Files whose keep_yours (the rule) reports its own time, and those of the rule's `owners(now)` and of
-    `merge_both` inside it (flow's name for it is wrapped for the call: no app code changes)."""
+    `decide` inside it (flow's name for it is wrapped for the call: no app code changes)."""
 
     spent: dict[str, float]
 
@@ -191,24 +191,24 @@ class TimedFiles(Files):
             finally:
                 self.spent["owners"] = time.perf_counter() - t
 
-        merge = getattr(flow, "merge_both")  # noqa: B009 (flow's own name for it, which keep_yours calls)
+        merge = getattr(flow, "decide")  # noqa: B009 (flow's own name for it, which keep_yours calls)
 
-        def merge_both(*args: Any) -> None:
+        def decide(*args: Any) -> Any:
             t = time.perf_counter()
             try:
-                merge(*args)
+                return merge(*args)
             finally:
                 self.spent["merge"] = time.perf_counter() - t
 
         self.owners = owners
-        setattr(flow, "merge_both", merge_both)  # noqa: B010
+        setattr(flow, "decide", decide)  # noqa: B010
         t0 = time.perf_counter()
         try:
             super().keep_yours(store, plan, now, dry_run)
         finally:
             self.spent["rule"] = time.perf_counter() - t0
             self.owners = rule
-            setattr(flow, "merge_both", merge)  # noqa: B010
+            setattr(flow, "decide", merge)  # noqa: B010
 
 
 def plan_without(place: Place, rw: Rewind, known: list[str]) -> RestorePlan:
@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"PROBLEM: {x}")
         print()
         print("| rewind | store caches | plan | plan + rule | added | ratio | rule alone | of which owners(now) "
-              "| of which merge_both |")
+              "| of which decide |")
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         table: dict[str, Any] = {}
         for rw in rewinds:
