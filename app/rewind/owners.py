@@ -27,7 +27,7 @@ from snapshot_store.vocab import RestoreOp
 
 from ..recording.sidecar import TurnRecord
 
-KEPT_YOURS = "kept: changed by you after prompt {m}'s turn"  # or by another session: docs/rewind-rule.md
+KEPT_YOURS = "kept: changed by you after prompt {m}'s turn"  # or another session: docs/architecture.md
 KEPT_SINCE = "kept: changed by you since the rewind"
 KEPT_UNKNOWN = "kept: not changed by the agent in a prompt codexr recorded (prompts {first}-{last})"
 MERGED = "merged: your changes kept, the agent's of prompt {n} taken back"
