@@ -102,6 +102,7 @@ def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmu
     subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
     subprocess.run(["git", "add", "tracked.py"], cwd=ws, check=True)
     (ws / "notes.md").write_text("an uncommitted idea\n")
+    (ws / "readme.txt").write_text("the agent never touches this\n")
     rc_file = tmp_path / "rc"
     with ScriptedModel() as model:
         model.script("proxy-one", [update_file("tracked.py", "VALUE = 1", "VALUE = 2"), delete_file("notes.md"),
@@ -131,6 +132,13 @@ def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmu
         recorded = {p.stem: json.loads(p.read_text()) for p in sidecars}
         (thread,) = [t for t, d in recorded.items() if [r["prompt"] for r in d["turns"]] ==
                      ["proxy-one change things", "proxy-two more"]]
+        from test_proxy import recorded as posts_recorded
+
+        posts_recorded(home, thread)  # the post-turn capture follows turn/completed: work by hand after it
+        (ws / "hand.txt").write_text("made by hand\n")  # issue 34: the user's own work, which Esc Esc keeps
+        (ws / "readme.txt").write_text("edited by hand\n")
+        (ws / ".hidden-note").write_text("hidden, by hand\n")
+        yours = {p: e for p, e in tree(ws).items() if p in ("hand.txt", "readme.txt", ".hidden-note")}
 
         # Esc Esc: browse the transcript (the last prompt selected), one prompt back, Enter: revert before prompt 1
         tmux.keys("Escape")
@@ -141,7 +149,8 @@ def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmu
         time.sleep(0.5)
         tmux.keys("Enter")
         shown = tmux.wait(lambda s: "files went back as well, to before prompt 1" in s, "codexr's line about the files")
-        assert tree(ws) == before_one, "the files are not as they were before prompt 1"
+        assert tree(ws) == {**before_one, **yours}, "the agent's changes are not undone, or yours not kept"
+        assert "kept as you left them (not the agent's changes)" in " ".join(shown.split()), shown
         assert "Conversation reverted" in shown
         fork = re.search(r"undonepromptsstayinthread([0-9a-f-]{36})", "".join(shown.split()))  # however it wraps
         assert fork is not None, shown
@@ -169,7 +178,7 @@ def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmu
         redo = subprocess.run([sys.executable, "-m", "app.cli", "redo", "--thread", thread, "--yes", "--json"],
                               cwd=ws, env={**os.environ, **env}, capture_output=True, text=True, timeout=WAIT_S)
         assert redo.returncode == 0, show(redo)
-        assert tree(ws) == after_two, "redo did not bring every file back"
+        assert tree(ws) == {**after_two, **yours}, "redo did not bring every file back, or did not keep yours"
         assert json.loads(redo.stdout)["thread_id"] == fork.group(1)
     assert after_one != before_one
 

@@ -442,10 +442,11 @@ def story_owners(model: ScriptedModel, tag: str) -> list[str]:
 
 
 def hand_work(ws: Path) -> None:
-    """After prompt 2, by hand: a new file, a hidden one, a line of the user's in a.txt (merges), line 2 of c.txt
-    (the agent's line: a conflict)."""
+    """After prompt 2, by hand: a new file, a hidden one, an edit of a file the agent never touched, a line of the
+    user's in a.txt (merges), line 2 of c.txt (the agent's line: a conflict)."""
     (ws / "hand.txt").write_text("mine\n")
     (ws / ".secret").write_text("hidden, by hand\n")
+    (ws / "keep.txt").write_text("edited by hand\n")  # a file the agent never touched
     with (ws / "a.txt").open("a") as f:
         f.write("my line\n")
     (ws / "c.txt").write_text("1\nmy two\n3\n")
@@ -479,6 +480,7 @@ def test_the_app_rewind_keeps_hand_work_merges_and_a_space_takes_a_conflicts_rew
         d.close()
     assert not (ws / "k.txt").exists(), "the agent's file stayed"
     assert (ws / "hand.txt").read_text() == "mine\n" and (ws / ".secret").read_text() == "hidden, by hand\n"
+    assert (ws / "keep.txt").read_text() == "edited by hand\n"
     assert (ws / "a.txt").read_text() == "1\n2\n3\n4\n5\nmy line\n", "not merged"
     assert (ws / "c.txt").read_text() == "1\n2\n3\n", "the chosen rewound side was not taken"
 
