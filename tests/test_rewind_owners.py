@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from test_cli_agent import REPO, Cli, cli  # noqa: F401  (the fixture)
 
@@ -181,3 +182,27 @@ def test_only_and_except_choose_files_for_rewind_redo_and_snapshots_restore(cli:
     (cli.ws / "keep.txt").write_text("changed too\n")
     cli.ok("snapshots", "restore", snap, "--yes", "--only", "c.txt")
     assert (cli.ws / "c.txt").read_text() == "c\n" and (cli.ws / "keep.txt").read_text() == "changed too\n"
+
+
+def test_a_merge_keeps_the_bytes_of_text_in_any_encoding(tmp_path: Path) -> None:
+    """pygit2 decodes its merge as UTF-8: a Latin-1 file both sides changed must merge byte for byte (it raised
+    UnicodeDecodeError, a traceback in the middle of a rewind), and UTF-8 stays UTF-8."""
+    from app.rewind.owners import merge_text
+    from snapshot_store import Store
+    from snapshot_store.manifest import FileEntry
+
+    with Store.open(tmp_path / "store") as store:
+        def entry(data: bytes) -> FileEntry:
+            w = store.blob_writer()
+            blob = w.add(data).hex()
+            w.commit()
+            return FileEntry("f", 0o644, len(data), blob)
+
+        for enc in ("latin-1", "utf-8"):
+            base = "café\n2\n3\n4\n5\n".encode(enc)  # what the agent left
+            theirs = "CAFÉ\n2\n3\n4\n5\n".encode(enc)  # what the rewind puts back
+            ours = "café\n2\n3\n4\n5\nmine, déjà\n".encode(enc)  # the user's line
+            merged = merge_text(store, entry(base), ours, entry(theirs))
+            assert merged == "CAFÉ\n2\n3\n4\n5\nmine, déjà\n".encode(enc), (enc, merged)
+        same_line = merge_text(store, entry(b"a\nb\n"), b"a\nmine\n", entry(b"a\nrewound\n"))
+        assert same_line == " (the same lines)"

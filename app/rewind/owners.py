@@ -38,6 +38,8 @@ YOURS_CHOSEN = "kept yours, as you chose"
 REWOUND_CHOSEN = "{what}, as you chose"
 BESIDE = "the restored state beside yours, as you chose (keep both: {path} stays yours)"
 
+MAX_MERGE_BYTES = 8 << 20  # a side larger than this is a conflict: a merge holds all three in memory
+
 #: The answers to a conflict (and a picker's toggle): keep the file as it is, take the restored state, keep both
 #: (the restored state written beside it as `NAME.rewound`).
 MINE, REWOUND, BOTH = "mine", "rewound", "both"
@@ -214,6 +216,8 @@ def merge_text(store: Store, base: Entry | None, ours: bytes | None, theirs: Ent
     merged bytes, or why it cannot be merged cleanly."""
     if not (isinstance(base, FileEntry) and isinstance(theirs, FileEntry) and ours is not None):
         return " (one side is not a file)"
+    if max(base.size, len(ours), theirs.size) > MAX_MERGE_BYTES:
+        return " (too large to merge)"
     sides = [b"".join(store.blob_chunks(base.blob)), ours, b"".join(store.blob_chunks(theirs.blob))]
     if any(b"\0" in x for x in sides):
         return " (binary)"
@@ -221,14 +225,18 @@ def merge_text(store: Store, base: Entry | None, ours: bytes | None, theirs: Ent
 
     import pygit2
 
+    # pygit2 hands the merged text back as a str decoded as UTF-8, and raises on any other encoding: each side goes
+    # in with every byte as the code point of the same value (Latin-1 into UTF-8: the lines compare as the bytes
+    # do) and the result comes back the same way, byte for byte.
+    wide = [x.decode("latin-1").encode() for x in sides]
     with tempfile.TemporaryDirectory(prefix="codexr-merge-") as tmp:
         repo = pygit2.init_repository(tmp, bare=True)
         base_e, ours_e, theirs_e = (pygit2.IndexEntry("f", repo.create_blob(x), pygit2.enums.FileMode.BLOB)
-                                    for x in sides)
+                                    for x in wide)
         result = repo.merge_file_from_index(base_e, ours_e, theirs_e, use_deprecated=False)
     if not result.automergeable:
         return " (the same lines)"
-    return result.contents.encode() if isinstance(result.contents, str) else bytes(result.contents)
+    return str(result.contents).encode("latin-1")
 
 
 def decide(store: Store, actions: list[Action], owners: Owners, root: Path, dry_run: bool) -> dict[str, Decision]:
