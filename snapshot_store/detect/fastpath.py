@@ -146,6 +146,8 @@ def _settle(dirs: DirCache, names: set[str], files: FileMap, covered: frozenset[
     removed: set[str] = set()
     over_limit: bool | None = None
     residue: int | None = None
+    if dirs.folding.any:  # an event names the spelling written through: the map knows the one its directory lists
+        names = names | {q for q in map(dirs.listed_spelling, names) if q is not None}
     for p in names:
         if p == scope_mod.IGNORE_FILE:
             return None
