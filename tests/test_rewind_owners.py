@@ -134,7 +134,7 @@ def test_a_conflict_is_shown_with_both_sides_and_answered_each_way(cli: Cli) -> 
                           env=env, encoding="utf-8", timeout=120)
     try:
         for name, answer in (("b.txt", "b"), ("m.txt", ""), ("r.txt", "r")):  # in the plan's order
-            child.expect(rf"conflict: {name} — you and the agent changed the same lines")
+            child.expect(rf"conflict: {name} — you and the agent both changed it, with no clean merge")
             child.expect(r"-three, by hand")  # both sides shown: yours -, the rewound +
             child.expect(r"\+3")
             child.expect(rf"{name}: keep \[m\]ine, take the \[r\]ewound or keep \[b\]oth")

@@ -230,13 +230,13 @@ def _confirm(ctx: Context, args: argparse.Namespace, session: Session, what: str
 def ask_conflicts(store: Any, preview: RewindPreview | RedoPreview, what: str) -> None:
     """Each file the agent and the user changed on the same lines: both sides shown, then keep mine / take the
     restored state / keep both (the restored state beside it). The answers go in `preview.choices`."""
-    from ..rewind.owners import BOTH, MINE, REWOUND
+    from ..rewind.owners import conflict_header, conflict_question, parse_choice
     from ..services.changes import sides_diff
 
     suffix = "rewound" if what == "rewind" else "redone"
     for path, theirs in preview.sides.items():
         assert preview.plan is not None
-        print(f"conflict: {show_path(path)} — you and the agent changed the same lines (yours -, the {suffix} +):")
+        print(conflict_header(show_path(path), suffix))
         diff = sides_diff(store, preview.plan.root, path, theirs).splitlines()
         for line in diff[:40]:
             print(f"  {show_path(line)}")
@@ -244,12 +244,9 @@ def ask_conflicts(store: Any, preview: RewindPreview | RedoPreview, what: str) -
             print(f"  … {len(diff) - 40} more lines")
         while True:
             try:
-                answer = input(f"{show_path(path)}: keep [m]ine, take the [r]{suffix[1:]} or keep [b]oth (the "
-                               f"{suffix} as {show_path(path)}.{suffix})? [m] ").strip().lower()
+                choice = parse_choice(input(conflict_question(show_path(path), suffix)), suffix)
             except EOFError:
-                answer = ""
-            choice = {"": MINE, "m": MINE, "mine": MINE, "r": REWOUND, suffix: REWOUND, "b": BOTH,
-                      "both": BOTH}.get(answer)
+                choice = parse_choice("", suffix)
             if choice is not None:
                 preview.choices[path] = choice
                 break

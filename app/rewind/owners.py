@@ -382,3 +382,19 @@ def toggled(kind: str | None, op: RestoreOp, now: str | None) -> str | None:
         return cycle[0] if cycle else None
     at = cycle.index(now) if now in cycle else len(cycle) - 1
     return cycle[at + 1] if at + 1 < len(cycle) else None
+
+
+def conflict_question(shown: str, suffix: str) -> str:
+    """The question a line-based front end asks about one conflict (the CLI's and line mode's)."""
+    return f"{shown}: keep [m]ine, take the [r]{suffix[1:]} or keep [b]oth (the {suffix} as {shown}.{suffix})? [m] "
+
+
+def parse_choice(answer: str, suffix: str) -> str | None:
+    """A typed answer to `conflict_question` (Enter keeps mine), or None to ask again."""
+    return {"": MINE, "m": MINE, "mine": MINE, "r": REWOUND, suffix: REWOUND, "b": BOTH,
+            "both": BOTH}.get(answer.strip().lower())
+
+
+def conflict_header(shown: str, suffix: str) -> str:
+    """The line above a conflict's two sides."""
+    return f"conflict: {shown} — you and the agent both changed it, with no clean merge (yours -, the {suffix} +):"

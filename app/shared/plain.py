@@ -59,6 +59,7 @@ from ..codex.events import (
 from ..codex.images import check_images, image_label, pasted_image, with_labels
 from ..codex.permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, find_preset, matching_preset
 from ..codex.translate import file_diffs, short_command
+from ..rewind.owners import conflict_header, conflict_question, conflicts, parse_choice
 from ..services.background import background_text, stopped_text
 from ..services.driver import Driver, Preview, PromptRow
 from ..session import RedoResult, SessionOptions
@@ -716,6 +717,19 @@ class LineMode:
                 continue
             return answer in ("y", "yes")
 
+    def ask_conflicts(self, preview: Preview, suffix: str) -> dict[str, str]:
+        """Each conflict (the agent and the user changed the same lines): its two sides, then keep mine / take the
+        restored state / keep both, as the CLI asks; the answers by path."""
+        decided = getattr(preview.result, "decided", {})
+        out: dict[str, str] = {}
+        for path in conflicts(decided):
+            self.printer.line(conflict_header(show_path(path), suffix))
+            self.printer.block(clean(preview.diffs.get(path, (None, ""))[1]) or "(no text diff)", indent="  ")
+            while (choice := parse_choice(self.ask(conflict_question(show_path(path), suffix)), suffix)) is None:
+                self.printer.line("answer m, r or b")
+            out[path] = choice
+        return out
+
     def print_plan(self, preview: Preview) -> None:
         """Files written, deleted and left alone, each with its reason and line counts."""
         p = self.printer
@@ -789,10 +803,11 @@ class LineMode:
             self.print_plan(preview)
         if mode in CONVERSATION_MODES:
             self.printer.line(f"  the conversation continues on a fork that ends just before prompt {to}")
+        choices = self.ask_conflicts(preview, "rewound") if mode in FILE_MODES else {}
         if not self.confirm("rewind", preview):
             self.printer.line("no rewind: nothing changed")
             return
-        res = self.blocking(lambda: self.driver.rewind(to, mode))
+        res = self.blocking(lambda: self.driver.rewind(to, mode, choices))
         self.drain()
         if res.restore is not None:
             self.printer.line(f"rewound: {restored_counts(res.restore)}")
@@ -812,10 +827,11 @@ class LineMode:
                 p.line(line)
             p.line(f"  returns to thread {res.thread_id}")
         self.print_plan(preview)
+        choices = self.ask_conflicts(preview, "redone")
         if not self.confirm("redo", preview):
             p.line("no redo: nothing changed")
             return
-        done = self.blocking(self.driver.redo)
+        done = self.blocking(lambda: self.driver.redo(choices))
         self.drain()
         if done.restore is not None:
             p.line(f"redone: {restored_counts(done.restore)}")
