@@ -424,8 +424,8 @@ def test_snapshots_of_the_rewind_picker_and_the_redo_dialog(model: ScriptedModel
 
         async def redo_shown(pilot: Pilot[Any]) -> None:
             await opened(pilot)
-            await until_shown(pilot, "! 1 file changed since the rewind", "W write: b.txt", "+more",
-                              "conversation: back to the original thread")
+            await until_shown(pilot, "! 1 file you changed since the rewind: kept", "! conflict: a.txt",
+                              "W write: b.txt", "+more", "conversation: back to the original thread")
 
         assert snap_compare(Host(lambda: RedoDialog(d)), terminal_size=SIZE, run_before=redo_shown)
     finally:
@@ -532,7 +532,7 @@ def test_picker_and_redo_fit_80x24_and_60x20(model: ScriptedModel, tmp_path: Pat
         for size in ((80, 24), (60, 20)):
             async def redo_fits(pilot: Pilot[Any]) -> None:
                 await opened(pilot)
-                await until_shown(pilot, "! 1 file changed since the rewind", "W write: a.txt +3 -1",
+                await until_shown(pilot, "! 1 file you changed since the rewind: kept", "! conflict: a.txt",
                                   "W write: b.txt +2 -0", "-edited after the rewind", "Enter redo")
 
             assert snap_compare(Host(lambda: RedoDialog(d)), terminal_size=size, run_before=redo_fits)
@@ -568,7 +568,8 @@ def test_a_running_turn_is_an_error_in_the_dialog_not_a_crash(model: ScriptedMod
 def test_rewind_redo_and_restore_warn_and_ask_while_another_session_is_live(model: ScriptedModel, tmp_path: Path
                                                                           ) -> None:
     """Issue 20: with `codexr --plain` live in the same workspace, Ctrl+R ↑ Enter deleted the file it had just
-    created with no dialog and no line in the plan; so did /redo. Now the plan names it and a dialog asks first."""
+    created with no dialog and no line in the plan; so did /redo. Now a dialog asks first, and (issue 34) the plan
+    keeps the other session's files, saying so."""
     model.script("ls-other", [add_file("other.txt", "theirs\n"), message("made other.txt")])
     model.script("ls-later", [add_file("later.txt", "later\n"), message("made later.txt")])
     d = started(model, tmp_path, story_files(model, "ls"))
@@ -582,8 +583,7 @@ def test_rewind_redo_and_restore_warn_and_ask_while_another_session_is_live(mode
 
         async def rewind(pilot: Pilot[Any]) -> None:
             text = await showing(pilot, "! another codexr session is live in this workspace (pid ")
-            assert "! created since this session last looked (another session's?), deleted or overwritten by this " \
-                   "restore: other.txt" in text, text
+            assert "K keep yours: other.txt — changed by you after prompt 2's turn" in text, text
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(pilot.app.screen, AskDialog), "the question")
             assert (ws / "other.txt").exists()  # nothing happened before the answer
@@ -597,14 +597,14 @@ def test_rewind_redo_and_restore_warn_and_ask_while_another_session_is_live(mode
 
         run(app, rewind)
         assert isinstance(app.result, str) and app.result.startswith("rewound to prompt 2"), app.result
-        assert not (ws / "other.txt").exists() and not (ws / "b.txt").exists()
+        assert (ws / "other.txt").read_text() == "theirs\n" and not (ws / "b.txt").exists()
 
         other.prompt("ls-later please")
         app = Host(lambda: RedoDialog(d))
 
         async def redo(pilot: Pilot[Any]) -> None:
             text = await showing(pilot, "! another codexr session is live in this workspace (pid ")
-            assert "this restore: later.txt" in text, text
+            assert "K keep yours: later.txt — changed by you since the rewind" in text, text
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(pilot.app.screen, AskDialog), "the question")
             await pilot.press("escape")

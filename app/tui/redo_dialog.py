@@ -24,6 +24,10 @@ def conflict_lines(res: RedoResult) -> list[str]:
         names = ", ".join(res.changed_since_rewind)
         out.append(f"! {plural(len(res.changed_since_rewind), 'file')} changed since the rewind and will be "
                    f"overwritten (the redo's safety snapshot keeps this version): {names}")
+    kept = sorted(p for p, d in res.decided.items() if d.kind != "merged")
+    if kept:
+        out.append(f"! {plural(len(kept), 'file')} you changed since the rewind: kept as you left "
+                   f"{'it' if len(kept) == 1 else 'them'} (Space on a file chooses it): {', '.join(kept)}")
     if res.turns_since_rewind:
         out.append(f"! {plural(res.turns_since_rewind, 'prompt')} sent on this fork since the rewind: the redo "
                    "leaves this thread (it stays listed in /threads)")
