@@ -35,7 +35,7 @@ from .recording.sidecar import Sidecars, ThreadSidecar
 from .recording.workspace_lock import LastThread, SessionLock
 from .rewind.flow import RedoPreview as RedoPreview
 from .rewind.flow import RewindPreview as RewindPreview
-from .rewind.owners import Picks as Picks
+from .rewind.picks import Picks as Picks
 from .rewind.rewinder import RedoResult as RedoResult
 from .rewind.rewinder import Rewinder
 from .rewind.rewinder import RewindResult as RewindResult

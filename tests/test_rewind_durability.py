@@ -17,7 +17,7 @@ import pytest
 from e2e_helpers import Rig, RigFactory, files_only, tree_diff
 
 from app.codex.scripted_model import add_file, delete_file, message, update_file
-from app.rewind.owners import REWOUND, Picks
+from app.rewind.picks import REWOUND, Picks
 from app.session import Declined, RedoPreview, RewindPreview
 from snapshot_store.ids import workspace_key
 

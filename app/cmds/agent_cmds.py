@@ -230,7 +230,7 @@ def _confirm(ctx: Context, args: argparse.Namespace, session: Session, what: str
 def ask_conflicts(store: Any, preview: RewindPreview | RedoPreview, what: str) -> None:
     """Each file the agent and the user changed on the same lines: both sides shown, then keep mine / take the
     restored state / keep both (the restored state beside it). The answers go in `preview.choices`."""
-    from ..rewind.owners import conflict_header, conflict_question, parse_choice
+    from ..rewind.picks import conflict_header, conflict_question, parse_choice
     from ..services.changes import sides_diff
 
     suffix = "rewound" if what == "rewind" else "redone"

@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from ..rewind.owners import Picks, clean_paths
+from ..rewind.picks import Picks, clean_paths
 from .context import UsageError
 
 

@@ -195,7 +195,7 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
     root = str(ctx.workspace(args.into or args.cd))  # nor a directory holding the store or Codex's home
     into = args.into is not None
     scope = ctx.scope()
-    from ..rewind.owners import pick
+    from ..rewind.picks import pick
 
     picks = picks_from(args, root)
 

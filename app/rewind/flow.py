@@ -34,7 +34,8 @@ from ..recording.sidecar import RedoEntry, Sidecars, ThreadSidecar
 from ..services.threads import Prompt
 from ..shared.vocab import CONVERSATION_MODES, RewindMode
 from .outside_owners import keep_yours_outside
-from .owners import Decision, Owners, Picks, conflicts, decide, left_map, pick
+from .owners import Decision, Owners, conflicts, decide, left_map
+from .picks import Picks, pick
 from .records import forget_interrupted, forget_rewind, forked_sidecar, note, saving_redo
 from .stake import at_stake, stake_lines
 from .targets import FROM_PATCH, RewindTargets, merged_plan, merged_result
@@ -92,13 +93,9 @@ class Files:
         """The choices (again, after the front end answered): idempotent."""
         plan.actions += pick(plan.actions, self.decided, self.picks, Path(plan.root), self.suffix, self.beside)
 
-    @property
-    def conflicts(self) -> list[str]:
-        return conflicts(self.decided)
-
     def sides(self) -> dict[str, Entry | None]:
         """Each conflict's restored side."""
-        return {p: self.decided[p].target for p in self.conflicts}
+        return {p: self.decided[p].target for p in conflicts(self.decided)}
 
     def shown(self, workspace: RestorePlan, outside: RestorePlan | None) -> RestorePlan:
         """The one plan a front end shows: a rewind's says which states come from the agent's patches; a redo's
@@ -115,12 +112,11 @@ class RewindPreview:
     prompt: str
     mode: str
     plan: RestorePlan | None  # None when no files are restored
-    conflicts: list[str] = field(default_factory=list)
-    """Paths the agent and the user both changed where no clean merge exists: the front end may ask about each."""
     choices: dict[str, str] = field(default_factory=dict)
     """The answers (path -> owners.MINE / REWOUND / BOTH) the front end gives on seeing the plan; unanswered: MINE."""
     sides: dict[str, Entry | None] = field(default_factory=dict)
-    """Each conflict's restored side (the other is the file now), to show both."""
+    """Each conflict (the agent and the user both changed it, no clean merge): its restored side (the other is the
+    file now), to show both and ask."""
 
 
 @dataclass
@@ -133,7 +129,6 @@ class RedoPreview:
     plan: RestorePlan | None
     changed_since_rewind: list[str]
     turns_since_rewind: int
-    conflicts: list[str] = field(default_factory=list)
     choices: dict[str, str] = field(default_factory=dict)
     sides: dict[str, Entry | None] = field(default_factory=dict)
 
@@ -288,8 +283,8 @@ class RewindSteps:
     def decide(self, planned: Planned | None) -> bool:
         files = self.files
         preview = RewindPreview(self.thread_id, self.target.number, self.target.text, self.mode,
-                                planned.shown if planned else None, files.conflicts if files else [],
-                                files.picks.choice if files else {}, files.sides() if files else {})
+                                planned.shown if planned else None, files.picks.choice if files else {},
+                                files.sides() if files else {})
         return self.confirm is None or self.confirm(preview)
 
     def keep(self) -> str:
@@ -388,8 +383,7 @@ class RedoSteps:
         self.changes(planned)
         preview = RedoPreview(self.thread_id, self.entry.origin_thread, self.entry.mode,
                               planned.shown if planned else None, self.changed, self.turns_since,
-                              self.files.conflicts if self.files else [], self.files.picks.choice if self.files else {},
-                              self.files.sides() if self.files else {})
+                              self.files.picks.choice if self.files else {}, self.files.sides() if self.files else {})
         return self.confirm is None or self.confirm(preview)
 
     def keep(self) -> str:

@@ -14,7 +14,6 @@ agent's work back and keeps what the user did since the rewind.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,17 +32,8 @@ KEPT_UNKNOWN = "kept: not changed by the agent in a prompt codexr recorded (prom
 MERGED = "merged: your changes kept, the agent's of prompt {n} taken back"
 MERGED_REDO = "merged: your changes since the rewind kept, the agent's put back"
 CONFLICT = "conflict, kept yours: changed by the agent in prompt {n} and by you {when}{why}"
-NOT_CHOSEN = "left alone: not among the files chosen ({how})"
-YOURS_CHOSEN = "kept yours, as you chose"
-REWOUND_CHOSEN = "{what}, as you chose"
-BESIDE = "the restored state beside yours, as you chose (keep both: {path} stays yours)"
 
 MAX_MERGE_BYTES = 8 << 20  # a side larger than this is a conflict: a merge holds all three in memory
-
-#: The answers to a conflict (and a picker's toggle): keep the file as it is, take the restored state, keep both
-#: (the restored state written beside it as `NAME.rewound`).
-MINE, REWOUND, BOTH = "mine", "rewound", "both"
-CHOICES = (MINE, REWOUND, BOTH)
 
 
 def _held(m: FileMap, p: str) -> Entry | bool | None:
@@ -181,35 +171,6 @@ class Decision:
     text: bytes | None = None  # a merge's result (a dry run stores no blob of it: its diff is shown from this)
 
 
-@dataclass
-class Picks:
-    """The user's file-by-file choices: `--only` / `--except` (paths or directories, workspace-relative), and a
-    front end's answers (a conflict's, a picker's toggle): path -> MINE, REWOUND or BOTH."""
-
-    only: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    choice: dict[str, str] = field(default_factory=dict)
-
-    def chosen(self, path: str) -> bool:
-        """Whether `--only` / `--except` let this path change."""
-        def under(names: tuple[str, ...]) -> bool:
-            return any(path == n or path.startswith(n + "/") or n == "" for n in names)
-        return (not self.only or under(self.only)) and not under(self.exclude)
-
-    def how(self) -> str:
-        parts = [f"--only {' '.join(self.only)}"] if self.only else []
-        return "; ".join(parts + ([f"--except {' '.join(self.exclude)}"] if self.exclude else []))
-
-
-def clean_paths(paths: Iterable[str]) -> tuple[str, ...]:
-    """`--only` / `--except` arguments as workspace keys: `./a/` is `a`; `.` is the whole workspace."""
-    out = []
-    for p in paths:
-        norm = os.path.normpath(p.strip()).replace(os.sep, "/")
-        out.append("" if norm == "." else norm.removeprefix("./"))
-    return tuple(out)
-
-
 def merge_text(store: Store, base: Entry | None, ours: bytes | None, theirs: Entry | None) -> bytes | str:
     """The three-way merge of a file's text (base: what the agent left; ours: the file now; theirs: what the restore
     puts back), libgit2's merge-file through pygit2 (a well-kept merge: the same hunks as `git merge-file`). The
@@ -285,45 +246,6 @@ def decide(store: Store, actions: list[Action], owners: Owners, root: Path, dry_
     return decided
 
 
-def _beside(root: Path, path: str, suffix: str, taken: set[str]) -> str:
-    """A free name beside `path` for the restored state kept next to the user's: `NAME.rewound`, `NAME.rewound.2`…"""
-    name, n = f"{path}.{suffix}", 1
-    while name in taken or os.path.lexists(root / name):
-        n += 1
-        name = f"{path}.{suffix}.{n}"
-    return name
-
-
-def pick(actions: list[Action], decided: Mapping[str, Decision], picks: Picks, root: Path, suffix: str,
-         beside: dict[str, str]) -> list[Action]:
-    """The user's choices laid over the rule's plan, in place; returned: the actions to add (a kept-both's restored
-    state written beside the user's file as `NAME.<suffix>`, recorded in `beside`). Idempotent, so the choices known
-    before the plan and the answers given on seeing it go through the same door."""
-    added: list[Action] = []
-    taken = {a.path for a in actions}
-    for a in actions:
-        if not picks.chosen(a.path):
-            if a.op in (WRITE, DELETE):
-                a.op, a.reason = LEAVE, NOT_CHOSEN.format(how=picks.how())
-            continue
-        choice, d = picks.choice.get(a.path), decided.get(a.path)
-        if choice == MINE and a.op in (WRITE, DELETE):
-            a.op, a.reason = LEAVE, YOURS_CHOSEN
-        elif choice == REWOUND and d is not None and (a.op == LEAVE or d.kind == "merged"):
-            a.op, a.target, a.reason = d.op, d.target, REWOUND_CHOSEN.format(what=d.reason)
-        elif choice == BOTH and d is not None and a.path not in beside:
-            if a.op == WRITE:  # a merge: both sides are already in it
-                continue
-            if d.op == WRITE and is_captured(d.target):
-                name = beside[a.path] = _beside(root, a.path, suffix, taken)
-                taken.add(name)
-                added.append(Action(WRITE, name, BESIDE.format(path=a.path), d.target, None))
-                a.reason = YOURS_CHOSEN
-            else:
-                a.reason = YOURS_CHOSEN + " (the other side is no file: nothing to write beside it)"
-    return added
-
-
 def left_map(actions: Iterable[Action], decided: Mapping[str, Decision], beside: Mapping[str, str]
              ) -> dict[str, Entry]:
     """What a restore leaves where the rule or a choice kept or merged a path (laid over its target, this is what
@@ -347,54 +269,3 @@ def conflicts(decided: Mapping[str, Decision]) -> list[str]:
 def merged_texts(decided: Mapping[str, Decision]) -> dict[str, bytes]:
     """A merge's text per path, for a plan's diffs (a dry run's merged blob is in no store)."""
     return {p: d.text for p, d in decided.items() if d.text is not None}
-
-
-def kind_of(reason: str) -> str | None:
-    """Which way the rule decided a plan line, from its reason (a front end's row marker): "kept", "merged",
-    "conflict", or None (the plain restore's)."""
-    for kind in ("kept", "merged", "conflict"):
-        if reason.startswith(kind):
-            return kind
-    return None
-
-
-def short_reason(reason: str) -> str:
-    """The reason without the word its row's marker already says (`kept: `, `merged: `, `conflict, `)."""
-    for prefix in ("kept: ", "merged: ", "conflict, "):
-        if reason.startswith(prefix):
-            return reason[len(prefix):]
-    return reason
-
-
-def toggled(kind: str | None, op: RestoreOp, now: str | None) -> str | None:
-    """A preview's toggle of one file, cycling its choices: the plain restore's step -> kept as it is; a kept file ->
-    the restored state; a conflict -> the restored state -> both; a merge -> the restored state -> yours. None: the
-    rule's own decision again."""
-    if kind is None:
-        cycle: tuple[str, ...] = (MINE,) if op in (WRITE, DELETE) else ()
-    elif kind == "conflict":
-        cycle = (REWOUND, BOTH)
-    elif kind == "merged":
-        cycle = (REWOUND, MINE)
-    else:
-        cycle = (REWOUND,)
-    if now is None:
-        return cycle[0] if cycle else None
-    at = cycle.index(now) if now in cycle else len(cycle) - 1
-    return cycle[at + 1] if at + 1 < len(cycle) else None
-
-
-def conflict_question(shown: str, suffix: str) -> str:
-    """The question a line-based front end asks about one conflict (the CLI's and line mode's)."""
-    return f"{shown}: keep [m]ine, take the [r]{suffix[1:]} or keep [b]oth (the {suffix} as {shown}.{suffix})? [m] "
-
-
-def parse_choice(answer: str, suffix: str) -> str | None:
-    """A typed answer to `conflict_question` (Enter keeps mine), or None to ask again."""
-    return {"": MINE, "m": MINE, "mine": MINE, "r": REWOUND, suffix: REWOUND, "b": BOTH,
-            "both": BOTH}.get(answer.strip().lower())
-
-
-def conflict_header(shown: str, suffix: str) -> str:
-    """The line above a conflict's two sides."""
-    return f"conflict: {shown} — you and the agent both changed it, with no clean merge (yours -, the {suffix} +):"

@@ -24,7 +24,8 @@ from ..services.choices import Choices
 from ..services.threads import Prompt, Threads
 from ..shared.vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
 from .flow import Files, Place, RedoPreview, RedoSteps, RewindPreview, RewindSteps, preview, run
-from .owners import Decision, Picks, owner_rule, redo_rule
+from .owners import Decision, owner_rule, redo_rule
+from .picks import Picks
 from .stake import others_warning
 from .targets import restore_targets
 

@@ -43,7 +43,8 @@ from ..codex.permissions import PRESETS, Preset, find_preset
 from ..codex.translate import notification_events, turn_events
 from ..codex.turn_settings import ModelInfo
 from ..errors import CodexGone
-from ..rewind.owners import Decision, Picks, conflicts, merged_texts
+from ..rewind.owners import Decision, conflicts, merged_texts
+from ..rewind.picks import Picks
 from ..session import (
     ApprovalRequest,
     BackgroundTerminal,

@@ -59,7 +59,8 @@ from ..codex.events import (
 from ..codex.images import check_images, image_label, pasted_image, with_labels
 from ..codex.permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, find_preset, matching_preset
 from ..codex.translate import file_diffs, short_command
-from ..rewind.owners import conflict_header, conflict_question, conflicts, parse_choice
+from ..rewind.owners import conflicts
+from ..rewind.picks import conflict_header, conflict_question, parse_choice
 from ..services.background import background_text, stopped_text
 from ..services.driver import Driver, Preview, PromptRow
 from ..session import RedoResult, SessionOptions

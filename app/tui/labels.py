@@ -11,7 +11,7 @@ import time
 from snapshot_store.restore import DELETE, LEAVE, RMDIR, WRITE, Action
 
 from ..codex.events import FileStat
-from ..rewind.owners import BOTH, MINE, REWOUND, kind_of, short_reason
+from ..rewind.picks import BOTH, MINE, REWOUND, kind_of, short_reason
 from ..shared.vocab import RewindMode
 from .diffview import stat_label
 

@@ -14,7 +14,7 @@ from textual.widgets.option_list import Option
 from snapshot_store.restore import DELETE, LEAVE, RMDIR, WRITE, Action
 
 from ..codex.events import FileStat
-from ..rewind.owners import kind_of, toggled
+from ..rewind.picks import kind_of, toggled
 from ..services.driver import Preview
 from ..shared.lines import plural
 from .diffview import DiffView
