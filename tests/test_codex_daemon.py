@@ -343,6 +343,7 @@ def test_codexr_codex_resumes_a_thread_the_daemon_holds_and_numbers_prompts_as_t
     """`codex resume` ran a conversation-only prompt on a codexr thread and quit; `codexr codex resume PREFIX` at once
     works through the daemon (before: the TUI's resume failed "already has an active writer"), records the next
     prompt, and Esc Esc on it says "before prompt 3" as the TUI numbers it (codexr has snapshots for two)."""
+    from test_proxy import recorded
     from test_proxy_tui import backtrack, send_prompt, start_codexr_codex
 
     ws, home = tmp_path / "ws", tmp_path / "home"
@@ -361,6 +362,7 @@ def test_codexr_codex_resumes_a_thread_the_daemon_holds_and_numbers_prompts_as_t
             start_codexr_codex(tmux, ws, env, rc_file, "resume", thread[:13])
             send_prompt(tmux, "held three", "Held three done.")
             assert (ws / "c.txt").exists()
+            recorded(home, thread)  # the post-turn capture follows turn/completed
             turns = sidecar(home, thread)["turns"]
             assert [t["prompt"] for t in turns] == ["held one", "held three"] and turns[1].get("post"), turns
             backtrack(tmux, 0, 3)

@@ -206,3 +206,20 @@ def test_a_merge_keeps_the_bytes_of_text_in_any_encoding(tmp_path: Path) -> None
             assert merged == "CAFÉ\n2\n3\n4\n5\nmine, déjà\n".encode(enc), (enc, merged)
         same_line = merge_text(store, entry(b"a\nb\n"), b"a\nmine\n", entry(b"a\nrewound\n"))
         assert same_line == " (the same lines)"
+
+
+def test_a_turn_whose_post_snapshot_never_came_goes_back_whole(cli: Cli) -> None:  # noqa: F811
+    """codexr killed while the last turn ran leaves it with a pre-turn snapshot and no post-turn one: what changed
+    since cannot be told apart, so a rewind takes it back as before the rule (it kept the agent's file as
+    'not changed by the agent')."""
+    import json
+
+    cli.model.script("cut one", [add_file("a.txt", "a\n"), message("one")])
+    cli.model.script("cut two", [add_file("k.txt", "k\n"), message("two")])
+    t, _outcomes, _trees = cli.seed(["cut one", "cut two"])
+    side = cli.home / "file_snapshots" / "refs" / "threads" / f"{t}.json"
+    doc = json.loads(side.read_text())
+    doc["turns"][-1]["post"] = None  # as a kill before the post-turn capture leaves it
+    side.write_text(json.dumps(doc))
+    cli.ok("rewind", "--thread", t, "--to", "2", "--yes")
+    assert not (cli.ws / "k.txt").exists() and (cli.ws / "a.txt").exists()

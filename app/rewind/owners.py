@@ -101,21 +101,33 @@ def owner_rule(store: Store, undone: list[TurnRecord], numbers: Mapping[str, int
     def owners(now: FileMap) -> Owners:
         out = Owners(first, last, {p: first for p in patched})
         before: FileMap | None = None
+        unfinished: FileMap | None = None  # the pre-turn map of a last turn that has no post-turn snapshot
         number, prev_post = first, None
         for rec in undone:
             number = numbers.get(rec.turn_id, number)
             pre_id = rec.pre or (prev_post if rec.post else None)
             prev_post = rec.post
-            if not (pre_id and rec.post and store.exists(pre_id) and store.exists(rec.post)):
+            if not (pre_id and store.exists(pre_id)):
+                before = unfinished = None
                 continue
-            pre, post = store.files(pre_id), store.files(rec.post)
+            pre = store.files(pre_id)
             if before is not None:
                 out.user.update(dict.fromkeys(changed(before, pre), number - 1))
+            if not (rec.post and store.exists(rec.post)):
+                before, unfinished = None, pre
+                continue
+            post = store.files(rec.post)
             for p in changed(pre, post):
                 out.agent[p] = number
                 out.left[p] = _entry(_held(post, p))
-            before = post
-        if before is not None:
+            before, unfinished = post, None
+        if unfinished is not None:
+            # A turn whose post-turn capture never came (codexr killed while it ran): what changed since its start
+            # cannot be told apart, and goes back as before this rule (the safety snapshot keeps it).
+            for p in changed(unfinished, now):
+                out.agent[p] = number
+                out.left[p] = _entry(_held(now, p))
+        elif before is not None:
             since = changed(before, now)
             for target in restores:  # codexr put these back itself
                 put = store.files(target)
