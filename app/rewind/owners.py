@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from snapshot_store import Store
 from snapshot_store.ids import digest_hex
@@ -194,22 +195,38 @@ def merge_text(store: Store, base: Entry | None, ours: bytes | None, theirs: Ent
     sides = [b"".join(store.blob_chunks(base.blob)), ours, b"".join(store.blob_chunks(theirs.blob))]
     if any(b"\0" in x for x in sides):
         return " (binary)"
-    import tempfile
-
     import pygit2
 
     # pygit2 hands the merged text back as a str decoded as UTF-8, and raises on any other encoding: each side goes
     # in with every byte as the code point of the same value (Latin-1 into UTF-8: the lines compare as the bytes
     # do) and the result comes back the same way, byte for byte.
     wide = [x.decode("latin-1").encode() for x in sides]
-    with tempfile.TemporaryDirectory(prefix="codexr-merge-") as tmp:
-        repo = pygit2.init_repository(tmp, bare=True)
-        base_e, ours_e, theirs_e = (pygit2.IndexEntry("f", repo.create_blob(x), pygit2.enums.FileMode.BLOB)
-                                    for x in wide)
-        result = repo.merge_file_from_index(base_e, ours_e, theirs_e, use_deprecated=False)
+    repo = _scratch_repo()
+    base_e, ours_e, theirs_e = (pygit2.IndexEntry("f", repo.create_blob(x), pygit2.enums.FileMode.BLOB)
+                                for x in wide)
+    result = repo.merge_file_from_index(base_e, ours_e, theirs_e, use_deprecated=False)
     if not result.automergeable:
         return " (the same lines)"
     return str(result.contents).encode("latin-1")
+
+
+_SCRATCH: list[Any] = []
+
+
+def _scratch_repo() -> Any:
+    """One bare repository per process for merge-file's blobs, removed at exit: creating one per merge was ~13 ms
+    of the ~16 ms a merged file cost (bench/bench_owners.py, 11,000 files)."""
+    if not _SCRATCH:
+        import atexit
+        import shutil
+        import tempfile
+
+        import pygit2
+
+        tmp = tempfile.mkdtemp(prefix="codexr-merge-")
+        atexit.register(shutil.rmtree, tmp, True)
+        _SCRATCH.append(pygit2.init_repository(tmp, bare=True))
+    return _SCRATCH[0]
 
 
 def decide(store: Store, actions: list[Action], owners: Owners, root: Path, dry_run: bool) -> dict[str, Decision]:
