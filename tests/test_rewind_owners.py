@@ -223,3 +223,19 @@ def test_a_turn_whose_post_snapshot_never_came_goes_back_whole(cli: Cli) -> None
     side.write_text(json.dumps(doc))
     cli.ok("rewind", "--thread", t, "--to", "2", "--yes")
     assert not (cli.ws / "k.txt").exists() and (cli.ws / "a.txt").exists()
+
+
+def test_a_file_the_user_made_a_symlink_is_a_conflict_never_merged_through_the_link(cli: Cli) -> None:  # noqa: F811
+    """Both changed a.txt, but the user's side is now a symlink out of the workspace: the merge must not read the
+    link's target as the user's text (and write it into the workspace); the link stays, and the outside file too."""
+    cli.model.script("ln one", [add_file("a.txt", "1\n2\n3\n4\n5\n"), message("one")])
+    cli.model.script("ln two", [update_file("a.txt", "1", "ONE"), message("two")])
+    t, _outcomes, _trees = cli.seed(["ln one", "ln two"])
+    outside = cli.tmp / "outside.txt"
+    outside.write_text("ONE\n2\n3\n4\n5\nsecret of another directory\n")
+    (cli.ws / "a.txt").unlink()
+    (cli.ws / "a.txt").symlink_to(outside)
+    res = cli.ok("rewind", "--thread", t, "--to", "2", "--yes")
+    assert "conflict, kept yours" in res.stdout, res.stdout
+    assert (cli.ws / "a.txt").is_symlink() and os.readlink(cli.ws / "a.txt") == str(outside)
+    assert outside.read_text() == "ONE\n2\n3\n4\n5\nsecret of another directory\n"

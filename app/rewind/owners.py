@@ -23,6 +23,7 @@ from snapshot_store import Store
 from snapshot_store.ids import digest_hex
 from snapshot_store.manifest import ABSENT, Entry, FileEntry, FileMap, is_captured, witnessed_absent
 from snapshot_store.restore import DELETE, LEAVE, WRITE, Action
+from snapshot_store.safefs import SafeRoot, UnsafePath
 from snapshot_store.vocab import RestoreOp
 
 from ..recording.sidecar import TurnRecord
@@ -184,7 +185,8 @@ class Decision:
     text: bytes | None = None  # a merge's result (a dry run stores no blob of it: its diff is shown from this)
 
 
-def merge_text(store: Store, base: Entry | None, ours: bytes | None, theirs: Entry | None) -> bytes | str:
+def merge_text(store: Store, base: Entry | None, ours: bytes | None, theirs: Entry | None,
+               scratch: Scratch | None = None) -> bytes | str:
     """The three-way merge of a file's text (base: what the agent left; ours: the file now; theirs: what the restore
     puts back), libgit2's merge-file through pygit2 (a well-kept merge: the same hunks as `git merge-file`). The
     merged bytes, or why it cannot be merged cleanly."""
@@ -201,32 +203,46 @@ def merge_text(store: Store, base: Entry | None, ours: bytes | None, theirs: Ent
     # in with every byte as the code point of the same value (Latin-1 into UTF-8: the lines compare as the bytes
     # do) and the result comes back the same way, byte for byte.
     wide = [x.decode("latin-1").encode() for x in sides]
-    repo = _scratch_repo()
-    base_e, ours_e, theirs_e = (pygit2.IndexEntry("f", repo.create_blob(x), pygit2.enums.FileMode.BLOB)
-                                for x in wide)
-    result = repo.merge_file_from_index(base_e, ours_e, theirs_e, use_deprecated=False)
+    own = scratch or Scratch()
+    try:
+        repo = own.repo()
+        base_e, ours_e, theirs_e = (pygit2.IndexEntry("f", repo.create_blob(x), pygit2.enums.FileMode.BLOB)
+                                    for x in wide)
+        result = repo.merge_file_from_index(base_e, ours_e, theirs_e, use_deprecated=False)
+    finally:
+        if scratch is None:
+            own.close()
     if not result.automergeable:
         return " (the same lines)"
     return str(result.contents).encode("latin-1")
 
 
-_SCRATCH: list[Any] = []
+class Scratch:
+    """A bare repository for merge-file's blobs, made at a plan's first merge and removed with the plan: one per merge
+    was ~13 of a merged file's ~16 ms (bench/bench_owners.py, 11,000 files). Removed by the plan, not at exit: the
+    resident server's children leave by os._exit."""
 
+    def __init__(self) -> None:
+        self._dir: str | None = None
+        self._repo: Any = None
 
-def _scratch_repo() -> Any:
-    """One bare repository per process for merge-file's blobs, removed at exit: creating one per merge was ~13 ms
-    of the ~16 ms a merged file cost (bench/bench_owners.py, 11,000 files)."""
-    if not _SCRATCH:
-        import atexit
-        import shutil
-        import tempfile
+    def repo(self) -> Any:
+        if self._repo is None:
+            import tempfile
 
-        import pygit2
+            import pygit2
 
-        tmp = tempfile.mkdtemp(prefix="codexr-merge-")
-        atexit.register(shutil.rmtree, tmp, True)
-        _SCRATCH.append(pygit2.init_repository(tmp, bare=True))
-    return _SCRATCH[0]
+            self._dir = tempfile.mkdtemp(prefix="codexr-merge-")
+            self._repo = pygit2.init_repository(self._dir, bare=True)
+        return self._repo
+
+    def close(self) -> None:
+        if self._dir is not None:
+            import shutil
+
+            self._repo = None
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
 
 
 def decide(store: Store, actions: list[Action], owners: Owners, root: Path, dry_run: bool) -> dict[str, Decision]:
@@ -235,6 +251,7 @@ def decide(store: Store, actions: list[Action], owners: Owners, root: Path, dry_
     restore would have done is returned, for the front end's choices."""
     decided: dict[str, Decision] = {}
     writer = None
+    scratch = Scratch()
     try:
         for a in actions:
             if a.op not in (WRITE, DELETE):
@@ -242,12 +259,8 @@ def decide(store: Store, actions: list[Action], owners: Owners, root: Path, dry_
             plain = Decision("kept", a.op, a.target, a.reason)
             if a.path in owners.agent and a.path in owners.user:
                 n = owners.agent[a.path]
-                try:
-                    ours: bytes | None = (root / a.path).read_bytes() if a.current is not None else None
-                except OSError:
-                    ours = None
-                merged = merge_text(store, owners.left.get(a.path), ours, a.target) if a.op == WRITE \
-                    else " (one side is not a file)"
+                ours = _ours(root, a) if a.op == WRITE else None
+                merged = merge_text(store, owners.left.get(a.path), ours, a.target, scratch)
                 if isinstance(merged, str):
                     a.op, a.reason = LEAVE, CONFLICT.format(n=n, when=owners.when(a.path), why=merged)
                     decided[a.path] = replace(plain, kind="conflict")
@@ -272,7 +285,22 @@ def decide(store: Store, actions: list[Action], owners: Owners, root: Path, dry_
         if writer is not None:
             writer.abort()
         raise
+    finally:
+        scratch.close()
     return decided
+
+
+def _ours(root: Path, a: Action) -> bytes | None:
+    """The user's side of a merge: the file as the plan's safety capture saw it, read without following a symlink
+    (None: it is no regular file there, or it changed since — then the merge is a conflict, and the file stays)."""
+    if not isinstance(a.current, FileEntry):
+        return None
+    try:
+        with SafeRoot(str(root)) as fs:
+            data = fs.read(a.path)
+    except (OSError, UnsafePath):
+        return None
+    return data if len(data) == a.current.size and digest_hex(data) == a.current.blob else None
 
 
 def left_map(actions: Iterable[Action], decided: Mapping[str, Decision], beside: Mapping[str, str]
