@@ -185,8 +185,50 @@ class Decision:
     text: bytes | None = None  # a merge's result (a dry run stores no blob of it: its diff is shown from this)
 
 
-def merge_text(store: Store, base: Entry | None, ours: bytes | None, theirs: Entry | None,
-               scratch: Scratch | None = None) -> bytes | str:
+def _memory_repo() -> Any:
+    """A repository whose objects live in a dict (pygit2's custom odb backend): merge-file needs its three blobs in
+    an odb, and a bare repository on disk per merge was ~13 of a merged file's ~16 ms (bench/bench_owners.py, 11,000
+    files); this one costs ~0.05 ms and writes nothing."""
+    import pygit2
+
+    class Memory(pygit2.OdbBackend):
+        def __init__(self) -> None:
+            super().__init__()
+            self.objs: dict[Any, tuple[int, bytes]] = {}
+
+        def read_cb(self, oid: Any) -> tuple[int, bytes]:
+            return self.objs[oid]
+
+        def read_header_cb(self, oid: Any) -> tuple[int, int]:
+            kind, data = self.objs[oid]
+            return kind, len(data)
+
+        def read_prefix_cb(self, oid: Any) -> Any:
+            raise KeyError(oid)
+
+        def exists_cb(self, oid: Any) -> bool:
+            return oid in self.objs
+
+        def exists_prefix_cb(self, oid: Any) -> Any:
+            raise KeyError(oid)
+
+        def write_cb(self, oid: Any, data: bytes, kind: int) -> None:
+            self.objs[oid] = (kind, data)
+
+        def refresh_cb(self) -> None:
+            return None
+
+        def __iter__(self) -> Any:
+            return iter(self.objs)
+
+    repo = pygit2.Repository()
+    odb = pygit2.Odb()
+    odb.add_backend(Memory(), 1)
+    repo.set_odb(odb)
+    return repo
+
+
+def merge_text(store: Store, base: Entry | None, ours: bytes | None, theirs: Entry | None) -> bytes | str:
     """The three-way merge of a file's text (base: what the agent left; ours: the file now; theirs: what the restore
     puts back), libgit2's merge-file through pygit2 (a well-kept merge: the same hunks as `git merge-file`). The
     merged bytes, or why it cannot be merged cleanly."""
@@ -203,46 +245,13 @@ def merge_text(store: Store, base: Entry | None, ours: bytes | None, theirs: Ent
     # in with every byte as the code point of the same value (Latin-1 into UTF-8: the lines compare as the bytes
     # do) and the result comes back the same way, byte for byte.
     wide = [x.decode("latin-1").encode() for x in sides]
-    own = scratch or Scratch()
-    try:
-        repo = own.repo()
-        base_e, ours_e, theirs_e = (pygit2.IndexEntry("f", repo.create_blob(x), pygit2.enums.FileMode.BLOB)
-                                    for x in wide)
-        result = repo.merge_file_from_index(base_e, ours_e, theirs_e, use_deprecated=False)
-    finally:
-        if scratch is None:
-            own.close()
+    repo = _memory_repo()
+    base_e, ours_e, theirs_e = (pygit2.IndexEntry("f", repo.create_blob(x), pygit2.enums.FileMode.BLOB)
+                                for x in wide)
+    result = repo.merge_file_from_index(base_e, ours_e, theirs_e, use_deprecated=False)
     if not result.automergeable:
         return " (the same lines)"
     return str(result.contents).encode("latin-1")
-
-
-class Scratch:
-    """A bare repository for merge-file's blobs, made at a plan's first merge and removed with the plan: one per merge
-    was ~13 of a merged file's ~16 ms (bench/bench_owners.py, 11,000 files). Removed by the plan, not at exit: the
-    resident server's children leave by os._exit."""
-
-    def __init__(self) -> None:
-        self._dir: str | None = None
-        self._repo: Any = None
-
-    def repo(self) -> Any:
-        if self._repo is None:
-            import tempfile
-
-            import pygit2
-
-            self._dir = tempfile.mkdtemp(prefix="codexr-merge-")
-            self._repo = pygit2.init_repository(self._dir, bare=True)
-        return self._repo
-
-    def close(self) -> None:
-        if self._dir is not None:
-            import shutil
-
-            self._repo = None
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
 
 
 def decide(store: Store, actions: list[Action], owners: Owners, root: Path, dry_run: bool) -> dict[str, Decision]:
@@ -251,7 +260,6 @@ def decide(store: Store, actions: list[Action], owners: Owners, root: Path, dry_
     restore would have done is returned, for the front end's choices."""
     decided: dict[str, Decision] = {}
     writer = None
-    scratch = Scratch()
     try:
         for a in actions:
             if a.op not in (WRITE, DELETE):
@@ -260,7 +268,7 @@ def decide(store: Store, actions: list[Action], owners: Owners, root: Path, dry_
             if a.path in owners.agent and a.path in owners.user:
                 n = owners.agent[a.path]
                 ours = _ours(root, a) if a.op == WRITE else None
-                merged = merge_text(store, owners.left.get(a.path), ours, a.target, scratch)
+                merged = merge_text(store, owners.left.get(a.path), ours, a.target)
                 if isinstance(merged, str):
                     a.op, a.reason = LEAVE, CONFLICT.format(n=n, when=owners.when(a.path), why=merged)
                     decided[a.path] = replace(plain, kind="conflict")
@@ -285,8 +293,6 @@ def decide(store: Store, actions: list[Action], owners: Owners, root: Path, dry_
         if writer is not None:
             writer.abort()
         raise
-    finally:
-        scratch.close()
     return decided
 
 
