@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..rewind.picks import Picks, clean_paths
 from .context import UsageError
+
+if TYPE_CHECKING:  # the rule's modules load the store's restore code: only a command that restores pays for them
+    from ..rewind.picks import Picks
 
 
 def add_choice_flags(p: argparse.ArgumentParser) -> None:
@@ -20,6 +23,8 @@ def add_choice_flags(p: argparse.ArgumentParser) -> None:
 
 def picks_from(args: argparse.Namespace, root: str | Path) -> Picks:
     """The flags as workspace keys: an absolute path must be inside the workspace (else one line, rc 2)."""
+    from ..rewind.picks import Picks, clean_paths
+
     def keys(paths: list[str]) -> tuple[str, ...]:
         out = []
         for p in paths:
