@@ -366,6 +366,13 @@ def test_every_restored_file_is_synced_before_it_is_renamed_into_place(tmp_path:
     assert not unsynced, f"{len(unsynced)} of {len(renamed)} temp files renamed into place unsynced"
     for i in range(30):
         assert (ws / f"d{i % 3}" / f"f{i}.txt").read_text() == f"version one of {i}\n"
+    # Issue 35: the 30 files' content is synced together (a few threads), before the first of them is put in place —
+    # not one fsync after each file, each paying a journal commit of its own.
+    order = [("sync" if (m := STRACE_LINE.match(line)) and m.group(1) in ("fsync", "fdatasync")
+              and TMP_PREFIX in line else "rename" if m and m.group(1).startswith("rename") and TMP_PREFIX in line
+              else "") for line in log]
+    order = [o for o in order if o]
+    assert order.index("rename") >= 30 and order[:30] == ["sync"] * 30, order
 
 
 def _traced_restore(tmp_path: Path, ws: Path, home: Path, snap: str) -> list[tuple[str, list[str]]]:

@@ -932,16 +932,16 @@ def test_interrupted_restore_is_finished_on_next_start(tmp_path: Path, monkeypat
     for n in "abcd":
         (ws / f"{n}.txt").write_text(f"{n} edited by the agent")
     write(ws, "made_by_shell.txt", "x")
-    real_write = safefs_mod.SafeRoot.write_file
+    real_put = safefs_mod.SafeRoot.rename_staged  # a file's content is staged, then put in place by its own step
     calls = [0]
 
-    def crashing_write(self, rel, chunks, mode):  # type: ignore[no-untyped-def]
+    def crashing_put(self, rel, tmp):  # type: ignore[no-untyped-def]
         calls[0] += 1
         if calls[0] == 3:
             raise _Crash()
-        return real_write(self, rel, chunks, mode)
+        return real_put(self, rel, tmp)
 
-    monkeypatch.setattr(safefs_mod.SafeRoot, "write_file", crashing_write)
+    monkeypatch.setattr(safefs_mod.SafeRoot, "rename_staged", crashing_put)
     with pytest.raises(_Crash):
         store.origin(c.id).restore(c.id)
     monkeypatch.undo()

@@ -482,8 +482,8 @@ def test_restore_failing_while_writing_workspace_files(free: int, finish: str, w
         assert now.get(p) in (pre_tree.get(p), target_tree.get(p)), (
             f"{p} is neither at its pre-restore nor at its target state: {now.get(p)}")
     assert ws_temps(ws) == [], "a partial temp file was left in the workspace"
-    if free:
-        assert now["a.bin"] == target_tree["a.bin"] and now["b.bin"] == target_tree["b.bin"]
+    # (the files' content is staged and synced together before any is put in place, issue 35: a disk that fills
+    # while the third is staged leaves every file as it was, and the journal finishes the restore)
     assert len(journals(store.path)) == 1, "the journal must stay so the restore can be finished"
 
     if finish == "recover":

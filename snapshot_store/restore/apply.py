@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import CorruptStore, Interrupted, StoreError, StoreFull
 from ..interrupts import HeldSignals
 from ..locks import owner_info
+from ..manifest import FileEntry
 from ..repository.interfaces import Loader
 from ..repository.packs import PackWriter
 from ..safefs import SafeRoot, UnsafePath
@@ -225,36 +226,95 @@ def _apply(loader: Loader, ws: Path, journal: Path, notes: WorkspaceNotes | None
 
 def _steps(loader: Loader, ws: Path, fs: SafeRoot, plan: RestorePlan, safety_id: str, result: RestoreResult,
            safety_started_ns: int, held: HeldSignals, taken: list[Action]) -> None:
-    """Carry out the plan's actions in order until a held signal stops it; `taken` gets each one attempted."""
-    for a in plan.actions:
-        if held.pending is not None:
+    """Carry out the plan's actions in order until a held signal stops it; `taken` gets each one attempted. The
+    content of the next STAGED files is written ahead and made durable together (SafeRoot.stage), each still put in
+    place by its own step, after its own check."""
+    staged: dict[str, str] = {}
+    tried: set[int] = set()
+    try:
+        for i, a in enumerate(plan.actions):
+            if held.pending is not None:
+                break
+            if a.op == LEAVE:
+                result.left.append(a)
+                continue
+            if i not in tried and _stageable(a) and fs.stage_writes:
+                window = _window(plan.actions, i)
+                tried.update(window)
+                staged.update(_stage(loader, fs, [plan.actions[j] for j in window], ws, safety_id, result))
+            _step(loader, ws, fs, a, safety_id, result, safety_started_ns, taken, staged)
+    finally:
+        fs.unstage(staged)
+
+
+#: Writes staged at once: their temps' fds stay open until synced together (well under a low RLIMIT_NOFILE).
+STAGED = 64
+STAGED_BYTES = 64 << 20
+
+
+def _window(actions: list[Action], i: int) -> list[int]:
+    """The next stageable writes from `i` on: at most STAGED of them and STAGED_BYTES of content (at least one), so a
+    restore of big files never holds much more than one file's worth beside the originals."""
+    out: list[int] = []
+    size = 0
+    for j in range(i, len(actions)):
+        a = actions[j]
+        if not _stageable(a):
+            continue
+        size += a.target.size if isinstance(a.target, FileEntry) else 0
+        if out and (len(out) >= STAGED or size > STAGED_BYTES):
             break
-        if a.op == LEAVE:
-            result.left.append(a)
-            continue
-        taken.append(a)
-        try:
-            done = _do(loader, fs, a, safety_started_ns)
-        except UnsafePath as exc:
-            _not_done(result, Action(LEAVE, a.path, str(exc), a.target, a.current))
-            continue
-        except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise StoreFull(
-                    f"restore into {ws}: the disk filled up after {len(result.written)} files were written; "
-                    f"the restore is journaled and the next codexr run finishes it once there is space "
-                    f"(safety snapshot {safety_id[:12]} holds the state before it)") from exc
-            # One path that cannot be changed (a directory in the way, permissions) is reported,
-            # not allowed to abort the rest half-way.
-            _not_done(result, Action(LEAVE, a.path, f"could not {a.op}: {exc.strerror}", a.target, a.current))
-            continue
-        if done is None:
-            continue
-        if done:
-            (result.written if a.op == WRITE else result.deleted).append(a.path)
-        else:
-            _not_done(result, Action(LEAVE, a.path, "changed after the safety capture; left as it is",
-                                     a.target, a.current))
+        out.append(j)
+    return out
+
+
+def _stageable(a: Action) -> bool:
+    """A write of a regular file that replaces no directory and renames no other spelling."""
+    return (a.op == WRITE and a.target is not None and a.target.kind == "f" and a.respell is None
+            and not (a.current is not None and a.current.kind in ("d", "D")))
+
+
+def _stage(loader: Loader, fs: SafeRoot, actions: list[Action], ws: Path, safety_id: str, result: RestoreResult
+           ) -> dict[str, str]:
+    """Stage a window of writes (a full disk stops the restore as a write would)."""
+    try:
+        return fs.stage((a.path, loader.blob_chunks(a.target.blob), a.target.mode) for a in actions
+                        if isinstance(a.target, FileEntry))
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _full(ws, result, safety_id) from exc
+        raise
+
+
+def _full(ws: Path, result: RestoreResult, safety_id: str) -> StoreFull:
+    return StoreFull(f"restore into {ws}: the disk filled up after {len(result.written)} files were written; "
+                     f"the restore is journaled and the next codexr run finishes it once there is space "
+                     f"(safety snapshot {safety_id[:12]} holds the state before it)")
+
+
+def _step(loader: Loader, ws: Path, fs: SafeRoot, a: Action, safety_id: str, result: RestoreResult,
+          safety_started_ns: int, taken: list[Action], staged: dict[str, str]) -> None:
+    """One action of the plan, its outcome recorded in `result`."""
+    taken.append(a)
+    try:
+        done = _do(loader, fs, a, safety_started_ns, staged)
+    except UnsafePath as exc:
+        _not_done(result, Action(LEAVE, a.path, str(exc), a.target, a.current))
+        return
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _full(ws, result, safety_id) from exc
+        # One path that cannot be changed (a directory in the way, permissions) is reported,
+        # not allowed to abort the rest half-way.
+        _not_done(result, Action(LEAVE, a.path, f"could not {a.op}: {exc.strerror}", a.target, a.current))
+        return
+    if done is None:
+        return
+    if done:
+        (result.written if a.op == WRITE else result.deleted).append(a.path)
+    else:
+        _not_done(result, Action(LEAVE, a.path, "changed after the safety capture; left as it is",
+                                 a.target, a.current))
 
 
 def _not_done(result: RestoreResult, left: Action) -> None:
@@ -333,7 +393,8 @@ def _interrupted(loader: Loader, ws: Path, fs: SafeRoot, journal: Path, notes: W
                       rolled_back=True)
 
 
-def _do(loader: Loader, fs: SafeRoot, a: Action, safety_started_ns: int) -> bool | None:
+def _do(loader: Loader, fs: SafeRoot, a: Action, safety_started_ns: int,
+        staged: dict[str, str] | None = None) -> bool | None:
     """Carry out one action if the path is still as the safety capture saw it."""
     st = fs.lstat(a.path)
     if a.op == RMDIR:
@@ -363,7 +424,9 @@ def _do(loader: Loader, fs: SafeRoot, a: Action, safety_started_ns: int) -> bool
         with contextlib.suppress(OSError):
             fs.rmdir(a.path)
     if t.kind == "f":
-        fs.write_file(a.path, loader.blob_chunks(t.blob), t.mode)
+        tmp = staged.pop(a.path, None) if staged is not None else None
+        if tmp is None or not fs.rename_staged(a.path, tmp):
+            fs.write_file(a.path, loader.blob_chunks(t.blob), t.mode)
     else:
         assert t.kind == "l", t  # a write's target is always captured (plan_restore, recover check it)
         fs.write_link(a.path, t.target)
