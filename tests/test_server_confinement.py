@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -114,12 +117,53 @@ def test_the_socket_is_never_where_a_sandbox_can_write(tmp_path: Path) -> None:
             os.chmod(parent, 0o700)
             runtime.rmdir()
     open_parent.rmdir()
-    # Neither CODEXR_RUNTIME_DIR nor XDG_RUNTIME_DIR: no server (it used to be /tmp/codexr-UID)
-    env = {k: v for k, v in os.environ.items() if k not in ("CODEXR_RUNTIME_DIR", "XDG_RUNTIME_DIR")}
-    code = "from app.server import runtime; print(runtime.runtime_dir(create=False))"
-    probe = subprocess.run([sys.executable, "-c", code],
-                           env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, check=True)
+    # Neither CODEXR_RUNTIME_DIR nor XDG_RUNTIME_DIR, and a home below /tmp: no server (it used to be
+    # /tmp/codexr-UID; the cache directory's fallback of issue 35 must not bring that back)
+    env = {k: v for k, v in os.environ.items() if k not in ("CODEXR_RUNTIME_DIR", "XDG_RUNTIME_DIR",
+                                                             "XDG_CACHE_HOME")}
+    code = "from app.server import runtime; print(runtime.runtime_dir())"
+    probe = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(REPO), "HOME": str(tmp_path)},
+                           capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == "None", probe.stdout
+    assert not (tmp_path / ".cache" / "codexr").exists()
+
+
+def test_without_xdg_runtime_dir_the_server_lives_in_the_cache_directory_if_only_you_can_write_there(
+        tmp_path: Path) -> None:
+    """Issue 35 §3: with no XDG_RUNTIME_DIR (containers, ssh, su, every Mac) every command ran by itself, 4.4x the
+    server's `threads`. Now the runtime directory falls back to `~/.cache/codexr/run-HOST` (mode 700) — and a
+    cache directory others may write is refused as any runtime directory is: the command runs by itself."""
+    home = Path(tempfile.mkdtemp(prefix="home-", dir=private_base()))  # outside /tmp, as a real home is
+    os.chmod(home, 0o755)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("CODEXR_RUNTIME_DIR", "XDG_RUNTIME_DIR",
+                                                             "XDG_CACHE_HOME")}
+    env.update(HOME=str(home), CODEXR_SERVER="1", PYTHONSAFEPATH="1", PYTHONPATH=str(REPO),
+               CODEX_HOME=str(tmp_path / "codex-home"), CODEXR_SERVER_START_TIMEOUT="60")
+    run = home / ".cache" / "codexr" / f"run-{os.uname().nodename}"
+    try:
+        res = subprocess.run([sys.executable, "-m", "app", "snapshots", "capture"], cwd=ws, env=env,
+                             capture_output=True, text=True, timeout=START_S)
+        assert res.returncode == 0, show(res)  # the first command starts a server there, and runs by itself
+        assert run.is_dir() and (run.stat().st_mode & 0o777) == 0o700, sorted(home.rglob("*"))
+        wait_until(lambda: list(run.glob("s-*.sock")), START_S, "the server's socket in the cache directory")
+        res = subprocess.run([sys.executable, "-m", "app", "snapshots", "capture"], cwd=ws, env=env,
+                             capture_output=True, text=True, timeout=START_S)
+        assert res.returncode == 0, show(res)
+        log = "".join(p.read_text(errors="replace") for p in run.glob("s-*.log"))
+        assert re.search(r"worker \d+: client \d+: snapshots", log), log  # served there
+        subprocess.run([sys.executable, "-m", "app", "server", "stop"], env=env, capture_output=True, timeout=60)
+        shutil.rmtree(home / ".cache")
+        (home / ".cache").mkdir()
+        os.chmod(home / ".cache", 0o777)  # a cache directory anyone may write: no place for a socket
+        res = subprocess.run([sys.executable, "-m", "app", "snapshots", "capture"], cwd=ws, env=env,
+                             capture_output=True, text=True, timeout=START_S)
+        assert res.returncode == 0, show(res)
+        assert not (home / ".cache" / "codexr").exists(), sorted(home.rglob("*"))
+    finally:
+        subprocess.run([sys.executable, "-m", "app", "server", "stop"], env=env, capture_output=True, timeout=60)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_a_sandboxed_process_cannot_replace_or_remove_the_socket(servers: Servers, tmp_path: Path) -> None:

@@ -127,8 +127,10 @@ def test_resume_takes_a_unique_prefix_and_says_in_one_line_when_it_names_none(ho
 # --------------------------------------------------------------------------------------- server status
 
 
-def test_server_status_when_no_server_can_run_says_only_that(home: Path, ws: Path) -> None:
-    env = {"CODEXR_SERVER": "1", "XDG_RUNTIME_DIR": "", "CODEXR_RUNTIME_DIR": ""}
+def test_server_status_when_no_server_can_run_says_only_that(home: Path, ws: Path, tmp_path: Path) -> None:
+    # no runtime directory, and a home below /tmp (so no cache directory to fall back to either)
+    env = {"CODEXR_SERVER": "1", "XDG_RUNTIME_DIR": "", "CODEXR_RUNTIME_DIR": "", "XDG_CACHE_HOME": "",
+           "HOME": str(tmp_path)}
     out = ok(codexr(home, ws, "server", "status", env=env)).stdout
     assert "not available" in out and "XDG_RUNTIME_DIR" in out and "CODEXR_RUNTIME_DIR" in out, out
     assert "starts one" not in out, f"says a server will start where none can:\n{out}"

@@ -77,17 +77,11 @@ def private_socket_dir() -> Path:
     """A new directory (0700) for one proxy socket, where no other process can replace it (as the server's), held
     until this process ends; those of killed runs go first (app/proxy/leftovers.py)."""
     from ..proxy.leftovers import claim, sweep
-    from ..server.runtime import runtime_dir, safe_parents
+    from ..server.runtime import RUNTIME_HOW, runtime_dir
 
-    base = runtime_dir()
+    base = runtime_dir()  # the cache directory's when no XDG_RUNTIME_DIR (snapshot_store/rundir.py)
     if base is None:
-        home = Path.home() / ".cache" / "codexr"
-        with contextlib.suppress(OSError):
-            home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not home.is_dir() or not safe_parents(os.path.realpath(home)):
-            raise UsageError("no private directory for the proxy's socket: set XDG_RUNTIME_DIR or "
-                             "CODEXR_RUNTIME_DIR to a directory of yours, mode 700, not below /tmp")
-        base = str(home)
+        raise UsageError(f"no private directory for the proxy's socket: {RUNTIME_HOW}")
     sweep(base)
     return claim(base)
 

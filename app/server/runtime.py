@@ -14,7 +14,7 @@ import os
 import sys
 
 from snapshot_store.rundir import SOCKET_MAX as SOCKET_MAX
-from snapshot_store.rundir import hasher
+from snapshot_store.rundir import checked_parent, hasher, runtime_base
 from snapshot_store.rundir import lock_names as lock_names
 from snapshot_store.rundir import runtime_dir as runtime_dir
 from snapshot_store.rundir import safe_parents as safe_parents
@@ -32,8 +32,9 @@ HEADER = 16
 `marshal`led dict (read only from a peer of the same uid, SO_PEERCRED)."""
 
 
-RUNTIME_HOW = ("set CODEXR_RUNTIME_DIR to a directory of yours, mode 700, not below /tmp or $TMPDIR, whose parents "
-               f"only root or you can write (e.g. /run/user/{os.getuid()}/codexr)")
+RUNTIME_HOW = ("set CODEXR_RUNTIME_DIR (or XDG_CACHE_HOME, whose codexr/ is used without XDG_RUNTIME_DIR) to a "
+               "directory of yours, mode 700, not below /tmp or $TMPDIR, whose parents only root or you can write "
+               f"(e.g. /run/user/{os.getuid()}/codexr)")
 """How to give codexr a runtime directory, for the lines that say there is none."""
 
 
@@ -46,18 +47,14 @@ def monitors_wanted() -> bool:
 def runtime_problem() -> str | None:
     """Why `runtime_dir` would find no directory (None: it has one, or makes it on first use), without making it:
     `server status` and `doctor` must not say "not available" merely because no server ran yet."""
-    base = os.environ.get("CODEXR_RUNTIME_DIR")
-    if not base:
-        xdg = os.environ.get("XDG_RUNTIME_DIR")
-        if not xdg:
-            return f"neither XDG_RUNTIME_DIR nor CODEXR_RUNTIME_DIR is set; {RUNTIME_HOW}"
-        if not os.path.isabs(xdg):
-            return f"XDG_RUNTIME_DIR={xdg} is not an absolute path; {RUNTIME_HOW}"
-        base = os.path.join(xdg, "codexr")
-    parent = os.path.realpath(os.path.dirname(os.path.abspath(base)))
-    if not safe_parents(parent):
-        return (f"{parent} is missing, lies below a temporary directory, or a directory above it is writable by "
+    base = runtime_base()
+    if base is None:
+        return f"neither XDG_RUNTIME_DIR nor CODEXR_RUNTIME_DIR is set, and there is no home directory; {RUNTIME_HOW}"
+    checked = checked_parent(base)
+    if not safe_parents(checked):
+        return (f"{checked} is missing, lies below a temporary directory, or a directory above it is writable by "
                 f"others; {RUNTIME_HOW}")
+    parent = os.path.realpath(os.path.dirname(os.path.abspath(base)))
     full = os.path.join(parent, os.path.basename(os.path.abspath(base)))
     try:
         st = os.lstat(full)
@@ -100,8 +97,7 @@ def server_unavailable() -> str | None:
     key = server_key()
     if key is None:
         return "codexr is not installed as packages beside each other (app, snapshot_store, config)"
-    base = os.path.abspath(os.environ.get("CODEXR_RUNTIME_DIR")
-                           or os.path.join(os.environ.get("XDG_RUNTIME_DIR", ""), "codexr"))
+    base = os.path.abspath(runtime_base() or "")
     base = os.path.join(os.path.realpath(os.path.dirname(base)), os.path.basename(base))  # as runtime_dir has it
     if len(os.fsencode(os.path.join(base, f"s-{key}.sock"))) > SOCKET_MAX:
         return (f"a socket path in {base} would be longer than {SOCKET_MAX} bytes; set CODEXR_RUNTIME_DIR to a "
