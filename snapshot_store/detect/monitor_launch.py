@@ -52,8 +52,8 @@ def available() -> bool:
 
 def socket_for(root: str, create: bool = True) -> str | None:
     """The monitor socket for workspace `root` and this process's confinement (None: no safe place for one)."""
-    base = runtime_dir(create)
-    own = confinement.fingerprint("self")
+    own = confinement.fingerprint("self")  # first: where no /proc says it (a Mac), no directory is made either
+    base = runtime_dir(create) if own is not None else None
     if base is None or own is None:
         return None
     h = hasher()
