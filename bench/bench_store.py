@@ -502,6 +502,9 @@ def git_warm(v: Variant, rnd: int) -> None:
                 args = [tree if a == "<tree>" else a for a in argv]
                 rels = v.modifier.take(n)
                 expected = v.modifier.read(rels)
+                # Git's index refreshed first (untimed), as after a `git status` in a session: a stale index made
+                # read-tree re-hash the tree, a baseline ~2x slower than Git is (issue 35)
+                shadow.git("update-index", "-q", "--refresh")
                 v.modifier.rewrite(rels)
                 t = time.perf_counter()
                 shadow.git(*args)
