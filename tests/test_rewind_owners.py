@@ -239,3 +239,29 @@ def test_a_file_the_user_made_a_symlink_is_a_conflict_never_merged_through_the_l
     assert "conflict, kept yours" in res.stdout, res.stdout
     assert (cli.ws / "a.txt").is_symlink() and os.readlink(cli.ws / "a.txt") == str(outside)
     assert outside.read_text() == "ONE\n2\n3\n4\n5\nsecret of another directory\n"
+
+
+def test_json_keeps_stdout_for_the_json_while_it_asks_on_a_terminal(cli: Cli) -> None:  # noqa: F811
+    """`codexr rewind --json` on a terminal shows the plan and asks about each conflict: on stderr, so that stdout
+    is the one JSON document a script reads (the plan and questions were printed on stdout)."""
+    import json
+    import pty
+    import subprocess
+
+    t = conflicted(cli, "clash json")
+    master, slave = pty.openpty()
+    try:
+        os.write(master, b"r\nm\nb\ny\n")  # the three conflicts (b.txt, m.txt, r.txt), then apply
+        env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost", **cli.env}
+        res = subprocess.run([sys.executable, "-m", "app.cli", "rewind", "--thread", t, "--to", "2", "--json"],
+                             cwd=cli.ws, env=env, stdin=slave, capture_output=True, text=True, timeout=120)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    doc = json.loads(res.stdout)
+    assert doc["conflicts"] == ["b.txt", "m.txt", "r.txt"], doc
+    assert "keep [m]ine, take the [r]ewound" in res.stderr and "Apply this rewind?" in res.stderr, res.stderr
+    assert (cli.ws / "b.txt").read_text() == "1\n2\n3\n4\n5\n"  # took the rewound
+    assert (cli.ws / "m.txt").read_text() == "1\n2\nthree, by hand\n4\n5\n"
+    assert (cli.ws / "r.txt.rewound").read_text() == "1\n2\n3\n4\n5\n"

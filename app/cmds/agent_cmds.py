@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..shared.lines import plan_lines, restored_counts, retry_line, show_path, since_rewind_lines, thread_counts
 from ..shared.vocab import CONVERSATION_MODES, RewindMode
@@ -215,19 +215,25 @@ def _confirm(ctx: Context, args: argparse.Namespace, session: Session, what: str
                 print(line)
         if args.yes:
             return True
-        if preview.plan is not None:
-            print_plan(session.store, preview.plan, False)
-            ask_conflicts(session.store, preview, what)
-        try:
-            answer = input(f"Apply this {what}? A safety snapshot has been taken. [y/N] ")
-        except EOFError:
-            answer = ""
+        if preview.plan is not None:  # with --json stdout holds the JSON alone: the plan and questions go to stderr
+            print_plan(session.store, preview.plan, False, out)
+            ask_conflicts(session.store, preview, what, out)
+        answer = asked(f"Apply this {what}? A safety snapshot has been taken. [y/N] ", out)
         return answer.strip().lower() in ("y", "yes")
 
     return ask
 
 
-def ask_conflicts(store: Any, preview: RewindPreview | RedoPreview, what: str) -> None:
+def asked(question: str, out: TextIO) -> str:
+    """One typed line, the question written to `out` ('' at end of input)."""
+    print(question, end="", file=out, flush=True)
+    try:
+        return input()
+    except EOFError:
+        return ""
+
+
+def ask_conflicts(store: Any, preview: RewindPreview | RedoPreview, what: str, out: TextIO) -> None:
     """Each file the agent and the user changed on the same lines: both sides shown, then keep mine / take the
     restored state / keep both (the restored state beside it). The answers go in `preview.choices`."""
     from ..rewind.picks import conflict_header, conflict_question, parse_choice
@@ -236,21 +242,15 @@ def ask_conflicts(store: Any, preview: RewindPreview | RedoPreview, what: str) -
     suffix = "rewound" if what == "rewind" else "redone"
     for path, theirs in preview.sides.items():
         assert preview.plan is not None
-        print(conflict_header(show_path(path), suffix))
+        print(conflict_header(show_path(path), suffix), file=out)
         diff = sides_diff(store, preview.plan.root, path, theirs).splitlines()
         for line in diff[:40]:
-            print(f"  {show_path(line)}")
+            print(f"  {show_path(line)}", file=out)
         if len(diff) > 40:
-            print(f"  … {len(diff) - 40} more lines")
-        while True:
-            try:
-                choice = parse_choice(input(conflict_question(show_path(path), suffix)), suffix)
-            except EOFError:
-                choice = parse_choice("", suffix)
-            if choice is not None:
-                preview.choices[path] = choice
-                break
-            print("answer m, r or b")
+            print(f"  … {len(diff) - 40} more lines", file=out)
+        while (choice := parse_choice(asked(conflict_question(show_path(path), suffix), out), suffix)) is None:
+            print("answer m, r or b", file=out)
+        preview.choices[path] = choice
 
 
 def _mode(args: argparse.Namespace) -> RewindMode:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from snapshot_store import StoreError
 
@@ -177,8 +177,8 @@ def _diff(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-def print_plan(store: Store, plan: RestorePlan, with_diff: bool) -> None:
-    """The preview: what will be written, deleted, left alone, and why (with each file's diff)."""
+def print_plan(store: Store, plan: RestorePlan, with_diff: bool, out: TextIO | None = None) -> None:
+    """The preview: what will be written, deleted, left alone, and why (with each file's diff), on `out` (stdout)."""
     after = {}
     if with_diff:
         from ..services.changes import plan_diffs  # the current side from the disk: a dry run stores no blob of it
@@ -186,7 +186,7 @@ def print_plan(store: Store, plan: RestorePlan, with_diff: bool) -> None:
         diffs = plan_diffs(store, plan)
         after = {path: "\n" + show_path(diff).rstrip("\n") for path, (_st, diff) in diffs.items() if diff}
     for line in plan_lines(plan, after=after):
-        print(line)
+        print(line, file=out or sys.stdout)
 
 
 def _restore(ctx: Context, args: argparse.Namespace) -> int:
