@@ -35,7 +35,7 @@ from ..services.threads import Prompt
 from ..shared.vocab import CONVERSATION_MODES, RewindMode
 from .outside_owners import keep_yours_outside
 from .owners import Decision, Owners, conflicts, decide, left_map
-from .picks import Picks, pick
+from .picks import Picks, pick, within
 from .records import forget_interrupted, forget_rewind, forked_sidecar, note, saving_redo
 from .stake import at_stake, stake_lines
 from .targets import FROM_PATCH, RewindTargets, merged_plan, merged_result
@@ -86,7 +86,7 @@ class Files:
         self.choose(plan)
         for flag, names in (("--only", self.picks.only), ("--except", self.picks.exclude)):
             for name in names:
-                if not any(a.path == name or a.path.startswith(name + "/") or not name for a in plan.actions):
+                if not any(within(a.path, name) for a in plan.actions):
                     plan.notes.append(f"{flag} {name}: nothing this restore would change is there")
 
     def choose(self, plan: RestorePlan) -> None:

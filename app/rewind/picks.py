@@ -36,13 +36,17 @@ class Picks:
 
     def chosen(self, path: str) -> bool:
         """Whether `--only` / `--except` let this path change."""
-        def under(names: tuple[str, ...]) -> bool:
-            return any(path == n or path.startswith(n + "/") or n == "" for n in names)
-        return (not self.only or under(self.only)) and not under(self.exclude)
+        return ((not self.only or any(within(path, n) for n in self.only))
+                and not any(within(path, n) for n in self.exclude))
 
     def how(self) -> str:
         parts = [f"--only {' '.join(self.only)}"] if self.only else []
         return "; ".join(parts + ([f"--except {' '.join(self.exclude)}"] if self.exclude else []))
+
+
+def within(path: str, name: str) -> bool:
+    """Whether `path` is the workspace path `name` or below it (`""`: the whole workspace)."""
+    return name == "" or path == name or path.startswith(name + "/")
 
 
 def clean_paths(paths: Iterable[str]) -> tuple[str, ...]:
