@@ -10,8 +10,9 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from .dirfd import DIR_FLAGS as _DIR_FLAGS
 from .dirfd import SymlinkInPath, open_dir
@@ -26,6 +27,8 @@ ASIDE_PREFIX = TMP_PREFIX + "del-"  # then 12 hex digits, "-" and the file's own
 SYNC_ALONE = 4
 SYNC_THREADS = 8
 NAME_MAX = 255
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 #: Restores seek over zero runs of at least this many bytes (aligned to the file offset): holes stay holes.
@@ -130,16 +133,15 @@ def _fill(fd: int, chunks: Iterable[bytes], mode: int) -> None:
     os.fchmod(fd, mode)
 
 
-def _sync_all(fds: list[int]) -> None:
-    """fsync every fd, a few threads at once (os.fsync releases the GIL)."""
-    if len(fds) <= SYNC_ALONE:
-        for fd in fds:
-            durable(fd)
-        return
+def _at_once(fn: Callable[[T], R], items: list[T]) -> list[R]:
+    """`fn` of each item, in order: a few threads at once beyond SYNC_ALONE items (each is an fsync, which releases
+    the GIL and which ext4 commits together with the others)."""
+    if len(items) <= SYNC_ALONE:
+        return [fn(x) for x in items]
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=min(SYNC_THREADS, len(fds)), thread_name_prefix="codexr-sync") as pool:
-        list(pool.map(durable, fds))
+    with ThreadPoolExecutor(max_workers=min(SYNC_THREADS, len(items)), thread_name_prefix="codexr-sync") as pool:
+        return list(pool.map(fn, items))
 
 
 def _same_file_but_ctime(key: Key, expect: Key) -> bool:
@@ -292,14 +294,7 @@ class SafeRoot:
         if self.syncfs_beyond is not None and len(dirs) > self.syncfs_beyond:
             syncfs(Path(self.root))
             return
-        if len(dirs) <= SYNC_ALONE:
-            missed = [rel for rel in dirs if not self._sync_dir(rel)]
-        else:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=min(SYNC_THREADS, len(dirs)), thread_name_prefix="codexr-sync") as pool:
-                missed = [rel for rel, done in zip(dirs, pool.map(self._sync_dir, dirs), strict=True) if not done]
-        if missed:  # gone or replaced since: the file system's own sync covers whatever it became
+        if not all(_at_once(self._sync_dir, dirs)):  # one gone or replaced since: syncfs covers whatever it became
             syncfs(Path(self.root))
 
     def _sync_dir(self, rel: str) -> bool:
@@ -369,7 +364,7 @@ class SafeRoot:
                         raise
                     self.unstage({rel: staged.pop(rel)} if rel in staged else {})
             if self.sync_data and fds:
-                _sync_all(fds)
+                _at_once(durable, fds)
         except BaseException:
             self.unstage(staged)
             raise
