@@ -17,10 +17,12 @@ import queue
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +31,7 @@ from typing import Any
 import pytest
 from e2e_helpers import official_codex_exec
 from fs_helpers import Tree, tree
+from inotify_simple import INotify, flags
 
 from app.codex.scripted_model import (
     ScriptedModel,
@@ -476,6 +479,59 @@ def test_a_thread_started_by_the_official_codex_exec(cli: Cli) -> None:
     res = cli.json("rewind", "--thread", t, "--to", "2", "--yes")
     assert res["to_prompt"] == 2 and res["prompt"] == "codexr edits a" and res["no_snapshot_reason"] is None, res
     assert tree(cli.ws) == after_codex, "the rewind to codexr's first prompt on the thread did not restore files"
+
+
+def test_a_rewind_waits_a_moment_for_a_turn_codex_does_not_list_yet(cli: Cli) -> None:
+    """Right after a turn, Codex may not list it yet (its app-server daemon 0.171 once answered a rewind run just
+    after `codexr exec` with the turns before it: "prompt 3 does not exist"): the rewind asks again a moment."""
+    cli.model.script("one", [add_file("a.txt", "a\n"), message("One done.")])
+    cli.model.script("two", [add_file("b.txt", "b\n"), message("Two done.")])
+    thread, _, _ = cli.seed(["one", "two"])
+    rollout = next(cli.home.glob(f"sessions/**/*{thread}.jsonl"))
+    lines = rollout.read_text().splitlines(keepends=True)
+    second = [i for i, line in enumerate(lines) if json.loads(line).get("payload", {}).get("type") == "task_started"]
+    assert len(second) == 2, "the rollout should hold two turns"
+    cut = sum(len(line.encode()) for line in lines[:second[1]])
+    turn = str(json.loads(lines[second[1]])["payload"]["turn_attribution"]["turn_id"])
+    projection = cli.home / "thread_history_1.sqlite"  # Codex lists turns from this projection of the rollout
+    with sqlite3.connect(projection) as db:
+        rows = {table: db.execute(f"SELECT * FROM {table} WHERE turn_id = ?", (turn,)).fetchall()
+                for table in ("thread_turns", "thread_items")}
+        state = db.execute("SELECT next_rollout_byte_offset, next_rollout_ordinal FROM "
+                           "thread_history_projection_state WHERE thread_id = ?", (thread,)).fetchone()
+    assert all(rows.values()) and state, "Codex's turn projection is not as this test knows it"
+
+    def projected(upto: int, ordinal: int) -> None:
+        with sqlite3.connect(projection) as db:
+            for table, got in rows.items():
+                db.execute(f"DELETE FROM {table} WHERE turn_id = ?", (turn,))
+                if upto == state[0]:
+                    db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(got[0]))})", got)
+            db.execute("UPDATE thread_history_projection_state SET next_rollout_byte_offset = ?, "
+                       "next_rollout_ordinal = ? WHERE thread_id = ?", (upto, ordinal, thread))
+
+    rollout.write_text("".join(lines[:second[1]]))  # the second turn not written yet, nor projected...
+    projected(cut, second[1])
+    watch = INotify()
+    watch.add_watch(rollout, flags.OPEN)
+
+    def written_late() -> None:  # ...until half a second after Codex first reads the rollout for the rewind
+        if watch.read(timeout=60_000):
+            time.sleep(0.5)
+        with rollout.open("a") as f:
+            f.write("".join(lines[second[1]:]))
+        projected(*state)
+
+    late = threading.Thread(target=written_late)
+    late.start()
+    try:
+        res = cli.run("rewind", "--thread", thread, "--to", "2", "--dry-run", "--json")
+    finally:
+        late.join()
+        watch.close()
+    assert res.returncode == 0, show(res)
+    doc = json.loads(res.stdout)
+    assert doc["dry_run"] and "b.txt" in json.dumps(doc["restore"]), doc
 
 
 # ------------------------------------------------------------------------------------- pass-through flags

@@ -7,6 +7,7 @@ Why apart: the rewinder and the front ends ask which thread and which prompt; th
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,9 @@ from .thread_label import rewound_before, thread_label
 
 # `thread/list` without `sourceKinds` leaves out `codex exec` threads (and others): ask for every kind
 SOURCE_KINDS = tuple(k.value for k in ThreadSourceKind)
+# how long to ask again for a finished turn Codex does not list yet, and how recent such a turn must be
+LIST_SETTLE_S = 3.0
+LIST_SETTLE_RECENT_S = 120.0
 
 
 @dataclass
@@ -201,15 +205,15 @@ class Threads:
     def prompts(self, thread_id: str) -> list[Prompt]:
         """Every prompt of the thread in order, from Codex itself, joined with our snapshots."""
         client = self.conn.client
+        side = self.sidecars.load(thread_id)
         try:
-            turns = self.conn.thread_turns(thread_id)
+            turns = self._listed_turns(thread_id, side)
         except JsonRpcError:
             # A thread with no turn yet has no rollout to list turns from; it exists if it reads.
             self.conn.rpc(f"unknown thread {thread_id}", lambda: client.thread_read(thread_id, include_turns=False))
             return []
         except (TransportClosedError, CodexError) as exc:
             raise CodexGone(f"unknown thread {thread_id}: Codex stopped responding ({exc})") from exc
-        side = self.sidecars.load(thread_id)
         out: list[Prompt] = []
         before: str | None = None
         for t in turns:
@@ -224,6 +228,22 @@ class Threads:
                               rec.pre if rec else None, rec is not None, before))
             before = str(t["id"])
         return out
+
+    def _listed_turns(self, thread_id: str, side: ThreadSidecar | None) -> list[dict[str, Any]]:
+        """The thread's turns as Codex lists them, asked again for a moment while a turn codexr saw finish just now
+        is not listed yet: Codex's app-server daemon (0.171) answered a `codexr rewind` run right after the
+        `codexr exec` it had served with the turns before that one (CI, once), and the rewind said the prompt did
+        not exist."""
+        deadline = time.monotonic() + LIST_SETTLE_S
+        while True:
+            turns = self.conn.thread_turns(thread_id)
+            listed = {str(t.get("id")) for t in turns}
+            recent = time.time() - LIST_SETTLE_RECENT_S
+            missing = [r for r in (side.turns if side else []) if r.post and r.turn_id not in listed
+                       and r.started > recent]
+            if not missing or time.monotonic() > deadline:
+                return turns
+            time.sleep(0.1)
 
     def threads(self, all_workspaces: bool = False) -> list[ThreadSummary]:
         """Threads of this workspace (or all) known to Codex, whoever started them, with codexr's snapshot coverage."""
