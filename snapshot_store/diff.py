@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .manifest import FileMap, is_captured
@@ -15,10 +16,13 @@ class Change:
     change: str  # added | modified | deleted | mode | type
 
 
-def diff_maps(old: FileMap, new: FileMap) -> list[Change]:
-    """added / deleted / modified / mode / type, for captured paths only, sorted."""
+def diff_maps(old: FileMap, new: FileMap, paths: Iterable[str] | None = None) -> list[Change]:
+    """added / deleted / modified / mode / type, for captured paths only, sorted; only among `paths` when the
+    caller knows which can differ (two snapshots of one delta chain)."""
     out: list[Change] = []
-    for path in sorted({p for p, e in old.items() if is_captured(e)} | {p for p, e in new.items() if is_captured(e)}):
+    if paths is None:
+        paths = {p for p, e in old.items() if is_captured(e)} | {p for p, e in new.items() if is_captured(e)}
+    for path in sorted(set(paths)):
         o, n = old.get(path), new.get(path)
         oc, nc = is_captured(o), is_captured(n)
         if oc and not nc:

@@ -59,5 +59,11 @@ class Store(Repository):
         return self.at(rec.root)
 
     def diff(self, a: str, b: str) -> list[Change]:
-        """Per-path changes from snapshot `a` to snapshot `b` (to the workspace now: Workspace.diff)."""
-        return diff_maps(self.files(a), self.files(b))
+        """Per-path changes from snapshot `a` to snapshot `b` (to the workspace now: Workspace.diff).
+
+        When `b` was captured on top of `a` (a turn's post-turn snapshot on its pre-turn one), only the paths its
+        delta records name can differ: comparing the two whole maps cost 0.5-0.7 s of a `codexr exec` at 100,000
+        files (issue 35), these few paths well under a millisecond."""
+        if a == b:
+            return []
+        return diff_maps(self.files(a), self.files(b), self.named_between(a, b))

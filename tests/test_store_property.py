@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from store_helpers import exact_tree, make_repo, tree
 
 from snapshot_store import ScopeSettings, Store
+from snapshot_store.diff import diff_maps
 from snapshot_store.manifest import is_captured, witnessed_absent
 
 TRACKED = ["README.md", "src/a.py", "src/b.py", "docs/x/y.md", ".tracked_hidden", "build/keep.txt"]
@@ -263,6 +264,17 @@ def _extra(store: Store, ws: Path, known: set[str]) -> set[str]:
     return known | grown
 
 
+def check_diffs(store: Store, snaps: list[str]) -> None:
+    """Store.diff of any two captures (each way) is the comparison of their whole maps, though it compares only the
+    paths their delta records name when one descends from the other."""
+    chained = 0
+    for a in dict.fromkeys(snaps):
+        for b in dict.fromkeys(snaps):
+            assert store.diff(a, b) == diff_maps(store.files(a), store.files(b)), (a, b)
+            chained += a != b and store.named_between(a, b) is not None
+    assert chained or len(set(snaps)) < 2, "no two captures of one delta chain: the short way was never taken"
+
+
 def run_history(ops: list[tuple], scope: ScopeSettings, *, watch: bool = False) -> None:
     base = Path(tempfile.mkdtemp(prefix="store-prop-"))
     try:
@@ -295,6 +307,7 @@ def run_history(ops: list[tuple], scope: ScopeSettings, *, watch: bool = False) 
             if snaps[-1] != c0.id:
                 check_restore(store, ws, snaps[-1], scope, known)
             check_restore(store, ws, c0.id, scope, known)
+            check_diffs(store, snaps)
         finally:
             store.close()
     finally:

@@ -65,10 +65,11 @@ def counts(old: bytes | None, new: bytes | None) -> tuple[int | None, int | None
     return added, removed
 
 
-def map_stats(store: Store, old: FileMap, new: FileMap) -> tuple[FileStat, ...]:
-    """Per-file changes between two manifests, with line counts."""
+def map_stats(store: Store, old: FileMap, new: FileMap, paths: set[str] | None = None) -> tuple[FileStat, ...]:
+    """Per-file changes between two manifests (only among `paths` when known: Repository.named_between), with line
+    counts."""
     out = []
-    for ch in diff_maps(old, new):
+    for ch in diff_maps(old, new, paths):
         a, r = counts(blob_text(store, old.get(ch.path)), blob_text(store, new.get(ch.path)))
         if ch.change == "mode":
             a, r = 0, 0
@@ -80,14 +81,14 @@ def turn_files(store: Store, pre: str | None, post: str | None) -> tuple[FileSta
     """The files a turn changed, from its pre/post snapshots (so shell-made changes count too)."""
     if pre is None or post is None or pre == post:  # one snapshot for both: the turn left the files alone
         return ()
-    return map_stats(store, store.files(pre), store.files(post))
+    return map_stats(store, store.files(pre), store.files(post), store.named_between(pre, post))
 
 
 def snapshot_diff(store: Store, old_id: str, new_id: str) -> list[tuple[FileStat, str]]:
     """Per-file stats and unified diffs between two snapshots."""
     old, new = store.files(old_id), store.files(new_id)
     out = []
-    for ch in diff_maps(old, new):
+    for ch in diff_maps(old, new, store.named_between(old_id, new_id)):
         a_text, b_text = blob_text(store, old.get(ch.path)), blob_text(store, new.get(ch.path))
         a, r = counts(a_text, b_text)
         out.append((FileStat(ch.path, ch.change, a, r), unified(a_text, b_text, ch.path)))

@@ -36,6 +36,7 @@ REF_TAIL_BYTES = 16 * 1024  # `latest` parses only this much of a workspace's re
 AUTO_GC_INTERVAL = 24 * 3600.0  # automatic gc at most this often
 GC_MARKER = "gc.last"  # holds the time of the last automatic gc
 CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
+NAMED_HOPS = 64  # `named_between` follows at most this many delta records (a turn adds one or two)
 SUBDIRS = ("packs", "snapshots", "refs", "refs/workspaces", "cache", "journal", "locks")
 
 
@@ -220,6 +221,21 @@ class Repository:
             apply_delta(files, rec.changes)
         self.remember(snap_id, files)
         return files
+
+    def named_between(self, older: str, newer: str, hops: int = NAMED_HOPS) -> set[str] | None:
+        """Every path the delta records from `older` (excluded) to `newer` name, when `newer` descends from `older`
+        within `hops` records; None otherwise (another branch, a full record on the way, or too far)."""
+        names: set[str] = set()
+        current: str | None = newer
+        for _ in range(hops):
+            if current is None:
+                return None
+            if current == older:
+                return names
+            rec = self.record(current)
+            names.update(rec.changes)
+            current = rec.parent
+        return None
 
     def remember(self, snap_id: str, files: FileMap) -> None:
         self._maps[snap_id] = files
