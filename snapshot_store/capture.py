@@ -298,7 +298,7 @@ class Capturer:
         if checked is None or c.parent is None:
             return None
         try:
-            prev = self.repo.record(c.parent)
+            prev = self.repo.head(c.parent)
         except StoreError:
             return None  # the full capture decides what a damaged parent means
         state = checked.state

@@ -112,6 +112,50 @@ def witnessed_absent(files: Mapping[str, Entry], path: str) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class SnapshotHead:
+    """A snapshot file's metadata without its map: what a caller that asks a snapshot's depth, root, kind or meta
+    needs (decoding the whole record of a 100,000-file snapshot to learn its depth was 0.68 s of every unchanged
+    pre-turn capture whose parent was written whole; the head alone ~20 ms, issue 35)."""
+
+    root: str
+    created: float
+    kind: str
+    label: str | None
+    parent: str | None
+    depth: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any], snap_id: str) -> SnapshotHead:
+        """The head of a decoded document, checked as a record's is."""
+        if doc.get("format") != FORMAT_VERSION:
+            raise CorruptStore(f"snapshot {snap_id} has unknown format {doc.get('format')!r}")
+        parent = doc["parent"]
+        if parent is not None and not (isinstance(parent, str) and _HEX64.fullmatch(parent)):
+            raise ValueError(f"bad parent {parent!r}")
+        return cls(root=str(doc["root"]), created=float(doc["created"]), kind=str(doc["kind"]), label=doc["label"],
+                   parent=parent, depth=int(doc["depth"]), meta=dict(doc.get("meta") or {}))
+
+    @classmethod
+    def decode(cls, snap_id: str, data: bytes) -> SnapshotHead:
+        """The head of a snapshot file, its map left unparsed: the canonical encoding puts "changes" first and its
+        values are lists or null, so the first `},"created":` closes the map (inside a string that `"` would be
+        escaped)."""
+        try:
+            raw = zstandard.ZstdDecompressor().decompress(data, max_output_size=1 << 31)
+            if not raw.startswith(b'{"changes":{'):
+                raise ValueError("not a snapshot document")
+            end = raw.find(b'},"created":')
+            if end < 0:
+                raise ValueError("no end of the map")
+            return cls.of(json.loads(b"{" + raw[end + 2:], object_pairs_hook=_unique_keys), snap_id)
+        except CorruptStore:
+            raise
+        except (zstandard.ZstdError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CorruptStore(f"snapshot {snap_id} cannot be parsed: {exc}") from exc
+
+
 @dataclass
 class SnapshotRecord:
     """One snapshot file's content: metadata plus a delta against `parent` (or a full map)."""
@@ -124,6 +168,11 @@ class SnapshotRecord:
     depth: int
     changes: dict[str, Entry | None]
     meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def head(self) -> SnapshotHead:
+        """Its metadata, as `SnapshotHead.decode` reads it from the file."""
+        return SnapshotHead(self.root, self.created, self.kind, self.label, self.parent, self.depth, dict(self.meta))
 
     def encode(self) -> bytes:
         """Canonical bytes: sorted keys so equal content gets an equal id."""
@@ -160,27 +209,15 @@ class SnapshotRecord:
         try:
             raw = zstandard.ZstdDecompressor().decompress(data, max_output_size=1 << 31)
             doc = json.loads(raw, object_pairs_hook=_unique_keys)
-            if doc.get("format") != FORMAT_VERSION:
-                raise CorruptStore(f"snapshot {snap_id} has unknown format {doc.get('format')!r}")
+            head = SnapshotHead.of(doc, snap_id)
             changes: dict[str, Entry | None] = {}
             for k, v in doc["changes"].items():
                 entry = parse_entry(v) if v is not None else None
                 if not (valid_key(k) or (_is_git_dir(k) and (entry is None or entry.kind == "D"))):
                     raise ValueError(f"bad path {k!r}")
                 changes[k] = entry
-            parent = doc["parent"]
-            if parent is not None and not (isinstance(parent, str) and _HEX64.fullmatch(parent)):
-                raise ValueError(f"bad parent {parent!r}")
-            return cls(
-                root=str(doc["root"]),
-                created=float(doc["created"]),
-                kind=str(doc["kind"]),
-                label=doc["label"],
-                parent=doc["parent"],
-                depth=int(doc["depth"]),
-                changes=changes,
-                meta=dict(doc.get("meta") or {}),
-            )
+            return cls(root=head.root, created=head.created, kind=head.kind, label=head.label, parent=head.parent,
+                       depth=head.depth, changes=changes, meta=head.meta)
         except CorruptStore:
             raise
         except (zstandard.ZstdError, ValueError, KeyError, TypeError, AttributeError) as exc:

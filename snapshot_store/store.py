@@ -54,7 +54,7 @@ class Store(Repository):
         """The front door of the workspace `snap_id` was taken of (refused for a snapshot of single files)."""
         from .workspace import refuse_single_files
 
-        rec = self.record(snap_id)
+        rec = self.head(snap_id)
         refuse_single_files(snap_id, rec.root, rec.kind)  # before the root is resolved, as the message says why
         return self.at(rec.root)
 

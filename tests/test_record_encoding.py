@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 import zstandard
 
+from snapshot_store.errors import CorruptStore
 from snapshot_store.manifest import (
     ABSENT,
     ENCODE_SLICE,
@@ -20,6 +22,7 @@ from snapshot_store.manifest import (
     FileEntry,
     LinkEntry,
     SkippedEntry,
+    SnapshotHead,
     SnapshotRecord,
     UnlistedDir,
 )
@@ -50,3 +53,28 @@ def test_encode_gives_the_bytes_of_the_whole_document_across_slices() -> None:
         data = rec.encode()
         assert data == whole_document(rec), n
         assert SnapshotRecord.decode("x", data).changes == changes
+
+
+def test_a_head_is_the_record_s_metadata_whatever_its_paths_and_label_say() -> None:
+    """`SnapshotHead.decode` reads a record's metadata without its map: paths, link targets, reasons and a label
+    that spell the very text it looks for (`},"created":`) do not fool it."""
+    trap = '},"created":1,"depth":9}'
+    changes: dict[str, Entry | None] = {trap: FileEntry("f", 0o644, 1, "0" * 64), f"a/{trap}": LinkEntry("l", trap),
+                                        "b": SkippedEntry("x", trap), "c": None, "d": UnlistedDir("D", trap)}
+    for rec in (SnapshotRecord(root=f"/ws/{trap}", created=1733112000.5, kind="pre-turn", label=trap,
+                               parent="cd" * 32, depth=3, changes=changes, meta={"file_count": 2, trap: {trap: trap}}),
+                SnapshotRecord(root="/ws", created=2.0, kind="capture", label=None, parent=None, depth=0, changes={})):
+        data = rec.encode()
+        assert SnapshotHead.decode("x", data) == rec.head == SnapshotRecord.decode("x", data).head
+
+
+def test_a_damaged_record_s_head_is_a_clear_error() -> None:
+    rec = SnapshotRecord(root="/ws", created=2.0, kind="capture", label=None, parent=None, depth=0,
+                         changes={"a": ABSENT})
+    raw = zstandard.ZstdDecompressor().decompress(rec.encode())
+    for bad in (b"not zstd", zstandard.ZstdCompressor().compress(raw.replace(b'},"created":', b'},"made":')),
+                zstandard.ZstdCompressor().compress(raw.replace(b'"format":1', b'"format":7')),
+                zstandard.ZstdCompressor().compress(raw.replace(b'"parent":null', b'"parent":"../x"')),
+                zstandard.ZstdCompressor().compress(b'{"created":' + raw.split(b'"created":', 1)[1])):
+        with pytest.raises(CorruptStore, match="snapshot x"):
+            SnapshotHead.decode("x", bad)

@@ -223,7 +223,7 @@ class Recorder:
             try:
                 if not self.store.exists(snap):
                     continue
-                root = self.store.record(snap).root
+                root = self.store.head(snap).root
                 keys = {p: p.lstrip("/") if root == STATES_ROOT else relative_to(root, p) for p in left}
                 if not any(keys.values()):
                     continue

@@ -39,7 +39,7 @@ def agent_left(store: Store, side: ThreadSidecar, turns: Mapping[str, int], keys
             if rec.post_edit and store.exists(rec.post_edit):
                 touched, left = set(store.files(rec.post_edit)) & want, rec.post_edit
             elif rec.pre_edit and store.exists(rec.pre_edit):  # no post state recorded: touched, left unknown
-                why = store.record(rec.pre_edit).meta.get("unrecoverable") or {}
+                why = store.head(rec.pre_edit).meta.get("unrecoverable") or {}
                 named = set(store.files(rec.pre_edit)) | {str(p).lstrip("/") for p in why}
                 touched, left = named & want, None
             else:
@@ -56,7 +56,7 @@ def keep_yours_outside(store: Store, target_id: str, plan: RestorePlan, dry_run:
     the agent's last undone patch left it. A target without `meta.agent_left` (a redo's, an older rewind's) is
     restored as it is."""
     try:
-        left_of = store.record(target_id).meta.get(AGENT_LEFT)
+        left_of = store.head(target_id).meta.get(AGENT_LEFT)
     except StoreError:
         return
     if not isinstance(left_of, dict):

@@ -160,7 +160,7 @@ class Rewinder:
                 "longer than file_snapshots.thread_retention_days); rewind the conversation only with "
                 "--conversation-only")
         if files and target.pre:
-            self._same_workspace(self.store.record(target.pre).root, "rewind")
+            self._same_workspace(self.store.head(target.pre).root, "rewind")
         plan = self._rewind_files(side, prompts, target, persist=not dry_run) if files and target.pre else None
         if plan is not None and picks is not None:
             plan.picks = picks
@@ -218,7 +218,7 @@ class Rewinder:
         turns_since = max(0, len(self.threads.prompts(thread_id)) - base)
         restores = entry.mode in FILE_MODES and entry.safety_id is not None
         if restores and entry.safety_id and self.store.exists(entry.safety_id):
-            self._same_workspace(self.store.record(entry.safety_id).root, "redo")
+            self._same_workspace(self.store.head(entry.safety_id).root, "redo")
         files = None
         if restores and entry.safety_id:
             left = entry.target_snapshot if entry.target_snapshot and self.store.exists(entry.target_snapshot) else None

@@ -63,7 +63,7 @@ def rewind_targets(store: Store, cwd: str, side: ThreadSidecar, turns: Mapping[s
         if not rec.pre_edit or not store.exists(rec.pre_edit):
             continue
         files = store.files(rec.pre_edit)
-        meta = store.record(rec.pre_edit).meta
+        meta = store.head(rec.pre_edit).meta
         whys = meta.get("unrecoverable") or {}
         hows = meta.get("deleted") or {}  # absent in records written before issue 17
         found: list[tuple[str, Entry | str]] = [(key_path(k), e) for k, e in files.items()]

@@ -19,7 +19,7 @@ from ..errors import AmbiguousSnapshot, CorruptStore, StoreError, UnknownSnapsho
 from ..fsutil import append_locked, atomic_write, complete_lines, locked_for_append, translate_os_errors
 from ..ids import digest_hex, is_snapshot_id, is_snapshot_prefix, workspace_key
 from ..locks import flocked
-from ..manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, apply_delta, delta, is_captured
+from ..manifest import REBASE_DEPTH, Entry, FileMap, SnapshotHead, SnapshotRecord, apply_delta, delta, is_captured
 from ..names import Folding, remembered
 from ..roots import Identity, protected_identities, workspace_root
 from ..vocab import UNLISTED_KINDS
@@ -43,6 +43,11 @@ SUBDIRS = ("packs", "snapshots", "refs", "refs/workspaces", "cache", "journal", 
 
 def read_record(path: str) -> SnapshotRecord:
     """One snapshot file, verified: its name is the hash of its bytes."""
+    return SnapshotRecord.decode(os.path.basename(path), read_verified(path))
+
+
+def read_verified(path: str) -> bytes:
+    """A snapshot file's bytes, checked against its name (the hash of its bytes)."""
     snap_id = os.path.basename(path)
     try:
         with open(path, "rb") as f:
@@ -53,7 +58,7 @@ def read_record(path: str) -> SnapshotRecord:
         raise CorruptStore(f"snapshot {snap_id} cannot be read: {exc.strerror}") from exc
     if digest_hex(data) != snap_id:
         raise CorruptStore(f"snapshot {snap_id} does not match its hash (damaged file)")
-    return SnapshotRecord.decode(snap_id, data)
+    return data
 
 
 
@@ -68,6 +73,7 @@ class Repository:
         self._generation = read_generation(path)  # gc's, while the blob index is not loaded
         self._maps: OrderedDict[str, FileMap] = OrderedDict()
         self._records: dict[str, SnapshotRecord] = {}
+        self._heads: dict[str, SnapshotHead] = {}  # of snapshots whose map was not decoded
         # Told when a gc (by any process) may have freed what was learnt of the store before (the capturer's
         # journal state names blobs): see _fence.
         self.on_gc: list[Callable[[], None]] = []
@@ -170,6 +176,7 @@ class Repository:
 
     def _forget_cached(self) -> None:
         self._records.clear()
+        self._heads.clear()
         self._maps.clear()
         for hook in self.on_gc:
             hook()
@@ -194,6 +201,19 @@ class Repository:
         loaded: SnapshotRecord = read_record(path)
         self._records[snap_id] = loaded
         return loaded
+
+    def head(self, snap_id: str) -> SnapshotHead:
+        """One snapshot's metadata (depth, parent, root, kind, meta), its file verified but its map not decoded."""
+        rec = self._records.get(snap_id) or self._volatile.get(snap_id)
+        if rec is not None:
+            return rec.head
+        known = self._heads.get(snap_id)
+        if known is not None:
+            return known
+        path = str(self._snapshot_path(snap_id))
+        head = SnapshotHead.decode(snap_id, read_verified(path))
+        self._heads[snap_id] = head
+        return head
 
     def files(self, snap_id: str) -> FileMap:
         """The full path map of a snapshot, replaying its delta chain (cached; do not mutate)."""
@@ -247,6 +267,7 @@ class Repository:
         """Drop cached records and maps of snapshot files gc just deleted."""
         for snap in snap_ids:
             self._records.pop(snap, None)
+            self._heads.pop(snap, None)
             self._maps.pop(snap, None)
 
     def exists(self, snap_id: str) -> bool:
@@ -273,7 +294,7 @@ class Repository:
 
     def info(self, snap_id: str) -> SnapshotInfo:
         """Metadata of one snapshot."""
-        rec = self.record(snap_id)
+        rec = self.head(snap_id)
         return SnapshotInfo(snap_id, rec.root, rec.created, rec.kind, rec.label,
                             int(rec.meta.get("file_count", 0)))
 
@@ -348,7 +369,7 @@ class Repository:
         if parent is not None and parent_files is not None:
             changes = known_delta if known_delta is not None else delta(parent_files, files)
             unchanged = not changes
-            depth = self.record(parent).depth + 1
+            depth = self.head(parent).depth + 1
             if depth >= REBASE_DEPTH or len(changes) * 2 > len(files):
                 parent, changes, depth = None, dict(files), 0
         else:
@@ -430,7 +451,7 @@ class Repository:
         if kind not in UNLISTED_KINDS:
             raise StoreError(f"a snapshot of kind {kind!r} must be listed in its workspace's ref")
         base: FileMap = dict(self.files(parent)) if parent is not None else {}
-        depth = self.record(parent).depth + 1 if parent is not None else 0
+        depth = self.head(parent).depth + 1 if parent is not None else 0
         if depth >= REBASE_DEPTH:
             apply_delta(base, changes)
             parent, depth, delta_changes = None, 0, dict(base)
