@@ -297,12 +297,14 @@ class Capturer:
         checked = look.unchanged(c.grow, c.known, c.git.paths)
         if checked is None or c.parent is None:
             return None
-        try:
-            prev = self.repo.head(c.parent)
+        try:  # reused, the parent's bytes must be its id; chained on, its depth is read too (not its map)
+            prev = None if ask.reuse else self.repo.head(c.parent)
+            if prev is None:
+                self.repo.verify_file(c.parent)
         except StoreError:
             return None  # the full capture decides what a damaged parent means
         state = checked.state
-        if ask.reuse:
+        if prev is None:
             snap_id = c.parent  # the chain does not grow: the parent itself, no steps
         else:
             if prev.depth + 1 >= REBASE_DEPTH:

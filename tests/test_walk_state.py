@@ -571,6 +571,46 @@ def test_a_turn_capture_of_the_latest_snapshots_map_answers_with_it_and_writes_n
         {p: e for p, e in files_of(store_dir, first.id).items() if p != "notes.txt"}
 
 
+def test_a_damaged_latest_snapshot_is_never_reused_as_the_next_turn_s(repo: Path, tmp_path: Path) -> None:
+    """The reused answer reads no map; it still checks the snapshot file's bytes against its id: a damaged one is no
+    turn's snapshot (the capture decides as for any damaged parent), in a fresh process as in the same one."""
+    store_dir = tmp_path / "store"
+    with Store.open(store_dir) as s:
+        first = s.at(repo).capture_thread_summary(known_paths=["notes.txt"], scope=WIDE)
+    time.sleep(SETTLE)
+    snap = store_dir / "snapshots" / first.id[:2] / first.id
+    data = bytearray(snap.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    snap.write_bytes(bytes(data))
+    with Store.open(store_dir) as s:
+        again = s.at(repo).capture_thread_summary(known_paths=["notes.txt"], scope=WIDE)
+        assert again.id != first.id and not again.reused
+        assert s.files(again.id)["notes.txt"].kind == "f"
+
+
+def test_a_process_s_next_capture_sees_what_another_process_changed_and_saved_between(repo: Path,
+                                                                                         tmp_path: Path) -> None:
+    """A process keeps the saved walk it decoded for its next capture (`codexr exec`'s post-turn one): only while the
+    index holds the very walk it decoded. Another process's capture between the two rewrote it; the first process's
+    next capture sees that one's change and its own after it."""
+    store_dir = tmp_path / "store"
+    with Store.open(store_dir) as a:
+        a.at(repo).capture_thread_summary(known_paths=["notes.txt"], scope=WIDE)
+        time.sleep(SETTLE)
+        write(repo, "src/a.py", "a = 2\n")
+        time.sleep(SETTLE)
+        with Store.open(store_dir) as b:  # another process, as far as the store can tell
+            between = b.at(repo).capture_thread_summary(known_paths=["notes.txt"], scope=WIDE)
+        write(repo, "notes.txt", "notes again\n")
+        time.sleep(SETTLE)
+        after = a.at(repo).capture_thread_summary(known_paths=["notes.txt"], scope=WIDE)
+        assert after.id != between.id and not after.reused
+        files = a.files(after.id)
+        for rel, text in (("src/a.py", b"a = 2\n"), ("notes.txt", b"notes again\n")):
+            assert b"".join(a.blob_chunks(files[rel][3])) == text, rel
+    assert files == forced_walk(store_dir, repo, ["notes.txt"])
+
+
 def forced_walk(store_dir: Path, ws: Path, known_paths: Sequence[str]) -> dict:
     """The map a thread's capture records when it must walk: the index file (the saved walk) removed first."""
     index_file(store_dir).unlink()

@@ -277,6 +277,9 @@ class WorkspaceIndex:
         self._stat: StatCache | None = None
         self._read_once = False
         self._walk_unsaved = False
+        # The walk section last decoded or encoded here, with its state: a process's next capture (`codexr exec`'s
+        # post-turn one) finds the same bytes and decodes nothing (~55 ms at 100,000 files; issue 35).
+        self._decoded: tuple[Section, walkstate.WalkState] | None = None
 
     def _read(self) -> None:
         """The file as it is now (another process may have replaced it since); damage leaves a half empty."""
@@ -348,14 +351,19 @@ class WorkspaceIndex:
     def saved_walk(self) -> walkstate.WalkState | None:
         """The directories and files the last capture saw, or None (none, or damaged: walk)."""
         self._read()
+        if self._decoded is not None and self._decoded[0] == self._walk:
+            return self._decoded[1]
         body = payload(self._walk)
-        return walkstate.decode(body) if body is not None else None
+        state = walkstate.decode(body) if body is not None else None
+        self._decoded = (self._walk, state) if state is not None else None
+        return state
 
     def set_walk(self, state: walkstate.WalkState | None) -> None:
         """What this capture saw (None: nothing it can vouch for), written by the next save."""
         body = walkstate.encode(state) if state is not None else None
         self._walk = _unjoined(body) if body is not None else b""  # unencodable: none
         self._walk_unsaved = True
+        self._decoded = (self._walk, state) if state is not None and body is not None else None
 
     def save_walk(self, state: walkstate.WalkState) -> None:
         """Keep what this capture saw for the next process, now (the per-path half's changes wait for `save`)."""

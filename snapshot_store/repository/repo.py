@@ -202,6 +202,13 @@ class Repository:
         self._records[snap_id] = loaded
         return loaded
 
+    def verify_file(self, snap_id: str) -> None:
+        """Raise unless the snapshot's file is there and its bytes are its id (~5 ms for a 100,000-file record
+        written whole, whose head alone is ~55 ms: the zstd frame is decompressed to its end)."""
+        if snap_id in self._records or snap_id in self._heads or snap_id in self._volatile:
+            return
+        read_verified(str(self._snapshot_path(snap_id)))
+
     def head(self, snap_id: str) -> SnapshotHead:
         """One snapshot's metadata (depth, parent, root, kind, meta), its file verified but its map not decoded."""
         rec = self._records.get(snap_id) or self._volatile.get(snap_id)
