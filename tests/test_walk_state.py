@@ -590,11 +590,12 @@ def test_a_damaged_latest_snapshot_is_never_reused_as_the_next_turn_s(repo: Path
 
 def test_a_process_s_next_capture_sees_what_another_process_changed_and_saved_between(repo: Path,
                                                                                          tmp_path: Path) -> None:
-    """A process keeps the saved walk it decoded for its next capture (`codexr exec`'s post-turn one): only while the
-    index holds the very walk it decoded. Another process's capture between the two rewrote it; the first process's
-    next capture sees that one's change and its own after it."""
+    """A session keeps the saved walk it decoded for its next capture (`codexr exec`'s post-turn one). Another
+    process's capture between the two rewrites the index: the session's next capture still records that one's change
+    and its own after it, as a walk would."""
     store_dir = tmp_path / "store"
     with Store.open(store_dir) as a:
+        assert a.capturer.watch(repo)  # a session: it keeps the decoded walk
         a.at(repo).capture_thread_summary(known_paths=["notes.txt"], scope=WIDE)
         time.sleep(SETTLE)
         write(repo, "src/a.py", "a = 2\n")

@@ -209,6 +209,7 @@ class Look:
         self.door, self.ws, self.started_ns, self.dry_run = door, ws, started_ns, dry_run
         self.asked, self.watched = asked, watched
         self.index = door.index(ws)
+        self.index.keep_decoded = watched is not None  # a session's next capture reuses the decoded saved walk
         self.checked: walkstate.Checked | None = None
         self.by_check = False  # the fast path starts from the check's look (else from the journal's, or walks)
         self.cache: StatCache | None = None  # the stat cache as the index holds it when `start` looked

@@ -277,9 +277,11 @@ class WorkspaceIndex:
         self._stat: StatCache | None = None
         self._read_once = False
         self._walk_unsaved = False
-        # The walk section last decoded or encoded here, with its state: a process's next capture (`codexr exec`'s
-        # post-turn one) finds the same bytes and decodes nothing (~55 ms at 100,000 files; issue 35).
+        # The walk section last decoded or encoded here, with its state, kept while the workspace is watched (a
+        # session, `codexr exec`): its next capture finds the same bytes and decodes nothing (~55 ms at 100,000
+        # files; issue 35). A one-shot process keeps nothing (the state is ~30 MB there: door.Look.remember).
         self._decoded: tuple[Section, walkstate.WalkState] | None = None
+        self.keep_decoded = False
 
     def _read(self) -> None:
         """The file as it is now (another process may have replaced it since); damage leaves a half empty."""
@@ -355,7 +357,7 @@ class WorkspaceIndex:
             return self._decoded[1]
         body = payload(self._walk)
         state = walkstate.decode(body) if body is not None else None
-        self._decoded = (self._walk, state) if state is not None else None
+        self._decoded = (self._walk, state) if state is not None and self.keep_decoded else None
         return state
 
     def set_walk(self, state: walkstate.WalkState | None) -> None:
@@ -363,7 +365,7 @@ class WorkspaceIndex:
         body = walkstate.encode(state) if state is not None else None
         self._walk = _unjoined(body) if body is not None else b""  # unencodable: none
         self._walk_unsaved = True
-        self._decoded = (self._walk, state) if state is not None and body is not None else None
+        self._decoded = (self._walk, state) if state is not None and body is not None and self.keep_decoded else None
 
     def save_walk(self, state: walkstate.WalkState) -> None:
         """Keep what this capture saw for the next process, now (the per-path half's changes wait for `save`)."""
