@@ -12,6 +12,9 @@ Every row is a whole process, timed from spawn to exit, in interleaved rounds (b
 * restore: rewrite 1 tracked file, then `codexr snapshots restore ID --yes` vs `git read-tree -u --reset TREE`.
 * exec-tree: the exec row's trivial turn run in the ~11,000-file capture tree (what snapshots add to a turn in a
            large workspace); no target.
+* rewind:  (not in the default `--only`) a turn adds one file to the capture tree (untimed), then `codexr rewind
+           --thread ID --to 1 --yes` takes it back (timed: safety capture, plan, the conversation's fork, the removal)
+           vs `git read-tree -u --reset` of one file; no target.
 
 Reference rows: `python -c pass` and `python -c "import app.cli"` (what every codexr command pays first).
 With `--baseline DIR` (another checkout, e.g. `git worktree add /tmp/main-wt main`) every codexr row is also
@@ -50,6 +53,8 @@ from scale import spawn  # noqa: E402
 from workspace_gen import WorkspaceSpec, cached, generate  # noqa: E402
 
 PROMPT = "startup bench ping"
+EDIT_PROMPT = "startup bench: make one file"  # the rewind row's turn: it adds EDIT_FILE, the rewind takes it away
+EDIT_FILE = "bench-rewind-probe.txt"
 RACY_PAUSE = 0.15  # > statcache.FINE_WINDOW_NS (100 ms)
 REPLY = "pong from the scripted model"
 
@@ -65,6 +70,7 @@ ROWS: list[tuple[str, str, str | None, float | None]] = [
     ("codexr snapshots capture, unchanged", "{tree}.capture", "git.unchanged", 4.0),
     ("git read-tree -u --reset, 1 file", "git.restore1", None, None),
     ("codexr snapshots restore --yes, 1 file", "{tree}.restore1", "git.restore1", 4.0),
+    ("codexr rewind --yes, 1 file + the fork", "{tree}.rewind1", "git.restore1", None),
 ]
 
 
@@ -156,11 +162,12 @@ class Bench:
     def setup_exec(self) -> None:
         import codex_cli_bin  # type: ignore[import-untyped]
 
-        from app.codex.scripted_model import ScriptedModel, message, write_codex_home
+        from app.codex.scripted_model import ScriptedModel, add_file, message, write_codex_home
 
         self.codex = str(codex_cli_bin.bundled_codex_path())
         self.model = ScriptedModel().start()
         self.model.script(PROMPT, [message(REPLY)])
+        self.model.script(EDIT_PROMPT, [add_file(EDIT_FILE, "made by the turn a rewind takes back\n"), message(REPLY)])
         self.exec_ws = self.run_dir / "exec-ws"
         self.exec_ws.mkdir()
         (self.exec_ws / "README.md").write_text("a small workspace for a trivial turn\n")
@@ -255,6 +262,28 @@ class Bench:
         elif rnd >= 0:
             self.rec.record(f"{tree.name}.exec_tree", rnd, secs)
 
+    def codexr_rewind_tree(self, tree: Tree, rnd: int) -> None:
+        """A turn that adds one file to the capture tree (untimed), then `codexr rewind --to 1 --yes` of it (timed):
+        the safety capture, the plan, the conversation's fork and the one file's removal, as a user's rewind."""
+        made = self.ws.root / EDIT_FILE
+        _secs, res = timed(tree.cmd("-C", str(self.ws.root), "exec", "--json", EDIT_PROMPT), cwd=tree.root,
+                           env=tree.exec_env)
+        PEAK_RSS.pop("last", None)
+        if res.returncode != 0 or not made.exists():
+            self.rec.problem(f"{tree.name} exec (rewind set-up) failed ({res.returncode}): {res.stderr[-500:]}")
+            made.unlink(missing_ok=True)
+            return
+        thread = str(json.loads(res.stdout)["thread_id"])
+        time.sleep(RACY_PAUSE)
+        cmd = tree.cmd("-C", str(self.ws.root), "rewind", "--thread", thread, "--to", "1", "--yes", "--json")
+        secs, res = timed(cmd, cwd=tree.root, env=tree.exec_env)
+        if res.returncode != 0 or made.exists():
+            self.rec.problem(f"round {rnd}: {tree.name} rewind failed ({res.returncode}): {res.stderr[-500:]}")
+            made.unlink(missing_ok=True)
+            return
+        if rnd >= 0:
+            self.rec.record(f"{tree.name}.rewind1", rnd, secs)
+
     def codexr_capture(self, tree: Tree, rnd: int, *, expect_unchanged: bool = False) -> str:
         cmd = tree.cmd("snapshots", "capture", "-C", str(self.ws.root), "--json")
         secs, res = timed(cmd, cwd=tree.root, env=tree.snap_env)
@@ -332,7 +361,7 @@ class Bench:
             self.setup_exec()
             blocks.append(("codex exec", self.codex_exec))
             per_tree.append(("exec", self.codexr_exec))
-        if parts & {"capture", "restore", "exec-tree"}:
+        if parts & {"capture", "restore", "exec-tree", "rewind"}:
             self.setup_store()
         if "exec-tree" in parts:
             if "exec" not in parts:
@@ -343,6 +372,15 @@ class Bench:
                 self.codexr_exec_tree(tree, -1)
             blocks.append(("codex exec (tree)", self.codex_exec_tree))
             per_tree.append(("exec (tree)", self.codexr_exec_tree))
+        if "rewind" in parts:
+            if not parts & {"exec", "exec-tree"}:
+                log("rewind: starting the scripted model and warming up the commands ...")
+                self.setup_exec()
+            for tree in self.trees:
+                self.codexr_rewind_tree(tree, -1)  # untimed: the first rewind of each codexr in the tree
+            if "restore" not in parts:
+                blocks.append(("git restore", self.block_git_restore))
+            per_tree.append(("rewind", self.codexr_rewind_tree))
         if "capture" in parts:
             blocks.append(("git capture", self.block_git_capture))
             per_tree.append(("capture", self.block_capture))
@@ -424,7 +462,9 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=None, help="tracked files of the capture tree (default 11,000)")
     ap.add_argument("--mb", type=float, default=None, help="MB of the capture tree (default 75)")
     ap.add_argument("--only", default="exec,capture,restore,exec-tree",
-                    help="comma list of exec, capture, restore, exec-tree (a codexr exec in the capture tree)")
+                    help="comma list of exec, capture, restore, exec-tree (a codexr exec in the capture tree), rewind "
+                         "(a turn adds a file to the capture tree, `codexr rewind --to 1 --yes` takes it back; not in "
+                         "the default)")
     ap.add_argument("--baseline", metavar="DIR",
                     help="another codexr checkout (e.g. a worktree of main) timed in the same rounds, for before/after")
     ap.add_argument("--no-cold", action="store_true",
