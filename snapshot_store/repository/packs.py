@@ -102,8 +102,12 @@ def _location(pack_id: str, pack_size: int, codec: int, offset: int, stored: int
 def decode_index(pack_id: str, data: bytes, pack_size: int) -> list[tuple[bytes, Location]]:
     """Parse and check a pack index; raise CorruptStore naming the pack on any mismatch."""
     check_index(pack_id, data)
-    return [(blob, _location(pack_id, pack_size, codec, offset, stored, raw))
-            for blob, codec, offset, stored, raw in IDX_ENTRY.iter_unpack(memoryview(data)[IDX_HEAD:-32])]
+    out: list[tuple[bytes, Location]] = []
+    for blob, codec, offset, stored, raw in IDX_ENTRY.iter_unpack(memoryview(data)[IDX_HEAD:-32]):
+        if offset + stored > pack_size or codec not in (CODEC_RAW, CODEC_ZSTD):  # _location's check, in line (100k)
+            raise CorruptStore(f"pack index {pack_id}.idx points outside its pack")
+        out.append((blob, Location(pack_id, codec, offset, stored, raw)))
+    return out
 
 
 def search_index(pack_id: str, data: bytes, pack_size: int, blob: bytes) -> Location | None:
@@ -243,6 +247,16 @@ class BlobIndex:
             else:
                 for blob, loc in entries:
                     self._add(blob, loc)
+
+    def add_written(self, pack_id: str, size: int, entries: list[tuple[bytes, Location]]) -> None:
+        """A pack this process just wrote: its blobs are found there first (a forced, re-stored or repacked, copy is
+        the one known good), without decoding the other indexes (that was ~340 ms of a capture at 100,000 files)."""
+        for blob, loc in entries:
+            old = self._locations.get(blob)
+            self._locations[blob] = loc
+            if old is not None and old != loc:
+                self.alternates.setdefault(blob, []).append(old)
+        self._loaded[pack_id] = size
 
     def _add(self, blob: bytes, loc: Location) -> None:
         first = self._locations.setdefault(blob, loc)
@@ -587,13 +601,8 @@ class PackWriter:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise
-        for blob, loc in entries:
-            old = self.index.locations.get(blob)
-            self.index.locations[blob] = loc  # a forced (re-stored or repacked) copy is the one known good
-            if old is not None and old != loc:
-                self.index.alternates.setdefault(blob, []).append(old)
-            self.stored.add(blob)
-        self.index.loaded[self._pack_id] = size
+        self.index.add_written(self._pack_id, size, entries)
+        self.stored.update(blob for blob, _loc in entries)
         self._pending.clear()
 
     def commit(self) -> None:
