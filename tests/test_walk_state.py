@@ -767,6 +767,8 @@ def test_the_seen_paths_are_exactly_the_files_the_walk_saw(ws: Path, tmp_path: P
     assert all(p in seen for p in joined)
     for other in ("", "a", "a/c", "a/", "b.txt", "a/d.txt", "c/d.txt", "a/c/d.txt/x", "top.txt/", "/top.txt", 3):
         assert (other in seen) == (other in joined), other
+    asked = [*joined, "", "a", "a/c", "a/", "b.txt", "a/d.txt", "c/d.txt", "a/c/d.txt/x", "top.txt/", "/top.txt"]
+    assert sorted(seen.missing(asked)) == sorted(p for p in asked if p not in joined)  # by directory, the same answer
 
 
 def _present(files: Mapping[str, Entry], ws: Path) -> dict[str, Entry]:

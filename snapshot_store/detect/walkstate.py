@@ -117,6 +117,25 @@ class SeenPaths(Container[str]):
         names = self._names.get(parent)
         return names is not None and name in names
 
+    def missing(self, paths: Iterable[str]) -> list[str]:
+        """The paths that are not seen ones, asked by directory: one set difference per directory instead of a call
+        per path (100,000 captured paths: ~0.2 s through `in`, measured in a one-shot restore; issue 35)."""
+        by_parent: dict[str, list[str]] = {}
+        out: list[str] = []
+        for path in paths:
+            parent, sep, name = path.rpartition("/")
+            if sep and not parent:
+                out.append(path)
+            else:
+                by_parent.setdefault(parent, []).append(name)
+        empty: frozenset[str] = frozenset()
+        for parent, names in by_parent.items():
+            gone = set(names).difference(self._names.get(parent, empty))
+            if gone:
+                prefix = parent + "/" if parent else ""
+                out.extend(prefix + name for name in gone)
+        return out
+
 
 def settings_key(settings: ScopeSettings) -> tuple[Any, ...]:
     """The settings as a plain tuple (marshal-able, comparable across processes)."""
@@ -400,8 +419,10 @@ def captured_stats(captured: set[str], state: WalkState, changed: set[str]) -> M
             prefix = parent + "/" if parent else ""
             untrusted.update(prefix + name for i, name in enumerate(names)
                              if packed[i * KEY.size:(i + 1) * KEY.size] == UNTRUSTED)
-    seen, unwatched = state.seen_paths(), state.unwatched
-    if any((p not in seen or p in untrusted) and unwatched.get(p) is None and p not in changed for p in captured):
+    unwatched = state.unwatched
+    doubtful = state.seen_paths().missing(captured)
+    doubtful.extend(untrusted & captured)
+    if any(unwatched.get(p) is None and p not in changed for p in doubtful):
         return None
     return CapturedStats(captured, state)
 
