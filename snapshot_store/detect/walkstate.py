@@ -17,7 +17,7 @@ import dataclasses
 import marshal
 import os
 import struct
-from collections.abc import Collection, Container, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -357,8 +357,42 @@ class Checked(NamedTuple):
 
 def listing(fd: int) -> bytes:
     """A directory's listing digest now, read through its fd."""
+    return listing_digest(listed_names(fd))
+
+
+def listed_names(fd: int) -> list[str]:
+    """A directory's entries now as its listing digest takes them ("name/type"), read through its fd."""
     with os.scandir(fd) as it:
-        return listing_digest([f"{de.name}/{entry_kind(de)}" for de in it])
+        return [f"{de.name}/{entry_kind(de)}" for de in it]
+
+
+def with_listed(state: WalkState, made: dict[str, dict[str, tuple[str, Key | None]]],
+                listed: Callable[[str], list[str] | None]) -> WalkState | None:
+    """`state` with files made in directories it listed: each such directory listed again (`listed`), its entries
+    must be the saved ones plus exactly the files made ({dir: {name: (type, key)}}), then the new listing is kept, the
+    directory's key is untrusted (the next check lists it again) and the files join its group. None where a directory
+    is not listed by the state, cannot be listed, or lists anything else (something appeared meanwhile: walk)."""
+    names = state.dirs[1]
+    at = {rel: i for i, rel in enumerate(names)}
+    listings = bytearray(state.listings)
+    keys: dict[str, Key | None] = {}
+    for rel, files in made.items():
+        i = at.get(rel)
+        now = listed(rel) if i is not None else None
+        if i is None or now is None:
+            return None
+        before = [n for n in now if n not in {f"{name}/{kind}" for name, (kind, _k) in files.items()}]
+        if len(before) != len(now) - len(files) or \
+                listing_digest(before) != bytes(listings[i * DIGEST:(i + 1) * DIGEST]):
+            return None
+        listings[i * DIGEST:(i + 1) * DIGEST] = listing_digest(now)
+        keys.update((f"{rel}/{name}" if rel else name, key) for name, (_kind, key) in files.items())
+    seen = {f"{parent}/{name}" if parent else name: unpack_key(KEY.unpack_from(packed, j * KEY.size))
+            for parent, group_names, packed in state.seen if parent in made for j, name in enumerate(group_names)}
+    seen.update(keys)
+    groups = [g for g in state.seen if g[0] not in made] + group(seen)
+    return dataclasses.replace(state, dirs=with_dir_keys(state.dirs, dict.fromkeys(made)), seen=groups,
+                               listings=bytes(listings), _seen_paths=None)
 
 
 class CapturedStats(Mapping[str, Key]):
