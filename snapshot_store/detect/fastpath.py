@@ -236,21 +236,31 @@ def merge(sel: Selection, captured: Captured) -> LastCapture:
 
 
 class _Overlay(Mapping[str, Key]):
-    """Stats read again over a lazy map of the rest (walkstate.CapturedStats), without unpacking it."""
+    """Stats read again over a lazy map of the rest (walkstate.CapturedStats), without unpacking it; `removed` are
+    paths of the rest that no longer have one (a restore wrote or deleted them)."""
 
-    def __init__(self, newer: dict[str, Key], rest: Mapping[str, Key]) -> None:
-        self._newer, self._rest = newer, rest
+    def __init__(self, newer: dict[str, Key], rest: Mapping[str, Key], removed: frozenset[str] = frozenset()) -> None:
+        self._newer, self._rest, self._removed = newer, rest, removed
 
     def __getitem__(self, path: str) -> Key:
         key = self._newer.get(path)
-        return key if key is not None else self._rest[path]
+        if key is not None:
+            return key
+        if path in self._removed:
+            raise KeyError(path)
+        return self._rest[path]
 
     def __iter__(self) -> Iterator[str]:
         yield from self._newer
-        yield from (p for p in self._rest if p not in self._newer)
+        yield from (p for p in self._rest if p not in self._newer and p not in self._removed)
 
     def __len__(self) -> int:
         return sum(1 for _p in self)
+
+    def without(self, paths: set[str]) -> _Overlay:
+        """The same layers with `paths` removed too."""
+        return _Overlay({p: k for p, k in self._newer.items() if p not in paths}, self._rest,
+                        self._removed | paths)
 
 
 def _merged(stats: Mapping[str, Key], newer: dict[str, Key]) -> Mapping[str, Key]:
@@ -258,6 +268,16 @@ def _merged(stats: Mapping[str, Key], newer: dict[str, Key]) -> Mapping[str, Key
     if isinstance(stats, dict | _Overlay):
         return {**stats, **newer}
     return _Overlay(newer, stats)
+
+
+def _without(stats: Mapping[str, Key], paths: set[str]) -> Mapping[str, Key]:
+    """`stats` less `paths`, a lazy map left lazy: unpacking every key of a 100,000-file map to drop the few a
+    restore wrote was ~1 s of a one-shot `codexr rewind` (profiled; issue 35)."""
+    if isinstance(stats, dict):
+        return {p: k for p, k in stats.items() if p not in paths}
+    if isinstance(stats, _Overlay):
+        return stats.without(paths)
+    return _Overlay({}, stats, frozenset(paths))
 
 
 def after_walk(selected: Scope, captured: Captured, git_signature: tuple[int, ...] | None,
@@ -301,17 +321,15 @@ def absorbed(last: LastCapture, changes: Changes, written: dict[str, Entry], del
             or any(p in last.unwatched for p in ours)):
         return None
     files = dict(last.files)
-    fresh, stats = dict(last.fresh), dict(last.stats)
+    fresh, stats = dict(last.fresh), _without(last.stats, ours)
     for p in deleted:
         if files.get(parent_of(p)) == WALKED:
             files.pop(p, None)
         else:
             files[p] = ABSENT
         fresh.pop(p, None)
-        stats.pop(p, None)
     for p, entry in written.items():
         files[p] = entry
         fresh.pop(p, None)
-        stats.pop(p, None)
     return LastCapture(files, fresh, stats, last.covered.union(written), last.unwatched,
                        last.git_signature, last.settings, last.walked_at)
