@@ -83,11 +83,6 @@ class WalkState:
             self._covered = frozenset(self.covered)
         return self._covered
 
-    def prepare(self) -> None:
-        """Derive the path sets a capture asks for (the resident server does, once for all its workers: ~6 ms)."""
-        self.covered_set()
-        self.seen_paths()
-
     def seen_paths(self) -> SeenPaths:
         """Every path the check looks at in listed directories (built once)."""
         if self._seen_paths is None:
