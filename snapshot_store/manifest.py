@@ -12,6 +12,7 @@ The root directory is the key "". On disk each entry is the JSON list of its fie
 
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 import re
@@ -112,6 +113,22 @@ def witnessed_absent(files: Mapping[str, Entry], path: str) -> bool:
     return False
 
 
+def _document(data: bytes) -> bytes:
+    """A snapshot file's JSON text (raises zstandard.ZstdError when it is no zstd frame)."""
+    return zstandard.ZstdDecompressor().decompress(data, max_output_size=1 << 31)
+
+
+@contextlib.contextmanager
+def _parsing(snap_id: str) -> Iterator[None]:
+    """What a damaged or forged snapshot file raises while it is parsed, as CorruptStore naming it."""
+    try:
+        yield
+    except CorruptStore:
+        raise
+    except (zstandard.ZstdError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CorruptStore(f"snapshot {snap_id} cannot be parsed: {exc}") from exc
+
+
 @dataclass(frozen=True)
 class SnapshotHead:
     """A snapshot file's metadata without its map: what a caller that asks a snapshot's depth, root, kind or meta
@@ -142,18 +159,14 @@ class SnapshotHead:
         """The head of a snapshot file, its map left unparsed: the canonical encoding puts "changes" first and its
         values are lists or null, so the first `},"created":` closes the map (inside a string that `"` would be
         escaped)."""
-        try:
-            raw = zstandard.ZstdDecompressor().decompress(data, max_output_size=1 << 31)
+        with _parsing(snap_id):
+            raw = _document(data)
             if not raw.startswith(b'{"changes":{'):
                 raise ValueError("not a snapshot document")
             end = raw.find(b'},"created":')
             if end < 0:
                 raise ValueError("no end of the map")
             return cls.of(json.loads(b"{" + raw[end + 2:], object_pairs_hook=_unique_keys), snap_id)
-        except CorruptStore:
-            raise
-        except (zstandard.ZstdError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise CorruptStore(f"snapshot {snap_id} cannot be parsed: {exc}") from exc
 
 
 @dataclass
@@ -206,9 +219,8 @@ class SnapshotRecord:
     @classmethod
     def decode(cls, snap_id: str, data: bytes) -> SnapshotRecord:
         """Parse a snapshot file, raising CorruptStore with its id on any problem."""
-        try:
-            raw = zstandard.ZstdDecompressor().decompress(data, max_output_size=1 << 31)
-            doc = json.loads(raw, object_pairs_hook=_unique_keys)
+        with _parsing(snap_id):
+            doc = json.loads(_document(data), object_pairs_hook=_unique_keys)
             head = SnapshotHead.of(doc, snap_id)
             changes: dict[str, Entry | None] = {}
             for k, v in doc["changes"].items():
@@ -218,10 +230,6 @@ class SnapshotRecord:
                 changes[k] = entry
             return cls(root=head.root, created=head.created, kind=head.kind, label=head.label, parent=head.parent,
                        depth=head.depth, changes=changes, meta=head.meta)
-        except CorruptStore:
-            raise
-        except (zstandard.ZstdError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise CorruptStore(f"snapshot {snap_id} cannot be parsed: {exc}") from exc
 
 
 _KINDS: dict[str, type[Entry]] = {"f": FileEntry, "l": LinkEntry, "d": ListedDir, "D": UnlistedDir,

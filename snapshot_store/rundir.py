@@ -56,13 +56,7 @@ def runtime_dir(create: bool = True) -> str | None:
     parent = os.path.realpath(os.path.dirname(os.path.abspath(base)))
     if create and is_fallback() and not os.path.isdir(parent):
         cache = os.path.dirname(parent)
-        if not _made(cache) or not safe_parents(os.path.realpath(cache)):
-            return None
-        try:
-            os.mkdir(parent, 0o700)
-        except FileExistsError:
-            pass
-        except OSError:
+        if not _made(cache) or not safe_parents(os.path.realpath(cache)) or not _made(parent):
             return None
     if not safe_parents(parent):
         return None

@@ -444,13 +444,7 @@ def test_a_session_keeps_the_saved_walk_current_for_the_next_process(repo: Path,
         time.sleep(SETTLE)
         last = s.at(repo).capture(scope=WIDE)  # the journal's fast path
     time.sleep(SETTLE)
-
-    def no_walk(*_a: object, **_k: object) -> None:
-        raise AssertionError("walked")
-
-    monkeypatch.setattr(scope_mod, "select", no_walk)
-    res = capture(store_dir, repo)
-    monkeypatch.undo()
+    res = capture_without_walking(monkeypatch, store_dir, repo)
     assert res.unchanged
     assert files_of(store_dir, res.id) == files_of(store_dir, last.id)
 
@@ -472,13 +466,7 @@ def test_a_file_a_session_saw_created_leaves_a_saved_walk_the_next_process_check
         last = s.at(repo).capture(scope=WIDE)  # the journal's fast path
         assert last.files["src/made.py"].kind == "f"
     time.sleep(SETTLE)
-
-    def no_walk(*_a: object, **_k: object) -> None:
-        raise AssertionError("walked")
-
-    monkeypatch.setattr(scope_mod, "select", no_walk)
-    res = capture(store_dir, repo)
-    monkeypatch.undo()
+    res = capture_without_walking(monkeypatch, store_dir, repo)
     assert res.unchanged
     assert files_of(store_dir, res.id) == files_of(store_dir, last.id)
 

@@ -376,7 +376,8 @@ def with_listed(state: WalkState, made: dict[str, dict[str, tuple[str, Key | Non
         now = listed(rel) if i is not None else None
         if i is None or now is None:
             return None
-        before = [n for n in now if n not in {f"{name}/{kind}" for name, (kind, _k) in files.items()}]
+        listed_made = {f"{name}/{kind}" for name, (kind, _k) in files.items()}
+        before = [n for n in now if n not in listed_made]
         if len(before) != len(now) - len(files) or \
                 listing_digest(before) != bytes(listings[i * DIGEST:(i + 1) * DIGEST]):
             return None
