@@ -25,6 +25,8 @@ def diff_maps(old: FileMap, new: FileMap, paths: Iterable[str] | None = None) ->
     for path in sorted(set(paths)):
         o, n = old.get(path), new.get(path)
         oc, nc = is_captured(o), is_captured(n)
+        if not (oc or nc):
+            continue  # held back or absent on both sides (a path a delta names need not be captured)
         if oc and not nc:
             out.append(Change(path, "deleted"))
         elif nc and not oc:

@@ -34,6 +34,7 @@ from snapshot_store import (
     UnknownSnapshot,
     WorkspaceError,
 )
+from snapshot_store.diff import diff_maps
 from snapshot_store.manifest import witnessed_absent
 from snapshot_store.scope import GIT_CACHE_MAGIC, GitTracked
 
@@ -1358,3 +1359,21 @@ def test_a_restore_never_overwrites_bytes_written_through_mmap_after_the_capture
             f"{name}: the bytes written through mmap were lost (file {kept[name]!r}, safety {in_safety.get(name)!r})"
     assert set(left_paths(result)) >= {"data.bin", "new.bin"}, "the restore did not say it left them"
     assert (ws / "gone.bin").read_bytes() == b"G" * 4096, "the rest of the restore was not done"
+
+
+def test_a_diff_along_a_chain_leaves_out_paths_captured_on_neither_side(tmp_path: Path) -> None:
+    """Store.diff of two snapshots of one chain compares the paths their deltas name; one held back by the recent-file
+    limit in the first and ignored in the second was named, and was reported as modified (issue 35's property test
+    found it with a tombstone: "type"): only captured paths are compared, as in a comparison of the whole maps."""
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", b"a\n")
+    time.sleep(0.01)
+    write(ws, "b.txt", b"b, newer\n")
+    tight = ScopeSettings(residue_max_files=1)
+    with Store.open(tmp_path / "store") as store:
+        first = store.at(ws).capture(scope=tight)
+        assert first.files["a.txt"][0] == "x" and first.files["b.txt"][0] == "f"
+        write(ws, ".codexsnapignore", b"a.txt\n")
+        second = store.at(ws).capture(scope=tight)
+        assert second.files["a.txt"] == ("x", "ignored") and "a.txt" in (store.named_between(first.id, second.id) or ())
+        assert store.diff(first.id, second.id) == diff_maps(store.files(first.id), store.files(second.id)) == []
