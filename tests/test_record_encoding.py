@@ -25,6 +25,7 @@ from snapshot_store.manifest import (
     SnapshotHead,
     SnapshotRecord,
     UnlistedDir,
+    look_up,
 )
 
 
@@ -78,3 +79,41 @@ def test_a_damaged_record_s_head_is_a_clear_error() -> None:
                 zstandard.ZstdCompressor().compress(b'{"created":' + raw.split(b'"created":', 1)[1])):
         with pytest.raises(CorruptStore, match="snapshot x"):
             SnapshotHead.decode("x", bad)
+
+
+def test_looking_up_paths_in_a_record_finds_what_decoding_it_finds() -> None:
+    """`look_up` reads a record's entries for a few paths without decoding its map: names that spell a key's text, a
+    prefix or suffix of another name, escapes and entries that spell keys do not fool it; a path the record does not
+    name is left out, one it removes is None."""
+    rng = random.Random(35)
+    letters = 'ab-._ é☃"\\:,[]{}'
+    trap = '"b":["f",420,1,"' + "0" * 64 + '"]'
+    changes: dict[str, Entry | None] = {
+        "": WALKED, "b": FileEntry("f", 0o644, 2, "1" * 64), 'a"b': LinkEntry("l", ',"b":'), "a,\"b": None,
+        "kind": SkippedEntry("x", '"kind":'), trap: LinkEntry("l", trap), "é/☃": FileEntry("f", 0o755, 3, "2" * 64)}
+    for i in range(300):
+        path = "".join(rng.choice(letters) for _ in range(rng.randint(1, 8))) + str(i)
+        changes[path] = rng.choice([FileEntry("f", 0o644, i, f"{i:064x}"), LinkEntry("l", path), ABSENT, WALKED,
+                                    SkippedEntry("x", "ignored"), UnlistedDir("D", "churn"), None])
+    rec = SnapshotRecord(root="/ws", created=1.5, kind="capture", label=trap, parent="cd" * 32, depth=4,
+                         changes=changes, meta={"file_count": 9})
+    data = rec.encode()
+    asked = [*changes, "c", "b/", '"b"', "a", "☃", "é"]
+    head, found = look_up("x", data, asked)
+    assert head == rec.head
+    assert found == {p: changes[p] for p in asked if p in changes}
+
+
+@pytest.mark.parametrize("bad", [
+    '{"changes":{"a":["-"],"a":["-"]},"created":1,"depth":0,"format":1,"kind":"capture","label":null,"meta":{},'
+    '"parent":null,"root":"/ws"}',
+    '{"changes":{"a":["f",420,1,"zz"]},"created":1,"depth":0,"format":1,"kind":"capture","label":null,"meta":{},'
+    '"parent":null,"root":"/ws"}',
+    '{"changes":{"../a":["-"]},"created":1,"depth":0,"format":1,"kind":"capture","label":null,"meta":{},'
+    '"parent":null,"root":"/ws"}',
+    '{"changes":{"a":["-"]},"format":1}',
+])
+def test_a_damaged_or_forged_record_s_lookup_is_a_clear_error(bad: str) -> None:
+    data = zstandard.ZstdCompressor().compress(bad.encode())
+    with pytest.raises(CorruptStore):
+        look_up("x", data, ["a", "../a"])

@@ -11,7 +11,7 @@ import json
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -19,7 +19,17 @@ from ..errors import AmbiguousSnapshot, CorruptStore, StoreError, UnknownSnapsho
 from ..fsutil import append_locked, atomic_write, complete_lines, locked_for_append, translate_os_errors
 from ..ids import digest_hex, is_snapshot_id, is_snapshot_prefix, workspace_key
 from ..locks import flocked
-from ..manifest import REBASE_DEPTH, Entry, FileMap, SnapshotHead, SnapshotRecord, apply_delta, delta, is_captured
+from ..manifest import (
+    REBASE_DEPTH,
+    Entry,
+    FileMap,
+    SnapshotHead,
+    SnapshotRecord,
+    apply_delta,
+    delta,
+    is_captured,
+    look_up,
+)
 from ..names import Folding, remembered
 from ..roots import Identity, protected_identities, workspace_root
 from ..vocab import UNLISTED_KINDS
@@ -36,6 +46,7 @@ REF_TAIL_BYTES = 16 * 1024  # `latest` parses only this much of a workspace's re
 AUTO_GC_INTERVAL = 24 * 3600.0  # automatic gc at most this often
 GC_MARKER = "gc.last"  # holds the time of the last automatic gc
 CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
+LOOKUPS = 64  # `entries_at` searches records for at most this many paths; beyond, it decodes the map
 NAMED_HOPS = 64  # `named_between` follows at most this many delta records (a turn adds one or two)
 SUBDIRS = ("packs", "snapshots", "refs", "refs/workspaces", "cache", "journal", "locks")
 
@@ -248,6 +259,38 @@ class Repository:
             apply_delta(files, rec.changes)
         self.remember(snap_id, files)
         return files
+
+    def entries_at(self, snap_id: str, paths: Collection[str]) -> dict[str, Entry | None]:
+        """What a snapshot's map holds at these paths (None: nothing), read along its chain without decoding it:
+        each record not decoded already is searched for the keys still wanted (manifest.look_up), newest first, until
+        every path is named or the chain ends. Beyond LOOKUPS paths, the map is decoded (each search is a scan of
+        the record's text)."""
+        if len(paths) > LOOKUPS or snap_id in self._maps:
+            files = self.files(snap_id)
+            return {p: files.get(p) for p in paths}
+        want = set(paths)
+        out: dict[str, Entry | None] = {}
+        current: str | None = snap_id
+        seen: set[str] = set()
+        while want and current is not None:
+            if current in seen:
+                raise CorruptStore(f"snapshot {snap_id} has a cycle in its parent chain")
+            seen.add(current)
+            hit = self._maps.get(current)
+            rec = self._records.get(current) or self._volatile.get(current)
+            if hit is not None:
+                named, parent = {p: hit.get(p) for p in want}, None
+            elif rec is not None:
+                named, parent = {p: rec.changes[p] for p in want if p in rec.changes}, rec.parent
+            else:
+                head, named = look_up(current, read_verified(str(self._snapshot_path(current))), want)
+                self._heads[current] = head
+                parent = head.parent
+            out.update(named)
+            want.difference_update(named)
+            current = parent
+        out.update(dict.fromkeys(want))  # named by no record down to the whole one: not in the map
+        return out
 
     def named_between(self, older: str, newer: str, hops: int = NAMED_HOPS) -> set[str] | None:
         """Every path the delta records from `older` (excluded) to `newer` name, when `newer` descends from `older`
