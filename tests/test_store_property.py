@@ -21,6 +21,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,7 @@ CONTENTS = [b"", b"a", b"hello\n", b"\x00\xffbinary", b"longer content line\n" *
 WIDE = ScopeSettings(residue_max_files=1000)
 TIGHT = ScopeSettings(residue_max_files=1)
 
+RACY_S = 0.11  # past the stat cache's racy window (stamps.FINE_WINDOW_NS)
 PROFILE = settings(
     max_examples=60,
     deadline=None,
@@ -106,6 +108,11 @@ op_st = st.one_of(
     st.tuples(st.just("restore"), st.integers(0, 30)),
 )
 ops_st = st.lists(op_st, min_size=3, max_size=24)
+#: Mostly files changed in place between captures (what a turn after an edit sees), now and then anything else.
+edit_st = st.tuples(st.just("write"), st.sampled_from(TRACKED[:4] + UNTRACKED[:2]), st.integers(0, len(CONTENTS) - 1))
+edits_st = st.lists(st.one_of(edit_st, edit_st, st.tuples(st.just("capture")), st.tuples(st.just("capture")),
+                              st.tuples(st.just("chmod"), st.sampled_from(TRACKED[:4])), op_st),
+                    min_size=3, max_size=16)
 
 
 def _clear_way(ws: Path, rel: str) -> None:
@@ -162,6 +169,7 @@ def apply_op(ws: Path, op: tuple) -> None:
             return
         _clear_way(ws, rel)
         os.symlink(os.path.relpath(target, os.path.dirname(rel) or "."), ws / rel)
+FEWER = settings(PROFILE, max_examples=30)  # each capture waits RACY_S
 
 
 # --------------------------------------------------------------------------- checks
@@ -275,7 +283,26 @@ def check_diffs(store: Store, snaps: list[str]) -> None:
     assert chained or len(set(snaps)) < 2, "no two captures of one delta chain: the short way was never taken"
 
 
-def run_history(ops: list[tuple], scope: ScopeSettings, *, watch: bool = False) -> None:
+def check_lookups(store_dir: Path, snaps: list[str]) -> None:
+    """A map's entries read along its chain without decoding it (`entries_at`, a fresh store: no record decoded yet)
+    are the decoded map's, for every path of the universe, its directories and the root."""
+    paths = sorted({"", *ALL, *(p.rpartition("/")[0] for p in ALL)})
+    with Store.open(store_dir) as fresh:
+        for snap in dict.fromkeys(snaps):
+            looked = fresh.entries_at(snap, paths)
+            assert looked == {p: store_files(store_dir, snap).get(p) for p in paths}, snap
+
+
+def store_files(store_dir: Path, snap: str) -> dict:
+    with Store.open(store_dir) as other:
+        return dict(other.files(snap))
+
+
+def run_history(ops: list[tuple], scope: ScopeSettings, *, watch: bool = False, processes: bool = False) -> None:
+    """`processes`: each capture starts a new process's store (watched too if `watch`, the next capture then going on
+    from its journal until every third one starts over), asking for the id and counts only, as a one-shot command and
+    a session's turns do: a capture after files changed then reads only those (Capturer._reread_only), and a session
+    goes on from the last capture it built when next needed."""
     base = Path(tempfile.mkdtemp(prefix="store-prop-"))
     try:
         ws = base / "ws"
@@ -288,11 +315,24 @@ def run_history(ops: list[tuple], scope: ScopeSettings, *, watch: bool = False) 
         try:
             if watch:
                 assert store.capturer.watch(ws), "inotify change journal unavailable"
+            if processes:
+                time.sleep(RACY_S)
             c0 = store.at(ws).capture(scope=scope)
             check_capture(store, ws, c0.files, scope, set())
             snaps = [c0.id]
             for op in ops:
-                if op[0] == "capture":
+                if op[0] == "capture" and processes:
+                    extra = _extra(store, ws, known)
+                    if not watch or len(snaps) % 3 == 0:
+                        store.close()
+                        store = Store.open(base / "store")
+                        if watch:
+                            store.capturer.watch(ws)
+                    time.sleep(RACY_S)  # stats the saved walk can trust: else every check ends in a walk
+                    c = store.at(ws).capture_summary(scope=scope, known_paths=sorted(known))
+                    check_capture(store, ws, store_files(base / "store", c.id), scope, extra)
+                    snaps.append(c.id)
+                elif op[0] == "capture":
                     extra = _extra(store, ws, known)
                     c = store.at(ws).capture(scope=scope, known_paths=sorted(known))
                     check_capture(store, ws, c.files, scope, extra)
@@ -308,6 +348,7 @@ def run_history(ops: list[tuple], scope: ScopeSettings, *, watch: bool = False) 
                 check_restore(store, ws, snaps[-1], scope, known)
             check_restore(store, ws, c0.id, scope, known)
             check_diffs(store, snaps)
+            check_lookups(base / "store", snaps)
         finally:
             store.close()
     finally:
@@ -332,6 +373,20 @@ def test_history_wide_residue_watched(ops: list[tuple]) -> None:
     """The same promises when a long-running session keeps an inotify change journal
     (captures reuse the previous map and re-read only what changed)."""
     run_history(ops, WIDE, watch=True)
+
+
+@FEWER
+@given(ops=edits_st)
+def test_history_one_shot_captures(ops: list[tuple]) -> None:
+    """The same promises when each capture is a new process's, asking only for the id and counts."""
+    run_history(ops, WIDE, processes=True)
+
+
+@FEWER
+@given(ops=edits_st)
+def test_history_tight_residue_session_captures(ops: list[tuple]) -> None:
+    """And when those processes are sessions that keep a change journal between their captures."""
+    run_history(ops, TIGHT, watch=True, processes=True)
 
 
 def test_universe_classification() -> None:

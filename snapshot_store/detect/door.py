@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import functools
 import marshal
+import stat
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,8 +32,9 @@ from ..errors import StoreError
 from ..ids import workspace_key
 from ..manifest import Entry, FileMap, captured_paths, is_captured
 from ..repository.packs import read_generation
+from ..scope import IGNORE_FILE
 from ..settings import ScopeSettings
-from ..stamps import Key
+from ..stamps import Key, stat_key
 from ..vocab import SnapshotKind
 from . import fastpath, monitor, walkstate
 from .index import StatCache, WorkspaceIndex
@@ -54,6 +56,14 @@ class Watched:
     last: fastpath.LastCapture | None = None
     pending: set[str] = field(default_factory=set)  # paths a restore wrote: re-read at the next capture
     saved: walkstate.WalkState | None = None  # what the last capture kept for the next process (walkstate.py)
+    # `last` as a capture that read only changed files left it, built when first needed (Look.reread)
+    deferred: Callable[[], fastpath.LastCapture | None] | None = None
+
+    def settle(self) -> None:
+        """Build the deferred last capture, if any (None from the builder: the next capture checks or walks)."""
+        build, self.deferred = self.deferred, None
+        if build is not None:
+            self.last = build()
 
 
 class Start(NamedTuple):
@@ -146,6 +156,8 @@ class ChangeDetector:
     def absorb(self, ws: Path, written: dict[str, Entry], deleted: list[str], dirs_changed: bool) -> None:
         """After a restore, fold its own writes into the journal's last capture instead of re-walking."""
         w = self._watched.get(str(ws))
+        if w is not None:
+            w.settle()
         if w is None or w.last is None:
             return
         w.last = fastpath.absorbed(w.last, w.journal.drain(), written, deleted, dirs_changed)
@@ -155,7 +167,7 @@ class ChangeDetector:
     def forget_last(self) -> None:
         """A gc ran: a journal's last file map names blobs it may have freed, so the next capture walks."""
         for w in self._watched.values():
-            w.last = None
+            w.last = w.deferred = None
 
     def close(self) -> None:
         """Save the workspace indexes and stop the change journals."""
@@ -173,6 +185,8 @@ class ChangeDetector:
         answer. A dry run (nothing stored) asks no monitor and uses no journal."""
         asked = self._ask_monitor(ws) if self.monitor is not None and not dry_run else None
         watched = self._watched.get(str(ws)) if not dry_run else None
+        if watched is not None:
+            watched.settle()
         return Look(self, ws, started_ns, dry_run, asked, watched)
 
     def _ask_monitor(self, ws: Path) -> monitor.Asked | None:
@@ -284,6 +298,71 @@ class Look:
                 rel: walkstate.trusted(k, self.started_ns) for rel, k in moved.items()})
             self.index.save_walk(state)
         self._bind(state.snapshot)
+
+    def reread_only(self, grow: bool, known: list[str], git_paths: list[str]) -> walkstate.Checked | None:
+        """The check found only files changed, each of them captured by the parent (the caller asks its records), a
+        walk would cover what the saved one did, and no covered path below an unlisted directory lacks a key: the
+        parent's map with those files read again is the capture (`Capturer._reread_only`; None: look further)."""
+        checked, w = self.checked, self.watched
+        if checked is None or checked.check.changes.structural or not checked.check.changes.files:
+            return None
+        if w is not None and (w.last is not None or w.pending):
+            return None
+        state = checked.state
+        if any(key is None for key in state.unwatched.values()) or IGNORE_FILE in checked.check.changes.files:
+            return None
+        return checked if _covers_what_was_covered(state, grow, known, git_paths) else None
+
+    def reread_keys(self, dirs: DirCache, paths: list[str], settings: ScopeSettings) -> dict[str, Key] | None:
+        """Each changed file's stat, as the fast path would take it to read it again (fastpath.select's rules for a
+        captured file), or None (the full capture decides)."""
+        assert self.checked is not None
+        state = self.checked.state
+        covered, unwatched = state.covered_set(), state.unwatched
+        if dirs.folding.any:
+            return None  # a name spelled otherwise than listed: the fast path's respelling decides
+        out: dict[str, Key] = {}
+        for p in paths:
+            try:
+                st = dirs.lstat(p)
+            except (OSError, SymlinkInPath, DirChanged):
+                return None
+            regular = stat.S_ISREG(st.st_mode)
+            if not (regular or stat.S_ISLNK(st.st_mode)) or (regular and st.st_nlink > 1 and p not in unwatched):
+                return None
+            if p not in covered and st.st_size > settings.residue_max_file_bytes:
+                return None  # held back by size now: the map's verdict changes
+            out[p] = stat_key(st)
+        return out
+
+    def reread(self, snap_id: str, checked: walkstate.Checked, captured: Captured, skipped: list[tuple[str, str]],
+               kind: str, ground: Reread) -> None:
+        """`remember` for a capture that read only the changed files (`reread_only`): the saved walk with their new
+        keys, the stat cache, one save of the index, the monitor's token bound; a session's journal gets its last
+        capture when its next capture (or a restore) first needs it (`_last_after_reread`: decoding the parent's
+        map is what this capture spared the turn's start)."""
+        w, state, git_paths = self.watched, checked.state, ground.git_paths
+        self.by_check, self.cache = True, self.index.stat
+        unwatched = {p: captured.stats.get(p, key) for p, key in state.unwatched.items()}
+        kept = _Kept(snap_id, state.file_count, [(str(p), str(why)) for p, why in skipped],
+                     {p: walkstate.trusted(k, self.started_ns) for p, k in unwatched.items()},
+                     _packs(self.door.repo), self.started_ns)
+        now = MapNow(captured.entries, state.covered_set(), state.git_signature, frozenset(captured.entries))
+        saved = None
+        if walkstate.savable(0, skipped):
+            with DirCache(str(self.ws), folding=self.door.repo.folding(self.ws)) as dirs:
+                saved = _walk_after(kept, now, state, checked.check.keys, checked.check.dir_keys, captured.stats,
+                                    git_paths, functools.partial(_relisted, dirs))
+        self.index.set_walk(saved)
+        if w is not None:
+            w.saved = saved
+            w.deferred = functools.partial(_last_after_reread, self.door.repo, snap_id, checked, captured, ground)
+        self.cache.update_some(captured.entries, captured.fresh, self.started_ns)
+        per_path = kind != SnapshotKind.SAFETY and (
+            w is None or time.monotonic() - self.cache.saved_at > CACHE_SAVE_INTERVAL)
+        with contextlib.suppress(OSError):
+            self.index.save(per_path=per_path)
+        self._bind(saved.snapshot if saved is not None else None)
 
     def start(self, parent_files: FileMap | None, known: list[str], grow: bool, git: GitTracked,
               settings: ScopeSettings, ignore: Ignore) -> Start:
@@ -454,7 +533,7 @@ class Look:
                 saved = _walk_of(kept, state, selected, read, git_paths, self.door.repo.protected_rel(self.ws))
             elif base is not None:
                 with DirCache(str(self.ws), folding=self.door.repo.folding(self.ws)) as dirs:
-                    saved = _walk_after(kept, state, base, checked_keys, moved_dirs, read, git_paths,
+                    saved = _walk_after(kept, MapNow.of(state), base, checked_keys, moved_dirs, read, git_paths,
                                         functools.partial(_relisted, dirs))
         self.index.set_walk(saved)
         return saved
@@ -495,7 +574,21 @@ def _walk_of(kept: _Kept, state: fastpath.LastCapture, selected: Scope, read: Ma
         grows_same=walkstate.grows_same(covered, git_paths, files))
 
 
-def _walk_after(kept: _Kept, state: fastpath.LastCapture, base: walkstate.WalkState, checked_keys: dict[str, Key],
+class MapNow(NamedTuple):
+    """What `_walk_after` asks of the map a capture made: entries at the paths it read again or moved (`touched`),
+    the covered set and the Git listing's signature."""
+
+    files: Mapping[str, Entry]
+    covered: frozenset[str]
+    git_signature: tuple[int, ...] | None
+    touched: frozenset[str] | None
+
+    @classmethod
+    def of(cls, state: fastpath.LastCapture) -> MapNow:
+        return cls(state.files, state.covered, state.git_signature, state.touched)
+
+
+def _walk_after(kept: _Kept, state: MapNow, base: walkstate.WalkState, checked_keys: dict[str, Key],
                 moved_dirs: dict[str, Key], read: Mapping[str, Key], git_paths: list[str],
                 relist: Callable[[str], list[str] | None] | None = None) -> walkstate.WalkState | None:
     """The saved walk `base` (a check's, or the one a session saved) with the files this capture read again.
@@ -540,6 +633,49 @@ def _walk_after(kept: _Kept, state: fastpath.LastCapture, base: walkstate.WalkSt
                                seen=walkstate.with_keys(base.seen, newly), unwatched=kept.unwatched,
                                covered_blob=blob, _covered=covered, file_count=kept.file_count,
                                skipped=kept.skipped, grows_same=grows)
+
+
+class Reread(NamedTuple):
+    """What a capture that read only the changed files (Capturer._reread_only) stood on: its parent, the entries the
+    parent's records gave for those files, and the rules a journal's last capture is built under."""
+
+    parent: str
+    old: dict[str, Entry | None]
+    grow: bool
+    known: list[str]
+    git_paths: list[str]
+    git_signature: tuple[int, ...] | None
+    settings: ScopeSettings
+    ignore: Ignore
+
+
+def _last_after_reread(repo: Repository, snap_id: str, checked: walkstate.Checked, captured: Captured,
+                       ground: Reread) -> fastpath.LastCapture | None:
+    """The last capture a session's journal goes on from after a capture that read only the changed files: what the
+    check's fast path (`Look._since_check`, `fastpath.select` with nothing but captured files to read again, then
+    `fastpath.merge`) would have made, from the parent's map decoded now. None (the next capture checks, or walks):
+    the parent cannot be read, or its decoded map disagrees with what its records gave for the files read again."""
+    try:
+        parent_files = repo.files(ground.parent)
+    except StoreError:
+        return None
+    if any(parent_files.get(p) != e for p, e in ground.old.items()):
+        return None
+    captured_then = set(captured_paths(parent_files))
+    known = [*ground.known, *captured_then] if ground.grow else ground.known
+    covered_then, covered_now = checked.state.covered_set(), {*ground.git_paths, *known}
+    if not walkstate.same_map(covered_then, covered_now, parent_files, captured_then, ground.settings, ground.ignore):
+        return None
+    last = _checked_last(checked, parent_files, captured_then, covered_then & covered_now, ground.git_signature,
+                         ground.settings)
+    if last is None:
+        return None
+    extra = [p for p in known if p not in last.covered]  # captured by the parent: settled as they are (select)
+    covered = last.covered.union(extra) if extra else last.covered
+    state = fastpath.merge(fastpath.Selection(last, parent_files, dict(captured.stats), covered, set(), frozenset()),
+                           captured)
+    repo.remember(snap_id, state.files)
+    return state
 
 
 def _relisted(dirs: DirCache, rel: str) -> list[str] | None:

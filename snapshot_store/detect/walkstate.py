@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..dirfd import DirCache, DirChanged, SymlinkInPath
-from ..manifest import WALKED, FileMap, is_captured, parent_of, valid_key
+from ..manifest import WALKED, Entry, FileMap, is_captured, parent_of, valid_key
 from ..reasons import Reason
 from ..scope import IGNORE_FILE, Ignore, entry_kind, forbidden, listing_digest
 from ..settings import ScopeSettings
@@ -240,11 +240,12 @@ def same_map(covered_then: frozenset[str], covered_now: set[str], files: FileMap
     return True
 
 
-def grows_same(covered: frozenset[str], git_paths: Collection[str], files: FileMap,
+def grows_same(covered: frozenset[str], git_paths: Collection[str], files: Mapping[str, Entry],
                among: Iterable[str] | None = None) -> bool:
     """Is every covered path Git-tracked or captured (so a capture that grows from `files` covers it again)?
 
-    `among`: only these paths are asked (the entries a capture moved, when the answer for the rest stands).
+    `among`: only these paths are asked (the entries a capture moved, when the answer for the rest stands). A map
+    given only in part (a capture that read only changed files) can only say no wrongly: the next capture decodes.
     """
     if among is not None:
         # git_paths is the listing as a list: asked last, and only of a covered path that is not captured

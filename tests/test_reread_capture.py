@@ -1,0 +1,151 @@
+"""A capture after files changed in place reads those files again and writes their delta on the parent, whose map it
+never decodes (Capturer._reread_only; issue 35: decoding a 100,000-file parent's chain was ~0.5 s of such a capture).
+
+Each capture opens the store afresh, as a one-shot command or a session's first turn does. What a user relies on: the
+snapshot holds exactly what a full capture would (files, links, modes), a touched but unchanged tree writes nothing
+for a turn, a session goes on from its journal after such a capture (no walk), and what the shortcut cannot vouch for
+(a file gone, grown past the residue limit, made a directory) still gets the full capture's verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from store_helpers import age_tree, make_repo, tree, write
+
+import snapshot_store.scope as scope_mod
+from snapshot_store import Store
+from snapshot_store.manifest import is_captured
+from snapshot_store.settings import ScopeSettings
+
+SCOPE = ScopeSettings(residue_max_files=1000, residue_max_file_bytes=1000)  # a 5 KB untracked file: held back
+SETTLE = 0.15  # past the stat cache's racy window: what a capture sees then, the next may vouch for
+FILES = {f"src/m{i}.py": f"print({i})\n" for i in range(12)} | {"README.md": "hello\n", "docs/a/b.md": "# b\n"}
+
+
+def workspace(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A Git workspace with one untracked file, captured once and left alone past the racy window: (ws, store, id)."""
+    ws = make_repo(tmp_path / "ws", FILES)
+    write(ws, "notes.txt", b"untracked\n")
+    age_tree(ws)
+    with Store.open(tmp_path / "store") as s:
+        first = s.at(ws).capture_summary(scope=SCOPE).id
+    time.sleep(SETTLE)
+    return ws, tmp_path / "store", first
+
+
+def decoded(store_dir: Path, snap: str) -> dict:
+    with Store.open(store_dir) as s:
+        return dict(s.files(snap))
+
+
+def full_capture_now(store_dir: Path, ws: Path) -> dict:
+    """What a full look at the workspace finds now, growing from the newest snapshot as the capture does."""
+    with Store.open(store_dir) as s:
+        latest = s.latest(s.workspace(ws))
+        assert latest is not None
+        grown = [p for p, e in s.files(latest).items() if is_captured(e)]
+        return dict(s.at(ws).preview(scope=SCOPE, known_paths=grown).files)
+
+
+def no_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    def walked(*_a: object, **_k: object) -> None:
+        raise AssertionError("walked")
+
+    monkeypatch.setattr(scope_mod, "select", walked)
+
+
+def test_files_changed_in_place_are_read_again_without_decoding_the_parent(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, store_dir, first = workspace(tmp_path)
+    (ws / "src/m3.py").write_text("print('three')\n")
+    (ws / "notes.txt").write_text("untracked, edited\n")
+    os.chmod(ws / "src/m5.py", 0o755)
+    time.sleep(SETTLE)
+    want = full_capture_now(store_dir, ws)
+    no_walk(monkeypatch)
+    with Store.open(store_dir) as s:
+        res = s.at(ws).capture_summary(scope=SCOPE)
+        assert first not in s._maps and first not in s._records, "the parent's map was decoded"
+        rec = s.record(res.id)
+    assert not res.unchanged and res.file_count == len(FILES) + 1
+    assert rec.parent == first and sorted(rec.changes) == ["notes.txt", "src/m3.py", "src/m5.py"]
+    assert decoded(store_dir, res.id) == want
+    # and the snapshot restores as any other: back to the first state and forward again
+    with Store.open(store_dir) as s:
+        s.at(ws).restore(first, scope=SCOPE)
+        assert (ws / "src/m3.py").read_text() == "print(3)\n" and tree(ws)["src/m5.py"][1] & 0o777 == 0o644
+        s.at(ws).restore(res.id, scope=SCOPE)
+    assert (ws / "src/m3.py").read_text() == "print('three')\n"
+    assert tree(ws)["src/m5.py"][1] & 0o777 == 0o755
+
+
+def test_a_turn_s_capture_of_touched_but_unchanged_files_names_the_parent(tmp_path: Path) -> None:
+    """Saved again with the same bytes (an editor's save, `touch`): a turn's capture is the parent, nothing written."""
+    ws, store_dir, first = workspace(tmp_path)
+    (ws / "src/m3.py").write_text("print(3)\n")
+    os.utime(ws / "README.md")
+    time.sleep(SETTLE)
+    snaps = set((store_dir / "snapshots").rglob("*"))
+    with Store.open(store_dir) as s:
+        res = s.at(ws).capture_thread_summary(known_paths=[], thread_latest=first, scope=SCOPE, kind="pre-turn")
+        assert first not in s._maps
+    assert res.id == first and res.reused and res.unchanged
+    assert set((store_dir / "snapshots").rglob("*")) == snaps
+    # the saved walk now vouches for the new stats: the next capture finds nothing changed and reads nothing
+    with Store.open(store_dir) as s:
+        again = s.at(ws).capture_summary(scope=SCOPE)
+    assert again.unchanged and again.bytes_hashed == 0
+
+
+def test_a_session_goes_on_from_its_journal_after_such_a_capture(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session's first capture reads only the changed file; its journal's next capture (the turn made a file and
+    removed one: a check would walk) builds the last capture from the parent then, and does not walk."""
+    ws, store_dir, _first = workspace(tmp_path)
+    (ws / "src/m3.py").write_text("print('three')\n")
+    time.sleep(SETTLE)
+    with Store.open(store_dir) as s:
+        assert s.capturer.watch(ws)
+        pre = s.at(ws).capture_summary(scope=SCOPE)
+        assert _first not in s._maps, "the first capture decoded the parent"
+        (ws / "src/made.py").write_text("made by the agent\n")
+        os.unlink(ws / "docs/a/b.md")
+        (ws / "src/m4.py").write_text("print('four')\n")
+        want = full_capture_now(store_dir, ws)
+        no_walk(monkeypatch)
+        post = s.at(ws).capture_summary(scope=SCOPE)
+    with Store.open(store_dir) as s:
+        assert sorted(c.path for c in s.diff(pre.id, post.id)) == ["docs/a/b.md", "src/m4.py", "src/made.py"]
+    assert decoded(store_dir, post.id) == want
+
+
+@pytest.mark.parametrize("change", ["grown past the limit", "made a directory", "removed", "hard-linked"])
+def test_what_the_shortcut_cannot_vouch_for_gets_the_full_capture_s_verdict(tmp_path: Path, change: str) -> None:
+    ws, store_dir, _first = workspace(tmp_path)
+    (ws / "src/m3.py").write_text("print('three')\n")
+    if change == "grown past the limit":
+        (ws / "notes.txt").write_bytes(b"x" * 5000)  # untracked, beyond residue_max_file_bytes
+    elif change == "made a directory":
+        os.unlink(ws / "notes.txt")
+        write(ws, "notes.txt/inner.txt", b"now a directory\n")
+    elif change == "removed":
+        os.unlink(ws / "src/m4.py")
+    else:
+        os.link(ws / "src/m6.py", tmp_path / "elsewhere.py")
+    time.sleep(SETTLE)
+    scope = SCOPE
+    with Store.open(store_dir) as s:
+        latest = s.latest(s.workspace(ws))
+        assert latest is not None
+        grown = [p for p, e in s.files(latest).items() if is_captured(e)]
+        want = dict(s.at(ws).preview(scope=scope, known_paths=grown).files)
+    with Store.open(store_dir) as s:
+        res = s.at(ws).capture_summary(scope=scope)
+    assert decoded(store_dir, res.id) == want
+    assert decoded(store_dir, res.id)["src/m3.py"][3] != decoded(store_dir, _first)["src/m3.py"][3]
+    if change == "grown past the limit":
+        assert want["notes.txt"][:3] == ("f", 0o644, 5000)  # captured before: it stays so, whatever its size
