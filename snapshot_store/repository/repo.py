@@ -239,6 +239,20 @@ class Repository:
         if cached is not None:
             self._maps.move_to_end(snap_id)
             return cached
+        files = self._replay(snap_id, self.record)
+        self.remember(snap_id, files)
+        return files
+
+    def files_aside(self, snap_id: str) -> FileMap:
+        """`files` for another thread: records read and maps replayed without adding to this object's caches (it
+        only reads them), so the thread that owns them may go on meanwhile; the caller `remember`s the map."""
+        def record(snap: str) -> SnapshotRecord:
+            return self._records.get(snap) or read_record(str(self._snapshot_path(snap)))
+
+        return self._replay(snap_id, record)
+
+    def _replay(self, snap_id: str, record: Callable[[str], SnapshotRecord]) -> FileMap:
+        """A snapshot's map: its chain's records (`record`) applied from the nearest full map or cached one."""
         chain: list[SnapshotRecord] = []
         current: str | None = snap_id
         base: FileMap | None = None
@@ -251,13 +265,12 @@ class Repository:
             if hit is not None and current != snap_id:
                 base = dict(hit)
                 break
-            rec = self.record(current)
+            rec = record(current)
             chain.append(rec)
             current = rec.parent
         files: FileMap = base if base is not None else {}
         for rec in reversed(chain):
             apply_delta(files, rec.changes)
-        self.remember(snap_id, files)
         return files
 
     def entries_at(self, snap_id: str, paths: Collection[str]) -> dict[str, Entry | None]:
