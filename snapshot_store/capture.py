@@ -133,6 +133,12 @@ class Capturer:
         """
         return self.detect.watch(self.repo.workspace(root), journal)
 
+    def build_ahead(self, root: str | os.PathLike[str]) -> None:
+        """Let a thread build what the next capture of this watched workspace goes on from, when its last capture
+        read only changed files and left that to be built (`_reread_only`): for a session, once the turn has started
+        (before, the thread would slow the turn's start it just spared)."""
+        self.detect.build_ahead(resolve_root(root))
+
     def unwatch(self, root: str | os.PathLike[str]) -> None:
         """Stop the change journal of a workspace."""
         self.detect.unwatch(resolve_root(root))

@@ -101,10 +101,12 @@ def test_a_turn_s_capture_of_touched_but_unchanged_files_names_the_parent(tmp_pa
     assert again.unchanged and again.bytes_hashed == 0
 
 
-def test_a_session_goes_on_from_its_journal_after_such_a_capture(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("ahead", [False, True], ids=["built when asked", "built ahead"])
+def test_a_session_goes_on_from_its_journal_after_such_a_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  ahead: bool) -> None:
     """A session's first capture reads only the changed file; its journal's next capture (the turn made a file and
-    removed one: a check would walk) builds the last capture from the parent then, and does not walk."""
+    removed one: a check would walk) goes on from the last capture built from the parent, on a thread while the turn
+    runs (`ahead`, as a session asks once the turn has started) or then, and does not walk."""
     ws, store_dir, _first = workspace(tmp_path)
     (ws / "src/m3.py").write_text("print('three')\n")
     time.sleep(SETTLE)
@@ -112,6 +114,8 @@ def test_a_session_goes_on_from_its_journal_after_such_a_capture(tmp_path: Path,
         assert s.capturer.watch(ws)
         pre = s.at(ws).capture_summary(scope=SCOPE)
         assert _first not in s._maps, "the first capture decoded the parent"
+        if ahead:
+            s.capturer.build_ahead(ws)
         (ws / "src/made.py").write_text("made by the agent\n")
         os.unlink(ws / "docs/a/b.md")
         (ws / "src/m4.py").write_text("print('four')\n")

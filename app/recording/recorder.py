@@ -95,13 +95,16 @@ class Recorder:
         return pre, time.perf_counter() - t0
 
     def bind(self, thread_id: str, side: ThreadSidecar, turn_id: str, text: str, pre: str | None) -> None:
-        """Record the turn the server started, with its pre-turn snapshot, in the thread's sidecar."""
+        """Record the turn the server started, with its pre-turn snapshot, in the thread's sidecar; then let the store
+        build what the post-turn capture goes on from while the turn runs (Capturer.build_ahead)."""
 
         def add_turn(s: ThreadSidecar) -> None:
             if s.turn(turn_id) is None:
                 s.turns.append(TurnRecord(turn_id=turn_id, prompt=text, pre=pre))
 
         self.sidecars.update(thread_id, add_turn, new=lambda: side)
+        if side.tracking:
+            self.store.capturer.build_ahead(self.cwd)
 
     def observe(self, state: TurnState, method: str, d: dict[str, Any]) -> None:
         """Take in one notification of the turn."""

@@ -58,7 +58,7 @@ class Watched:
     pending: set[str] = field(default_factory=set)  # paths a restore wrote: re-read at the next capture
     saved: walkstate.WalkState | None = None  # what the last capture kept for the next process (walkstate.py)
     # `last` as a capture that read only changed files left it, built when first needed (Look.reread)
-    deferred: Callable[[], fastpath.LastCapture | None] | None = None
+    deferred: _LastBuilt | None = None
 
     def settle(self) -> None:
         """Build the deferred last capture, if any (None from the builder: the next capture checks or walks)."""
@@ -164,6 +164,13 @@ class ChangeDetector:
         w.last = fastpath.absorbed(w.last, w.journal.drain(), written, deleted, dirs_changed)
         if w.last is not None:
             w.pending.update(written)
+
+    def build_ahead(self, ws: Path) -> None:
+        """Start building what the workspace's next capture goes on from, where a capture left it to be built
+        (Look.reread), on a thread: for a session to call once the turn has started."""
+        w = self._watched.get(str(ws))
+        if w is not None and w.deferred is not None:
+            w.deferred.start()
 
     def forget_last(self) -> None:
         """A gc ran: a journal's last file map names blobs it may have freed, so the next capture walks."""
@@ -652,16 +659,22 @@ class Reread(NamedTuple):
 
 
 class _LastBuilt:
-    """A session's last capture after a capture that read only the changed files, built by a thread while the turn
-    goes on (decoding the parent's map was what that capture spared the turn's start: ~0.5 s at 100,000 files); called,
-    it waits for the thread and caches the map in the calling thread (the builder only reads the repository's
-    caches, `Repository.files_aside`)."""
+    """A session's last capture after a capture that read only the changed files, built when its next capture asks
+    (called), or ahead on a thread (`start`, once the turn has started: the thread competes for the GIL, and on the
+    turn's start it slowed the capture's own last steps ~2x; decoding the parent's map is what that capture spared the
+    turn's start, ~0.5 s at 100,000 files). Called, it waits for the thread and caches the map in the calling thread
+    (the builder only reads the repository's caches, `Repository.files_aside`)."""
 
     def __init__(self, repo: Repository, snap_id: str, build: Callable[[], fastpath.LastCapture | None]) -> None:
         self._repo, self._snap_id, self._build = repo, snap_id, build
         self._out: fastpath.LastCapture | None = None
-        self._thread = threading.Thread(target=self._run, name="codexr-last-capture", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Build on a thread from now on."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="codexr-last-capture", daemon=True)
+            self._thread.start()
 
     def _run(self) -> None:
         try:
@@ -670,7 +683,10 @@ class _LastBuilt:
             self._out = None
 
     def __call__(self) -> fastpath.LastCapture | None:
-        self._thread.join()
+        if self._thread is None:
+            self._run()
+        else:
+            self._thread.join()
         if self._out is not None:
             self._repo.remember(self._snap_id, self._out.files)
         return self._out
