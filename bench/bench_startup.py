@@ -9,6 +9,9 @@ Every row is a whole process, timed from spawn to exit, in interleaved rounds (b
            one small Git workspace, both against the same local ScriptedModel (one `message` per turn).
 * capture: `codexr snapshots capture` of an unchanged ~11,000-file tree vs `git add -A . && git write-tree`
            in an internal Git repository (separate GIT_DIR) on the same tree.
+* capture-changed: (not in the default `--only`) 1 tracked file rewritten since a capture the saved walk vouches
+           for, then `codexr snapshots capture` vs `git add -A . && git write-tree` after the same kind of change
+           (what a turn's capture after an edit costs; issue 35).
 * restore: rewrite 1 tracked file, then `codexr snapshots restore ID --yes` vs `git read-tree -u --reset TREE`.
 * exec-tree: the exec row's trivial turn run in the ~11,000-file capture tree (what snapshots add to a turn in a
            large workspace); no target.
@@ -70,6 +73,8 @@ ROWS: list[tuple[str, str, str | None, float | None]] = [
     ("codexr exec, on the capture tree", "{tree}.exec_tree", "codex.exec_tree", None),
     ("git add -A + write-tree, unchanged", "git.unchanged", None, None),
     ("codexr snapshots capture, unchanged", "{tree}.capture", "git.unchanged", 4.0),
+    ("git add -A + write-tree, 1 file changed", "git.changed1", None, None),
+    ("codexr snapshots capture, 1 file changed", "{tree}.changed1", "git.changed1", None),
     ("git read-tree -u --reset, 1 file", "git.restore1", None, None),
     ("codexr snapshots restore --yes, 1 file", "{tree}.restore1", "git.restore1", 4.0),
     ("codexr rewind --yes, 1 file + the fork", "{tree}.rewind1", "git.restore1", None),
@@ -307,6 +312,35 @@ class Bench:
         self.codexr_capture(tree, -1)
         self.codexr_capture(tree, rnd, expect_unchanged=True)
 
+    def block_capture_changed(self, tree: Tree, rnd: int) -> None:
+        """One file rewritten since a capture the saved walk vouches for (untimed, then the racy window waited out),
+        then `codexr snapshots capture` (timed: the check and the one file read again); the file is put back."""
+        self.codexr_capture(tree, -1)
+        time.sleep(RACY_PAUSE)
+        rels = self.modifier.take(1)
+        before = self.modifier.read(rels)
+        self.modifier.rewrite(rels)
+        secs, res = timed(tree.cmd("snapshots", "capture", "-C", str(self.ws.root), "--json"), cwd=tree.root,
+                          env=tree.snap_env)
+        if res.returncode != 0 or json.loads(res.stdout).get("unchanged"):
+            self.rec.problem(f"round {rnd}: {tree.name} capture of a changed file failed or saw no change "
+                             f"({res.returncode}): {res.stderr[-500:]}")
+        else:
+            self.rec.record(f"{tree.name}.changed1", rnd, secs)
+        for rel, data in before.items():
+            (self.ws.root / rel).write_bytes(data)
+
+    def block_git_capture_changed(self, rnd: int) -> None:
+        self.shadow.snapshot()  # untimed sync
+        rels = self.modifier.take(1)
+        before = self.modifier.read(rels)
+        self.modifier.rewrite(rels)
+        t0 = time.perf_counter()
+        self.shadow.snapshot()
+        self.rec.record("git.changed1", rnd, time.perf_counter() - t0)
+        for rel, data in before.items():
+            (self.ws.root / rel).write_bytes(data)
+
     def block_git_capture(self, rnd: int) -> None:
         self.shadow.snapshot()  # untimed sync
         t0 = time.perf_counter()
@@ -363,7 +397,7 @@ class Bench:
             self.setup_exec()
             blocks.append(("codex exec", self.codex_exec))
             per_tree.append(("exec", self.codexr_exec))
-        if parts & {"capture", "restore", "exec-tree", "rewind"}:
+        if parts & {"capture", "capture-changed", "restore", "exec-tree", "rewind"}:
             self.setup_store()
         if "exec-tree" in parts:
             if "exec" not in parts:
@@ -388,6 +422,9 @@ class Bench:
         if "capture" in parts:
             blocks.append(("git capture", self.block_git_capture))
             per_tree.append(("capture", self.block_capture))
+        if "capture-changed" in parts:
+            blocks.append(("git capture, 1 file changed", self.block_git_capture_changed))
+            per_tree.append(("capture, 1 file changed", self.block_capture_changed))
         if "restore" in parts:
             blocks.append(("git restore", self.block_git_restore))
             per_tree.append(("restore", self.block_restore))
@@ -466,7 +503,8 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=None, help="tracked files of the capture tree (default 11,000)")
     ap.add_argument("--mb", type=float, default=None, help="MB of the capture tree (default 75)")
     ap.add_argument("--only", default="exec,capture,restore,exec-tree",
-                    help="comma list of exec, capture, restore, exec-tree (a codexr exec in the capture tree), rewind "
+                    help="comma list of exec, capture, capture-changed (one file rewritten since the last capture), "
+                         "restore, exec-tree (a codexr exec in the capture tree), rewind "
                          "(a turn adds a file to the capture tree, `codexr rewind --to 1 --yes` takes it back; not in "
                          "the default)")
     ap.add_argument("--baseline", metavar="DIR",
