@@ -29,7 +29,8 @@ from .runner import KILL_SYSCALLS, Codexr, Run, pick_fault
 from .trees import Layout, Tree
 
 GC_ARGS = ("-c", "file_snapshots.gc_grace_seconds=0", "-c", "file_snapshots.retention_max_snapshots=1")
-STORE_OPS = ("capture", "restore", "gc")
+STORE_OPS = ("capture", "edit-capture", "restore", "gc")
+EDITED = 12  # files an edit-capture trial rewrites in place (within Capturer._reread_only's 64)
 AGENT_OPS = ("rewind", "redo")
 OPS = STORE_OPS + AGENT_OPS
 #: A reference run under `strace -c` is slower than a plain one; random instants are drawn over this share of it.
@@ -83,6 +84,7 @@ class Fixture:
     old_ids: set[str] = field(default_factory=set)  # snapshots listed before the operation
     old_sidecars: set[str] = field(default_factory=set)  # thread sidecars before the operation
     notes: list[str] = field(default_factory=list)
+    prepare: Callable[[], None] | None = None  # run after the template is in place (what a copy cannot carry)
 
 
 def files_and_links(t: Tree) -> Tree:
@@ -263,6 +265,14 @@ class Soak:
         t2 = trees.listing(self.lay.ws)
         cap = self.save("capture")
         self.fixtures["capture"] = self._measure("capture", ("snapshots", "capture"), t2, cap, {s1: t1})
+        # edit-capture: files changed in place since a capture whose saved walk vouches for the tree, so the killed
+        # capture reads only those (Capturer._reread_only). A copied template has new inodes, which no saved walk
+        # vouches for: each trial takes that capture and makes the edits after the copy (`prepare`).
+        self.load(cap)
+        self._edit_in_place()
+        self.fixtures["edit-capture"] = self._measure("edit-capture", ("snapshots", "capture"),
+                                                      trees.listing(self.lay.ws), cap, {s1: t1},
+                                                      prepare=self._edit_in_place)
         self.load(cap)
         s2 = self.capture("S2")
         res = self.save("restore")
@@ -347,12 +357,24 @@ class Soak:
                             f"{trees.diff(files_and_links(fx.after), files_and_links(p3))}")
         self.fixtures["redo"] = fx
 
+    def _edit_in_place(self) -> None:
+        """A capture whose saved walk vouches for the tree, then EDITED tracked files rewritten in place, the same way
+        each time."""
+        time.sleep(0.15)  # the copy just wrote every file: past the racy window, the capture may vouch for them
+        self.capture("before the edits")
+        files = sorted(p for p in self.lay.ws.rglob("*.txt") if p.is_file() and not p.is_symlink()
+                       and ".git" not in p.parts)
+        for p in files[::max(1, len(files) // EDITED)][:EDITED]:
+            p.write_bytes(p.read_bytes()[:200] + b" edited in place\n")
+
     def _measure(self, op: str, args: tuple[str, ...], before: Tree, template: Path, known: dict[str, Tree],
-                 follow: bool = True) -> Fixture:
+                 follow: bool = True, prepare: Callable[[], None] | None = None) -> Fixture:
         """One uninterrupted reference run under `strace -c`: its syscall counts (the ranges the faults are drawn
         from), its duration (the range of the random instants) and its result (the after-tree). The trial
         directory is left as the run left it."""
         self.load(template)
+        if prepare is not None:
+            prepare()
         old_ids, old_sidecars = {i for i, _k in self.snapshots()}, set(self.sidecars())
         if self.server:
             self.start_server()
@@ -365,14 +387,14 @@ class Soak:
             after = trees.listing(self.lay.ws)
             self.log(f"[soak] {op}: reference run through the server {duration:.2f}s")
             return Fixture(op, args, before, after, counts, duration, template, known, follow=follow,
-                           old_ids=old_ids, old_sidecars=old_sidecars)
+                           old_ids=old_ids, old_sidecars=old_sidecars, prepare=prepare)
         t0 = time.perf_counter()
         counts = self.cx().count_syscalls(args, KILL_SYSCALLS, follow=follow)
         duration = (time.perf_counter() - t0) * STRACE_SLOWDOWN[follow]
         after = trees.listing(self.lay.ws)
         self.log(f"[soak] {op}: reference run {duration:.2f}s, syscalls {counts}")
         return Fixture(op, args, before, after, counts, duration, template, known, follow=follow,
-                       old_ids=old_ids, old_sidecars=old_sidecars)
+                       old_ids=old_ids, old_sidecars=old_sidecars, prepare=prepare)
 
     def sidecars(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
@@ -398,6 +420,8 @@ class Soak:
         fx = self.fixtures[op]
         started = time.perf_counter()
         self.load(fx.template)
+        if fx.prepare is not None:
+            fx.prepare()
         outside_before = trees.tree_hash(self.lay.outside)
         cx = self.cx()
         if fault is not None:
@@ -459,7 +483,7 @@ class Soak:
 
         # 4. what the operation promises
         safety = [i for i, kind in listed if kind == "safety" and i not in fx.old_ids]
-        if op == "capture":
+        if op in ("capture", "edit-capture"):
             latest = listed[-1][0] if listed else ""
             self.check_restores_exactly(t, latest, fx.before, "latest_restores_exactly")
         elif op == "gc":
