@@ -181,10 +181,12 @@ def _settle(dirs: DirCache, names: set[str], files: FileMap, covered: frozenset[
             changed[p] = SkippedEntry("x", Reason.IGNORED)
         elif not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
             changed[p] = SkippedEntry("x", Reason.NOT_REGULAR)
-        elif p in covered or (force is not None and force(p)):
+        elif p in covered:
             dirty.add(p)
         elif p.rpartition("/")[2].startswith(".") and not settings.include_hidden:
-            changed[p] = SkippedEntry("x", Reason.HIDDEN)
+            changed[p] = SkippedEntry("x", Reason.HIDDEN)  # whatever `force` says, as in a walk (scope._residue)
+        elif force is not None and force(p):
+            dirty.add(p)
         elif stat.S_ISREG(st.st_mode) and st.st_size > settings.residue_max_file_bytes:
             changed[p] = SkippedEntry("x", Reason.TOO_LARGE)
         else:
