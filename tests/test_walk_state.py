@@ -918,3 +918,63 @@ def test_the_stats_a_restore_leaves_a_session_are_the_unpacked_ones_less_what_it
         assert (p in layered) == (p in want) and layered.get(p) == want.get(p), p
     lazy_only = _without(lazy, first)
     assert not isinstance(lazy_only, dict) and dict(lazy_only) == {p: k for p, k in keys.items() if p not in first}
+
+
+def test_files_the_user_makes_are_settled_without_walking(repo: Path, trusted: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """New files and a symlink in directories that list nothing the saved walk does not see: the check names them
+    (their directory lists the saved entries plus them), the fast path settles them as a walk would, and the walk it
+    saves vouches for them: the next capture finds nothing changed (issue 35: the next one-shot capture walked)."""
+    write(repo, "src/made.py", "made by the user\n")
+    write(repo, "docs/x/z.md", "z\n")
+    os.symlink("a.py", repo / "src" / "link.py")
+    write(repo, "src/.made_hidden", "hidden: seen, not captured\n")
+    time.sleep(SETTLE)
+    expected = walked_files(trusted, repo)
+    res = capture_without_walking(monkeypatch, trusted, repo)
+    assert files_of(trusted, res.id) == expected
+    assert expected["src/made.py"][0] == "f" and expected["src/link.py"] == ("l", "a.py")
+    assert expected["src/.made_hidden"][0] == "x"
+    time.sleep(SETTLE)
+    again = capture_without_walking(monkeypatch, trusted, repo)
+    assert again.unchanged and files_of(trusted, again.id) == expected
+
+
+@pytest.mark.parametrize("change", ["too large", "made and removed", "a directory made", "beside a hidden file"])
+def test_what_the_check_cannot_name_still_gets_a_walks_verdict(repo: Path, trusted: Path, change: str) -> None:
+    """A new file held back by its size (its key would have to be kept: the next process walks), a file made beside
+    one removed, a new directory, a file made in a directory that holds one the walk saw but does not look at: the
+    map is what a walk finds, now and after the next change."""
+    small = ScopeSettings(residue_max_files=1000, residue_max_file_bytes=1000)
+    with Store.open(trusted) as s:  # the saved walk under these settings
+        s.at(repo).capture(scope=small)
+    time.sleep(SETTLE)
+    if change == "too large":
+        write(repo, "src/big.bin", b"x" * 5000)
+    elif change == "made and removed":
+        write(repo, "src/made.py", "made\n")
+        os.unlink(repo / "src" / "new.py")
+    elif change == "a directory made":
+        write(repo, "src/pkg/m.py", "in a new directory\n")
+    else:
+        write(repo, "made_in_root.txt", "beside .hidden\n")
+    time.sleep(SETTLE)
+
+    def walked() -> dict:
+        with Store.open(trusted) as s:
+            latest = s.latest(repo)
+            assert latest is not None
+            return dict(s.at(repo).preview(scope=small, known_paths=captured_paths(s.files(latest))).files)
+
+    expected = walked()
+    with Store.open(trusted) as s:
+        res = s.at(repo).capture_summary(scope=small)
+    assert files_of(trusted, res.id) == expected
+    if change == "too large":
+        assert expected["src/big.bin"][0] == "x"
+        write(repo, "src/big.bin", b"small now\n")  # under the limit: a walk captures it
+        time.sleep(SETTLE)
+        expected = walked()
+        with Store.open(trusted) as s:
+            res = s.at(repo).capture_summary(scope=small)
+        assert files_of(trusted, res.id) == expected and expected["src/big.bin"][0] == "f"

@@ -485,8 +485,7 @@ class Look:
             base = w.saved if w is not None else None
         from_check = checked is not None and base is checked.state
         saved = self._save_walk(snap_id, file_count, skipped, state, selected, base,
-                                checked.check.keys if checked is not None and from_check else {},
-                                checked.check.dir_keys if checked is not None and from_check else {},
+                                checked.check if checked is not None and from_check else None,
                                 found.captured.stats, git_paths)
         if w is not None:
             w.saved = saved
@@ -528,7 +527,7 @@ class Look:
 
     def _save_walk(self, snap_id: str, file_count: int, skipped: list[tuple[str, str]],
                    state: fastpath.LastCapture, selected: Scope | None, base: walkstate.WalkState | None,
-                   checked_keys: dict[str, Key], moved_dirs: dict[str, Key], read: Mapping[str, Key],
+                   check: walkstate.Check | None, read: Mapping[str, Key],
                    git_paths: list[str]) -> walkstate.WalkState | None:
         """What this capture saw, for the next process (None: a walk nobody can check), set in the index (written
         once, with the per-path half); returned."""
@@ -542,8 +541,9 @@ class Look:
                 saved = _walk_of(kept, state, selected, read, git_paths, self.door.repo.protected_rel(self.ws))
             elif base is not None:
                 with DirCache(str(self.ws), folding=self.door.repo.folding(self.ws)) as dirs:
-                    saved = _walk_after(kept, MapNow.of(state), base, checked_keys, moved_dirs, read, git_paths,
-                                        functools.partial(_relisted, dirs))
+                    saved = _walk_after(kept, MapNow.of(state), base, check.keys if check else {},
+                                        check.dir_keys if check else {}, read, git_paths,
+                                        functools.partial(_relisted, dirs), check.added if check else None)
         self.index.set_walk(saved)
         return saved
 
@@ -599,33 +599,42 @@ class MapNow(NamedTuple):
 
 def _walk_after(kept: _Kept, state: MapNow, base: walkstate.WalkState, checked_keys: dict[str, Key],
                 moved_dirs: dict[str, Key], read: Mapping[str, Key], git_paths: list[str],
-                relist: Callable[[str], list[str] | None] | None = None) -> walkstate.WalkState | None:
+                relist: Callable[[str], list[str] | None] | None = None,
+                added: Mapping[str, Mapping[str, str]] | None = None) -> walkstate.WalkState | None:
     """The saved walk `base` (a check's, or the one a session saved) with the files this capture read again.
 
-    No directory moved since `base` was saved (else this capture walked), so the same entries are there: only the
-    files read again get new keys (rebuilding the whole state cost ~30 ms of a one-file restore). A file no longer
-    captured keeps an entry: the next check just looks at it again. A new one (a session's journal reports created
-    files) moved its directory's stat: the next check walks. None: a captured file the next check would not look at.
+    No directory moved since `base` was saved but to add files (else this capture walked), so the saved entries are
+    there: only the files read again get new keys (rebuilding the whole state cost ~30 ms of a one-file restore). A
+    file no longer captured keeps an entry: the next check just looks at it again. A file made since (a session's
+    journal reports it, or the check found it: `added`) joins its directory's listing, and its group when captured,
+    once that directory, listed again, holds exactly the saved entries and those (else the next process walks: ~2.9 s
+    at 100,000 files). None: a captured file, or one held back by its size, that the next check would not look at.
     """
     files, trusted = state.files, kept.trusted
     newly = {rel: trusted(read.get(rel, now)) for rel, now in checked_keys.items()}
     newly.update((rel, trusted(key)) for rel, key in read.items())
-    # Every captured file must keep a key the next check looks at, or a change to it would go unseen: a file made
-    # since `base` (a session's journal named it) joins its directory's group once that directory, listed again,
-    # holds exactly the saved entries and the files made (else the next process walks: ~2.9 s at 100,000 files).
+    made: dict[str, dict[str, tuple[str, Key | None]]] = {}
     if any(is_captured(files.get(rel)) for rel in newly):
         looked = base.seen_paths()
-        made: dict[str, dict[str, tuple[str, Key | None]]] = {}
         for rel in newly:
             entry = files.get(rel)
             if is_captured(entry) and rel not in looked and rel not in kept.unwatched:
                 parent, _, name = rel.rpartition("/")
                 made.setdefault(parent, {})[name] = (entry.kind, newly[rel])
-        if made:
-            grown = walkstate.with_listed(base, made, relist) if relist is not None else None
-            if grown is None:
-                return None
-            base = grown
+    also: dict[str, dict[str, str]] = {}
+    for parent, names in (added or {}).items():
+        for name, kind in names.items():
+            rel = f"{parent}/{name}" if parent else name
+            if is_captured(files.get(rel)):
+                continue  # read again, so among `made`
+            if walkstate.stat_bound(files, rel):
+                return None  # held back by its size: its group would need its key
+            also.setdefault(parent, {})[name] = kind  # ignored, hidden, ...: in the listing only
+    if made or also:
+        grown = walkstate.with_listed(base, made, relist, also) if relist is not None else None
+        if grown is None:
+            return None
+        base = grown
     # Directories listed the same at the check: their new stats stand (racy ones untrusted).
     listed = walkstate.with_dir_keys(base.dirs, {rel: trusted(k) for rel, k in moved_dirs.items()})
     covered = frozenset(state.covered)

@@ -253,7 +253,7 @@ def grows_same(covered: frozenset[str], git_paths: Collection[str], files: Mappi
     return all(is_captured(files.get(p)) for p in covered.difference(git_paths))
 
 
-def stat_bound(files: FileMap, rel: str) -> bool:
+def stat_bound(files: Mapping[str, Entry], rel: str) -> bool:
     """Must this entry's stat be checked? Captured files, those held back by their size, and the ignore file.
 
     Every other verdict a walk gives (hidden, ignored, a churn directory, not a regular file) follows from
@@ -272,6 +272,8 @@ class Check:
     changes: Changes
     keys: dict[str, Key]  # the current stat of every changed file
     dir_keys: dict[str, Key] = field(default_factory=dict)  # directories whose stat moved, listing the same
+    #: directories listing the saved entries plus new files or symlinks, which `changes` names: {dir: {name: type}}
+    added: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def unchanged(self) -> bool:
@@ -298,10 +300,19 @@ def check(dirs: DirCache, state: WalkState) -> Check:
             # Moved: entries made, removed or renamed, or one renamed over another (an editor's or a restore's
             # save). Listed again: the same names of the same types leave every verdict of the walk standing.
             if now != unpack_key(stored):  # an untrusted key never equals
-                if listing(fd) != state.listings[i * DIGEST:(i + 1) * DIGEST]:
-                    changes.structural = True
-                    return out
-                out.dir_keys[rel] = now
+                entries = listed_names(fd)
+                saved = state.listings[i * DIGEST:(i + 1) * DIGEST]
+                if listing_digest(entries) == saved:
+                    out.dir_keys[rel] = now
+                else:
+                    added = _added(entries, saved, groups.get(rel))
+                    if added is None:
+                        changes.structural = True
+                        return out
+                    out.added[rel] = added
+                    prefix = f"{rel}/" if rel else ""
+                    changes.files.update(prefix + name for name in added)
+                    changes.paths.update(prefix + name for name in added)
             group = groups.pop(rel, None)
             if group is None:
                 continue
@@ -343,17 +354,34 @@ def check(dirs: DirCache, state: WalkState) -> Check:
     return out
 
 
+def _added(entries: list[str], saved: bytes, group: Group | None) -> dict[str, str] | None:
+    """The files and symlinks made in a directory since its listing was saved ({name: type}), when its listing now
+    is exactly the saved one plus those (None: anything else moved, so the check cannot say what: walk).
+
+    The saved listing is a digest, not names: the entries it may have held are the files and symlinks the walk saw
+    (the state's group of the directory) and every directory; the rest are taken as new, and the digest of the
+    listing without them must be the saved one. A directory that also holds an entry the state does not see (an
+    ignored or hidden file, a FIFO) lists otherwise, as does one where anything was removed or renamed: those
+    walk, as before. A user's new file made the next one-shot capture walk the whole tree (2.9 s at 100,000 files,
+    issue 35); now the fast path settles it as a walk would."""
+    seen = frozenset(group[1]) if group is not None else frozenset()
+    added: dict[str, str] = {}
+    kept: list[str] = []
+    for entry in entries:
+        name, _, kind = entry.rpartition("/")
+        if kind in ("f", "l") and name not in seen:
+            added[name] = kind
+        else:
+            kept.append(entry)
+    return added if added and listing_digest(kept) == saved else None
+
+
 class Checked(NamedTuple):
     """A loaded state, what a look at its stats found, and how many unchanged snapshots it lies below."""
 
     state: WalkState
     check: Check
     chain: int
-
-
-def listing(fd: int) -> bytes:
-    """A directory's listing digest now, read through its fd."""
-    return listing_digest(listed_names(fd))
 
 
 def listed_names(fd: int) -> list[str]:
@@ -363,23 +391,29 @@ def listed_names(fd: int) -> list[str]:
 
 
 def with_listed(state: WalkState, made: dict[str, dict[str, tuple[str, Key | None]]],
-                listed: Callable[[str], list[str] | None]) -> WalkState | None:
+                listed: Callable[[str], list[str] | None],
+                also: Mapping[str, Mapping[str, str]] | None = None) -> WalkState | None:
     """`state` with files made in directories it listed: each such directory listed again (`listed`), its entries
-    must be the saved ones plus exactly the files made ({dir: {name: (type, key)}}), then the new listing is kept, the
-    directory's key is untrusted (the next check lists it again) and the files join its group. None where a directory
-    is not listed by the state, cannot be listed, or lists anything else (something appeared meanwhile: walk)."""
+    must be the saved ones plus exactly the files made ({dir: {name: (type, key)}}) and the entries `also` names
+    ({dir: {name: type}}: made too, but nothing the check looks at, e.g. an ignored file), then the new listing is
+    kept, the directory's key is untrusted (the next check lists it again) and the files made join its group. None
+    where a directory is not listed by the state, cannot be listed, or lists anything else (something appeared
+    meanwhile: walk)."""
     names = state.dirs[1]
     at = {rel: i for i, rel in enumerate(names)}
     listings = bytearray(state.listings)
     keys: dict[str, Key | None] = {}
-    for rel, files in made.items():
+    also = also or {}
+    for rel in made.keys() | also.keys():
+        files = made.get(rel, {})
         i = at.get(rel)
         now = listed(rel) if i is not None else None
         if i is None or now is None:
             return None
         listed_made = {f"{name}/{kind}" for name, (kind, _k) in files.items()}
+        listed_made.update(f"{name}/{kind}" for name, kind in also.get(rel, {}).items())
         before = [n for n in now if n not in listed_made]
-        if len(before) != len(now) - len(files) or \
+        if len(before) != len(now) - len(listed_made) or \
                 listing_digest(before) != bytes(listings[i * DIGEST:(i + 1) * DIGEST]):
             return None
         listings[i * DIGEST:(i + 1) * DIGEST] = listing_digest(now)
@@ -388,8 +422,8 @@ def with_listed(state: WalkState, made: dict[str, dict[str, tuple[str, Key | Non
             for parent, group_names, packed in state.seen if parent in made for j, name in enumerate(group_names)}
     seen.update(keys)
     groups = [g for g in state.seen if g[0] not in made] + group(seen)
-    return dataclasses.replace(state, dirs=with_dir_keys(state.dirs, dict.fromkeys(made)), seen=groups,
-                               listings=bytes(listings), _seen_paths=None)
+    return dataclasses.replace(state, dirs=with_dir_keys(state.dirs, dict.fromkeys(made.keys() | also.keys())),
+                               seen=groups, listings=bytes(listings), _seen_paths=None)
 
 
 class CapturedStats(Mapping[str, Key]):
