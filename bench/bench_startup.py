@@ -11,7 +11,8 @@ Every row is a whole process, timed from spawn to exit, in interleaved rounds (b
            in an internal Git repository (separate GIT_DIR) on the same tree.
 * capture-changed: (not in the default `--only`) 1 tracked file rewritten since a capture the saved walk vouches
            for, then `codexr snapshots capture` vs `git add -A . && git write-tree` after the same kind of change
-           (what a turn's capture after an edit costs; issue 35).
+           (what a turn's capture after an edit costs; issue 35). capture-made: the same with one file made beside
+           tracked ones (it is removed after; the untimed capture that follows walks).
 * restore: rewrite 1 tracked file, then `codexr snapshots restore ID --yes` vs `git read-tree -u --reset TREE`.
 * exec-tree: the exec row's trivial turn run in the ~11,000-file capture tree (what snapshots add to a turn in a
            large workspace); no target.
@@ -75,6 +76,8 @@ ROWS: list[tuple[str, str, str | None, float | None]] = [
     ("codexr snapshots capture, unchanged", "{tree}.capture", "git.unchanged", 4.0),
     ("git add -A + write-tree, 1 file changed", "git.changed1", None, None),
     ("codexr snapshots capture, 1 file changed", "{tree}.changed1", "git.changed1", None),
+    ("git add -A + write-tree, 1 file made", "git.made1", None, None),
+    ("codexr snapshots capture, 1 file made", "{tree}.made1", "git.made1", None),
     ("git read-tree -u --reset, 1 file", "git.restore1", None, None),
     ("codexr snapshots restore --yes, 1 file", "{tree}.restore1", "git.restore1", 4.0),
     ("codexr rewind --yes, 1 file + the fork", "{tree}.rewind1", "git.restore1", None),
@@ -330,6 +333,37 @@ class Bench:
         for rel, data in before.items():
             (self.ws.root / rel).write_bytes(data)
 
+    def made_path(self) -> Path:
+        """A new file's path, beside a tracked file of the tree (a directory of tracked files only)."""
+        rel = self.modifier.take(1)[0]
+        return self.ws.root / rel.rpartition("/")[0] / f"made_by_the_bench_{time.time_ns()}.txt"
+
+    def block_capture_made(self, tree: Tree, rnd: int) -> None:
+        """A file made since a capture the saved walk vouches for (untimed, then the racy window waited out), then
+        `codexr snapshots capture` (timed); the file is removed again (the next untimed capture walks: the path it
+        covered is gone)."""
+        self.codexr_capture(tree, -1)
+        time.sleep(RACY_PAUSE)
+        made = self.made_path()
+        made.write_text("made between two captures\n")
+        secs, res = timed(tree.cmd("snapshots", "capture", "-C", str(self.ws.root), "--json"), cwd=tree.root,
+                          env=tree.snap_env)
+        if res.returncode != 0 or json.loads(res.stdout).get("unchanged"):
+            self.rec.problem(f"round {rnd}: {tree.name} capture of a made file failed or saw no change "
+                             f"({res.returncode}): {res.stderr[-500:]}")
+        else:
+            self.rec.record(f"{tree.name}.made1", rnd, secs)
+        made.unlink()
+
+    def block_git_capture_made(self, rnd: int) -> None:
+        self.shadow.snapshot()  # untimed sync
+        made = self.made_path()
+        made.write_text("made between two captures\n")
+        t0 = time.perf_counter()
+        self.shadow.snapshot()
+        self.rec.record("git.made1", rnd, time.perf_counter() - t0)
+        made.unlink()
+
     def block_git_capture_changed(self, rnd: int) -> None:
         self.shadow.snapshot()  # untimed sync
         rels = self.modifier.take(1)
@@ -397,7 +431,7 @@ class Bench:
             self.setup_exec()
             blocks.append(("codex exec", self.codex_exec))
             per_tree.append(("exec", self.codexr_exec))
-        if parts & {"capture", "capture-changed", "restore", "exec-tree", "rewind"}:
+        if parts & {"capture", "capture-changed", "capture-made", "restore", "exec-tree", "rewind"}:
             self.setup_store()
         if "exec-tree" in parts:
             if "exec" not in parts:
@@ -425,6 +459,9 @@ class Bench:
         if "capture-changed" in parts:
             blocks.append(("git capture, 1 file changed", self.block_git_capture_changed))
             per_tree.append(("capture, 1 file changed", self.block_capture_changed))
+        if "capture-made" in parts:
+            blocks.append(("git capture, 1 file made", self.block_git_capture_made))
+            per_tree.append(("capture, 1 file made", self.block_capture_made))
         if "restore" in parts:
             blocks.append(("git restore", self.block_git_restore))
             per_tree.append(("restore", self.block_restore))
@@ -504,6 +541,7 @@ def main() -> int:
     ap.add_argument("--mb", type=float, default=None, help="MB of the capture tree (default 75)")
     ap.add_argument("--only", default="exec,capture,restore,exec-tree",
                     help="comma list of exec, capture, capture-changed (one file rewritten since the last capture), "
+                         "capture-made (one file made beside tracked ones since the last capture), "
                          "restore, exec-tree (a codexr exec in the capture tree), rewind "
                          "(a turn adds a file to the capture tree, `codexr rewind --to 1 --yes` takes it back; not in "
                          "the default)")
