@@ -340,8 +340,9 @@ class Bench:
 
     def block_capture_made(self, tree: Tree, rnd: int) -> None:
         """A file made since a capture the saved walk vouches for (untimed, then the racy window waited out), then
-        `codexr snapshots capture` (timed); the file is removed again (the next untimed capture walks: the path it
-        covered is gone)."""
+        `codexr snapshots capture` (timed); the file is removed again and two untimed captures settle the store (the
+        first walks: a path the last snapshot captured is gone; the second drops its tombstone from the covered set),
+        so the capture row's untimed sync still leaves an unchanged tree."""
         self.codexr_capture(tree, -1)
         time.sleep(RACY_PAUSE)
         made = self.made_path()
@@ -354,6 +355,8 @@ class Bench:
         else:
             self.rec.record(f"{tree.name}.made1", rnd, secs)
         made.unlink()
+        self.codexr_capture(tree, -1)
+        self.codexr_capture(tree, -1)
 
     def block_git_capture_made(self, rnd: int) -> None:
         self.shadow.snapshot()  # untimed sync
