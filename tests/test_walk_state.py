@@ -940,20 +940,20 @@ def test_files_the_user_makes_are_settled_without_walking(repo: Path, trusted: P
     assert again.unchanged and files_of(trusted, again.id) == expected
 
 
-@pytest.mark.parametrize("change", ["too large", "made and removed", "a directory made", "beside a hidden file"])
+@pytest.mark.parametrize("change", ["too large", "a file made a symlink", "a directory made", "beside a hidden file"])
 def test_what_the_check_cannot_name_still_gets_a_walks_verdict(repo: Path, trusted: Path, change: str) -> None:
-    """A new file held back by its size (its key would have to be kept: the next process walks), a file made beside
-    one removed, a new directory, a file made in a directory that holds one the walk saw but does not look at: the
-    map is what a walk finds, now and after the next change."""
+    """A new file held back by its size (its key would have to be kept: the next process walks), a file become a
+    symlink (same name, another type), a new directory, a file made in a directory that holds one the walk saw but
+    does not look at: the map is what a walk finds, now and after the next change."""
     small = ScopeSettings(residue_max_files=1000, residue_max_file_bytes=1000)
     with Store.open(trusted) as s:  # the saved walk under these settings
         s.at(repo).capture(scope=small)
     time.sleep(SETTLE)
     if change == "too large":
         write(repo, "src/big.bin", b"x" * 5000)
-    elif change == "made and removed":
-        write(repo, "src/made.py", "made\n")
+    elif change == "a file made a symlink":
         os.unlink(repo / "src" / "new.py")
+        os.symlink("a.py", repo / "src" / "new.py")
     elif change == "a directory made":
         write(repo, "src/pkg/m.py", "in a new directory\n")
     else:
@@ -978,3 +978,30 @@ def test_what_the_check_cannot_name_still_gets_a_walks_verdict(repo: Path, trust
         with Store.open(trusted) as s:
             res = s.at(repo).capture_summary(scope=small)
         assert files_of(trusted, res.id) == expected and expected["src/big.bin"][0] == "f"
+
+
+@pytest.mark.parametrize("change", ["a tracked file removed", "an untracked file removed", "a file renamed",
+                                    "made and removed"])
+def test_files_the_user_removes_or_renames_are_settled_without_walking(repo: Path, trusted: Path, change: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files of the walk's gone from their directory (which lists the saved entries less them, plus any made): the
+    check names them too, the capture records them as a walk would, without walking, and the walk it saves no longer
+    looks for them."""
+    if change == "a tracked file removed":
+        os.unlink(repo / "src" / "b.py")
+    elif change == "an untracked file removed":
+        os.unlink(repo / "src" / "new.py")
+    elif change == "a file renamed":
+        os.rename(repo / "src" / "a.py", repo / "src" / "a_renamed.py")
+    else:
+        os.unlink(repo / "src" / "b.py")
+        write(repo, "src/made.py", "made\n")
+    time.sleep(SETTLE)
+    expected = walked_files(trusted, repo)
+    res = capture_without_walking(monkeypatch, trusted, repo)
+    assert files_of(trusted, res.id) == expected
+    time.sleep(SETTLE)
+    expected = walked_files(trusted, repo)
+    with Store.open(trusted) as s:
+        again = s.at(repo).capture_summary(scope=WIDE)
+    assert files_of(trusted, again.id) == expected

@@ -543,7 +543,8 @@ class Look:
                 with DirCache(str(self.ws), folding=self.door.repo.folding(self.ws)) as dirs:
                     saved = _walk_after(kept, MapNow.of(state), base, check.keys if check else {},
                                         check.dir_keys if check else {}, read, git_paths,
-                                        functools.partial(_relisted, dirs), check.added if check else None)
+                                        functools.partial(_relisted, dirs), check.added if check else None,
+                                        check.gone if check else None)
         self.index.set_walk(saved)
         return saved
 
@@ -600,7 +601,8 @@ class MapNow(NamedTuple):
 def _walk_after(kept: _Kept, state: MapNow, base: walkstate.WalkState, checked_keys: dict[str, Key],
                 moved_dirs: dict[str, Key], read: Mapping[str, Key], git_paths: list[str],
                 relist: Callable[[str], list[str] | None] | None = None,
-                added: Mapping[str, Mapping[str, str]] | None = None) -> walkstate.WalkState | None:
+                added: Mapping[str, Mapping[str, str]] | None = None,
+                gone: Mapping[str, Mapping[str, str]] | None = None) -> walkstate.WalkState | None:
     """The saved walk `base` (a check's, or the one a session saved) with the files this capture read again.
 
     No directory moved since `base` was saved but to add files (else this capture walked), so the saved entries are
@@ -608,7 +610,8 @@ def _walk_after(kept: _Kept, state: MapNow, base: walkstate.WalkState, checked_k
     file no longer captured keeps an entry: the next check just looks at it again. A file made since (a session's
     journal reports it, or the check found it: `added`) joins its directory's listing, and its group when captured,
     once that directory, listed again, holds exactly the saved entries and those (else the next process walks: ~2.9 s
-    at 100,000 files). None: a captured file, or one held back by its size, that the next check would not look at.
+    at 100,000 files); one the check found gone (`gone`) leaves them. None: a captured file, or one held back by its
+    size, that the next check would not look at.
     """
     files, trusted = state.files, kept.trusted
     newly = {rel: trusted(read.get(rel, now)) for rel, now in checked_keys.items()}
@@ -630,8 +633,8 @@ def _walk_after(kept: _Kept, state: MapNow, base: walkstate.WalkState, checked_k
             if walkstate.stat_bound(files, rel):
                 return None  # held back by its size: its group would need its key
             also.setdefault(parent, {})[name] = kind  # ignored, hidden, ...: in the listing only
-    if made or also:
-        grown = walkstate.with_listed(base, made, relist, also) if relist is not None else None
+    if made or also or gone:
+        grown = walkstate.with_listed(base, made, relist, also, gone) if relist is not None else None
         if grown is None:
             return None
         base = grown

@@ -220,7 +220,7 @@ def merge(sel: Selection, captured: Captured) -> LastCapture:
     files, fresh, stats = sel.files, last.fresh, last.stats
     if sel.removed:
         fresh = {p: v for p, v in fresh.items() if p not in sel.removed}
-        stats = {p: v for p, v in stats.items() if p not in sel.removed}
+        stats = _without(stats, sel.removed)  # a lazy map left lazy
     if captured.entries:
         stats = _merged(stats, captured.stats)
         files = {**files, **captured.entries}

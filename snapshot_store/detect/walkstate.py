@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import marshal
 import os
+import stat
 import struct
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -274,6 +275,8 @@ class Check:
     dir_keys: dict[str, Key] = field(default_factory=dict)  # directories whose stat moved, listing the same
     #: directories listing the saved entries plus new files or symlinks, which `changes` names: {dir: {name: type}}
     added: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: directories listing the saved entries less files or symlinks the walk saw, which `changes` names (the same)
+    gone: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def unchanged(self) -> bool:
@@ -305,16 +308,22 @@ def check(dirs: DirCache, state: WalkState) -> Check:
                 if listing_digest(entries) == saved:
                     out.dir_keys[rel] = now
                 else:
-                    added = _added(entries, saved, groups.get(rel))
-                    if added is None:
+                    moved = _listed_moves(entries, saved, groups.get(rel))
+                    if moved is None:
                         changes.structural = True
                         return out
-                    out.added[rel] = added
+                    added, gone = moved
+                    if added:
+                        out.added[rel] = added
+                    if gone:
+                        out.gone[rel] = gone
                     prefix = f"{rel}/" if rel else ""
-                    changes.files.update(prefix + name for name in added)
-                    changes.paths.update(prefix + name for name in added)
+                    changes.files.update(prefix + name for name in (*added, *gone))
+                    changes.paths.update(prefix + name for name in (*added, *gone))
             group = groups.pop(rel, None)
-            if group is None:
+            if group is not None and rel in out.gone:
+                group = _without_names(group, out.gone[rel])  # gone: the fast path settles them
+            if group is None or not group[1]:
                 continue
             _parent, files, keys = group
             stats = [lstat(name, dir_fd=fd) for name in files]
@@ -354,26 +363,47 @@ def check(dirs: DirCache, state: WalkState) -> Check:
     return out
 
 
-def _added(entries: list[str], saved: bytes, group: Group | None) -> dict[str, str] | None:
-    """The files and symlinks made in a directory since its listing was saved ({name: type}), when its listing now
-    is exactly the saved one plus those (None: anything else moved, so the check cannot say what: walk).
+def _listed_moves(entries: list[str], saved: bytes, group: Group | None
+                  ) -> tuple[dict[str, str], dict[str, str]] | None:
+    """The files and symlinks made in a directory since its listing was saved, and those of the walk's that are gone
+    ({name: type} each), when its listing now is exactly the saved one plus the first less the second (None: anything
+    else moved, so the check cannot say what: walk).
 
     The saved listing is a digest, not names: the entries it may have held are the files and symlinks the walk saw
-    (the state's group of the directory) and every directory; the rest are taken as new, and the digest of the
-    listing without them must be the saved one. A directory that also holds an entry the state does not see (an
-    ignored or hidden file, a FIFO) lists otherwise, as does one where anything was removed or renamed: those
-    walk, as before. A user's new file made the next one-shot capture walk the whole tree (2.9 s at 100,000 files,
-    issue 35); now the fast path settles it as a walk would."""
-    seen = frozenset(group[1]) if group is not None else frozenset()
+    (the state's group of the directory, whose keys give their types) and every directory; a file or symlink not
+    among them is taken as new, one of them missing as gone, and the digest of the listing less the new, plus the
+    gone, must be the saved one. A directory that also holds an entry the state does not see (an ignored or hidden
+    file, a FIFO), where a directory was made or removed, or where an entry changed its type, lists otherwise and
+    walks, as before. A file the user made or removed between turns made the next one-shot capture walk the whole
+    tree (~2.5 s at 100,000 files, issue 35); now the fast path settles it as a walk would."""
+    seen: dict[str, str | None] = {}
+    if group is not None:
+        for j, name in enumerate(group[1]):
+            key = unpack_key(KEY.unpack_from(group[2], j * KEY.size))
+            seen[name] = None if key is None else ("l" if stat.S_ISLNK(key[4]) else "f")
+    listed: set[str] = set()
     added: dict[str, str] = {}
     kept: list[str] = []
     for entry in entries:
         name, _, kind = entry.rpartition("/")
+        listed.add(name)
         if kind in ("f", "l") and name not in seen:
             added[name] = kind
         else:
             kept.append(entry)
-    return added if added and listing_digest(kept) == saved else None
+    gone = {name: kind for name, kind in seen.items() if name not in listed}
+    if not (added or gone) or any(kind is None for kind in gone.values()):
+        return None  # nothing of ours moved, or a gone entry's type is unknown (its key untrusted)
+    kept.extend(f"{name}/{kind}" for name, kind in gone.items())
+    return (added, {n: str(k) for n, k in gone.items()}) if listing_digest(kept) == saved else None
+
+
+def _without_names(group: Group, names: Container[str]) -> Group:
+    """A group less some of its entries."""
+    parent, group_names, packed = group
+    keep = [j for j, name in enumerate(group_names) if name not in names]
+    size = KEY.size
+    return parent, [group_names[j] for j in keep], b"".join(packed[j * size:(j + 1) * size] for j in keep)
 
 
 class Checked(NamedTuple):
@@ -392,19 +422,21 @@ def listed_names(fd: int) -> list[str]:
 
 def with_listed(state: WalkState, made: dict[str, dict[str, tuple[str, Key | None]]],
                 listed: Callable[[str], list[str] | None],
-                also: Mapping[str, Mapping[str, str]] | None = None) -> WalkState | None:
+                also: Mapping[str, Mapping[str, str]] | None = None,
+                gone: Mapping[str, Mapping[str, str]] | None = None) -> WalkState | None:
     """`state` with files made in directories it listed: each such directory listed again (`listed`), its entries
     must be the saved ones plus exactly the files made ({dir: {name: (type, key)}}) and the entries `also` names
-    ({dir: {name: type}}: made too, but nothing the check looks at, e.g. an ignored file), then the new listing is
-    kept, the directory's key is untrusted (the next check lists it again) and the files made join its group. None
-    where a directory is not listed by the state, cannot be listed, or lists anything else (something appeared
-    meanwhile: walk)."""
+    ({dir: {name: type}}: made too, but nothing the check looks at, e.g. an ignored file), less those `gone` names
+    (files of its group no longer there), then the new listing is kept, the directory's key is untrusted (the next
+    check lists it again), the files made join its group and the gone ones leave it. None where a directory is not
+    listed by the state, cannot be listed, or lists anything else (something appeared meanwhile: walk)."""
     names = state.dirs[1]
     at = {rel: i for i, rel in enumerate(names)}
     listings = bytearray(state.listings)
     keys: dict[str, Key | None] = {}
-    also = also or {}
-    for rel in made.keys() | also.keys():
+    also, gone = also or {}, gone or {}
+    moved = made.keys() | also.keys() | gone.keys()
+    for rel in moved:
         files = made.get(rel, {})
         i = at.get(rel)
         now = listed(rel) if i is not None else None
@@ -413,17 +445,20 @@ def with_listed(state: WalkState, made: dict[str, dict[str, tuple[str, Key | Non
         listed_made = {f"{name}/{kind}" for name, (kind, _k) in files.items()}
         listed_made.update(f"{name}/{kind}" for name, kind in also.get(rel, {}).items())
         before = [n for n in now if n not in listed_made]
-        if len(before) != len(now) - len(listed_made) or \
-                listing_digest(before) != bytes(listings[i * DIGEST:(i + 1) * DIGEST]):
+        if len(before) != len(now) - len(listed_made) or listing_digest(
+                before + [f"{name}/{kind}" for name, kind in gone.get(rel, {}).items()]) != \
+                bytes(listings[i * DIGEST:(i + 1) * DIGEST]):
             return None
         listings[i * DIGEST:(i + 1) * DIGEST] = listing_digest(now)
         keys.update((f"{rel}/{name}" if rel else name, key) for name, (_kind, key) in files.items())
+    regrouped = made.keys() | gone.keys()
     seen = {f"{parent}/{name}" if parent else name: unpack_key(KEY.unpack_from(packed, j * KEY.size))
-            for parent, group_names, packed in state.seen if parent in made for j, name in enumerate(group_names)}
+            for parent, group_names, packed in state.seen if parent in regrouped
+            for j, name in enumerate(group_names) if name not in gone.get(parent, {})}
     seen.update(keys)
-    groups = [g for g in state.seen if g[0] not in made] + group(seen)
-    return dataclasses.replace(state, dirs=with_dir_keys(state.dirs, dict.fromkeys(made.keys() | also.keys())),
-                               seen=groups, listings=bytes(listings), _seen_paths=None)
+    groups = [g for g in state.seen if g[0] not in regrouped] + group(seen)
+    return dataclasses.replace(state, dirs=with_dir_keys(state.dirs, dict.fromkeys(moved)), seen=groups,
+                               listings=bytes(listings), _seen_paths=None)
 
 
 class CapturedStats(Mapping[str, Key]):
