@@ -12,7 +12,7 @@ Every row is a whole process, timed from spawn to exit, in interleaved rounds (b
 * capture-changed: (not in the default `--only`) 1 tracked file rewritten since a capture the saved walk vouches
            for, then `codexr snapshots capture` vs `git add -A . && git write-tree` after the same kind of change
            (what a turn's capture after an edit costs; issue 35). capture-made: the same with one file made beside
-           tracked ones (it is removed after; the untimed capture that follows walks).
+           tracked ones, then (the same block) with it removed again.
 * restore: rewrite 1 tracked file, then `codexr snapshots restore ID --yes` vs `git read-tree -u --reset TREE`.
 * exec-tree: the exec row's trivial turn run in the ~11,000-file capture tree (what snapshots add to a turn in a
            large workspace); no target.
@@ -78,6 +78,8 @@ ROWS: list[tuple[str, str, str | None, float | None]] = [
     ("codexr snapshots capture, 1 file changed", "{tree}.changed1", "git.changed1", None),
     ("git add -A + write-tree, 1 file made", "git.made1", None, None),
     ("codexr snapshots capture, 1 file made", "{tree}.made1", "git.made1", None),
+    ("git add -A + write-tree, 1 file removed", "git.removed1", None, None),
+    ("codexr snapshots capture, 1 file removed", "{tree}.removed1", "git.removed1", None),
     ("git read-tree -u --reset, 1 file", "git.restore1", None, None),
     ("codexr snapshots restore --yes, 1 file", "{tree}.restore1", "git.restore1", 4.0),
     ("codexr rewind --yes, 1 file + the fork", "{tree}.rewind1", "git.restore1", None),
@@ -340,9 +342,9 @@ class Bench:
 
     def block_capture_made(self, tree: Tree, rnd: int) -> None:
         """A file made since a capture the saved walk vouches for (untimed, then the racy window waited out), then
-        `codexr snapshots capture` (timed); the file is removed again and two untimed captures settle the store (the
-        first walks: a path the last snapshot captured is gone; the second drops its tombstone from the covered set),
-        so the capture row's untimed sync still leaves an unchanged tree."""
+        `codexr snapshots capture` (timed); the file is removed again, after the racy window, and the next capture is
+        timed too (a file removed); one more untimed capture settles the store (it walks, to drop the removed path's
+        tombstone from the covered set), so the capture row's untimed sync still leaves an unchanged tree."""
         self.codexr_capture(tree, -1)
         time.sleep(RACY_PAUSE)
         made = self.made_path()
@@ -354,8 +356,15 @@ class Bench:
                              f"({res.returncode}): {res.stderr[-500:]}")
         else:
             self.rec.record(f"{tree.name}.made1", rnd, secs)
+        time.sleep(RACY_PAUSE)
         made.unlink()
-        self.codexr_capture(tree, -1)
+        secs, res = timed(tree.cmd("snapshots", "capture", "-C", str(self.ws.root), "--json"), cwd=tree.root,
+                          env=tree.snap_env)
+        if res.returncode != 0 or json.loads(res.stdout).get("unchanged"):
+            self.rec.problem(f"round {rnd}: {tree.name} capture of a removed file failed or saw no change "
+                             f"({res.returncode}): {res.stderr[-500:]}")
+        else:
+            self.rec.record(f"{tree.name}.removed1", rnd, secs)
         self.codexr_capture(tree, -1)
 
     def block_git_capture_made(self, rnd: int) -> None:
@@ -366,6 +375,9 @@ class Bench:
         self.shadow.snapshot()
         self.rec.record("git.made1", rnd, time.perf_counter() - t0)
         made.unlink()
+        t0 = time.perf_counter()
+        self.shadow.snapshot()
+        self.rec.record("git.removed1", rnd, time.perf_counter() - t0)
 
     def block_git_capture_changed(self, rnd: int) -> None:
         self.shadow.snapshot()  # untimed sync
