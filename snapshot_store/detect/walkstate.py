@@ -14,6 +14,7 @@ equal, and a stat taken within the timestamp granularity of the capture that rec
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import marshal
 import os
 import stat
@@ -40,6 +41,7 @@ STABLE_REASONS = frozenset({Reason.GIT, Reason.CODEXR_DATA, Reason.CHURN, Reason
                             Reason.DIRECTORY, Reason.NOT_REGULAR, Reason.TOO_LARGE})
 #: Entries whose verdict can change without their directory's stat moving (a write changes only the file).
 STAT_BOUND_KINDS = frozenset({"f", "l"})
+UNKNOWN_GONE = 4  # gone entries with untrusted keys (type unknown) whose 2**n typings `_listed_moves` tries
 CHAIN_LIMIT = 16  # unchanged snapshots on top of the one the state was saved for, before it is saved again
 
 Group = tuple[str, list[str], bytes]  # a directory, names of entries in it, their packed keys (same order)
@@ -370,7 +372,8 @@ def _listed_moves(entries: list[str], saved: bytes, group: Group | None
     else moved, so the check cannot say what: walk).
 
     The saved listing is a digest, not names: the entries it may have held are the files and symlinks the walk saw
-    (the state's group of the directory, whose keys give their types) and every directory; a file or symlink not
+    (the state's group of the directory, whose keys give their types; an untrusted key's entry is tried as either,
+    for a few) and every directory; a file or symlink not
     among them is taken as new, one of them missing as gone, and the digest of the listing less the new, plus the
     gone, must be the saved one. A directory that also holds an entry the state does not see (an ignored or hidden
     file, a FIFO), where a directory was made or removed, or where an entry changed its type, lists otherwise and
@@ -392,10 +395,16 @@ def _listed_moves(entries: list[str], saved: bytes, group: Group | None
         else:
             kept.append(entry)
     gone = {name: kind for name, kind in seen.items() if name not in listed}
-    if not (added or gone) or any(kind is None for kind in gone.values()):
-        return None  # nothing of ours moved, or a gone entry's type is unknown (its key untrusted)
-    kept.extend(f"{name}/{kind}" for name, kind in gone.items())
-    return (added, {n: str(k) for n, k in gone.items()}) if listing_digest(kept) == saved else None
+    unknown = [name for name, kind in gone.items() if kind is None]  # untrusted keys: a file or a symlink
+    if not (added or gone) or len(unknown) > UNKNOWN_GONE:
+        return None
+    kept.extend(f"{name}/{kind}" for name, kind in gone.items() if kind is not None)
+    for kinds in itertools.product("fl", repeat=len(unknown)):
+        if listing_digest([*kept, *(f"{n}/{k}" for n, k in zip(unknown, kinds, strict=True))]) == saved:
+            typed = {n: k for n, k in gone.items() if k is not None}
+            typed.update(zip(unknown, kinds, strict=True))
+            return added, typed
+    return None
 
 
 def _without_names(group: Group, names: Container[str]) -> Group:
