@@ -317,6 +317,16 @@ class Bench:
         self.codexr_capture(tree, -1)
         self.codexr_capture(tree, rnd, expect_unchanged=True)
 
+    def capture_seeing(self, tree: Tree, rnd: int, op: str, what: str) -> None:
+        """`codexr snapshots capture`, timed as `op` when it exits 0 and saw `what` change (else a PROBLEM)."""
+        secs, res = timed(tree.cmd("snapshots", "capture", "-C", str(self.ws.root), "--json"), cwd=tree.root,
+                          env=tree.snap_env)
+        if res.returncode != 0 or json.loads(res.stdout).get("unchanged"):
+            self.rec.problem(f"round {rnd}: {tree.name} capture of {what} failed or saw no change "
+                             f"({res.returncode}): {res.stderr[-500:]}")
+        else:
+            self.rec.record(f"{tree.name}.{op}", rnd, secs)
+
     def block_capture_changed(self, tree: Tree, rnd: int) -> None:
         """One file rewritten since a capture the saved walk vouches for (untimed, then the racy window waited out),
         then `codexr snapshots capture` (timed: the check and the one file read again); the file is put back."""
@@ -325,13 +335,7 @@ class Bench:
         rels = self.modifier.take(1)
         before = self.modifier.read(rels)
         self.modifier.rewrite(rels)
-        secs, res = timed(tree.cmd("snapshots", "capture", "-C", str(self.ws.root), "--json"), cwd=tree.root,
-                          env=tree.snap_env)
-        if res.returncode != 0 or json.loads(res.stdout).get("unchanged"):
-            self.rec.problem(f"round {rnd}: {tree.name} capture of a changed file failed or saw no change "
-                             f"({res.returncode}): {res.stderr[-500:]}")
-        else:
-            self.rec.record(f"{tree.name}.changed1", rnd, secs)
+        self.capture_seeing(tree, rnd, "changed1", "a changed file")
         for rel, data in before.items():
             (self.ws.root / rel).write_bytes(data)
 
@@ -349,44 +353,32 @@ class Bench:
         time.sleep(RACY_PAUSE)
         made = self.made_path()
         made.write_text("made between two captures\n")
-        secs, res = timed(tree.cmd("snapshots", "capture", "-C", str(self.ws.root), "--json"), cwd=tree.root,
-                          env=tree.snap_env)
-        if res.returncode != 0 or json.loads(res.stdout).get("unchanged"):
-            self.rec.problem(f"round {rnd}: {tree.name} capture of a made file failed or saw no change "
-                             f"({res.returncode}): {res.stderr[-500:]}")
-        else:
-            self.rec.record(f"{tree.name}.made1", rnd, secs)
+        self.capture_seeing(tree, rnd, "made1", "a made file")
         time.sleep(RACY_PAUSE)
         made.unlink()
-        secs, res = timed(tree.cmd("snapshots", "capture", "-C", str(self.ws.root), "--json"), cwd=tree.root,
-                          env=tree.snap_env)
-        if res.returncode != 0 or json.loads(res.stdout).get("unchanged"):
-            self.rec.problem(f"round {rnd}: {tree.name} capture of a removed file failed or saw no change "
-                             f"({res.returncode}): {res.stderr[-500:]}")
-        else:
-            self.rec.record(f"{tree.name}.removed1", rnd, secs)
+        self.capture_seeing(tree, rnd, "removed1", "a removed file")
         self.codexr_capture(tree, -1)
+
+    def git_snapshot(self, op: str, rnd: int) -> None:
+        """Git's `add -A .` + `write-tree` in the internal repository, timed as `op`."""
+        t0 = time.perf_counter()
+        self.shadow.snapshot()
+        self.rec.record(op, rnd, time.perf_counter() - t0)
 
     def block_git_capture_made(self, rnd: int) -> None:
         self.shadow.snapshot()  # untimed sync
         made = self.made_path()
         made.write_text("made between two captures\n")
-        t0 = time.perf_counter()
-        self.shadow.snapshot()
-        self.rec.record("git.made1", rnd, time.perf_counter() - t0)
+        self.git_snapshot("git.made1", rnd)
         made.unlink()
-        t0 = time.perf_counter()
-        self.shadow.snapshot()
-        self.rec.record("git.removed1", rnd, time.perf_counter() - t0)
+        self.git_snapshot("git.removed1", rnd)
 
     def block_git_capture_changed(self, rnd: int) -> None:
         self.shadow.snapshot()  # untimed sync
         rels = self.modifier.take(1)
         before = self.modifier.read(rels)
         self.modifier.rewrite(rels)
-        t0 = time.perf_counter()
-        self.shadow.snapshot()
-        self.rec.record("git.changed1", rnd, time.perf_counter() - t0)
+        self.git_snapshot("git.changed1", rnd)
         for rel, data in before.items():
             (self.ws.root / rel).write_bytes(data)
 
