@@ -367,11 +367,7 @@ class Look:
             w.deferred = _LastBuilt(self.door.repo, snap_id,
                                     functools.partial(_last_after_reread, self.door.repo, checked, captured, ground))
         self.cache.update_some(captured.entries, captured.fresh, self.started_ns)
-        per_path = kind != SnapshotKind.SAFETY and (
-            w is None or time.monotonic() - self.cache.saved_at > CACHE_SAVE_INTERVAL)
-        with contextlib.suppress(OSError):
-            self.index.save(per_path=per_path)
-        self._bind(saved.snapshot if saved is not None else None)
+        self._save_index(kind, saved.snapshot if saved is not None else None)
 
     def start(self, parent_files: FileMap | None, known: list[str], grow: bool, git: GitTracked,
               settings: ScopeSettings, ignore: Ignore) -> Start:
@@ -503,14 +499,20 @@ class Look:
         if w is None:
             found.state = state = None
             found.captured.fresh = {}
-        # One write of the index for both halves. A restore's safety capture leaves the per-path half to the
-        # restore's end (close): it forgets the paths it rewrites right after, and saving it twice cost ~40-70 ms
-        # of a one-file restore (11,000 files, measured); a watched workspace saves it at most once a minute.
+        self._save_index(kind, bound)
+
+    def _save_index(self, kind: str, bound: str | None) -> None:
+        """One write of the index for both halves, then the monitor's token bound to the walk saved for `bound`.
+
+        A restore's safety capture leaves the per-path half to the restore's end (close): it forgets the paths it
+        rewrites right after, and saving it twice cost ~40-70 ms of a one-file restore (11,000 files, measured); a
+        watched workspace saves it at most once a minute. After the index is written: the binding names the index
+        file that holds this walk."""
+        assert self.cache is not None
         per_path = kind != SnapshotKind.SAFETY and (
-            w is None or time.monotonic() - cache.saved_at > CACHE_SAVE_INTERVAL)
+            self.watched is None or time.monotonic() - self.cache.saved_at > CACHE_SAVE_INTERVAL)
         with contextlib.suppress(OSError):
             self.index.save(per_path=per_path)  # disposable: the snapshot is already committed
-        # After the index is written: the binding names the index file that holds this walk.
         self._bind(bound)
 
     def _bind(self, snapshot: str | None) -> None:
