@@ -253,6 +253,7 @@ class Capturer:
                 done = self._reread_only(c, ask, look)
             if done is not None:
                 return done
+            look.settle()  # a session's journal: its last capture, once built, is where the fast path starts
             c, parent_files = self._parent_files(c)
             start = look.start(parent_files, c.known, c.grow, c.git, ask.settings, c.ignore)  # fast path, or walk
             sink = HashOnly() if dry_run else self.repo.blob_writer()
@@ -326,7 +327,7 @@ class Capturer:
             rec = SnapshotRecord(root=c.key, created=time.time(), kind=ask.kind, label=ask.label, parent=c.parent,
                                  depth=prev.depth + 1, changes={}, meta={"file_count": state.file_count})
             snap_id = self.repo.commit(rec)
-        look.kept(checked, snap_id, chained=not ask.reuse)
+        look.kept(checked, snap_id, chained=not ask.reuse, ground=self._reread_ground(c, ask, {}))
         self._save_git_listing(c)
         return CaptureResult(id=snap_id, root=c.key, file_count=state.file_count, bytes_hashed=0, bytes_stored=0,
                              seconds=time.perf_counter() - ask.started, unchanged=True, skipped=list(state.skipped),
@@ -374,13 +375,18 @@ class Capturer:
             snap_id = self.repo.commit(SnapshotRecord(
                 root=c.key, created=time.time(), kind=ask.kind, label=ask.label, parent=c.parent, depth=head.depth + 1,
                 changes=changes, meta={"file_count": state.file_count}))
-        ground = Reread(c.parent, old, c.grow, c.known, c.git.paths, c.git.signature, ask.settings, c.ignore)
-        look.reread(snap_id, checked, captured, list(state.skipped), ask.kind, ground)
+        look.reread(snap_id, checked, captured, list(state.skipped), ask.kind, self._reread_ground(c, ask, old))
         self._save_git_listing(c)
         return CaptureResult(id=snap_id, root=c.key, file_count=state.file_count, bytes_hashed=captured.bytes_hashed,
                              bytes_stored=sink.bytes_stored, seconds=time.perf_counter() - ask.started,
                              unchanged=not changes, skipped=list(state.skipped), stored_blobs=frozenset(sink.stored),
                              reused=snap_id == c.parent)
+
+    @staticmethod
+    def _reread_ground(c: _Ground, ask: _Asked, old: dict[str, Entry | None]) -> Reread:
+        """What a capture from the saved walk stood on, for a session's journal to build its last capture from."""
+        assert c.parent is not None
+        return Reread(c.parent, old, c.grow, c.known, c.git.paths, c.git.signature, ask.settings, c.ignore)
 
     def _parent_files(self, c: _Ground) -> tuple[_Ground, FileMap | None]:
         """The parent's map (None: no parent, or a damaged one the capture goes on without, as if it had none)."""

@@ -32,17 +32,19 @@ from ..dirfd import DirCache, DirChanged, SymlinkInPath
 from ..errors import StoreError
 from ..ids import workspace_key
 from ..manifest import Entry, FileMap, captured_paths, is_captured
+from ..readfiles import Captured
 from ..repository.packs import read_generation
 from ..scope import IGNORE_FILE
 from ..settings import ScopeSettings
 from ..stamps import Key, stat_key
 from ..vocab import SnapshotKind
 from . import fastpath, monitor, walkstate
+from .changes import Changes
 from .index import StatCache, WorkspaceIndex
 from .journal import Journal, open_journal
 
 if TYPE_CHECKING:
-    from ..readfiles import Captured, KnownContent
+    from ..readfiles import KnownContent
     from ..repository.repo import Repository
     from ..scope import GitTracked, Ignore, Scope
 
@@ -57,14 +59,45 @@ class Watched:
     last: fastpath.LastCapture | None = None
     pending: set[str] = field(default_factory=set)  # paths a restore wrote: re-read at the next capture
     saved: walkstate.WalkState | None = None  # what the last capture kept for the next process (walkstate.py)
-    # `last` as a capture that read only changed files left it, built when first needed (Look.reread)
+    # `last` as a capture that found the files through the saved walk left it (one that read only changed files or
+    # found none), built when first needed (Look.reread, Look.kept)
     deferred: _LastBuilt | None = None
+    held: Changes | None = None  # the journal's events a look drained, for the fast path (`drain`)
 
     def settle(self) -> None:
         """Build the deferred last capture, if any (None from the builder: the next capture checks or walks)."""
         build, self.deferred = self.deferred, None
         if build is not None:
             self.last = build()
+
+    def drain(self) -> Changes:
+        """The journal's events since the last drain, with those a look drained and left to the fast path."""
+        got = self.journal.drain()
+        held, self.held = self.held, None
+        if held is None:
+            return got
+        return Changes(held.files | got.files, held.structural or got.structural, held.paths | got.paths,
+                       held.lost or got.lost)
+
+    def reset(self) -> None:
+        """A walk follows: the journal starts over, and the events a look drained go with it."""
+        self.held = None
+        self.journal.reset()
+
+    def quiet(self) -> Changes | None:
+        """While the last capture is still to be built, what the journal names since the saved walk when it names
+        only files (changed, made or removed) or nothing: the capture goes on from the saved walk as a one-shot
+        check would (Look.check), and the map is decoded only if files were made or removed (a turn that changed
+        nothing waited ~0.5 s for it at 100,000 files, issue 35). None: the last capture is built now; the events
+        stay `held` for the fast path either way."""
+        if self.deferred is None or self.pending or self.saved is None:
+            self.settle()
+            return None
+        self.held = changes = self.drain()
+        if changes.structural or changes.lost:
+            self.settle()
+            return None
+        return changes
 
 
 class Start(NamedTuple):
@@ -161,7 +194,7 @@ class ChangeDetector:
             w.settle()
         if w is None or w.last is None:
             return
-        w.last = fastpath.absorbed(w.last, w.journal.drain(), written, deleted, dirs_changed)
+        w.last = fastpath.absorbed(w.last, w.drain(), written, deleted, dirs_changed)
         if w.last is not None:
             w.pending.update(written)
 
@@ -193,9 +226,8 @@ class ChangeDetector:
         answer. A dry run (nothing stored) asks no monitor and uses no journal."""
         asked = self._ask_monitor(ws) if self.monitor is not None and not dry_run else None
         watched = self._watched.get(str(ws)) if not dry_run else None
-        if watched is not None:
-            watched.settle()
-        return Look(self, ws, started_ns, dry_run, asked, watched)
+        quiet = watched.quiet() if watched is not None else None
+        return Look(self, ws, started_ns, dry_run, asked, watched, quiet)
 
     def _ask_monitor(self, ws: Path) -> monitor.Asked | None:
         """The monitor's answer since the token bound to the saved walk (None: no monitor, or no answer)."""
@@ -228,9 +260,10 @@ class Look:
     since, or a walk), `select` and `merged` (the fast path) or `before_walk` and `walked`, and at last `remember`."""
 
     def __init__(self, door: ChangeDetector, ws: Path, started_ns: int, dry_run: bool, asked: monitor.Asked | None,
-                 watched: Watched | None) -> None:
+                 watched: Watched | None, quiet: Changes | None = None) -> None:
         self.door, self.ws, self.started_ns, self.dry_run = door, ws, started_ns, dry_run
         self.asked, self.watched = asked, watched
+        self.quiet = quiet  # a session's journal named only these files since its saved walk (Watched.quiet)
         self.index = door.index(ws)
         self.index.keep_decoded = watched is not None  # a session's next capture reuses the decoded saved walk
         self.checked: walkstate.Checked | None = None
@@ -244,6 +277,11 @@ class Look:
         w = self.watched
         if parent is None or self.dry_run:
             return
+        if self.quiet is not None:
+            self.checked = self._check_quiet(parent, settings, git_signature)
+            if self.checked is not None:
+                return
+            self.settle()
         if w is None or w.last is None:
             self.checked = self._check_walk(parent, settings, git_signature, w.journal if w is not None else None)
         elif not w.pending and self.asked is not None:
@@ -284,10 +322,40 @@ class Look:
                 look = walkstate.check(dirs, state)
             return walkstate.Checked(state, look, chain)
 
+    def _check_quiet(self, parent: str, settings: ScopeSettings, git_signature: tuple[int, ...] | None
+                     ) -> walkstate.Checked | None:
+        """The session's saved walk with what its journal named since as the check's look: what `_check_walk` would
+        find, without a stat of every file (the journal has watched every saved directory since before that walk's
+        look) but the paths no watch reports on. None: the last capture is wanted (`settle`)."""
+        w, quiet = self.watched, self.quiet
+        assert w is not None and w.saved is not None and quiet is not None
+        state, repo = w.saved, self.door.repo
+        if not state.same_rules(settings, git_signature, repo.protected_rel(self.ws)):
+            return None
+        chain = _unchanged_since(repo, parent, state.snapshot, str(self.ws))
+        if chain is None or not walkstate.packs_hold(state.packs, _packs(repo)):
+            return None
+        # No keys for the journal's files: only a capture that reads them all again goes on from this look.
+        look = walkstate.Check(Changes(set(quiet.files), False, set(quiet.paths), False), {})
+        if state.unwatched:
+            with DirCache(str(self.ws), folding=repo.folding(self.ws)) as dirs:
+                walkstate.look_unwatched(dirs, state, look)
+            if look.changes.structural:
+                return None
+        return walkstate.Checked(state, look, chain)
+
+    def settle(self) -> None:
+        """The capture goes on from the last capture after all (files made or removed, or one the parent did not
+        capture): built now, the journal's events since (held) go to the fast path, not a look from the saved walk."""
+        if self.quiet is not None:
+            assert self.watched is not None
+            self.quiet = self.checked = None
+            self.watched.settle()
+
     def unchanged(self, grow: bool, known: list[str], git_paths: list[str]) -> walkstate.Checked | None:
         """The check found nothing moved and a walk would cover what the saved one did: the parent's map holds and can
-        be recorded again without decoding it (None: look further). A session's journal with no capture yet (`codexr
-        exec`'s pre-turn) stays without one: its next capture checks again."""
+        be recorded again without decoding it (None: look further). A session's journal goes on from the saved walk
+        (`kept`), its map built only when a capture needs it."""
         checked, w = self.checked, self.watched
         if checked is None or not checked.check.unchanged:
             return None
@@ -295,16 +363,28 @@ class Look:
             return None
         return checked if _covers_what_was_covered(checked.state, grow, known, git_paths) else None
 
-    def kept(self, checked: walkstate.Checked, snap_id: str, chained: bool) -> None:
+    def kept(self, checked: walkstate.Checked, snap_id: str, chained: bool, ground: Reread) -> None:
         """The capture recorded the parent's map as `snap_id` (`chained`: a new snapshot on top of the parent; else
         the parent itself). The saved walk names it when a directory's stat moved or the chain grew long (else it is
-        not rewritten: ~6 ms saved), and the monitor's token is bound to the walk."""
-        state, moved = checked.state, checked.check.dir_keys
+        not rewritten: ~6 ms saved), and the monitor's token is bound to the walk. A session's journal goes on from
+        the saved walk, its last capture built when first needed (Watched.quiet)."""
+        state, moved, w = checked.state, checked.check.dir_keys, self.watched
         if moved or (chained and checked.chain + 1 >= walkstate.CHAIN_LIMIT):
             state.snapshot = snap_id  # a new chain starts here
             state.dirs = walkstate.with_dir_keys(state.dirs, {
                 rel: walkstate.trusted(k, self.started_ns) for rel, k in moved.items()})
             self.index.save_walk(state)
+        if w is not None and self.quiet is not None:
+            # The journal vouched, not the monitor: the token bound to the saved walk stands (or names another
+            # snapshot, and the next process checks every stat). The map to build is this snapshot's too.
+            w.held = None
+            if w.deferred is not None:
+                w.deferred.snapshot = snap_id
+            return
+        if w is not None:
+            w.saved = state
+            w.deferred = _LastBuilt(self.door.repo, snap_id, functools.partial(
+                _last_after_reread, self.door.repo, checked, Captured(), ground))
         self._bind(state.snapshot)
 
     def reread_only(self, grow: bool, known: list[str], git_paths: list[str]) -> walkstate.Checked | None:
@@ -362,12 +442,22 @@ class Look:
                 saved = _walk_after(kept, now, state, checked.check.keys, checked.check.dir_keys, captured.stats,
                                     git_paths, functools.partial(_relisted, dirs))
         self.index.set_walk(saved)
+        bound = saved.snapshot if saved is not None else None
         if w is not None:
+            # Looked at through the journal: the map goes on from the one still being built for the parent, and
+            # the monitor's token is not bound (the journal saw what the monitor may not have).
+            prior = w.deferred if self.quiet is not None else None
+            if prior is not None and prior.snapshot != ground.parent:
+                prior = None
+            if self.quiet is not None:
+                w.held, bound = None, None
             w.saved = saved
-            w.deferred = _LastBuilt(self.door.repo, snap_id,
-                                    functools.partial(_last_after_reread, self.door.repo, checked, captured, ground))
+            w.deferred = _LastBuilt(self.door.repo, snap_id, functools.partial(
+                _last_after_reread, self.door.repo, checked, captured, ground, prior))
+            if prior is not None and prior.started:
+                w.deferred.start()  # the parent's map is on its way: this one follows it
         self.cache.update_some(captured.entries, captured.fresh, self.started_ns)
-        self._save_index(kind, saved.snapshot if saved is not None else None)
+        self._save_index(kind, bound)
 
     def start(self, parent_files: FileMap | None, known: list[str], grow: bool, git: GitTracked,
               settings: ScopeSettings, ignore: Ignore) -> Start:
@@ -394,7 +484,7 @@ class Look:
         if since is None and w is not None and w.last is not None:
             last = w.last if grow else _narrowed(w.last, {*git.paths, *known}, settings, ignore)
             if last is not None:  # else walk: the journal's events are dropped with its reset
-                since = fastpath.Since(last, w.journal.drain(), w.pending)
+                since = fastpath.Since(last, w.drain(), w.pending)
         # The stat cache as the index holds it now: the walk's reads look up in it, and this capture updates it.
         self.cache = self.index.stat
         return Start(since, fast_known, walk_known)
@@ -443,7 +533,7 @@ class Look:
         returned; None: no journal)."""
         if self.watched is None:
             return None
-        self.watched.journal.reset()
+        self.watched.reset()
         return self.watched.journal.watch_dir
 
     def walked(self, selected: Scope, captured: Captured, git_signature: tuple[int, ...] | None,
@@ -680,15 +770,29 @@ class _LastBuilt:
     (the builder only reads the repository's caches, `Repository.files_aside`)."""
 
     def __init__(self, repo: Repository, snap_id: str, build: Callable[[], fastpath.LastCapture | None]) -> None:
-        self._repo, self._snap_id, self._build = repo, snap_id, build
+        self._repo, self._build = repo, build
+        self.snapshot = snap_id  # whose map it builds (a capture that recorded the same map again renames it)
         self._out: fastpath.LastCapture | None = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
 
     def start(self) -> None:
         """Build on a thread from now on."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="codexr-last-capture", daemon=True)
             self._thread.start()
+
+    def result(self) -> fastpath.LastCapture | None:
+        """The state built (waited for), not cached in the repository: for the builder of the next one, which goes
+        on from it on its own thread."""
+        if self._thread is None:
+            self._run()
+        else:
+            self._thread.join()
+        return self._out
 
     def _run(self) -> None:
         try:
@@ -697,23 +801,22 @@ class _LastBuilt:
             self._out = None
 
     def __call__(self) -> fastpath.LastCapture | None:
-        if self._thread is None:
-            self._run()
-        else:
-            self._thread.join()
-        if self._out is not None:
-            self._repo.remember(self._snap_id, self._out.files)
-        return self._out
+        out = self.result()
+        if out is not None:
+            self._repo.remember(self.snapshot, out.files)
+        return out
 
 
 def _last_after_reread(repo: Repository, checked: walkstate.Checked, captured: Captured,
-                       ground: Reread) -> fastpath.LastCapture | None:
-    """The last capture a session's journal goes on from after a capture that read only the changed files: what the
-    check's fast path (`Look._since_check`, `fastpath.select` with nothing but captured files to read again, then
-    `fastpath.merge`) would have made, from the parent's map decoded now. None (the next capture checks, or walks):
-    the parent cannot be read, or its decoded map disagrees with what its records gave for the files read again."""
+                       ground: Reread, prior: _LastBuilt | None = None) -> fastpath.LastCapture | None:
+    """The last capture a session's journal goes on from after a capture that read only the changed files (or found
+    none): what the check's fast path (`Look._since_check`, `fastpath.select` with nothing but captured files to read
+    again, then `fastpath.merge`) would have made, from the parent's map: the one `prior` built for it, else decoded
+    now. None (the next capture checks, or walks): the parent cannot be read, or its map disagrees with what its
+    records gave for the files read again."""
+    built = prior.result() if prior is not None else None
     try:
-        parent_files = repo.files_aside(ground.parent)
+        parent_files = built.files if built is not None else repo.files_aside(ground.parent)
     except StoreError:
         return None
     if any(parent_files.get(p) != e for p, e in ground.old.items()):

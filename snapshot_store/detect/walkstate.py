@@ -345,8 +345,15 @@ def check(dirs: DirCache, state: WalkState) -> Check:
     if groups:
         changes.structural = True  # files of a directory the walk did not list: never saved so; walk
         return out
-    # Covered paths below directories the walk did not list: a path that appeared or went needs the walk, as in
-    # the journal's fast path (fastpath.select); a changed one is read again.
+    look_unwatched(dirs, state, out)
+    return out
+
+
+def look_unwatched(dirs: DirCache, state: WalkState, out: Check) -> None:
+    """Covered paths below directories the walk did not list (no directory watch reports on them): a path that
+    appeared or went needs the walk (`structural`), as in the journal's fast path (fastpath.select); a changed one is
+    read again."""
+    changes = out.changes
     for p, key in state.unwatched.items():
         try:
             found: Key | None = stat_key(dirs.lstat(p))
@@ -354,15 +361,14 @@ def check(dirs: DirCache, state: WalkState) -> Check:
             found = None
         except (OSError, SymlinkInPath, DirChanged):
             changes.structural = True
-            return out
+            return
         if found != key:
             if key is None or found is None:
                 changes.structural = True
-                return out
+                return
             changes.files.add(p)
             changes.paths.add(p)
             out.keys[p] = found
-    return out
 
 
 def _listed_moves(entries: list[str], saved: bytes, group: Group | None
