@@ -13,12 +13,14 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from store_helpers import age_tree, make_repo, tree, write
 
 import snapshot_store.scope as scope_mod
+from app.recording.recorder import Recorder, TurnState
+from app.recording.sidecar import Sidecars
 from snapshot_store import Store
 from snapshot_store.capture import CaptureResult
 from snapshot_store.manifest import FileMap, is_captured
@@ -175,31 +177,37 @@ def turn_capture(s: Store, ws: Path, latest: str, kind: str, known: tuple[str, .
     return s.at(ws).capture_thread_summary(known_paths=list(known), thread_latest=latest, scope=SCOPE, kind=kind)
 
 
+class Held(NamedTuple):
+    released: threading.Event  # set: the builds go on
+    asked: list[str]  # snapshots whose map a build started decoding
+    built: list[str]  # ... and decoded
+
+
 @pytest.fixture
-def held_build(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, list[str]]:
-    """The map a session's journal goes on from, built only once `released` is set: (released, snapshots built)."""
-    released, built = threading.Event(), []
+def held_build(monkeypatch: pytest.MonkeyPatch) -> Held:
+    """The map a session's journal goes on from, built only once `released` is set."""
+    held = Held(threading.Event(), [], [])
     real = Repository.files_aside
 
-    def held(self: Repository, snap: str) -> FileMap:
-        released.wait(30)
-        built.append(snap)
+    def decode(self: Repository, snap: str) -> FileMap:
+        held.asked.append(snap)
+        held.released.wait(30)
+        held.built.append(snap)
         return real(self, snap)
 
-    monkeypatch.setattr(Repository, "files_aside", held)
-    return released, built
+    monkeypatch.setattr(Repository, "files_aside", decode)
+    return held
 
 
 @pytest.mark.parametrize("during", ["nothing", "a file edited"])
 @pytest.mark.parametrize("before", ["nothing", "a file edited"])
 def test_a_turn_s_capture_waits_for_no_map_when_its_journal_names_only_files_changed_in_place(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held_build: tuple[threading.Event, list[str]],
-        before: str, during: str) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held_build: Held, before: str, during: str) -> None:
     """A session's pre-turn capture that found nothing or only files changed in place leaves the map its journal goes
     on from to be built while the turn runs; the post-turn capture of a turn that changed nothing, or only files the
     parent captured, goes on from the saved walk and the journal instead of waiting for it (~0.5 s at 100,000 files,
     issue 35). Files made later still get the fast path from that map, built on from the parent's, and no walk."""
-    released, built = held_build
+    released, _asked, built = held_build
     ws, store_dir, first = workspace(tmp_path)
     if before != "nothing":
         (ws / "src/m3.py").write_text("print('three')\n")
@@ -229,10 +237,10 @@ def test_a_turn_s_capture_waits_for_no_map_when_its_journal_names_only_files_cha
 
 
 def test_a_turn_s_change_below_an_unwatched_directory_is_seen_without_the_map(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held_build: tuple[threading.Event, list[str]]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held_build: Held) -> None:
     """A path the agent touched below a directory nobody walks (node_modules): no journal watch reports on it, so a
     capture that goes on from the journal looks at its stat, and reads it again when it moved."""
-    released, built = held_build
+    released, _asked, built = held_build
     ws, store_dir, _first = workspace(tmp_path)
     patched = ("node_modules/pkg/patched.js",)
     write(ws, patched[0], b"patched once\n")
@@ -253,3 +261,34 @@ def test_a_turn_s_change_below_an_unwatched_directory_is_seen_without_the_map(
         released.set()
     assert decoded(store_dir, post.id) == want
     assert want[patched[0]] != decoded(store_dir, pre.id)[patched[0]]
+
+
+@pytest.mark.parametrize("item", ["commandExecution", "fileChange", "agentMessage"])
+def test_a_session_builds_the_map_ahead_once_the_turn_may_change_files(tmp_path: Path, held_build: Held,
+                                                                       item: str) -> None:
+    """The recorder asks the store to build the map a post-turn capture may go on from at the turn's first item that
+    may change files (a command, a patch), so it is decoded while the turn runs; a turn that only talks never has
+    it decoded (its post-turn capture goes on from the journal)."""
+    released, asked, _built = held_build
+    ws, store_dir, first = workspace(tmp_path)
+    (ws / "src/m3.py").write_text("print('three')\n")
+    time.sleep(SETTLE)
+    with Store.open(store_dir) as s:
+        assert s.capturer.watch(ws)
+        rec = Recorder(s, Sidecars(store_dir), ws, SCOPE, tracking=True)
+        side = rec.sidecar("thread-1")
+        pre, _seconds = rec.begin(side, "go")
+        rec.bind("thread-1", side, "turn-1", "go", pre)
+        state = TurnState()
+        for kind in ("reasoning", item):
+            rec.observe(state, "item/started", {"item": {"type": kind, "id": kind}})
+        if item == "agentMessage":
+            released.set()
+            done = rec.finish("thread-1", "turn-1", "go", state, "completed", pre)
+            assert done.post == pre and not asked, "a turn that only talked had the map decoded"
+            return
+        deadline = time.monotonic() + 30
+        while not asked and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert asked == [first], "the map (the pre-turn capture's parent's, re-read files on top) was not built ahead"
+        released.set()

@@ -28,6 +28,10 @@ from snapshot_store.vocab import SnapshotKind
 from . import pre_edit as pe
 from .sidecar import Sidecars, ThreadSidecar, TurnRecord, relative_to
 
+#: Items that change no file: a turn of only these leaves the workspace as it was (Recorder.observe).
+TALK_ITEMS = frozenset({"userMessage", "agentMessage", "reasoning", "plan", "webSearch", "contextCompaction",
+                        "enteredReviewMode", "exitedReviewMode"})
+
 
 @dataclass
 class TurnState:
@@ -40,6 +44,7 @@ class TurnState:
     patches: list[pe.PatchChange] = field(default_factory=list)  # every completed fileChange, in order
     turn_diff: str = ""  # Codex's latest cumulative diff of the turn (turn/diff/updated)
     commands: int = 0
+    building: bool = False  # the store was asked to build what the post-turn capture may go on from
 
 
 @dataclass
@@ -95,21 +100,24 @@ class Recorder:
         return pre, time.perf_counter() - t0
 
     def bind(self, thread_id: str, side: ThreadSidecar, turn_id: str, text: str, pre: str | None) -> None:
-        """Record the turn the server started, with its pre-turn snapshot, in the thread's sidecar; then let the store
-        build what the post-turn capture goes on from while the turn runs (Capturer.build_ahead)."""
+        """Record the turn the server started, with its pre-turn snapshot, in the thread's sidecar."""
 
         def add_turn(s: ThreadSidecar) -> None:
             if s.turn(turn_id) is None:
                 s.turns.append(TurnRecord(turn_id=turn_id, prompt=text, pre=pre))
 
         self.sidecars.update(thread_id, add_turn, new=lambda: side)
-        if side.tracking:
-            self.store.capturer.build_ahead(self.cwd)
 
     def observe(self, state: TurnState, method: str, d: dict[str, Any]) -> None:
-        """Take in one notification of the turn."""
+        """Take in one notification of the turn. Its first item that may change files (not talk) lets the store
+        build what the post-turn capture may go on from while the turn runs (Capturer.build_ahead): a turn that only
+        talks needs no map (the journal says nothing changed), and a thread building it beside the post-turn
+        capture slowed that capture ~4x through the GIL (100,000 files, issue 35)."""
         if method in ("item/started", "item/completed"):
             item = d.get("item") or {}
+            if not state.building and item.get("type") not in TALK_ITEMS:
+                state.building = True
+                self.store.capturer.build_ahead(self.cwd)
             if item.get("type") == "fileChange":
                 for ch in item.get("changes") or []:
                     self._touch(state, ch)
