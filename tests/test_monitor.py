@@ -159,6 +159,36 @@ def test_a_file_changed_between_two_captures_is_recorded_through_the_monitor(mon
     assert mons.looks == [True] and res.unchanged
 
 
+@pytest.mark.parametrize("how", ["an editor's save", "a restore"])
+def test_a_file_saved_over_a_temporary_one_is_recorded_through_the_monitor(mons: Monitors, tmp_path: Path,
+                                                                            how: str) -> None:
+    """A temporary file renamed over a file (an editor's save, each file a restore writes) moves its directory but
+    leaves its listing: the monitor's answer still settles the next capture, which records the new content (a
+    restore's next capture stat'ed every file: ~300 ms at 100,000 files instead of ~60)."""
+    ws = workspace(tmp_path)
+    first = settled(mons, ws)
+    if how == "an editor's save":
+        (ws / "src/.m3.py.swp").write_text("print('saved')\n")
+        os.replace(ws / "src/.m3.py.swp", ws / "src/m3.py")
+        want = b"print('saved')\n"
+    else:
+        (ws / "src/m3.py").write_text("print('changed')\n")
+        mons.capture(ws)
+        store = Store.open(mons.home / "file_snapshots", protected=[mons.home])
+        store.capturer.use_monitors(monitors_wanted())
+        try:
+            store.at(ws).restore(first)
+        finally:
+            store.close()
+        want = b"print(3)\n"
+        mons.looks.clear()
+    res = mons.capture(ws)
+    assert mons.looks == [True], "the capture after the save checked every file"
+    assert mons.content(res.id, "src/m3.py") == want
+    mons.looks.clear()
+    assert mons.capture(ws).unchanged and mons.looks == [True]
+
+
 def test_a_new_file_and_a_new_directory_are_captured(mons: Monitors, tmp_path: Path) -> None:
     """A name the saved walk never saw means its directory's listing moved: the full check and walk find them."""
     ws = workspace(tmp_path)
