@@ -162,6 +162,26 @@ def test_a_deleted_file_is_seen(repo: Path, trusted: Path) -> None:
     assert files_of(trusted, res.id) == expected
 
 
+@pytest.mark.parametrize("rel", ["src/new.py", "src/b.py"], ids=["untracked", "tracked"])
+def test_the_captures_after_a_captured_file_is_removed_check_instead_of_walking(
+        repo: Path, trusted: Path, monkeypatch: pytest.MonkeyPatch, rel: str) -> None:
+    """The capture after the removal witnesses it (a tombstone, as a walk's); the next one, which a walk would make
+    without it (the file no longer captured, so no longer known), drops an untracked file's tombstone without walking
+    (it walked the whole tree once per removal: ~2.7 s at 100,000 files); a tracked file's stays, Git lists it."""
+    (repo / rel).unlink()
+    time.sleep(SETTLE)
+    expected = walked_files(trusted, repo)
+    first = capture_without_walking(monkeypatch, trusted, repo)
+    assert files_of(trusted, first.id) == expected and files_of(trusted, first.id)[rel] == ABSENT
+    time.sleep(SETTLE)
+    expected = walked_files(trusted, repo)
+    second = capture_without_walking(monkeypatch, trusted, repo)
+    assert files_of(trusted, second.id) == expected
+    assert (rel in expected) == (rel == "src/b.py")
+    third = capture_without_walking(monkeypatch, trusted, repo)
+    assert third.unchanged and files_of(trusted, third.id) == expected
+
+
 def test_a_changed_ignore_file_means_walking(repo: Path, trusted: Path) -> None:
     write(repo, ".codexsnapignore", "")
     time.sleep(SETTLE)

@@ -495,7 +495,8 @@ class Look:
         """The check's look as the fast path's start, where a walk covering `covered_now` (what it would capture
         whatever the limits) gives the parent's map (walkstate.same_map); otherwise the check is dropped: walk."""
         covered_then = checked.state.covered_set()
-        if not walkstate.same_map(covered_then, covered_now, parent_files, captured_then, settings, ignore):
+        dropped: set[str] = set()
+        if not walkstate.same_map(covered_then, covered_now, parent_files, captured_then, settings, ignore, dropped):
             self.checked = None  # other known paths would change the map: walk
             return None
         # Covered then and now: what the fast path settles newly known paths against.
@@ -504,7 +505,7 @@ class Look:
         if last is None:
             return None
         self.by_check = True
-        return fastpath.Since(last, checked.check.changes)
+        return fastpath.Since(last, checked.check.changes, dropped=frozenset(dropped))
 
     def will_read(self, start: Start) -> bool:
         """Whether the fast path may read files (then the blob index is wanted before the directories' fds are

@@ -63,6 +63,7 @@ class Since:
     last: LastCapture
     changes: Changes
     pending: set[str] = field(default_factory=set)  # paths a restore wrote since (a journal's; re-read)
+    dropped: frozenset[str] = frozenset()  # tombstones `last` holds that a walk would no longer record
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,8 @@ def select(dirs: DirCache, since: Since, known: Iterable[str], git_signature: tu
             or settings != last.settings or time.monotonic() - last.walked_at > FULL_WALK_INTERVAL):
         return None
     files = last.files
+    if since.dropped:
+        files = {p: e for p, e in files.items() if p not in since.dropped}
     dirty: set[str] = set(since.pending)
     extra = [p for p in known if p not in last.covered]
     for p in extra:
@@ -131,7 +134,7 @@ def select(dirs: DirCache, since: Since, known: Iterable[str], git_signature: tu
         if p not in covered and st.st_size > settings.residue_max_file_bytes and not (force and force(p)):
             return None
         to_read[p] = stat_key(st)
-    return Selection(last, files, to_read, covered, removed, touched)
+    return Selection(last, files, to_read, covered, removed, touched | since.dropped if since.dropped else touched)
 
 
 def _settle(dirs: DirCache, names: set[str], files: FileMap, covered: frozenset[str], settings: ScopeSettings,
