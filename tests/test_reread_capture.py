@@ -292,3 +292,28 @@ def test_a_session_builds_the_map_ahead_once_the_turn_may_change_files(tmp_path:
             time.sleep(0.01)
         assert asked == [first], "the map (the pre-turn capture's parent's, re-read files on top) was not built ahead"
         released.set()
+
+
+def test_captures_that_re_read_files_leave_one_decoding_to_the_first_capture_that_needs_the_map(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held_build: Held) -> None:
+    """Turns that only edit captured files, with no build asked ahead: each capture re-reads its files and the map is
+    never decoded, until files are made; then it is decoded once (the newest parent's, whose record holds the earlier
+    edits), not once per turn that went by."""
+    released, asked, _built = held_build
+    released.set()
+    ws, store_dir, first = workspace(tmp_path)
+    no_walk(monkeypatch)
+    ids = [first]
+    with Store.open(store_dir) as s:
+        assert s.capturer.watch(ws)
+        for i in range(3):
+            (ws / f"src/m{i}.py").write_text(f"print('turn {i}')\n")
+            time.sleep(SETTLE)
+            ids.append(turn_capture(s, ws, ids[-1], "post-turn").id)
+            assert sorted(s.record(ids[-1]).changes) == [f"src/m{i}.py"]
+        assert not asked
+        (ws / "src/made.py").write_text("made\n")
+        want = full_capture_now(store_dir, ws)
+        after = turn_capture(s, ws, ids[-1], "pre-turn")
+    assert asked == [ids[-2]]
+    assert decoded(store_dir, after.id) == want

@@ -444,17 +444,18 @@ class Look:
         self.index.set_walk(saved)
         bound = saved.snapshot if saved is not None else None
         if w is not None:
-            # Looked at through the journal: the map goes on from the one still being built for the parent, and
-            # the monitor's token is not bound (the journal saw what the monitor may not have).
+            # Looked at through the journal: the map goes on from the one a thread builds for the parent (one step
+            # after it; a builder never asked to start is dropped, so no chain of steps waits for the first need),
+            # and the monitor's token is not bound (the journal saw what the monitor may not have).
             prior = w.deferred if self.quiet is not None else None
-            if prior is not None and prior.snapshot != ground.parent:
+            if prior is not None and (not prior.started or prior.snapshot != ground.parent):
                 prior = None
             if self.quiet is not None:
                 w.held, bound = None, None
             w.saved = saved
             w.deferred = _LastBuilt(self.door.repo, snap_id, functools.partial(
                 _last_after_reread, self.door.repo, checked, captured, ground, prior))
-            if prior is not None and prior.started:
+            if prior is not None:
                 w.deferred.start()  # the parent's map is on its way: this one follows it
         self.cache.update_some(captured.entries, captured.fresh, self.started_ns)
         self._save_index(kind, bound)
