@@ -182,6 +182,26 @@ def test_the_captures_after_a_captured_file_is_removed_check_instead_of_walking(
     assert third.unchanged and files_of(trusted, third.id) == expected
 
 
+@pytest.mark.parametrize("also", ["nothing", "a hidden file made", "the hidden file there touched"])
+def test_a_file_made_beside_a_hidden_one_is_settled_without_walking(repo: Path, trusted: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch, also: str) -> None:
+    """The root holds `.hidden`, which no saved group sees (not captured): its age says it was there when the walk
+    listed the root, so the listing less the new file is the saved one and the check names the new file (a file made
+    at a workspace's root, beside its `.env`, made the next capture walk). An unseen entry that changed since cannot
+    be told from a new one: then the capture walks, and records what a walk sees either way."""
+    write(repo, "made.txt", "made at the root\n")
+    if also == "a hidden file made":
+        write(repo, ".new-hidden", "hidden, new\n")
+    elif also == "the hidden file there touched":
+        os.chmod(repo / ".hidden", 0o600)
+    time.sleep(SETTLE)
+    expected = walked_files(trusted, repo)
+    res = capture(trusted, repo) if also == "the hidden file there touched" else \
+        capture_without_walking(monkeypatch, trusted, repo)
+    assert files_of(trusted, res.id) == expected and is_captured(expected["made.txt"])
+    assert capture_without_walking(monkeypatch, trusted, repo).unchanged
+
+
 def test_a_changed_ignore_file_means_walking(repo: Path, trusted: Path) -> None:
     write(repo, ".codexsnapignore", "")
     time.sleep(SETTLE)

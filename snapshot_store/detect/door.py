@@ -370,7 +370,7 @@ class Look:
         the saved walk, its last capture built when first needed (Watched.quiet)."""
         state, moved, w = checked.state, checked.check.dir_keys, self.watched
         if moved or (chained and checked.chain + 1 >= walkstate.CHAIN_LIMIT):
-            state.snapshot = snap_id  # a new chain starts here
+            state.snapshot, state.looked_ns = snap_id, self.started_ns  # a new chain starts here
             state.dirs = walkstate.with_dir_keys(state.dirs, {
                 rel: walkstate.trusted(k, self.started_ns) for rel, k in moved.items()})
             self.index.save_walk(state)
@@ -675,7 +675,7 @@ def _walk_of(kept: _Kept, state: fastpath.LastCapture, selected: Scope, read: Ma
         protected=protected, packs=kept.packs, dirs=dirs, seen=walkstate.group(seen),
         covered_blob=marshal.dumps(sorted(covered), 2), unwatched=kept.unwatched, file_count=kept.file_count,
         skipped=kept.skipped, listings=b"".join(selected.listing[rel] for rel in selected.listed),
-        grows_same=walkstate.grows_same(covered, git_paths, files))
+        grows_same=walkstate.grows_same(covered, git_paths, files), looked_ns=kept.started_ns)
 
 
 class MapNow(NamedTuple):
@@ -747,7 +747,7 @@ def _walk_after(kept: _Kept, state: MapNow, base: walkstate.WalkState, checked_k
     return dataclasses.replace(base, snapshot=kept.snapshot, packs=kept.packs, dirs=listed,
                                seen=walkstate.with_keys(base.seen, newly), unwatched=kept.unwatched,
                                covered_blob=blob, _covered=covered, file_count=kept.file_count,
-                               skipped=kept.skipped, grows_same=grows)
+                               skipped=kept.skipped, grows_same=grows, looked_ns=kept.started_ns)
 
 
 class Reread(NamedTuple):

@@ -14,6 +14,7 @@ equal, and a stat taken within the timestamp granularity of the capture that rec
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import marshal
 import os
@@ -69,6 +70,8 @@ class WalkState:
     skipped: list[tuple[str, str]]
     listings: bytes  # each of `dirs`' listing digest (scope.listing_digest), 16 bytes each, in the same order
     grows_same: bool  # every covered path is Git-tracked or captured: a walk that grows from it covers them all
+    #: when the capture that saved it started: every directory listed as saved from before its look (0: unknown)
+    looked_ns: int = 0
     _covered: frozenset[str] | None = field(default=None, repr=False, compare=False)
     _seen_paths: SeenPaths | None = field(default=None, repr=False, compare=False)
 
@@ -316,7 +319,8 @@ def check(dirs: DirCache, state: WalkState) -> Check:
                 if listing_digest(entries) == saved:
                     out.dir_keys[rel] = now
                 else:
-                    moved = _listed_moves(entries, saved, groups.get(rel))
+                    there = functools.partial(_there_before, fd, state.looked_ns) if state.looked_ns else None
+                    moved = _listed_moves(entries, saved, groups.get(rel), there)
                     if moved is None:
                         changes.structural = True
                         return out
@@ -377,20 +381,31 @@ def look_unwatched(dirs: DirCache, state: WalkState, out: Check) -> None:
             out.keys[p] = found
 
 
-def _listed_moves(entries: list[str], saved: bytes, group: Group | None
-                  ) -> tuple[dict[str, str], dict[str, str]] | None:
+def _there_before(fd: int, looked_ns: int, name: str) -> bool:
+    """Was this entry in its directory when the saved walk's capture looked (its listing then the saved one)? Its
+    inode's status changed last before that capture started: one made, renamed or linked there since changed it
+    later. (A wrong guess costs nothing but the walk: the listing digest decides.)"""
+    try:
+        return os.lstat(name, dir_fd=fd).st_ctime_ns <= looked_ns
+    except OSError:
+        return False
+
+
+def _listed_moves(entries: list[str], saved: bytes, group: Group | None,
+                  there: Callable[[str], bool] | None = None) -> tuple[dict[str, str], dict[str, str]] | None:
     """The files and symlinks made in a directory since its listing was saved, and those of the walk's that are gone
     ({name: type} each), when its listing now is exactly the saved one plus the first less the second (None: anything
     else moved, so the check cannot say what: walk).
 
     The saved listing is a digest, not names: the entries it may have held are the files and symlinks the walk saw
     (the state's group of the directory, whose keys give their types; an untrusted key's entry is tried as either,
-    for a few) and every directory; a file or symlink not
-    among them is taken as new, one of them missing as gone, and the digest of the listing less the new, plus the
-    gone, must be the saved one. A directory that also holds an entry the state does not see (an ignored or hidden
-    file, a FIFO), where a directory was made or removed, or where an entry changed its type, lists otherwise and
-    walks, as before. A file the user made or removed between turns made the next one-shot capture walk the whole
-    tree (~2.5 s at 100,000 files, issue 35); now the fast path settles it as a walk would."""
+    for a few) and every directory; a file or symlink not among them is taken as new, one of them missing as gone,
+    and the digest of the listing less the new, plus the gone, must be the saved one. A file or symlink the state
+    does not see (an ignored or hidden file) is taken as there before when `there` says so (by its ctime), not as
+    new: a file made at a workspace's root, beside its `.env`, made the next capture walk. Where a directory was made
+    or removed, an entry changed its type, or an unseen entry went or changed since, it lists otherwise and walks,
+    as before. A file the user made or removed between turns made the next one-shot capture walk the whole tree
+    (~2.5 s at 100,000 files, issue 35); now the fast path settles it as a walk would."""
     seen: dict[str, str | None] = {}
     if group is not None:
         for j, name in enumerate(group[1]):
@@ -402,7 +417,7 @@ def _listed_moves(entries: list[str], saved: bytes, group: Group | None
     for entry in entries:
         name, _, kind = entry.rpartition("/")
         listed.add(name)
-        if kind in ("f", "l") and name not in seen:
+        if kind in ("f", "l") and name not in seen and not (there is not None and there(name)):
             added[name] = kind
         else:
             kept.append(entry)
@@ -554,6 +569,7 @@ def decode(body: bytes | memoryview) -> WalkState | None:
         state = WalkState(*marshal.loads(body))
         if not (isinstance(state.snapshot, str) and isinstance(state.dirs, tuple) and isinstance(state.seen, list)
                 and isinstance(state.listings, bytes) and len(state.listings) == DIGEST * len(state.dirs[1])
+                and isinstance(state.looked_ns, int)
                 and clean_paths(state)):
             return None
         return state
@@ -589,7 +605,7 @@ def encode(state: WalkState) -> bytes | None:
     """The state as the index stores it (None: a field marshal cannot write; the next capture walks)."""
     doc = (state.snapshot, state.settings, state.git_signature, state.protected, state.packs, state.dirs,
            state.seen, state.covered_blob, state.unwatched, state.file_count, state.skipped, state.listings,
-           state.grows_same)
+           state.grows_same, state.looked_ns)
     try:
         return marshal.dumps(doc, 2)
     except ValueError:
