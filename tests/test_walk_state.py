@@ -1038,3 +1038,19 @@ def test_files_the_user_removes_or_renames_are_settled_without_walking(repo: Pat
     with Store.open(trusted) as s:
         again = s.at(repo).capture_summary(scope=WIDE)
     assert files_of(trusted, again.id) == expected
+
+
+def test_a_saved_walk_of_the_format_before_looked_ns_is_read_and_another_version_s_is_not(
+        repo: Path, trusted: Path) -> None:
+    """Version 1 (a bare tuple of 13 fields, before `looked_ns`) still reads, as not knowing when it looked; a version
+    this code does not know reads as no saved walk (the capture walks) rather than as fields in the wrong places."""
+    state = saved_walk(trusted)
+    assert state is not None and state.looked_ns > 0
+    body = walkstate.encode(state)
+    assert body is not None
+    version, fields = marshal.loads(body)
+    assert version == walkstate.WALK_VERSION and len(fields) == walkstate.UNVERSIONED_FIELDS + 1
+    old = walkstate.decode(marshal.dumps(fields[:walkstate.UNVERSIONED_FIELDS], 2))
+    assert old is not None and old.looked_ns == 0 and old.covered_set() == state.covered_set()
+    assert walkstate.decode(marshal.dumps((version + 1, (*fields, "more")), 2)) is None
+    assert walkstate.decode(marshal.dumps(fields, 2)) is None  # 14 bare fields: no version of ours

@@ -42,6 +42,8 @@ STABLE_REASONS = frozenset({Reason.GIT, Reason.CODEXR_DATA, Reason.CHURN, Reason
                             Reason.DIRECTORY, Reason.NOT_REGULAR, Reason.TOO_LARGE})
 #: Entries whose verdict can change without their directory's stat moving (a write changes only the file).
 STAT_BOUND_KINDS = frozenset({"f", "l"})
+WALK_VERSION = 2  # the saved walk's fields as `encode` writes them, after their version
+UNVERSIONED_FIELDS = 13  # version 1: the fields before `looked_ns`, a bare tuple
 UNKNOWN_GONE = 4  # gone entries with untrusted keys (type unknown) whose 2**n typings `_listed_moves` tries
 CHAIN_LIMIT = 16  # unchanged snapshots on top of the one the state was saved for, before it is saved again
 
@@ -566,7 +568,15 @@ def captured_stats(captured: set[str], state: WalkState, changed: set[str]) -> M
 def decode(body: bytes | memoryview) -> WalkState | None:
     """The walk half of the index (index.py), checked (None: damaged or foreign; a disposable cache: then walk)."""
     try:
-        state = WalkState(*marshal.loads(body))
+        doc = marshal.loads(body)
+        if (isinstance(doc, tuple) and len(doc) == 2 and doc[0] == WALK_VERSION and isinstance(doc[1], tuple)
+                and len(doc[1]) == UNVERSIONED_FIELDS + 1):
+            fields = doc[1]
+        elif isinstance(doc, tuple) and len(doc) == UNVERSIONED_FIELDS:
+            fields = doc  # version 1: no `looked_ns` (0)
+        else:
+            return None  # another version's, or damaged
+        state = WalkState(*fields)
         if not (isinstance(state.snapshot, str) and isinstance(state.dirs, tuple) and isinstance(state.seen, list)
                 and isinstance(state.listings, bytes) and len(state.listings) == DIGEST * len(state.dirs[1])
                 and isinstance(state.looked_ns, int)
@@ -602,11 +612,12 @@ _BAD_NAMES = frozenset({"", ".", ".."})
 
 
 def encode(state: WalkState) -> bytes | None:
-    """The state as the index stores it (None: a field marshal cannot write; the next capture walks)."""
+    """The state as the index stores it (None: a field marshal cannot write; the next capture walks): the fields
+    with their version (an older reader finds no state it knows in it, and walks)."""
     doc = (state.snapshot, state.settings, state.git_signature, state.protected, state.packs, state.dirs,
            state.seen, state.covered_blob, state.unwatched, state.file_count, state.skipped, state.listings,
            state.grows_same, state.looked_ns)
     try:
-        return marshal.dumps(doc, 2)
+        return marshal.dumps((WALK_VERSION, doc), 2)
     except ValueError:
         return None
