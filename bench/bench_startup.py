@@ -12,7 +12,7 @@ Every row is a whole process, timed from spawn to exit, in interleaved rounds (b
 * capture-changed: (not in the default `--only`) 1 tracked file rewritten since a capture the saved walk vouches
            for, then `codexr snapshots capture` vs `git add -A . && git write-tree` after the same kind of change
            (what a turn's capture after an edit costs; issue 35). capture-made: the same with one file made beside
-           tracked ones, then (the same block) with it removed again.
+           tracked ones, then (the same block) with it removed again, then the capture after that.
 * restore: rewrite 1 tracked file, then `codexr snapshots restore ID --yes` vs `git read-tree -u --reset TREE`.
 * exec-tree: the exec row's trivial turn run in the ~11,000-file capture tree (what snapshots add to a turn in a
            large workspace); no target.
@@ -80,6 +80,7 @@ ROWS: list[tuple[str, str, str | None, float | None]] = [
     ("codexr snapshots capture, 1 file made", "{tree}.made1", "git.made1", None),
     ("git add -A + write-tree, 1 file removed", "git.removed1", None, None),
     ("codexr snapshots capture, 1 file removed", "{tree}.removed1", "git.removed1", None),
+    ("codexr snapshots capture, the next after it", "{tree}.after_removed1", "git.unchanged", None),
     ("git read-tree -u --reset, 1 file", "git.restore1", None, None),
     ("codexr snapshots restore --yes, 1 file", "{tree}.restore1", "git.restore1", 4.0),
     ("codexr rewind --yes, 1 file + the fork", "{tree}.rewind1", "git.restore1", None),
@@ -347,8 +348,8 @@ class Bench:
     def block_capture_made(self, tree: Tree, rnd: int) -> None:
         """A file made since a capture the saved walk vouches for (untimed, then the racy window waited out), then
         `codexr snapshots capture` (timed); the file is removed again, after the racy window, and the next capture is
-        timed too (a file removed); one more untimed capture settles the store (it walks, to drop the removed path's
-        tombstone from the covered set), so the capture row's untimed sync still leaves an unchanged tree."""
+        timed too (a file removed); and the one after it (it drops the removed path's tombstone: it walked the whole
+        tree for that before), so the capture row's untimed sync still leaves an unchanged tree."""
         self.codexr_capture(tree, -1)
         time.sleep(RACY_PAUSE)
         made = self.made_path()
@@ -357,7 +358,13 @@ class Bench:
         time.sleep(RACY_PAUSE)
         made.unlink()
         self.capture_seeing(tree, rnd, "removed1", "a removed file")
-        self.codexr_capture(tree, -1)
+        time.sleep(RACY_PAUSE)
+        secs, res = timed(tree.cmd("snapshots", "capture", "-C", str(self.ws.root), "--json"), cwd=tree.root,
+                          env=tree.snap_env)
+        if res.returncode != 0:
+            self.rec.problem(f"round {rnd}: {tree.name} capture after a removal failed: {res.stderr[-500:]}")
+        else:
+            self.rec.record(f"{tree.name}.after_removed1", rnd, secs)
 
     def git_snapshot(self, op: str, rnd: int) -> None:
         """Git's `add -A .` + `write-tree` in the internal repository, timed as `op`."""
