@@ -16,6 +16,7 @@ from typing import Any
 
 from config import CodexrSettings, is_codexr_key
 from snapshot_store import RestorePlan, Store
+from snapshot_store.restore.journal import Recovery
 from snapshot_store.roots import workspace_root
 from snapshot_store.settings import ScopeSettings
 
@@ -29,7 +30,7 @@ from .codex.turn_settings import ModelInfo, TurnSettings
 from .errors import Declined as Declined
 from .errors import SessionError as SessionError
 from .recording.auto_gc import AutoGc
-from .recording.recorder import Recorder
+from .recording.recorder import PreTurnAhead, Recorder
 from .recording.recording import Recording
 from .recording.sidecar import Sidecars, ThreadSidecar
 from .recording.workspace_lock import LastThread, SessionLock
@@ -69,7 +70,10 @@ class Session:
     """One Codex app-server process, the snapshot store, and the sidecars of its threads: the services composed."""
 
     def __init__(self, opts: SessionOptions, *, approval: ApprovalCallback | None = None,
-                 on_notice: EventCallback | None = None) -> None:
+                 on_notice: EventCallback | None = None, on_recovery: Callable[[Recovery], None] | None = None,
+                 ahead: str | None = None) -> None:
+        """`ahead`: the prompt a turn on a new thread will send at once (`codexr exec`): its pre-turn capture is taken
+        while Codex starts (PreTurnAhead). `on_recovery`: says an interrupted restore a capture finished."""
         self.opts = opts
         # Never Codex's home or the store (nor inside them): a restore there would overwrite their files.
         self.cwd = workspace_root(opts.cwd, [opts.codex_home], store=opts.codex_home / "file_snapshots",
@@ -87,15 +91,25 @@ class Session:
                                model=opts.model or "")
         self._closed = False
         running = RunningTurns()
-        self.connection = CodexConnection(
-            self.cwd, opts.codex_home, codex_bin=opts.codex_bin, env=opts.env, config_overrides=opts.config_overrides,
-            approval=approval, on_notice=on_notice,
-            approval_timeout=opts.settings.file_snapshots.approval_timeout_seconds, open_item=running.open_item)
-        self.recording.start()
+        if on_recovery is not None:
+            self.store.on_recovery = on_recovery
+        self.recording.start()  # the journal watches before any capture, the one taken ahead too
+        pre_turn = PreTurnAhead(self.recorder, ahead) if ahead is not None and self.tracking else None
+        try:
+            self.connection = CodexConnection(
+                self.cwd, opts.codex_home, codex_bin=opts.codex_bin, env=opts.env,
+                config_overrides=opts.config_overrides, approval=approval, on_notice=on_notice,
+                approval_timeout=opts.settings.file_snapshots.approval_timeout_seconds, open_item=running.open_item)
+        except BaseException:
+            if pre_turn is not None:
+                pre_turn.wait()
+            self.recording.close()
+            raise
         self.gc = AutoGc(self.store_dir, opts.codex_home, opts.settings, self.tracking, self.connection.notice)
         self.thread_list = Threads(self.connection, self.choices, self.sidecars, self.last, self.cwd,
                                    opts.codex_home)
         self.turns = TurnRunner(self.connection, self.recorder, self.thread_list, self.choices, running, self.gc)
+        self.turns.ahead = pre_turn
         self.rewinder = Rewinder(self.connection, self.recorder, self.thread_list, self.choices, self.lock, self.gc,
                                  opts.codex_home)
 
@@ -111,6 +125,7 @@ class Session:
             return
         self._closed = True
         self.connection.close()
+        self.turns.close()
         self.gc.join()
         self.recording.close()
 

@@ -20,12 +20,14 @@ from e2e_helpers import (
     assert_rollouts_untouched,
     files_only,
     rollout_hashes,
+    session_options,
     tree_diff,
     without,
 )
 from openai_codex.client import CodexClient, CodexConfig
 from store_helpers import git
 
+from app.codex.codex_connection import CodexConnection
 from app.codex.scripted_model import (
     ScriptedModel,
     add_file,
@@ -38,7 +40,8 @@ from app.codex.scripted_model import (
     update_file,
     user_texts,
 )
-from app.session import ApprovalRequest, Prompt, SessionError
+from app.recording.recorder import Recorder
+from app.session import ApprovalRequest, Prompt, Session, SessionError
 from snapshot_store.manifest import captured_items
 
 
@@ -814,3 +817,33 @@ def test_core_rewind_redo_story_on_a_second_codex_binary(rigs: RigFactory) -> No
     _same_tree(rig, trees[3], what="second redo on the second binary")
     assert _ids(s.prompts(tid)) == original
     assert_rollouts_untouched(hashes, rollout_hashes(rig.home), "rewind/redo on the second binary")
+
+
+def test_a_new_threads_first_pre_turn_capture_is_taken_while_codex_starts(model: ScriptedModel, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`codexr exec` on a new thread (Session's `ahead`): the pre-turn capture runs on its own thread while Codex
+    starts, not after it, and it is the turn's pre snapshot: the files as they were, the turn's file only after."""
+    began, overlapped, takers = threading.Event(), [], []
+    real_init, real_begin = CodexConnection.__init__, Recorder.begin
+
+    def init(self: CodexConnection, *a: Any, **k: Any) -> None:
+        overlapped.append(began.wait(10))  # the capture began before Codex is started: they run side by side
+        real_init(self, *a, **k)
+
+    def begin(self: Recorder, side: Any, text: str) -> Any:
+        takers.append(threading.current_thread().name)
+        began.set()
+        return real_begin(self, side, text)
+
+    monkeypatch.setattr(CodexConnection, "__init__", init)
+    monkeypatch.setattr(Recorder, "begin", begin)
+    model.script("ahead-go", [add_file("made.txt", "made by the turn\n"), message("done")])
+    opts = session_options(model, tmp_path, {"a.txt": "before\n"})
+    with Session(opts, ahead="ahead-go") as session:
+        thread = session.start_thread()
+        out = session.run_turn(thread, "ahead-go")
+        assert out.pre is not None and out.post is not None
+        pre = dict(captured_items(session.store.files(out.pre)))
+        post = dict(captured_items(session.store.files(out.post)))
+    assert overlapped == [True] and takers == ["codexr-pre-turn"]
+    assert set(pre) == {"a.txt"} and set(post) == {"a.txt", "made.txt"}

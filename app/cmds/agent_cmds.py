@@ -95,15 +95,14 @@ def codex_overrides(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(overrides)
 
 
-def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None) -> Session:
-    """Start Codex for the workspace with the pass-through flags."""
+def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None, ahead: str | None = None) -> Session:
+    """Start Codex for the workspace with the pass-through flags (`ahead`: Session's)."""
     opts = session_options(ctx, args)  # a bad --codex-bin fails here, before the SDK loads
     from ..session import Session
     from .context import say_recovery
 
-    session = Session(opts, approval=approval, on_notice=_say_attached)
-    session.store.on_recovery = say_recovery  # an interrupted restore this command finishes is never silent
-    return session
+    # An interrupted restore this command finishes is never silent (the capture taken ahead may finish one).
+    return Session(opts, approval=approval, on_notice=_say_attached, on_recovery=say_recovery, ahead=ahead)
 
 
 def _say_attached(method: str, params: dict[str, Any]) -> None:
@@ -155,7 +154,9 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
         check_images(getattr(args, "images", ()))
     except SessionError as exc:
         raise UsageError(str(exc)) from exc
-    with open_session(ctx, args, approval=_decline_noninteractive) as session:
+    # A new thread's pre-turn capture is taken while Codex starts (app/recording/recorder.py, PreTurnAhead).
+    ahead = None if args.thread or args.last else args.prompt
+    with open_session(ctx, args, approval=_decline_noninteractive, ahead=ahead) as session:
         from ..session import ensure_thread
 
         thread = ensure_thread(session, args.thread, args.last)

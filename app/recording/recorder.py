@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -271,3 +272,33 @@ def _patch_changes(item: dict[str, Any]) -> list[pe.PatchChange]:
     if status == "failed":
         return [pe.PatchChange(c.path, "failed", "") for c in changes]
     return []  # declined: nothing was written
+
+
+class PreTurnAhead:
+    """The pre-turn capture of a new thread's first prompt, taken on a thread while Codex starts (`codexr exec`): at
+    100,000 files the capture (~130 ms) and Codex's start each took about as long, one after the other, and together
+    were most of what `codexr exec` cost over `codex exec` (issue 35). A new thread tracks nothing yet, so the capture
+    is the one `Recorder.begin` would take once the thread exists; it is committed before the turn is sent."""
+
+    def __init__(self, recorder: Recorder, text: str) -> None:
+        self.text = text
+        self._out: tuple[str | None, float] | None = None
+        self._error: BaseException | None = None
+        side = ThreadSidecar(thread_id="", cwd=str(recorder.cwd), tracking=recorder.tracking)
+        self._thread = threading.Thread(target=self._run, args=(recorder, side), name="codexr-pre-turn", daemon=True)
+        self._thread.start()
+
+    def _run(self, recorder: Recorder, side: ThreadSidecar) -> None:
+        try:
+            self._out = recorder.begin(side, self.text)
+        except BaseException as exc:  # the caller takes the capture again, and meets the error in its own thread
+            self._error = exc
+
+    def wait(self) -> None:
+        """Until the capture has ended (the store is not closed under it)."""
+        self._thread.join()
+
+    def result(self) -> tuple[str | None, float] | None:
+        """The pre-turn snapshot and the seconds it took (None: the capture failed; take it again)."""
+        self.wait()
+        return None if self._error is not None else self._out

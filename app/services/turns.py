@@ -20,7 +20,7 @@ from ..codex.images import check_images, prompt_input
 from ..codex.translate import is_prompt_turn
 from ..errors import CodexGone, SessionError
 from ..recording.auto_gc import AutoGc
-from ..recording.recorder import Recorder, TurnState
+from ..recording.recorder import PreTurnAhead, Recorder, TurnState
 from ..recording.sidecar import ThreadSidecar
 from .background import BackgroundTerminal
 from .choices import Choices
@@ -85,6 +85,7 @@ class TurnRunner:
                  running: RunningTurns, gc: AutoGc) -> None:
         self.conn, self.recorder, self.threads, self.choices = conn, recorder, threads, choices
         self.running, self.gc = running, gc
+        self.ahead: PreTurnAhead | None = None  # a new thread's first pre-turn capture, taken while Codex started
 
     def sidecar(self, thread_id: str) -> ThreadSidecar:
         """The thread's sidecar, created (untracked turns and all) if codexr never saw it."""
@@ -108,7 +109,7 @@ class TurnRunner:
         # every `codexr exec` on a new thread (measured with bench/bench_startup.py).
         if not self.recorder.sidecars.exists(thread_id) and thread_id not in self.threads.started:
             notice = self._continuing_notice(thread_id, side)
-        pre, pre_seconds = self.recorder.begin(side, text)
+        pre, pre_seconds = self._begin(side, text)
         turn_params = self.choices.turn_params()
         client = self.conn.client
         resp = self.conn.rpc("cannot start the turn",
@@ -141,6 +142,23 @@ class TurnRunner:
         return TurnOutcome(thread_id, turn_id, status, state.final, error, state.items,
                            done.changed, pre, done.post, time.perf_counter() - started,
                            pre_seconds, done.post_seconds, done.capture_error, notice)
+
+    def _begin(self, side: ThreadSidecar, text: str) -> tuple[str | None, float]:
+        """The pre-turn capture: the one taken ahead when it is this prompt's on a thread that tracks nothing yet (a
+        failed one is taken again, to fail here), else taken now."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None:
+            out = ahead.result()
+            if (out is not None and ahead.text == text and side.tracking and not side.turns
+                    and not side.agent_touched and side.latest_snapshot() is None):
+                return out
+        return self.recorder.begin(side, text)
+
+    def close(self) -> None:
+        """Wait for a capture taken ahead that no turn took (the store closes after)."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None:
+            ahead.wait()
 
     def _continuing_notice(self, thread_id: str, side: ThreadSidecar) -> str | None:
         """The one line said when codexr first sends a prompt on a thread another Codex client ran.
