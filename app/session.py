@@ -93,8 +93,10 @@ class Session:
         running = RunningTurns()
         if on_recovery is not None:
             self.store.on_recovery = on_recovery
-        self.recording.start()  # the journal watches before any capture, the one taken ahead too
-        pre_turn = PreTurnAhead(self.recorder, ahead) if ahead is not None and self.tracking else None
+        pre_turn = None
+        if ahead is not None and self.tracking:
+            self.recording.start()  # the journal watches before any capture, the one taken ahead too
+            pre_turn = PreTurnAhead(self.recorder, ahead)
         try:
             self.connection = CodexConnection(
                 self.cwd, opts.codex_home, codex_bin=opts.codex_bin, env=opts.env,
@@ -102,9 +104,10 @@ class Session:
                 approval_timeout=opts.settings.file_snapshots.approval_timeout_seconds, open_item=running.open_item)
         except BaseException:
             if pre_turn is not None:
-                pre_turn.wait()
-            self.recording.close()
+                pre_turn.wait()  # the store is not closed under it
             raise
+        if pre_turn is None:
+            self.recording.start()
         self.gc = AutoGc(self.store_dir, opts.codex_home, opts.settings, self.tracking, self.connection.notice)
         self.thread_list = Threads(self.connection, self.choices, self.sidecars, self.last, self.cwd,
                                    opts.codex_home)
