@@ -178,6 +178,8 @@ def turn_capture(s: Store, ws: Path, latest: str, kind: str, known: tuple[str, .
 
 
 class Held(NamedTuple):
+    """The builds of a session's map, held until released: which ones started and which ended, when."""
+
     released: threading.Event  # set: the builds go on
     asked: list[str]  # snapshots whose map a build started decoding
     built: list[str]  # ... and decoded
