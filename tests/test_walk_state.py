@@ -1078,3 +1078,24 @@ def test_a_threads_first_capture_of_a_tree_git_covers_whole_decodes_no_covered_s
     again = turn_capture()
     monkeypatch.undo()
     assert again.unchanged and again.id == first.id
+
+
+def test_a_new_threads_capture_in_a_session_drops_a_removed_files_tombstone_without_walking(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session's journal last captured an untracked file's removal (a tombstone, covered then); a new thread's
+    capture covers only the Git listing, where a walk would record nothing for that path: the journal's capture
+    drops the tombstone as the check's does, instead of walking (the app's new thread after a removal walked the
+    whole tree)."""
+    store_dir = tmp_path / "store"
+    with Store.open(store_dir) as s:
+        assert s.capturer.watch(repo)
+        s.at(repo).capture_thread_summary(known_paths=["src/new.py"], scope=WIDE)
+        os.unlink(repo / "src/new.py")
+        gone = s.at(repo).capture_thread(known_paths=["src/new.py"], scope=WIDE)
+        assert gone.files["src/new.py"] == ABSENT
+        time.sleep(SETTLE)
+        want = walked_files(store_dir, repo, thread=True)
+        with monkeypatch.context() as m:
+            m.setattr(scope_mod, "select", lambda *_a, **_k: (_ for _ in ()).throw(AssertionError("walked")))
+            fresh = s.at(repo).capture_thread(known_paths=[], scope=WIDE)
+    assert "src/new.py" not in fresh.files and files_of(store_dir, fresh.id) == want

@@ -483,9 +483,9 @@ class Look:
             since = self._since_check(checked, parent_files, set(parent_captured), {*git.paths, *fast_known}, git,
                                       settings, ignore)
         if since is None and w is not None and w.last is not None:
-            last = w.last if grow else _narrowed(w.last, {*git.paths, *known}, settings, ignore)
-            if last is not None:  # else walk: the journal's events are dropped with its reset
-                since = fastpath.Since(last, w.drain(), w.pending)
+            narrowed = (w.last, frozenset[str]()) if grow else _narrowed(w.last, {*git.paths, *known}, settings, ignore)
+            if narrowed is not None:  # else walk: the journal's events are dropped with its reset
+                since = fastpath.Since(narrowed[0], w.drain(), w.pending, dropped=narrowed[1])
         # The stat cache as the index holds it now: the walk's reads look up in it, and this capture updates it.
         self.cache = self.index.stat
         return Start(since, fast_known, walk_known)
@@ -886,19 +886,21 @@ def _covers_what_was_covered(state: walkstate.WalkState, grow: bool, known: list
 
 
 def _narrowed(last: fastpath.LastCapture, covered_now: set[str], settings: ScopeSettings,
-              ignore: Ignore) -> fastpath.LastCapture | None:
-    """The journal's last capture as a thread's capture covering `covered_now` starts from, or None (walk).
+              ignore: Ignore) -> tuple[fastpath.LastCapture, frozenset[str]] | None:
+    """The journal's last capture as a thread's capture covering `covered_now` starts from, with the tombstones it
+    drops (a walk covering `covered_now` records nothing there: `Since.dropped`), or None (walk).
 
     The last capture may have covered another thread's paths (one session, several threads): kept covered, this
     thread's snapshot would hold that thread's files whatever the limits, and a rewind of it would put them back.
     A walk covering `covered_now` would give the same map only where walkstate.same_map says so.
     """
     if covered_now == last.covered:
-        return last
+        return last, frozenset()
+    dropped: set[str] = set()
     if not walkstate.same_map(last.covered, covered_now, last.files, set(captured_paths(last.files)), settings,
-                              ignore):
+                              ignore, dropped):
         return None
-    return dataclasses.replace(last, covered=last.covered & covered_now, facts=None, touched=None)
+    return dataclasses.replace(last, covered=last.covered & covered_now, facts=None, touched=None), frozenset(dropped)
 
 
 def _checked_last(checked: walkstate.Checked, parent_files: FileMap, captured: set[str], covered: frozenset[str],
