@@ -297,14 +297,8 @@ class Look:
         answer or nothing.
         """
         state = self.index.saved_walk()
-        if state is None or not state.same_rules(settings, git_signature, self.door.repo.protected_rel(self.ws)):
-            return None
-        chain = _unchanged_since(self.door.repo, parent, state.snapshot, str(self.ws))
-        if chain is None:
-            return None
-        # Unchanged files keep the blobs they had without asking the blob index (a walk would, through the stat
-        # cache): only while no gc ran and no pack index the capture relied on went away or changed.
-        if not walkstate.packs_hold(state.packs, _packs(self.door.repo)):
+        chain = None if state is None else self._chain_below(state, parent, settings, git_signature)
+        if state is None or chain is None:
             return None
         if journal is not None:
             for rel in state.dirs[1]:
@@ -322,6 +316,20 @@ class Look:
                 look = walkstate.check(dirs, state)
             return walkstate.Checked(state, look, chain)
 
+    def _chain_below(self, state: walkstate.WalkState, parent: str, settings: ScopeSettings,
+                     git_signature: tuple[int, ...] | None) -> int | None:
+        """How many unchanged snapshots lie between a saved walk and `parent`, if it describes `parent`'s files under
+        these rules (None: it cannot be used)."""
+        repo = self.door.repo
+        if not state.same_rules(settings, git_signature, repo.protected_rel(self.ws)):
+            return None
+        chain = _unchanged_since(repo, parent, state.snapshot, str(self.ws))
+        # Unchanged files keep the blobs they had without asking the blob index (a walk would, through the stat
+        # cache): only while no gc ran and no pack index the capture relied on went away or changed.
+        if chain is None or not walkstate.packs_hold(state.packs, _packs(repo)):
+            return None
+        return chain
+
     def _check_quiet(self, parent: str, settings: ScopeSettings, git_signature: tuple[int, ...] | None
                      ) -> walkstate.Checked | None:
         """The session's saved walk with what its journal named since as the check's look: what `_check_walk` would
@@ -330,10 +338,8 @@ class Look:
         w, quiet = self.watched, self.quiet
         assert w is not None and w.saved is not None and quiet is not None
         state, repo = w.saved, self.door.repo
-        if not state.same_rules(settings, git_signature, repo.protected_rel(self.ws)):
-            return None
-        chain = _unchanged_since(repo, parent, state.snapshot, str(self.ws))
-        if chain is None or not walkstate.packs_hold(state.packs, _packs(repo)):
+        chain = self._chain_below(state, parent, settings, git_signature)
+        if chain is None:
             return None
         # No keys for the journal's files: only a capture that reads them all again goes on from this look.
         look = walkstate.Check(Changes(set(quiet.files), False, set(quiet.paths), False), {})
@@ -779,6 +785,7 @@ class _LastBuilt:
 
     @property
     def started(self) -> bool:
+        """Asked to build on a thread (so a builder that follows it can wait for it)."""
         return self._thread is not None
 
     def start(self) -> None:

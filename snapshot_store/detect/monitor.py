@@ -29,7 +29,7 @@ from ..manifest import valid_key
 from ..scope import listing_digest
 from ..stamps import Key, stat_key
 from .changes import Changes
-from .walkstate import DIGEST, KEY, UNTRUSTED, Check, WalkState, listed_names, unpack_key
+from .walkstate import DIGEST, KEY, UNTRUSTED, Check, WalkState, listed_names, look_unwatched, unpack_key
 
 VERSION = 1
 TIMEOUT = 0.5  # seconds a capture waits for an answer before it checks on its own
@@ -284,17 +284,9 @@ def check_since(dirs: DirCache, state: WalkState, changes: Changes) -> Check | N
                 out.changes.files.add(p)
                 out.changes.paths.add(p)
                 out.keys[p] = now
-        for p, key in state.unwatched.items():  # as walkstate.check does
-            try:
-                found: Key | None = stat_key(dirs.lstat(p))
-            except FileNotFoundError:
-                found = None
-            if found != key:
-                if key is None or found is None:
-                    return None
-                out.changes.files.add(p)
-                out.changes.paths.add(p)
-                out.keys[p] = found
+        look_unwatched(dirs, state, out)  # as walkstate.check does
+        if out.changes.structural:
+            return None
     except (OSError, SymlinkInPath, DirChanged, KeyError):
         return None  # gone although the monitor said nothing of its directory (a race), or odd: full check
     return out
