@@ -9,12 +9,12 @@ driver), recording a turn (app/recording/) and rewind/redo (app/rewind/, one flo
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from config import CodexrSettings, is_codexr_key
+from config import CodexrSettings
 from snapshot_store import RestorePlan, Store
 from snapshot_store.restore.journal import Recovery
 from snapshot_store.roots import workspace_root
@@ -318,14 +318,3 @@ def ensure_thread(session: Session, thread_id: str | None, last: bool) -> str:
             raise SessionError(f"no codexr thread in {session.cwd} yet (drop --last to start one)")
         return session.resume_thread(found)
     return session.start_thread()
-
-
-def split_overrides(overrides: Iterable[str]) -> tuple[str, ...]:
-    """`-c` overrides meant for Codex: codexr's own keys (`file_snapshots.*`, `tui.keys`...) would make it warn."""
-    out = []
-    for kv in overrides:
-        key = kv.split("=", 1)[0].strip()
-        if is_codexr_key(tuple(part.strip() for part in key.split("."))):
-            continue
-        out.append(kv)
-    return tuple(out)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         is_codexr_key,
         settings_reference,
         settings_reference_markdown,
+        split_overrides,
     )
     from .sizes import format_size, parse_size  # decimal: ~3 ms that a command printing no size skips
 
@@ -32,7 +33,7 @@ _LAZY = {
     **dict.fromkeys(("LoadedSettings", "SettingOrigin", "load_config", "load_settings"), "loader"),
     **dict.fromkeys(("FEATURE_FILE_SNAPSHOTS", "FORK_ALIASES", "CodexrSettings", "FeaturesSettings",
                      "FileSnapshotsSettings", "TuiSettings", "is_codexr_key", "settings_reference",
-                     "settings_reference_markdown"), "settings"),
+                     "settings_reference_markdown", "split_overrides"), "settings"),
     **dict.fromkeys(("format_size", "parse_size"), "sizes"),
 }
 
@@ -73,4 +74,5 @@ __all__ = [
     "parse_size",
     "settings_reference",
     "settings_reference_markdown",
+    "split_overrides",
 ]

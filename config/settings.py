@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from datetime import date, datetime, time
 from pathlib import Path
 from typing import Annotated, Any, get_args
@@ -188,6 +189,17 @@ def is_codexr_key(path: tuple[str, ...]) -> bool:
         model = SECTIONS[path[0]]
         return len(path) > 1 and path[1] in model.model_fields
     return True
+
+
+def split_overrides(overrides: Iterable[str]) -> tuple[str, ...]:
+    """`-c` overrides meant for Codex: codexr's own keys (`file_snapshots.*`, `tui.keys`...) would make it warn."""
+    out = []
+    for kv in overrides:
+        key = kv.split("=", 1)[0].strip()
+        if is_codexr_key(tuple(part.strip() for part in key.split("."))):
+            continue
+        out.append(kv)
+    return tuple(out)
 
 
 def field_extra(field: FieldInfo) -> dict[str, Any]:

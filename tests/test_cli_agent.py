@@ -770,6 +770,48 @@ def test_thread_ids_take_unique_prefixes(cli: Cli) -> None:
                     "--yes")["thread_id"] == t1
 
 
+#: `codexr ARGS` in a subprocess that says, on its last stderr line, which of these modules it imported
+LISTED_IMPORTS = ("openai_codex", "app.session", "app.recording.recording", "snapshot_store.detect.journal")
+WITH_IMPORTS = ("import json, sys\nfrom app.cli import main\nrc = main(sys.argv[1:])\n"
+                f"print(json.dumps([m for m in {LISTED_IMPORTS!r} if m in sys.modules]), file=sys.stderr)\n"
+                "sys.exit(rc)")
+
+
+def test_threads_list_without_the_sdk_or_a_recording_and_change_nothing(cli: Cli) -> None:
+    """`codexr threads` only reads: it lists through an app-server of its own without importing the SDK (~0.5 s of
+    the command) or starting a session's recording, and a workspace it lists gains no store."""
+    t, _o, _trees = cli.seed(["the one prompt"])
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost", **cli.env}
+    res = subprocess.run([sys.executable, "-c", WITH_IMPORTS, "threads", "--json"], cwd=cli.ws, env=env,
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert res.returncode == 0, show(res)
+    assert json.loads(res.stderr.splitlines()[-1]) == [], show(res)
+    rows = json.loads(res.stdout)
+    assert [(r["thread_id"], r["prompts"], r["prompts_with_snapshots"], r["source"], r["preview"]) for r in rows] \
+        == [(t, 1, 1, "codexr", "the one prompt")], rows
+
+    # a Codex home codexr never used: listed, and left without a store
+    other, fresh = cli.workspace("never-used"), cli.home_of_its_own("fresh-home")
+    res = subprocess.run([sys.executable, "-c", WITH_IMPORTS, "threads"], cwd=other, env={**env, **fresh},
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert res.returncode == 0 and res.stdout == "no threads in this workspace\n", show(res)
+    assert json.loads(res.stderr.splitlines()[-1]) == [], show(res)
+    assert not (Path(fresh["CODEX_HOME"]) / "file_snapshots").exists()
+
+
+def test_threads_say_in_one_line_when_codex_cannot_start(cli: Cli) -> None:
+    """A Codex that exits before answering, with and without a last `Error:` line of its own."""
+    silent, talking = cli.tmp / "silent-codex", cli.tmp / "talking-codex"
+    silent.write_text("#!/bin/sh\nexit 3\n")
+    talking.write_text("#!/bin/sh\necho 'Error: the config is wrong somewhere' >&2\nexit 1\n")
+    for script in (silent, talking):
+        script.chmod(0o755)
+    assert_one_line_error(cli.run("threads", "--codex-bin", str(silent)),
+                          f"cannot start Codex: {silent} exited with status 3 before answering")
+    assert_one_line_error(cli.run("threads", "--codex-bin", str(talking)),
+                          "cannot start Codex: the config is wrong somewhere")
+
+
 def test_threads_print_local_time_with_its_offset(cli: Cli) -> None:
     t, _o, _trees = cli.seed(["the one prompt"])
     text = cli.run("threads", home_env={"TZ": "Asia/Kolkata"})

@@ -19,8 +19,7 @@ from codex_cli_bin import bundled_codex_path  # type: ignore[import-untyped]
 
 from app.cli import main
 from app.codex.scripted_model import ScriptedModel, write_codex_home
-from app.session import split_overrides
-from config import CODEXR_FILE_NAME, load_config
+from config import CODEXR_FILE_NAME, load_config, split_overrides
 
 TIMEOUT_S = 60
 

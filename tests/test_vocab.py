@@ -42,3 +42,12 @@ def test_codexr_custom_and_unknown_sources() -> None:
     assert thread_source({"source": "appServer"}) == "app-server"
     assert thread_source({"source": {"custom": "my-bot"}}) == "my-bot"
     assert thread_source({}) == "unknown"
+
+
+def test_the_listing_asks_for_every_source_kind_the_pinned_protocol_has() -> None:
+    """`codexr threads` lists without the SDK, so its source kinds are written out: a `thread/list` without one of
+    them leaves that kind's threads out. They must be the pinned SDK's `ThreadSourceKind`, all of them."""
+    from app.codex.codex_sdk import ThreadSourceKind
+    from app.services.thread_catalog import SOURCE_KINDS
+
+    assert list(SOURCE_KINDS) == [k.value for k in ThreadSourceKind]

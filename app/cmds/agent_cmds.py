@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..shared.lines import plan_lines, restored_counts, retry_line, show_path, since_rewind_lines, thread_counts
@@ -15,6 +16,7 @@ from .picks import add_choice_flags, picks_from
 from .snapshot_cmds import print_plan
 
 if TYPE_CHECKING:  # the SDK import costs ~0.5 s: only commands that start Codex pay it
+    from ..services.thread_catalog import ThreadCatalog
     from ..session import ApprovalRequest, RedoPreview, RewindPreview, RewindResult, Session, SessionOptions
 
 
@@ -87,9 +89,9 @@ def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
 
 def codex_overrides(args: argparse.Namespace) -> tuple[str, ...]:
     """The `-c`, `--enable` and `--disable` flags meant for Codex (codexr's own keys stay with codexr)."""
-    from ..session import split_overrides
+    from config import split_overrides
 
-    overrides = list(split_overrides(args.overrides))
+    overrides = list(split_overrides(args.overrides)) if args.overrides else []
     overrides += [f"features.{f}=true" for f in args.enable if f != "file_snapshots"]
     overrides += [f"features.{f}=false" for f in args.disable if f != "file_snapshots"]
     return tuple(overrides)
@@ -177,10 +179,27 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
     return 0 if out.status == "completed" else 1
 
 
+@contextlib.contextmanager
+def read_threads(ctx: Context, args: argparse.Namespace) -> Iterator[ThreadCatalog]:
+    """The workspace's thread catalog through a read-only app-server: neither the SDK nor a recording is started
+    to list (app/codex/rpc_lines.py says why); Codex is chosen and configured as for a session."""
+    from ..codex.codex_bin import choose
+    from ..codex.rpc_lines import ReadOnlyAppServer
+    from ..recording.sidecar import Sidecars
+    from ..recording.workspace_lock import LastThread
+    from ..services.thread_catalog import ThreadCatalog
+
+    cwd = ctx.workspace(args.cd)
+    binary = choose(args.codex_bin, ctx.loaded)  # None: no source sets codexr keys, so none sets codex_bin
+    with ReadOnlyAppServer(binary.path, cwd=cwd, env={"CODEX_HOME": str(ctx.home)},
+                           config_overrides=codex_overrides(args), path_dirs=binary.path_dirs()) as server:
+        yield ThreadCatalog(server.call, Sidecars(ctx.store_dir, create=False), LastThread(ctx.store_dir, cwd), cwd)
+
+
 def _threads(ctx: Context, args: argparse.Namespace) -> int:
     from ..shared.times import json_time, screen_time
-    with open_session(ctx, args) as session:
-        rows = session.threads(all_workspaces=args.all)
+    with read_threads(ctx, args) as catalog:
+        rows = catalog.threads(all_workspaces=args.all)
     if ctx.json:
         ctx.emit([{"thread_id": r.thread_id, "source": r.source, "preview": r.preview, "prompts": r.prompts,
                    "prompts_with_snapshots": r.with_snapshots, "conversation_only": r.conversation_only,

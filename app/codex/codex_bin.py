@@ -50,6 +50,19 @@ class CodexBinary:
         """What `SessionOptions.codex_bin` gets: None lets the SDK use the pinned binary its own way."""
         return None if self.pinned else str(self.path)
 
+    def path_dirs(self) -> tuple[Path, ...]:
+        """Directories put first on Codex's PATH: the pinned package's helpers, as the SDK does for it (none for a
+        chosen binary)."""
+        if not self.pinned:
+            return ()
+        try:
+            from codex_cli_bin import bundled_path_dir  # type: ignore[import-untyped]
+
+            found = bundled_path_dir()
+        except (ImportError, AttributeError):
+            return ()
+        return (Path(found),) if found is not None else ()
+
     def describe(self) -> str:
         """One phrase naming the binary and its source, for output lines."""
         return f"{self.path} (pinned)" if self.pinned else f"{self.path} (from {self.source})"
@@ -68,7 +81,7 @@ def where(source: str, value: str) -> str:
 def pinned_path() -> Path:
     """The binary of the `openai-codex-cli-bin` package the SDK pins (raises UsageError when it is missing)."""
     try:
-        from codex_cli_bin import bundled_codex_path  # type: ignore[import-untyped]
+        from codex_cli_bin import bundled_codex_path
 
         return Path(bundled_codex_path())
     except (ImportError, FileNotFoundError) as exc:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
-import signal
 import subprocess
 import sys
 import threading
@@ -25,31 +24,14 @@ from ..errors import CodexGone, SessionError
 from ..shared.vocab import CLIENT_NAME
 from .approval import APPROVAL_METHODS, ApprovalRequest, decision_result
 from .codex_sdk import CodexClient, CodexConfig, CodexError, JsonRpcError, TransportClosedError
+from .rpc_lines import RpcRefused, read_pages, read_turns
+from .rpc_lines import sigint_blocked as sigint_blocked
 from .turn_settings import ModelInfo, model_info
 
 ApprovalCallback = Callable[[ApprovalRequest], str]
 EventCallback = Callable[[str, dict[str, Any]], None]
 #: A running turn's open item by id (None: no running turn has it): what a fileChange approval shows.
 OpenItemLookup = Callable[[str], "dict[str, Any] | None"]
-
-
-@contextlib.contextmanager
-def sigint_blocked() -> Iterator[None]:
-    """Spawn Codex with SIGINT blocked: Ctrl+C in the terminal is codexr's to handle (it interrupts the turn).
-
-    SIGINT goes to the terminal's whole foreground process group; without this, a Ctrl+C in `codexr exec` or the
-    line mode on a pipe also killed the Codex app-server mid-turn. The mask is inherited across exec; Codex's own
-    children (the agent's commands) start with an empty mask (Rust's std resets it), so Ctrl+C still reaches them
-    through codexr's interrupt. Only the calling thread's mask changes, for the time of the spawn.
-    """
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class AnyResponse(BaseModel):
@@ -216,26 +198,27 @@ class CodexConnection:
         out = resp.model_dump()
         return out if isinstance(out, dict) else {}
 
+    def raw(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One call read raw (the SDK's models drop fields they do not know): the result as a dict, RpcRefused for
+        Codex's error answer, CodexGone when it stopped responding (rpc_lines.RawCall, shared with its reader)."""
+        try:
+            out = self.client.request(method, params, response_model=AnyResponse).model_dump()
+        except JsonRpcError as exc:
+            code = getattr(exc, "code", None)
+            raise RpcRefused(method, code if isinstance(code, int) else None,
+                             str(getattr(exc, "message", None) or exc)) from exc
+        except (TransportClosedError, CodexError) as exc:
+            raise CodexGone(f"Codex stopped responding ({exc})") from exc
+        return out if isinstance(out, dict) else {}
+
     def thread_turns(self, thread_id: str) -> list[dict[str, Any]]:
-        """Every turn of a thread with all its items, oldest first, page by page (`thread/turns/list`): a
-        full-history `thread/read` is deprecated for paginated threads (0.163.0 and 0.171.0 answer it with a
-        deprecation notice). Raises as the SDK's calls do: JsonRpcError for a thread with no rollout yet."""
-        params = {"threadId": thread_id, "limit": 100, "sortDirection": "asc", "itemsView": "full"}
-        return [turn for page in self.pages("thread/turns/list", params) for turn in page]
+        """Every turn of a thread with all its items, oldest first (rpc_lines.read_turns): RpcRefused for a thread
+        with no rollout yet."""
+        return read_turns(self.raw, thread_id)
 
     def pages(self, method: str, params: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
-        """The `data` of each page of a paginated read, read raw (the SDK's models drop fields they do not know),
-        following `nextCursor` to the end. Raises as the SDK's calls do."""
-        cursor: str | None = None
-        while True:
-            page = self.client.request(method, {**params, **({"cursor": cursor} if cursor else {})},
-                                       response_model=AnyResponse).model_dump()
-            data = [item for item in page.get("data") or [] if isinstance(item, dict)]
-            yield data
-            nxt = page.get("nextCursor")
-            if not nxt or nxt == cursor or not data:
-                return
-            cursor = str(nxt)
+        """The `data` of each page of a paginated read, read raw, to the end (rpc_lines.read_pages)."""
+        return read_pages(self.raw, method, params)
 
     def notice(self, method: str, params: dict[str, Any]) -> None:
         """Tell the front end something that is no event of a turn (a gc, a timed-out approval...)."""

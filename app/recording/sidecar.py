@@ -114,11 +114,13 @@ class ThreadSidecar:
 class Sidecars:
     """Reads and writes thread sidecars atomically, under a lock per thread."""
 
-    def __init__(self, store_dir: Path) -> None:
+    def __init__(self, store_dir: Path, *, create: bool = True) -> None:
+        """`create=False`: only to read (`codexr threads`): a store that does not exist yet is not made."""
         self.dir = store_dir / "refs" / "threads"
-        self.dir.mkdir(parents=True, exist_ok=True)
         self.locks = store_dir / "locks"
-        self.locks.mkdir(parents=True, exist_ok=True)
+        if create:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self.locks.mkdir(parents=True, exist_ok=True)
 
     def path(self, thread_id: str) -> Path:
         return self.dir / f"{check_thread_id(thread_id)}.json"

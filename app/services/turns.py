@@ -17,6 +17,7 @@ from typing import Any
 from ..codex.codex_connection import AnyResponse, CodexConnection, EventCallback, dump_payload
 from ..codex.codex_sdk import CodexError, JsonRpcError, TransportClosedError
 from ..codex.images import check_images, prompt_input
+from ..codex.rpc_lines import RpcRefused
 from ..codex.translate import is_prompt_turn
 from ..errors import CodexGone, SessionError
 from ..recording.auto_gc import AutoGc
@@ -172,10 +173,12 @@ class TurnRunner:
             if not earlier:
                 return None
             resp = self.conn.client.thread_read(thread_id, include_turns=False)
-        except JsonRpcError:
+        except (JsonRpcError, RpcRefused):
             return None  # "no rollout"/"list_turns is not supported yet": nothing ran on it
         except (TransportClosedError, CodexError) as exc:
             raise CodexGone(f"cannot read thread {thread_id}: Codex stopped responding ({exc})") from exc
+        except CodexGone as exc:
+            raise CodexGone(f"cannot read thread {thread_id}: {exc}") from exc
         source = thread_source(dump_payload(resp.thread))
         side.history.append({"event": "continued", "source": source, "earlier_prompts": earlier, "at": time.time()})
         snaps = "gets file snapshots" if side.tracking else "gets no file snapshot (file_snapshots is off)"
