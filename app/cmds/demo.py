@@ -152,8 +152,12 @@ def serve(ctx: Context, args: argparse.Namespace) -> int:
             model.script("", [responder()])
             env = write_codex_home(home, model.base_url)
             exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+            bin_dir = codexr_dir()
+            if bin_dir is not None:  # another shell has no venv activated: the line puts this codexr first on PATH
+                exports = f'PATH={shlex.quote(str(bin_dir))}:"$PATH" {exports}'
             if ctx.json:
-                ctx.emit({"workspace": str(ws), "codex_home": str(home), "env": env, "base_url": model.base_url})
+                ctx.emit({"workspace": str(ws), "codex_home": str(home), "env": env, "base_url": model.base_url,
+                          "codexr": str(bin_dir / "codexr") if bin_dir is not None else None})
             else:
                 print(f"codexr demo --serve: a scripted model on {model.base_url}, a scratch CODEX_HOME and a "
                       f"workspace in {base}")
@@ -163,6 +167,9 @@ def serve(ctx: Context, args: argparse.Namespace) -> int:
                 print(f"export {exports}")
                 print(f"cd {shlex.quote(str(ws))}")
                 print()
+                if bin_dir is None:
+                    print(f"(no codexr command is installed beside {sys.executable}: run it there as "
+                          f"{shlex.quote(sys.executable)} -m app)")
                 print(f"The model understands: {RESPONDER_HELP}")
                 print("Ctrl+C stops it.", flush=True)
             seen = 0
@@ -177,6 +184,14 @@ def serve(ctx: Context, args: argparse.Namespace) -> int:
             shutil.rmtree(base, ignore_errors=True)
         elif not ctx.json:
             print(f"(kept {base})")
+
+
+def codexr_dir() -> Path | None:
+    """The directory of the `codexr` command this Python runs (a venv's or pipx's `bin`), None if it has none: the
+    shell the user pastes into may not have it on PATH (`python3 bootstrap.py` runs codexr from `.venv`)."""
+    here = Path(sys.executable).parent
+    script = here / "codexr"
+    return here if script.is_file() and os.access(script, os.X_OK) else None
 
 
 def _git(ws: Path, *args: str) -> None:
