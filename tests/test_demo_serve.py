@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -99,6 +100,46 @@ def test_the_pasted_lines_put_the_codexr_that_serves_on_path(tmp_path: Path) -> 
     where, version = shell.stdout.splitlines()[:2]
     assert Path(where) == Path(sys.executable).parent / "codexr", shell.stdout
     assert version.startswith("codexr "), shell.stdout
+
+
+def test_a_kept_interactive_demo_says_how_to_continue_its_thread_and_that_works(tmp_path: Path) -> None:
+    """Issue 36 §1: the demo's exit line named `codexr -C <workspace> resume ID`, which has neither the demo's
+    CODEX_HOME nor its model (gone with the demo). A kept demo (--dir) now says to serve it again; serving a kept
+    directory takes its workspace as it is (it rewrote the demo's files and committed again, and a third time
+    failed with a traceback), and the thread goes on there."""
+    import pexpect
+
+    base = tmp_path / "kept"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
+           "CODEX_HOME": str(tmp_path / "unused-home")}
+    child = pexpect.spawn(sys.executable, ["-m", "app.cli", "demo", "--plain", "--dir", str(base)], env=env,
+                          encoding="utf-8", timeout=TIMEOUT_S, dimensions=(50, 400))
+    child.expect("codexr>")
+    child.sendline("create hello.txt first")
+    child.expect(r"-- turn \w+")
+    child.expect("codexr>")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    said = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r", "", str(child.before))
+    assert child.exitstatus == 0, said
+    hint = next((ln for ln in said.splitlines() if ln.startswith("To continue this thread")), "")
+    thread = hint.rsplit(" ", 1)[-1]
+    assert f"codexr demo --serve --dir {base}," in hint and f"then codexr resume {thread}" in hint, said
+    ws = base / "workspace"
+    (ws / "src" / "app.py").write_text("# mine since\n")
+    for _again in range(2):  # serving a kept directory twice leaves its workspace as it was
+        server, lines = serve(base, tmp_path)
+        try:
+            shell = pasted(lines, f"codexr exec --thread {thread} 'edit hello.txt again'")
+        finally:
+            server.send_signal(signal.SIGINT)
+            out, err = server.communicate(timeout=30)
+        assert server.returncode == 0 and "Traceback" not in err, (out, err)
+        assert shell.returncode == 0, (shell.stdout, shell.stderr)
+    assert (ws / "src" / "app.py").read_text() == "# mine since\n"
+    assert (ws / "hello.txt").read_text().splitlines()[0] == "first"
+    assert len((ws / "hello.txt").read_text().splitlines()) == 3, (ws / "hello.txt").read_text()
 
 
 def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:

@@ -84,11 +84,12 @@ def interactive(args: argparse.Namespace, *, plain: bool, codex_bin: str | None 
         splash = Splash.show()
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="codexr-demo-"))
     ws, home = base / "workspace", base / "codex-home"
+    kept = bool(args.keep or args.dir)
     try:
         ws.mkdir(parents=True, exist_ok=True)
         from ..codex.scripted_model import ScriptedModel, responder, write_codex_home
 
-        _make_workspace(ws)
+        _new_workspace(ws)
         with ScriptedModel() as model:
             model.script("", [responder()])
             env = write_codex_home(home, model.base_url)
@@ -102,13 +103,17 @@ def interactive(args: argparse.Namespace, *, plain: bool, codex_bin: str | None 
                 return SessionOptions(cwd=ws, codex_home=home, settings=load_settings(home), env=env,
                                       codex_bin=codex_bin)
 
+            def farewell(thread_id: str, _workspace: str) -> str:
+                return demo_farewell(thread_id, base, kept=kept)
+
             if plain:
                 from ..shared.plain import run_plain
 
-                return run_plain(options(), banner=banner(ws))
+                return run_plain(options(), banner=banner(ws), farewell=farewell)
             from ..tui.app import run_tui
 
-            return int(run_tui(options, banner=banner(ws, app=True), workspace=str(ws), splash=splash))
+            return int(run_tui(options, banner=banner(ws, app=True), workspace=str(ws), splash=splash,
+                               farewell=farewell))
     except BaseException:
         if splash is not None and not splash.released:  # a failure before the app took the terminal
             splash.close()
@@ -118,6 +123,18 @@ def interactive(args: argparse.Namespace, *, plain: bool, codex_bin: str | None 
             shutil.rmtree(base, ignore_errors=True)
         else:
             print(f"(kept {base})")
+
+
+def demo_farewell(thread_id: str, base: Path, *, kept: bool) -> str:
+    """The interactive demo's exit line: its scratch directory (workspace, CODEX_HOME, threads) is deleted as it
+    ends unless kept, and its scripted model stops, so a plain `codexr resume` line would name what is gone."""
+    import shlex
+
+    if not kept:
+        return (f"The demo's scratch workspace and CODEX_HOME ({base}) are removed now, thread {thread_id} with "
+                "them. To keep a demo workspace and go on with its threads: codexr demo --serve --dir DIR")
+    return (f"To continue this thread: codexr demo --serve --dir {shlex.quote(str(base))}, paste the lines it prints "
+            f"into another shell, then codexr resume {thread_id}")
 
 
 def serve(ctx: Context, args: argparse.Namespace) -> int:
@@ -136,7 +153,7 @@ def serve(ctx: Context, args: argparse.Namespace) -> int:
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="codexr-demo-"))
     ws, home = base / "workspace", base / "codex-home"
     ws.mkdir(parents=True, exist_ok=True)
-    _make_workspace(ws)
+    _new_workspace(ws)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
@@ -207,6 +224,13 @@ def _tree(ws: Path) -> dict[str, bytes]:
             p = Path(dirpath, f)
             out[p.relative_to(ws).as_posix()] = p.read_bytes()
     return out
+
+
+def _new_workspace(ws: Path) -> None:
+    """The demo project, unless `--dir` names a demo kept before: its workspace is taken as it is, so its threads
+    go on (rewriting its files or committing again would undo what was done there)."""
+    if not any(ws.iterdir()):
+        _make_workspace(ws)
 
 
 def _make_workspace(ws: Path) -> None:
