@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 #: Seconds of model silence after which `codexr exec` without a terminal gives up: Codex's own default
 #: `stream_idle_timeout_ms` (300 000), the silence after which Codex itself takes a model stream for dead.
 DEFAULT_TIMEOUT_S = 300.0
-#: Item types that are the model speaking (its stream stalling is the model's silence); any other open item is
-#: the agent working (a command, a tool, an edit), which stops the clock.
-MODEL_ITEMS = frozenset({"agentMessage", "reasoning", "userMessage", "plan"})
+#: Item types that are the model speaking (its stream stalling is the model's silence; a compaction is the model
+#: summarising); any other open item is the agent working (a command, a tool, an edit), which stops the clock.
+MODEL_ITEMS = frozenset({"agentMessage", "reasoning", "userMessage", "plan", "contextCompaction"})
 
 
 class StallGuard:
