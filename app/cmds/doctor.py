@@ -389,9 +389,9 @@ def doctor(ctx: Context, args: argparse.Namespace) -> int:
         check, chosen_version = _binary_check("chosen", "chosen Codex", chosen, env)
         checks.append(check)
     elif chosen is not None:
-        checks.append(Check("chosen", "ok", "chosen Codex: the pinned one (no --codex-bin, $CODEXR_CODEX_BIN "
+        checks.append(Check("chosen", "ok", "chosen Codex: the pinned one (no --codex-bin, $CODEXR_CODEX_BIN"
                             + ("; file_snapshots.codex_bin not read: the settings cannot be read)" if ctx.config_error
-                               else "or file_snapshots.codex_bin)")))
+                               else " or file_snapshots.codex_bin)")))
         chosen_version = pinned_version
     if chosen_version is not None:
         checks.append(protocol_check(chosen_version, sdk_protocol, MINIMUM_RUNTIME_VERSION))
