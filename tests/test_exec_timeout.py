@@ -69,6 +69,16 @@ def test_a_command_that_runs_longer_than_the_bound_is_not_silence(cli: Cli) -> N
     assert res.stdout == "built it\n" and (cli.ws / "out.txt").read_text() == "built\n", show(res)
 
 
+def test_a_model_that_answers_slowly_but_answers_is_never_cut(cli: Cli) -> None:
+    """Each answer restarts the clock: four rounds 1.5 s apart take longer than the 5 s bound, none is silent that
+    long, and the turn completes."""
+    steps = [step for n in range(3) for step in (pause(1.5), shell(f"echo {n} >> rounds.txt"))]
+    cli.model.script("slow but steady", [*steps, pause(1.5), message("all rounds done")])
+    res = cli.run("exec", "--timeout", "5", "slow but steady")
+    assert res.returncode == 0 and res.stdout == "all rounds done\n", show(res)
+    assert (cli.ws / "rounds.txt").read_text() == "0\n1\n2\n"
+
+
 def test_the_default_bound_off_a_terminal_is_said_with_the_first_retry_notice(cli: Cli) -> None:
     """Without a terminal (and no --timeout) the bound is 300 s, Codex's own idle limit for a model stream; the
     first "waiting for network" notice says it. `--timeout 0` is no limit, as on a terminal."""
