@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from .cmds.exits import EXIT_USAGE, end_by_signal
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from config import CodexrSettings
 
     from .cmds.context import Context
@@ -241,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .cmds.tui_cmds import run_app
 
             args.handler = run_app  # no subcommand: the app on the current directory
-    from config import ConfigError, codex_home, defaults_apply
+    from config import ConfigError, codex_home
     from snapshot_store.errors import Interrupted, StoreError
 
     from .cmds.context import Context, UsageError
@@ -256,16 +258,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             check_first_prompt(args)
         home = codex_home()
-        settings = None  # no source sets a codexr key: the defaults, validated only if a command asks
-        if not defaults_apply(home, overrides=args.overrides, enable=args.enable, disable=args.disable):
-            from config import load_config  # pydantic: ~0.1-0.25 s (bench/bench_startup.py)
-
-            loaded = load_config(home, overrides=args.overrides, enable=args.enable, disable=args.disable)
-            for warning in loaded.warnings:
-                print(f"codexr: warning: {warning}", file=sys.stderr)
-            settings = loaded.settings
+        config_error = None
+        try:
+            settings = _settings(args, home)
+        except ConfigError:
+            config_error = _doctor_goes_on(args, home)
+            if config_error is None:
+                raise
+            settings = None
         ctx = Context(home=home, loaded=settings, json=bool(getattr(args, "json", False) or args.json_global),
-                      codex_bin=lambda: _codex_path(args, settings))
+                      codex_bin=lambda: _codex_path(args, settings), config_error=config_error)
         try:
             return int(args.handler(ctx, args))
         finally:
@@ -287,6 +289,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"codexr: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _settings(args: argparse.Namespace, home: Path) -> CodexrSettings | None:
+    """The validated settings; None when no source sets a codexr key (the defaults, validated only if asked)."""
+    from config import defaults_apply
+
+    if defaults_apply(home, overrides=args.overrides, enable=args.enable, disable=args.disable):
+        return None
+    from config import load_config  # pydantic: ~0.1-0.25 s (bench/bench_startup.py)
+
+    loaded = load_config(home, overrides=args.overrides, enable=args.enable, disable=args.disable)
+    for warning in loaded.warnings:
+        print(f"codexr: warning: {warning}", file=sys.stderr)
+    return loaded.settings
+
+
+def _doctor_goes_on(args: argparse.Namespace, home: Path) -> str | None:
+    """For `codexr doctor` with a settings file that cannot be read: that file's one-line error, which doctor reports
+    as its first failure before the checks that need no settings (doctor is what to run when nothing starts).
+    None for any other command, or when the fault is a flag on the command line (a usage mistake, exit 2)."""
+    if getattr(args, "command", None) != "doctor" or args.version:
+        return None
+    from config import ConfigError, load_config
+
+    try:
+        load_config(home)
+    except ConfigError as exc:
+        return (str(exc).strip().splitlines() or ["unknown error"])[0]
+    return None
 
 
 def _codex_path(args: argparse.Namespace, settings: CodexrSettings | None) -> str:

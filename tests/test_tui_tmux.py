@@ -257,6 +257,30 @@ def test_the_demo_on_a_terminal_opens_the_app_and_takes_a_prompt_typed_under_its
     assert not (tmp_path / "unused-home").exists()  # the demo never touches the user's CODEX_HOME
 
 
+def test_the_demo_s_exit_line_says_its_scratch_directory_is_gone_and_how_to_keep_one(
+        tmux: Tmux, tmp_path: Path) -> None:
+    """Issue 36 §1: `python3 bootstrap.py demo`, a prompt, Ctrl+Q said "To continue this thread, run codexr -C
+    <scratch>/workspace resume …" while the demo deleted that directory and its CODEX_HOME on the way out."""
+    scratch = tmp_path / "tmp"  # where the demo makes its scratch directory (TMPDIR)
+    scratch.mkdir()
+    env = f"env -u COLUMNS -u LINES CODEX_HOME={shlex.quote(str(tmp_path / 'unused-home'))} " \
+          f"PYTHONPATH={shlex.quote(str(REPO))} TMPDIR={shlex.quote(str(scratch))} TERM=xterm-256color"
+    tmux.start(f"cd {shlex.quote(str(tmp_path))} && {env} {shlex.quote(sys.executable)} -m app.cli demo; "
+               "echo DEMO-OVER; sleep 60")
+    tmux.wait_for("Ask Codex", timeout=WAIT_S)
+    (made,) = scratch.glob("codexr-demo-*")
+    tmux.type("create hello.txt one prompt")
+    tmux.keys("Enter")
+    tmux.wait(lambda s: "turn completed" in s and "○ idle" in s, "the demo's answer")
+    tmux.keys("C-q")
+    tmux.wait_for("DEMO-OVER")
+    joined = tmux.tmux("capture-pane", "-p", "-J", "-t", "codexr").stdout  # wrapped lines joined back
+    assert not made.exists() and list(scratch.glob("codexr-demo-*")) == [], joined
+    assert "To continue this thread" not in joined and "resume" not in joined, joined
+    said = next((ln for ln in joined.splitlines() if "removed now" in ln), "")
+    assert str(made) in said and "codexr demo --serve --dir DIR" in said, joined
+
+
 def test_words_on_screen_commands_approvals_and_fork_labels(tmux: Tmux, tmp_path: Path) -> None:
     """Issue 20 §5 in a real terminal: a command waiting for approval says so (not `… running`) and is shown as
     the shell runs it (`printf '%s\\n'`, not `'%s\\\\n'`); a conversation-only rewind to prompt 2 makes a fork

@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     who = p.add_mutually_exclusive_group()
     who.add_argument("--thread", help="continue this thread (its id or a unique prefix of 4+ characters)")
     who.add_argument("--last", action="store_true", help="continue this workspace's most recent codexr thread")
+    p.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+                   help="interrupt the turn when the model has sent nothing for SECONDS (a command the agent runs "
+                        "stops the clock); 0: no limit. Default: none on a terminal, 300 otherwise")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=_exec)
 
@@ -72,6 +75,27 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add_choice_flags(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_redo)
+
+
+def _seconds(text: str) -> float:
+    """`--timeout`'s value: seconds, 0 or more (argparse words a mistake as one line, exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 (no limit) or more seconds")
+    return value
+
+
+def exec_timeout(args: argparse.Namespace) -> float:
+    """The bound on the model's silence: `--timeout`, else none when a person at a terminal can press Ctrl+C, else
+    Codex's own idle limit for a model stream (app/cmds/stall.py)."""
+    from .stall import DEFAULT_TIMEOUT_S
+
+    if args.timeout is not None:
+        return float(args.timeout)
+    return 0.0 if sys.stdin.isatty() else DEFAULT_TIMEOUT_S
 
 
 def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
@@ -119,14 +143,15 @@ def _decline_noninteractive(req: ApprovalRequest) -> str:
     return "decline"
 
 
-def retry_notices() -> Callable[[str, dict[str, Any]], None]:
+def retry_notices(limit: float = 0.0) -> Callable[[str, dict[str, Any]], None]:
     """A turn's event callback that says each of Codex's own retries on stderr as it happens.
 
     Codex retries a failing provider by itself (`error` notifications with `willRetry`); without these
     lines `codexr exec` looked hung. When nothing answers at the provider's address at all, Codex waits
     for the network with no limit of its own (verified with 0.163.0: retries 5, 10, 20, 40 s apart and
-    on, `stream_max_retries` does not bound it), so the first such notice says how to stop. Codex's
-    giving up (`willRetry: false`) is the turn's error, which the caller prints once.
+    on, `stream_max_retries` does not bound it), so the first such notice says how it ends: after `limit`
+    seconds without an answer (`exec --timeout`), or by Ctrl+C. Codex's giving up (`willRetry: false`) is the
+    turn's error, which the caller prints once.
     """
     waiting_said = False
 
@@ -140,7 +165,9 @@ def retry_notices() -> Callable[[str, dict[str, Any]], None]:
         line = "codexr: " + retry_line(message, str(err.get("additionalDetails") or ""))
         if "waiting for network" in message and not waiting_said:
             waiting_said = True
-            line += "; it cannot reach the model provider and keeps waiting without a limit: Ctrl+C stops"
+            line += ("; it cannot reach the model provider and keeps waiting"
+                     + (f": codexr gives up after {limit:g} s without an answer (--timeout), Ctrl+C stops now"
+                        if limit else " without a limit: Ctrl+C stops"))
         print(line, file=sys.stderr, flush=True)
 
     return on_event
@@ -158,11 +185,26 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     # A new thread's pre-turn capture is taken while Codex starts (app/recording/recorder.py, PreTurnAhead).
     ahead = None if args.thread or args.last else args.prompt
+    limit = exec_timeout(args)
     with open_session(ctx, args, approval=_decline_noninteractive, ahead=ahead) as session:
         from ..session import ensure_thread
+        from .stall import StallGuard
 
         thread = ensure_thread(session, args.thread, args.last)
-        out = session.run_turn(thread, args.prompt, retry_notices(), tuple(getattr(args, "images", ())))
+        notices = retry_notices(limit)
+        guard = StallGuard(session, limit)
+
+        def on_event(method: str, params: dict[str, Any]) -> None:
+            notices(method, params)
+            guard.on_event(method, params)
+
+        if limit:
+            with guard:
+                out = session.run_turn(thread, args.prompt, on_event, tuple(getattr(args, "images", ())))
+        else:
+            out = session.run_turn(thread, args.prompt, notices, tuple(getattr(args, "images", ())))
+    if guard.fired and out.status != "completed":
+        out.error = _timed_out(ctx, args, limit) + (f" (Codex: {out.error})" if out.error else "")
     if out.notice:
         print(f"codexr: {out.notice}", file=sys.stderr)
     if ctx.json:
@@ -177,6 +219,18 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
         print(f"thread {out.thread_id}  turn {out.turn_id}  {out.status}"
               + (f"  files: {len(out.files_changed)}" if out.files_changed else ""), file=sys.stderr)
     return 0 if out.status == "completed" else 1
+
+
+def _timed_out(ctx: Context, args: argparse.Namespace, limit: float) -> str:
+    """Why exec interrupted the turn, naming the provider's address when config.toml gives it."""
+    from ..codex.provider import configured_provider
+
+    provider = configured_provider(ctx.home, codex_overrides(args))
+    who = "the model provider"
+    if provider is not None:
+        who += f" {provider.name}" + (f" at {provider.base_url}" if provider.base_url and provider.from_table else "")
+    return (f"no answer from {who} for {limit:g} s (exec --timeout SECONDS, 0: no limit); what the turn changed "
+            "is captured")
 
 
 @contextlib.contextmanager

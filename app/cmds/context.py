@@ -42,11 +42,17 @@ class Context:
     """The Codex executable this command runs (`--codex-bin`, env, config, pinned), chosen on first use: the judge
     of a proxy revert a kill interrupted asks it (app/rewind/held.py). None: such a revert waits for a command
     that has one."""
+    config_error: str | None = None
+    """Why the settings files cannot be read (`doctor` runs without them and reports it); None: they can."""
     _store: Store | None = field(default=None, repr=False)
 
     @property
     def settings(self) -> CodexrSettings:
-        """The validated settings (the defaults are validated on first use)."""
+        """The validated settings (defaults validated on first use); never the defaults in place of a broken file."""
+        if self.config_error is not None:
+            from config import ConfigError
+
+            raise ConfigError(self.config_error)
         if self.loaded is None:
             from config import load_settings
 

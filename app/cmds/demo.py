@@ -84,11 +84,12 @@ def interactive(args: argparse.Namespace, *, plain: bool, codex_bin: str | None 
         splash = Splash.show()
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="codexr-demo-"))
     ws, home = base / "workspace", base / "codex-home"
+    kept = bool(args.keep or args.dir)
     try:
         ws.mkdir(parents=True, exist_ok=True)
         from ..codex.scripted_model import ScriptedModel, responder, write_codex_home
 
-        _make_workspace(ws)
+        _new_workspace(ws)
         with ScriptedModel() as model:
             model.script("", [responder()])
             env = write_codex_home(home, model.base_url)
@@ -102,13 +103,17 @@ def interactive(args: argparse.Namespace, *, plain: bool, codex_bin: str | None 
                 return SessionOptions(cwd=ws, codex_home=home, settings=load_settings(home), env=env,
                                       codex_bin=codex_bin)
 
+            def farewell(thread_id: str, _workspace: str) -> str:
+                return demo_farewell(thread_id, base, kept=kept)
+
             if plain:
                 from ..shared.plain import run_plain
 
-                return run_plain(options(), banner=banner(ws))
+                return run_plain(options(), banner=banner(ws), farewell=farewell)
             from ..tui.app import run_tui
 
-            return int(run_tui(options, banner=banner(ws, app=True), workspace=str(ws), splash=splash))
+            return int(run_tui(options, banner=banner(ws, app=True), workspace=str(ws), splash=splash,
+                               farewell=farewell))
     except BaseException:
         if splash is not None and not splash.released:  # a failure before the app took the terminal
             splash.close()
@@ -118,6 +123,18 @@ def interactive(args: argparse.Namespace, *, plain: bool, codex_bin: str | None 
             shutil.rmtree(base, ignore_errors=True)
         else:
             print(f"(kept {base})")
+
+
+def demo_farewell(thread_id: str, base: Path, *, kept: bool) -> str:
+    """The interactive demo's exit line: its scratch directory (workspace, CODEX_HOME, threads) is deleted as it
+    ends unless kept, and its scripted model stops, so a plain `codexr resume` line would name what is gone."""
+    import shlex
+
+    if not kept:
+        return (f"The demo's scratch workspace and CODEX_HOME ({base}) are removed now, thread {thread_id} with "
+                "them. To keep a demo workspace and go on with its threads: codexr demo --serve --dir DIR")
+    return (f"To continue this thread: codexr demo --serve --dir {shlex.quote(str(base))}, paste the lines it prints "
+            f"into another shell, then codexr resume {thread_id}")
 
 
 def serve(ctx: Context, args: argparse.Namespace) -> int:
@@ -136,7 +153,7 @@ def serve(ctx: Context, args: argparse.Namespace) -> int:
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="codexr-demo-"))
     ws, home = base / "workspace", base / "codex-home"
     ws.mkdir(parents=True, exist_ok=True)
-    _make_workspace(ws)
+    _new_workspace(ws)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
@@ -152,8 +169,12 @@ def serve(ctx: Context, args: argparse.Namespace) -> int:
             model.script("", [responder()])
             env = write_codex_home(home, model.base_url)
             exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+            bin_dir = codexr_dir()
+            if bin_dir is not None:  # another shell has no venv activated: the line puts this codexr first on PATH
+                exports = f'PATH={shlex.quote(str(bin_dir))}:"$PATH" {exports}'
             if ctx.json:
-                ctx.emit({"workspace": str(ws), "codex_home": str(home), "env": env, "base_url": model.base_url})
+                ctx.emit({"workspace": str(ws), "codex_home": str(home), "env": env, "base_url": model.base_url,
+                          "codexr": str(bin_dir / "codexr") if bin_dir is not None else None})
             else:
                 print(f"codexr demo --serve: a scripted model on {model.base_url}, a scratch CODEX_HOME and a "
                       f"workspace in {base}")
@@ -163,6 +184,9 @@ def serve(ctx: Context, args: argparse.Namespace) -> int:
                 print(f"export {exports}")
                 print(f"cd {shlex.quote(str(ws))}")
                 print()
+                if bin_dir is None:
+                    print(f"(no codexr command is installed beside {sys.executable}: run it there as "
+                          f"{shlex.quote(sys.executable)} -m app)")
                 print(f"The model understands: {RESPONDER_HELP}")
                 print("Ctrl+C stops it.", flush=True)
             seen = 0
@@ -179,6 +203,14 @@ def serve(ctx: Context, args: argparse.Namespace) -> int:
             print(f"(kept {base})")
 
 
+def codexr_dir() -> Path | None:
+    """The directory of the `codexr` command this Python runs (a venv's or pipx's `bin`), None if it has none: the
+    shell the user pastes into may not have it on PATH (`python3 bootstrap.py` runs codexr from `.venv`)."""
+    here = Path(sys.executable).parent
+    script = here / "codexr"
+    return here if script.is_file() and os.access(script, os.X_OK) else None
+
+
 def _git(ws: Path, *args: str) -> None:
     subprocess.run(["git", "-c", "user.name=codexr demo", "-c", "user.email=demo@codexr.invalid",
                     "-c", "init.defaultBranch=main", *args], cwd=ws, check=True, capture_output=True)
@@ -192,6 +224,13 @@ def _tree(ws: Path) -> dict[str, bytes]:
             p = Path(dirpath, f)
             out[p.relative_to(ws).as_posix()] = p.read_bytes()
     return out
+
+
+def _new_workspace(ws: Path) -> None:
+    """The demo project, unless `--dir` names a demo kept before: its workspace is taken as it is, so its threads
+    go on (rewriting its files or committing again would undo what was done there)."""
+    if not any(ws.iterdir()):
+        _make_workspace(ws)
 
 
 def _make_workspace(ws: Path) -> None:

@@ -84,13 +84,13 @@ class Check:
     """One line of the doctor's report: `fix` says what to do when the status is not ok."""
 
     name: str
-    status: str  # "ok" | "warn" | "fail"
+    status: str  # "ok" | "warn" | "fail" | "skip" (not checked: what it needs is missing, the line says what)
     message: str
     fix: str = ""
 
     def line(self) -> str:
         """How the check prints."""
-        tag = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}[self.status]
+        tag = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}[self.status]
         return f"{tag}  {self.message}" + (f"; fix: {self.fix}" if self.fix else "")
 
 
@@ -128,8 +128,9 @@ def _binary_check(name: str, label: str, binary: CodexBinary, env: dict[str, str
     return Check(name, "ok", f"{label} {ver}: {where}"), ver
 
 
-def _app_server_checks(ctx: Context, args: argparse.Namespace, binary: CodexBinary) -> list[Check]:
-    """Start the chosen Codex's app-server once: does it answer `initialize`, and is Codex logged in?"""
+def _app_server_checks(ctx: Context, args: argparse.Namespace, binary: CodexBinary) -> tuple[list[Check], str]:
+    """Start the chosen Codex's app-server once: does it answer `initialize`, and is Codex logged in (and how:
+    the kind of account, "" for none)?"""
     from openai_codex.client import CodexClient, CodexConfig
     from openai_codex.errors import CodexError
 
@@ -157,13 +158,15 @@ def _app_server_checks(ctx: Context, args: argparse.Namespace, binary: CodexBina
         tail = [ln.strip() for ln in client._stderr_tail(60).splitlines() if ln.strip().startswith("Error:")]
         why = tail[-1] if tail else (str(exc).splitlines() or ["no answer"])[0][:200]
         return [*checks, Check("app_server", "fail", f"Codex app-server did not start: {why}",
-                               "run `codexr exec hello` for Codex's full message; check config.toml and the binary")]
+                               "run `codexr exec hello` for Codex's full message; check config.toml and the binary")
+                ], ""
     finally:
         with contextlib.suppress(Exception):
             client.close()
     checks.append(Check("app_server", "ok", f"Codex app-server answers initialize ({init.userAgent})"))
+    kind = ""
     if account.account is not None:
-        kind = account.account.root.type
+        kind = str(account.account.root.type)
         who = getattr(account.account.root, "email", None)
         checks.append(Check("login", "ok", f"login: logged in ({kind}{', ' + who if who else ''})"))
     elif not account.requires_openai_auth:
@@ -171,7 +174,43 @@ def _app_server_checks(ctx: Context, args: argparse.Namespace, binary: CodexBina
     else:
         checks.append(Check("login", "fail", "login: not logged in, and the model provider needs it",
                             "run `codexr login` (or `codexr login --with-api-key`)"))
-    return checks
+    return checks, kind
+
+
+def _codex_config_broken(ctx: Context) -> bool:
+    """Whether the settings error is in config.toml, which Codex reads too (codexr.toml is codexr's alone)."""
+    from config.files import CONFIG_FILE_NAME, ConfigError, read_toml
+
+    if ctx.config_error is None:
+        return False
+    try:
+        read_toml(ctx.home / CONFIG_FILE_NAME, CONFIG_FILE_NAME)
+    except ConfigError:
+        return True
+    return False
+
+
+def _provider_check(ctx: Context, args: argparse.Namespace, account_kind: str) -> Check:
+    """Whether anything answers at the model provider's address: Codex's app-server starts without asking it, and a
+    turn then waits for it without a limit (app/codex/provider.py)."""
+    from ..codex.provider import DEFAULT_PROVIDER, PROBE_TIMEOUT_S, configured_provider, probe
+    from .agent_cmds import codex_overrides
+
+    provider = configured_provider(ctx.home, codex_overrides(args), chatgpt_login=account_kind == "chatgpt")
+    if provider is None:
+        return Check("provider", "skip", "model provider: not checked (config.toml cannot be read)")
+    if provider.base_url is None:
+        return Check("provider", "skip", f"model provider {provider.name}: built into Codex at an address codexr "
+                     "does not know; not checked")
+    found = probe(provider, PROBE_TIMEOUT_S)
+    if found.answered:
+        return Check("provider", "ok", f"model provider {provider.name}: {provider.base_url} answers "
+                     f"({found.detail} to GET /models)")
+    where = ("OPENAI_BASE_URL" if provider.name == DEFAULT_PROVIDER and not provider.from_table
+             else f"base_url of [model_providers.{provider.name}] in config.toml")
+    return Check("provider", "fail", f"model provider {provider.name}: nothing answers at {provider.base_url} "
+                 f"({found.detail}); Codex's turns would wait for it",
+                 f"check {where}, the network and any proxy")
 
 
 def _store_check(ctx: Context) -> Check:
@@ -187,7 +226,7 @@ def _store_check(ctx: Context) -> Check:
     except (StoreError, OSError) as exc:
         return Check("store", "fail", f"snapshot store {path}: {exc}", "see `codexr snapshots verify`")
     try:
-        report = verify(store, retention=ctx.settings.retention())
+        report = verify(store, retention=None if ctx.config_error else ctx.settings.retention())
     except (StoreError, OSError) as exc:
         return Check("store", "fail", f"snapshot store {path}: {exc}", "see `codexr snapshots verify`")
     finally:
@@ -325,7 +364,10 @@ def doctor(ctx: Context, args: argparse.Namespace) -> int:
 
     env = _env(ctx)
     sdk_protocol = sdk_protocol_version()
-    checks = [
+    checks = [] if ctx.config_error is None else [
+        Check("config", "fail", ctx.config_error, "correct that line: until then every other command refuses to run, "
+              "and doctor skips what needs the settings")]
+    checks += [
         Check("codexr", "ok", f"codexr {codexr_version()}"),
         Check("sdk", "ok", f"SDK {SDK_DIST} {_dist_version(SDK_DIST)} (app-server protocol of Codex "
               f"{sdk_protocol}; accepts Codex >= {MINIMUM_RUNTIME_VERSION})"),
@@ -338,7 +380,7 @@ def doctor(ctx: Context, args: argparse.Namespace) -> int:
         checks.append(Check("pinned", "fail", str(exc), "reinstall codexr"))
     chosen: CodexBinary | None = None
     try:
-        chosen = choose(getattr(args, "codex_bin", None), ctx.settings)
+        chosen = choose(getattr(args, "codex_bin", None), None if ctx.config_error else ctx.settings)
     except UsageError as exc:
         checks.append(Check("chosen", "fail", f"chosen Codex: {exc}",
                             "give a Codex binary that exists and is executable, or drop the setting"))
@@ -347,8 +389,9 @@ def doctor(ctx: Context, args: argparse.Namespace) -> int:
         check, chosen_version = _binary_check("chosen", "chosen Codex", chosen, env)
         checks.append(check)
     elif chosen is not None:
-        checks.append(Check("chosen", "ok", "chosen Codex: the pinned one (no --codex-bin, $CODEXR_CODEX_BIN "
-                            "or file_snapshots.codex_bin)"))
+        checks.append(Check("chosen", "ok", "chosen Codex: the pinned one (no --codex-bin, $CODEXR_CODEX_BIN"
+                            + ("; file_snapshots.codex_bin not read: the settings cannot be read)" if ctx.config_error
+                               else " or file_snapshots.codex_bin)")))
         chosen_version = pinned_version
     if chosen_version is not None:
         checks.append(protocol_check(chosen_version, sdk_protocol, MINIMUM_RUNTIME_VERSION))
@@ -357,10 +400,17 @@ def doctor(ctx: Context, args: argparse.Namespace) -> int:
                                                                          " (created by Codex on first use)"))
                   if home_ok else Check("codex_home", "fail", f"CODEX_HOME {ctx.home} is not a directory",
                                         "point CODEX_HOME at a directory"))
-    if chosen is not None and home_ok:
-        checks += _app_server_checks(ctx, args, chosen)
+    account_kind = ""
+    if chosen is not None and home_ok and _codex_config_broken(ctx):
+        checks.append(Check("app_server", "skip", "Codex app-server: not started (Codex cannot read config.toml "
+                            "either)"))
+    elif chosen is not None and home_ok:
+        server_checks, account_kind = _app_server_checks(ctx, args, chosen)
+        checks += server_checks
         if all(c.status == "ok" for c in checks if c.name == "app_server"):
             checks.append(_codex_tui_check(ctx, chosen))
+    if home_ok:
+        checks.append(_provider_check(ctx, args, account_kind))
     if home_ok:
         checks.append(_store_check(ctx))
     checks.append(_server_check())

@@ -7,7 +7,7 @@ when it held prompts; now that words only for a fork that holds none.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 NO_PROMPT = "(rewound to before its first prompt)"
@@ -46,6 +46,10 @@ def thread_label(first_prompt: str, prompts: int, origin: str | None = None, bef
         return head
     note = fork_note(origin, before, after)
     return f"{head} · {note}" if head else note
+
+
+#: What a front end says on exit about a thread: (thread id, workspace) -> one line.
+Farewell = Callable[[str, str], str]
 
 
 def resume_line(thread_id: str, workspace: str) -> str:

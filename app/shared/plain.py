@@ -63,6 +63,7 @@ from ..rewind.owners import conflicts
 from ..rewind.picks import conflict_header, conflict_question, parse_choice
 from ..services.background import background_text, stopped_text
 from ..services.driver import Driver, Preview, PromptRow
+from ..services.thread_label import Farewell
 from ..session import RedoResult, SessionOptions
 from .commands import COMMANDS as REGISTRY
 from .lines import (
@@ -450,8 +451,9 @@ class LineMode:
 
     def __init__(self, opts: SessionOptions, *, banner: str = "", reader: Reader | None = None,
                  out: TextIO | None = None, thread_id: str | None = None, resume_last: bool = False,
-                 prompt: str = "", images: tuple[str, ...] = ()) -> None:
+                 prompt: str = "", images: tuple[str, ...] = (), farewell: Farewell | None = None) -> None:
         self.out = out or sys.stdout
+        self.farewell = farewell  # the exit line for a thread (None: how to resume it)
         self.first = (prompt, images)  # `codexr --plain [-i FILE] [PROMPT]`: sent once Codex runs
         self.attach_next: tuple[str, ...] = ()  # images for the next prompt sent (`-i FILE` without a prompt)
         self.printer = Printer(self.out)
@@ -524,7 +526,7 @@ class LineMode:
         if self.driver.thread_id:
             from ..services.thread_label import resume_line
 
-            p.line(resume_line(self.driver.thread_id, str(self.driver.opts.cwd)))
+            p.line((self.farewell or resume_line)(self.driver.thread_id, str(self.driver.opts.cwd)))
         p.line("bye")
         return 0
 
@@ -1051,7 +1053,10 @@ class LineMode:
 
 
 def run_plain(opts: SessionOptions, *, banner: str = "", thread_id: str | None = None,
-              resume_last: bool = False, prompt: str = "", images: tuple[str, ...] = ()) -> int:
-    """`codexr --plain [resume ID|--last]`: the session in line mode until Ctrl+D or /quit (a pipe works too)."""
+              resume_last: bool = False, prompt: str = "", images: tuple[str, ...] = (),
+              farewell: Farewell | None = None) -> int:
+    """`codexr --plain [resume ID|--last]`: the session in line mode until Ctrl+D or /quit (a pipe works too).
+
+    `farewell(thread_id, workspace)`: the line said on exit (default: how to resume the thread)."""
     return LineMode(opts, banner=banner, thread_id=thread_id, resume_last=resume_last, prompt=prompt,
-                    images=images).run()
+                    images=images, farewell=farewell).run()

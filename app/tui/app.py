@@ -55,6 +55,7 @@ from .transcript import Transcript
 if TYPE_CHECKING:
     from config import CodexrSettings
 
+    from ..services.thread_label import Farewell
     from ..session import SessionOptions
     from ..shared.replay import Recorder
     from .splash import Splash
@@ -826,8 +827,11 @@ def status_text(s: Status) -> str:
 def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *, thread_id: str | None = None,
             resume_last: bool = False, banner: str = "", settings: CodexrSettings | None = None,
             workspace: str = "", driver_factory: DriverFactory | None = None, record: Path | None = None,
-            splash: Splash | None = None, prompt: str = "", images: tuple[str, ...] = ()) -> int:
+            splash: Splash | None = None, prompt: str = "", images: tuple[str, ...] = (),
+            farewell: Farewell | None = None) -> int:
     """Run the app until the user quits; `opts` may be a factory so the SDK loads after the first frame.
+
+    `farewell(thread_id, workspace)`: the line printed after the app is gone (default: how to resume the thread).
 
     `splash`: the frame drawn before Textual loaded; the terminal gets its settings back just before Textual
     saves them, and the frame is taken down if the app fails before it starts.
@@ -850,5 +854,5 @@ def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *
     if thread and opts_now is not None:
         from ..services.thread_label import resume_line
 
-        print(resume_line(thread, str(opts_now.cwd)))
+        print((farewell or resume_line)(thread, str(opts_now.cwd)))
     return int(code or 0)
