@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..shared.lines import plural
 from .context import Context, UsageError
 
 if TYPE_CHECKING:  # the history modules load in the handlers: every other command skips them (~45 ms)
@@ -122,7 +123,7 @@ def _list_line(s: Session, cat: Catalog) -> str:
 
     d = session_json(s, cat)
     bits = [s.id, short_time(d["last_activity"]), s.source_label,
-            f"{d['prompts']} prompt{'' if d['prompts'] == 1 else 's'}"]
+            plural(d["prompts"], "prompt")]
     if d["snapshots"]:
         bits.append(f"{d['snapshots']} snapshots")
     if s.archived:
@@ -220,7 +221,7 @@ def _show(ctx: Context, args: argparse.Namespace) -> int:
     try:
         if args.prompt is not None and not any(p.number == args.prompt for p in prompts):
             raise UsageError(f"prompt {args.prompt} does not exist (session {sess.id} has "
-                             f"{max([p.number for p in prompts], default=0)} prompts)")
+                             f"{plural(max([p.number for p in prompts], default=0), 'prompt')})")
         if ctx.json:
             doc = conversation_json(sess, cat, prompts)
             if args.prompt is not None:
@@ -277,5 +278,5 @@ def _export(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.json:
         ctx.emit({"session_id": sess.id, "format": args.format, "output": str(out), "prompts": len(prompts)})
     else:
-        print(f"exported session {sess.id} ({len(prompts)} prompts) to {out}")
+        print(f"exported session {sess.id} ({plural(len(prompts), 'prompt')}) to {out}")
     return 0

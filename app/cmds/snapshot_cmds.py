@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from snapshot_store import StoreError
 
 from ..recording.workspace_lock import SessionLock
-from ..shared.lines import human_bytes, plan_lines, show_path
+from ..shared.lines import human_bytes, plan_lines, plural, show_path
 from .context import Context, UsageError
 from .exits import restore_exit
 from .picks import add_choice_flags, picks_from
@@ -86,7 +86,7 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
     else:
         state = " (no changes since the last snapshot)" if res.unchanged else ""
         print(res.id)
-        print(f"{res.file_count} files, {human_bytes(res.bytes_hashed)} hashed, "
+        print(f"{plural(res.file_count, 'file')}, {human_bytes(res.bytes_hashed)} hashed, "
               f"{human_bytes(res.bytes_stored)} stored, {res.seconds:.2f} s{state}", file=sys.stderr)
         for path, reason in res.skipped:
             print(f"  skipped {show_path(path)}: {reason}", file=sys.stderr)
@@ -116,7 +116,7 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
     for i in infos:
         where = f"  {show_path(i.root)}" if args.all else ""
         label = f"  {i.label}" if i.label else ""
-        print(f"{i.id[:12]}  {when(i.created)}  {i.kind:<8} {i.file_count:>6} files{label}{where}")
+        print(f"{i.id[:12]}  {when(i.created)}  {i.kind:<8} {plural(i.file_count, 'file'):>12}{label}{where}")
     return 0
 
 

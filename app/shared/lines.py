@@ -57,7 +57,7 @@ def status_lines(s: Status) -> list[str]:
         *settings_lines(s),
         f"workspace: {s.workspace}",
         f"thread: {s.thread_id or '(none yet: the next prompt starts one)'}",
-        f"file tracking: {'on' if s.tracking else 'off'} · {s.tracked_files} files tracked · store "
+        f"file tracking: {'on' if s.tracking else 'off'} · {plural(s.tracked_files, 'file')} tracked · store "
         f"{human_bytes(s.store_bytes)}",
     ]
     if s.last_capture_at is not None:
@@ -91,7 +91,9 @@ def since_rewind_lines(changed: list[str], turns: int, indent: str = "") -> list
     """What a redo would overwrite: the files changed since the rewind, and the prompts sent on the fork since."""
     out = []
     if changed:
-        out.append(f"{indent}{plural(len(changed), 'file')} changed since the rewind (the safety snapshot keeps them):")
+        them = "it" if len(changed) == 1 else "them"
+        out.append(f"{indent}{plural(len(changed), 'file')} changed since the rewind "
+                   f"(the safety snapshot keeps {them}):")
         out += [f"{indent}  {show_path(p)}" for p in changed]
     if turns:
         out.append(f"{indent}{plural(turns, 'prompt')} sent on this fork since the rewind (it stays as it is)")
@@ -102,6 +104,21 @@ def restored_counts(res: RestoreResult) -> str:
     """What a restore, rewind or redo did to the files, as line mode says it: `2 written, 1 deleted, 0 left
     alone`."""
     return f"{len(res.written)} written, {len(res.deleted)} deleted, {len(res.left)} left alone"
+
+
+def done_lines(headline: str, thread_id: str, safety_id: str | None, res: RestoreResult | None,
+               no_snapshot_reason: str | None = None) -> list[str]:
+    """What a rewind or a redo did, as `codexr rewind` and `codexr redo` print it alike: what happened, the thread to
+    go on with, the safety snapshot, the files' counts and each file left alone (failed ones too) with its reason."""
+    out = [headline, f"thread {thread_id}"]
+    if safety_id:
+        out.append(f"safety snapshot {safety_id}")
+    if res is not None:
+        out.append(f"files: {restored_counts(res)}")
+        out += [f"  left {show_path(a.path)}  ({a.reason})" for a in res.left]  # `left` holds the failed too
+    elif no_snapshot_reason:
+        out.append(f"files: left as they are ({no_snapshot_reason}: conversation only)")
+    return out
 
 
 def some_paths(paths: Sequence[str], shown: int = 3) -> str:

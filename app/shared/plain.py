@@ -430,7 +430,8 @@ def status_line(s: Status) -> str:
     parts = [f"model {s.model}"] if s.model else []
     parts += [f"workspace {show_path(s.workspace)}",
              f"thread {short_thread(s.thread_id) if s.thread_id else '(none yet)'}",
-             f"tracking {'on' if s.tracking else 'off'}" + (f" ({s.tracked_files} files)" if s.tracking else "")]
+             f"tracking {'on' if s.tracking else 'off'}"
+             + (f" ({plural(s.tracked_files, 'file')})" if s.tracking else "")]
     return ", ".join(parts)
 
 
