@@ -15,7 +15,7 @@ from ..codex.permissions import matching_preset
 if TYPE_CHECKING:  # light on purpose: every `codexr` command imports this module (bench_startup.py)
     from snapshot_store import RestorePlan, RestoreResult
 
-    from ..codex.events import Status
+    from ..codex.events import Status, TokenUsage
     from ..session import ThreadSummary
 
 
@@ -78,6 +78,14 @@ def thread_counts(t: ThreadSummary) -> str:
         cover += f" ({t.conversation_only} conversation-only)"
     redo = f", redo {t.redo_depth}" if t.redo_depth else ""
     return f"{prompts}, {cover}{redo}"
+
+
+def turn_tokens(usage: TokenUsage) -> str:
+    """A turn's tokens as its end line says them: every request of the turn summed, and the thread's total
+    (`13,811 tokens this turn (thread 27,967)`); only the thread's when the turn's sum is not known (an old log)."""
+    if usage.turn_total is None:
+        return f"thread {usage.thread_total:,} tokens"
+    return f"{usage.turn_total:,} tokens this turn (thread {usage.thread_total:,})"
 
 
 def retry_line(message: str, details: str = "") -> str:
