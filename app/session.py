@@ -216,6 +216,12 @@ class Session:
         """The thread `ident` names (its id, or a unique prefix of 4+ characters)."""
         return self.thread_list.resolve_thread(ident)
 
+    def thread_prefixes(self, ids: list[str]) -> dict[str, str]:
+        """Each id's shortest unique prefix among every thread `resolve_thread` matches against."""
+        from .services.thread_ids import unique_prefixes
+
+        return unique_prefixes(ids, self.thread_list.known_ids())
+
     def resume_thread(self, thread_id: str) -> str:
         """Load an existing thread into this Codex process (a no-op if already loaded)."""
         return self.thread_list.resume_thread(thread_id)

@@ -181,8 +181,10 @@ def _threads(ctx: Context, args: argparse.Namespace) -> int:
     from ..shared.times import json_time, screen_time
     with open_session(ctx, args) as session:
         rows = session.threads(all_workspaces=args.all)
+        short = session.thread_prefixes([r.thread_id for r in rows])
     if ctx.json:
-        ctx.emit([{"thread_id": r.thread_id, "source": r.source, "preview": r.preview, "prompts": r.prompts,
+        ctx.emit([{"thread_id": r.thread_id, "id_prefix": short[r.thread_id], "source": r.source,
+                   "preview": r.preview, "prompts": r.prompts,
                    "prompts_with_snapshots": r.with_snapshots, "conversation_only": r.conversation_only,
                    "redo_depth": r.redo_depth, "updated": json_time(r.updated or None), "tracking": r.tracking,
                    "forked_from": r.forked_from, "rewound_before_prompt": r.rewound_before, "label": r.label,
@@ -191,8 +193,10 @@ def _threads(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     if not rows:
         print("no threads" + ("" if args.all else " in this workspace"))
-    for r in rows:
-        print(f"{r.thread_id}  {screen_time(r.updated or None)}  {r.source:<10}  {thread_counts(r)}  {r.label}")
+    width = max((len(p) for p in short.values()), default=0)
+    for r in rows:  # the full id, then the shortest prefix `--thread` takes for it
+        print(f"{r.thread_id}  {short[r.thread_id]:<{width}}  {screen_time(r.updated or None)}  {r.source:<10}  "
+              f"{thread_counts(r)}  {r.label}")
     return 0
 
 

@@ -97,16 +97,21 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
         sessions = sorted((s for s in cat.sessions.values() if flt.keep(s)), key=lambda s: s.mtime_ns, reverse=True)
         shown = sessions if n == 0 else sessions[:n]
         skipped = asdict(cat.skipped)
+        from ..services.thread_ids import unique_prefixes
+
+        short = unique_prefixes([s.id for s in shown], cat.sessions)  # as `history show ID` resolves them
         if ctx.json:
             ctx.emit({"scope": {"workspace": flt.workspace, "archived": flt.archived}, "total": len(sessions),
-                      "sessions": [session_json(s, cat) for s in shown], "skipped": skipped})
+                      "sessions": [{**session_json(s, cat), "id_prefix": short[s.id]} for s in shown],
+                      "skipped": skipped})
             return 0
         if not sessions:
             where = f"in {flt.workspace}" if flt.workspace else "in any workspace"
             print(f"no sessions {where} (looked in {', '.join(store.roots(flt))}){skipped_note(skipped)}")
             return 0
+        width = max((len(p) for p in short.values()), default=0)
         for s in shown:
-            print(_list_line(s, cat))
+            print(_list_line(s, cat, f"{short[s.id]:<{width}}"))
         if len(shown) < len(sessions):
             print(f"… {len(sessions) - len(shown)} more (-n 0 lists all)")
         note = skipped_note(skipped)
@@ -117,12 +122,13 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
         store.close()
 
 
-def _list_line(s: Session, cat: Catalog) -> str:
+def _list_line(s: Session, cat: Catalog, prefix: str) -> str:
+    """One session: its id and the shortest prefix that names it, time, source, prompts, workspace; its label."""
     from ..history.render import session_json, short_time
     from ..services.thread_label import rewound_before, thread_label
 
     d = session_json(s, cat)
-    bits = [s.id, short_time(d["last_activity"]), s.source_label,
+    bits = [s.id, prefix, short_time(d["last_activity"]), s.source_label,
             plural(d["prompts"], "prompt")]
     if d["snapshots"]:
         bits.append(f"{d['snapshots']} snapshots")

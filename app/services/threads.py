@@ -111,11 +111,13 @@ class Threads:
         workspace, every source kind, archived too) or codexr keeps a sidecar for (a fork before its first prompt)."""
         from .thread_ids import resolve_thread_id
 
-        def known() -> list[str]:
-            listed = self._list_threads({"limit": 200}) + self._list_threads({"limit": 200, "archived": True})
-            return [str(t["id"]) for t in listed] + self.sidecars.ids()
+        return resolve_thread_id(ident, self.known_ids)
 
-        return resolve_thread_id(ident, known)
+    def known_ids(self) -> list[str]:
+        """Every thread id a prefix is matched against: what Codex lists (any workspace, archived too) and every
+        thread codexr keeps a sidecar for."""
+        listed = self._list_threads({"limit": 200}) + self._list_threads({"limit": 200, "archived": True})
+        return [str(t["id"]) for t in listed] + self.sidecars.ids()
 
     def resume_thread(self, thread_id: str) -> str:
         """Load an existing thread into this Codex process (a no-op if already loaded).
