@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 #: At most this many changed files are read again on the parent's map without decoding it (`_reread_only`): each is
 #: a search of the parent's records (Repository.entries_at); beyond, the full capture.
 REREAD_MAX = 64
+#: Of the untracked files held back by the recent-file limit, at most this many are named in `skipped` (the count
+#: is CaptureResult.over_limit): a list of every one would cost as much as the files are many.
+OVER_LIMIT_SAMPLE = 20
 
 
 @dataclass
@@ -57,6 +60,10 @@ class CaptureResult:
     stored_blobs: frozenset[bytes] = field(default=frozenset(), repr=False)  # written by this capture
     recovered: Recovery | None = None  # an interrupted restore this capture finished first
     reused: bool = False  # `id` is the workspace's latest snapshot, which holds this map already: nothing written
+    # Untracked files the recent-file limit (`residue_max_files`) held back: how many, and that limit. `skipped`
+    # names at most OVER_LIMIT_SAMPLE of them (there may be 100,000).
+    over_limit: int = 0
+    residue_max_files: int = 0
 
     def as_json(self) -> dict[str, Any]:
         """The stable JSON shape the CLI prints."""
@@ -69,6 +76,7 @@ class CaptureResult:
             "seconds": round(self.seconds, 6),
             "unchanged": self.unchanged,
             "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "over_limit": {"count": self.over_limit, "limit": self.residue_max_files},
             "recovered": self.recovered.as_json() if self.recovered else None,
         }
 
@@ -436,11 +444,14 @@ class Capturer:
         state = found.state
         assert state is not None
         facts = state.map_facts()
+        limit = ask.settings.residue_max_files
         skipped = [*found.skipped, *scope_mod.too_large_skipped(facts.too_large, found.skipped,
-                                                                ask.settings.residue_max_file_bytes)]
+                                                                ask.settings.residue_max_file_bytes),
+                   *scope_mod.over_limit_skipped(state.files, facts.over_limit, limit, OVER_LIMIT_SAMPLE)]
         result = CaptureResult(id="", root=c.key, file_count=facts.file_count,
                                bytes_hashed=found.captured.bytes_hashed, bytes_stored=0, seconds=0.0, unchanged=False,
-                               skipped=skipped, files=state.files, stats=state.stats)
+                               skipped=skipped, files=state.files, stats=state.stats, over_limit=facts.over_limit,
+                               residue_max_files=limit)
         if c.recovered is not None:
             result.recovered = c.recovered
             result.skipped[:0] = [(p, f"interrupted restore: {why}") for p, why in c.recovered.left]

@@ -55,6 +55,7 @@ from ..session import (
     SessionOptions,
     ThreadSummary,
 )
+from ..shared.lines import over_limit_line
 from ..shared.vocab import CONVERSATION_MODES, RewindMode
 from . import changes
 from .init_prompt import init_prompt
@@ -133,6 +134,7 @@ class Driver:
         self._last_capture: tuple[float, float] | None = None
         self._context: tuple[int, int] | None = None  # (tokens of the last request, window) of the current thread
         self._usage = TurnUsage()  # each turn's tokens (their sum) and the context after it
+        self._said_over_limit = False  # the untracked files beyond the recent-file limit were named this session
         self._closed = False
         self._runner: threading.Thread | None = None
         # threads whose edits the user accepted "for this session": Codex would ask again for another file
@@ -400,6 +402,10 @@ class Driver:
             if running:
                 self.emit(Notice(f"{running} background terminal{'s' if running != 1 else ''} running · /ps to view"
                                  " · /stop to close", "warning"))
+            held, limit = s.recorder.over_limit
+            if held and not self._said_over_limit:  # once a session: it holds until the files are added or the limit
+                self._said_over_limit = True        # raised, and a line each turn would drown the transcript
+                self.emit(Notice(over_limit_line(held, limit), "warning"))
             if outcome.error and not s.codex_alive():
                 self._after_failure(outcome.error)
 

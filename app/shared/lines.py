@@ -80,6 +80,14 @@ def thread_counts(t: ThreadSummary) -> str:
     return f"{prompts}, {cover}{redo}"
 
 
+def over_limit_line(count: int, limit: int) -> str:
+    """Untracked files a capture held back by the recent-file limit, said where it happens (a later restore's plan
+    said it first): `3,900 untracked files beyond `file_snapshots.residue_max_files` (100) not captured: …`."""
+    files = "file" if count == 1 else "files"
+    return (f"{count:,} untracked {files} beyond `file_snapshots.residue_max_files` ({limit}) not captured: add "
+            f"{'it' if count == 1 else 'them'} to Git or raise the limit")
+
+
 def turn_tokens(usage: TokenUsage) -> str:
     """A turn's tokens as its end line says them: every request of the turn summed, and the thread's total
     (`13,811 tokens this turn (thread 27,967)`); only the thread's when the turn's sum is not known (an old log)."""
