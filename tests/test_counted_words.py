@@ -45,12 +45,20 @@ def test_the_pickers_preview_says_what_is_still_to_write() -> None:
         "files: 1 file to write, 1 to delete, 0 to leave alone, 1 empty directory to remove")
 
 
-def test_one_prompt_one_file_and_redo_says_what_it_did_as_rewind_does(cli: Cli) -> None:
-    """`snapshots capture` said "1 files", `history export` "(1 prompts)", and `redo --yes` printed ids where
-    `rewind --yes` printed what it did: both now print the same summary, headed by what happened."""
+def test_one_file_and_one_prompt_are_singular_on_the_command_line(cli: Cli) -> None:
+    """`snapshots capture` said "1 files, 4 B hashed", `history export` "(1 prompts)"."""
     (cli.ws / "only.txt").write_text("one\n")
     cap = cli.ok("snapshots", "capture")
     assert re.search(r"^1 file, 4 B hashed, ", cap.stderr, re.M), show(cap)
+    one, _o, _t = cli.seed(["a single prompt"])
+    out = cli.tmp / "one.md"
+    exp = cli.ok("history", "export", one, "--output", str(out))
+    assert f"exported session {one} (1 prompt) to {out}" in exp.stdout, show(exp)
+
+
+def test_redo_says_what_it_did_as_rewind_does(cli: Cli) -> None:
+    """`redo --yes` printed ids where `rewind --yes` printed what it did: both now print the same summary, headed by
+    what happened."""
     t, _turns, _trees = three_prompts(cli)
     rew = cli.ok("rewind", "--thread", t, "--to", "2", "--yes")
     lines = rew.stdout.splitlines()
@@ -63,7 +71,3 @@ def test_one_prompt_one_file_and_redo_says_what_it_did_as_rewind_does(cli: Cli) 
     assert lines[1] == f"thread {t}", show(red)
     assert re.fullmatch(r"safety snapshot [0-9a-f]{64}", lines[2]), show(red)
     assert lines[3] == "files: 3 written, 0 deleted, 0 left alone", show(red)
-    one, _o, _t = cli.seed(["a single prompt"])
-    out = cli.tmp / "one.md"
-    exp = cli.ok("history", "export", one, "--output", str(out))
-    assert f"exported session {one} (1 prompt) to {out}" in exp.stdout, show(exp)

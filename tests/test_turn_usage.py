@@ -38,20 +38,30 @@ def _loaded(ev: Events, thread_id: str) -> ThreadLoaded:
     return loaded
 
 
-def test_a_turns_tokens_are_its_requests_summed_and_a_rewind_or_redo_keeps_the_context(
-        model: ScriptedModel, tmp_path: Path) -> None:
-    """The turn line said the last request's tokens (`6,993 tokens (thread 13,867)` on a thread's first turn of two
-    requests), and /status said "unknown until Codex answers a prompt of this thread" after a rewind or a redo."""
+def _two_turns(model: ScriptedModel, tmp_path: Path, ev: Events
+               ) -> tuple[Driver, tuple[TurnFinished, list[TokenUsage]], tuple[TurnFinished, list[TokenUsage]]]:
+    """A driver that ran two prompts of two model requests each: each turn's end and its usage events."""
     model.script("tu-one", [add_file("one.txt", "1\n"), message("one made")])
     model.script("tu-two", [add_file("two.txt", "2\n"), message("two made")])
-    ev = Events()
     d = Driver(session_options(model, tmp_path, {"keep.txt": "k\n"}), ev)
     try:
         assert d.start()
         ev.wait(Ready)
-        first, used1 = _turn(d, ev, "tu-one please")
-        second, used2 = _turn(d, ev, "tu-two please")
-        assert len(used1) == 2 and len(used2) == 2, (used1, used2)
+        one = _turn(d, ev, "tu-one please")
+        two = _turn(d, ev, "tu-two please")
+        assert len(one[1]) == 2 and len(two[1]) == 2, (one, two)
+    except BaseException:
+        d.close()
+        raise
+    return d, one, two
+
+
+def test_a_turns_tokens_are_its_requests_summed(model: ScriptedModel, tmp_path: Path) -> None:
+    """The turn line said the last request's tokens (`6,993 tokens (thread 13,867)` on a thread's first turn of two
+    requests)."""
+    ev = Events()
+    d, (first, used1), (second, used2) = _two_turns(model, tmp_path, ev)
+    try:
         sum1 = used1[0].last_total + used1[1].last_total
         sum2 = used2[0].last_total + used2[1].last_total
         assert used1[-1].thread_total == sum1 and used2[-1].thread_total == sum1 + sum2  # Codex's running total
@@ -63,7 +73,16 @@ def test_a_turns_tokens_are_its_requests_summed_and_a_rewind_or_redo_keeps_the_c
         for e in [*used2, second]:
             printer.show(e)
         assert f"{sum2:,} tokens this turn (thread {sum1 + sum2:,})" in out.getvalue(), out.getvalue()
+    finally:
+        d.close()
 
+
+def test_a_rewind_or_a_redo_keeps_the_context_window(model: ScriptedModel, tmp_path: Path) -> None:
+    """/status said "unknown until Codex answers a prompt of this thread" after a rewind or a redo, though the
+    thread had answered."""
+    ev = Events()
+    d, (_first, used1), (_second, used2) = _two_turns(model, tmp_path, ev)
+    try:
         origin = d.thread_id
         assert d.status().context_used == used2[-1].last_total
         res = d.rewind(2)
