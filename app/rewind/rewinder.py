@@ -22,8 +22,8 @@ from ..recording.sidecar import ThreadSidecar
 from ..recording.workspace_lock import SessionLock
 from ..services.choices import Choices
 from ..services.threads import Prompt, Threads
-from ..shared.lines import plural
 from ..shared.vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
+from ..shared.words import plural
 from .flow import Files, Place, RedoPreview, RedoSteps, RewindPreview, RewindSteps, preview, run
 from .owners import Decision, owner_rule, redo_rule
 from .picks import Picks

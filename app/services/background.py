@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..shared.lines import plural
+from ..shared.words import plural
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 

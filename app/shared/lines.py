@@ -11,17 +11,13 @@ from typing import TYPE_CHECKING
 
 from ..codex.context_window import context_detail
 from ..codex.permissions import matching_preset
+from .words import plural as plural  # spelled in the leaf module, named here for the front ends
 
 if TYPE_CHECKING:  # light on purpose: every `codexr` command imports this module (bench_startup.py)
     from snapshot_store import RestorePlan, RestoreResult
 
     from ..codex.events import Status, TokenUsage
     from ..session import ThreadSummary
-
-
-def plural(n: int, word: str) -> str:
-    """`1 file`, `2 files`."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def show_path(path: str) -> str:
