@@ -339,7 +339,7 @@ class Capturer:
         self._save_git_listing(c)
         return CaptureResult(id=snap_id, root=c.key, file_count=state.file_count, bytes_hashed=0, bytes_stored=0,
                              seconds=time.perf_counter() - ask.started, unchanged=True, skipped=list(state.skipped),
-                             reused=ask.reuse)
+                             reused=ask.reuse, residue_max_files=ask.settings.residue_max_files)
 
     def _reread_only(self, c: _Ground, ask: _Asked, look: Look) -> CaptureResult | None:
         """Only files the parent captured changed since it, and a walk would cover what the saved one did: those files
@@ -388,7 +388,7 @@ class Capturer:
         return CaptureResult(id=snap_id, root=c.key, file_count=state.file_count, bytes_hashed=captured.bytes_hashed,
                              bytes_stored=sink.bytes_stored, seconds=time.perf_counter() - ask.started,
                              unchanged=not changes, skipped=list(state.skipped), stored_blobs=frozenset(sink.stored),
-                             reused=snap_id == c.parent)
+                             reused=snap_id == c.parent, residue_max_files=ask.settings.residue_max_files)
 
     @staticmethod
     def _reread_ground(c: _Ground, ask: _Asked, old: dict[str, Entry | None]) -> Reread:
