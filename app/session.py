@@ -216,6 +216,10 @@ class Session:
         """The thread `ident` names (its id, or a unique prefix of 4+ characters)."""
         return self.thread_list.resolve_thread(ident)
 
+    def thread_prefixes(self, ids: list[str]) -> dict[str, str]:
+        """Each id's shortest unique prefix among every thread `resolve_thread` matches against."""
+        return self.thread_list.thread_prefixes(ids)
+
     def resume_thread(self, thread_id: str) -> str:
         """Load an existing thread into this Codex process (a no-op if already loaded)."""
         return self.thread_list.resume_thread(thread_id)

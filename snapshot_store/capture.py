@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 #: At most this many changed files are read again on the parent's map without decoding it (`_reread_only`): each is
 #: a search of the parent's records (Repository.entries_at); beyond, the full capture.
 REREAD_MAX = 64
+#: Of the untracked files held back by the recent-file limit, at most this many are named in `skipped` (the count
+#: is CaptureResult.over_limit): a list of every one would cost as much as the files are many.
+OVER_LIMIT_SAMPLE = 20
 
 
 @dataclass
@@ -57,6 +60,10 @@ class CaptureResult:
     stored_blobs: frozenset[bytes] = field(default=frozenset(), repr=False)  # written by this capture
     recovered: Recovery | None = None  # an interrupted restore this capture finished first
     reused: bool = False  # `id` is the workspace's latest snapshot, which holds this map already: nothing written
+    # Untracked files the recent-file limit (`residue_max_files`) held back: how many, and that limit. `skipped`
+    # names at most OVER_LIMIT_SAMPLE of them (there may be 100,000).
+    over_limit: int = 0
+    residue_max_files: int = 0
 
     def as_json(self) -> dict[str, Any]:
         """The stable JSON shape the CLI prints."""
@@ -69,6 +76,7 @@ class CaptureResult:
             "seconds": round(self.seconds, 6),
             "unchanged": self.unchanged,
             "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "over_limit": {"count": self.over_limit, "limit": self.residue_max_files},
             "recovered": self.recovered.as_json() if self.recovered else None,
         }
 
@@ -331,7 +339,7 @@ class Capturer:
         self._save_git_listing(c)
         return CaptureResult(id=snap_id, root=c.key, file_count=state.file_count, bytes_hashed=0, bytes_stored=0,
                              seconds=time.perf_counter() - ask.started, unchanged=True, skipped=list(state.skipped),
-                             reused=ask.reuse)
+                             reused=ask.reuse, residue_max_files=ask.settings.residue_max_files)
 
     def _reread_only(self, c: _Ground, ask: _Asked, look: Look) -> CaptureResult | None:
         """Only files the parent captured changed since it, and a walk would cover what the saved one did: those files
@@ -380,7 +388,7 @@ class Capturer:
         return CaptureResult(id=snap_id, root=c.key, file_count=state.file_count, bytes_hashed=captured.bytes_hashed,
                              bytes_stored=sink.bytes_stored, seconds=time.perf_counter() - ask.started,
                              unchanged=not changes, skipped=list(state.skipped), stored_blobs=frozenset(sink.stored),
-                             reused=snap_id == c.parent)
+                             reused=snap_id == c.parent, residue_max_files=ask.settings.residue_max_files)
 
     @staticmethod
     def _reread_ground(c: _Ground, ask: _Asked, old: dict[str, Entry | None]) -> Reread:
@@ -436,11 +444,14 @@ class Capturer:
         state = found.state
         assert state is not None
         facts = state.map_facts()
+        limit = ask.settings.residue_max_files
         skipped = [*found.skipped, *scope_mod.too_large_skipped(facts.too_large, found.skipped,
-                                                                ask.settings.residue_max_file_bytes)]
+                                                                ask.settings.residue_max_file_bytes),
+                   *scope_mod.over_limit_skipped(state.files, facts.over_limit, limit, OVER_LIMIT_SAMPLE)]
         result = CaptureResult(id="", root=c.key, file_count=facts.file_count,
                                bytes_hashed=found.captured.bytes_hashed, bytes_stored=0, seconds=0.0, unchanged=False,
-                               skipped=skipped, files=state.files, stats=state.stats)
+                               skipped=skipped, files=state.files, stats=state.stats, over_limit=facts.over_limit,
+                               residue_max_files=limit)
         if c.recovered is not None:
             result.recovered = c.recovered
             result.skipped[:0] = [(p, f"interrupted restore: {why}") for p, why in c.recovered.left]

@@ -655,6 +655,21 @@ def too_large_skipped(too_large: Iterable[str], skipped: list[tuple[str, str]], 
     return [(p, reason) for p in sorted(p for p in too_large if p not in listed)]
 
 
+def over_limit_skipped(files: FileMap, count: int, limit: int, sample: int) -> list[tuple[str, str]]:
+    """A few of the untracked files the recent-file limit held back, for the capture's `skipped` report: the first
+    `sample` the map names, sorted (`count`: how many it holds, mapfacts.MapFacts, so no pass when there are none)."""
+    if not count:
+        return []
+    reason = f"{OVER_LIMIT} ({limit} files); not captured"
+    named: list[str] = []
+    for p, e in files.items():  # stops at the sample: a map of 100,000 held-back files is not walked through
+        if e.kind == "x" and e.reason == OVER_LIMIT:
+            named.append(p)
+            if len(named) >= sample:
+                break
+    return [(p, reason) for p in sorted(named)]
+
+
 def _same_dir(de: os.DirEntry[str], ids: frozenset[tuple[int, int]]) -> bool:
     """Is this directory entry one of the protected directories (a bind mount shows their identity)?"""
     try:

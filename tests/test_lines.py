@@ -13,7 +13,7 @@ def test_one_prompt_and_one_file_are_singular_in_threads_and_redo() -> None:
     row = ThreadSummary("t", "first", prompts=3, with_snapshots=2, redo_depth=1, updated=0.0, tracking=True)
     assert thread_counts(row) == "3 prompts, 2/3 with snapshots (1 conversation-only), redo 1"
     assert since_rewind_lines(["a.txt"], 1, "  ") == [
-        "  1 file changed since the rewind (the safety snapshot keeps them):", "    a.txt",
+        "  1 file changed since the rewind (the safety snapshot keeps it):", "    a.txt",
         "  1 prompt sent on this fork since the rewind (it stays as it is)"]
     assert since_rewind_lines([], 0) == []
 

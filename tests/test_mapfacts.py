@@ -34,4 +34,5 @@ def test_the_facts_name_what_a_capture_reports() -> None:
                                "big": SkippedEntry("x", Reason.TOO_LARGE), "n": UnlistedDir("D", Reason.CHURN),
                                "r": SkippedEntry("x", Reason.OVER_LIMIT), "gone": ABSENT}
     facts = MapFacts.of(files, frozenset({"a"}))
-    assert facts == MapFacts(file_count=2, too_large=frozenset({"big"}), unstable=1, outside=frozenset({"b"}))
+    assert facts == MapFacts(file_count=2, too_large=frozenset({"big"}), unstable=1, outside=frozenset({"b"}),
+                             over_limit=1)  # "r": counted, never listed (there may be 100,000)

@@ -261,7 +261,7 @@ def test_a_limit_the_server_cannot_take_means_the_command_runs_here(servers: Ser
     ws.mkdir()
     (ws / "a.txt").write_text("a\n")
     res = servers.run("snapshots", "capture", env={"CODEX_HOME": str(tmp_path / "home")}, cwd=ws)
-    assert res.returncode == 0 and "1 files" in res.stderr + res.stdout, show(res)
+    assert res.returncode == 0 and "1 file, " in res.stderr + res.stdout, show(res)
     assert "refused" in servers.log() and "RLIMIT" not in res.stderr, servers.log()
 
 

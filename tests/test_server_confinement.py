@@ -360,7 +360,7 @@ def test_a_stopped_server_means_the_command_runs_here_and_ctrl_c_ends_the_wait(s
         (ws / "a.txt").write_text("a\n")
         env = {"CODEX_HOME": str(tmp_path / "home"), "CODEXR_SERVER_START_TIMEOUT": "1"}
         res = codexr(servers, "snapshots", "capture", cwd=ws, env=env, timeout=60)
-        assert res.returncode == 0 and "1 files" in res.stderr, show(res)
+        assert res.returncode == 0 and "1 file, " in res.stderr, show(res)
         assert "did not answer" in res.stderr, show(res)
         full = {**os.environ, **servers.env, **env, "CODEXR_SERVER_START_TIMEOUT": "60"}
         proc = subprocess.Popen([sys.executable, "-m", "app", "snapshots", "capture"], cwd=ws, env=full,

@@ -518,7 +518,7 @@ def test_picker_and_redo_fit_80x24_and_60x20(model: ScriptedModel, tmp_path: Pat
         for size, least in (((80, 24), 4), ((60, 20), 2)):
             async def fits(pilot: Pilot[Any], least: int = least) -> None:
                 await opened(pilot)
-                screen = await until_shown(pilot, "prompt 2 · files and conversation", "files: 1 file written")
+                screen = await until_shown(pilot, "prompt 2 · files and conversation", "files: 1 file to write")
                 rows = picker_rows(screen)
                 assert len(rows) >= least and 2 in rows, screen
                 await pilot.press("tab", "tab")  # the modes, then the plan

@@ -83,7 +83,7 @@ def test_the_plan_counts_deletions_as_the_result_will() -> None:
                                          Action("rmdir", "gen", "empty after the rewind")])
     dry = RestoreResult(plan, None, dry_run=True)
     summary = plan_summary(Preview("rewind", dry, dry, {}))
-    assert summary == "files: 0 files written, 1 deleted, 0 left alone, 1 empty directory removed"
+    assert summary == "files: 0 files to write, 1 to delete, 0 to leave alone, 1 empty directory to remove"
     done = RestoreResult(plan, "s" * 64, written=[], deleted=["gen/out.txt"])
     assert files_restored(done) == "0 files written, 1 deleted"
 

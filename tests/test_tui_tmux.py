@@ -391,7 +391,7 @@ def test_small_terminal_picker_rows_and_a_resize_that_keeps_the_bottom(tmux: Tmu
         tmux.keys("Escape", "Escape")
         shown = tmux.wait(lambda s: "prompt 5 · files and conversation" in s and len(rows(s)) >= 4,
                           "the picker with at least 4 prompt rows")
-        assert 5 in rows(shown) and "files: 0 files written, 1 deleted" in shown
+        assert 5 in rows(shown) and "files: 0 files to write, 1 to delete" in shown
         tmux.keys("Tab", "Tab")  # the plan: its step and its diff
         tmux.wait(lambda s: "D delete: f5.txt" in s and "-5" in s, "the plan in view")
         tmux.keys("BTab", "BTab")

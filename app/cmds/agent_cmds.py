@@ -8,8 +8,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..shared.lines import plan_lines, restored_counts, retry_line, show_path, since_rewind_lines, thread_counts
-from ..shared.vocab import CONVERSATION_MODES, RewindMode
+from ..shared.lines import done_lines, plan_lines, retry_line, show_path, since_rewind_lines, thread_counts
+from ..shared.vocab import CONVERSATION_MODES, RewindMode, mode_words
 from .context import Context, UsageError
 from .exits import restore_exit
 from .picks import add_choice_flags, picks_from
@@ -254,8 +254,10 @@ def _threads(ctx: Context, args: argparse.Namespace) -> int:
     from ..shared.times import json_time, screen_time
     with read_threads(ctx, args) as catalog:
         rows = catalog.threads(all_workspaces=args.all)
+        short = catalog.thread_prefixes([r.thread_id for r in rows])
     if ctx.json:
-        ctx.emit([{"thread_id": r.thread_id, "source": r.source, "preview": r.preview, "prompts": r.prompts,
+        ctx.emit([{"thread_id": r.thread_id, "id_prefix": short[r.thread_id], "source": r.source,
+                   "preview": r.preview, "prompts": r.prompts,
                    "prompts_with_snapshots": r.with_snapshots, "conversation_only": r.conversation_only,
                    "redo_depth": r.redo_depth, "updated": json_time(r.updated or None), "tracking": r.tracking,
                    "forked_from": r.forked_from, "rewound_before_prompt": r.rewound_before, "label": r.label,
@@ -264,8 +266,10 @@ def _threads(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     if not rows:
         print("no threads" + ("" if args.all else " in this workspace"))
-    for r in rows:
-        print(f"{r.thread_id}  {screen_time(r.updated or None)}  {r.source:<10}  {thread_counts(r)}  {r.label}")
+    width = max((len(p) for p in short.values()), default=0)
+    for r in rows:  # the full id, then the shortest prefix `--thread` takes for it
+        print(f"{r.thread_id}  {short[r.thread_id]:<{width}}  {screen_time(r.updated or None)}  {r.source:<10}  "
+              f"{thread_counts(r)}  {r.label}")
     return 0
 
 
@@ -344,16 +348,9 @@ def _print_rewind(res: RewindResult) -> None:
             print("the conversation would continue on a fork ending just before that prompt")
         print(f"prompt {res.to_prompt}: {res.prompt}")
         return
-    print(f"thread {res.thread_id}")
-    if res.safety_id:
-        print(f"safety snapshot {res.safety_id}")
-    if res.restore is not None:
-        r = res.restore
-        print(f"files: {restored_counts(r)}")
-        for a in r.left:
-            print(f"  left {show_path(a.path)}  ({a.reason})")
-    elif res.no_snapshot_reason:
-        print(f"files: left as they are ({res.no_snapshot_reason}: conversation only)")
+    headline = f"rewound thread {res.origin_thread} to before prompt {res.to_prompt} ({mode_words(res.mode)})"
+    for line in done_lines(headline, res.thread_id, res.safety_id, res.restore, res.no_snapshot_reason):
+        print(line)
     print(f"prompt {res.to_prompt} (edit and send it again):")
     print(res.prompt)
 
@@ -404,13 +401,9 @@ def _redo(ctx: Context, args: argparse.Namespace) -> int:
                 print(line)
         print(f"redo would return to thread {res.thread_id}")
         return 0
-    print(f"thread {res.thread_id}")
-    if res.safety_id:
-        print(f"safety snapshot {res.safety_id}")
-    if res.restore is not None:
-        print(f"files: {restored_counts(res.restore)}")
-        for a in [*res.restore.left, *res.restore.failed]:
-            print(f"  left {show_path(a.path)}  ({a.reason})")
+    headline = f"redo: back on thread {res.thread_id}, where the rewind started ({mode_words(res.mode)})"
+    for line in done_lines(headline, res.thread_id, res.safety_id, res.restore):
+        print(line)
     if res.thread_id != args.thread:  # the conversation went back to another thread: say how to reach it
         print(f"the conversation is thread {res.thread_id}: go on with `codexr resume {res.thread_id}`, or in the "
               f"official TUI with /resume (`codexr codex resume {res.thread_id}`)")

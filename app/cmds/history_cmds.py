@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..shared.lines import plural
 from .context import Context, UsageError
 
 if TYPE_CHECKING:  # the history modules load in the handlers: every other command skips them (~45 ms)
@@ -96,16 +97,21 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
         sessions = sorted((s for s in cat.sessions.values() if flt.keep(s)), key=lambda s: s.mtime_ns, reverse=True)
         shown = sessions if n == 0 else sessions[:n]
         skipped = asdict(cat.skipped)
+        from ..services.thread_ids import unique_prefixes
+
+        short = unique_prefixes([s.id for s in shown], cat.sessions)  # as `history show ID` resolves them
         if ctx.json:
             ctx.emit({"scope": {"workspace": flt.workspace, "archived": flt.archived}, "total": len(sessions),
-                      "sessions": [session_json(s, cat) for s in shown], "skipped": skipped})
+                      "sessions": [{**session_json(s, cat), "id_prefix": short[s.id]} for s in shown],
+                      "skipped": skipped})
             return 0
         if not sessions:
             where = f"in {flt.workspace}" if flt.workspace else "in any workspace"
             print(f"no sessions {where} (looked in {', '.join(store.roots(flt))}){skipped_note(skipped)}")
             return 0
+        width = max((len(p) for p in short.values()), default=0)
         for s in shown:
-            print(_list_line(s, cat))
+            print(_list_line(s, cat, f"{short[s.id]:<{width}}"))
         if len(shown) < len(sessions):
             print(f"… {len(sessions) - len(shown)} more (-n 0 lists all)")
         note = skipped_note(skipped)
@@ -116,13 +122,14 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
         store.close()
 
 
-def _list_line(s: Session, cat: Catalog) -> str:
+def _list_line(s: Session, cat: Catalog, prefix: str) -> str:
+    """One session: its id and the shortest prefix that names it, time, source, prompts, workspace; its label."""
     from ..history.render import session_json, short_time
     from ..services.thread_label import rewound_before, thread_label
 
     d = session_json(s, cat)
-    bits = [s.id, short_time(d["last_activity"]), s.source_label,
-            f"{d['prompts']} prompt{'' if d['prompts'] == 1 else 's'}"]
+    bits = [s.id, prefix, short_time(d["last_activity"]), s.source_label,
+            plural(d["prompts"], "prompt")]
     if d["snapshots"]:
         bits.append(f"{d['snapshots']} snapshots")
     if s.archived:
@@ -220,7 +227,7 @@ def _show(ctx: Context, args: argparse.Namespace) -> int:
     try:
         if args.prompt is not None and not any(p.number == args.prompt for p in prompts):
             raise UsageError(f"prompt {args.prompt} does not exist (session {sess.id} has "
-                             f"{max([p.number for p in prompts], default=0)} prompts)")
+                             f"{plural(max([p.number for p in prompts], default=0), 'prompt')})")
         if ctx.json:
             doc = conversation_json(sess, cat, prompts)
             if args.prompt is not None:
@@ -277,5 +284,5 @@ def _export(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.json:
         ctx.emit({"session_id": sess.id, "format": args.format, "output": str(out), "prompts": len(prompts)})
     else:
-        print(f"exported session {sess.id} ({len(prompts)} prompts) to {out}")
+        print(f"exported session {sess.id} ({plural(len(prompts), 'prompt')}) to {out}")
     return 0

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from snapshot_store import StoreError
 
 from ..recording.workspace_lock import SessionLock
-from ..shared.lines import human_bytes, plan_lines, show_path
+from ..shared.lines import human_bytes, over_limit_line, plan_lines, plural, show_path
 from .context import Context, UsageError
 from .exits import restore_exit
 from .picks import add_choice_flags, picks_from
@@ -86,10 +86,19 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
     else:
         state = " (no changes since the last snapshot)" if res.unchanged else ""
         print(res.id)
-        print(f"{res.file_count} files, {human_bytes(res.bytes_hashed)} hashed, "
+        print(f"{plural(res.file_count, 'file')}, {human_bytes(res.bytes_hashed)} hashed, "
               f"{human_bytes(res.bytes_stored)} stored, {res.seconds:.2f} s{state}", file=sys.stderr)
+        from snapshot_store.reasons import Reason
+
+        held = [p for p, why in res.skipped if why.startswith(Reason.OVER_LIMIT)]  # a sample of them (store's)
         for path, reason in res.skipped:
-            print(f"  skipped {show_path(path)}: {reason}", file=sys.stderr)
+            if not reason.startswith(Reason.OVER_LIMIT):
+                print(f"  skipped {show_path(path)}: {reason}", file=sys.stderr)
+        if res.over_limit:
+            print(f"codexr: {over_limit_line(res.over_limit, res.residue_max_files)}", file=sys.stderr)
+            more = res.over_limit - len(held[:3])
+            print(f"  e.g. {', '.join(show_path(p) for p in held[:3])}" + (f" and {more:,} more" if more else ""),
+                  file=sys.stderr)
     if ctx.auto_gc() and store.auto_gc_due():
         try:
             from snapshot_store.maint.gc import maybe_auto_gc
@@ -116,7 +125,7 @@ def _list(ctx: Context, args: argparse.Namespace) -> int:
     for i in infos:
         where = f"  {show_path(i.root)}" if args.all else ""
         label = f"  {i.label}" if i.label else ""
-        print(f"{i.id[:12]}  {when(i.created)}  {i.kind:<8} {i.file_count:>6} files{label}{where}")
+        print(f"{i.id[:12]}  {when(i.created)}  {i.kind:<8} {plural(i.file_count, 'file'):>12}{label}{where}")
     return 0
 
 

@@ -123,6 +123,7 @@ class TokenUsage:
     last_total: int
     thread_total: int
     context_window: int | None = None  # the model's context window, as Codex reports it
+    turn_total: int | None = None  # every request of this turn so far (services/usage.py; None: not reckoned)
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,9 @@ class Recorder:
 
     def __init__(self, store: Store, sidecars: Sidecars, cwd: Path, scope: ScopeSettings, tracking: bool) -> None:
         self.store, self.sidecars, self.cwd, self.scope, self.tracking = store, sidecars, cwd, scope, tracking
+        #: (count, limit) of the untracked files the last capture held back by the recent-file limit: front ends say
+        #: it (a restore's plan said it first, long after).
+        self.over_limit: tuple[int, int] = (0, 0)
 
     def sidecar(self, thread_id: str) -> ThreadSidecar:
         """The thread's sidecar, created (untracked turns and all) if codexr never saw it."""
@@ -90,9 +93,11 @@ class Recorder:
             return None
         # The thread's latest snapshot is passed, not decoded here: when it is the workspace's latest too (no other
         # capture since), the capture grows from it and an unchanged tree decodes no manifest.
-        return self.store.at(self.cwd).capture_thread_summary(
+        res = self.store.at(self.cwd).capture_thread_summary(
             known_paths=side.agent_touched, thread_latest=side.latest_snapshot(), label=label, scope=self.scope,
-            kind=kind).id
+            kind=kind)
+        self.over_limit = (res.over_limit, res.residue_max_files)
+        return res.id
 
     def begin(self, side: ThreadSidecar, text: str) -> tuple[str | None, float]:
         """The pre-turn capture (committed before the turn is sent) and the seconds it took."""

@@ -23,6 +23,7 @@ from ..recording.workspace_lock import SessionLock
 from ..services.choices import Choices
 from ..services.threads import Prompt, Threads
 from ..shared.vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
+from ..shared.words import plural
 from .flow import Files, Place, RedoPreview, RedoSteps, RewindPreview, RewindSteps, preview, run
 from .owners import Decision, owner_rule, redo_rule
 from .picks import Picks
@@ -111,7 +112,7 @@ class Rewinder:
         if isinstance(to, int) or str(to).isdigit():
             n = int(to)
             if not 1 <= n <= len(prompts):
-                raise SessionError(f"prompt {n} does not exist (the thread has {len(prompts)} prompts)")
+                raise SessionError(f"prompt {n} does not exist (the thread has {plural(len(prompts), 'prompt')})")
             return prompts[n - 1]
         for p in prompts:
             if p.turn_id == to:

@@ -55,10 +55,12 @@ from ..session import (
     SessionOptions,
     ThreadSummary,
 )
+from ..shared.lines import over_limit_line
 from ..shared.vocab import CONVERSATION_MODES, RewindMode
 from . import changes
 from .init_prompt import init_prompt
 from .review_target import review_target
+from .usage import TurnUsage
 
 Emit = Callable[[Any], None]
 # A pipe closes a moment before its process can be reaped; seconds a Codex whose pipe closed is given to end.
@@ -131,6 +133,8 @@ class Driver:
         self._prompt_count = 0
         self._last_capture: tuple[float, float] | None = None
         self._context: tuple[int, int] | None = None  # (tokens of the last request, window) of the current thread
+        self._usage = TurnUsage()  # each turn's tokens (their sum) and the context after it
+        self._said_over_limit = False  # the untracked files beyond the recent-file limit were named this session
         self._closed = False
         self._runner: threading.Thread | None = None
         # threads whose edits the user accepted "for this session": Codex would ask again for another file
@@ -310,6 +314,8 @@ class Driver:
                     self._running = (thread, str(tid))  # Esc interrupts it like a prompt's turn
                 item = params.get("item") if isinstance(params.get("item"), dict) else {}
                 for ev in notification_events(method, params, cwd):
+                    if isinstance(ev, TokenUsage):
+                        ev = self._usage.seen(ev)
                     if review and isinstance(ev, AgentDelta | AgentMessage) and (
                             method == "item/agentMessage/delta" or (item or {}).get("type") == "agentMessage"):
                         continue  # the reviewer's raw answer (JSON): the review shows from exitedReviewMode
@@ -365,8 +371,10 @@ class Driver:
                     turn = params.get("turn") or {}
                     self._running = (thread, str(turn.get("id") or ""))
                 for ev in notification_events(method, params, cwd):
-                    if isinstance(ev, TokenUsage) and ev.context_window:
-                        self._context = (ev.last_total, ev.context_window)
+                    if isinstance(ev, TokenUsage):
+                        ev = self._usage.seen(ev)
+                        if ev.context_window:
+                            self._context = (ev.last_total, ev.context_window)
                     self.emit(ev)
 
             try:
@@ -394,6 +402,10 @@ class Driver:
             if running:
                 self.emit(Notice(f"{running} background terminal{'s' if running != 1 else ''} running · /ps to view"
                                  " · /stop to close", "warning"))
+            held, limit = s.recorder.over_limit
+            if held and not self._said_over_limit:  # once a session: it holds until the files are added or the limit
+                self._said_over_limit = True        # raised, and a line each turn would drown the transcript
+                self.emit(Notice(over_limit_line(held, limit), "warning"))
             if outcome.error and not s.codex_alive():
                 self._after_failure(outcome.error)
 
@@ -526,8 +538,10 @@ class Driver:
             tid = s.resume_thread(thread_id)
             s.mark_used(tid)
             events = self.transcript(tid)
-            if tid != self.thread_id:
-                self._context = None  # Codex reports a thread's usage with its next model response
+            if tid != self.thread_id:  # Codex reports a thread's usage with its next model response: until then, the
+                # context after its last prompt's turn, when that turn ran here (a rewind's fork, a redo's original)
+                last = next((e.turn_id for e in reversed(events) if isinstance(e, UserPrompt)), None)
+                self._context = self._usage.context_after(last)
             self.thread_id, self._unopened = tid, None
             self._prompt_count = sum(1 for e in events if isinstance(e, UserPrompt))
             self.emit(ThreadLoaded(tid, tuple(events), reason, composer))

@@ -95,6 +95,25 @@ class ThreadCatalog:
     def __init__(self, call: RawCall, sidecars: Sidecars, last: LastThread, cwd: Path) -> None:
         self.call, self.sidecars, self.last, self.cwd = call, sidecars, last, cwd
 
+    def resolve_thread(self, ident: str) -> str:
+        """The thread `ident` names: its id, or a unique prefix of 4+ characters of a thread Codex lists (any
+        workspace, every source kind, archived too) or codexr keeps a sidecar for (a fork before its first prompt)."""
+        from .thread_ids import resolve_thread_id
+
+        return resolve_thread_id(ident, self.known_ids)
+
+    def known_ids(self) -> list[str]:
+        """Every thread id a prefix is matched against: what Codex lists (any workspace, archived too) and every
+        thread codexr keeps a sidecar for."""
+        listed = self._list_threads({"limit": 200}) + self._list_threads({"limit": 200, "archived": True})
+        return [str(t["id"]) for t in listed] + self.sidecars.ids()
+
+    def thread_prefixes(self, ids: list[str]) -> dict[str, str]:
+        """Each id's shortest unique prefix among every thread `resolve_thread` matches against."""
+        from .thread_ids import unique_prefixes
+
+        return unique_prefixes(ids, self.known_ids())
+
     def last_thread(self) -> str | None:
         """The thread the user last used in this workspace (last prompt sent or switched to).
 

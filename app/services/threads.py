@@ -40,17 +40,6 @@ class Threads(ThreadCatalog):
         self.started.add(str(resp.thread.id))
         return str(resp.thread.id)
 
-    def resolve_thread(self, ident: str) -> str:
-        """The thread `ident` names: its id, or a unique prefix of 4+ characters of a thread Codex lists (any
-        workspace, every source kind, archived too) or codexr keeps a sidecar for (a fork before its first prompt)."""
-        from .thread_ids import resolve_thread_id
-
-        def known() -> list[str]:
-            listed = self._list_threads({"limit": 200}) + self._list_threads({"limit": 200, "archived": True})
-            return [str(t["id"]) for t in listed] + self.sidecars.ids()
-
-        return resolve_thread_id(ident, known)
-
     def resume_thread(self, thread_id: str) -> str:
         """Load an existing thread into this Codex process (a no-op if already loaded).
 

@@ -11,17 +11,13 @@ from typing import TYPE_CHECKING
 
 from ..codex.context_window import context_detail
 from ..codex.permissions import matching_preset
+from .words import plural as plural  # spelled in the leaf module, named here for the front ends
 
 if TYPE_CHECKING:  # light on purpose: every `codexr` command imports this module (bench_startup.py)
     from snapshot_store import RestorePlan, RestoreResult
 
-    from ..codex.events import Status
+    from ..codex.events import Status, TokenUsage
     from ..session import ThreadSummary
-
-
-def plural(n: int, word: str) -> str:
-    """`1 file`, `2 files`."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def show_path(path: str) -> str:
@@ -57,7 +53,7 @@ def status_lines(s: Status) -> list[str]:
         *settings_lines(s),
         f"workspace: {s.workspace}",
         f"thread: {s.thread_id or '(none yet: the next prompt starts one)'}",
-        f"file tracking: {'on' if s.tracking else 'off'} · {s.tracked_files} files tracked · store "
+        f"file tracking: {'on' if s.tracking else 'off'} · {plural(s.tracked_files, 'file')} tracked · store "
         f"{human_bytes(s.store_bytes)}",
     ]
     if s.last_capture_at is not None:
@@ -80,6 +76,22 @@ def thread_counts(t: ThreadSummary) -> str:
     return f"{prompts}, {cover}{redo}"
 
 
+def over_limit_line(count: int, limit: int) -> str:
+    """Untracked files a capture held back by the recent-file limit, said where it happens (a later restore's plan
+    said it first): `3,900 untracked files beyond `file_snapshots.residue_max_files` (100) not captured: …`."""
+    files = "file" if count == 1 else "files"
+    return (f"{count:,} untracked {files} beyond `file_snapshots.residue_max_files` ({limit}) not captured: add "
+            f"{'it' if count == 1 else 'them'} to Git or raise the limit")
+
+
+def turn_tokens(usage: TokenUsage) -> str:
+    """A turn's tokens as its end line says them: every request of the turn summed, and the thread's total
+    (`13,811 tokens this turn (thread 27,967)`); only the thread's when the turn's sum is not known (an old log)."""
+    if usage.turn_total is None:
+        return f"thread {usage.thread_total:,} tokens"
+    return f"{usage.turn_total:,} tokens this turn (thread {usage.thread_total:,})"
+
+
 def retry_line(message: str, details: str = "") -> str:
     """Codex retrying a failing provider by itself: `Codex retries: Reconnecting... 2/5 (details)`."""
     text = " ".join(message.split()) or "retrying"
@@ -91,7 +103,9 @@ def since_rewind_lines(changed: list[str], turns: int, indent: str = "") -> list
     """What a redo would overwrite: the files changed since the rewind, and the prompts sent on the fork since."""
     out = []
     if changed:
-        out.append(f"{indent}{plural(len(changed), 'file')} changed since the rewind (the safety snapshot keeps them):")
+        them = "it" if len(changed) == 1 else "them"
+        out.append(f"{indent}{plural(len(changed), 'file')} changed since the rewind "
+                   f"(the safety snapshot keeps {them}):")
         out += [f"{indent}  {show_path(p)}" for p in changed]
     if turns:
         out.append(f"{indent}{plural(turns, 'prompt')} sent on this fork since the rewind (it stays as it is)")
@@ -102,6 +116,21 @@ def restored_counts(res: RestoreResult) -> str:
     """What a restore, rewind or redo did to the files, as line mode says it: `2 written, 1 deleted, 0 left
     alone`."""
     return f"{len(res.written)} written, {len(res.deleted)} deleted, {len(res.left)} left alone"
+
+
+def done_lines(headline: str, thread_id: str, safety_id: str | None, res: RestoreResult | None,
+               no_snapshot_reason: str | None = None) -> list[str]:
+    """What a rewind or a redo did, as `codexr rewind` and `codexr redo` print it alike: what happened, the thread to
+    go on with, the safety snapshot, the files' counts and each file left alone (failed ones too) with its reason."""
+    out = [headline, f"thread {thread_id}"]
+    if safety_id:
+        out.append(f"safety snapshot {safety_id}")
+    if res is not None:
+        out.append(f"files: {restored_counts(res)}")
+        out += [f"  left {show_path(a.path)}  ({a.reason})" for a in res.left]  # `left` holds the failed too
+    elif no_snapshot_reason:
+        out.append(f"files: left as they are ({no_snapshot_reason}: conversation only)")
+    return out
 
 
 def some_paths(paths: Sequence[str], shown: int = 3) -> str:

@@ -76,6 +76,7 @@ from .lines import (
     since_rewind_lines,
     status_lines,
     thread_counts,
+    turn_tokens,
 )
 from .vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
 
@@ -296,7 +297,7 @@ class Printer:
         self.at_line_start = True
         self.streamed: set[str] = set()
         self.started_commands: set[str] = set()
-        self.tokens: int | None = None
+        self.tokens: TokenUsage | None = None  # the turn's latest usage
 
     def write(self, text: str) -> None:
         """Raw text, flushed at once (deltas show as they arrive)."""
@@ -349,7 +350,7 @@ class Printer:
         elif isinstance(ev, ErrorNotice):
             self.line(f"warning: {retry_line(clean(ev.message))}" if ev.will_retry else f"error: {clean(ev.message)}")
         elif isinstance(ev, TokenUsage):
-            self.tokens = ev.last_total
+            self.tokens = ev
         elif isinstance(ev, TurnFinished):
             self._turn_finished(ev)
         elif isinstance(ev, ApprovalDecided):
@@ -397,7 +398,7 @@ class Printer:
         parts = [f"turn {ev.status}", f"{ev.seconds:.1f} s",
                  f"{plural(len(ev.files), 'file')} changed"]
         if self.tokens is not None:
-            parts.append(f"{self.tokens} tokens")
+            parts.append(turn_tokens(self.tokens))
         self.tokens = None
         self.streamed.clear()
         self.started_commands.clear()
@@ -431,7 +432,8 @@ def status_line(s: Status) -> str:
     parts = [f"model {s.model}"] if s.model else []
     parts += [f"workspace {show_path(s.workspace)}",
              f"thread {short_thread(s.thread_id) if s.thread_id else '(none yet)'}",
-             f"tracking {'on' if s.tracking else 'off'}" + (f" ({s.tracked_files} files)" if s.tracking else "")]
+             f"tracking {'on' if s.tracking else 'off'}"
+             + (f" ({plural(s.tracked_files, 'file')})" if s.tracking else "")]
     return ", ".join(parts)
 
 

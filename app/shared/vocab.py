@@ -21,6 +21,11 @@ class RewindMode(StrEnum):
         return {"both": "files and conversation", "files": "files only", "conversation": "conversation only"}[self]
 
 
+def mode_words(mode: str) -> str:
+    """A mode's words, or the mode as stored when it is none of ours (read back from a sidecar: never refused)."""
+    return RewindMode(mode).words if mode in RewindMode._value2member_map_ else mode
+
+
 FILE_MODES = (RewindMode.BOTH, RewindMode.FILES)
 """The modes that restore the workspace (a mode read back from a sidecar is compared, never converted)."""
 CONVERSATION_MODES = (RewindMode.BOTH, RewindMode.CONVERSATION)

@@ -32,6 +32,7 @@ from ..codex.events import (
     UserPrompt,
 )
 from ..codex.translate import short_command
+from ..shared.lines import turn_tokens
 from .diffview import DiffView, stat_label
 
 if TYPE_CHECKING:  # Textual's Markdown (markdown-it) loads with the first answer, not before the first frame
@@ -354,7 +355,7 @@ def _turn_line(ev: TurnFinished, usage: TokenUsage | None, stable: bool = False)
     if not stable:
         line.append(f" in {ev.seconds:.1f}s", style="dim")
     if usage is not None and not stable:
-        line.append(f" · {usage.last_total:,} tokens (thread {usage.thread_total:,})", style="dim")
+        line.append(f" · {turn_tokens(usage)}", style="dim")
     if ev.error:
         line.append(f"\n   ! {ev.error}")
     if ev.capture_error:

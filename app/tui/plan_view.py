@@ -33,7 +33,8 @@ def plan_actions(preview: Preview) -> list[Action]:
 
 
 def plan_summary(preview: Preview) -> str:
-    """`files: 2 written, 1 deleted, 3 left alone` for the dry run — counted as the result will count them.
+    """`files: 2 files to write, 1 to delete, 3 to leave alone` for the dry run (nothing is written yet) — counted as
+    the result will count them.
 
     Directories emptied by the rewind are named apart: the result's "deleted" counts files only.
     """
@@ -45,12 +46,13 @@ def plan_summary(preview: Preview) -> str:
     notes = "".join(f"\nnote: {n}" for n in preview.restore.plan.notes) if preview.restore else ""
     if not acts:
         return "files: the workspace already matches — nothing to write or delete" + notes
-    gone = f", {dirs} empty director{'y' if dirs == 1 else 'ies'} removed" if dirs else ""
+    gone = f", {dirs} empty director{'y' if dirs == 1 else 'ies'} to remove" if dirs else ""
     kinds = [kind_of(a.reason) for a in acts]
     ruled = [f"{n} {word}" for n, word in ((kinds.count("kept"), "of yours kept"), (kinds.count("merged"), "merged"),
                                           (kinds.count("conflict"), "in conflict (kept: Space to choose)")) if n]
     ruled_line = f"\n{', '.join(ruled)}" if ruled else ""
-    return f"files: {plural(written, 'file')} written, {deleted} deleted, {left} left alone{gone}" + ruled_line + notes
+    return (f"files: {plural(written, 'file')} to write, {deleted} to delete, {left} to leave alone{gone}" + ruled_line
+            + notes)
 
 
 class PlanView(Vertical):

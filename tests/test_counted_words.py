@@ -1,0 +1,73 @@
+"""Issue 36 §10: counted words agree with their number, a preview speaks of what is still to do, and `codexr redo`
+prints what it did as `codexr rewind` does (one summary, app/shared/lines.py's `done_lines`)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_cli_agent import Cli, show, three_prompts
+
+from app.codex.scripted_model import ScriptedModel, write_codex_home
+from app.shared.lines import since_rewind_lines
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    """`codexr` in a subprocess against the real Codex and the scripted model (as test_cli_agent.py's)."""
+    tmp = Path(os.path.realpath(tmp_path))
+    (tmp / "ws").mkdir()
+    with ScriptedModel() as model:
+        yield Cli(model, tmp, tmp / "codex-home", tmp / "ws", write_codex_home(tmp / "codex-home", model.base_url))
+
+
+def test_one_file_changed_since_the_rewind_is_kept_as_it() -> None:
+    """The redo's warning said "1 file changed … (the safety snapshot keeps them)"."""
+    assert since_rewind_lines(["a.txt"], 0) == ["1 file changed since the rewind (the safety snapshot keeps it):",
+                                                 "  a.txt"]
+    assert since_rewind_lines(["a.txt", "b.txt"], 0)[0].endswith("(the safety snapshot keeps them):")
+
+
+def test_the_pickers_preview_says_what_is_still_to_write() -> None:
+    """The preview said "2 files written" before anything was written."""
+    from app.services.driver import Preview
+    from app.tui.plan_view import plan_summary
+    from snapshot_store.restore import Action, RestorePlan, RestoreResult
+
+    plan = RestorePlan("/ws", "t" * 64, [Action("write", "a.txt", "changed by the agent"),
+                                         Action("delete", "gen/out.txt", "absent in the snapshot"),
+                                         Action("rmdir", "gen", "empty after the rewind")])
+    dry = RestoreResult(plan, None, dry_run=True)
+    assert plan_summary(Preview("rewind", dry, dry, {})) == (
+        "files: 1 file to write, 1 to delete, 0 to leave alone, 1 empty directory to remove")
+
+
+def test_one_file_and_one_prompt_are_singular_on_the_command_line(cli: Cli) -> None:
+    """`snapshots capture` said "1 files, 4 B hashed", `history export` "(1 prompts)"."""
+    (cli.ws / "only.txt").write_text("one\n")
+    cap = cli.ok("snapshots", "capture")
+    assert re.search(r"^1 file, 4 B hashed, ", cap.stderr, re.M), show(cap)
+    one, _o, _t = cli.seed(["a single prompt"])
+    out = cli.tmp / "one.md"
+    exp = cli.ok("history", "export", one, "--output", str(out))
+    assert f"exported session {one} (1 prompt) to {out}" in exp.stdout, show(exp)
+
+
+def test_redo_says_what_it_did_as_rewind_does(cli: Cli) -> None:
+    """`redo --yes` printed ids where `rewind --yes` printed what it did: both now print the same summary, headed by
+    what happened."""
+    t, _turns, _trees = three_prompts(cli)
+    rew = cli.ok("rewind", "--thread", t, "--to", "2", "--yes")
+    lines = rew.stdout.splitlines()
+    assert lines[0] == f"rewound thread {t} to before prompt 2 (files and conversation)", show(rew)
+    fork = lines[1].removeprefix("thread ")
+    assert re.fullmatch(r"safety snapshot [0-9a-f]{64}", lines[2]) and lines[3].startswith("files: "), show(rew)
+    red = cli.ok("redo", "--thread", fork, "--yes")
+    lines = red.stdout.splitlines()
+    assert lines[0] == f"redo: back on thread {t}, where the rewind started (files and conversation)", show(red)
+    assert lines[1] == f"thread {t}", show(red)
+    assert re.fullmatch(r"safety snapshot [0-9a-f]{64}", lines[2]), show(red)
+    assert lines[3] == "files: 3 written, 0 deleted, 0 left alone", show(red)
