@@ -607,7 +607,7 @@ def test_usage_errors_are_one_line(cli: Cli) -> None:
         ("-c", "file_snapshots.residue_max_files=-1", "exec", "hello"),
     )
     assert_one_line_error(to0, "prompt 0")
-    assert_one_line_error(to99, "prompt 99", "1 prompts")
+    assert_one_line_error(to99, "prompt 99", "(the thread has 1 prompt)")
     assert_one_line_error(bad_turn, "not-a-turn-of-this-thread")
     assert_one_line_error(exec_unknown, UNKNOWN_THREAD)
     assert_one_line_error(rewind_unknown, UNKNOWN_THREAD)

@@ -200,15 +200,18 @@ def test_codexr_codex_serves_only_the_tui_it_started(tmux: Tmux, tmp_path: Path)
         tmux.start(f"cd {shlex.quote(str(ws))} && env -u COLUMNS -u LINES {assign} "
                    f"{shlex.quote(sys.executable)} -m app.cli codex")
         app_servers = lambda: [p for p, cmd in in_workspace(ws) if " app-server " in cmd]  # noqa: E731
-        tmux.wait(lambda _s: len(app_servers()) == 1, "the app-server codexr starts for its TUI")
-        (remote,) = [m for _, cmd in in_workspace(ws) if (m := re.search(r"--remote unix://(\S+)", cmd))]
-        url = f"unix://{remote.group(1)}"
+        # the TUI's socket, by path: a process the TUI forks shows the same command line for a moment (seen under load)
+        remotes = lambda: {m.group(1) for _, cmd in in_workspace(ws)  # noqa: E731
+                           if (m := re.search(r"--remote unix://(\S+)", cmd))}
+        tmux.wait(lambda _s: len(app_servers()) == 1 and len(remotes()) == 1, "the app-server for the TUI, its socket")
+        (socket_path,) = remotes()
+        url = f"unix://{socket_path}"
         for headers in [(), (("Origin", "null"),), (("Origin", "https://evil.example"),)]:
             status, body = handshake(url, *headers)
             assert status == 403, (headers, status, body)
             assert ("Origin" if headers else "not the client codexr started") in body, body
         assert len(app_servers()) == 1, in_workspace(ws)
-        log = Path(remote.group(1)).with_name("app-server.log").read_text()
+        log = Path(socket_path).with_name("app-server.log").read_text()
         assert log.count("codexr: refused a connection (403)") == 3, log
     tmux.kill()
     deadline = time.monotonic() + WAIT_S
