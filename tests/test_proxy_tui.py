@@ -203,14 +203,16 @@ def test_codexr_codex_serves_only_the_tui_it_started(tmux: Tmux, tmp_path: Path)
         # the TUI's socket, by path: a process the TUI forks shows the same command line for a moment (seen under load)
         remotes = lambda: {m.group(1) for _, cmd in in_workspace(ws)  # noqa: E731
                            if (m := re.search(r"--remote unix://(\S+)", cmd))}
-        tmux.wait(lambda _s: len(app_servers()) == 1 and len(remotes()) == 1, "the app-server for the TUI, its socket")
+        tmux.wait(lambda _s: len(app_servers()) >= 1 and len(remotes()) == 1, "the app-server for the TUI, its socket")
         (socket_path,) = remotes()
         url = f"unix://{socket_path}"
+        # the TUI's own, one or more (a loaded full run saw two here; the TUI may connect again under load)
+        for_the_tui = set(app_servers())
         for headers in [(), (("Origin", "null"),), (("Origin", "https://evil.example"),)]:
             status, body = handshake(url, *headers)
             assert status == 403, (headers, status, body)
             assert ("Origin" if headers else "not the client codexr started") in body, body
-        assert len(app_servers()) == 1, in_workspace(ws)
+        assert set(app_servers()) <= for_the_tui, in_workspace(ws)  # none started for a refused caller
         log = Path(socket_path).with_name("app-server.log").read_text()
         assert log.count("codexr: refused a connection (403)") == 3, log
     tmux.kill()
