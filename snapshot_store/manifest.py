@@ -251,9 +251,14 @@ class SnapshotRecord:
             pieces.append(json.dumps(part, separators=(",", ":"), sort_keys=True)[1:-1].encode("ascii"))
         del paths
         pieces.append(b"}," + rest[1:])
-        raw = b"".join(pieces)
+        # Fed to the compressor piece by piece, with the text's length in the frame header as a one-shot compress
+        # writes it: joined first, the text was a second copy of itself at the capture's peak (~30 MB of its ~200 MB
+        # in the cold capture of 100,000 files, memray). One frame either way; readers are unchanged.
+        stream = zstandard.ZstdCompressor(level=9).compressobj(size=sum(map(len, pieces)))
+        out = [stream.compress(piece) for piece in pieces]
         del pieces
-        return zstandard.ZstdCompressor(level=9).compress(raw)
+        out.append(stream.flush())
+        return b"".join(out)
 
     @classmethod
     def decode(cls, snap_id: str, data: bytes) -> SnapshotRecord:

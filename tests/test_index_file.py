@@ -232,3 +232,28 @@ def test_the_per_path_half_written_in_pieces_is_the_one_marshal_of_its_entries(t
         body = payload(parts[1])
         assert body is not None and bytes(body) == marshal.dumps(entries, 2)
         assert WorkspaceIndex(tmp_path / f"{n}.index").stat.entries == entries
+
+
+def test_a_capturer_released_before_gc_left_its_index_saved_and_captures_on(ws: Path, tmp_path: Path) -> None:
+    """`snapshots capture` lets the capture's indexes go before its automatic gc (Capturer.release, memory): what
+    the next capture in the same process, and in the next one, goes on from is the saved index, read again: an
+    unchanged workspace reads no file, and a change is found and read."""
+    for rel, text in FILES.items():
+        write(ws, rel, text)
+    age_tree(ws)
+    store_dir = tmp_path / "store"
+    with Store.open(store_dir) as s:
+        first = s.at(ws).capture_summary(scope=WIDE)
+        s.capturer.release()
+        again = s.at(ws).capture_summary(scope=WIDE)
+        assert (again.bytes_hashed, again.unchanged) == (0, True)
+        write(ws, "src/m3.py", "value = 'changed'\n")
+        time.sleep(0.3)  # past the racy-timestamp window (age_tree would change every file's ctime)
+        changed = s.at(ws).capture_summary(scope=WIDE)
+        assert changed.bytes_hashed == len("value = 'changed'\n") and not changed.unchanged
+        s.capturer.release()
+    with Store.open(store_dir) as s:
+        later = s.at(ws).capture_summary(scope=WIDE)
+    assert (later.bytes_hashed, later.unchanged) == (0, True)
+    assert first.id != changed.id
+    assert_true_contents(store_dir, ws, later.id)

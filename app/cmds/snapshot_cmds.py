@@ -100,6 +100,8 @@ def _capture(ctx: Context, args: argparse.Namespace) -> int:
             print(f"  e.g. {', '.join(show_path(p) for p in held[:3])}" + (f" and {more:,} more" if more else ""),
                   file=sys.stderr)
     if ctx.auto_gc() and store.auto_gc_due():
+        del res  # its per-path stats, and the capture's indexes and listings: not held beside gc's own peak
+        store.capturer.release()
         try:
             from snapshot_store.maint.gc import maybe_auto_gc
 
