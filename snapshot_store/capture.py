@@ -136,7 +136,7 @@ class Capturer:
     def release(self) -> None:
         """Done capturing in this process (a one-shot command): what only a next capture here would reuse goes (the
         unwatched workspaces' indexes, saved first; the Git listings), so an automatic gc that follows does not hold
-        its own peak beside the capture's (memray: ~230 MB -> see bench/README's memory rows at 100,000 files)."""
+        its own peak beside the capture's (a new store's first capture of 100,000 files: 281 -> 236 MB peak RSS)."""
         self.detect.release()
         self._git.clear()
 
