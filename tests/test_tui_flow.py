@@ -446,3 +446,34 @@ def test_esc_on_a_command_that_runs_on_says_so_and_stop_ends_it(model: ScriptedM
     drive(app, scenario)
     wait_gone(cmd)
     assert not (opts.cwd / "late-tui.txt").exists()
+
+
+def test_ctrl_u_deletes_to_the_start_of_the_line_however_it_wraps() -> None:
+    """Issue 36: Ctrl+U was the TextArea's own, which stops at the start of the row on screen: a prompt that wraps
+    (a long one a rewind put back) was never cleared. Now it deletes to the start of the line, as readline and the
+    official Codex TUI do, and at a line's start the newline before it; /help lists it (one registry)."""
+    from app.tui.actions import BY_ID
+    from app.tui.help_screen import help_rows
+
+    app = ComposerHost()
+    long = "a long prompt put back by a rewind, " * 4  # wraps over three rows at 60 columns
+
+    async def main() -> None:
+        async with app.run_test(size=(60, 14)) as pilot:
+            composer = app.query_one(Composer)
+            composer.set_text(long.strip())
+            await pilot.pause()
+            assert composer.area.wrapped_document.height > 1  # it does wrap
+            await pilot.press("ctrl+u")
+            await until(pilot, lambda: composer.text == "", "Ctrl+U to clear the wrapped line")
+            composer.set_text("first line\nsecond line")
+            await pilot.press("left", "left", "left", "left", "ctrl+u")  # the cursor before "line"
+            await until(pilot, lambda: composer.text == "first line\nline", "the line's start to go")
+            await pilot.press("ctrl+u")  # at the line's start: the newline before it
+            await until(pilot, lambda: composer.text == "first lineline", "the newline to go")
+            await pilot.press("end", "ctrl+u")
+            await until(pilot, lambda: composer.text == "", "the rest to go")
+
+    asyncio.run(main())
+    assert BY_ID["delete_to_line_start"].key == "ctrl+u"
+    assert any(key == "ctrl+u" for _title, rows in help_rows({}) for key, *_ in rows)

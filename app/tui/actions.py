@@ -82,6 +82,9 @@ ACTIONS: tuple[Action, ...] = (
     Action("history_next", "down", "Next prompt from history (cursor on the last line)", scope="composer",
            priority=True, show=False),
     Action("complete", "tab", "Accept the highlighted completion", scope="composer", priority=True, show=False),
+    Action("delete_to_line_start", "ctrl+u", "Delete from the cursor to the start of its line, however the line wraps "
+           "(at a line's start: the newline before it; a selection: the selection)", scope="composer", priority=True,
+           show=False),
     # ---- transcript (block cursor)
     Action("cursor_up", "up,k,ctrl+up,alt+up", "Previous block", scope="transcript", show=False),
     Action("cursor_down", "down,j,ctrl+down,alt+down", "Next block", scope="transcript", show=False),

@@ -319,6 +319,23 @@ class Composer(Vertical):
         """Insert a newline at the cursor."""
         self._after_typed_keys(lambda: self.area.insert("\n"))
 
+    def action_delete_to_line_start(self) -> None:
+        """Ctrl+U, as readline and the official Codex TUI: the TextArea's own Ctrl+U stopped at the start of the
+        wrapped row on screen, so a long prompt (one put back by a rewind) was never cleared."""
+        self._after_typed_keys(self._delete_to_line_start)
+
+    def _delete_to_line_start(self) -> None:
+        area = self.area
+        start, end = area.selection
+        if start != end:  # a selection goes, as a key typed over it would
+            area.delete(start, end)
+            return
+        row, col = end
+        if col > 0:
+            area.delete((row, 0), (row, col))
+        elif row > 0:  # at the start of a line: join it to the line before, so Ctrl+U again goes on clearing
+            area.delete((row - 1, len(area.document.get_line(row - 1))), (row, 0))
+
     def action_complete(self) -> None:
         """Accept the highlighted completion (Tab moves focus when none is open)."""
         if not self._completing:
