@@ -198,10 +198,11 @@ def test_rewind_from_esc_esc_then_redo_through_the_main_app(model: ScriptedModel
         assert f"thread {short_thread(fork)}" in status and "↷ redo 1" in status
         assert status_thread(text) != shown_origin  # a user can tell the fork from the thread it left
         assert app.composer.text == "flow-two please" and app.focused is app.composer.area
+        assert app.composer.area.selected_text == "flow-two please"  # put back selected: typing replaces it
         assert (ws / "a.txt").read_text() == "one\n" and not (ws / "b.txt").exists()
 
-        app.composer.set_text("/redo")
-        await pilot.press("enter")
+        # Issue 36: typed after the put-back prompt, `/redo` became "flow-two please/redo", sent to the agent
+        await pilot.press("/", "r", "e", "d", "o", "enter")
         await until(pilot, lambda: isinstance(app.screen, RedoDialog), "the redo dialog")
         dialog = app.screen
         assert isinstance(dialog, RedoDialog)
@@ -477,3 +478,24 @@ def test_ctrl_u_deletes_to_the_start_of_the_line_however_it_wraps() -> None:
     asyncio.run(main())
     assert BY_ID["delete_to_line_start"].key == "ctrl+u"
     assert any(key == "ctrl+u" for _title, rows in help_rows({}) for key, *_ in rows)
+
+
+def test_a_prompt_put_back_by_a_rewind_is_replaced_by_typing_and_kept_by_an_arrow_key() -> None:
+    """Issue 36: the put-back prompt is selected, as a pre-filled field is: typed keys replace it (a `/redo` runs),
+    End (or an arrow key) keeps it to edit, Enter alone sends it as it is."""
+    app = ComposerHost()
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 12)) as pilot:
+            composer = app.query_one(Composer)
+            composer.put_back("fix the tests")
+            await pilot.press("/", "r", "e", "d", "o", "enter")
+            await until(pilot, lambda: app.sent == ["/redo"], "/redo to be sent alone")
+            composer.put_back("fix the tests")
+            await pilot.press("end", "!", "enter")
+            await until(pilot, lambda: app.sent[1:] == ["fix the tests!"], "the edited prompt")
+            composer.put_back("fix the tests")
+            await pilot.press("enter")
+            await until(pilot, lambda: app.sent[2:] == ["fix the tests"], "the prompt as it was")
+
+    asyncio.run(main())

@@ -22,6 +22,7 @@ from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
+from textual.widgets.text_area import Selection
 
 from ..codex.images import image_label, pasted_image
 from .actions import bindings, slash_matches
@@ -124,6 +125,13 @@ class Composer(Vertical):
         """Replace what is typed (cursor at the end)."""
         self.area.load_text(text)
         self.area.move_cursor(self.area.document.end)
+
+    def put_back(self, text: str) -> None:
+        """A rewound prompt back for editing, selected as a pre-filled field is: typed after it, `/redo` became the
+        end of that prompt and was sent to the agent; typed over the selection it runs. Enter sends the prompt as it
+        is, an arrow key, Home or End keeps it to edit."""
+        self.area.load_text(text)
+        self.area.selection = Selection((0, 0), self.area.document.end)
 
     def focus_prompt(self) -> None:
         """Put the keyboard focus in the text area."""
