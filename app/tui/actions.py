@@ -47,7 +47,8 @@ ACTIONS: tuple[Action, ...] = (
     # ---- app
     Action("interrupt", "escape", "Interrupt the running turn; Esc Esc on an empty composer opens the rewind picker",
            priority=True, label="Interrupt"),
-    Action("interrupt_or_quit", "ctrl+c", "Interrupt the running turn; twice on an empty idle composer quits",
+    Action("interrupt_or_quit", "ctrl+c", "Interrupt the running turn, else clear the composer; twice on an empty idle "
+           "composer quits; during a rewind, redo or restore: stop it, the files it changed put back as before",
            priority=True, show=False),
     _command("rewind", "ctrl+r", priority=True, label="Rewind"),
     _command("redo"),

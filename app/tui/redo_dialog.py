@@ -78,6 +78,8 @@ class RedoDialog(DriverScreen[str | None]):
         self.working = False
         if msg.tag == "preview":
             self._previewed(msg)
+        elif msg.stopped:  # Ctrl+C: the files are as before, the transcript says so
+            self.dismiss(None)
         elif msg.error is not None:
             self.say(f"redo failed: {msg.error}", error=True)
         else:
@@ -125,7 +127,7 @@ class RedoDialog(DriverScreen[str | None]):
 
         def go() -> None:
             self.working = True
-            self.say("redoing…")
+            self.say("redoing… Ctrl+C stops it (files as before)")
             choices, driver = dict(self.query_one(PlanView).choices), self.driver
             self.call("redo", lambda: driver.redo(choices))
 

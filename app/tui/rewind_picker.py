@@ -123,7 +123,9 @@ class RewindPicker(DriverScreen[str | None]):
                 self._preview_loaded(msg)
         elif tag == "rewind":
             self.working = False
-            if msg.error is not None:
+            if msg.stopped:  # Ctrl+C: the files are as before, the transcript says so
+                self.dismiss(None)
+            elif msg.error is not None:
                 self.say(f"rewind failed: {msg.error}", error=True)
             else:
                 self.dismiss(rewind_summary(msg.value))
@@ -254,7 +256,7 @@ class RewindPicker(DriverScreen[str | None]):
 
         def go() -> None:
             self.working = True
-            self.say(f"rewinding to prompt {number} ({MODE_NAMES[mode]})…")
+            self.say(f"rewinding to prompt {number} ({MODE_NAMES[mode]})… Ctrl+C stops it (files as before)")
             self.call("rewind", lambda: driver.rewind(number, mode, choices))
 
         self.ask_first(self.preview if mode != "conversation" else None, "rewind", go)
