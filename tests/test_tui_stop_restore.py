@@ -7,16 +7,19 @@ is pressed once the restore has begun changing them (seen on disk, no fixed paus
 from __future__ import annotations
 
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
 from e2e_helpers import session_options
 from fs_helpers import tree
 from test_tui_app import drive, ready, turns_done, type_and_send
+from test_tui_dialogs import started, story_files
 from textual.pilot import Pilot
 from tui_helpers import screen_text, until, until_shown, words
 
 from app.codex.scripted_model import ScriptedModel, message, shell
+from app.errors import SessionError, Stopped
 from app.tui.app import CodexrApp
 from app.tui.rewind_picker import RewindPicker
 
@@ -74,3 +77,52 @@ def test_ctrl_c_while_a_rewind_restores_3000_files_rolls_them_back_and_says_so(m
     before, after = seen["before"], seen["after"]
     assert len([p for p in before if p.startswith("many/f")]) == FILES
     assert after == before  # byte for byte, modes too: every file as it was before the rewind
+
+
+def test_ctrl_c_before_a_rewind_or_redo_changes_a_file_stops_it_with_nothing_changed(model: ScriptedModel,
+                                                                                      tmp_path: Path) -> None:
+    """The driver's side of Ctrl+C, before the restore begins: the rewind (waiting here for the driver's lock, which
+    the test holds, as behind any store operation) declines at its confirmation, so no fork is made and no file
+    changes; a redo likewise. Asked with nothing running, there is nothing to stop."""
+    d = started(model, tmp_path, story_files(model, "early"))
+    ws, origin = d.opts.cwd, d.thread_id
+    assert d.session is not None and origin is not None
+    try:
+        assert d.stop_restore() is None
+
+        def stopped_early(run: Any) -> str:
+            out: dict[str, BaseException] = {}
+
+            def work() -> None:
+                try:
+                    run()
+                except SessionError as exc:
+                    out["exc"] = exc
+
+            with d._ops:  # the operation waits for the lock: Ctrl+C comes before its first step
+                t = threading.Thread(target=work)
+                t.start()
+                while d.stop_restore() is None:  # the operation has begun (and is waiting)
+                    assert t.is_alive(), out
+                    t.join(0.01)
+            t.join(60)
+            assert isinstance(out.get("exc"), Stopped), out
+            return str(out["exc"])
+
+        before = _workspace_tree(ws)
+        threads = {t.thread_id for t in d.session.threads()}
+        text = stopped_early(lambda: d.rewind(1))
+        assert text == "Ctrl+C: the rewind was stopped before any file changed; nothing changed"
+        assert _workspace_tree(ws) == before and d.thread_id == origin
+        assert {t.thread_id for t in d.session.threads()} == threads  # no fork was made
+        assert len(d.session.sidecar(origin).redo) == 0
+
+        d.rewind(1)
+        rewound = _workspace_tree(ws)
+        text = stopped_early(d.redo)
+        assert text == "Ctrl+C: the redo was stopped before any file changed; nothing changed"
+        assert _workspace_tree(ws) == rewound and d.thread_id != origin  # still on the fork, its redo kept
+        d.redo()
+        assert _workspace_tree(ws) == before and d.thread_id == origin
+    finally:
+        d.close()
