@@ -736,3 +736,21 @@ def test_an_enter_pressed_while_the_rewind_plan_is_worked_out_rewinds_to_that_pr
         assert not (ws / "a.txt").exists() and not (ws / "b.txt").exists()
     finally:
         d.close()
+
+
+def test_ctrl_c_in_a_dialog_that_runs_nothing_does_what_esc_does(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 36: Ctrl+C in a dialog was ignored without a word; with no rewind, redo or restore running it closes the
+    dialog as Esc does (while one runs it stops it: tests/test_tui_stop_restore.py)."""
+    d = started(model, tmp_path, [])
+    try:
+        for make in (lambda: RedoDialog(d), lambda: SnapshotsScreen(d)):
+            app = Host(make)
+
+            async def story(pilot: Pilot[Any]) -> None:
+                await pilot.press("ctrl+c")
+                await until(pilot, lambda: app.result is not UNSET, "the dialog to close")  # noqa: B023
+
+            run(app, story)
+            assert app.result is None
+    finally:
+        d.close()
