@@ -15,3 +15,8 @@ class CodexGone(SessionError):
 
 class Declined(SessionError):
     """The user said no at the confirmation: nothing changed (the CLI exits 1)."""
+
+
+class Stopped(SessionError):
+    """A rewind, redo or restore the user stopped (Ctrl+C in a front end): its files are as before it, as the text
+    says (the front end has shown it already, as a notice)."""

@@ -584,3 +584,33 @@ def test_permissions_and_effort_apply_from_the_next_prompt_and_status_says_conte
     turn = [r for r in model.model_requests if "plain-settings" in last_user_text(r)]
     assert {r["reasoning"]["effort"] for r in turn} == {"high"}
     assert "Read-only file system" in "".join(str(o.get("output")) for r in turn for o in tool_outputs(r))
+
+
+def test_ctrl_c_while_a_rewind_restores_3000_files_rolls_them_back(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 36: line mode answered Ctrl+C during a rewind's restore with "this step cannot be interrupted" and went
+    on; now it stops the restore as the app and the CLI do: the files it changed go back, one line says so."""
+    files = 3000
+    model.script("plain-stop-many", [shell(f"for i in $(seq -w 0 {files - 1}); do echo after $i > f$i.txt; done"),
+                                     message("rewrote them all")])
+    t = Term(model, tmp_path, "--plain", files={f"f{i:04}.txt": f"before {i}\n" for i in range(files)})
+    subprocess.run("git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm base", shell=True,
+                   cwd=t.ws, check=True)
+    t.until("codexr>")
+    t.prompt("plain-stop-many please")
+    assert t.read("f2999.txt") == "after 2999\n"
+    before = {p.name: p.read_bytes() for p in t.ws.iterdir() if p.is_file()}
+    t.child.sendline("/rewind 1")
+    t.until(r"\[y/N")
+    t.child.sendline("y")
+    first = [t.ws / f"f{i:04}.txt" for i in range(64)]  # the restore's first writes (in path order)
+    deadline = time.monotonic() + TIMEOUT  # a bound on waiting, not a timing assertion
+    while not any(p.read_text() == f"before {i}\n" for i, p in enumerate(first)):
+        assert time.monotonic() < deadline, "the restore did not begin"
+        time.sleep(0.01)
+    t.child.sendcontrol("c")
+    out = t.until(re.escape("Ctrl+C: the rewind was rolled back: files as before"))
+    assert "stopping the rewind: the files it changed go back as they were" in out, out
+    assert "cannot be interrupted" not in out, out
+    t.until("codexr>")
+    assert {p.name: p.read_bytes() for p in t.ws.iterdir() if p.is_file()} == before
+    t.quit()

@@ -1384,3 +1384,40 @@ def test_a_diff_along_a_chain_leaves_out_paths_captured_on_neither_side(tmp_path
         assert second.files["a.txt"] == ("x", "ignored") and "a.txt" in (store.named_between(first.id, second.id) or ())
         assert store.diff(first.id, second.id) == diff_maps(store.files(first.id), store.files(second.id)) == []
 
+
+
+def test_a_front_ends_stop_request_stops_the_first_restore_under_it_on_any_thread(tmp_path: Path, store: Store
+                                                                                  ) -> None:
+    """Issue 36: the app's Ctrl+C is a key and its restores run on worker threads, where no signal reaches them. A
+    StopRequest asked from the UI thread stops the restore as a held SIGINT does (rolled back, Interrupted); a second
+    restore under the same request (a flow's paths outside the workspace) goes with what the first did."""
+    from snapshot_store.errors import Interrupted
+    from snapshot_store.interrupts import StopRequest, stoppable
+
+    ws = make_repo(tmp_path / "ws", {f"f{i}.txt": f"old {i}\n" for i in range(20)})
+    old = store.at(ws).capture().id
+    for i in range(20):
+        write(ws, f"f{i}.txt", f"new {i}\n")
+    before = tree(ws)
+    request = StopRequest()
+    out: dict[str, Any] = {}
+
+    def worker() -> None:
+        with stoppable(request):
+            try:
+                store.at(ws).restore(old)
+            except Interrupted as exc:
+                out["stopped"] = exc
+            out["between"] = tree(ws)
+            out["again"] = store.at(ws).restore(old)  # not the first under the request: it runs
+
+    request.request()  # asked before the restore's first step: it changes nothing
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join(60)
+    exc = out["stopped"]
+    assert exc.rolled_back and str(exc).startswith("the restore was rolled back; nothing changed"), exc
+    assert out["between"] == before
+    assert request.taken and request.ended
+    assert len(out["again"].written) == 20 and out["again"].late_signal is None
+    assert tree(ws) != before and (ws / "f3.txt").read_text() == "old 3\n"

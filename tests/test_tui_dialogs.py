@@ -652,3 +652,105 @@ def test_the_pickers_first_frame_shows_the_prompts(model: ScriptedModel, tmp_pat
         assert loaded_in == [True]
     finally:
         d.close()
+
+
+async def _open_held(pilot: Pilot[Any], dialog: type[DriverScreen[Any]]) -> DriverScreen[Any]:
+    """The dialog open with its first Driver call waiting (for the driver's lock the test holds)."""
+    app = pilot.app
+    await until(pilot, lambda: isinstance(app.screen, dialog) and app.screen.is_mounted and app.screen.in_flight > 0,
+                "the dialog to open and work out its plan")
+    screen = app.screen
+    assert isinstance(screen, DriverScreen)
+    return screen
+
+
+def test_an_enter_pressed_while_the_redo_plan_is_worked_out_waits_for_it(model: ScriptedModel, tmp_path: Path
+                                                                         ) -> None:
+    """Issue 36: the redo dialog's first Enter, pressed while its plan was still worked out, was lost (a second one
+    worked). The plan is held back here by holding the driver's operation lock, as any store operation holds it, so
+    the Enter surely comes first; it goes ahead once the plan is on screen."""
+    d = started(model, tmp_path, story_files(model, "eq"))
+    ws, origin = d.opts.cwd, d.thread_id
+    try:
+        d.rewind(2)
+        app = Host(lambda: RedoDialog(d))
+
+        async def go() -> None:
+            held = d._ops.acquire()
+            try:
+                async with app.run_test(size=SIZE) as pilot:
+                    dialog = await _open_held(pilot, RedoDialog)
+                    assert "working out what the redo brings back" in shown(dialog)
+                    await pilot.press("enter")
+                    await showing(pilot, "Enter noted: the redo goes ahead as soon as its plan is worked out")
+                    d._ops.release()
+                    held = False
+                    await until(pilot, lambda: app.result is not UNSET, "the redo the Enter asked for")
+            finally:
+                if held:
+                    d._ops.release()
+
+        asyncio.run(go())
+        assert app.result == "redo: back where the rewind started (files and conversation): 2 files written, 0 deleted"
+        assert (ws / "a.txt").read_text() == "one\ntwo\nmore\n" and (ws / "b.txt").read_text() == "x\ny\n"
+        assert d.thread_id == origin
+    finally:
+        d.close()
+
+
+def test_an_enter_pressed_while_the_rewind_plan_is_worked_out_rewinds_to_that_prompt(model: ScriptedModel,
+                                                                                     tmp_path: Path) -> None:
+    """Issue 36, the picker: an Enter pressed while the plan of the prompt just highlighted is worked out waits for
+    that plan and then rewinds (it did nothing); moving to another prompt drops it."""
+    d = started(model, tmp_path, story_files(model, "pq"))
+    ws = d.opts.cwd
+    try:
+        app = Host(lambda: RewindPicker(d))
+
+        async def go() -> None:
+            async with app.run_test(size=SIZE) as pilot:
+                await opened(pilot)
+                await showing(pilot, "prompt 2 · files and conversation")
+                d._ops.acquire()  # the next plans wait for the driver's lock
+                try:
+                    await pilot.press("up")
+                    await _open_held(pilot, RewindPicker)
+                    await pilot.press("enter", "down")  # an Enter for prompt 1, then prompt 2 again
+                finally:
+                    d._ops.release()
+                await settle(pilot)
+                await showing(pilot, "prompt 2 · files and conversation")
+                assert app.result is UNSET and (ws / "b.txt").exists()  # that Enter was not for prompt 2's plan
+                d._ops.acquire()
+                try:
+                    await pilot.press("up")  # prompt 1: its plan is being worked out
+                    await _open_held(pilot, RewindPicker)
+                    await pilot.press("enter")
+                    await showing(pilot, "Enter noted: rewinding to prompt 1 (files and conversation) as soon as")
+                finally:
+                    d._ops.release()
+                await until(pilot, lambda: app.result is not UNSET, "the rewind the Enter asked for")
+
+        asyncio.run(go())
+        assert isinstance(app.result, str) and app.result.startswith("rewound to prompt 1 (files and conversation)")
+        assert not (ws / "a.txt").exists() and not (ws / "b.txt").exists()
+    finally:
+        d.close()
+
+
+def test_ctrl_c_in_a_dialog_that_runs_nothing_does_what_esc_does(model: ScriptedModel, tmp_path: Path) -> None:
+    """Issue 36: Ctrl+C in a dialog was ignored without a word; with no rewind, redo or restore running it closes the
+    dialog as Esc does (while one runs it stops it: tests/test_tui_stop_restore.py)."""
+    d = started(model, tmp_path, [])
+    try:
+        for make in (lambda: RedoDialog(d), lambda: SnapshotsScreen(d)):
+            app = Host(make)
+
+            async def story(pilot: Pilot[Any]) -> None:
+                await pilot.press("ctrl+c")
+                await until(pilot, lambda: app.result is not UNSET, "the dialog to close")  # noqa: B023
+
+            run(app, story)
+            assert app.result is None
+    finally:
+        d.close()

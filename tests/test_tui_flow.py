@@ -198,10 +198,11 @@ def test_rewind_from_esc_esc_then_redo_through_the_main_app(model: ScriptedModel
         assert f"thread {short_thread(fork)}" in status and "↷ redo 1" in status
         assert status_thread(text) != shown_origin  # a user can tell the fork from the thread it left
         assert app.composer.text == "flow-two please" and app.focused is app.composer.area
+        assert app.composer.area.selected_text == "flow-two please"  # put back selected: typing replaces it
         assert (ws / "a.txt").read_text() == "one\n" and not (ws / "b.txt").exists()
 
-        app.composer.set_text("/redo")
-        await pilot.press("enter")
+        # Issue 36: typed after the put-back prompt, `/redo` became "flow-two please/redo", sent to the agent
+        await pilot.press("/", "r", "e", "d", "o", "enter")
         await until(pilot, lambda: isinstance(app.screen, RedoDialog), "the redo dialog")
         dialog = app.screen
         assert isinstance(dialog, RedoDialog)
@@ -446,3 +447,55 @@ def test_esc_on_a_command_that_runs_on_says_so_and_stop_ends_it(model: ScriptedM
     drive(app, scenario)
     wait_gone(cmd)
     assert not (opts.cwd / "late-tui.txt").exists()
+
+
+def test_ctrl_u_deletes_to_the_start_of_the_line_however_it_wraps() -> None:
+    """Issue 36: Ctrl+U was the TextArea's own, which stops at the start of the row on screen: a prompt that wraps
+    (a long one a rewind put back) was never cleared. Now it deletes to the start of the line, as readline and the
+    official Codex TUI do, and at a line's start the newline before it; /help lists it (one registry)."""
+    from app.tui.actions import BY_ID
+    from app.tui.help_screen import help_rows
+
+    app = ComposerHost()
+    long = "a long prompt put back by a rewind, " * 4  # wraps over three rows at 60 columns
+
+    async def main() -> None:
+        async with app.run_test(size=(60, 14)) as pilot:
+            composer = app.query_one(Composer)
+            composer.set_text(long.strip())
+            await pilot.pause()
+            assert composer.area.wrapped_document.height > 1  # it does wrap
+            await pilot.press("ctrl+u")
+            await until(pilot, lambda: composer.text == "", "Ctrl+U to clear the wrapped line")
+            composer.set_text("first line\nsecond line")
+            await pilot.press("left", "left", "left", "left", "ctrl+u")  # the cursor before "line"
+            await until(pilot, lambda: composer.text == "first line\nline", "the line's start to go")
+            await pilot.press("ctrl+u")  # at the line's start: the newline before it
+            await until(pilot, lambda: composer.text == "first lineline", "the newline to go")
+            await pilot.press("end", "ctrl+u")
+            await until(pilot, lambda: composer.text == "", "the rest to go")
+
+    asyncio.run(main())
+    assert BY_ID["delete_to_line_start"].key == "ctrl+u"
+    assert any(key == "ctrl+u" for _title, rows in help_rows({}) for key, *_ in rows)
+
+
+def test_a_prompt_put_back_by_a_rewind_is_replaced_by_typing_and_kept_by_an_arrow_key() -> None:
+    """Issue 36: the put-back prompt is selected, as a pre-filled field is: typed keys replace it (a `/redo` runs),
+    End (or an arrow key) keeps it to edit, Enter alone sends it as it is."""
+    app = ComposerHost()
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 12)) as pilot:
+            composer = app.query_one(Composer)
+            composer.put_back("fix the tests")
+            await pilot.press("/", "r", "e", "d", "o", "enter")
+            await until(pilot, lambda: app.sent == ["/redo"], "/redo to be sent alone")
+            composer.put_back("fix the tests")
+            await pilot.press("end", "!", "enter")
+            await until(pilot, lambda: app.sent[1:] == ["fix the tests!"], "the edited prompt")
+            composer.put_back("fix the tests")
+            await pilot.press("enter")
+            await until(pilot, lambda: app.sent[2:] == ["fix the tests"], "the prompt as it was")
+
+    asyncio.run(main())

@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from snapshot_store import RestoreResult, StoreError
+from snapshot_store.errors import Interrupted
+from snapshot_store.interrupts import StopRequest, stoppable
 from snapshot_store.store import SnapshotInfo
 
 from ..codex.events import (
@@ -42,7 +44,7 @@ from ..codex.images import check_images, with_labels
 from ..codex.permissions import PRESETS, Preset, find_preset
 from ..codex.translate import notification_events, turn_events
 from ..codex.turn_settings import ModelInfo
-from ..errors import CodexGone
+from ..errors import CodexGone, Declined, Stopped
 from ..rewind.owners import Decision, conflicts, merged_texts
 from ..rewind.picks import Picks
 from ..session import (
@@ -110,6 +112,16 @@ class Job:
     target: dict[str, Any] | None = None  # a review's target (review/start)
 
 
+@dataclass
+class Stoppable:
+    """The rewind, redo or snapshot restore running now, which Ctrl+C asks to stop (`Driver.stop_restore`)."""
+
+    what: str  # rewind | redo | restore
+    undo: str  # how the user undoes it once it has finished
+    request: StopRequest
+    said_late: bool = False  # the user was told it finishes first
+
+
 class Busy(SessionError):
     """The operation needs the session idle (a turn is running)."""
 
@@ -141,6 +153,7 @@ class Driver:
         self._edits_accepted: set[str] = set()
         #: The thread the user asked for at start that could not be opened: prompts wait for /resume or /new.
         self._unopened: str | None = None
+        self._stoppable: Stoppable | None = None  # the rewind, redo or restore running: Ctrl+C asks it to stop
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> bool:
@@ -216,6 +229,45 @@ class Driver:
                 raise Busy(f"cannot {what}: a prompt ran meanwhile; look at the plan again")
             self._idle(what)
             yield self._need()
+
+    @contextlib.contextmanager
+    def _stopped_by_ctrl_c(self, what: str, undo: str) -> Iterator[StopRequest]:
+        """Run a rewind, redo or restore that `stop_restore` (Ctrl+C) stops as the CLI's SIGINT does: before its files
+        change it does nothing (the body's `confirm` declines), while they change they go back as they were
+        (snapshot_store's StopRequest), after that it finishes. A stopped one emits its one line and raises Stopped."""
+        running = Stoppable(what, undo, StopRequest())
+        self._stoppable = running
+        try:
+            with stoppable(running.request):
+                yield running.request
+        except Interrupted as exc:
+            raise self._said_stopped(f"Ctrl+C: {exc}") from exc
+        except Declined as exc:
+            if running.request.signum is None:
+                raise
+            raise self._said_stopped(f"Ctrl+C: the {what} was stopped before any file changed; nothing changed"
+                                     ) from exc
+        finally:
+            self._stoppable = None
+        if running.request.signum is not None and not running.said_late:  # asked as its last step went
+            self.emit(Notice(f"Ctrl+C came as the {what} ended: its files are restored, it stands ({undo})", "warning"))
+
+    def _said_stopped(self, text: str) -> Stopped:
+        self.emit(Notice(text, "warning"))
+        self.emit(StatusChanged(self.status()))
+        return Stopped(text)
+
+    def stop_restore(self) -> str | None:
+        """Ctrl+C while a rewind, redo or snapshot restore runs (any thread, never blocks): the line to show now, None
+        when none runs. Its files go back as they were unless they are all restored already: then it finishes."""
+        running = self._stoppable
+        if running is None:
+            return None
+        if running.request.ended:
+            running.said_late = True
+            return f"the {running.what}'s files are restored already: it finishes first ({running.undo})"
+        running.request.request()
+        return f"stopping the {running.what}: the files it changed go back as they were…"
 
     # ------------------------------------------------------------------ prompts
     def submit(self, text: str, images: tuple[str, ...] | list[str] = ()) -> None:
@@ -651,10 +703,11 @@ class Driver:
                ) -> RewindResult:
         """Rewind and load the resulting thread; the chosen prompt goes back to the composer. `choices`: the
         user's per-file choices in the preview (path -> owners.MINE / REWOUND / BOTH)."""
-        with self._exclusive("rewind") as s:
+        with self._stopped_by_ctrl_c("rewind", "/redo undoes it") as stop, self._exclusive("rewind") as s:
             if self.thread_id is None:
                 raise SessionError("nothing to rewind: no prompt was sent yet")
-            res = s.rewind(self.thread_id, to, mode, confirm=lambda _p: True, picks=Picks(choice=dict(choices or {})))
+            res = s.rewind(self.thread_id, to, mode, confirm=lambda _p: stop.signum is None,
+                           picks=Picks(choice=dict(choices or {})))
             where = ("files restored to before prompt" if mode not in CONVERSATION_MODES
                      else "conversation forked before prompt")
             self.load(res.thread_id, reason=f"{where} {res.to_prompt}", composer=res.prompt)
@@ -671,10 +724,12 @@ class Driver:
 
     def redo(self, choices: Mapping[str, str] | None = None) -> RedoResult:
         """Undo the last rewind and load the thread it returns to (`choices` as for `rewind`)."""
-        with self._exclusive("redo") as s:
+        with self._stopped_by_ctrl_c("redo", "a rewind to the same prompt undoes it") as stop, \
+                self._exclusive("redo") as s:
             if self.thread_id is None:
                 raise SessionError("nothing to redo")
-            res = s.redo(self.thread_id, confirm=lambda _p: True, picks=Picks(choice=dict(choices or {})))
+            res = s.redo(self.thread_id, confirm=lambda _p: stop.signum is None,
+                         picks=Picks(choice=dict(choices or {})))
             self.load(res.thread_id, reason="back on the thread the rewind left")
             return res
 
@@ -710,7 +765,8 @@ class Driver:
 
     def restore_snapshot(self, snap_id: str) -> RestoreResult:
         """Restore a snapshot of this workspace (after its own safety capture)."""
-        with self._exclusive("restore a snapshot") as s:
+        with self._stopped_by_ctrl_c("restore", "its safety snapshot in /snapshots undoes it"), \
+                self._exclusive("restore a snapshot") as s:
             sid = s.store.resolve(snap_id)
             res = s.store.at(s.cwd).restore(sid, known_paths=self._known(s), scope=s.scope)
             self.emit(Notice(f"restored snapshot {sid[:12]}: {len(res.written)} written, {len(res.deleted)} "

@@ -59,6 +59,7 @@ from ..codex.events import (
 from ..codex.images import check_images, image_label, pasted_image, with_labels
 from ..codex.permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESETS, find_preset, matching_preset
 from ..codex.translate import file_diffs, short_command
+from ..errors import Stopped
 from ..rewind.owners import conflicts
 from ..rewind.picks import conflict_header, conflict_question, parse_choice
 from ..services.background import background_text, stopped_text
@@ -668,6 +669,8 @@ class LineMode:
             return True
         try:
             handler(args)
+        except Stopped:  # Ctrl+C stopped a rewind, redo or restore: the driver's notice said how things are
+            pass
         except StoreError as exc:  # SessionError, Busy: one line for the user
             self.printer.line(f"error: {str(exc).strip().splitlines()[0] if str(exc).strip() else 'failed'}")
         except Exception as exc:  # the session goes on after any failure
@@ -676,7 +679,8 @@ class LineMode:
         return True
 
     def blocking(self, fn: Callable[[], T]) -> T:
-        """Run a store/Codex operation on a worker; Ctrl+C cannot tear a restore in half."""
+        """Run a store/Codex operation on a worker; Ctrl+C cannot tear a restore in half: it stops a rewind, redo or
+        restore (the files it changed go back, the driver says so), or says that the step runs on."""
         box: dict[str, Any] = {}
 
         def work() -> None:
@@ -694,7 +698,8 @@ class LineMode:
                     if keys.interrupted():
                         raise KeyboardInterrupt
                 except KeyboardInterrupt:
-                    self.printer.line("(working: this step cannot be interrupted, a moment please)")
+                    said = self.driver.stop_restore()
+                    self.printer.line(said or "(working: this step cannot be interrupted, a moment please)")
         self.type_ahead(keys)
         if "err" in box:
             raise box["err"]

@@ -47,7 +47,8 @@ ACTIONS: tuple[Action, ...] = (
     # ---- app
     Action("interrupt", "escape", "Interrupt the running turn; Esc Esc on an empty composer opens the rewind picker",
            priority=True, label="Interrupt"),
-    Action("interrupt_or_quit", "ctrl+c", "Interrupt the running turn; twice on an empty idle composer quits",
+    Action("interrupt_or_quit", "ctrl+c", "Interrupt the running turn, else clear the composer; twice on an empty idle "
+           "composer quits; during a rewind, redo or restore: stop it, the files it changed put back as before",
            priority=True, show=False),
     _command("rewind", "ctrl+r", priority=True, label="Rewind"),
     _command("redo"),
@@ -82,6 +83,9 @@ ACTIONS: tuple[Action, ...] = (
     Action("history_next", "down", "Next prompt from history (cursor on the last line)", scope="composer",
            priority=True, show=False),
     Action("complete", "tab", "Accept the highlighted completion", scope="composer", priority=True, show=False),
+    Action("delete_to_line_start", "ctrl+u", "Delete from the cursor to the start of its line, however the line wraps "
+           "(at a line's start: the newline before it; a selection: the selection)", scope="composer", priority=True,
+           show=False),
     # ---- transcript (block cursor)
     Action("cursor_up", "up,k,ctrl+up,alt+up", "Previous block", scope="transcript", show=False),
     Action("cursor_down", "down,j,ctrl+down,alt+down", "Next block", scope="transcript", show=False),

@@ -447,7 +447,7 @@ class CodexrApp(App[int]):
             elif ev.reason:
                 await self.say(f"{ev.reason} (thread {short_thread(ev.thread_id)})")
         if ev.composer:
-            self.composer.set_text(ev.composer)
+            self.composer.put_back(ev.composer)
             self.composer.focus_prompt()
         self._refresh_status()
 

@@ -22,6 +22,7 @@ from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
+from textual.widgets.text_area import Selection
 
 from ..codex.images import image_label, pasted_image
 from .actions import bindings, slash_matches
@@ -124,6 +125,13 @@ class Composer(Vertical):
         """Replace what is typed (cursor at the end)."""
         self.area.load_text(text)
         self.area.move_cursor(self.area.document.end)
+
+    def put_back(self, text: str) -> None:
+        """A rewound prompt back for editing, selected as a pre-filled field is: typed after it, `/redo` became the
+        end of that prompt and was sent to the agent; typed over the selection it runs. Enter sends the prompt as it
+        is, an arrow key, Home or End keeps it to edit."""
+        self.area.load_text(text)
+        self.area.selection = Selection((0, 0), self.area.document.end)
 
     def focus_prompt(self) -> None:
         """Put the keyboard focus in the text area."""
@@ -318,6 +326,23 @@ class Composer(Vertical):
     def action_newline(self) -> None:
         """Insert a newline at the cursor."""
         self._after_typed_keys(lambda: self.area.insert("\n"))
+
+    def action_delete_to_line_start(self) -> None:
+        """Ctrl+U, as readline and the official Codex TUI: the TextArea's own Ctrl+U stopped at the start of the
+        wrapped row on screen, so a long prompt (one put back by a rewind) was never cleared."""
+        self._after_typed_keys(self._delete_to_line_start)
+
+    def _delete_to_line_start(self) -> None:
+        area = self.area
+        start, end = area.selection
+        if start != end:  # a selection goes, as a key typed over it would
+            area.delete(start, end)
+            return
+        row, col = end
+        if col > 0:
+            area.delete((row, 0), (row, col))
+        elif row > 0:  # at the start of a line: join it to the line before, so Ctrl+U again goes on clearing
+            area.delete((row - 1, len(area.document.get_line(row - 1))), (row, 0))
 
     def action_complete(self) -> None:
         """Accept the highlighted completion (Tab moves focus when none is open)."""

@@ -5,14 +5,16 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
+from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from snapshot_store import StoreError
 
+from ..errors import Stopped
 from ..services.driver import Driver, Preview
 from .ask_dialog import ask_then
 
@@ -22,11 +24,12 @@ ResultT = TypeVar("ResultT")
 class CallDone(Message, bubble=False):
     """A Driver call finished: `value` on success, `error` (one line for the user) on failure."""
 
-    def __init__(self, tag: Any, value: Any = None, error: str | None = None) -> None:
+    def __init__(self, tag: Any, value: Any = None, error: str | None = None, stopped: bool = False) -> None:
         super().__init__()
         self.tag = tag
         self.value = value
         self.error = error
+        self.stopped = stopped  # Ctrl+C stopped it (the driver said so in the transcript): nothing changed
 
 
 def breakpoint_class(size: int, breakpoints: list[tuple[int, str]]) -> str:
@@ -45,6 +48,9 @@ class DriverScreen(ModalScreen[ResultT]):
     # renders the whole main screen again, tinted, at every frame of the dialog — the most of the rewind picker's
     # first frame (bench/bench_tui.py, Ctrl+R). Small dialogs (/model, /permissions) keep the tinted view around them.
     OPAQUE = True
+    # Ctrl+C: the app's own (interrupt, clear, quit) skips a dialog; here it stops a rewind, redo or restore that
+    # changes files (it was ignored without a word), else does what Esc does
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+c", "stop", "Stop", show=False)]
 
     def __init__(self, driver: Driver) -> None:
         super().__init__(classes="-opaque" if self.OPAQUE else None)
@@ -88,7 +94,7 @@ class DriverScreen(ModalScreen[ResultT]):
             try:
                 value = fn()
             except StoreError as exc:  # SessionError and Busy are StoreErrors: one line for the user
-                deliver(CallDone(tag, error=str(exc)))
+                deliver(CallDone(tag, error=str(exc), stopped=isinstance(exc, Stopped)))
             except Exception as exc:  # a dialog shows every failure; it never crashes the app
                 deliver(CallDone(tag, error=f"{type(exc).__name__}: {exc}"))
             else:
@@ -114,6 +120,20 @@ class DriverScreen(ModalScreen[ResultT]):
 
     def done(self, msg: CallDone) -> None:
         """Show a finished call's result."""
+
+    def action_stop(self) -> None:
+        """Ctrl+C: stop the rewind, redo or restore this dialog runs (the files it changed go back; the transcript
+        says so when it has), or say that it finishes first; with none running, what Esc does."""
+        stop = getattr(self.driver, "stop_restore", None)  # a replay's driver changes no files
+        line = stop() if stop is not None else None
+        if line is not None:
+            self.say(line)
+            return
+        for name in ("action_cancel", "action_back", "action_close"):  # what each dialog's Esc runs
+            esc = getattr(self, name, None)
+            if esc is not None:
+                esc()
+                return
 
     def ask_first(self, preview: Preview | None, what: str, go: Callable[[], None]) -> None:
         """Run `go` now, or after an explicit yes when another codexr session is live here (its work is at stake)."""

@@ -55,6 +55,7 @@ class RedoDialog(DriverScreen[str | None]):
         super().__init__(driver)
         self.preview: Preview | None = None
         self.working = True
+        self.queued = False  # Enter came while the plan was worked out: it goes ahead once the plan is on screen
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -77,6 +78,8 @@ class RedoDialog(DriverScreen[str | None]):
         self.working = False
         if msg.tag == "preview":
             self._previewed(msg)
+        elif msg.stopped:  # Ctrl+C: the files are as before, the transcript says so
+            self.dismiss(None)
         elif msg.error is not None:
             self.say(f"redo failed: {msg.error}", error=True)
         else:
@@ -84,6 +87,7 @@ class RedoDialog(DriverScreen[str | None]):
 
     def _previewed(self, msg: CallDone) -> None:
         view = self.query_one(PlanView)
+        queued, self.queued = self.queued, False
         if msg.error is not None:
             view.show(None)
             if msg.error.startswith("nothing to redo"):
@@ -106,15 +110,24 @@ class RedoDialog(DriverScreen[str | None]):
                 if res.mode != "files" else "conversation: stays as it is (the rewind was files only)")
         self.say(conv)
         self.query_one("#confirm", Button).disabled = False
+        if queued and warnings:  # what changed since the rewind is read before it is overwritten
+            self.say(f"{conv} · your Enter waited for this plan: read the warnings above, then Enter redoes")
+        elif queued:
+            self.action_confirm()
 
     def action_confirm(self) -> None:
-        """Enter: apply the redo."""
+        """Enter: apply the redo; pressed while the plan is worked out, once it is on screen (it was lost)."""
+        if self.working and self.preview is None:
+            if not self.queued:
+                self.queued = True
+                self.say("Enter noted: the redo goes ahead as soon as its plan is worked out (Esc cancels)")
+            return
         if self.working or self.preview is None:
             return
 
         def go() -> None:
             self.working = True
-            self.say("redoing…")
+            self.say("redoing… Ctrl+C stops it (files as before)")
             choices, driver = dict(self.query_one(PlanView).choices), self.driver
             self.call("redo", lambda: driver.redo(choices))
 

@@ -13,7 +13,7 @@ from textual.widgets.option_list import Option
 
 from ..services.driver import Driver, Preview, PromptRow
 from ..session import RewindResult
-from ..shared.lines import files_restored
+from ..shared.lines import files_restored, plural
 from ..shared.vocab import RewindMode
 from .driver_screen import CallDone, DriverScreen
 from .labels import MODE_KEYS, MODE_NAMES, ago, files_label, first_line
@@ -79,6 +79,8 @@ class RewindPicker(DriverScreen[str | None]):
         self.working = False
         self._ready = False  # the plan of (prompt, mode) is on screen: confirming rewinds exactly that
         self._want: tuple[int, str] | None = None
+        self._queued: tuple[int, str] | None = None  # Enter came before this plan was on screen: it goes ahead then
+        self._enter_early = False  # Enter came before the prompts were listed: for the plan of the one highlighted
         self.preview: Preview | None = None  # the plan on screen (its warnings ask before the rewind)
 
     def compose(self) -> ComposeResult:
@@ -121,7 +123,9 @@ class RewindPicker(DriverScreen[str | None]):
                 self._preview_loaded(msg)
         elif tag == "rewind":
             self.working = False
-            if msg.error is not None:
+            if msg.stopped:  # Ctrl+C: the files are as before, the transcript says so
+                self.dismiss(None)
+            elif msg.error is not None:
                 self.say(f"rewind failed: {msg.error}", error=True)
             else:
                 self.dismiss(rewind_summary(msg.value))
@@ -140,10 +144,14 @@ class RewindPicker(DriverScreen[str | None]):
         start = self.start_prompt if self.start_prompt in numbers else numbers[-1]
         listing.highlighted = numbers.index(start)
         self._select(start)
+        if self._enter_early:
+            self._enter_early = False
+            self._queue_enter()
 
     def _preview_loaded(self, msg: CallDone) -> None:
         view = self.query_one(PlanView)
         row = self.current_row()
+        queued, self._queued = self._queued == self._want, None
         if msg.error is not None:
             view.show(None)
             self.say(msg.error, error=True)
@@ -157,6 +165,15 @@ class RewindPicker(DriverScreen[str | None]):
         conv = ("conversation: forks the thread before this prompt; its text goes back to the composer"
                 if self.mode != "files" else "conversation: stays as it is (files only)")
         self.say(f"prompt {row.number if row else '?'} · {MODE_NAMES[self.mode]} · {conv}")
+        if not queued:
+            return
+        res = msg.value.result
+        asked = sum(1 for d in getattr(res, "decided", {}).values() if d.kind == "conflict")
+        if asked and self.mode != "conversation":  # a conflict is the user's to choose: the Enter does not pass it
+            self.say(f"your Enter waited for this plan: it has {plural(asked, 'conflict')} (listed first; Space "
+                     "chooses) — look, then Enter rewinds")
+        else:
+            self.action_confirm()
 
     # ------------------------------------------------------------------ choices
     def current_row(self) -> PromptRow | None:
@@ -189,6 +206,7 @@ class RewindPicker(DriverScreen[str | None]):
             return
         self._want = (row.number, self.mode)
         self._ready = False
+        self._queued = None  # an Enter pressed for another prompt or mode does not carry over to this one
         self.query_one(PlanView).show(None, "working out the plan…")
         driver, number, mode = self.driver, row.number, self.mode
         self.call(("preview", number, mode), lambda: driver.rewind_preview(number, mode))
@@ -222,19 +240,35 @@ class RewindPicker(DriverScreen[str | None]):
     def action_confirm(self) -> None:
         """Enter: rewind to the highlighted prompt in the chosen mode."""
         row = self.current_row()
-        if row is None or self.working:
+        if self.working:
             return
-        if not self._ready:
-            return  # the plan is still being worked out (or could not be): nothing unseen happens
+        if row is None:
+            self._enter_early = not self.rows and self.in_flight > 0  # the prompts are still being listed
+            if self._enter_early:
+                self.say("Enter noted: it rewinds once the prompts are listed and the plan is worked out (Esc cancels)")
+            return
+        if not self._ready:  # the plan is still being worked out: the Enter waits for it (it was lost)
+            if self._want is not None and self.in_flight > 0:
+                self._queue_enter()
+            return
         driver, number, mode = self.driver, row.number, self.mode
         choices = dict(self.query_one(PlanView).choices)
 
         def go() -> None:
             self.working = True
-            self.say(f"rewinding to prompt {number} ({MODE_NAMES[mode]})…")
+            self.say(f"rewinding to prompt {number} ({MODE_NAMES[mode]})… Ctrl+C stops it (files as before)")
             self.call("rewind", lambda: driver.rewind(number, mode, choices))
 
         self.ask_first(self.preview if mode != "conversation" else None, "rewind", go)
+
+    def _queue_enter(self) -> None:
+        """Confirm the plan being worked out once it is on screen (unless it holds a conflict to choose)."""
+        if self._want is None or self._queued == self._want:
+            return
+        self._queued = self._want
+        number, mode = self._want
+        self.say(f"Enter noted: rewinding to prompt {number} ({MODE_NAMES[mode]}) as soon as its plan is worked out "
+                 "(Esc cancels)")
 
     def action_cancel(self) -> None:
         """Esc: leave without rewinding."""

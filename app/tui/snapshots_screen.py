@@ -103,7 +103,9 @@ class SnapshotsScreen(DriverScreen[str | None]):
             self.say(f"restore snapshot {short(tag[1])}: a safety snapshot of the current state is taken first")
         elif isinstance(tag, tuple) and tag[0] == "restore":
             self.working = False
-            if msg.error is not None:
+            if msg.stopped:  # Ctrl+C: the files are as before, the transcript says so
+                self.dismiss(None)
+            elif msg.error is not None:
                 self.say(f"restore failed: {msg.error}", error=True)
             else:
                 self.dismiss(restore_summary(tag[1], msg.value))
@@ -126,7 +128,7 @@ class SnapshotsScreen(DriverScreen[str | None]):
 
         def go() -> None:
             self.working = True
-            self.say(f"restoring snapshot {short(snap)}…")
+            self.say(f"restoring snapshot {short(snap)}… Ctrl+C stops it (files as before)")
             self.call(("restore", snap), lambda: self.driver.restore_snapshot(snap))
 
         self.ask_first(self.preview, "restore", go)
