@@ -71,3 +71,20 @@ def test_redo_says_what_it_did_as_rewind_does(cli: Cli) -> None:
     assert lines[1] == f"thread {t}", show(red)
     assert re.fullmatch(r"safety snapshot [0-9a-f]{64}", lines[2]), show(red)
     assert lines[3] == "files: 3 written, 0 deleted, 0 left alone", show(red)
+
+
+def agree(text: str) -> list[str]:
+    """Every counted store word in `text` whose number and form disagree ("1 snapshots", "2 pack")."""
+    return [m.group(0) for m in re.finditer(r"\b(\d[\d,]*) (snapshot file|pack|blob|snapshot|ref)(s?)\b", text)
+            if (m.group(1) == "1") != (m.group(3) == "")]
+
+
+def test_verify_and_gc_count_in_words_that_agree(cli: Cli) -> None:
+    """`snapshots verify` said "1 packs, 1 blobs, 1 snapshots, 1 refs checked"; gc and `history list` counted
+    snapshots the same way."""
+    (cli.ws / "only.txt").write_text("one\n")
+    cli.ok("snapshots", "capture")
+    ver = cli.ok("snapshots", "verify")
+    assert "1 snapshot," in ver.stdout and agree(ver.stdout) == [], show(ver)
+    gc = cli.ok("snapshots", "gc", "--dry-run")
+    assert agree(gc.stdout) == [], show(gc)

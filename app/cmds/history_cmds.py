@@ -131,7 +131,7 @@ def _list_line(s: Session, cat: Catalog, prefix: str) -> str:
     bits = [s.id, prefix, short_time(d["last_activity"]), s.source_label,
             plural(d["prompts"], "prompt")]
     if d["snapshots"]:
-        bits.append(f"{d['snapshots']} snapshots")
+        bits.append(plural(d["snapshots"], "snapshot"))
     if s.archived:
         bits.append("archived")
     origin = s.forked_from

@@ -287,8 +287,8 @@ def _verify(ctx: Context, args: argparse.Namespace) -> int:
             print(f"warning: {w}")
         for p in report.problems:
             print(f"damaged: {p}")
-        print(f"{'ok' if report.ok else 'DAMAGED'}: {report.packs} packs, {report.blobs} blobs, "
-              f"{report.snapshots} snapshots, {report.refs} refs checked"
+        print(f"{'ok' if report.ok else 'DAMAGED'}: {plural(report.packs, 'pack')}, {plural(report.blobs, 'blob')}, "
+              f"{plural(report.snapshots, 'snapshot')}, {plural(report.refs, 'ref')} checked"
               + (", every blob re-hashed" if args.full else ""))
     return 0 if report.ok else 1
 
@@ -302,8 +302,9 @@ def _gc(ctx: Context, args: argparse.Namespace) -> int:
         ctx.emit(plan.as_json())
         return 0
     verb = "would remove" if args.dry_run else "removed"
-    print(f"{verb} {len(plan.dropped)} snapshots by retention, {len(plan.delete_snapshots)} snapshot files, "
-          f"{len(plan.delete_packs) + len(plan.finish_packs)} packs; "
+    print(f"{verb} {plural(len(plan.dropped), 'snapshot')} by retention, "
+          f"{plural(len(plan.delete_snapshots), 'snapshot file')}, "
+          f"{plural(len(plan.delete_packs) + len(plan.finish_packs), 'pack')}; "
           f"{'would repack' if args.dry_run else 'repacked'} {len(plan.repack)}; "
           f"{human_bytes(plan.bytes_before)} -> {human_bytes(plan.bytes_after)}")
     if plan.dropped:
