@@ -3,25 +3,12 @@ prints what it did as `codexr rewind` does (one summary, app/shared/lines.py's `
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from test_cli_agent import Cli, show, three_prompts
+from test_cli_agent import cli as cli  # the fixture: codexr against the real Codex and the scripted model
 
-from app.codex.scripted_model import ScriptedModel, write_codex_home
 from app.shared.lines import since_rewind_lines
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    """`codexr` in a subprocess against the real Codex and the scripted model (as test_cli_agent.py's)."""
-    tmp = Path(os.path.realpath(tmp_path))
-    (tmp / "ws").mkdir()
-    with ScriptedModel() as model:
-        yield Cli(model, tmp, tmp / "codex-home", tmp / "ws", write_codex_home(tmp / "codex-home", model.base_url))
 
 
 def test_one_file_changed_since_the_rewind_is_kept_as_it() -> None:

@@ -9,24 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from test_cli_agent import Cli, assert_one_line_error, show
+from test_cli_agent import cli as cli  # the fixture: codexr against the real Codex and the scripted model
 from test_doctor import closed_port, silent_server
 
-from app.codex.scripted_model import ScriptedModel, add_file, message, pause, shell, write_codex_home
+from app.codex.scripted_model import add_file, message, pause, shell, write_codex_home
 from snapshot_store import Store
 from snapshot_store.manifest import captured_items
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    tmp = Path(os.path.realpath(tmp_path))
-    (tmp / "ws").mkdir()
-    with ScriptedModel() as model:
-        yield Cli(model, tmp, tmp / "codex-home", tmp / "ws", write_codex_home(tmp / "codex-home", model.base_url))
 
 
 def snapshot_files(home: Path, snapshot: str) -> set[str]:

@@ -6,34 +6,23 @@ command line and the app (once a session) phrase it."""
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from e2e_helpers import session_options
 from store_helpers import git
 from test_cli_agent import Cli, show
+from test_cli_agent import cli as cli  # the fixture: codexr against the real Codex and the scripted model
 from test_driver import Events
 
 from app.codex.events import Notice, Ready, TurnFinished
-from app.codex.scripted_model import ScriptedModel, add_file, message, write_codex_home
+from app.codex.scripted_model import ScriptedModel, add_file, message
 from app.services.driver import Driver
 from snapshot_store import Store
 from snapshot_store.settings import ScopeSettings
 
 LINE = re.compile(r"(\d+) untracked files beyond `file_snapshots\.residue_max_files` \((\d+)\) not captured: "
                   r"add them to Git or raise the limit")
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    """`codexr` in a subprocess against the real Codex and the scripted model (as test_cli_agent.py's)."""
-    tmp = Path(os.path.realpath(tmp_path))
-    (tmp / "ws").mkdir()
-    with ScriptedModel() as model:
-        yield Cli(model, tmp, tmp / "codex-home", tmp / "ws", write_codex_home(tmp / "codex-home", model.base_url))
 
 
 def _untracked(ws: Path, n: int) -> None:

@@ -4,23 +4,10 @@ show each id's shortest unique prefix, and that prefix is what `--thread` and `h
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from test_cli_agent import Cli, assert_one_line_error, show
+from test_cli_agent import cli as cli  # the fixture: codexr against the real Codex and the scripted model
 
-from app.codex.scripted_model import ScriptedModel, add_file, message, write_codex_home
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    """`codexr` in a subprocess against the real Codex and the scripted model (as test_cli_agent.py's)."""
-    tmp = Path(os.path.realpath(tmp_path))
-    (tmp / "ws").mkdir()
-    with ScriptedModel() as model:
-        yield Cli(model, tmp, tmp / "codex-home", tmp / "ws", write_codex_home(tmp / "codex-home", model.base_url))
+from app.codex.scripted_model import add_file, message
 
 
 def test_threads_and_history_list_show_the_prefix_that_names_each_thread(cli: Cli) -> None:
