@@ -463,6 +463,9 @@ class SafeRoot:
                 raise FileNotFoundError(rel)
             self.touched.add(rel.rpartition("/")[0])
             os.rmdir(name, dir_fd=pfd)
+        # Gone, and with it what this object changed in it: its parent's fsync (after this) makes the removal durable.
+        # Left among the directories to sync, it could not be opened again, and `sync` fell back to a syncfs.
+        self.touched.discard(rel)
         self.dirs_changed = True
 
     def mkdir(self, rel: str, mode: int | None) -> None:

@@ -446,3 +446,24 @@ def test_a_restore_that_changed_many_directories_fsyncs_each_never_the_whole_fil
     assert len(last_change) == 70, sorted(last_change)
     for d, i in last_change.items():
         assert any(call == "fsync" and dirs == [d] for call, dirs in calls[i + 1:]), f"{d} not synced after its change"
+
+
+def test_a_restore_that_removes_a_directory_syncs_its_parent_not_the_whole_file_system(tmp_path: Path,
+                                                                                      ws: Path) -> None:
+    """A restore deleted the files of a directory the snapshot does not have, then the directory: the directory was
+    still among those to fsync, could not be opened any more, and the restore fell back to syncfs (the soak's
+    reference restore and rewind: one each). Its removal is durable once its parent is synced after it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (ws / "a.txt").write_text("a one\n")
+    with Store.open(home / "file_snapshots") as store:
+        snap = store.at(ws).capture().id
+    (ws / "gen" / "sub").mkdir(parents=True)
+    for rel in ("gen/out1.txt", "gen/out2.txt", "gen/sub/deep.txt"):
+        (ws / rel).write_text(f"made after the snapshot: {rel}\n")
+    calls = _traced_restore(tmp_path, ws, home, snap)
+    assert not (ws / "gen").exists() and (ws / "a.txt").read_text() == "a one\n"
+    assert not [c for c in calls if c[0] == "syncfs"], calls
+    root = os.path.realpath(ws)
+    removed = max(i for i, (call, dirs) in enumerate(calls) if call != "fsync" and dirs == [root])
+    assert any(call == "fsync" and dirs == [root] for call, dirs in calls[removed + 1:]), calls
