@@ -86,3 +86,14 @@ def test_the_app_says_it_once_a_session(model: ScriptedModel, tmp_path: Path) ->
     assert len(said) == 1, said
     match = LINE.search(said[0])
     assert match is not None and int(match.group(1)) > 0 and match.group(2) == "5", said
+
+
+def test_exec_says_it_on_stderr(cli: Cli) -> None:
+    """`codexr exec`'s captures held files back without a word (issue 36 §5 named the capture and the app)."""
+    cli.model.script("lim-exec", [add_file("a.txt", "a\n"), message("done")])
+    git(cli.ws, "init", "-q")
+    _untracked(cli.ws, 9)
+    res = cli.ok("-c", "file_snapshots.residue_max_files=5", "exec", "--json", "lim-exec please")
+    said = [m.groups() for m in map(LINE.search, res.stderr.splitlines()) if m]
+    assert said and all(int(count) > 0 and limit == "5" for count, limit in said) and len(said) == 1, show(res)
+    assert json.loads(res.stdout)["status"] == "completed"

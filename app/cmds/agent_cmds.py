@@ -203,6 +203,11 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
                 out = session.run_turn(thread, args.prompt, on_event, tuple(getattr(args, "images", ())))
         else:
             out = session.run_turn(thread, args.prompt, notices, tuple(getattr(args, "images", ())))
+        held, most = session.recorder.over_limit  # the turn's last capture: untracked files it held back
+    if held:
+        from ..shared.lines import over_limit_line
+
+        print(f"codexr: warning: {over_limit_line(held, most)}", file=sys.stderr)
     if guard.fired and out.status != "completed":
         out.error = _timed_out(ctx, args, limit) + (f" (Codex: {out.error})" if out.error else "")
     if out.notice:
