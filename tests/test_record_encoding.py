@@ -83,14 +83,15 @@ def test_a_damaged_record_s_head_is_a_clear_error() -> None:
 
 def test_looking_up_paths_in_a_record_finds_what_decoding_it_finds() -> None:
     """`look_up` reads a record's entries for a few paths without decoding its map: names that spell a key's text, a
-    prefix or suffix of another name, escapes and entries that spell keys do not fool it; a path the record does not
-    name is left out, one it removes is None."""
+    prefix or suffix of another name, escapes, entries that spell keys and an entry longer than its first window do
+    not fool it; a path the record does not name is left out, one it removes is None."""
     rng = random.Random(35)
     letters = 'ab-._ é☃"\\:,[]{}'
     trap = '"b":["f",420,1,"' + "0" * 64 + '"]'
     changes: dict[str, Entry | None] = {
         "": WALKED, "b": FileEntry("f", 0o644, 2, "1" * 64), 'a"b': LinkEntry("l", ',"b":'), "a,\"b": None,
-        "kind": SkippedEntry("x", '"kind":'), trap: LinkEntry("l", trap), "é/☃": FileEntry("f", 0o755, 3, "2" * 64)}
+        "kind": SkippedEntry("x", '"kind":'), trap: LinkEntry("l", trap), "é/☃": FileEntry("f", 0o755, 3, "2" * 64),
+        "long": LinkEntry("l", "../" * 3000 + '"],"b":["-"]')}  # longer than look_up's first window, and its widening
     for i in range(300):
         path = "".join(rng.choice(letters) for _ in range(rng.randint(1, 8))) + str(i)
         changes[path] = rng.choice([FileEntry("f", 0o644, i, f"{i:064x}"), LinkEntry("l", path), ABSENT, WALKED,
