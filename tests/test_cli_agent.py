@@ -771,7 +771,7 @@ def test_thread_ids_take_unique_prefixes(cli: Cli) -> None:
 
 
 #: `codexr ARGS` in a subprocess that says, on its last stderr line, which of these modules it imported
-LISTED_IMPORTS = ("openai_codex", "app.session", "app.recording.recording", "snapshot_store.detect.journal")
+LISTED_IMPORTS = ("openai_codex", "pydantic", "app.session", "app.recording.recording", "snapshot_store.detect.journal")
 WITH_IMPORTS = ("import json, sys\nfrom app.cli import main\nrc = main(sys.argv[1:])\n"
                 f"print(json.dumps([m for m in {LISTED_IMPORTS!r} if m in sys.modules]), file=sys.stderr)\n"
                 "sys.exit(rc)")

@@ -113,9 +113,11 @@ def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
 
 def codex_overrides(args: argparse.Namespace) -> tuple[str, ...]:
     """The `-c`, `--enable` and `--disable` flags meant for Codex (codexr's own keys stay with codexr)."""
-    from config import split_overrides
+    overrides: list[str] = []
+    if args.overrides:  # telling codexr's keys from Codex's needs the settings models (pydantic, ~40 ms)
+        from config import split_overrides
 
-    overrides = list(split_overrides(args.overrides)) if args.overrides else []
+        overrides += split_overrides(args.overrides)
     overrides += [f"features.{f}=true" for f in args.enable if f != "file_snapshots"]
     overrides += [f"features.{f}=false" for f in args.disable if f != "file_snapshots"]
     return tuple(overrides)
