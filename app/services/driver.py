@@ -59,6 +59,7 @@ from ..session import (
 )
 from ..shared.lines import over_limit_line
 from ..shared.vocab import CONVERSATION_MODES, RewindMode
+from ..shared.words import plural
 from . import changes
 from .init_prompt import init_prompt
 from .review_target import review_target
@@ -452,7 +453,7 @@ class Driver:
             self.emit(TurnFinished(outcome.turn_id, outcome.status, outcome.error, outcome.seconds, files,
                                    outcome.pre, outcome.post, outcome.capture_error))
             if running:
-                self.emit(Notice(f"{running} background terminal{'s' if running != 1 else ''} running · /ps to view"
+                self.emit(Notice(f"{plural(running, 'background terminal')} running · /ps to view"
                                  " · /stop to close", "warning"))
             held, limit = s.recorder.over_limit
             if held and not self._said_over_limit:  # once a session: it holds until the files are added or the limit
