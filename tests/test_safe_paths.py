@@ -13,7 +13,7 @@ from pathlib import Path
 import blake3
 import pytest
 
-from snapshot_store import Store
+from snapshot_store import Store, dirfd
 from snapshot_store.detect.index import stat_key
 from snapshot_store.safefs import ASIDE_PREFIX, TMP_PREFIX, SafeRoot, UnsafePath
 from snapshot_store.scope import forbidden
@@ -58,6 +58,18 @@ while not os.path.exists(stop):
 """
 
 
+@pytest.fixture(params=["openat2", "walk"])
+def resolve(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each directory chain reached by the kernel in one openat2 (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), or walked
+    one component at a time as where there is no openat2 (macOS, older kernels, seccomp filters): both must refuse
+    every way out of the workspace."""
+    if request.param == "walk":
+        monkeypatch.setattr(dirfd, "_openat2", False)
+    elif dirfd._openat2_call() is None:
+        pytest.skip("this kernel has no openat2 (Linux < 5.6, or a seccomp filter refuses it)")
+    return str(request.param)
+
+
 def _all_blobs(store: Store, root: Path) -> dict[str, set[str]]:
     """Every blob id every snapshot of the workspace names, by snapshot id."""
     out: dict[str, set[str]] = {}
@@ -88,7 +100,7 @@ def _start_swapper(tmp_path: Path, ws: Path, outside: Path) -> tuple[subprocess.
 
 
 def test_capture_racing_a_directory_swapped_for_an_outside_symlink_never_stores_outside_content(
-        tmp_path: Path, ws: Path) -> None:
+        tmp_path: Path, ws: Path, resolve: str) -> None:
     secret = secrets.token_bytes(4096)
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -148,7 +160,8 @@ def test_a_symlink_to_an_outside_directory_is_never_descended(tmp_path: Path, ws
 # ----------------------------------------------------------------------------- writes
 
 
-def test_safe_root_does_not_write_into_a_directory_moved_out_of_the_workspace(tmp_path: Path, ws: Path) -> None:
+def test_safe_root_does_not_write_into_a_directory_moved_out_of_the_workspace(tmp_path: Path, ws: Path,
+                                                                             resolve: str) -> None:
     (ws / "sub").mkdir()
     (ws / "sub" / "a.txt").write_text("a\n")
     outside = tmp_path / "moved-out"
@@ -159,6 +172,37 @@ def test_safe_root_does_not_write_into_a_directory_moved_out_of_the_workspace(tm
         assert fs.lstat("sub/a.txt") is None
     assert sorted(os.listdir(outside)) == ["a.txt", "b.txt"]
     assert (ws / "sub" / "c.txt").read_text() == "c\n"
+
+
+def test_every_safe_root_call_refuses_a_symlink_on_the_way(tmp_path: Path, ws: Path, resolve: str) -> None:
+    """A directory on the way swapped for a symlink to an outside directory: nothing is read, written, removed or
+    made there, at the top or deeper down, whichever way the chain is opened."""
+    outside = tmp_path / "outside"
+    (outside / "deeper").mkdir(parents=True)
+    (outside / "f.txt").write_text("outside\n")
+    (outside / "deeper" / "f.txt").write_text("outside deeper\n")
+    (ws / "a" / "b").mkdir(parents=True)
+    (ws / "top").symlink_to(outside)
+    (ws / "a" / "b" / "link").symlink_to(outside)
+    before = sorted((p.relative_to(outside), p.read_bytes() if p.is_file() else b"") for p in outside.rglob("*"))
+    with SafeRoot(str(ws)) as fs:
+        for via in ("top", "a/b/link", "a/b/link/deeper"):
+            for name in ("f.txt", "new.txt"):
+                rel = f"{via}/{name}"
+                with pytest.raises(UnsafePath):
+                    fs.write_file(rel, [b"x\n"], 0o644)
+                with pytest.raises(UnsafePath):
+                    fs.write_link(rel, "/etc/passwd")
+                with pytest.raises(UnsafePath):
+                    fs.unlink(rel)
+                with pytest.raises(UnsafePath):
+                    fs.read(rel)
+                with pytest.raises(UnsafePath):
+                    fs.mkdir(rel, 0o755)
+                assert fs.lstat(rel) is None
+                assert fs.stage([(rel, [b"x\n"], 0o644)]) == {}
+    after = sorted((p.relative_to(outside), p.read_bytes() if p.is_file() else b"") for p in outside.rglob("*"))
+    assert after == before
 
 
 def test_safe_root_delete_leaves_a_file_that_changed_after_it_was_checked(ws: Path) -> None:
@@ -207,7 +251,7 @@ def test_a_file_set_aside_by_a_crashed_delete_gets_its_name_back(ws: Path) -> No
 
 
 @pytest.mark.parametrize("rel", [".GIT/config", "sub/.Git/HEAD", ".gIt", "a/.GIT"])
-def test_git_guard_is_case_insensitive(rel: str, ws: Path) -> None:
+def test_git_guard_is_case_insensitive(rel: str, ws: Path, resolve: str) -> None:
     assert forbidden(rel)
     assert not forbidden("sub/.gitignore") and not forbidden(".github/x") and not forbidden("git/x")
     with SafeRoot(str(ws)) as fs, pytest.raises(UnsafePath):
@@ -467,3 +511,58 @@ def test_a_restore_that_removes_a_directory_syncs_its_parent_not_the_whole_file_
     root = os.path.realpath(ws)
     removed = max(i for i, (call, dirs) in enumerate(calls) if call != "fsync" and dirs == [root])
     assert any(call == "fsync" and dirs == [root] for call, dirs in calls[removed + 1:]), calls
+
+
+def _deep_restore_case(ws: Path, home: Path) -> tuple[str, int]:
+    """40 files five directories down, captured, then all changed: (the snapshot, how many files it restores)."""
+    for i in range(40):
+        d = ws / "src" / f"m{i % 4}" / "pkg" / f"p{i % 2}" / "impl"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i}.py").write_text(f"one {i}\n")
+    with Store.open(home / "file_snapshots") as store:
+        snap = store.at(ws).capture().id
+    for f in ws.rglob("*.py"):
+        f.write_text(f.read_text().replace("one", "two, longer"))
+    return snap, 40
+
+
+def _dir_opens(log: list[str], root: str) -> list[str]:
+    """The strace lines that open a directory below `root` through a directory fd (openat or openat2)."""
+    return [line for line in log if (m := STRACE_LINE.match(line)) and m.group(1) in ("openat", "openat2")
+            and "O_DIRECTORY" in line and re.match(rf"\d+<{re.escape(root)}[/>]", m.group(2))]
+
+
+def test_a_restore_opens_each_directory_chain_in_one_call(tmp_path: Path, ws: Path) -> None:
+    """Issue 35 §2: each step of a restore opened its directory chain from the root one component at a time (a file
+    five directories down: ~30 opens and as many closes, ~22-30 per restored file in the soak). One openat2
+    (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) now opens a chain: the kernel refuses any symlink on it, as the walk did."""
+    if dirfd._openat2_call() is None:
+        pytest.skip("this kernel has no openat2 (Linux < 5.6, or a seccomp filter refuses it)")
+    home = tmp_path / "home"
+    home.mkdir()
+    snap, n = _deep_restore_case(ws, home)
+    log = _strace_restore(tmp_path, ws, home, snap, "openat,openat2")
+    assert all(f.read_text().startswith("one ") for f in ws.rglob("*.py"))
+    opens = _dir_opens(log, os.path.realpath(ws))
+    assert len(opens) <= 7 * n, f"{len(opens)} directory opens to restore {n} files:\n" + "\n".join(opens[:40])
+
+
+def test_a_restore_where_openat2_is_refused_walks_each_chain_and_stops_asking(tmp_path: Path, ws: Path) -> None:
+    """Where the kernel has no openat2 or a seccomp filter refuses it (ENOSYS, EPERM), a real restore walks each
+    chain component by component, as before, and asks no more after the first refusal."""
+    home = tmp_path / "home"
+    home.mkdir()
+    snap, _n = _deep_restore_case(ws, home)
+    log = tmp_path / "strace.log"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home)}
+    for errname in ("ENOSYS", "EPERM"):
+        res = subprocess.run(["strace", "-f", "-qq", "-o", str(log), "-e", "trace=openat2",
+                              "-e", f"inject=openat2:error={errname}",
+                              sys.executable, "-m", "app.cli", "snapshots", "restore", snap, "--yes"],
+                             cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+        assert all(f.read_text().startswith("one ") for f in ws.rglob("*.py"))
+        asked = [line for line in log.read_text().splitlines() if "openat2(" in line]
+        assert len(asked) == 1, asked
+        for f in ws.rglob("*.py"):  # changed again, for the next refusal
+            f.write_text(f.read_text().replace("one", "two, longer"))

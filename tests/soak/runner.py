@@ -19,9 +19,10 @@ REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 120.0
 
 #: Syscalls worth dying at: every step of the write path (temp files, data, fsync, rename, unlink). Restores
-#: work through directory fds: their renames are `renameat` (strace -c of a restore: 14 renameat, 4 rename).
-KILL_SYSCALLS = ("openat", "write", "fsync", "fdatasync", "syncfs", "rename", "renameat", "renameat2", "unlink",
-                 "unlinkat", "mkdir", "mkdirat", "symlinkat", "fchmod", "fchmodat", "ftruncate")
+#: work through directory fds: their renames are `renameat` (strace -c of a restore: 14 renameat, 4 rename), their
+#: directory chains are opened by `openat2` where the kernel has it.
+KILL_SYSCALLS = ("openat", "openat2", "write", "fsync", "fdatasync", "syncfs", "rename", "renameat", "renameat2",
+                 "unlink", "unlinkat", "mkdir", "mkdirat", "symlinkat", "fchmod", "fchmodat", "ftruncate")
 
 
 @dataclass
