@@ -1421,3 +1421,38 @@ def test_a_front_ends_stop_request_stops_the_first_restore_under_it_on_any_threa
     assert request.taken and request.ended
     assert len(out["again"].written) == 20 and out["again"].late_signal is None
     assert tree(ws) != before and (ws / "f3.txt").read_text() == "old 3\n"
+
+
+def test_a_restore_reads_and_verifies_each_small_blob_once(tmp_path: Path, store: Store,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35 §2: the pre-flight read, decompressed and hashed every blob a restore writes, then the write read and
+    verified it all again. The pre-flight's verified bytes of small blobs are now what is written; a big one is
+    still streamed twice (memory stays bounded)."""
+    from snapshot_store.repository.packs import BlobIndex
+    from snapshot_store.restore import apply as apply_mod
+
+    ws = tmp_path / "ws"
+    for i in range(20):
+        write(ws, f"d{i % 3}/f{i}.txt", f"small file {i}\n" * (i + 1))
+    big = os.urandom(apply_mod.KEPT_BLOB + 1)
+    (ws / "big.bin").write_bytes(big)
+    c = store.at(ws).capture()
+    for i in range(20):
+        write(ws, f"d{i % 3}/f{i}.txt", "changed\n")
+    (ws / "big.bin").write_bytes(b"changed\n")
+    streamed: dict[bytes, int] = {}
+    real_stream = BlobIndex.stream
+
+    def counted(self: BlobIndex, blob: bytes) -> Any:
+        streamed[blob] = streamed.get(blob, 0) + 1
+        return real_stream(self, blob)
+
+    monkeypatch.setattr(BlobIndex, "stream", counted)
+    store.origin(c.id).restore(c.id)
+    monkeypatch.undo()
+    for i in range(20):
+        assert (ws / f"d{i % 3}" / f"f{i}.txt").read_text() == f"small file {i}\n" * (i + 1)
+    assert (ws / "big.bin").read_bytes() == big
+    small = {bytes.fromhex(e[3]) for p, e in store.files(c.id).items() if p.endswith(".txt")}
+    assert {b: streamed.get(b, 0) for b in small} == dict.fromkeys(small, 1)
+    assert streamed[blake3.blake3(big).digest()] == 2

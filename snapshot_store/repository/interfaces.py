@@ -31,6 +31,10 @@ class BlobLoader(Protocol):
         """Verify one stored blob (CorruptStore if damaged) and return its length."""
         ...
 
+    def checked_blob(self, blob: bytes, keep: int) -> tuple[int, bytes | None]:
+        """Verify one stored blob (CorruptStore if damaged): its length, and its bytes if at most `keep` long."""
+        ...
+
 
 class BlobSaver(Protocol):
     """Writes blobs: a pack writer whose blobs are durable once it commits."""

@@ -283,13 +283,12 @@ class BlobIndex:
                 return loc
         return None
 
-    def check(self, blob: bytes) -> None:
-        """Make sure the blob reads back intact, switching to an intact copy if the first is damaged."""
+    def check(self, blob: bytes, keep: int = 0) -> bytes | None:
+        """Make sure the blob reads back intact, switching to an intact copy if the first is damaged; its verified
+        bytes are returned when it is at most `keep` long (so a caller about to write it need not read it again)."""
         first = self.locate(blob)
         try:
-            for _chunk in self.stream(blob):
-                pass
-            return
+            return self._read_through(blob, keep)
         except CorruptStore as exc:
             failure = exc
         self._decode_all()  # its other copies, if any
@@ -298,13 +297,19 @@ class BlobIndex:
                 continue
             self._locations[blob] = loc
             try:
-                for _chunk in self.stream(blob):
-                    pass
-                return
+                return self._read_through(blob, keep)
             except CorruptStore:
                 pass
         self._locations[blob] = first
         raise failure
+
+    def _read_through(self, blob: bytes, keep: int) -> bytes | None:
+        """Read a blob to its end (its hash checked there); its bytes if it is at most `keep` long."""
+        kept: list[bytes] | None = [] if self.locate(blob).raw_len <= keep else None
+        for chunk in self.stream(blob):
+            if kept is not None:
+                kept.append(chunk)
+        return None if kept is None else b"".join(kept)
 
     def load_pack(self, pack_id: str) -> PackInfo:
         """Read one pack's index, checking it against the pack's size."""

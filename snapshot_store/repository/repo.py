@@ -560,12 +560,15 @@ class Repository:
         """A blob's verified content, in chunks."""
         return self.blobs.stream(bytes.fromhex(blob_hex))
 
-
-
     def check_blob(self, blob: bytes) -> int:
         """Verify one stored blob (CorruptStore if damaged) and return its length."""
         self.blobs.check(blob)
         return self.blobs.locate(blob).raw_len
+
+    def checked_blob(self, blob: bytes, keep: int) -> tuple[int, bytes | None]:
+        """Verify one stored blob (CorruptStore if damaged): its length, and its bytes if at most `keep` long."""
+        data = self.blobs.check(blob, keep)
+        return self.blobs.locate(blob).raw_len, data
 
     def blob_writer(self) -> PackWriter:
         """A writer of new blobs into a pack of this repository (durable once committed)."""

@@ -14,6 +14,7 @@ import json
 import os
 import stat
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,10 +178,11 @@ def _apply(loader: Loader, ws: Path, journal: Path, notes: WorkspaceNotes | None
            result: RestoreResult, safety_started_ns: int, hold: dict[str, Any] | None) -> None:
     # Pre-flight: every blob to be written must exist, verify and have the size the snapshot says,
     # so a damaged (or forged) store changes nothing.
+    contents = _Contents(loader)
     sizes = {a.target.blob: (a.target.size, a.path) for a in plan.actions if a.op == WRITE and a.target
              and a.target.kind == "f"}
     for blob, (size, path) in sizes.items():
-        if loader.check_blob(bytes.fromhex(blob)) != size:
+        if contents.check(blob) != size:
             raise CorruptStore(f"snapshot {plan.target_id[:12]} says {path} has {size} bytes, but its content "
                                "has another length (damaged snapshot); nothing was changed")
     actions = [a for a in plan.actions if a.op in (WRITE, DELETE, RMDIR)]
@@ -205,7 +207,7 @@ def _apply(loader: Loader, ws: Path, journal: Path, notes: WorkspaceNotes | None
         write_journal(journal, doc)
         taken: list[Action] = []
         try:
-            _steps(loader, ws, fs, plan, safety_id, result, safety_started_ns, held, taken)
+            _steps(contents, ws, fs, plan, safety_id, result, safety_started_ns, held, taken)
         except Exception as exc:
             if hold is None:
                 raise  # journaled: the next command finishes it (StoreFull says so)
@@ -224,7 +226,35 @@ def _apply(loader: Loader, ws: Path, journal: Path, notes: WorkspaceNotes | None
         result.late_signal = held.pending
 
 
-def _steps(loader: Loader, ws: Path, fs: SafeRoot, plan: RestorePlan, safety_id: str, result: RestoreResult,
+#: The pre-flight keeps the verified bytes of blobs up to KEPT_BLOB long, KEPT_BYTES in all, for the writes: each blob
+#: is then read, decompressed and hashed once per restore, not twice (issue 35 §2); longer ones are streamed again.
+KEPT_BLOB = 1 << 20
+KEPT_BYTES = 16 << 20
+
+
+class _Contents:
+    """The content a restore writes: the blobs the pre-flight verified, their bytes kept where small."""
+
+    def __init__(self, loader: Loader) -> None:
+        self.loader = loader
+        self.kept: dict[str, bytes] = {}
+        self.room = KEPT_BYTES
+
+    def check(self, blob_hex: str) -> int:
+        """Verify one blob (CorruptStore if damaged) and return its length, keeping its bytes while there is room."""
+        size, data = self.loader.checked_blob(bytes.fromhex(blob_hex), min(KEPT_BLOB, self.room))
+        if data is not None:
+            self.kept[blob_hex] = data
+            self.room -= len(data)
+        return size
+
+    def chunks(self, blob_hex: str) -> Iterable[bytes]:
+        """A blob's verified content: the kept bytes, else read (and verified) again."""
+        data = self.kept.get(blob_hex)
+        return (data,) if data is not None else self.loader.blob_chunks(blob_hex)
+
+
+def _steps(contents: _Contents, ws: Path, fs: SafeRoot, plan: RestorePlan, safety_id: str, result: RestoreResult,
            safety_started_ns: int, held: HeldSignals, taken: list[Action]) -> None:
     """Carry out the plan's actions in order until a held signal stops it; `taken` gets each one attempted. The
     content of the next STAGED files is written ahead and made durable together (SafeRoot.stage), each still put in
@@ -241,8 +271,8 @@ def _steps(loader: Loader, ws: Path, fs: SafeRoot, plan: RestorePlan, safety_id:
             if i not in tried and _stageable(a) and fs.stage_writes:
                 window = _window(plan.actions, i)
                 tried.update(window)
-                staged.update(_stage(loader, fs, [plan.actions[j] for j in window], ws, safety_id, result))
-            _step(loader, ws, fs, a, safety_id, result, safety_started_ns, taken, staged)
+                staged.update(_stage(contents, fs, [plan.actions[j] for j in window], ws, safety_id, result))
+            _step(contents, ws, fs, a, safety_id, result, safety_started_ns, taken, staged)
     finally:
         fs.unstage(staged)
 
@@ -274,11 +304,11 @@ def _stageable(a: Action) -> bool:
             and not (a.current is not None and a.current.kind in ("d", "D")))
 
 
-def _stage(loader: Loader, fs: SafeRoot, actions: list[Action], ws: Path, safety_id: str, result: RestoreResult
+def _stage(contents: _Contents, fs: SafeRoot, actions: list[Action], ws: Path, safety_id: str, result: RestoreResult
            ) -> dict[str, str]:
     """Stage a window of writes (a full disk stops the restore as a write would)."""
     try:
-        return fs.stage((a.path, loader.blob_chunks(a.target.blob), a.target.mode) for a in actions
+        return fs.stage((a.path, contents.chunks(a.target.blob), a.target.mode) for a in actions
                         if isinstance(a.target, FileEntry))
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -292,12 +322,12 @@ def _full(ws: Path, result: RestoreResult, safety_id: str) -> StoreFull:
                      f"(safety snapshot {safety_id[:12]} holds the state before it)")
 
 
-def _step(loader: Loader, ws: Path, fs: SafeRoot, a: Action, safety_id: str, result: RestoreResult,
+def _step(contents: _Contents, ws: Path, fs: SafeRoot, a: Action, safety_id: str, result: RestoreResult,
           safety_started_ns: int, taken: list[Action], staged: dict[str, str]) -> None:
     """One action of the plan, its outcome recorded in `result`."""
     taken.append(a)
     try:
-        done = _do(loader, fs, a, safety_started_ns, staged)
+        done = _do(contents, fs, a, safety_started_ns, staged)
     except UnsafePath as exc:
         _not_done(result, Action(LEAVE, a.path, str(exc), a.target, a.current))
         return
@@ -393,7 +423,7 @@ def _interrupted(loader: Loader, ws: Path, fs: SafeRoot, journal: Path, notes: W
                       rolled_back=True)
 
 
-def _do(loader: Loader, fs: SafeRoot, a: Action, safety_started_ns: int,
+def _do(contents: _Contents, fs: SafeRoot, a: Action, safety_started_ns: int,
         staged: dict[str, str] | None = None) -> bool | None:
     """Carry out one action if the path is still as the safety capture saw it."""
     st = fs.lstat(a.path)
@@ -426,7 +456,7 @@ def _do(loader: Loader, fs: SafeRoot, a: Action, safety_started_ns: int,
     if t.kind == "f":
         tmp = staged.pop(a.path, None) if staged is not None else None
         if tmp is None or not fs.rename_staged(a.path, tmp):
-            fs.write_file(a.path, loader.blob_chunks(t.blob), t.mode)
+            fs.write_file(a.path, contents.chunks(t.blob), t.mode)
     else:
         assert t.kind == "l", t  # a write's target is always captured (plan_restore, recover check it)
         fs.write_link(a.path, t.target)
