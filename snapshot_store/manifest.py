@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import zstandard
 
+from .collector import held_off
 from .errors import CorruptStore
 
 if TYPE_CHECKING:  # typing.TypeIs is Python 3.13+; only the type checker needs it
@@ -273,7 +274,7 @@ class SnapshotRecord:
     @classmethod
     def decode(cls, snap_id: str, data: bytes) -> SnapshotRecord:
         """Parse a snapshot file, raising CorruptStore with its id on any problem."""
-        with _parsing(snap_id):
+        with _parsing(snap_id), held_off():
             doc = json.loads(_document(data), object_pairs_hook=_unique_keys)
             head = SnapshotHead.of(doc, snap_id)
             changes: dict[str, Entry | None] = {}
