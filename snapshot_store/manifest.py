@@ -16,7 +16,7 @@ import contextlib
 import json
 import operator
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -329,6 +329,12 @@ def valid_key(path: str) -> bool:
 
 _new_tuple = tuple.__new__  # ~20% of decoding an 11,000-file manifest went to namedtuple's generated __new__
 _TYPES: dict[str, tuple[type, ...]] = {"f": (str, int, int, str), "l": (str, str), "D": (str, str), "x": (str, str)}
+
+
+def entries_again(values: Iterable[Sequence[Any] | None]) -> list[Entry | None]:
+    """Entries made again from their tuples as a checksummed cache of decoded ones holds them (not checked again)."""
+    kinds, make = _KINDS, _new_tuple
+    return [None if v is None else make(kinds[v[0]], v) for v in values]
 
 
 def parse_entry(value: Any) -> Entry:
