@@ -75,3 +75,20 @@ def test_verify_and_gc_count_in_words_that_agree(cli: Cli) -> None:
     assert "1 snapshot," in ver.stdout and agree(ver.stdout) == [], show(ver)
     gc = cli.ok("snapshots", "gc", "--dry-run")
     assert agree(gc.stdout) == [], show(gc)
+
+
+def test_the_stores_own_messages_count_their_words() -> None:
+    """verify said "1 record(s) …", a lost ref "1 snapshot(s) … are named by no ref"; the store spells counts with
+    the one plural() the front ends use."""
+    from pathlib import Path
+
+    from snapshot_store.maint import refcheck
+
+    class Repo:
+        path = Path("/nowhere")
+
+    line = refcheck.lost_line(Repo(), "/ws", ["a" * 64])  # type: ignore[arg-type]
+    assert line.startswith("1 snapshot of workspace /ws is named by no ref (refs/workspaces/"), line
+    assert "(s)" not in line
+    two = refcheck.lost_line(Repo(), "/ws", ["a" * 64, "b" * 64])  # type: ignore[arg-type]
+    assert two.startswith("2 snapshots of workspace /ws are named by no ref"), two

@@ -47,7 +47,7 @@ def _decodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_a_whole_record_is_decoded_once_then_read_from_its_copy(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    ws, store_dir, snap, files = _captured(tmp_path)
+    _ws, store_dir, snap, files = _captured(tmp_path)
     decoded = _decodes(monkeypatch)
     with Store.open(store_dir) as s:  # a new process's store: nothing decoded yet
         assert dict(s.files(snap)) == files
@@ -61,7 +61,7 @@ def test_a_whole_record_is_decoded_once_then_read_from_its_copy(tmp_path: Path,
 
 
 def test_a_damaged_copy_is_decoded_again_and_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ws, store_dir, snap, files = _captured(tmp_path)
+    _ws, store_dir, snap, files = _captured(tmp_path)
     with Store.open(store_dir) as s:
         s.files(snap)
     copy = mapcache.cache_path(store_dir / "cache", snap)
@@ -84,7 +84,7 @@ def test_a_damaged_copy_is_decoded_again_and_replaced(tmp_path: Path, monkeypatc
 
 
 def test_a_copy_never_stands_in_for_a_snapshot_file_gone_or_damaged(tmp_path: Path) -> None:
-    ws, store_dir, snap, _files = _captured(tmp_path)
+    _ws, store_dir, snap, _files = _captured(tmp_path)
     with Store.open(store_dir) as s:
         s.files(snap)
     assert mapcache.cache_path(store_dir / "cache", snap).is_file()

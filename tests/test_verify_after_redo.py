@@ -26,6 +26,6 @@ def test_verify_after_two_rewinds_and_redos_names_their_records_not_an_interrupt
     assert "interrupted" not in res.stdout, res.stdout
     warnings = [line for line in res.stdout.splitlines() if line.startswith("warning:")]
     assert warnings == [
-        "warning: 2 record(s) of a rewind's targets or an agent's edits no thread pins any more (their rewind was "
+        "warning: 2 records of a rewind's targets or an agent's edits no thread pins any more (their rewind was "
         "redone, or their thread was idle past thread_retention_days); gc removes them after the grace period"], \
         res.stdout

@@ -2,7 +2,4 @@
 
 from __future__ import annotations
 
-
-def plural(n: int, word: str) -> str:
-    """`1 file`, `2 files`."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
+from snapshot_store.words import plural as plural  # one spelling for the store's messages and the front ends

@@ -9,9 +9,7 @@ carries it out. Refs are rewritten before any object goes, so a crash can leave 
 from __future__ import annotations
 
 import contextlib
-import os
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptStore, StoreBusy
@@ -123,12 +121,3 @@ def maybe_auto_gc(store: Repository, policy: RetentionPolicy, interval: float = 
             atomic_write(marker, str(time.time()).encode(), sync=False)
         raise
 
-
-def store_size(path: Path) -> int:
-    """Apparent size of every file in the store."""
-    total = 0
-    for dirpath, _dirs, names in os.walk(path):
-        for n in names:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, n)).st_size
-    return total

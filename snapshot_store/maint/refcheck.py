@@ -22,6 +22,7 @@ from ..ids import is_snapshot_id, workspace_key
 from ..repository import dropped as dropped_file
 from ..repository.listing import SnapshotInfo
 from ..vocab import UNLISTED_KINDS
+from ..words import plural
 from .reach import needs_of
 
 if TYPE_CHECKING:
@@ -272,8 +273,9 @@ def lost_history(store: Repository, ids: Iterable[str], named: set[str], *, min_
 def lost_line(store: Repository, root: str, ids: list[str]) -> str:
     """One line naming the workspace whose ref lost these snapshots."""
     path = ref_path(store, root)
-    how = "is missing" if not path.exists() else "has lost their lines"
-    return (f"{len(ids)} snapshot(s) of workspace {root} are named by no ref (refs/workspaces/{path.name} {how}); "
+    how = "is missing" if not path.exists() else f"has lost {'its line' if len(ids) == 1 else 'their lines'}"
+    return (f"{plural(len(ids), 'snapshot')} of workspace {root} {'is' if len(ids) == 1 else 'are'} named by no ref "
+            f"(refs/workspaces/{path.name} {how}); "
             "`codexr snapshots verify --repair` rebuilds it from the snapshots")
 
 
@@ -311,8 +313,9 @@ def rebuild_refs(store: Repository, lost: dict[str, list[str]]) -> tuple[list[st
         if complete:
             atomic_write(path, b"".join(ref_line(i) + b"\n" for i in infos))
         left = len(ids) - complete
-        repaired.append(f"rebuilt refs/workspaces/{path.name} of workspace {root}: {complete} snapshot(s) named "
-                        "again" + (f", {left} incomplete one(s) (blobs already collected) left out" if left else ""))
+        incomplete = f", {left} incomplete {'one' if left == 1 else 'ones'} (blobs already collected) left out"
+        repaired.append(f"rebuilt refs/workspaces/{path.name} of workspace {root}: {plural(complete, 'snapshot')} "
+                        "named again" + (incomplete if left else ""))
     if gone:
         write_dropped(store, read_dropped(store) | gone)
     return repaired, problems

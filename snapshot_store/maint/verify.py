@@ -22,6 +22,7 @@ from ..repository import commits
 from ..repository.packs import Location, check_headers, record_ok, scan_pack, write_index
 from ..settings import RetentionPolicy
 from ..vocab import UNLISTED_KINDS
+from ..words import plural
 from .pending import PENDING, pending_exists, read_pending
 from .reach import each_needs
 from .refcheck import (
@@ -132,7 +133,8 @@ def _unindexed(store: Repository, report: VerifyReport, pack_id: str, damage: st
     if repair:
         write_index(store.path / "packs", pack_id, scan.entries)
         store.blobs.damaged.pop(pack_id, None)
-        lost = f"; {len(scan.damage)} damaged region(s) left out: {'; '.join(scan.damage)}" if scan.damage else ""
+        lost = (f"; {plural(len(scan.damage), 'damaged region')} left out: {'; '.join(scan.damage)}"
+                if scan.damage else "")
         report.repaired.append(f"rebuilt the index of pack {pack_id} from its {len(scan.entries)} records{lost}")
         report.packs += 1
         if scan.damage:
@@ -322,13 +324,14 @@ def _unreached(store: Repository, garbage: set[str]) -> list[str]:
     out = []
     grace = "gc removes them after the grace period"
     if retention:
-        out.append(f"{retention} snapshot file(s) dropped by retention; {grace}")
+        out.append(f"{plural(retention, 'snapshot file')} dropped by retention; {grace}")
     if records:
-        out.append(f"{records} record(s) of a rewind's targets or an agent's edits no thread pins any more (their "
-                   f"rewind was redone, or their thread was idle past thread_retention_days); {grace}")
+        out.append(f"{plural(records, 'record')} of a rewind's targets or an agent's edits no thread pins any more "
+                   f"(their rewind was redone, or their thread was idle past thread_retention_days); {grace}")
     if pending:
-        out.append(f"{pending} snapshot file(s) a capture wrote without adding them to their workspace's ref "
-                   f"(it is running now, or was interrupted); {grace}")
+        them, their = ("it", "its") if pending == 1 else ("them", "their")
+        out.append(f"{plural(pending, 'snapshot file')} a capture wrote without adding {them} to {their} workspace's "
+                   f"ref (it is running now, or was interrupted); {grace}")
     return out
 
 

@@ -27,6 +27,7 @@ from ..repository.interfaces import Loader
 from ..repository.packs import PackWriter
 from ..safefs import SafeRoot, UnsafePath
 from ..stamps import is_racy, stat_key
+from ..words import plural
 from .journal import (
     Recovery,
     Settle,
@@ -416,8 +417,9 @@ def _interrupted(loader: Loader, ws: Path, fs: SafeRoot, journal: Path, notes: W
         shown = "; ".join(f"{p}: {why}" for p, why in report.left[:3])
         more = f" and {len(report.left) - 3} more" if len(report.left) > 3 else ""
         raise Interrupted(
-            f"the restore was stopped and rolled back except {len(report.left)} path(s) ({shown}{more}), which hold "
-            f"what snapshot {doc['target'][:12]} has or changed meanwhile; `codexr snapshots restore {safety} --yes` "
+            f"the restore was stopped and rolled back except {plural(len(report.left), 'path')} ({shown}{more}), which "
+            f"{'holds' if len(report.left) == 1 else 'hold'} what snapshot {doc['target'][:12]} has or changed "
+            f"meanwhile; `codexr snapshots restore {safety} --yes` "
             f"puts back the state before the restore (safety snapshot {safety})", signum, rolled_back=False)
     raise Interrupted(f"the restore was rolled back; nothing changed (safety snapshot {safety})", signum,
                       rolled_back=True)
