@@ -29,3 +29,13 @@ def test_the_sdk_models_are_built_on_first_use_and_pydantic_is_left_as_it_was() 
     assert lazy == "True False", ("the SDK's models were built eagerly (app/codex/codex_sdk.py fell back or did not "
                                   f"take effect): lazy_models, Thread complete = {lazy}")
     assert root_configs == "False False", "pydantic's BaseModel/RootModel kept defer_build after the SDK import"
+
+
+def test_the_listing_names_the_sdks_version_as_its_metadata_says() -> None:
+    """The read-only app-server's `initialize` names the SDK's version as the SDK does, read from the name of its
+    `.dist-info` directory instead of importlib.metadata (issue 35 §3)."""
+    import importlib.metadata
+
+    from app.codex.rpc_lines import _sdk_version
+
+    assert _sdk_version() == importlib.metadata.version("openai-codex")

@@ -25,24 +25,11 @@ from .events import (
     TurnStarted,
     UserPrompt,
 )
+from .turn_kinds import is_prompt_turn as is_prompt_turn
+from .turn_kinds import is_sub_turn as is_sub_turn
 
 _SHELLS = ("bash", "sh", "zsh")
 COMPACTED = "context compacted: the conversation so far is summarised (the rewind picker still lists every prompt)"
-# Not prompts of the user's: Codex's own turns for /compact and /review
-_NOT_PROMPT_ITEMS = frozenset({"contextCompaction", "enteredReviewMode", "exitedReviewMode"})
-
-
-def is_sub_turn(turn: dict[str, Any]) -> bool:
-    """A turn run inside another (a review's reviewer turn holds the review prompt): never a prompt of its own."""
-    root = turn.get("rootTurnId")
-    return bool(root) and root != turn.get("id")
-
-
-def is_prompt_turn(turn: dict[str, Any]) -> bool:
-    """A turn the user sent a prompt for (a rewind point): not a compaction, a review, or a review's inner turn."""
-    items = [i for i in turn.get("items") or [] if isinstance(i, dict)]
-    return (not is_sub_turn(turn) and any(i.get("type") == "userMessage" for i in items)
-            and not any(i.get("type") in _NOT_PROMPT_ITEMS for i in items))
 
 
 def prompt_text(user_item: dict[str, Any]) -> str:

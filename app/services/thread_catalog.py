@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..codex.rpc_lines import RawCall, RpcRefused, read_pages, read_turns
-from ..codex.translate import is_prompt_turn, is_sub_turn
+from ..codex.turn_kinds import is_prompt_turn, is_sub_turn
 from ..errors import CodexGone, SessionError
 from ..recording.sidecar import Sidecars, ThreadSidecar
 from ..recording.workspace_lock import LastThread

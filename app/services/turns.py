@@ -18,7 +18,7 @@ from ..codex.codex_connection import AnyResponse, CodexConnection, EventCallback
 from ..codex.codex_sdk import CodexError, JsonRpcError, TransportClosedError
 from ..codex.images import check_images, prompt_input
 from ..codex.rpc_lines import RpcRefused
-from ..codex.translate import is_prompt_turn
+from ..codex.turn_kinds import is_prompt_turn
 from ..errors import CodexGone, SessionError
 from ..recording.auto_gc import AutoGc
 from ..recording.recorder import PreTurnAhead, Recorder, TurnState
