@@ -645,7 +645,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                  epilog=f"rows: {', '.join(ROW_NAMES)}")
     ap.add_argument("--quick", action="store_true",
                     help="small trees (exec 300 / 1,000 / 3,000 files, session restore 800), 2 rounds, 1 cold round: "
-                         "a smoke test of a couple of minutes")
+                         "a smoke test of ~40 s")
     ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 7, --quick 2)")
     ap.add_argument("--cold-rounds", type=int, default=None,
                     help="rounds that include (f)'s cold captures (default 3, --quick 1)")
