@@ -259,21 +259,22 @@ class Bench:
         elif rnd >= 0:
             self.rec.record(f"{tree.name}.exec", rnd, secs)
 
-    def codex_exec_tree(self, rnd: int) -> None:
-        """The same trivial turn in the 11,000-file capture tree: what snapshots cost a turn in a large workspace."""
+    def codex_exec_tree(self, rnd: int, ws: Path | None = None, op: str = "exec_tree") -> None:
+        """The same trivial turn in the 11,000-file capture tree: what snapshots cost a turn in a large workspace.
+        (`ws`, `op`: another tree, recorded as codex.OP.)"""
         cmd = [self.codex, "exec", "--skip-git-repo-check", PROMPT]
-        secs, res = timed(cmd, cwd=self.ws.root, env=self.codex_env)
+        secs, res = timed(cmd, cwd=ws or self.ws.root, env=self.codex_env)
         if res.returncode != 0 or REPLY not in res.stdout:
             self.rec.problem(f"codex exec (tree) failed ({res.returncode}): {res.stderr[-500:]}")
         elif rnd >= 0:
-            self.rec.record("codex.exec_tree", rnd, secs)
+            self.rec.record(f"codex.{op}", rnd, secs)
 
-    def codexr_exec_tree(self, tree: Tree, rnd: int) -> None:
-        secs, res = timed(tree.cmd("-C", str(self.ws.root), "exec", PROMPT), cwd=tree.root, env=tree.exec_env)
+    def codexr_exec_tree(self, tree: Tree, rnd: int, ws: Path | None = None, op: str = "exec_tree") -> None:
+        secs, res = timed(tree.cmd("-C", str(ws or self.ws.root), "exec", PROMPT), cwd=tree.root, env=tree.exec_env)
         if res.returncode != 0 or REPLY not in res.stdout:
             self.rec.problem(f"{tree.name} exec (tree) failed ({res.returncode}): {res.stderr[-500:]}")
         elif rnd >= 0:
-            self.rec.record(f"{tree.name}.exec_tree", rnd, secs)
+            self.rec.record(f"{tree.name}.{op}", rnd, secs)
 
     def codexr_rewind_tree(self, tree: Tree, rnd: int) -> None:
         """A turn that adds one file to the capture tree (untimed), then `codexr rewind --to 1 --yes` of it (timed):
@@ -410,9 +411,14 @@ class Bench:
             return
         self.rec.record(f"{tree.name}.restore1", rnd, secs)
 
-    def block_git_restore(self, rnd: int) -> None:
+    def block_git_restore(self, rnd: int, *, refresh: bool = False) -> None:
+        """One file rewritten, then `git read-tree -u --reset` (timed). With `refresh`, Git's index is refreshed first
+        (untimed, `update-index --refresh`, as bench_store.py does): a stale index makes read-tree re-hash every
+        entry whose stat moved since (the other blocks' restores rewrite files), a baseline slower than Git is."""
         rels = self.modifier.take(1)
         expected = self.modifier.read(rels)
+        if refresh:
+            self.shadow.git("update-index", "-q", "--refresh")
         self.modifier.rewrite(rels)
         t0 = time.perf_counter()
         self.shadow.git("read-tree", "-u", "--reset", self.git_tree)

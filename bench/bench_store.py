@@ -317,26 +317,9 @@ def ours_warm(v: Variant, rnd: int, api: StoreApi) -> None:
         return
     store = v.store
     root = v.ws.root
-
-    def sync() -> None:
-        v.store_last_id = store.at(root).capture().id
-
-    if not v.attempt("ours.sync", sync):
+    if not ours_sync(v):
         return
-
-    def unchanged() -> None:
-        before = dir_usage(store_dir(v))
-        t = time.perf_counter()
-        res = store.at(root).capture()
-        v.record("ours.unchanged", rnd, time.perf_counter() - t)
-        after = dir_usage(store_dir(v))
-        v.record("ours.growth_apparent", rnd, after[0] - before[0])
-        v.record("ours.growth_blocks", rnd, after[1] - before[1])
-        v.note("ours.unchanged", result_info(res))
-        v.store_last_id = res.id
-        check_unchanged(v, rnd, "ours.unchanged", res)
-
-    v.attempt("ours.unchanged", unchanged)
+    ours_unchanged(v, rnd)
 
     for n in (1, 100):
         op_name = f"ours.mod{n}"
@@ -352,22 +335,56 @@ def ours_warm(v: Variant, rnd: int, api: StoreApi) -> None:
         v.attempt(op_name, modified)
 
     for n in (1, 100):
-        op_name = f"ours.restore{n}"
+        ours_restore(v, rnd, n)
 
-        def restore(n: int = n, op_name: str = op_name) -> None:
-            target = v.store_last_id
-            rels = v.modifier.take(n)
-            expected = v.modifier.read(rels)
-            v.modifier.rewrite(rels)
-            t = time.perf_counter()
-            rr = store.at(root).restore(target)
-            v.record(op_name, rnd, time.perf_counter() - t)
-            v.note(op_name, result_info(rr))
-            bad = v.modifier.check_restored(expected)
-            if bad:
-                v.problems.append(f"round {rnd}: {op_name} left {bad} of {n} modified files unrestored")
 
-        v.attempt(op_name, restore)
+def ours_sync(v: Variant) -> bool:
+    """The session store's untimed capture that absorbs what changed since its last (False once it failed)."""
+
+    def sync() -> None:
+        v.store_last_id = v.store.at(v.ws.root).capture().id
+
+    return v.attempt("ours.sync", sync)
+
+
+def ours_unchanged(v: Variant, rnd: int) -> None:
+    """The session store's capture of a tree unchanged since its last (timed as ours.unchanged), and what it adds
+    to the store."""
+
+    def unchanged() -> None:
+        before = dir_usage(store_dir(v))
+        t = time.perf_counter()
+        res = v.store.at(v.ws.root).capture()
+        v.record("ours.unchanged", rnd, time.perf_counter() - t)
+        after = dir_usage(store_dir(v))
+        v.record("ours.growth_apparent", rnd, after[0] - before[0])
+        v.record("ours.growth_blocks", rnd, after[1] - before[1])
+        v.note("ours.unchanged", result_info(res))
+        v.store_last_id = res.id
+        check_unchanged(v, rnd, "ours.unchanged", res)
+
+    v.attempt("ours.unchanged", unchanged)
+
+
+def ours_restore(v: Variant, rnd: int, n: int) -> None:
+    """In the session store: `n` tracked files rewritten, then restored to the last capture (timed as ours.restoreN:
+    the safety capture, the plan and the writes)."""
+    op_name = f"ours.restore{n}"
+
+    def restore() -> None:
+        target = v.store_last_id
+        rels = v.modifier.take(n)
+        expected = v.modifier.read(rels)
+        v.modifier.rewrite(rels)
+        t = time.perf_counter()
+        rr = v.store.at(v.ws.root).restore(target)
+        v.record(op_name, rnd, time.perf_counter() - t)
+        v.note(op_name, result_info(rr))
+        bad = v.modifier.check_restored(expected)
+        if bad:
+            v.problems.append(f"round {rnd}: {op_name} left {bad} of {n} modified files unrestored")
+
+    v.attempt(op_name, restore)
 
 
 def store_dir(v: Variant) -> Path:
@@ -489,31 +506,43 @@ def git_warm(v: Variant, rnd: int) -> None:
 
         v.attempt(op_name, modified)
 
-    restores: list[tuple[str, list[str]]] = [
-        ("checkout", ["checkout", "<tree>", "--", "."]),
-        ("readtree", ["read-tree", "-u", "--reset", "<tree>"]),
-    ]
-    for kind, argv in restores:
+    for kind in GIT_RESTORES:
         for n in (1, 100):
-            op_name = f"git.{kind}{n}"
+            git_restore(v, rnd, kind, n)
 
-            def restore(n: int = n, op_name: str = op_name, argv: list[str] = argv) -> None:
-                tree = v.git_last_tree
-                args = [tree if a == "<tree>" else a for a in argv]
-                rels = v.modifier.take(n)
-                expected = v.modifier.read(rels)
-                # Git's index refreshed first (untimed), as after a `git status` in a session: a stale index made
-                # read-tree re-hash the tree, a baseline ~2x slower than Git is (issue 35)
-                shadow.git("update-index", "-q", "--refresh")
-                v.modifier.rewrite(rels)
-                t = time.perf_counter()
-                shadow.git(*args)
-                v.record(op_name, rnd, time.perf_counter() - t)
-                bad = v.modifier.check_restored(expected)
-                if bad:
-                    v.problems.append(f"round {rnd}: {op_name} left {bad} of {n} modified files unrestored")
 
-            v.attempt(op_name, restore)
+#: Git's ways to restore a tree: `git.{kind}{n}` rows.
+GIT_RESTORES: dict[str, list[str]] = {
+    "checkout": ["checkout", "<tree>", "--", "."],
+    "readtree": ["read-tree", "-u", "--reset", "<tree>"],
+}
+
+
+def git_restore(v: Variant, rnd: int, kind: str, n: int) -> None:
+    """In the internal Git repository: its index refreshed (untimed), `n` tracked files rewritten, then Git's
+    restore of the last snapshot's tree (timed as git.{kind}{n})."""
+    shadow = v.git_warm
+    if shadow is None:
+        return
+    op_name = f"git.{kind}{n}"
+
+    def restore() -> None:
+        tree = v.git_last_tree
+        args = [tree if a == "<tree>" else a for a in GIT_RESTORES[kind]]
+        rels = v.modifier.take(n)
+        expected = v.modifier.read(rels)
+        # Git's index refreshed first (untimed), as after a `git status` in a session: a stale index made
+        # read-tree re-hash the tree, a baseline ~2x slower than Git is (issue 35)
+        shadow.git("update-index", "-q", "--refresh")
+        v.modifier.rewrite(rels)
+        t = time.perf_counter()
+        shadow.git(*args)
+        v.record(op_name, rnd, time.perf_counter() - t)
+        bad = v.modifier.check_restored(expected)
+        if bad:
+            v.problems.append(f"round {rnd}: {op_name} left {bad} of {n} modified files unrestored")
+
+    v.attempt(op_name, restore)
 
 
 def cli_cold(v: Variant, rnd: int, cli_ok: bool) -> None:

@@ -348,6 +348,11 @@ def cached(spec: WorkspaceSpec, log: Callable[[str], None] = lambda s: None) -> 
     return ws
 
 
+def load(root: Path, spec: WorkspaceSpec) -> Workspace:
+    """The Workspace of a tree another process generated (or took from the cache) with `spec`, without checking it."""
+    return _reload(root, spec)
+
+
 def _reload(root: Path, spec: WorkspaceSpec) -> Workspace:
     """A Workspace for a tree `generate` wrote earlier with the same spec (paths and sizes re-read, not re-written)."""
     tracked = [p for p in git(["ls-files", "-z"], root).stdout.decode().split("\0") if p]

@@ -3,6 +3,7 @@ imports what it measures would rot unseen (bench_durability.py did, for a sessio
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -33,3 +34,18 @@ def test_the_durability_bench_runs_its_three_restore_variants(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr[-2000:]
     for variant in ("durable", "no-sync", "cached"):
         assert f"  {variant} " in done.stdout
+
+
+def test_the_goals_bench_runs_its_rows_without_codex(tmp_path: Path) -> None:
+    """bench_goals.py's rows that need neither Codex nor a resident server (an in-session restore through its
+    helper process, the cold capture's peak RSS through its runner), on its --quick trees, one round (~10 s)."""
+    out = tmp_path / "goals.json"
+    done = subprocess.run([sys.executable, str(BENCH / "bench_goals.py"), "--quick", "--rounds", "1", "--only",
+                           "session-restore,cold-rss", "--dir", str(tmp_path), "--json", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=BENCH.parent)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "Git's index is refreshed" in done.stdout
+    rows = {row["key"]: row for row in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"d", "f"}
+    assert all(row["verdict"] in ("PASS", "MISS") for row in rows.values())
+    assert 0 < rows["f"]["summary"]["median"] < 1000  # MB: the capture's own, not the bench's
