@@ -1113,6 +1113,38 @@ def test_a_sessions_unchanged_turn_captures_compare_the_git_listing_once(
         assert not changed.unchanged and "src/b.py" in s.files(changed.id)
 
 
+def test_a_sessions_unchanged_captures_after_a_change_leave_the_index_and_the_next_process_checks_it(
+        ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a change the journal answered, each unchanged capture of a watched session wrote its saved walk and the
+    index again (~50 ms at 100,000 files: 30 MB written and renamed). The journal saw nothing move, so the walk saved
+    for the snapshot (or one it holds unchanged, up to the chain limit) stands; a new process checks it, captures
+    without walking, and sees what a walk sees."""
+    make_repo(ws, {"README.md": "readme\n", "src/a.py": "a = 1\n", "docs/x/y.md": "y\n"})
+    age_tree(ws, settle=SETTLE)
+    store_dir = tmp_path / "store"
+    with Store.open(store_dir) as s:
+        s.capturer.watch(ws)
+        s.at(ws).capture(scope=WIDE)
+        write(ws, "src/a.py", "a = 2\n")
+        age_tree(ws, settle=SETTLE)
+        changed = s.at(ws).capture(scope=WIDE)  # the journal's answer: the walk saved for this snapshot
+        assert not changed.unchanged
+        saved = os.stat(index_file(store_dir))
+        turn = s.at(ws).capture_thread_summary(known_paths=[], scope=WIDE, kind="pre-turn")
+        plain = [s.at(ws).capture(scope=WIDE) for _ in range(3)]  # new snapshots, each an unchanged step
+        assert turn.unchanged and all(p.unchanged for p in plain)
+        now = os.stat(index_file(store_dir))
+        assert (now.st_ino, now.st_mtime_ns) == (saved.st_ino, saved.st_mtime_ns), "the index was written again"
+        for _ in range(walkstate.CHAIN_LIMIT):
+            s.at(ws).capture(scope=WIDE)
+        assert saved_walk(store_dir).snapshot != changed.id  # past the chain limit: saved again
+    write(ws, "docs/x/y.md", "y, changed after the session\n")
+    age_tree(ws, settle=SETTLE)
+    expected = walked_files(store_dir, ws)
+    after = capture_without_walking(monkeypatch, store_dir, ws)
+    assert files_of(store_dir, after.id) == expected and expected["docs/x/y.md"] != changed.files["docs/x/y.md"]
+
+
 def test_a_new_threads_capture_in_a_session_drops_a_removed_files_tombstone_without_walking(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A session's journal last captured an untracked file's removal (a tombstone, covered then); a new thread's
