@@ -54,9 +54,12 @@ def silent_server() -> Iterator[int]:
     try:
         yield int(listener.getsockname()[1])
     finally:
+        # Closing the listener does not wake a thread blocked in accept() (on Linux it waits on): one connection
+        # of our own does, and the loop then sees `stop` (this teardown took the join's full 10 s before).
         stop.set()
+        with socket.create_connection(listener.getsockname(), timeout=10):
+            thread.join(10)
         listener.close()
-        thread.join(10)
         for conn in held:
             conn.close()
 
