@@ -31,11 +31,11 @@ def test_exec_gives_up_on_a_provider_that_never_answers_and_names_it(cli: Cli, p
     with silent_server() as silent:
         url = f"http://127.0.0.1:{closed_port() if provider == 'closed port' else silent}/v1"
         env = write_codex_home(cli.tmp / "home-down", url)
-        res = cli.run("exec", "--timeout", "2", "hello, anyone there?", home_env=env)
+        res = cli.run("exec", "--timeout", "1", "hello, anyone there?", home_env=env)
     assert res.returncode == 1 and res.stdout == "" and "Traceback" not in res.stderr, show(res)
     lines = res.stderr.splitlines()
     reason = [ln for ln in lines if ln.startswith("codexr: turn interrupted: no answer from the model provider")]
-    assert len(reason) == 1 and f"mock at {url} for 2 s" in reason[0] and "--timeout" in reason[0], show(res)
+    assert len(reason) == 1 and f"mock at {url} for 1 s" in reason[0] and "--timeout" in reason[0], show(res)
     assert lines[-1].endswith("interrupted"), show(res)
 
 
