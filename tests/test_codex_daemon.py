@@ -120,11 +120,15 @@ def prompt_in_tui(tmux: Tmux, text: str, answer: str) -> None:
 
 
 def quit_tui(tmux: Tmux, rc_file: Path) -> None:
+    """Ctrl+C until the TUI has quit (it may ask for a second one), a second apart at most: the exit status file is
+    looked for meanwhile, so a TUI that quits on the first is not waited on for the rest of the second."""
     deadline = time.monotonic() + WAIT_S
     while not rc_file.exists():
         assert time.monotonic() < deadline, tmux.screen()
         tmux.keys("C-c")
-        time.sleep(1.0)
+        again = time.monotonic() + 1.0
+        while not rc_file.exists() and time.monotonic() < again:
+            time.sleep(0.05)
 
 
 def left_in_daemon(tmux: Tmux, ws: Path, env: dict[str, str], prompts: tuple[str, str, str],

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli_agent import REPO, show
+from test_cli_agent import REPO, assert_one_line_error, show
 
 from app.codex.scripted_model import ScriptedModel, write_codex_home
 
@@ -54,17 +54,22 @@ def silent_server() -> Iterator[int]:
     try:
         yield int(listener.getsockname()[1])
     finally:
+        # Closing the listener does not wake a thread blocked in accept() (on Linux it waits on): one connection
+        # of our own does, and the loop then sees `stop` (this teardown took the join's full 10 s before).
         stop.set()
+        with socket.create_connection(listener.getsockname(), timeout=10):
+            thread.join(10)
         listener.close()
-        thread.join(10)
         for conn in held:
             conn.close()
 
 
-def doctor(home: Path, cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def doctor(home: Path, cwd: Path, *args: str, after: tuple[str, ...] = ()
+           ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """`codexr ARGS doctor --json AFTER`: its result and its checks by name."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home), "CODEXR_SERVER": "0",
            "NO_PROXY": "127.0.0.1,localhost"}
-    res = subprocess.run([sys.executable, "-m", "app.cli", *args, "doctor", "--json"], cwd=cwd, env=env,
+    res = subprocess.run([sys.executable, "-m", "app.cli", *args, "doctor", "--json", *after], cwd=cwd, env=env,
                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert "Traceback" not in res.stderr, show(res)
     return res, {c["name"]: c for c in json.loads(res.stdout)["checks"]}
@@ -73,19 +78,28 @@ def doctor(home: Path, cwd: Path, *args: str) -> tuple[subprocess.CompletedProce
 @pytest.mark.parametrize("provider", ["closed port", "silent server"])
 def test_doctor_fails_a_provider_nothing_answers_at_and_names_its_url(tmp_path: Path, provider: str) -> None:
     """Codex's app-server starts without asking the provider, so doctor said all was well while every turn waited
-    for the network forever: it now asks the provider once, with a short timeout, and names the URL."""
+    for the network forever: it now asks the provider once, with a short timeout, and names the URL. (The silent
+    server is given 1 s, `--probe-timeout`, instead of the default 5 s: the message says which bound it waited.)"""
     with silent_server() as silent:
         port = closed_port() if provider == "closed port" else silent
         url = f"http://127.0.0.1:{port}/v1"
         write_codex_home(tmp_path / "home", url)
-        res, checks = doctor(tmp_path / "home", tmp_path)
+        res, checks = doctor(tmp_path / "home", tmp_path, after=("--probe-timeout", "1"))
     assert res.returncode == 1, show(res)
     assert checks["app_server"]["status"] == "ok", checks  # Codex itself starts fine: only the probe sees it
     probe = checks["provider"]
     assert probe["status"] == "fail" and url in probe["message"], probe
-    why = "connection refused" if provider == "closed port" else "no answer within"
+    why = "connection refused" if provider == "closed port" else "no answer within 1 s"
     assert why in probe["message"] and "model_providers.mock" in probe["fix"], probe
     assert [c for c in checks.values() if c["status"] == "fail"] == [probe], checks
+
+
+def test_a_bad_probe_timeout_is_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(tmp_path / "home"), "CODEXR_SERVER": "0"}
+    for value in ("0", "-1", "soon", "inf"):
+        res = subprocess.run([sys.executable, "-m", "app.cli", "doctor", "--probe-timeout", value], cwd=tmp_path,
+                             env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert_one_line_error(res, "--probe-timeout")
 
 
 def test_doctor_passes_a_provider_that_answers_even_with_an_error(tmp_path: Path) -> None:

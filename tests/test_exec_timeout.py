@@ -31,11 +31,11 @@ def test_exec_gives_up_on_a_provider_that_never_answers_and_names_it(cli: Cli, p
     with silent_server() as silent:
         url = f"http://127.0.0.1:{closed_port() if provider == 'closed port' else silent}/v1"
         env = write_codex_home(cli.tmp / "home-down", url)
-        res = cli.run("exec", "--timeout", "2", "hello, anyone there?", home_env=env)
+        res = cli.run("exec", "--timeout", "1", "hello, anyone there?", home_env=env)
     assert res.returncode == 1 and res.stdout == "" and "Traceback" not in res.stderr, show(res)
     lines = res.stderr.splitlines()
     reason = [ln for ln in lines if ln.startswith("codexr: turn interrupted: no answer from the model provider")]
-    assert len(reason) == 1 and f"mock at {url} for 2 s" in reason[0] and "--timeout" in reason[0], show(res)
+    assert len(reason) == 1 and f"mock at {url} for 1 s" in reason[0] and "--timeout" in reason[0], show(res)
     assert lines[-1].endswith("interrupted"), show(res)
 
 
@@ -54,19 +54,20 @@ def test_a_silent_model_is_interrupted_and_what_the_turn_changed_is_captured(cli
 
 
 def test_a_command_that_runs_longer_than_the_bound_is_not_silence(cli: Cli) -> None:
-    """The bound is on the model's silence: a command the agent runs stops the clock, however long it takes."""
-    cli.model.script("slow build", [shell("sleep 5 && echo built > out.txt"), message("built it")])
+    """The bound is on the model's silence: a command the agent runs stops the clock, however long it takes (three
+    times the bound here: a clock that ran on would interrupt the turn two seconds before the file is written)."""
+    cli.model.script("slow build", [shell("sleep 3 && echo built > out.txt"), message("built it")])
     res = cli.run("exec", "--timeout", "1", "slow build")
     assert res.returncode == 0, show(res)
     assert res.stdout == "built it\n" and (cli.ws / "out.txt").read_text() == "built\n", show(res)
 
 
 def test_a_model_that_answers_slowly_but_answers_is_never_cut(cli: Cli) -> None:
-    """Each answer restarts the clock: four rounds 1.5 s apart take longer than the 5 s bound, none is silent that
-    long, and the turn completes."""
-    steps = [step for n in range(3) for step in (pause(1.5), shell(f"echo {n} >> rounds.txt"))]
-    cli.model.script("slow but steady", [*steps, pause(1.5), message("all rounds done")])
-    res = cli.run("exec", "--timeout", "5", "slow but steady")
+    """Each answer restarts the clock: four rounds 1 s apart take longer than the 3.5 s bound (their pauses alone
+    do), none is silent that long, and the turn completes."""
+    steps = [step for n in range(3) for step in (pause(1.0), shell(f"echo {n} >> rounds.txt"))]
+    cli.model.script("slow but steady", [*steps, pause(1.0), message("all rounds done")])
+    res = cli.run("exec", "--timeout", "3.5", "slow but steady")
     assert res.returncode == 0 and res.stdout == "all rounds done\n", show(res)
     assert (cli.ws / "rounds.txt").read_text() == "0\n1\n2\n"
 

@@ -163,7 +163,9 @@ def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmu
 
         # quit: nothing left running (the app-server, its shells, the proxy)
         tmux.keys("C-c")  # the official TUI quits on the first or the second (it may ask to press again)
-        time.sleep(1.0)
+        again = time.monotonic() + 1.0
+        while not rc_file.exists() and time.monotonic() < again:
+            time.sleep(0.05)
         if not rc_file.exists():
             tmux.tmux("send-keys", "-t", "codexr", "C-c", check=False)
         deadline = time.monotonic() + WAIT_S

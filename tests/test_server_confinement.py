@@ -345,6 +345,17 @@ def test_a_capture_sees_the_callers_mounts(servers: Servers, tmp_path: Path) -> 
 # ------------------------------------------------------------------------------------------ §2: hangs and deaths
 
 
+def waiting_on_a_socket(pid: int) -> bool:
+    """Whether `pid` has a socket open (to the server: its streams are pipes) and sleeps in poll() (Python's wait on
+    a socket with a timeout): started, connected, waiting for an answer."""
+    try:
+        fds = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False
+    return any(fd.startswith("socket:") for fd in fds) and "poll" in wchan
+
+
 def test_a_stopped_server_means_the_command_runs_here_and_ctrl_c_ends_the_wait(servers: Servers,
                                                                                 tmp_path: Path) -> None:
     """With the server stopped (SIGSTOP), a command does not wait forever: it runs here after a short bound; and
@@ -365,7 +376,7 @@ def test_a_stopped_server_means_the_command_runs_here_and_ctrl_c_ends_the_wait(s
         full = {**os.environ, **servers.env, **env, "CODEXR_SERVER_START_TIMEOUT": "60"}
         proc = subprocess.Popen([sys.executable, "-m", "app", "snapshots", "capture"], cwd=ws, env=full,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(3)  # started, connected, waiting for the stopped server
+        wait_until(lambda: waiting_on_a_socket(proc.pid), 30, "the command to wait for the stopped server")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=10)
         assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, (out, err)

@@ -51,6 +51,11 @@ WIDE = ScopeSettings(residue_max_files=1000)
 TIGHT = ScopeSettings(residue_max_files=1)
 
 RACY_S = 0.11  # past the stat cache's racy window (stamps.FINE_WINDOW_NS)
+#: Where the examples' workspaces and stores are made: a tmpfs where there is one, as for the kill soak subset
+#: (tests/test_soak_subset.py). These properties are about what captures and restores hold, not about durability
+#: (the kill tests' business): on the shared disk the store's fsyncs made this module's time follow other jobs' I/O
+#: (two of its tests: 71-92 s there, 40-43 s on /dev/shm, measured back to back on the project's 2-core machine).
+SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") else None
 PROFILE = settings(
     max_examples=60,
     deadline=None,
@@ -86,7 +91,7 @@ def template() -> Path:
     """A committed repo with the tracked files, built once and copied per example."""
     global _template
     if _template is None:
-        root = Path(tempfile.mkdtemp(prefix="store-prop-template-"))
+        root = Path(tempfile.mkdtemp(prefix="store-prop-template-", dir=SCRATCH))
         make_repo(root / "ws", {p: f"tracked {p}\n" for p in TRACKED})
         _template = root / "ws"
     return _template
@@ -303,7 +308,7 @@ def run_history(ops: list[tuple], scope: ScopeSettings, *, watch: bool = False, 
     from its journal until every third one starts over), asking for the id and counts only, as a one-shot command and
     a session's turns do: a capture after files changed then reads only those (Capturer._reread_only), and a session
     goes on from the last capture it built when next needed."""
-    base = Path(tempfile.mkdtemp(prefix="store-prop-"))
+    base = Path(tempfile.mkdtemp(prefix="store-prop-", dir=SCRATCH))
     try:
         ws = base / "ws"
         shutil.copytree(template(), ws, symlinks=True)

@@ -26,7 +26,21 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser("doctor", help="check the SDK, the Codex binaries, CODEX_HOME, login and the store")
     p.add_argument("--codex-bin", default=argparse.SUPPRESS, metavar="PATH", help="the Codex executable to check")
     p.add_argument("--json", action="store_true", help="print JSON")
+    # the default is app/codex/provider.py's PROBE_TIMEOUT_S, not imported here: every command builds this parser
+    p.add_argument("--probe-timeout", type=_probe_seconds, default=None, metavar="SECONDS",
+                   help="how long the model provider check waits for an answer (default 5)")
     p.set_defaults(handler=doctor)
+
+
+def _probe_seconds(text: str) -> float:
+    """`--probe-timeout`'s value: more than 0 seconds (argparse words a mistake as one line, exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give more than 0 seconds")
+    return value
 
 
 def _dist_version(name: str) -> str:
@@ -192,7 +206,8 @@ def _codex_config_broken(ctx: Context) -> bool:
 
 def _provider_check(ctx: Context, args: argparse.Namespace, account_kind: str) -> Check:
     """Whether anything answers at the model provider's address: Codex's app-server starts without asking it, and a
-    turn then waits for it without a limit (app/codex/provider.py)."""
+    turn then waits for it without a limit (app/codex/provider.py). It waits `--probe-timeout` seconds for an
+    answer, PROBE_TIMEOUT_S unless given."""
     from ..codex.provider import DEFAULT_PROVIDER, PROBE_TIMEOUT_S, configured_provider, probe
     from .agent_cmds import codex_overrides
 
@@ -202,7 +217,8 @@ def _provider_check(ctx: Context, args: argparse.Namespace, account_kind: str) -
     if provider.base_url is None:
         return Check("provider", "skip", f"model provider {provider.name}: built into Codex at an address codexr "
                      "does not know; not checked")
-    found = probe(provider, PROBE_TIMEOUT_S)
+    timeout: float | None = getattr(args, "probe_timeout", None)
+    found = probe(provider, PROBE_TIMEOUT_S if timeout is None else timeout)
     if found.answered:
         return Check("provider", "ok", f"model provider {provider.name}: {provider.base_url} answers "
                      f"({found.detail} to GET /models)")
