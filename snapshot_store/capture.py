@@ -441,7 +441,8 @@ class Capturer:
             selected = scope_mod.select(c.ws, ask.settings, c.ignore, c.git.paths, known,
                                         protected=self.repo.protected_rel(c.ws), protected_ids=self.repo.protected_ids,
                                         on_dir=on_dir, force=ask.whatever_size, dirs=dirs)
-            captured = read_paths(dirs, selected.to_capture, sink, look.stat_cache(), ask.progress)
+            captured = read_paths(dirs, selected.to_capture, sink, look.stat_cache(), ask.progress,
+                                  fresh=look.keeps_fresh)
         skipped = selected.skipped + captured.skipped
         return Found(look.walked(selected, captured, c.git.signature, ask.settings), captured, skipped,
                      selected=selected)

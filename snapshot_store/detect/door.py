@@ -564,6 +564,12 @@ class Look:
         assert self.cache is not None
         return self.cache
 
+    @property
+    def keeps_fresh(self) -> bool:
+        """Should a walk's reads keep their results as a dict (Captured.fresh)? Only for a journal that goes on from
+        them (a session); a one-shot process only saves them (readfiles.FreshOf)."""
+        return self.watched is not None
+
     # ----------------------------------------------------------------- after the snapshot is committed
     def remember(self, snap_id: str, file_count: int, skipped: list[tuple[str, str]], found: Found,
                  git_paths: list[str], kind: str) -> None:
@@ -600,7 +606,9 @@ class Look:
         if w is None:
             saved = found.selected = selected = None
         cache = self.cache
-        if walked:
+        if walked and w is None:
+            cache.replace(state.fresh, self.started_ns)  # encoded from the capture's results as it is written
+        elif walked:
             cache.update(state.fresh, self.started_ns)
         else:
             cache.update_some(found.captured.entries, found.captured.fresh, self.started_ns)
