@@ -181,8 +181,8 @@ class Capturer:
                         known_paths: Iterable[str] = (), scope: ScopeSettings | None = None,
                         progress: Progress | None = None) -> CaptureResult:
         """A capture whose caller needs only its id and counts (a one-shot command): its `files` and `stats` may be
-        empty, and no manifest is decoded when nothing changed or only files the parent captured were changed in
-        place (`_reread_only`)."""
+        empty, `stored_blobs` is, and no manifest is decoded when nothing changed or only files the parent captured
+        were changed in place (`_reread_only`)."""
         return self._run(root, label=label, known_paths=known_paths, scope=scope, progress=progress,
                          summary_only=True)
 
@@ -192,7 +192,7 @@ class Capturer:
                                progress: Progress | None = None) -> CaptureResult:
         """`capture_thread` for a caller that needs only the snapshot's id and counts (a turn's capture): when
         nothing changed, or only files the parent captured were changed in place, and the thread covers what the
-        saved walk covered, its `files` and `stats` are empty and no manifest is decoded.
+        saved walk covered, its `files` and `stats` are empty and no manifest is decoded; `stored_blobs` is always.
 
         When the map it would record is the workspace's latest snapshot's, that snapshot is the answer and nothing is
         written (`reused`): it holds this very state and is durable already, so a prompt sent after a turn that left
@@ -469,8 +469,8 @@ class Capturer:
                 sink: PackWriter) -> None:
         """Write the snapshot (a delta on the parent), or, asked to `reuse`, name the parent when the map is its own."""
         result.bytes_stored = sink.bytes_stored
-        result.stored_blobs = frozenset(sink.stored)
-        sink.stored = set()  # the frozenset is the one copy kept (a second was ~4 MB at 100,000 blobs)
+        if not ask.summary_only:  # its callers use only the id and counts (~4 MB at 100,000 blobs, measured)
+            result.stored_blobs = sink.stored
         files, touched = result.files, found.state.touched if found.state is not None else None
         # The fast path knows where the map moved: when it started from the parent's own map, the delta is those
         # entries that differ (a whole-map comparison was ~2 ms of every session capture).
