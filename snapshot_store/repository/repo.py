@@ -139,6 +139,12 @@ class Repository:
         if self._blobs is not None:
             self._blobs.close()
 
+    def shed_written(self) -> None:
+        """Let go of the packs this process wrote as the blob index holds them (BlobIndex.shed_written): a one-shot
+        command done writing, before what it runs next (an automatic gc) loads its own."""
+        if self._blobs is not None:
+            self._blobs.shed_written()
+
     @property
     def blobs(self) -> BlobIndex:
         """Where every stored blob is (every pack index, loaded when first asked)."""
