@@ -291,7 +291,14 @@ class Capturer:
             # The listing is true whatever happens to this capture from here; saved before the snapshot's maps are
             # encoded, its encoding (~8 MB at 100,000 paths) does not add to their peak.
             self._save_git_listing(c)
-            self._record(c, ask, result, found, parent_files, sink)
+            # A one-shot walk's index, written now: what only it needed goes before the map is encoded.
+            if ask.summary_only and look.prepare(found, result.file_count, result.skipped, c.git.paths, kind):
+                result.stats = {}
+            try:
+                self._record(c, ask, result, found, parent_files, sink)
+            except BaseException:
+                look.abandon()
+                raise
             look.remember(result.id, result.file_count, result.skipped, found, c.git.paths, kind)  # for the next one
         result.seconds = time.perf_counter() - ask.started
         return result
