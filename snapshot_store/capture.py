@@ -136,9 +136,11 @@ class Capturer:
     def release(self) -> None:
         """Done capturing in this process (a one-shot command): what only a next capture here would reuse goes (the
         unwatched workspaces' indexes, saved first; the Git listings), so an automatic gc that follows does not hold
-        its own peak beside the capture's (a new store's first capture of 100,000 files: 281 -> 236 MB peak RSS)."""
+        its own peak beside the capture's (a new store's first capture of 100,000 files: 281 -> 236 MB peak RSS), nor
+        the packs it wrote as the blob index holds them (read again from their indexes when asked)."""
         self.detect.release()
         self._git.clear()
+        self.repo.shed_written()
 
     def watch(self, root: str | os.PathLike[str], journal: str | None = None) -> bool:
         """Keep a change journal of this workspace so later captures can skip the walk (`journal`: "inotify" or
@@ -181,8 +183,8 @@ class Capturer:
                         known_paths: Iterable[str] = (), scope: ScopeSettings | None = None,
                         progress: Progress | None = None) -> CaptureResult:
         """A capture whose caller needs only its id and counts (a one-shot command): its `files` and `stats` may be
-        empty, and no manifest is decoded when nothing changed or only files the parent captured were changed in
-        place (`_reread_only`)."""
+        empty, `stored_blobs` is, and no manifest is decoded when nothing changed or only files the parent captured
+        were changed in place (`_reread_only`)."""
         return self._run(root, label=label, known_paths=known_paths, scope=scope, progress=progress,
                          summary_only=True)
 
@@ -192,7 +194,7 @@ class Capturer:
                                progress: Progress | None = None) -> CaptureResult:
         """`capture_thread` for a caller that needs only the snapshot's id and counts (a turn's capture): when
         nothing changed, or only files the parent captured were changed in place, and the thread covers what the
-        saved walk covered, its `files` and `stats` are empty and no manifest is decoded.
+        saved walk covered, its `files` and `stats` are empty and no manifest is decoded; `stored_blobs` is always.
 
         When the map it would record is the workspace's latest snapshot's, that snapshot is the answer and nothing is
         written (`reused`): it holds this very state and is durable already, so a prompt sent after a turn that left
@@ -289,7 +291,14 @@ class Capturer:
             # The listing is true whatever happens to this capture from here; saved before the snapshot's maps are
             # encoded, its encoding (~8 MB at 100,000 paths) does not add to their peak.
             self._save_git_listing(c)
-            self._record(c, ask, result, found, parent_files, sink)
+            # A one-shot walk's index, written now: what only it needed goes before the map is encoded.
+            if ask.summary_only and look.prepare(found, result.file_count, result.skipped, c.git.paths, kind):
+                result.stats = {}
+            try:
+                self._record(c, ask, result, found, parent_files, sink)
+            except BaseException:
+                look.abandon()
+                raise
             look.remember(result.id, result.file_count, result.skipped, found, c.git.paths, kind)  # for the next one
         result.seconds = time.perf_counter() - ask.started
         return result
@@ -441,7 +450,8 @@ class Capturer:
             selected = scope_mod.select(c.ws, ask.settings, c.ignore, c.git.paths, known,
                                         protected=self.repo.protected_rel(c.ws), protected_ids=self.repo.protected_ids,
                                         on_dir=on_dir, force=ask.whatever_size, dirs=dirs)
-            captured = read_paths(dirs, selected.to_capture, sink, look.stat_cache(), ask.progress)
+            captured = read_paths(dirs, selected.to_capture, sink, look.stat_cache(), ask.progress,
+                                  fresh=look.keeps_fresh)
         skipped = selected.skipped + captured.skipped
         return Found(look.walked(selected, captured, c.git.signature, ask.settings), captured, skipped,
                      selected=selected)
@@ -468,8 +478,8 @@ class Capturer:
                 sink: PackWriter) -> None:
         """Write the snapshot (a delta on the parent), or, asked to `reuse`, name the parent when the map is its own."""
         result.bytes_stored = sink.bytes_stored
-        result.stored_blobs = frozenset(sink.stored)
-        sink.stored = set()  # the frozenset is the one copy kept (a second was ~4 MB at 100,000 blobs)
+        if not ask.summary_only:  # its callers use only the id and counts (~4 MB at 100,000 blobs, measured)
+            result.stored_blobs = sink.stored
         files, touched = result.files, found.state.touched if found.state is not None else None
         # The fast path knows where the map moved: when it started from the parent's own map, the delta is those
         # entries that differ (a whole-map comparison was ~2 ms of every session capture).

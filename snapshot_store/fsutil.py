@@ -94,7 +94,7 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
     atomic_write_parts(path, (data,), sync=sync)
 
 
-def atomic_write_parts(path: Path, parts: Iterable[bytes], *, sync: bool = True) -> None:
+def atomic_write_parts(path: Path, parts: Iterable[bytes | bytearray], *, sync: bool = True) -> None:
     """`atomic_write` of the parts one after another, never joined in memory (a large file's copy is its size)."""
     tmp = path.parent / tmp_name()
     try:

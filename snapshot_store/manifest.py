@@ -257,18 +257,18 @@ class SnapshotRecord:
         rest = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("ascii")
         # The JSON of the whole document with sorted keys ("changes" sorts first), made slice by slice: encoding a
         # 100,000-entry map at once held a list per entry, two sorted copies and the text both as str and bytes
-        # (~50 MB above the map in the cold capture of 100,000 files); the bytes are the same.
-        pieces = [b'{"changes":{']
+        # (~50 MB above the map in the cold capture of 100,000 files); the bytes are the same. Appended to one
+        # buffer as made: a list of the slices joined at the end held the text twice (~14 MB more at 100,000).
+        raw = bytearray(b'{"changes":{')
         paths = sorted(self.changes)
         for at in range(0, len(paths), ENCODE_SLICE):
             part = {k: (list(v) if (v := self.changes[k]) is not None else None) for k in paths[at:at + ENCODE_SLICE]}
             if at:
-                pieces.append(b",")
-            pieces.append(json.dumps(part, separators=(",", ":"), sort_keys=True)[1:-1].encode("ascii"))
+                raw += b","
+            raw += json.dumps(part, separators=(",", ":"), sort_keys=True)[1:-1].encode("ascii")
         del paths
-        pieces.append(b"}," + rest[1:])
-        raw = b"".join(pieces)
-        del pieces
+        raw += b"},"
+        raw += rest[1:]
         return zstandard.ZstdCompressor(level=9).compress(raw)
 
     @classmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol
 
@@ -70,12 +70,35 @@ class Captured:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     bytes_hashed: int = 0
     modes: dict[int, int] = field(default_factory=dict, repr=False)
+    keeps_fresh: bool = True  # False: `fresh` is left empty, what it would hold is `FreshOf` entries and stats
 
     def mode(self, st_mode: int) -> int:
         """The permission bits, one int object per value (S_IMODE makes a new one each time: ~3 MB per 100,000
         entries)."""
         bits = stat.S_IMODE(st_mode)
         return self.modes.setdefault(bits, bits)
+
+
+class FreshOf(Mapping[str, tuple[Key, str]]):
+    """What `Captured.fresh` would hold, read from the entries and stats that hold it already: each file read or
+    found in the stat cache, by path, as (its stat key, its blob), in the order read. A dict of them was ~10 MB at
+    100,000 files (its tuples and table; measured) for a one-shot capture that only saves them."""
+
+    def __init__(self, entries: Mapping[str, object], stats: Mapping[str, Key]) -> None:
+        self._entries, self._stats = entries, stats
+
+    def __getitem__(self, path: str) -> tuple[Key, str]:
+        entry = self._entries[path]
+        if not isinstance(entry, FileEntry):
+            raise KeyError(path)
+        return self._stats[path], entry.blob
+
+    def __iter__(self) -> Iterator[str]:
+        entries = self._entries
+        return (p for p in self._stats if isinstance(entries[p], FileEntry))
+
+    def __len__(self) -> int:
+        return sum(1 for _p in self)
 
 
 def _same(a: os.stat_result, b: os.stat_result) -> bool:
@@ -87,21 +110,22 @@ PROGRESS_EVERY = 0.25
 
 
 def read_paths(root: str | DirCache, to_capture: Mapping[str, Key], sink: BlobSink, cache: KnownContent,
-               progress: Progress | None = None) -> Captured:
+               progress: Progress | None = None, *, fresh: bool = True) -> Captured:
     """Capture every path: symlinks as links, files by content, never following a link.
 
     Every path is reached through directory fds with O_NOFOLLOW at each component; given the
-    DirCache the walk used, the reads go through the very directories the walk listed.
+    DirCache the walk used, the reads go through the very directories the walk listed. `fresh`: keep
+    `Captured.fresh` (else it stays empty: `FreshOf` its entries and stats gives it).
     """
     if isinstance(root, DirCache):
-        return _read_paths(root, to_capture, sink, cache, progress)
+        return _read_paths(root, to_capture, sink, cache, progress, fresh)
     with DirCache(root) as dirs:
-        return _read_paths(dirs, to_capture, sink, cache, progress)
+        return _read_paths(dirs, to_capture, sink, cache, progress, fresh)
 
 
 def _read_paths(dirs: DirCache, to_capture: Mapping[str, Key], sink: BlobSink, cache: KnownContent,
-                progress: Progress | None) -> Captured:
-    out = Captured()
+                progress: Progress | None, fresh: bool) -> Captured:
+    out = Captured(keeps_fresh=fresh)
     total = len(to_capture)
     next_report = time.monotonic() + PROGRESS_EVERY
     for n, rel in enumerate(sorted(to_capture)):
@@ -125,7 +149,8 @@ def _read_paths(dirs: DirCache, to_capture: Mapping[str, Key], sink: BlobSink, c
         if cached is not None and sink.has(bytes.fromhex(cached)):
             out.entries[rel] = FileEntry("f", out.mode(key[4]), key[0], cached)
             out.stats[rel] = key
-            out.fresh[rel] = (key, cached)
+            if fresh:
+                out.fresh[rel] = (key, cached)
             continue
         _read_file(dirs, rel, key, sink, out)
     return out
@@ -193,6 +218,7 @@ def _read_file(dirs: DirCache, rel: str, walked: Key, sink: BlobSink, out: Captu
                 hexid = blob.hex()  # one string for the entry and the stat cache (a second was ~12 MB at 100,000)
                 out.entries[rel] = FileEntry("f", out.mode(after.st_mode), key[0], hexid)
                 out.stats[rel] = key
-                out.fresh[rel] = (key, hexid)
+                if out.keeps_fresh:
+                    out.fresh[rel] = (key, hexid)
                 return
         _skip(out, rel, Reason.CHANGING, "kept changing during capture; not captured")

@@ -40,7 +40,7 @@ from ..stamps import Key, stat_key
 from ..vocab import SnapshotKind
 from . import fastpath, monitor, walkstate
 from .changes import Changes
-from .index import StatCache, WorkspaceIndex
+from .index import Prepared, StatCache, WorkspaceIndex, kept_entries
 from .journal import Journal, open_journal
 
 if TYPE_CHECKING:
@@ -279,6 +279,7 @@ class Look:
         self.checked: walkstate.Checked | None = None
         self.by_check = False  # the fast path starts from the check's look (else from the journal's, or walks)
         self.cache: StatCache | None = None  # the stat cache as the index holds it when `start` looked
+        self.prepared: Prepared | None = None  # the index a one-shot walk wrote before its snapshot (`prepare`)
 
     def check(self, parent: str | None, settings: ScopeSettings, git_signature: tuple[int, ...] | None) -> None:
         """Look at the saved walk's stats when no journal has seen a capture yet (a one-shot command, a session's
@@ -564,6 +565,47 @@ class Look:
         assert self.cache is not None
         return self.cache
 
+    @property
+    def keeps_fresh(self) -> bool:
+        """Should a walk's reads keep their results as a dict (Captured.fresh)? Only for a journal that goes on from
+        them (a session); a one-shot process only saves them (readfiles.FreshOf)."""
+        return self.watched is not None
+
+    # ----------------------------------------------------------------- before the snapshot's map is encoded
+    def prepare(self, found: Found, file_count: int, skipped: list[tuple[str, str]], git_paths: list[str],
+                kind: str) -> bool:
+        """A one-shot process's walk: the index written now (WorkspaceIndex.prepare, the walk half naming the snapshot
+        once `remember` knows its id) and what only it needed let go (the walk's stats, keys and covered set, and the
+        stat cache read), before the snapshot's map is encoded: they were ~28 MB of the cold 100,000-file capture's
+        peak, beside the map's encoding (measured). True: `found` holds no walk, state or stats from here. False
+        (watched, no walk, a safety capture, or the index cannot be written): `remember` does it all, as before."""
+        state, selected = found.state, found.selected
+        if self.watched is not None or selected is None or state is None or kind == SnapshotKind.SAFETY:
+            return False
+        assert state.facts is not None
+        saved = None
+        if walkstate.savable(state.facts.unstable, skipped):
+            kept = _Kept(walkstate.PLACEHOLDER, file_count, [(str(p), str(why)) for p, why in skipped],
+                         {p: walkstate.trusted(k, self.started_ns) for p, k in state.unwatched.items()},
+                         _packs(self.door.repo), self.started_ns)
+            saved = _walk_of(kept, state, selected, found.captured.stats, git_paths,
+                             self.door.repo.protected_rel(self.ws), blob=False)
+        try:
+            walk = walkstate.encode_parts(saved, sorted(state.covered)) if saved is not None else None
+            self.prepared = self.index.prepare(walk, kept_entries(state.fresh, self.started_ns))
+        except (OSError, ValueError):
+            return False
+        found.state = found.selected = None
+        found.captured = Captured()
+        self.cache = None
+        return True
+
+    def abandon(self) -> None:
+        """The snapshot was not committed: a prepared index is dropped (the one in place stays)."""
+        if self.prepared is not None:
+            self.index.abandon(self.prepared)
+            self.prepared = None
+
     # ----------------------------------------------------------------- after the snapshot is committed
     def remember(self, snap_id: str, file_count: int, skipped: list[tuple[str, str]], found: Found,
                  git_paths: list[str], kind: str) -> None:
@@ -574,6 +616,11 @@ class Look:
         them from here), before the per-path half is built and the index encoded (~40 MB of the cold 100,000-file
         capture's peak RSS).
         """
+        if self.prepared is not None:  # a one-shot walk's index, written before the snapshot (`prepare`)
+            prepared, self.prepared = self.prepared, None
+            placed = self.index.finish(prepared, snap_id)
+            self._bind(snap_id if placed and prepared.walk >= 0 else None)
+            return
         w, checked, state, selected = self.watched, self.checked, found.state, found.selected
         assert state is not None and self.cache is not None
         if w is not None:
@@ -609,7 +656,9 @@ class Look:
         if w is None:
             saved = found.selected = selected = None
         cache = self.cache
-        if walked:
+        if walked and w is None:
+            cache.replace(state.fresh, self.started_ns)  # encoded from the capture's results as it is written
+        elif walked:
             cache.update(state.fresh, self.started_ns)
         else:
             cache.update_some(found.captured.entries, found.captured.fresh, self.started_ns)
@@ -683,9 +732,10 @@ class _Kept(NamedTuple):
 
 
 def _walk_of(kept: _Kept, state: fastpath.LastCapture, selected: Scope, read: Mapping[str, Key],
-             git_paths: list[str], protected: tuple[str, ...]) -> walkstate.WalkState | None:
+             git_paths: list[str], protected: tuple[str, ...], blob: bool = True) -> walkstate.WalkState | None:
     """The saved walk of a capture that walked: every listed directory and stat'ed entry, racy ones untrusted
-    (None: a captured file the next check would not look at)."""
+    (None: a captured file the next check would not look at). `blob` False: its `covered_blob` is left empty (its
+    encoder writes the covered paths: walkstate.encode_parts)."""
     files, trusted = state.files, kept.trusted
     dirs: walkstate.Group = ("", list(selected.listed),
                              b"".join(walkstate.pack_key(trusted(key)) for key in selected.listed.values()))
@@ -698,7 +748,8 @@ def _walk_of(kept: _Kept, state: fastpath.LastCapture, selected: Scope, read: Ma
     return walkstate.WalkState(
         snapshot=kept.snapshot, settings=walkstate.settings_key(state.settings), git_signature=state.git_signature,
         protected=protected, packs=kept.packs, dirs=dirs, seen=walkstate.group(seen),
-        covered_blob=marshal.dumps(sorted(covered), 2), unwatched=kept.unwatched, file_count=kept.file_count,
+        covered_blob=marshal.dumps(sorted(covered), 2) if blob else b"", unwatched=kept.unwatched,
+        file_count=kept.file_count,
         skipped=kept.skipped, listings=b"".join(selected.listing[rel] for rel in selected.listed),
         grows_same=walkstate.grows_same(covered, git_paths, files), looked_ns=kept.started_ns)
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from .. import scope as scope_mod
 from ..dirfd import DirCache, DirChanged, SymlinkInPath
 from ..manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, is_captured, parent_of
-from ..readfiles import Captured
+from ..readfiles import Captured, FreshOf
 from ..reasons import HELD_BACK, Reason
 from ..safefs import TMP_PREFIX as OWN_TMP
 from ..settings import ScopeSettings
@@ -39,7 +39,7 @@ class LastCapture:
     """What the fast path reuses from the previous capture of a workspace."""
 
     files: FileMap
-    fresh: dict[str, tuple[Key, str]]
+    fresh: Mapping[str, tuple[Key, str]]  # a one-shot walk's: readfiles.FreshOf (a session's: a dict)
     stats: Mapping[str, Key]  # of every captured file (walkstate.CapturedStats: unpacked when asked)
     covered: frozenset[str]
     unwatched: dict[str, Key | None]  # covered paths no watched directory reports on, with their lstat
@@ -295,8 +295,8 @@ def after_walk(selected: Scope, captured: Captured, git_signature: tuple[int, ..
     covered = frozenset(selected.covered)
     unwatched = unwatched_after_walk(files, covered, selected.to_capture, selected.linked)
     captured.entries, selected.to_capture, selected.covered = {}, {}, set()
-    return LastCapture(files, captured.fresh, captured.stats, covered, unwatched, git_signature, settings,
-                       time.monotonic())
+    fresh = captured.fresh if captured.keeps_fresh else FreshOf(files, captured.stats)
+    return LastCapture(files, fresh, captured.stats, covered, unwatched, git_signature, settings, time.monotonic())
 
 
 def unwatched_after_walk(files: FileMap, covered: Iterable[str], to_capture: Mapping[str, Key],

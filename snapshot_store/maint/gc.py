@@ -92,7 +92,7 @@ def _apply(store: Repository, plan: GcPlan) -> None:
         with contextlib.suppress(FileNotFoundError):
             (packs_dir / f"{pack_id}.pack").unlink()
     fsync_dir(packs_dir)
-    store.blobs.forget(set(store.blobs.loaded) | gone)
+    store.blobs.forget(store.blobs.known | gone)  # every pack: read again lazily, as found now
     store.blobs.refresh()
     for snap in plan.delete_snapshots:
         with contextlib.suppress(FileNotFoundError):

@@ -13,7 +13,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from ..errors import AmbiguousSnapshot, CorruptStore, StoreError, UnknownSnapshot, UnsupportedFormat
 from ..fsutil import append_locked, atomic_write, complete_lines, locked_for_append, translate_os_errors
@@ -138,6 +138,12 @@ class Repository:
         """Release file descriptors."""
         if self._blobs is not None:
             self._blobs.close()
+
+    def shed_written(self) -> None:
+        """Let go of the packs this process wrote as the blob index holds them (BlobIndex.shed_written): a one-shot
+        command done writing, before what it runs next (an automatic gc) loads its own."""
+        if self._blobs is not None:
+            self._blobs.shed_written()
 
     @property
     def blobs(self) -> BlobIndex:
@@ -438,7 +444,9 @@ class Repository:
                        known_delta: dict[str, Entry | None] | None = None) -> tuple[str, bool]:
         """Write the snapshot as a delta against `parent` (or whole); return (id, unchanged). `known_delta`: that
         delta, where the caller knows it (manifest.delta's answer, found without comparing every entry)."""
-        changes: dict[str, Any]
+        changes: dict[str, Entry | None]
+        whole = cast("dict[str, Entry | None]", files)  # the map itself, not a copy (~5 MB at 100,000 files): a
+        # map is never changed once recorded (its record and `remember` share it, as its cached copy did)
         depth = 0
         unchanged = False
         if parent is not None and parent_files is not None:
@@ -446,9 +454,9 @@ class Repository:
             unchanged = not changes
             depth = self.head(parent).depth + 1
             if depth >= REBASE_DEPTH or len(changes) * 2 > len(files):
-                parent, changes, depth = None, dict(files), 0
+                parent, changes, depth = None, whole, 0
         else:
-            parent, changes = None, dict(files)
+            parent, changes = None, whole
         rec = SnapshotRecord(root=str(ws), created=time.time(), kind=kind, label=label, parent=parent,
                              depth=depth, changes=changes, meta={"file_count": file_count})
         snap_id = self.commit(rec)
