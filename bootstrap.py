@@ -81,6 +81,10 @@ def run_tests(extra: list[str]) -> int:
     steps = [
         [py, "-m", "ruff", "check", "snapshot_store", "app", "config", "tests", "bench", "bootstrap.py"],
         [py, "-m", "mypy", "--strict", "snapshot_store", "app", "config"],
+        # Bytecode for the code every test's codexr process imports: where PYTHONDONTWRITEBYTECODE is set (this
+        # project's sandboxes and CI) no process writes it, and each one compiled app/ and snapshot_store/ anew
+        # (`codexr snapshots list` 0.35 s from source, 0.17 s compiled, fresh clone; the suite starts hundreds).
+        [py, "-m", "compileall", "-q", "-j", "0", "snapshot_store", "app", "config"],
         [py, "-m", "pytest", *(extra or PARALLEL)],
     ]
     for step in steps:
