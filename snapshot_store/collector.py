@@ -13,24 +13,20 @@ import gc
 import threading
 from collections.abc import Iterator
 
-_lock = threading.Lock()
-_holders = 0  # threads inside `held_off` now
-_resume = False  # the collector was running when the first of them came in
+_switch = threading.Lock()  # a look at the collector and the switch that follows are one step for other threads
 
 
 @contextlib.contextmanager
 def held_off() -> Iterator[None]:
-    """No automatic collection inside (nested and concurrent uses resume it once the last one leaves)."""
-    global _holders, _resume
-    with _lock:
-        if _holders == 0:
-            _resume = gc.isenabled()
-            gc.disable()
-        _holders += 1
+    """No automatic collection inside; the collector runs again on leaving if it ran on entering. Nested uses leave it
+    to the outermost; a use in another thread may resume it early (only speed is at stake: nothing built here needs
+    the collector), and no count is kept for the process (tests/test_process_state.py)."""
+    with _switch:
+        running = gc.isenabled()
+        gc.disable()
     try:
         yield
     finally:
-        with _lock:
-            _holders -= 1
-            if _holders == 0 and _resume:
+        if running:
+            with _switch:
                 gc.enable()

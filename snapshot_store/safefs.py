@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .dirfd import DIR_FLAGS as _DIR_FLAGS
-from .dirfd import SymlinkInPath, open_dir
+from .dirfd import REFUSED, SymlinkInPath, open_beneath, open_dir
 from .fsutil import durable, libc_function, syncfs
 from .scope import forbidden
 from .stamps import Key, stat_key
@@ -175,6 +175,7 @@ class SafeRoot:
         self.dirs_changed = False  # a directory was created or removed (the change journal must re-walk)
         self.touched: set[str] = set()  # directories whose entries this object changed (see `sync`)
         self.kept_aside: list[tuple[str, str]] = []  # (path, temp name) a delete could not put back
+        self._beneath = True  # until the system refuses openat2 (dirfd.open_beneath)
 
     def close(self) -> None:
         """Close every directory fd."""
@@ -201,6 +202,12 @@ class SafeRoot:
 
     def _open(self, rel_dir: str, create: bool) -> int | None:
         """A fresh fd of `rel_dir` (the caller closes it); None if it is missing and `create` is off."""
+        if rel_dir and self._beneath:  # one openat2 for the chain where the kernel has it, else the walk
+            fd = open_beneath(self._root_fd, rel_dir)
+            if fd == REFUSED:
+                self._beneath = False
+            elif fd is not None:
+                return fd
         try:
             return open_dir(self._root_fd, rel_dir, create=create,
                             on_mkdir=lambda: self._made_dir_in(rel_dir))

@@ -42,7 +42,7 @@ def test_a_decode_runs_without_collections_and_leaves_the_collector_running() ->
     assert gc.isenabled()
 
 
-def test_nested_and_concurrent_holds_resume_the_collector_once_the_last_leaves() -> None:
+def test_nested_and_concurrent_holds_leave_the_collector_running_once_all_have_left() -> None:
     inside, leave = threading.Event(), threading.Event()
 
     def other() -> None:
@@ -56,11 +56,22 @@ def test_nested_and_concurrent_holds_resume_the_collector_once_the_last_leaves()
         inside.wait(10)
         with held_off():
             assert not gc.isenabled()
-        assert not gc.isenabled()
-    assert not gc.isenabled()  # the other thread still builds
+        assert not gc.isenabled()  # the inner use leaves it to the outer one
     leave.set()
     t.join(10)
     assert gc.isenabled()
+    for _round in range(200):  # threads entering and leaving in every order: it always ends running
+        workers = [threading.Thread(target=_hold_briefly) for _ in range(4)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(10)
+        assert gc.isenabled()
+
+
+def _hold_briefly() -> None:
+    with held_off():
+        sum(range(100))
 
 
 def test_a_collector_the_program_turned_off_stays_off() -> None:

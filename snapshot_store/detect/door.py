@@ -63,6 +63,9 @@ class Watched:
     # found none), built when first needed (Look.reread, Look.kept)
     deferred: _LastBuilt | None = None
     held: Changes | None = None  # the journal's events a look drained, for the fast path (`drain`)
+    # The saved walk's covered bytes and the Git listing last found equal to them, both held (neither changes in place):
+    # the session's next capture with the same two need not marshal 100,000 paths again (~10 ms; issue 35)
+    same_listing: tuple[bytes, list[str]] | None = None
 
     def settle(self) -> None:
         """Build the deferred last capture, if any (None from the builder: the next capture checks or walks)."""
@@ -378,7 +381,7 @@ class Look:
             return None
         if w is not None and (w.last is not None or w.pending):
             return None
-        return checked if _covers_what_was_covered(checked.state, grow, known, git_paths) else None
+        return checked if _covers_what_was_covered(checked.state, grow, known, git_paths, w) else None
 
     def kept(self, checked: walkstate.Checked, snap_id: str, chained: bool, ground: Reread) -> None:
         """The capture recorded the parent's map as `snap_id` (`chained`: a new snapshot on top of the parent; else
@@ -416,7 +419,7 @@ class Look:
         state = checked.state
         if any(key is None for key in state.unwatched.values()) or IGNORE_FILE in checked.check.changes.files:
             return None
-        return checked if _covers_what_was_covered(state, grow, known, git_paths) else None
+        return checked if _covers_what_was_covered(state, grow, known, git_paths, w) else None
 
     def reread_keys(self, dirs: DirCache, paths: list[str], settings: ScopeSettings) -> dict[str, Key] | None:
         """Each changed file's stat, as the fast path would take it to read it again (fastpath.select's rules for a
@@ -943,7 +946,8 @@ def _packs(repo: Repository) -> tuple[bytes, dict[str, int]]:
     return walkstate.pack_signature(repo.path / "packs", read_generation(repo.path))
 
 
-def _covers_what_was_covered(state: walkstate.WalkState, grow: bool, known: list[str], git_paths: list[str]) -> bool:
+def _covers_what_was_covered(state: walkstate.WalkState, grow: bool, known: list[str], git_paths: list[str],
+                             w: Watched | None) -> bool:
     """Would a walk now cover exactly what the saved walk covered (so, nothing having moved, give its map)?
 
     Growing, it covers the Git listing, `known` and what the latest snapshot captured: the saved walk's paths when
@@ -958,18 +962,14 @@ def _covers_what_was_covered(state: walkstate.WalkState, grow: bool, known: list
     if grow:
         return state.grows_same and (not known or state.covered_set().issuperset(known))
     if not known and type(git_paths) is list:
-        if _same_listing[0] is state.covered_blob and _same_listing[1] is git_paths:
+        seen = w.same_listing if w is not None else None
+        if seen is not None and seen[0] is state.covered_blob and seen[1] is git_paths:
             return True  # this very listing was found equal to these very bytes: a session's next capture
         if marshal.dumps(git_paths, 2) == state.covered_blob:
-            _same_listing[:] = [state.covered_blob, git_paths]
+            if w is not None:
+                w.same_listing = (state.covered_blob, git_paths)
             return True
     return state.covered_set() == {*git_paths, *known}
-
-
-#: The last (saved walk's covered bytes, Git listing) found equal, both held: a watched session captures again with
-#: the same listing object and the same saved walk, and marshalling 100,000 paths again to compare them was ~10 ms of
-#: its ~12 ms unchanged capture (issue 35's goal: 15 ms). Neither is ever changed in place.
-_same_listing: list[object] = [None, None]
 
 
 def _narrowed(last: fastpath.LastCapture, covered_now: set[str], settings: ScopeSettings,
