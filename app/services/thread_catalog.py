@@ -27,9 +27,9 @@ from .thread_label import rewound_before, thread_label
 SOURCE_KINDS = ("cli", "vscode", "exec", "appServer", "subAgent", "subAgentReview", "subAgentCompact",
                 "subAgentThreadSpawn", "subAgentOther", "unknown")
 # how long to ask again for a finished turn Codex does not list yet, and how recent such a turn must be (3 s was
-# not enough twice in a loaded full test run: a turn run through Codex's daemon was still unlisted; only such a turn
-# is waited for, so nothing else waits longer)
-LIST_SETTLE_S = 10.0
+# not enough twice in a loaded full test run: a turn run through Codex's daemon was still unlisted; 10 s neither,
+# in three loaded runs of test_codex_daemon's daemon test; only such a turn is waited for, so nothing else waits)
+LIST_SETTLE_S = 30.0
 LIST_SETTLE_RECENT_S = 120.0
 
 
