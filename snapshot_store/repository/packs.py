@@ -39,10 +39,11 @@ STREAM_THRESHOLD = 4 * 1024 * 1024
 CHUNK = 1024 * 1024
 BATCH_BYTES = 2 * 1024 * 1024  # raw bytes handed to the compression worker at a time
 BATCH_FILES = 512
-# Batches in flight at most: with the one being filled, ~10 MiB of raw data waits in memory on a source tree (each
+# Batches in flight at most: with the one being filled, ~6 MiB of raw data waits in memory on a source tree (each
 # batch can overshoot by one file below STREAM_THRESHOLD: IN_FLIGHT_MAX). 8 batches of 4 MiB (~36 MiB, and their
-# compressed copies) were part of the cold 100,000-file capture's peak RSS: freed file buffers stay in the heap.
-MAX_BATCHES = 4
+# compressed copies) were part of the cold 100,000-file capture's peak RSS: freed file buffers stay in the heap; 4 of
+# 2 MiB were ~5 MB more than 2 (one compressed while the next waits: no slower, 5 alternating runs).
+MAX_BATCHES = 2
 IN_FLIGHT_MAX = (MAX_BATCHES + 1) * (BATCH_BYTES + STREAM_THRESHOLD)  # the bound `most_in_flight` stays under
 ZSTD_LEVEL = 1  # same ratio as level 3 on source trees here, ~30% faster
 ZSTD_FHD_MUST_BE_ZERO = 0x18  # zstd frame header descriptor: unused bit 4 and reserved bit 3
