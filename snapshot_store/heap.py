@@ -14,42 +14,35 @@ a resident server's fork for one), never in a session.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
 MMAP_THRESHOLD = 128 * 1024  # glibc's default, kept: 1 MiB measured ~3 MB more at peak
 
-_calls: tuple[Callable[[int, int], int] | None, Callable[[int], int] | None] | None = None
-_bound = False
 
-
+@functools.cache  # a lookup in this process's own symbols (ctypes costs ~3 ms): no disk is read
 def _libc() -> tuple[Callable[[int, int], int] | None, Callable[[int], int] | None]:
-    """glibc's mallopt and malloc_trim, where this process has them (looked up once: ctypes costs ~3 ms)."""
-    global _calls
-    if _calls is None:
-        try:
-            import ctypes
+    """glibc's mallopt and malloc_trim, where this process has them."""
+    try:
+        import ctypes
 
-            lib = ctypes.CDLL(None)
-            mallopt, trim = getattr(lib, "mallopt", None), getattr(lib, "malloc_trim", None)
-            if mallopt is not None:
-                mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-            if trim is not None:
-                trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-            _calls = (mallopt, trim)
-        except (ImportError, OSError):
-            _calls = (None, None)
-    return _calls
+        lib = ctypes.CDLL(None)
+    except (ImportError, OSError):
+        return None, None
+    mallopt, trim = getattr(lib, "mallopt", None), getattr(lib, "malloc_trim", None)
+    if mallopt is not None:
+        mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    if trim is not None:
+        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return mallopt, trim
 
 
 def bound() -> None:
-    """From here, blocks of MMAP_THRESHOLD or more are mapped on their own and given back when freed (once)."""
-    global _bound
-    if not _bound:
-        _bound = True
-        mallopt = _libc()[0]
-        if mallopt is not None:
-            mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    """From here, blocks of MMAP_THRESHOLD or more are mapped on their own and given back when freed (idempotent)."""
+    mallopt = _libc()[0]
+    if mallopt is not None:
+        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 def give_back() -> None:

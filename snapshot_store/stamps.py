@@ -11,7 +11,10 @@ COARSE_WINDOW_NS = 2 * SECOND_NS  # file systems with whole-second (or FAT's 2 s
 Key = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, ino, mode
 
 
-_MODES: dict[int, int] = {}  # each st_mode seen, as one int object (there are a few)
+#: The st_modes almost every file and directory has, each as one int object: a read-only table (snapshot_store keeps
+#: no process-wide state that grows, tests/test_process_state.py); a rarer mode keeps the int its stat made.
+_MODES: dict[int, int] = {m: m for m in (0o120777, *(kind | p for kind in (0o100000, 0o040000) for p in (
+    0o644, 0o755, 0o600, 0o664, 0o775, 0o700, 0o444, 0o555, 0o640, 0o750, 0o666, 0o777)))}
 
 
 def stat_key(st: os.stat_result) -> Key:
@@ -22,7 +25,7 @@ def stat_key(st: os.stat_result) -> Key:
     mtime, ctime, mode = st.st_mtime_ns, st.st_ctime_ns, st.st_mode
     if ctime == mtime:
         ctime = mtime
-    return (st.st_size, mtime, ctime, st.st_ino, _MODES.setdefault(mode, mode))
+    return (st.st_size, mtime, ctime, st.st_ino, _MODES.get(mode, mode))
 
 
 def is_racy(key: Key, started_ns: int) -> bool:
