@@ -297,6 +297,7 @@ class Capturer:
             # given back before the map's encoding maps its own buffers (~29 MB at 100,000 files; heap.py).
             if ask.summary_only and look.prepare(found, result.file_count, result.skipped, c.git.paths, kind):
                 result.stats = {}
+                sink.forget_stored()
                 self.repo.shed_written()
                 heap.give_back()
             try:
