@@ -33,11 +33,11 @@ class BlobSink(Protocol):
 
     bytes_stored: int
 
-    def has(self, blob: bytes) -> bool: ...
+    def has_named(self, name: str) -> bool: ...
 
-    def add(self, data: bytes) -> bytes: ...
+    def add_named(self, data: bytes) -> str: ...
 
-    def add_stream(self, src: BinaryIO) -> tuple[bytes, int]: ...
+    def add_stream_named(self, src: BinaryIO) -> tuple[str, int]: ...
 
 
 class HashOnly:
@@ -45,19 +45,19 @@ class HashOnly:
 
     bytes_stored = 0
 
-    def has(self, blob: bytes) -> bool:
+    def has_named(self, name: str) -> bool:
         return True
 
-    def add(self, data: bytes) -> bytes:
-        return blake3.blake3(data).digest()
+    def add_named(self, data: bytes) -> str:
+        return blake3.blake3(data).hexdigest()
 
-    def add_stream(self, src: BinaryIO) -> tuple[bytes, int]:
+    def add_stream_named(self, src: BinaryIO) -> tuple[str, int]:
         hasher = blake3.blake3()
         total = 0
         while chunk := src.read(CHUNK):
             hasher.update(chunk)
             total += len(chunk)
-        return hasher.digest(), total
+        return hasher.hexdigest(), total
 
 
 @dataclass
@@ -146,7 +146,7 @@ def _read_paths(dirs: DirCache, to_capture: Mapping[str, Key], sink: BlobSink, c
             out.stats[rel] = key
             continue
         cached = cache.lookup(rel, key)
-        if cached is not None and sink.has(bytes.fromhex(cached)):
+        if cached is not None and sink.has_named(cached):
             out.entries[rel] = FileEntry("f", out.mode(key[4]), key[0], cached)
             out.stats[rel] = key
             if fresh:
@@ -204,18 +204,18 @@ def _read_file(dirs: DirCache, rel: str, walked: Key, sink: BlobSink, out: Captu
                 return
             if before.st_size <= STREAM_THRESHOLD:
                 data = _pread_all(fd, before.st_size)
-                blob = sink.add(data)
+                blob = sink.add_named(data)
                 size = len(data)
             else:
                 f.seek(0)
-                blob, size = sink.add_stream(f)
+                blob, size = sink.add_stream_named(f)
             after = os.fstat(fd)
             out.bytes_hashed += size
             if _same(before, after) and size == after.st_size:
                 key = stat_key(after)
                 if key == walked:
                     key = walked  # the walk's tuple, not an equal second one (~23 MB at 100,000 files)
-                hexid = blob.hex()  # one string for the entry and the stat cache (a second was ~12 MB at 100,000)
+                hexid = blob  # one string for the entry, the stat cache and the pack writer (a second was ~12 MB)
                 out.entries[rel] = FileEntry("f", out.mode(after.st_mode), key[0], hexid)
                 out.stats[rel] = key
                 if out.keeps_fresh:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from .. import heap
 from ..dirfd import DirCache, DirChanged, SymlinkInPath
 from ..errors import StoreError
 from ..ids import workspace_key
@@ -552,8 +553,11 @@ class Look:
 
     def before_walk(self) -> Callable[[str], None] | None:
         """A walk follows: the journal starts over, and watches each directory before the walk lists it (the hook
-        returned; None: no journal)."""
+        returned; None: no journal). A process that keeps no journal (a one-shot command) maps large blocks on their
+        own from here (heap.bound)."""
         if self.watched is None:
+            if not self.dry_run:
+                heap.bound()
             return None
         self.watched.reset()
         return self.watched.journal.watch_dir

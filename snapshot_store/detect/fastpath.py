@@ -292,9 +292,9 @@ def after_walk(selected: Scope, captured: Captured, git_signature: tuple[int, ..
     the peak that writing the snapshot and the index reaches (~5 MB each at 100,000 files)."""
     files = selected.entries
     files.update(captured.entries)
-    covered = frozenset(selected.covered)
+    covered = frozenset(selected.covered)  # the walk's own (scope.select): no copy
     unwatched = unwatched_after_walk(files, covered, selected.to_capture, selected.linked)
-    captured.entries, selected.to_capture, selected.covered = {}, {}, set()
+    captured.entries, selected.to_capture, selected.covered = {}, {}, frozenset()
     fresh = captured.fresh if captured.keeps_fresh else FreshOf(files, captured.stats)
     return LastCapture(files, fresh, captured.stats, covered, unwatched, git_signature, settings, time.monotonic())
 

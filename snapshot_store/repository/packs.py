@@ -39,10 +39,11 @@ STREAM_THRESHOLD = 4 * 1024 * 1024
 CHUNK = 1024 * 1024
 BATCH_BYTES = 2 * 1024 * 1024  # raw bytes handed to the compression worker at a time
 BATCH_FILES = 512
-# Batches in flight at most: with the one being filled, ~10 MiB of raw data waits in memory on a source tree (each
+# Batches in flight at most: with the one being filled, ~6 MiB of raw data waits in memory on a source tree (each
 # batch can overshoot by one file below STREAM_THRESHOLD: IN_FLIGHT_MAX). 8 batches of 4 MiB (~36 MiB, and their
-# compressed copies) were part of the cold 100,000-file capture's peak RSS: freed file buffers stay in the heap.
-MAX_BATCHES = 4
+# compressed copies) were part of the cold 100,000-file capture's peak RSS: freed file buffers stay in the heap; 4 of
+# 2 MiB were ~5 MB more than 2 (one compressed while the next waits: no slower, 5 alternating runs).
+MAX_BATCHES = 2
 IN_FLIGHT_MAX = (MAX_BATCHES + 1) * (BATCH_BYTES + STREAM_THRESHOLD)  # the bound `most_in_flight` stays under
 ZSTD_LEVEL = 1  # same ratio as level 3 on source trees here, ~30% faster
 ZSTD_FHD_MUST_BE_ZERO = 0x18  # zstd frame header descriptor: unused bit 4 and reserved bit 3
@@ -89,11 +90,11 @@ class Written(NamedTuple):
     pack_id: str
     size: int
     records: bytes | bytearray
-    at: dict[bytes, int]  # blob -> the number of its record
+    at: dict[str, int]  # blob (its hex id, the string the capture's map holds) -> the number of its record
 
     def location(self, blob: bytes) -> Location | None:
         """The blob's location in this pack (None: not in it)."""
-        i = self.at.get(blob)
+        i = self.at.get(blob.hex())
         if i is None:
             return None
         _blob, codec, offset, stored, raw = IDX_ENTRY.unpack_from(self.records, i * IDX_ENTRY.size)
@@ -137,6 +138,27 @@ def decode_index(pack_id: str, data: bytes, pack_size: int) -> list[tuple[bytes,
             raise CorruptStore(f"pack index {pack_id}.idx points outside its pack")
         out.append((blob, Location(pack_id, codec, offset, stored, raw)))
     return out
+
+
+class IndexEntries:
+    """A pack index's entries, checked as decode_index checks them when read, and decoded each time they are walked:
+    gc walks them twice, and held decoded (a Location, a tuple and three ints per blob) they were ~24 MB of its peak
+    after a cold capture of 100,000 files (measured)."""
+
+    def __init__(self, pack_id: str, data: bytes, pack_size: int) -> None:
+        check_index(pack_id, data)
+        for _blob, codec, offset, stored, _raw in IDX_ENTRY.iter_unpack(memoryview(data)[IDX_HEAD:-32]):
+            if offset + stored > pack_size or codec not in (CODEC_RAW, CODEC_ZSTD):
+                raise CorruptStore(f"pack index {pack_id}.idx points outside its pack")
+        self.pack_id, self._data = pack_id, data
+
+    def __iter__(self) -> Iterator[tuple[bytes, Location]]:
+        pack_id = self.pack_id
+        for blob, codec, offset, stored, raw in IDX_ENTRY.iter_unpack(memoryview(self._data)[IDX_HEAD:-32]):
+            yield blob, Location(pack_id, codec, offset, stored, raw)
+
+    def __len__(self) -> int:
+        return (len(self._data) - IDX_HEAD - 32) // IDX_ENTRY.size
 
 
 def search_index(pack_id: str, data: bytes, pack_size: int, blob: bytes) -> Location | None:
@@ -294,7 +316,7 @@ class BlobIndex:
                 for blob, loc in entries:
                     self._add(blob, loc)
 
-    def add_written(self, pack_id: str, size: int, records: bytes | bytearray, at: dict[bytes, int]) -> None:
+    def add_written(self, pack_id: str, size: int, records: bytes | bytearray, at: dict[str, int]) -> None:
         """A pack this process just wrote (its index's `records`, each blob's record number `at`): its blobs are found
         there first (a forced, re-stored or repacked, copy is the one known good), without decoding the other indexes
         (that was ~340 ms of a capture at 100,000 files). Kept as written (Written), decoded with the rest."""
@@ -372,14 +394,31 @@ class BlobIndex:
         info: PackInfo = read_pack_index(path)
         return info
 
+    def pack_entries(self, pack_id: str) -> tuple[int, IndexEntries]:
+        """`load_pack`'s size and entries, checked the same way, decoded only as they are walked (IndexEntries)."""
+        _pid, data, size = read_index_bytes(str(self.packs_dir / f"{pack_id}.idx"))
+        return size, IndexEntries(pack_id, data, size)
+
     def __contains__(self, blob: bytes) -> bool:
         # Asked once per file a capture reads (100,000 in a cold capture): the decoded map first, as before.
         if blob in self._locations:
             return True
-        for pack in self._written:
-            if blob in pack.at:
-                return True
+        if self._written:
+            name = blob.hex()
+            for pack in self._written:
+                if name in pack.at:
+                    return True
         return bool(self._lazy) and self._find(blob) is not None
+
+    def has_named(self, name: str) -> bool:
+        """`in`, asked by the blob's hex id (what a pack writer keys its blobs by)."""
+        for pack in self._written:
+            if name in pack.at:
+                return True
+        if not self._locations and not self._lazy:
+            return False  # nothing else to ask (a new store's first capture): no bytes made for the id
+        blob = bytes.fromhex(name)
+        return blob in self._locations or (bool(self._lazy) and self._find(blob) is not None)
 
     def locate(self, blob: bytes) -> Location:
         """Find a blob, re-reading indexes once in case another process just wrote it."""
@@ -508,19 +547,21 @@ class PackWriter:
         self._stream_cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
         self._file: BinaryIO | None = None
         self._tmp: Path | None = None
-        # The open pack's blobs (the number of each one's record) and its index's records (IDX_ENTRY), as written.
-        self._pending: dict[bytes, int] = {}
+        # The open pack's blobs (the number of each one's record) and its index's records (IDX_ENTRY), as written. A
+        # blob is named by its hex id, the string a capture's map holds for it (`add_named`): the id as bytes too was
+        # ~8 MB of the cold 100,000-file capture's peak (measured).
+        self._pending: dict[str, int] = {}
         self._records = bytearray()
-        self._batch: list[tuple[bytes, bytes]] = []
+        self._batch: list[tuple[bytes, str, bytes]] = []
         self._batch_bytes = 0
         self._in_flight = 0  # raw bytes added and not yet written to the pack
         self.most_in_flight = 0  # the most there ever were (IN_FLIGHT_MAX bounds it)
-        self._queued: set[bytes] = set()
-        self._batches: list[concurrent.futures.Future[list[tuple[bytes, int, int, bytes]]]] = []
+        self._queued: set[str] = set()
+        self._batches: list[concurrent.futures.Future[list[tuple[bytes, str, int, int, bytes]]]] = []
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pack_id = ""
         self.bytes_stored = 0
-        self._sealed: list[dict[bytes, int]] = []  # the blobs of each pack this writer sealed
+        self._sealed: list[dict[str, int]] = []  # the blobs of each pack this writer sealed
 
     @property
     def index(self) -> BlobIndex:
@@ -545,42 +586,59 @@ class PackWriter:
     def stored(self) -> frozenset[bytes]:
         """The blobs this writer committed (freshly written, so known intact), gathered when asked: a one-shot capture
         that only reports counts never holds a set of them (~4 MB at 100,000 blobs)."""
-        return frozenset().union(*self._sealed)
+        return frozenset(bytes.fromhex(name) for names in self._sealed for name in names)
 
-    def _record(self, blob: bytes, codec: int, offset: int, stored_len: int, raw_len: int) -> None:
+    def forget_stored(self) -> None:
+        """The caller will not ask `stored` (a capture that reports counts only): the sealed packs' blob names and
+        record numbers go (~3 MB of ints and two tables at 100,000 blobs); `stored` is empty from here."""
+        self._sealed = []
+
+    def _record(self, blob: bytes, name: str, codec: int, offset: int, stored_len: int, raw_len: int) -> None:
         """The blob is in the open pack: its index record, and its number."""
-        self._pending[blob] = len(self._pending)
+        self._pending[name] = len(self._pending)
         self._records += IDX_ENTRY.pack(blob, codec, offset, stored_len, raw_len)
 
     def has(self, blob: bytes) -> bool:
         """True when the blob is stored or already pending in this writer."""
-        return blob in self._pending or blob in self._queued or blob in self.index
+        return self.has_named(blob.hex())
 
-    def _compress(self, batch: list[tuple[bytes, bytes]]) -> list[tuple[bytes, int, int, bytes]]:
+    def has_named(self, name: str) -> bool:
+        """`has`, asked by the blob's hex id."""
+        return name in self._pending or name in self._queued or self.index.has_named(name)
+
+    def _compress(self, batch: list[tuple[bytes, str, bytes]]) -> list[tuple[bytes, str, int, int, bytes]]:
         """Runs on the worker thread (zstd releases the GIL, so reading and hashing go on meanwhile)."""
         out = []
-        for blob, data in batch:
+        for blob, name, data in batch:
             codec, stored = CODEC_RAW, data
             if len(data) >= 128:
                 packed = self._cctx.compress(data)
                 if len(packed) < len(data) * 0.9:
                     codec, stored = CODEC_ZSTD, packed
-            out.append((blob, codec, len(data), stored))
+            out.append((blob, name, codec, len(data), stored))
         return out
 
     def add(self, data: bytes, *, force: bool = False) -> bytes:
         """Store `data` unless it is already present (or `force`, for repacking); return its id."""
+        return self._add(data, force)[0]
+
+    def add_named(self, data: bytes) -> str:
+        """`add`, returning the blob's hex id: the string the writer keeps, for the caller's map to share."""
+        return self._add(data, False)[1]
+
+    def _add(self, data: bytes, force: bool) -> tuple[bytes, str]:
         blob = blake3.blake3(data).digest()
-        if blob in self._pending or blob in self._queued or (not force and blob in self.index):
-            return blob
-        self._queued.add(blob)
-        self._batch.append((blob, data))
+        name = blob.hex()
+        if name in self._pending or name in self._queued or (not force and self.index.has_named(name)):
+            return blob, name
+        self._queued.add(name)
+        self._batch.append((blob, name, data))
         self._batch_bytes += len(data)
         self._in_flight += len(data)
         self.most_in_flight = max(self.most_in_flight, self._in_flight)
         if self._batch_bytes >= BATCH_BYTES or len(self._batch) >= BATCH_FILES:
             self._submit()
-        return blob
+        return blob, name
 
     def _submit(self) -> None:
         """Hand the current batch to the compression worker; keep at most a few batches in flight."""
@@ -600,14 +658,14 @@ class PackWriter:
         if keep == 0:
             self._submit()
         while len(self._batches) > keep:
-            for blob, codec, raw_len, stored in self._batches.pop(0).result():
-                self._queued.discard(blob)
+            for blob, name, codec, raw_len, stored in self._batches.pop(0).result():
+                self._queued.discard(name)
                 self._in_flight -= raw_len
                 f = self._open()
                 f.write(RECORD.pack(blob, codec, len(stored), raw_len))
                 offset = f.tell()
                 f.write(stored)
-                self._record(blob, codec, offset, len(stored), raw_len)
+                self._record(blob, name, codec, offset, len(stored), raw_len)
                 self.bytes_stored += len(stored)
                 self._maybe_rotate()
 
@@ -616,6 +674,15 @@ class PackWriter:
 
         `force` stores it even when the index already has the blob (a copy found damaged).
         """
+        blob, _name, raw_len = self._add_stream(src, force)
+        return blob, raw_len
+
+    def add_stream_named(self, src: BinaryIO) -> tuple[str, int]:
+        """`add_stream`, returning the blob's hex id (as `add_named`)."""
+        _blob, name, raw_len = self._add_stream(src, False)
+        return name, raw_len
+
+    def _add_stream(self, src: BinaryIO, force: bool) -> tuple[bytes, str, int]:
         self._drain()
         f = self._open()
         start = f.tell()
@@ -634,17 +701,18 @@ class PackWriter:
         f.write(cobj.flush())
         end = f.tell()
         blob = hasher.digest()
-        if blob in self._pending or blob in self._queued or (not force and blob in self.index):
+        name = blob.hex()
+        if name in self._pending or name in self._queued or (not force and self.index.has_named(name)):
             f.seek(start)
             f.truncate()
-            return blob, raw_len
+            return blob, name, raw_len
         f.seek(start)
         f.write(RECORD.pack(blob, CODEC_ZSTD, end - offset, raw_len))
         f.seek(end)
-        self._record(blob, CODEC_ZSTD, offset, end - offset, raw_len)
+        self._record(blob, name, CODEC_ZSTD, offset, end - offset, raw_len)
         self.bytes_stored += end - offset
         self._maybe_rotate()
-        return blob, raw_len
+        return blob, name, raw_len
 
     def _maybe_rotate(self) -> None:
         if self._file is not None and self._file.tell() >= PACK_TARGET_BYTES:
