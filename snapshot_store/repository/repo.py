@@ -582,8 +582,7 @@ class Repository:
 
     def check_blob(self, blob: bytes) -> int:
         """Verify one stored blob (CorruptStore if damaged) and return its length."""
-        self.blobs.check(blob)
-        return self.blobs.locate(blob).raw_len
+        return self.checked_blob(blob, 0)[0]
 
     def checked_blob(self, blob: bytes, keep: int) -> tuple[int, bytes | None]:
         """Verify one stored blob (CorruptStore if damaged): its length, and its bytes if at most `keep` long."""
