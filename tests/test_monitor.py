@@ -496,6 +496,48 @@ def test_a_session_with_its_own_journal_records_every_change_and_leaves_a_token(
     assert mons.content(res.id, "src/m11.py") == b"after the session\n"
 
 
+@pytest.mark.parametrize("last", ["made", "changed", "unchanged"])
+def test_the_one_shot_capture_after_a_session_uses_the_token_its_journal_answered_capture_left(
+        mons: Monitors, tmp_path: Path, last: str) -> None:
+    """`codexr exec` then `codexr rewind`: the exec's post-turn capture is answered by its journal (a file made, a file
+    changed, or nothing); the rewind's capture trusts the token it left (issue 35: it stat'ed every file, ~0.5 s at
+    100,000) and still records what changed after the session, and what the session captured stands."""
+    ws = workspace(tmp_path)
+    settled(mons, ws)
+    store = Store.open(mons.home / "file_snapshots", protected=[mons.home])
+    store.capturer.use_monitors(monitors_wanted())
+    try:
+        assert store.capturer.watch(ws)
+        store.at(ws).capture_thread(known_paths=(), kind="pre-turn")
+        (ws / "src/m3.py").write_text("the turn's first change\n")
+        store.at(ws).capture_thread(known_paths=(), kind="post-turn")  # the journal names one file: re-read
+        if last == "made":
+            (ws / "src/deep/made.txt").write_text("made by the turn\n")
+        elif last == "changed":
+            (ws / "src/m4.py").write_text("changed by the turn\n")
+        time.sleep(0.3)  # past the racy window: the session's keys are trusted
+        session = store.at(ws).capture_thread(known_paths=(), kind="post-turn")
+    finally:
+        store.close()
+    assert mons.content(session.id, "src/m3.py") == b"the turn's first change\n"
+    mons.looks.clear()
+    res = mons.capture(ws)  # the next process, nothing changed since: the token settles it
+    assert mons.looks == [True], "the next process checked every file"
+    assert res.id == session.id or res.unchanged
+    (ws / "src/m11.py").write_text("after the session\n")
+    mons.looks.clear()
+    res = mons.capture(ws)
+    assert mons.looks == [True]
+    assert mons.content(res.id, "src/m11.py") == b"after the session\n"
+    (ws / "src/deep/after.txt").write_text("made after the session\n")  # a new name: the full check decides
+    res = mons.capture(ws)
+    assert mons.content(res.id, "src/deep/after.txt") == b"made after the session\n"
+    if last == "made":
+        assert mons.content(res.id, "src/deep/made.txt") == b"made by the turn\n"
+    if last == "changed":
+        assert mons.content(res.id, "src/m4.py") == b"changed by the turn\n"
+
+
 MOUNTINFO = """\
 22 27 0:21 / /proc rw,relatime - proc proc rw
 27 1 254:0 / / rw,relatime - ext4 /dev/vda rw

@@ -16,9 +16,11 @@ nothing about what it did not see).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import stat
 import tempfile
 import time
@@ -28,8 +30,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from store_helpers import exact_tree, make_repo, tree
+from test_monitor import monitor_pids
+from test_server import private_base, wait_until
 
+import snapshot_store.detect.monitor as monitor_mod
 from snapshot_store import ScopeSettings, Store
+from snapshot_store.detect.monitor_launch import Launcher
 from snapshot_store.diff import diff_maps
 from snapshot_store.manifest import is_captured, witnessed_absent
 
@@ -303,11 +309,14 @@ def store_files(store_dir: Path, snap: str) -> dict:
         return dict(other.files(snap))
 
 
-def run_history(ops: list[tuple], scope: ScopeSettings, *, watch: bool = False, processes: bool = False) -> None:
+def run_history(ops: list[tuple], scope: ScopeSettings, *, watch: bool = False, processes: bool = False,
+                monitored: bool = False) -> None:
     """`processes`: each capture starts a new process's store (watched too if `watch`, the next capture then going on
     from its journal until every third one starts over), asking for the id and counts only, as a one-shot command and
     a session's turns do: a capture after files changed then reads only those (Capturer._reread_only), and a session
-    goes on from the last capture it built when next needed."""
+    goes on from the last capture it built when next needed. `monitored`: every store asks the change monitor (the
+    caller's environment points at a private runtime directory), and every third capture is a one-shot command's
+    (no journal) between two sessions, as `codexr rewind` after `codexr exec`."""
     base = Path(tempfile.mkdtemp(prefix="store-prop-", dir=SCRATCH))
     try:
         ws = base / "ws"
@@ -316,23 +325,29 @@ def run_history(ops: list[tuple], scope: ScopeSettings, *, watch: bool = False, 
         for i, rel in enumerate(UNTRACKED[:3] + IGNORED[:2] + HIDDEN[:1] + CHURN[:2]):
             apply_op(ws, ("write", rel, i % len(CONTENTS)))
         known: set[str] = set()
-        store = Store.open(base / "store")
+        def opened(watched: bool) -> Store:
+            fresh = Store.open(base / "store")
+            fresh.capturer.use_monitors(monitored)
+            if watched:
+                assert fresh.capturer.watch(ws), "inotify change journal unavailable"
+            return fresh
+
+        store = opened(watch)
         try:
-            if watch:
-                assert store.capturer.watch(ws), "inotify change journal unavailable"
             if processes:
                 time.sleep(RACY_S)
             c0 = store.at(ws).capture(scope=scope)
+            if monitored:
+                wait_until(lambda: Launcher().ask(str(ws), None) is not None, 30, "the change monitor")
             check_capture(store, ws, c0.files, scope, set())
             snaps = [c0.id]
             for op in ops:
                 if op[0] == "capture" and processes:
                     extra = _extra(store, ws, known)
-                    if not watch or len(snaps) % 3 == 0:
+                    one_shot = monitored and len(snaps) % 3 == 2
+                    if not watch or len(snaps) % 3 == 0 or one_shot:
                         store.close()
-                        store = Store.open(base / "store")
-                        if watch:
-                            store.capturer.watch(ws)
+                        store = opened(watch and not one_shot)
                     time.sleep(RACY_S)  # stats the saved walk can trust: else every check ends in a walk
                     c = store.at(ws).capture_summary(scope=scope, known_paths=sorted(known))
                     check_capture(store, ws, store_files(base / "store", c.id), scope, extra)
@@ -392,6 +407,40 @@ def test_history_one_shot_captures(ops: list[tuple]) -> None:
 def test_history_tight_residue_session_captures(ops: list[tuple]) -> None:
     """And when those processes are sessions that keep a change journal between their captures."""
     run_history(ops, TIGHT, watch=True, processes=True)
+
+
+def test_history_sessions_and_one_shot_captures_through_the_change_monitor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """And when the sessions and one-shot commands ask a real change monitor: a one-shot capture after a session's
+    (journal-answered) capture trusts the token that capture left, and every capture still holds the disk's files."""
+    run_dir = Path(tempfile.mkdtemp(prefix="crp-", dir=private_base()))
+    os.chmod(run_dir, 0o700)
+    monkeypatch.setenv("CODEXR_RUNTIME_DIR", str(run_dir))
+    monkeypatch.setenv("CODEXR_MONITOR_IDLE", "60")
+    settled: list[bool] = []
+    real = monitor_mod.check_since
+
+    def spy(*args: object, **kw: object) -> object:
+        out = real(*args, **kw)  # type: ignore[arg-type]
+        settled.append(out is not None)
+        return out
+
+    monkeypatch.setattr(monitor_mod, "check_since", spy)
+
+    @FEWER
+    @given(ops=edits_st)
+    def history(ops: list[tuple]) -> None:
+        try:
+            run_history(ops, WIDE, watch=True, processes=True, monitored=True)
+        finally:
+            for pid in monitor_pids(run_dir):  # one per example's workspace: none left to the next
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+    try:
+        history()
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    assert True in settled, "no capture went by the monitor's answer: this test proved nothing"
 
 
 def test_universe_classification() -> None:

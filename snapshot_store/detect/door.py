@@ -67,6 +67,9 @@ class Watched:
     # The saved walk's covered bytes and the Git listing last found equal to them, both held (neither changes in place):
     # the session's next capture with the same two need not marshal 100,000 paths again (~10 ms; issue 35)
     same_listing: tuple[bytes, list[str]] | None = None
+    # The index file as this session last bound a token to its walk (monitor.walk_identity): a capture that does not
+    # write the walk again binds its own token to that file only while it is still the one
+    bound_walk: list[object] | None = None
 
     def settle(self) -> None:
         """Build the deferred last capture, if any (None from the builder: the next capture checks or walks)."""
@@ -396,11 +399,15 @@ class Look:
                 rel: walkstate.trusted(k, self.started_ns) for rel, k in moved.items()})
             self.index.save_walk(state)
         if w is not None and self.quiet is not None:
-            # The journal vouched, not the monitor: the token bound to the saved walk stands (or names another
-            # snapshot, and the next process checks every stat). The map to build is this snapshot's too.
+            # The journal vouched for the saved walk up to this capture's look, after the token was asked: the token
+            # is bound to it (written again or not). The map to build is this snapshot's too.
             w.held = None
             if w.deferred is not None:
                 w.deferred.snapshot = snap_id
+            if moved or (chained and checked.chain + 1 >= walkstate.CHAIN_LIMIT):
+                self._bind(state.snapshot)
+            else:
+                self._bind_unwritten(state.snapshot)
             return
         if w is not None:
             w.saved = state
@@ -466,13 +473,12 @@ class Look:
         bound = saved.snapshot if saved is not None else None
         if w is not None:
             # Looked at through the journal: the map goes on from the one a thread builds for the parent (one step
-            # after it; a builder never asked to start is dropped, so no chain of steps waits for the first need),
-            # and the monitor's token is not bound (the journal saw what the monitor may not have).
+            # after it; a builder never asked to start is dropped, so no chain of steps waits for the first need).
             prior = w.deferred if self.quiet is not None else None
             if prior is not None and (not prior.started or prior.snapshot != ground.parent):
                 prior = None
             if self.quiet is not None:
-                w.held, bound = None, None
+                w.held = None
             w.saved = saved
             w.deferred = _LastBuilt(self.door.repo, snap_id, functools.partial(
                 _last_after_reread, self.door.repo, checked, captured, ground, prior))
@@ -640,7 +646,7 @@ class Look:
                 # as `kept` allows): that walk, and the index holding it, say what saving them again would (~50 ms
                 # at 100,000 files: the walk encoded, 30 MB written and renamed over the old file, for every unchanged
                 # capture after a change).
-                self._bind(None)  # as any capture the journal answered: the next process checks every stat
+                self._bind_unwritten(w.saved.snapshot)
                 return
         # What the next process checks instead of walking: from this walk, or the state this capture started from
         # with the files it read again (a check's, or the one a session saved at its last capture).
@@ -656,9 +662,9 @@ class Look:
                                 found.captured.stats, git_paths)
         if w is not None:
             w.saved = saved
-        # The token vouches for a walk saved from this capture's own look (a walk or a check); one a journal updated
-        # is not bound (the journal saw what the token's monitor may not have).
-        bound = saved.snapshot if saved is not None and (selected is not None or self.by_check) else None
+        # The token vouches for the walk saved: from this capture's own look (a walk or a check), or one a session's
+        # journal updated (`_bind`).
+        bound = saved.snapshot if saved is not None else None
         walked = selected is not None
         if w is None:
             saved = found.selected = selected = None
@@ -688,17 +694,38 @@ class Look:
             self.index.save(per_path=per_path)  # disposable: the snapshot is already committed
         self._bind(bound)
 
-    def _bind(self, snapshot: str | None) -> None:
+    def _bind(self, snapshot: str | None, expected: list[object] | None = None) -> None:
         """Bind the token asked before this capture to the walk it saved, for `snapshot` (None: unbind, the next
         capture checks). The binding names the walk's snapshot: should another capture of the workspace have saved
-        its own walk in between, the next capture finds another snapshot in the file and checks every stat."""
+        its own walk in between, the next capture finds another snapshot in the file and checks every stat.
+
+        A walk a session's journal kept up to date is bound too: the token was asked before the journal was read
+        (`ChangeDetector.look`), so what changed before the journal's read is in the walk (the journal watched every
+        saved directory since that walk's look; the paths no watch reports on, and racy keys, are looked at by every
+        check) and what changed after the token is in the monitor's next answer (issue 35: a one-shot rewind after a
+        `codexr exec` stat'ed all 100,000 files, ~0.5 s, because the exec's post-turn capture left no token)."""
+        w = self.watched
         if self.asked is None:
+            if w is not None:
+                w.bound_walk = None
             return
         path = self.door.repo.cache_file(self.ws, ".mon")
+        bound = None
         if snapshot is not None:
-            monitor.bind(path, self.asked.answer.token, self.index.path, snapshot)
+            bound = monitor.bind(path, self.asked.answer.token, self.index.path, snapshot, expected)
         else:
             monitor.forget(path)
+        if w is not None:
+            w.bound_walk = bound
+
+    def _bind_unwritten(self, snapshot: str) -> None:
+        """`_bind` for a session's capture that left the saved walk as it was: only to the index file this session
+        last bound a token to (another process may have written its own walk since)."""
+        w = self.watched
+        if w is None or w.bound_walk is None:
+            self._bind(None)
+        else:
+            self._bind(snapshot, w.bound_walk)
 
     def _save_walk(self, snap_id: str, file_count: int, skipped: list[tuple[str, str]],
                    state: fastpath.LastCapture, selected: Scope | None, base: walkstate.WalkState | None,

@@ -194,15 +194,21 @@ def walk_identity(index_file: Path) -> list[object] | None:
         os.close(fd)
 
 
-def bind(path: Path, token: str, index_file: Path, snapshot: str) -> None:
+def bind(path: Path, token: str, index_file: Path, snapshot: str,
+         expected: list[object] | None = None) -> list[object] | None:
     """Remember that `token` was issued before the look that the walk saved for `snapshot` records (the file as it is
-    now; a walk another capture saved in between has another snapshot, so the binding is then never used)."""
+    now; a walk another capture saved in between has another snapshot, so the binding is then never used). With
+    `expected`, only if the file is still that one (a capture that did not write the walk binds the one it knows).
+    Returns the identity bound (None: none, the binding forgotten)."""
     identity = walk_identity(index_file)
-    if identity is None:
+    if identity is None or (expected is not None and identity != expected):
         forget(path)
-        return
-    with contextlib.suppress(OSError):
+        return None
+    try:
         atomic_write(path, json.dumps({"token": token, "walk": identity, "snapshot": snapshot}).encode(), sync=False)
+    except OSError:
+        return None
+    return identity
 
 
 def bound_token(path: Path, identity: list[object] | None) -> tuple[str, str] | None:
