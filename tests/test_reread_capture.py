@@ -21,8 +21,9 @@ from store_helpers import age_tree, make_repo, tree, write
 import snapshot_store.scope as scope_mod
 from app.recording.recorder import Recorder, TurnState
 from app.recording.sidecar import Sidecars
-from snapshot_store import Store
+from snapshot_store import RetentionPolicy, Store
 from snapshot_store.capture import CaptureResult
+from snapshot_store.maint.gc import gc
 from snapshot_store.manifest import FileMap, is_captured
 from snapshot_store.repository.repo import Repository
 from snapshot_store.settings import ScopeSettings
@@ -73,6 +74,28 @@ def no_walk(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("walked")
 
     monkeypatch.setattr(scope_mod, "select", walked)
+
+
+def test_a_gc_that_deletes_nothing_leaves_the_next_capture_its_saved_walk(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new store's first capture is followed by its automatic gc: when that gc finds nothing to delete, the next
+    capture still goes by the saved walk instead of walking (issue 35: ~3.8 s instead of ~0.6 s at 100,000 files)."""
+    ws, store_dir, first = workspace(tmp_path)
+    generation = store_dir / "generation"
+    before = generation.read_bytes() if generation.exists() else None
+    with Store.open(store_dir) as s:
+        plan = gc(s, RetentionPolicy(max_age_days=0, max_snapshots_per_workspace=0, max_store_bytes=0,
+                                     grace_seconds=0, keep_latest=1))
+    assert not plan.delete_packs and not plan.delete_snapshots
+    assert (generation.read_bytes() if generation.exists() else None) == before
+    (ws / "src/m3.py").write_text("print('three')\n")
+    time.sleep(SETTLE)
+    want = full_capture_now(store_dir, ws)
+    no_walk(monkeypatch)
+    with Store.open(store_dir) as s:
+        res = s.at(ws).capture_summary(scope=SCOPE)
+    assert decoded(store_dir, res.id) == want
+    assert s.record(res.id).parent == first
 
 
 def test_files_changed_in_place_are_read_again_without_decoding_the_parent(tmp_path: Path,

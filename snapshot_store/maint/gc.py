@@ -38,7 +38,8 @@ def gc(store: Repository, policy: RetentionPolicy, *, dry_run: bool = False, wai
         plan.dry_run = dry_run
         if dry_run:
             return plan
-        _execute(store, plan)
+        if not plan.changes_nothing():
+            _execute(store, plan)
         plan.bytes_after = _measure(store)
         atomic_write(store.path / GC_MARKER, str(time.time()).encode(), sync=False)
     return plan

@@ -64,6 +64,13 @@ class GcPlan:
     _refs: list[RefFile] = field(default_factory=list, repr=False)  # ref files to rewrite without `dropped`
     _keep: dict[str, list[bytes]] = field(default_factory=dict, repr=False)  # repack: live blobs, in pack order
 
+    def changes_nothing(self) -> bool:
+        """Nothing to drop, rewrite, repack or delete, and no interrupted gc to finish: carried out, it would only
+        move the generation, which makes every other process reload its pack indexes and every saved walk useless
+        (the capture after a new store's first one walked again: ~3.8 s instead of ~0.6 s at 100,000 files)."""
+        return not (self.dropped or self.delete_snapshots or self.delete_packs or self.repack or self.delete_temp
+                    or self.finish_packs or self.interrupted)  # refs are rewritten only without `dropped`
+
     def as_json(self) -> dict[str, Any]:
         """Stable JSON for the CLI."""
         return {
