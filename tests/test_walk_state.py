@@ -843,6 +843,41 @@ def test_the_seen_paths_are_exactly_the_files_the_walk_saw(ws: Path, tmp_path: P
     assert sorted(seen.missing(asked)) == sorted(p for p in asked if p not in joined)  # by directory, the same answer
 
 
+def test_all_seen_says_yes_only_when_every_path_is_a_seen_one(ws: Path, tmp_path: Path) -> None:
+    """The count by groups (walkstate.all_seen, which spares captured_stats a pass by directory) answers as the set
+    of joined paths does, for any subset, one path more, or one off; a state whose groups are not as `group` writes
+    them (a name twice, unsorted, a parent twice: a count could then pass a missing path) says no, and
+    captured_stats still finds the missing path the slow way."""
+    import dataclasses
+
+    from snapshot_store.detect.walkstate import all_seen, captured_stats
+
+    for rel in ("top.txt", "a/b.txt", "a/c/d.txt", "a/c/e.txt", "e/f.txt"):
+        write(ws, rel, rel + "\n")
+    age_tree(ws)
+    store_dir = tmp_path / "store"
+    with Store.open(store_dir) as s:
+        s.at(ws).capture(scope=WIDE)
+    [path] = (store_dir / "cache").glob("*.index")
+    state = WorkspaceIndex(path).saved_walk()
+    assert state is not None
+    joined = {f"{parent}/{name}" if parent else name for parent, names, _k in state.seen for name in names}
+    assert all_seen(state, joined) and all_seen(state, {"a/c/d.txt", "top.txt"}) and all_seen(state, set())
+    for extra in ("a/c", "a/x.txt", "c/d.txt", "/top.txt", "top.txt/"):
+        assert not all_seen(state, joined | {extra}), extra
+        assert not all_seen(state, {"a/b.txt", extra}), extra
+    c = next(g for g in state.seen if g[0] == "a/c")
+    k = len(c[2]) // len(c[1])
+    twice = [g if g is not c else ("a/c", ["d.txt", "d.txt"], c[2][:k] * 2) for g in state.seen]
+    unsorted = [g if g is not c else ("a/c", ["e.txt", "d.txt"], c[2][k:] + c[2][:k]) for g in state.seen]
+    for odd in (twice, unsorted, [*state.seen, c]):
+        bad = dataclasses.replace(state, seen=odd, _seen_paths=None)
+        assert not all_seen(bad, {"a/c/d.txt", "a/c/e.txt"})
+    lying = dataclasses.replace(state, seen=twice, _seen_paths=None)  # d.txt twice, e.txt never: as many names
+    assert captured_stats(joined, lying, changed=set()) is None
+    assert captured_stats(joined, state, changed=set()) is not None
+
+
 def _present(files: Mapping[str, Entry], ws: Path) -> dict[str, Entry]:
     """The map without its tombstones, each checked true (a session's journal keeps covering a path a thread once
     knew, so it may witness an absence a walk does not look at: the same files, one more true witness)."""

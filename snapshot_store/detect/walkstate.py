@@ -541,6 +541,26 @@ class CapturedStats(Mapping[str, Key]):
         return sum(1 for _p in self)
 
 
+def all_seen(state: WalkState, paths: Collection[str]) -> bool:
+    """Whether every one of `paths` (distinct) is a path the state saw, counted from its groups without building a
+    set of them: as many seen paths among `paths` as there are `paths` (each seen path counted once: parents are
+    distinct and each group's names strictly sorted, as `group` writes them; a state otherwise says False, and
+    SeenPaths.missing decides). ~0.03 s at 100,000 captured paths against ~0.16 s for SeenPaths and `missing`
+    (measured in a one-shot restore's safety capture; issue 35)."""
+    if len({parent for parent, _names, _k in state.seen}) != len(state.seen):
+        return False
+    held = 0
+    for parent, names, _k in state.seen:
+        if not all(map(str.__lt__, names, itertools.islice(names, 1, None))):
+            return False
+        if parent:
+            prefix = parent + "/"
+            held += sum(1 for name in names if prefix + name in paths)
+        else:
+            held += sum(1 for name in names if name in paths)
+    return held == len(paths)
+
+
 def captured_stats(captured: set[str], state: WalkState, changed: set[str]) -> Mapping[str, Key] | None:
     """The stat of every captured path (files and symlinks of the map), as the state saw it; None if one has none
     it can vouch for (then walk).
@@ -558,7 +578,7 @@ def captured_stats(captured: set[str], state: WalkState, changed: set[str]) -> M
             untrusted.update(prefix + name for i, name in enumerate(names)
                              if packed[i * KEY.size:(i + 1) * KEY.size] == UNTRUSTED)
     unwatched = state.unwatched
-    doubtful = state.seen_paths().missing(captured)
+    doubtful = [] if all_seen(state, captured) else state.seen_paths().missing(captured)
     doubtful.extend(untrusted & captured)
     if any(unwatched.get(p) is None and p not in changed for p in doubtful):
         return None
