@@ -218,19 +218,22 @@ class Capturer:
                          grow=False)
 
     def safety(self, root: str | os.PathLike[str], *, known_paths: Iterable[str], scope: ScopeSettings | None,
-               label: str, progress: Progress | None = None,
-               whatever_size: Callable[[str], bool] | None = None) -> CaptureResult:
+               label: str, progress: Progress | None = None, whatever_size: Callable[[str], bool] | None = None,
+               thread_latest: str | None = None) -> CaptureResult:
         """A restore's safety capture, stored before anything is touched: every path it may write or delete
-        (`known_paths`), and the files for which `whatever_size` is true whatever the residue limits say."""
+        (`known_paths`), what `thread_latest` captured (a thread's newest snapshot: decoded only when it is not the
+        workspace's newest, which the capture grows from), and the files for which `whatever_size` is true whatever
+        the residue limits say."""
         return self._run(root, label=label, known_paths=known_paths, scope=scope, kind=SnapshotKind.SAFETY,
-                         progress=progress, whatever_size=whatever_size)
+                         progress=progress, whatever_size=whatever_size, thread_latest=thread_latest)
 
     def safety_preview(self, root: str | os.PathLike[str], *, known_paths: Iterable[str],
                        scope: ScopeSettings | None, progress: Progress | None = None,
-                       whatever_size: Callable[[str], bool] | None = None) -> CaptureResult:
+                       whatever_size: Callable[[str], bool] | None = None,
+                       thread_latest: str | None = None) -> CaptureResult:
         """What `safety` would hold (a dry-run restore plans against it), hashed in memory: nothing stored."""
         return self._run(root, known_paths=known_paths, scope=scope, kind=SnapshotKind.SAFETY, progress=progress,
-                         whatever_size=whatever_size, dry_run=True)
+                         whatever_size=whatever_size, dry_run=True, thread_latest=thread_latest)
 
     def preview(self, root: str | os.PathLike[str], *, known_paths: Iterable[str] = (),
                 scope: ScopeSettings | None = None) -> CaptureResult:

@@ -102,17 +102,19 @@ class Workspace:
 
     def prepare(self, snap_id: str, *, dry_run: bool = False, known_paths: Iterable[str] = (),
                 scope: ScopeSettings | None = None, progress: Progress | None = None,
-                into: bool = False) -> PreparedRestore:
+                into: bool = False, thread_latest: str | None = None) -> PreparedRestore:
         """A restore taken as far as its plan: enter it (`with`) to take the locks, finish an interrupted restore,
         commit the safety capture and plan; then `apply` it, or leave the block and nothing changes.
 
         The caller does what it must between the plan and the apply (ask, fork the conversation, record a redo
         entry) inside the block: the locks stay held, so the plan is still the truth when it is applied, and the
         store never calls back into the caller. A snapshot witnessed absence only under its own root: restoring it
-        into another directory is refused unless `into` is set, and then nothing there is deleted.
+        into another directory is refused unless `into` is set, and then nothing there is deleted. `thread_latest`:
+        a snapshot whose captured paths the safety capture covers too (a thread's newest), decoded only when it is
+        not the workspace's newest (which the capture grows from anyway).
         """
         return PreparedRestore(self, snap_id, dry_run=dry_run, known_paths=known_paths, scope=scope,
-                               progress=progress, into=into)
+                               progress=progress, into=into, thread_latest=thread_latest)
 
     def restore(
         self,
@@ -156,9 +158,11 @@ class PreparedRestore:
     runs), any interrupted restore has been finished, the safety capture is committed and `plan` made."""
 
     def __init__(self, workspace: Workspace, snap_id: str, *, dry_run: bool, known_paths: Iterable[str],
-                 scope: ScopeSettings | None, progress: Progress | None, into: bool) -> None:
+                 scope: ScopeSettings | None, progress: Progress | None, into: bool,
+                 thread_latest: str | None = None) -> None:
         self.workspace, self.snap_id, self.dry_run = workspace, snap_id, dry_run
         self._known, self._scope, self._progress, self._into = known_paths, scope, progress, into
+        self._thread_latest = thread_latest
         self._locks = contextlib.ExitStack()
         self._started = time.perf_counter()
         self._applied = False
@@ -201,10 +205,11 @@ class PreparedRestore:
         wanted = None if foreign else (lambda p: witnessed_absent(target, p))
         if dry_run:
             safety = ws.capturer.safety_preview(root, known_paths=known, scope=self._scope, progress=self._progress,
-                                                whatever_size=wanted)
+                                                whatever_size=wanted, thread_latest=self._thread_latest)
         else:
             safety = ws.capturer.safety(root, known_paths=known, scope=self._scope, label=f"before restoring "
-                                        f"{snap_id[:12]}", progress=self._progress, whatever_size=wanted)
+                                        f"{snap_id[:12]}", progress=self._progress, whatever_size=wanted,
+                                        thread_latest=self._thread_latest)
         plan = plan_restore(target, safety.files, ignore, str(root), snap_id,
                             protected_in(safety.files, repo.protected_rel(root)), repo.folding(root))
         plan.safety_id = None if dry_run else safety.id

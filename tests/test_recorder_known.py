@@ -144,3 +144,40 @@ def test_a_damaged_latest_snapshot_of_the_thread_is_an_error_not_fewer_paths(
     age_tree(repo, settle=SETTLE)
     with pytest.raises(StoreError):
         resumed_capture(store_dir, repo, "thread-a")
+
+
+@pytest.mark.parametrize("other_after", [False, True], ids=["latest-is-the-threads", "another-thread-came-after"])
+def test_a_rewinds_safety_capture_holds_what_the_thread_captured_before(repo: Path, tmp_path: Path,
+                                                                        other_after: bool) -> None:
+    """A rewind's safety capture covers every path the thread captured before, as its turn captures do: a residue
+    file it captured while small and that has grown past the limit since is held, with its content now, whether the
+    thread's latest snapshot is the workspace's (the capture grows from it) or another thread captured after it
+    (whose captures held that file back). (The target witnessed that file absent, which alone lifts the size limit
+    for it: this holds the promise, not the way the thread's latest snapshot reaches the capture.)"""
+    from app.rewind.revert import rewind_files
+
+    store_dir = tmp_path / "store"
+    run_turn(store_dir, repo, "thread-a", ["big.log"])
+    write(repo, "late.txt", "small, after the first prompt\n")
+    age_tree(repo, settle=SETTLE)
+    run_turn(store_dir, repo, "thread-a", [])  # captures late.txt as residue
+    write(repo, "late.txt", BIG)  # over SMALL's residue limit now
+    age_tree(repo, settle=SETTLE)
+    if other_after:
+        run_turn(store_dir, repo, "thread-b", ["other.log"])
+    side = Sidecars(store_dir).load("thread-a")
+    assert side is not None
+    first = side.turns[0]
+    with Store.open(store_dir) as s:
+        assert "late.txt" not in s.files(str(first.pre))  # the rewind's target never held it
+        if other_after:
+            latest = s.latest(s.workspace(repo))
+            assert latest is not None and not is_captured(s.files(latest).get("late.txt"))
+        rec = recorder(s, store_dir, repo)
+        done = rewind_files(rec, "thread-a", first.turn_id, tmp_path / "codex-home", keep=lambda: "thread-a",
+                            hold={"test": True})
+        safety = done.result.safety_id if done.result is not None else None
+        assert safety is not None
+        held = s.files(safety).get("late.txt")
+    assert is_captured(held) and held.size == len(BIG)  # type: ignore[union-attr]
+    assert (repo / "late.txt").read_text() == BIG  # not the target's: left as it is

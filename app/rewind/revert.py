@@ -77,7 +77,7 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_hom
     undone = {t.turn_id: n for n, t in enumerate(side.turns[number - 1:], number)}
     targets, ws_target, out_target = restore_targets(store, str(cwd), side, undone, target.pre, target.prompt, True)
     owners = owner_rule(store, side.turns[number - 1:], undone, number, len(side.turns), targets.inside)
-    files = Files(ws_target, out_target, recorder.known_paths(side), targets, owners)
+    files = Files(ws_target, out_target, list(side.agent_touched), targets, owners, latest=side.latest_snapshot())
     steps = RevertSteps(recorder, side, thread_id, number, target.prompt, files, keep, hold, others)
     try:
         done = run(Place(store, cwd, recorder.scope, codex_home), files, steps, hold)

@@ -190,7 +190,8 @@ class Rewinder:
         since = records[-1].started if records else 0.0
         restored = [e.target_snapshot for e in (side.redo if side else []) if e.target_snapshot and e.at >= since]
         owners = owner_rule(self.store, records, numbers, target.number, len(prompts), targets.inside, restored)
-        return Files(ws_target, out_target, self.recorder.known_paths(side) if side else [], targets, owners)
+        return Files(ws_target, out_target, list(side.agent_touched) if side else [], targets, owners,
+                     latest=side.latest_snapshot() if side else None)
 
     def _same_workspace(self, root: str, what: str) -> None:
         """Refuse a rewind or redo whose files are another directory's: the store would suggest `--into`, which
@@ -225,8 +226,8 @@ class Rewinder:
             left = entry.target_snapshot if entry.target_snapshot and self.store.exists(entry.target_snapshot) else None
             since = [t for t in side.turns if t.started >= entry.at]
             owners = redo_rule(self.store, left, entry.safety_id, entry.to_prompt, since) if left else None
-            files = Files(entry.safety_id, entry.outside_safety_id, self.recorder.known_paths(side), owners=owners,
-                          picks=picks or Picks(), suffix="redone")
+            files = Files(entry.safety_id, entry.outside_safety_id, list(side.agent_touched), owners=owners,
+                          picks=picks or Picks(), suffix="redone", latest=side.latest_snapshot())
         steps = RedoSteps(self, thread_id, entry, turns_since, confirm, files)
         if dry_run:
             restore = None
