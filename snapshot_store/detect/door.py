@@ -290,8 +290,8 @@ class Look:
 
     def check(self, parent: str | None, settings: ScopeSettings, git_signature: tuple[int, ...] | None) -> None:
         """Look at the saved walk's stats when no journal has seen a capture yet (a one-shot command, a session's
-        first capture); in a session whose journal says what changed, only the monitor's answer, which alone leaves
-        a token bound for the next process (used when it settles everything, else the journal as before)."""
+        first capture); in a session whose journal says what changed, only the monitor's answer (used when it
+        settles everything, else the journal as before)."""
         w = self.watched
         if parent is None or self.dry_run:
             return
@@ -393,7 +393,8 @@ class Look:
         not rewritten: ~6 ms saved), and the monitor's token is bound to the walk. A session's journal goes on from
         the saved walk, its last capture built when first needed (Watched.quiet)."""
         state, moved, w = checked.state, checked.check.dir_keys, self.watched
-        if moved or (chained and checked.chain + 1 >= walkstate.CHAIN_LIMIT):
+        rewritten = bool(moved) or (chained and checked.chain + 1 >= walkstate.CHAIN_LIMIT)
+        if rewritten:
             state.snapshot, state.looked_ns = snap_id, self.started_ns  # a new chain starts here
             state.dirs = walkstate.with_dir_keys(state.dirs, {
                 rel: walkstate.trusted(k, self.started_ns) for rel, k in moved.items()})
@@ -404,7 +405,7 @@ class Look:
             w.held = None
             if w.deferred is not None:
                 w.deferred.snapshot = snap_id
-            if moved or (chained and checked.chain + 1 >= walkstate.CHAIN_LIMIT):
+            if rewritten:
                 self._bind(state.snapshot)
             else:
                 self._bind_unwritten(state.snapshot)
