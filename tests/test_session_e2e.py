@@ -545,7 +545,10 @@ def test_plain_codex_reads_codexr_threads(rigs: RigFactory) -> None:
     tid, texts, _trees, outcomes = _three_prompts(rig, "t10")
     r = s.rewind(tid, 3)
     fork_turn = rig.turn(r.thread_id, "t10-fork prompt")
+    codex = s.connection.client._proc
+    assert codex is not None and codex.poll() is None
     s.close()
+    assert codex.returncode is not None, "close returned before Codex had ended"  # what it wrote is all there
     client = CodexClient(CodexConfig(cwd=str(rig.ws), env=rig.env))
     try:
         client.start()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import os
+import select
 import subprocess
 import sys
 import threading
@@ -47,6 +49,29 @@ def dump_payload(payload: Any) -> dict[str, Any]:
         return out if isinstance(out, dict) else {}
     params = getattr(payload, "params", None)
     return params if isinstance(params, dict) else {}
+
+
+STOP_WAIT_S = 2.0  # as the SDK's close waits before it kills
+
+
+def ended(proc: subprocess.Popen[Any], within: float) -> None:
+    """The SDK's way to stop an app-server (stdin closed, SIGTERM), waited for by its pidfd: the SDK's
+    `wait(timeout=2)` polls with sleeps doubling to 50 ms, so every command that started Codex waited for it to
+    exit ~5-15 ms longer than it took (traced at the end of `codexr exec`). Where there is no pidfd (not Linux),
+    the SDK's wait does it."""
+    if proc.poll() is not None:
+        return
+    if proc.stdin is not None:
+        proc.stdin.close()
+    proc.terminate()
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return
+    fd = pidfd_open(proc.pid)  # a child not reaped yet: its pid cannot name another process
+    try:
+        select.select([fd], [], [], within)  # readable once it has exited
+    finally:
+        os.close(fd)
 
 
 class CodexConnection:
@@ -152,8 +177,12 @@ class CodexConnection:
         if self._closed:
             return
         self._closed = True
+        proc = getattr(self.client, "_proc", None)
+        if isinstance(proc, subprocess.Popen):
+            with contextlib.suppress(OSError, ValueError):
+                ended(proc, STOP_WAIT_S)
         with contextlib.suppress(Exception):
-            self.client.close()
+            self.client.close()  # the SDK's own steps, on a process that has ended (or that it then kills)
 
     def alive(self) -> bool:
         """Is the app-server process still running?"""
