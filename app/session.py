@@ -71,9 +71,11 @@ class Session:
 
     def __init__(self, opts: SessionOptions, *, approval: ApprovalCallback | None = None,
                  on_notice: EventCallback | None = None, on_recovery: Callable[[Recovery], None] | None = None,
-                 ahead: str | None = None) -> None:
+                 ahead: str | None = None, watch: bool = True) -> None:
         """`ahead`: the prompt a turn on a new thread will send at once (`codexr exec`): its pre-turn capture is taken
-        while Codex starts (PreTurnAhead). `on_recovery`: says an interrupted restore a capture finished."""
+        while Codex starts (PreTurnAhead). `on_recovery`: says an interrupted restore a capture finished. `watch`:
+        keep a change journal for the captures after the first (False: a command that captures once; the journal's
+        3,000 watches at 100,000 files were ~15 ms of a one-shot rewind)."""
         self.opts = opts
         # Never Codex's home or the store (nor inside them): a restore there would overwrite their files.
         self.cwd = workspace_root(opts.cwd, [opts.codex_home], store=opts.codex_home / "file_snapshots",
@@ -107,7 +109,7 @@ class Session:
                 pre_turn.wait()  # the store is not closed under it
             raise
         if pre_turn is None:
-            self.recording.start()
+            self.recording.start(watch)
         self.gc = AutoGc(self.store_dir, opts.codex_home, opts.settings, self.tracking, self.connection.notice)
         self.thread_list = Threads(self.connection, self.choices, self.sidecars, self.last, self.cwd,
                                    opts.codex_home)

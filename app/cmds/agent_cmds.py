@@ -123,14 +123,16 @@ def codex_overrides(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(overrides)
 
 
-def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None, ahead: str | None = None) -> Session:
-    """Start Codex for the workspace with the pass-through flags (`ahead`: Session's)."""
+def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None, ahead: str | None = None,
+                 watch: bool = True) -> Session:
+    """Start Codex for the workspace with the pass-through flags (`ahead`, `watch`: Session's)."""
     opts = session_options(ctx, args)  # a bad --codex-bin fails here, before the SDK loads
     from ..session import Session
     from .context import say_recovery
 
     # An interrupted restore this command finishes is never silent (the capture taken ahead may finish one).
-    return Session(opts, approval=approval, on_notice=_say_attached, on_recovery=say_recovery, ahead=ahead)
+    return Session(opts, approval=approval, on_notice=_say_attached, on_recovery=say_recovery, ahead=ahead,
+                   watch=watch)
 
 
 def _say_attached(method: str, params: dict[str, Any]) -> None:
@@ -366,7 +368,7 @@ def _rewind(ctx: Context, args: argparse.Namespace) -> int:
     from ..errors import Declined
 
     mode = _mode(args)
-    with open_session(ctx, args) as session:
+    with open_session(ctx, args, watch=False) as session:
         args.thread = session.resolve_thread(args.thread)
         if not args.dry_run:
             session.resume_thread(args.thread)
@@ -387,7 +389,7 @@ def _rewind(ctx: Context, args: argparse.Namespace) -> int:
 def _redo(ctx: Context, args: argparse.Namespace) -> int:
     from ..errors import Declined
 
-    with open_session(ctx, args) as session:
+    with open_session(ctx, args, watch=False) as session:
         args.thread = session.resolve_thread(args.thread)
         if not args.dry_run:
             session.resume_thread(args.thread)

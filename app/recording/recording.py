@@ -35,10 +35,11 @@ class Recording:
         self.recorder = Recorder(self.store, self.sidecars, cwd, settings.scope(), self.tracking)
         self.lock = SessionLock(self.store_dir, cwd)
 
-    def start(self) -> None:
-        """Say this session works here (other sessions' rewinds warn), and watch the workspace when tracking."""
+    def start(self, watch: bool = True) -> None:
+        """Say this session works here (other sessions' rewinds warn), and watch the workspace when tracking and
+        `watch` (a command that captures once, a rewind or a redo, has no later capture for a journal to serve)."""
         self.lock.acquire()
-        if self.tracking:
+        if self.tracking and watch:
             self.store.capturer.watch(self.cwd)
 
     def close(self) -> None:
