@@ -426,7 +426,7 @@ def test_history_sessions_and_one_shot_captures_through_the_change_monitor(monke
 
     monkeypatch.setattr(monitor_mod, "check_since", spy)
 
-    @FEWER
+    @settings(FEWER, max_examples=20)  # each example starts a monitor; the suite is near its 10 minutes
     @given(ops=edits_st)
     def history(ops: list[tuple]) -> None:
         try:
