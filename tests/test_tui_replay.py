@@ -159,14 +159,14 @@ def test_reading_back_to_the_first_prompt_slides_a_bounded_window_and_tab_brings
     monkeypatch.setattr(Transcript, "MAX_MOUNTED", 20)
     monkeypatch.setattr(Transcript, "SHOW_MORE", 8)
     bound = Transcript.MAX_MOUNTED + Transcript.SHOW_MORE
-    events = session_log(turns=16, output_mb=0.05)  # 96 blocks
+    events = session_log(turns=10, output_mb=0.05)  # 60 blocks: over twice the bound, so the window slides both ways
     app = CodexrApp(driver_factory=lambda emit: ReplayDriver(events, emit), workspace="(replay)")
 
     async def main() -> None:
         async with app.run_test(size=(110, 40)) as pilot:
             t = app.transcript
 
-            await until(pilot, lambda: len(t.entries) >= 96 and app.status_bar.state == "ready", "the replay")
+            await until(pilot, lambda: len(t.entries) >= 60 and app.status_bar.state == "ready", "the replay")
             newest = t.entries[-1].widget
             assert newest is not None
             t.focus()
