@@ -64,6 +64,13 @@ class Monitors:
         finally:
             store.close()
 
+    def session(self, ws: Path) -> Store:
+        """A long-running session's store (`codexr exec`, the app): the monitor attached and a journal of its own."""
+        store = Store.open(self.home / "file_snapshots", protected=[self.home])
+        store.capturer.use_monitors(monitors_wanted())
+        assert store.capturer.watch(ws)
+        return store
+
     def content(self, snap: str, rel: str) -> bytes:
         store = Store.open(self.home / "file_snapshots", protected=[self.home])
         try:
@@ -475,10 +482,8 @@ def test_a_session_with_its_own_journal_records_every_change_and_leaves_a_token(
     its journal otherwise; either way each change is recorded, and the next one-shot capture can trust the token."""
     ws = workspace(tmp_path)
     settled(mons, ws)
-    store = Store.open(mons.home / "file_snapshots", protected=[mons.home])
-    store.capturer.use_monitors(monitors_wanted())
+    store = mons.session(ws)
     try:
-        assert store.capturer.watch(ws)
         store.at(ws).capture_thread(known_paths=(), kind="pre-turn")
         for i, rel in enumerate(("src/m10.py", "src/deep/d2.txt", "src/brand_new.py")):
             (ws / rel).write_text(f"session change {i}\n")
@@ -504,10 +509,8 @@ def test_the_one_shot_capture_after_a_session_uses_the_token_its_journal_answere
     100,000) and still records what changed after the session, and what the session captured stands."""
     ws = workspace(tmp_path)
     settled(mons, ws)
-    store = Store.open(mons.home / "file_snapshots", protected=[mons.home])
-    store.capturer.use_monitors(monitors_wanted())
+    store = mons.session(ws)
     try:
-        assert store.capturer.watch(ws)
         store.at(ws).capture_thread(known_paths=(), kind="pre-turn")
         (ws / "src/m3.py").write_text("the turn's first change\n")
         store.at(ws).capture_thread(known_paths=(), kind="post-turn")  # the journal names one file: re-read

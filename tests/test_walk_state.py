@@ -821,20 +821,25 @@ def test_a_known_file_below_an_unlisted_directory_is_checked_too(repo: Path, tmp
         assert b"".join(s.blob_chunks(s.files(res.id)["node_modules/pkg/patched.js"][3])) == b"two\n"
 
 
-def test_the_seen_paths_are_exactly_the_files_the_walk_saw(ws: Path, tmp_path: Path) -> None:
-    """SeenPaths answers by directory and name what the set of joined paths answered: every file the walk saw, at
-    the root and below, and nothing else (a directory, a prefix, a path one level off, an empty name)."""
-    for rel in ("top.txt", "a/b.txt", "a/c/d.txt", "e/f.txt"):
+def walked(ws: Path, tmp_path: Path, rels: tuple[str, ...]) -> tuple[WalkState, set[str]]:
+    """`rels` written and captured: the saved walk, and every path its groups hold, joined (`rels` among them)."""
+    for rel in rels:
         write(ws, rel, rel + "\n")
     age_tree(ws)
     store_dir = tmp_path / "store"
     with Store.open(store_dir) as s:
         s.at(ws).capture(scope=WIDE)
-    [path] = (store_dir / "cache").glob("*.index")
-    state = WorkspaceIndex(path).saved_walk()
+    state = saved_walk(store_dir)
     assert state is not None
     joined = {f"{parent}/{name}" if parent else name for parent, names, _k in state.seen for name in names}
-    assert joined >= {"top.txt", "a/b.txt", "a/c/d.txt", "e/f.txt"}
+    assert joined >= set(rels)
+    return state, joined
+
+
+def test_the_seen_paths_are_exactly_the_files_the_walk_saw(ws: Path, tmp_path: Path) -> None:
+    """SeenPaths answers by directory and name what the set of joined paths answered: every file the walk saw, at
+    the root and below, and nothing else (a directory, a prefix, a path one level off, an empty name)."""
+    state, joined = walked(ws, tmp_path, ("top.txt", "a/b.txt", "a/c/d.txt", "e/f.txt"))
     seen = state.seen_paths()
     assert all(p in seen for p in joined)
     for other in ("", "a", "a/c", "a/", "b.txt", "a/d.txt", "c/d.txt", "a/c/d.txt/x", "top.txt/", "/top.txt", 3):
@@ -852,16 +857,7 @@ def test_all_seen_says_yes_only_when_every_path_is_a_seen_one(ws: Path, tmp_path
 
     from snapshot_store.detect.walkstate import all_seen, captured_stats
 
-    for rel in ("top.txt", "a/b.txt", "a/c/d.txt", "a/c/e.txt", "e/f.txt"):
-        write(ws, rel, rel + "\n")
-    age_tree(ws)
-    store_dir = tmp_path / "store"
-    with Store.open(store_dir) as s:
-        s.at(ws).capture(scope=WIDE)
-    [path] = (store_dir / "cache").glob("*.index")
-    state = WorkspaceIndex(path).saved_walk()
-    assert state is not None
-    joined = {f"{parent}/{name}" if parent else name for parent, names, _k in state.seen for name in names}
+    state, joined = walked(ws, tmp_path, ("top.txt", "a/b.txt", "a/c/d.txt", "a/c/e.txt", "e/f.txt"))
     assert all_seen(state, joined) and all_seen(state, {"a/c/d.txt", "top.txt"}) and all_seen(state, set())
     for extra in ("a/c", "a/x.txt", "c/d.txt", "/top.txt", "top.txt/"):
         assert not all_seen(state, joined | {extra}), extra
