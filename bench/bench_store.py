@@ -320,9 +320,16 @@ def ours_warm(v: Variant, rnd: int, api: StoreApi) -> None:
     if not ours_sync(v):
         return
     ours_unchanged(v, rnd)
-
+    modified_captures(v, rnd, store, root, "ours", session=True)
     for n in (1, 100):
-        op_name = f"ours.mod{n}"
+        ours_restore(v, rnd, n)
+
+
+def modified_captures(v: Variant, rnd: int, store: Any, root: Path, prefix: str, *, session: bool) -> None:
+    """`{prefix}.mod1` and `.mod100`: that many tracked files rewritten (untimed), then a capture (timed); a
+    `session` store's capture is the one its restores go back from."""
+    for n in (1, 100):
+        op_name = f"{prefix}.mod{n}"
 
         def modified(n: int = n, op_name: str = op_name) -> None:
             v.modifier.rewrite(v.modifier.take(n))
@@ -330,12 +337,10 @@ def ours_warm(v: Variant, rnd: int, api: StoreApi) -> None:
             res = store.at(root).capture()
             v.record(op_name, rnd, time.perf_counter() - t)
             v.note(op_name, result_info(res))
-            v.store_last_id = res.id
+            if session:
+                v.store_last_id = res.id
 
         v.attempt(op_name, modified)
-
-    for n in (1, 100):
-        ours_restore(v, rnd, n)
 
 
 def ours_sync(v: Variant) -> bool:
@@ -446,18 +451,7 @@ def ours_walk(v: Variant, rnd: int, api: StoreApi) -> None:
         check_unchanged(v, rnd, "walk.unchanged", res)
 
     v.attempt("walk.unchanged", unchanged)
-
-    for n in (1, 100):
-        op_name = f"walk.mod{n}"
-
-        def modified(n: int = n, op_name: str = op_name) -> None:
-            v.modifier.rewrite(v.modifier.take(n))
-            t = time.perf_counter()
-            res = store.at(root).capture()
-            v.record(op_name, rnd, time.perf_counter() - t)
-            v.note(op_name, result_info(res))
-
-        v.attempt(op_name, modified)
+    modified_captures(v, rnd, store, root, "walk", session=False)
 
 
 def git_cold(v: Variant, rnd: int) -> None:
