@@ -342,7 +342,7 @@ class Capturer:
         written but the walk's moved directories."""
         if not (ask.summary_only and ask.whatever_size is None and c.recovered is None):
             return None
-        checked = look.unchanged(c.grow, c.known, c.git.paths)
+        checked = look.unchanged(c.grow, c.known, c.git)
         if checked is None or c.parent is None:
             return None
         try:  # reused, the parent's bytes must be its id; chained on, its depth is read too (not its map)
@@ -374,7 +374,7 @@ class Capturer:
         paths is read without decoding them (`Repository.entries_at`)."""
         if not (ask.summary_only and ask.whatever_size is None and c.recovered is None) or c.parent is None:
             return None
-        checked = look.reread_only(c.grow, c.known, c.git.paths)
+        checked = look.reread_only(c.grow, c.known, c.git)
         if checked is None:
             return None
         paths = sorted(checked.check.changes.files)
@@ -419,7 +419,7 @@ class Capturer:
     def _reread_ground(c: _Ground, ask: _Asked, old: dict[str, Entry | None]) -> Reread:
         """What a capture from the saved walk stood on, for a session's journal to build its last capture from."""
         assert c.parent is not None
-        return Reread(c.parent, old, c.grow, c.known, c.git.paths, c.git.signature, ask.settings, c.ignore)
+        return Reread(c.parent, old, c.grow, c.known, c.git, c.git.signature, ask.settings, c.ignore)
 
     def _parent_files(self, c: _Ground) -> tuple[_Ground, FileMap | None]:
         """The parent's map (None: no parent, or a damaged one the capture goes on without, as if it had none)."""
@@ -506,7 +506,8 @@ class Capturer:
                                                                    ask.label, result.file_count, changes)
 
     def _save_git_listing(self, c: _Ground) -> None:
-        if c.git is not c.known_git:
+        if c.git is not c.known_git or c.git.reread:
+            c.git.reread = False
             with contextlib.suppress(OSError):
                 c.git.save(self._git_cache_path(c.ws))  # disposable too
 

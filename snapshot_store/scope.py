@@ -6,6 +6,7 @@ import errno
 import marshal
 import os
 import stat
+import struct
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -121,16 +122,48 @@ up to the work tree (or to `/` when there is no repository), each as (path, st_d
 directory's (st_dev, st_ino, mtime_ns, ctime_ns) followed by its `config`'s (mtime_ns, size, ino, ctime_ns)."""
 
 
-@dataclass
 class GitTracked:
-    """Git-indexed paths under the workspace root, and the index signature they came from."""
+    """Git-indexed paths under the workspace root, and the index signature they came from.
 
-    paths: list[str]
-    signature: tuple[int, ...] | None
-    source: tuple[str, str] = ("", "")
-    """(index file, workspace prefix in the work tree): with `signature`, what a cached listing must match."""
-    place: Place | None = None
-    """What discovery saw; while `place_holds`, the listing is reused without importing pygit2."""
+    A listing a previous process saved (`load`) reads its paths from the file only when they are first asked: a
+    capture that grows from the workspace's newest snapshot never needs them, and decoding 100,000 paths was ~24 ms
+    of each one-shot command and each turn's first capture at that size (measured; issue 35).
+    """
+
+    __slots__ = ("_paths", "_saved", "place", "reread", "root", "signature", "source")
+
+    def __init__(self, paths: list[str] | None, signature: tuple[int, ...] | None,
+                 source: tuple[str, str] = ("", ""), place: Place | None = None,
+                 saved: tuple[str, int, int, bytes] | None = None) -> None:
+        self._paths = paths
+        self.signature = signature
+        #: (index file, workspace prefix in the work tree): with `signature`, what a cached listing must match
+        self.source = source
+        #: what discovery saw; while `place_holds`, the listing is reused without importing pygit2
+        self.place = place
+        self._saved = saved  # (file, offset, length, blake3) of the paths' marshal in a saved listing, not read yet
+        self.root: Path | None = None  # the workspace `git_tracked` reused it for: pygit2 reads it again if need be
+        self.reread = False  # its paths came from pygit2 after all: worth saving again
+
+    @property
+    def paths(self) -> list[str]:
+        """The tracked paths; a saved listing whose paths part is gone or damaged by now (another process wrote
+        the file again) is read again through pygit2 from the workspace it was reused for."""
+        if self._paths is None:
+            got = _saved_paths(*self._saved) if self._saved is not None else None
+            if got is None:
+                if self.root is None:
+                    raise ValueError("a saved Git listing whose paths cannot be read")
+                got, self.reread = git_tracked(self.root).paths, True
+            self._paths, self._saved = got, None
+        return self._paths
+
+    def paths_marshal(self) -> bytes | None:
+        """`marshal.dumps(paths, 2)` as the saved listing holds it, when its paths are not decoded yet (None: ask
+        `paths`); its checksum is checked."""
+        if self._paths is not None or self._saved is None:
+            return None
+        return _saved_blob(*self._saved)
 
     @classmethod
     def load(cls, path: Path) -> GitTracked | None:
@@ -140,20 +173,24 @@ class GitTracked:
 
     @classmethod
     def read(cls, path: str) -> GitTracked | None:
-        """The saved listing from disk, checked (None: none, or damaged)."""
+        """The saved listing's head from disk, checked (None: none, or damaged); its paths are read when asked."""
         try:
             with open(path, "rb") as f:
-                data = f.read()
-            magic, head = len(GIT_CACHE_MAGIC), len(GIT_CACHE_MAGIC) + 32
-            if not data.startswith(GIT_CACHE_MAGIC) or blake3.blake3(data[head:]).digest() != data[magic:head]:
+                start = f.read(_GIT_HEAD_AT)
+                if len(start) != _GIT_HEAD_AT or not start.startswith(GIT_CACHE_MAGIC):
+                    return None
+                digest = start[len(GIT_CACHE_MAGIC):len(GIT_CACHE_MAGIC) + 32]
+                (size,) = _GIT_HEAD_SIZE.unpack_from(start, len(GIT_CACHE_MAGIC) + 32)
+                head = f.read(size)
+            if len(head) != size or blake3.blake3(head).digest() != digest:
                 return None
-            index, prefix, signature, paths, place = marshal.loads(data[head:])
-        except (OSError, ValueError, EOFError, TypeError):
+            index, prefix, signature, place, paths_size, paths_digest = marshal.loads(head)
+        except (OSError, ValueError, EOFError, TypeError, struct.error):
             return None
         if not (isinstance(index, str) and isinstance(prefix, str) and _ints(signature, none=True)
-                and isinstance(paths, list) and all(type(p) is str for p in paths) and _is_place(place)):
+                and _is_place(place) and type(paths_size) is int and type(paths_digest) is bytes):
             return None
-        return cls(paths, signature, (index, prefix), place)
+        return cls(None, signature, (index, prefix), place, (path, _GIT_HEAD_AT + size, paths_size, paths_digest))
 
     def save(self, path: Path) -> None:
         """Keep the listing for the next process (disposable, checksummed, no fsync, like the stat cache).
@@ -161,13 +198,17 @@ class GitTracked:
         Reading 11,000 entries through pygit2 costs ~55 ms per one-shot command; loading them back ~3 ms
         (measured), and importing pygit2 to find the repository first 60-200 ms more (`place_holds` avoids it).
         `git_tracked` trusts it only for the same index file whose stat signature is unchanged,
-        the rule it already applies to the listing it keeps in memory.
+        the rule it already applies to the listing it keeps in memory. The head (what `place_holds` asks) comes
+        first with its own checksum, then the paths' marshal, read only when asked (FORMAT.md §7).
         """
         if self.signature is None and self.place is None:
             return
-        payload = marshal.dumps((self.source[0], self.source[1], self.signature, self.paths, self.place), 2)
+        blob = marshal.dumps(self.paths, 2)
+        head = marshal.dumps((self.source[0], self.source[1], self.signature, self.place, len(blob),
+                              blake3.blake3(blob).digest()), 2)
         # In parts: joined, the listing of 100,000 paths was another ~8 MB at the cold capture's peak.
-        atomic_write_parts(path, (GIT_CACHE_MAGIC, blake3.blake3(payload).digest(), payload), sync=False)
+        atomic_write_parts(path, (GIT_CACHE_MAGIC, blake3.blake3(head).digest(), _GIT_HEAD_SIZE.pack(len(head)), head,
+                                  blob), sync=False)
 
     def place_holds(self, root: Path) -> bool:
         """Would pygit2 find the same repository, work tree and index (same signature) for `root` now?
@@ -191,7 +232,30 @@ class GitTracked:
         return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns) == self.signature
 
 
-GIT_CACHE_MAGIC = b"CRGIT2\n"
+GIT_CACHE_MAGIC = b"CRGIT3\n"
+_GIT_HEAD_SIZE = struct.Struct("<I")  # the head's length, after the magic and the head's checksum
+_GIT_HEAD_AT = len(GIT_CACHE_MAGIC) + 32 + _GIT_HEAD_SIZE.size
+
+
+def _saved_blob(path: str, at: int, size: int, digest: bytes) -> bytes | None:
+    """A saved listing's paths marshal, if the file still holds the one its head names (None: not, or unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(at)
+            blob = f.read(size + 1)
+    except OSError:
+        return None
+    return blob if len(blob) == size and blake3.blake3(blob).digest() == digest else None
+
+
+def _saved_paths(path: str, at: int, size: int, digest: bytes) -> list[str] | None:
+    """`_saved_blob` decoded and checked: a list of strings (None: anything else)."""
+    blob = _saved_blob(path, at, size, digest)
+    try:
+        paths = marshal.loads(blob) if blob is not None else None
+    except (ValueError, EOFError, TypeError):
+        return None
+    return paths if isinstance(paths, list) and all(type(p) is str for p in paths) else None
 
 
 def _ints(value: object, *, none: bool = False) -> bool:
@@ -270,6 +334,7 @@ def git_tracked(root: Path, cached: GitTracked | None = None) -> GitTracked:
     and without importing pygit2 while its `place` still holds.
     """
     if cached is not None and cached.place_holds(root):
+        cached.root = root
         return cached
     import pygit2  # ~60-200 ms: only when the listing must be read or the repository found again
 
@@ -300,7 +365,10 @@ def git_tracked(root: Path, cached: GitTracked | None = None) -> GitTracked:
     if os.path.realpath(repo.path) == os.path.join(workdir_real, ".git"):
         place = git_place(root_real, workdir_real)
     if cached is not None and cached.signature == signature and cached.source == source:
-        return cached if cached.place == place else GitTracked(cached.paths, signature, source, place)
+        if cached.place == place:
+            cached.root = root
+            return cached
+        return GitTracked(cached.paths, signature, source, place)
     cut = len(prefix)
     paths: list[str] = []
     try:

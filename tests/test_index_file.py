@@ -218,6 +218,38 @@ def test_stat_entries_changed_before_the_cache_is_decoded_are_kept(ws: Path, ind
     assert marshal.loads(cache.encode()) == cache.entries  # what a save that rewrites the half writes
 
 
+def test_the_per_path_half_is_read_when_asked_from_the_index_in_place_then(ws: Path, indexed: Path,
+                                                                            tmp_path: Path) -> None:
+    """A command reads the walk half first and the per-path half only when it looks a file up (an unchanged capture
+    never does): by then another process may have renamed its own index over the file. The lookups then answer from
+    that index's entries, which vouch for themselves (each holds the stat it was true for); an index gone by then
+    leaves the half empty, so lookups miss and the capture hashes again, never a wrong answer."""
+    [index_path] = cache_files(indexed, ".index")
+    rel = "src/m4.py"
+    key_then = stat_key(os.lstat(ws / rel))
+    reader = WorkspaceIndex(index_path)
+    assert reader.saved_walk() is not None  # the walk half only, so far
+    blob_then = WorkspaceIndex(index_path).lookup(rel, key_then)
+    assert blob_then is not None
+
+    other = WorkspaceIndex(index_path)  # another process's index, renamed over the one `reader` read the walk of
+    key_now = (*key_then[:1], key_then[1] + 1, *key_then[2:])
+    other.stat.entries[rel] = (*key_now, "cd" * 32)
+    other.stat.dirty = True
+    other.save()
+    assert reader.lookup(rel, key_now) == "cd" * 32  # the entries of the index in place now
+    assert reader.lookup(rel, key_then) is None
+
+    gone = WorkspaceIndex(index_path)
+    assert gone.saved_walk() is not None
+    index_path.rename(tmp_path / "elsewhere.index")
+    assert gone.lookup(rel, key_now) is None and gone.stat.entries == {}
+    write(ws, rel, "changed\n")
+    with Store.open(indexed) as s:
+        snap = s.at(ws).capture(scope=WIDE)
+    assert_true_contents(indexed, ws, snap.id)
+
+
 def test_the_per_path_half_written_in_pieces_is_the_one_marshal_of_its_entries(tmp_path: Path) -> None:
     """The index writes its per-path half slice by slice (bounded memory); the file must hold exactly what one
     marshal of the entries is, so any reader (and any earlier version) loads the same map."""

@@ -6,6 +6,7 @@ import errno
 import marshal
 import os
 import shutil
+import struct
 import stat
 import threading
 import time
@@ -1231,12 +1232,25 @@ def test_a_new_process_reuses_the_git_listing_only_while_the_index_is_unchanged(
     assert hidden_entry()[0] == "f"
     git(repo, "rm", "-q", "--cached", ".env_local")
     assert hidden_entry() == ("x", "hidden")
-    # A listing that claims the path for the current index but fails its checksum is not believed.
+    # A listing that claims the path for the current index but fails a checksum is not believed: neither its head's
+    # (what decides whether it is reused) nor its paths' (read only when a capture asks for them: the head names them).
     [listing] = (tmp_path / "store" / "cache").glob("*.git")
     saved = GitTracked.load(listing)
     assert saved is not None and saved.paths == ["a.txt"]
-    forged = marshal.dumps((*saved.source, saved.signature, [".env_local", "a.txt"], saved.place))
-    listing.write_bytes(listing.read_bytes()[: len(GIT_CACHE_MAGIC) + 32] + forged)
+    good = listing.read_bytes()
+    claim = marshal.dumps([".env_local", "a.txt"], 2)
+    head_at = good.index(marshal.dumps(["a.txt"], 2))
+    listing.write_bytes(good[:head_at] + claim)  # the head as it was, naming other paths than these
+    reused = GitTracked.load(listing)
+    assert reused is not None and reused.paths_marshal() is None
+    assert hidden_entry() == ("x", "hidden")
+    healed = GitTracked.load(listing)  # read through pygit2 after all, the listing was saved again
+    assert healed is not None and healed.paths == ["a.txt"]
+    listing.write_bytes(good)
+    assert GitTracked.load(listing) is not None
+    forged = marshal.dumps((*saved.source, saved.signature, saved.place, len(claim), blake3.blake3(claim).digest()), 2)
+    listing.write_bytes(good[: len(GIT_CACHE_MAGIC) + 32] + struct.pack("<I", len(forged)) + forged + claim)
+    assert GitTracked.load(listing) is None
     assert hidden_entry() == ("x", "hidden")
 
 

@@ -797,7 +797,10 @@ def test_a_forged_walk_state_naming_a_path_out_of_the_workspace_is_not_used(repo
     assert parts is not None
     body = payload(parts[0])
     assert body is not None and marshal.loads(body)  # a well-formed half with a valid checksum
-    assert saved_walk(trusted) is None
+    state = saved_walk(trusted)
+    if state is not None:  # the groups are checked when first decoded: the check that asks them walks instead
+        with pytest.raises(walkstate.DamagedWalk):
+            state.seen  # noqa: B018
     expected = walked_files(trusted, repo)
     res = capture(trusted, repo)
     assert files_of(trusted, res.id) == expected
@@ -867,9 +870,9 @@ def test_all_seen_says_yes_only_when_every_path_is_a_seen_one(ws: Path, tmp_path
     twice = [g if g is not c else ("a/c", ["d.txt", "d.txt"], c[2][:k] * 2) for g in state.seen]
     unsorted = [g if g is not c else ("a/c", ["e.txt", "d.txt"], c[2][k:] + c[2][:k]) for g in state.seen]
     for odd in (twice, unsorted, [*state.seen, c]):
-        bad = dataclasses.replace(state, seen=odd, _seen_paths=None)
+        bad = walkstate.with_groups(state, odd)
         assert not all_seen(bad, {"a/c/d.txt", "a/c/e.txt"})
-    lying = dataclasses.replace(state, seen=twice, _seen_paths=None)  # d.txt twice, e.txt never: as many names
+    lying = walkstate.with_groups(state, twice)  # d.txt twice, e.txt never: as many names
     assert captured_stats(joined, lying, changed=set()) is None
     assert captured_stats(joined, state, changed=set()) is not None
 
@@ -1071,20 +1074,44 @@ def test_files_the_user_removes_or_renames_are_settled_without_walking(repo: Pat
     assert files_of(trusted, again.id) == expected
 
 
-def test_a_saved_walk_of_the_format_before_looked_ns_is_read_and_another_version_s_is_not(
-        repo: Path, trusted: Path) -> None:
-    """Version 1 (a bare tuple of 13 fields, before `looked_ns`) still reads, as not knowing when it looked; a version
+def test_saved_walks_of_earlier_formats_are_read_and_another_version_s_is_not(repo: Path, trusted: Path) -> None:
+    """Version 2 (the groups decoded with the rest, no untrusted list) and version 1 (a bare tuple of 13 fields, before
+    `looked_ns`: read as not knowing when it looked) still read, their groups checked as version 3's are; a version
     this code does not know reads as no saved walk (the capture walks) rather than as fields in the wrong places."""
     state = saved_walk(trusted)
     assert state is not None and state.looked_ns > 0
     body = walkstate.encode(state)
     assert body is not None
     version, fields = marshal.loads(body)
-    assert version == walkstate.WALK_VERSION and len(fields) == walkstate.UNVERSIONED_FIELDS + 1
-    old = walkstate.decode(marshal.dumps(fields[:walkstate.UNVERSIONED_FIELDS], 2))
-    assert old is not None and old.looked_ns == 0 and old.covered_set() == state.covered_set()
+    assert version == walkstate.WALK_VERSION == 3 and len(fields) == walkstate.V2_FIELDS + 1
+    assert isinstance(fields[walkstate.SEEN_FIELD], bytes)  # the groups, decoded when first asked
+    groups = marshal.loads(fields[walkstate.SEEN_FIELD])
+    assert groups == state.seen
+    v2 = (*fields[:walkstate.SEEN_FIELD], groups, *fields[walkstate.SEEN_FIELD + 1:walkstate.V2_FIELDS])
+    for old_body, looked in ((marshal.dumps((2, v2), 2), state.looked_ns),
+                             (marshal.dumps(v2[:walkstate.UNVERSIONED_FIELDS], 2), 0)):
+        old = walkstate.decode(old_body)
+        assert old is not None and old.looked_ns == looked and old.covered_set() == state.covered_set()
+        assert old.seen == state.seen and old.untrusted() == state.untrusted()
+    forged = [(groups[0][0], [*groups[0][1], ".."], groups[0][2] + UNTRUSTED), *groups[1:]]
+    assert walkstate.decode(marshal.dumps((2, (*v2[:walkstate.SEEN_FIELD], forged, *v2[walkstate.SEEN_FIELD + 1:])),
+                                          2)) is None
     assert walkstate.decode(marshal.dumps((version + 1, (*fields, "more")), 2)) is None
-    assert walkstate.decode(marshal.dumps(fields, 2)) is None  # 14 bare fields: no version of ours
+    assert walkstate.decode(marshal.dumps((2, fields), 2)) is None  # version 3's fields called version 2's
+    assert walkstate.decode(marshal.dumps(fields, 2)) is None  # 15 bare fields: no version of ours
+
+
+def test_a_walk_state_s_groups_are_decoded_only_when_asked_and_written_back_as_stored(repo: Path,
+                                                                                      trusted: Path) -> None:
+    """A capture that the monitor's answer (or a check of directories only) settles never decodes the groups: the
+    state it writes again holds them as it read them, with the paths whose keys are untrusted, and once decoded they
+    are the same groups a walk made."""
+    state = saved_walk(trusted)
+    assert state is not None and state._seen is None and state.seen_stored
+    stored, untrusted = state.seen_stored, state.untrusted()
+    again = walkstate.decode(walkstate.encode(state) or b"")
+    assert again is not None and again.seen_stored == stored and again.untrusted() == untrusted
+    assert again.seen == marshal.loads(stored) and again.untrusted() == walkstate.untrusted_of(again.seen)
 
 
 def test_a_threads_first_capture_of_a_tree_git_covers_whole_decodes_no_covered_set(

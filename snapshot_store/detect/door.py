@@ -66,7 +66,7 @@ class Watched:
     held: Changes | None = None  # the journal's events a look drained, for the fast path (`drain`)
     # The saved walk's covered bytes and the Git listing last found equal to them, both held (neither changes in place):
     # the session's next capture with the same two need not marshal 100,000 paths again (~10 ms; issue 35)
-    same_listing: tuple[bytes, list[str]] | None = None
+    same_listing: tuple[bytes, GitTracked] | None = None
     # The index file as this session last bound a token to its walk (monitor.walk_identity): a capture that does not
     # write the walk again binds its own token to that file only while it is still the one
     bound_walk: list[object] | None = None
@@ -324,14 +324,17 @@ class Look:
         asked = self.asked
         with DirCache(str(self.ws), folding=self.door.repo.folding(self.ws)) as dirs:
             look = None
-            if (asked is not None and asked.answer.changes is not None and asked.identity is not None
-                    and monitor.walk_identity(self.index.path) == asked.identity  # the walk just loaded
-                    and state.snapshot == asked.snapshot):  # and the one the token's capture saved
-                look = monitor.check_since(dirs, state, asked.answer.changes)
-            if look is None:
-                if monitor_only:
-                    return None
-                look = walkstate.check(dirs, state)
+            try:
+                if (asked is not None and asked.answer.changes is not None and asked.identity is not None
+                        and monitor.walk_identity(self.index.path) == asked.identity  # the walk just loaded
+                        and state.snapshot == asked.snapshot):  # and the one the token's capture saved
+                    look = monitor.check_since(dirs, state, asked.answer.changes)
+                if look is None:
+                    if monitor_only:
+                        return None
+                    look = walkstate.check(dirs, state)
+            except walkstate.DamagedWalk:
+                return None  # its groups, decoded only now, are not clean: walk
             return walkstate.Checked(state, look, chain)
 
     def _chain_below(self, state: walkstate.WalkState, parent: str, settings: ScopeSettings,
@@ -376,7 +379,7 @@ class Look:
             self.quiet = self.checked = None
             self.watched.settle()
 
-    def unchanged(self, grow: bool, known: list[str], git_paths: list[str]) -> walkstate.Checked | None:
+    def unchanged(self, grow: bool, known: list[str], git: GitTracked) -> walkstate.Checked | None:
         """The check found nothing moved and a walk would cover what the saved one did: the parent's map holds and can
         be recorded again without decoding it (None: look further). A session's journal goes on from the saved walk
         (`kept`), its map built only when a capture needs it."""
@@ -385,7 +388,7 @@ class Look:
             return None
         if w is not None and (w.last is not None or w.pending):
             return None
-        return checked if _covers_what_was_covered(checked.state, grow, known, git_paths, w) else None
+        return checked if _covers_what_was_covered(checked.state, grow, known, git, w) else None
 
     def kept(self, checked: walkstate.Checked, snap_id: str, chained: bool, ground: Reread) -> None:
         """The capture recorded the parent's map as `snap_id` (`chained`: a new snapshot on top of the parent; else
@@ -416,7 +419,7 @@ class Look:
                 _last_after_reread, self.door.repo, checked, Captured(), ground))
         self._bind(state.snapshot)
 
-    def reread_only(self, grow: bool, known: list[str], git_paths: list[str]) -> walkstate.Checked | None:
+    def reread_only(self, grow: bool, known: list[str], git: GitTracked) -> walkstate.Checked | None:
         """The check found only files changed, each of them captured by the parent (the caller asks its records), a
         walk would cover what the saved one did, and no covered path below an unlisted directory lacks a key: the
         parent's map with those files read again is the capture (`Capturer._reread_only`; None: look further)."""
@@ -428,7 +431,7 @@ class Look:
         state = checked.state
         if any(key is None for key in state.unwatched.values()) or IGNORE_FILE in checked.check.changes.files:
             return None
-        return checked if _covers_what_was_covered(state, grow, known, git_paths, w) else None
+        return checked if _covers_what_was_covered(state, grow, known, git, w) else None
 
     def reread_keys(self, dirs: DirCache, paths: list[str], settings: ScopeSettings) -> dict[str, Key] | None:
         """Each changed file's stat, as the fast path would take it to read it again (fastpath.select's rules for a
@@ -458,7 +461,7 @@ class Look:
         keys, the stat cache, one save of the index, the monitor's token bound; a session's journal gets its last
         capture when its next capture (or a restore) first needs it (`_last_after_reread`: decoding the parent's
         map is what this capture spared the turn's start)."""
-        w, state, git_paths = self.watched, checked.state, ground.git_paths
+        w, state, git_paths = self.watched, checked.state, ground.git.paths
         self.by_check, self.cache = True, self.index.stat
         unwatched = {p: captured.stats.get(p, key) for p, key in state.unwatched.items()}
         kept = _Kept(snap_id, state.file_count, [(str(p), str(why)) for p, why in skipped],
@@ -780,7 +783,7 @@ def _walk_of(kept: _Kept, state: fastpath.LastCapture, selected: Scope, read: Ma
     if any(is_captured(e) and p not in seen and p not in kept.unwatched for p, e in files.items()):
         return None
     covered = frozenset(state.covered)
-    return walkstate.WalkState(
+    return walkstate.made(
         snapshot=kept.snapshot, settings=walkstate.settings_key(state.settings), git_signature=state.git_signature,
         protected=protected, packs=kept.packs, dirs=dirs, seen=walkstate.group(seen),
         covered_blob=marshal.dumps(sorted(covered), 2) if blob else b"", unwatched=kept.unwatched,
@@ -819,6 +822,10 @@ def _walk_after(kept: _Kept, state: MapNow, base: walkstate.WalkState, checked_k
     size, that the next check would not look at.
     """
     files, trusted = state.files, kept.trusted
+    try:
+        base.seen  # noqa: B018 -- decoded (and checked) here: groups that are not clean leave no walk to save
+    except walkstate.DamagedWalk:
+        return None
     newly = {rel: trusted(read.get(rel, now)) for rel, now in checked_keys.items()}
     newly.update((rel, trusted(key)) for rel, key in read.items())
     made: dict[str, dict[str, tuple[str, Key | None]]] = {}
@@ -855,10 +862,10 @@ def _walk_after(kept: _Kept, state: MapNow, base: walkstate.WalkState, checked_k
         grows = walkstate.grows_same(covered, git_paths, files, among=state.touched)
     else:
         grows = walkstate.grows_same(covered, git_paths, files)
-    return dataclasses.replace(base, snapshot=kept.snapshot, packs=kept.packs, dirs=listed,
-                               seen=walkstate.with_keys(base.seen, newly), unwatched=kept.unwatched,
-                               covered_blob=blob, _covered=covered, file_count=kept.file_count,
-                               skipped=kept.skipped, grows_same=grows, looked_ns=kept.started_ns)
+    return walkstate.with_groups(base, walkstate.with_keys(base.seen, newly), snapshot=kept.snapshot,
+                                 packs=kept.packs, dirs=listed, unwatched=kept.unwatched, covered_blob=blob,
+                                 _covered=covered, file_count=kept.file_count, skipped=kept.skipped,
+                                 grows_same=grows, looked_ns=kept.started_ns)
 
 
 class Reread(NamedTuple):
@@ -869,7 +876,7 @@ class Reread(NamedTuple):
     old: dict[str, Entry | None]
     grow: bool
     known: list[str]
-    git_paths: list[str]
+    git: GitTracked  # its paths asked only where a map is built (a saved listing decodes them then)
     git_signature: tuple[int, ...] | None
     settings: ScopeSettings
     ignore: Ignore
@@ -937,7 +944,7 @@ def _last_after_reread(repo: Repository, checked: walkstate.Checked, captured: C
         return None
     captured_then = set(captured_paths(parent_files))
     known = [*ground.known, *captured_then] if ground.grow else ground.known
-    covered_then, covered_now = checked.state.covered_set(), {*ground.git_paths, *known}
+    covered_then, covered_now = checked.state.covered_set(), {*ground.git.paths, *known}
     if not walkstate.same_map(covered_then, covered_now, parent_files, captured_then, ground.settings, ground.ignore):
         return None
     last = _checked_last(checked, parent_files, captured_then, covered_then & covered_now, ground.git_signature,
@@ -978,7 +985,7 @@ def _packs(repo: Repository) -> tuple[bytes, dict[str, int]]:
     return walkstate.pack_signature(repo.path / "packs", read_generation(repo.path))
 
 
-def _covers_what_was_covered(state: walkstate.WalkState, grow: bool, known: list[str], git_paths: list[str],
+def _covers_what_was_covered(state: walkstate.WalkState, grow: bool, known: list[str], git: GitTracked,
                              w: Watched | None) -> bool:
     """Would a walk now cover exactly what the saved walk covered (so, nothing having moved, give its map)?
 
@@ -988,20 +995,24 @@ def _covers_what_was_covered(state: walkstate.WalkState, grow: bool, known: list
     one covered now and not then might be captured though the saved walk skipped it.
 
     The covered set is decoded only where it is asked: a thread's first capture (nothing known yet) whose saved walk
-    covered just the Git listing finds the listing's marshal equal to the stored one (the same sorted paths), ~3 ms
-    where building and comparing the sets took ~35 ms at 100,000 paths (measured); unequal bytes compare the sets.
+    covered just the Git listing finds the listing's marshal (as saved, or made again) equal to the stored one (the
+    same sorted paths), ~3 ms where building and comparing the sets took ~35 ms at 100,000 paths (measured); unequal
+    bytes compare the sets. Growing never asks the listing at all (a saved one is not even decoded).
     """
     if grow:
         return state.grows_same and (not known or state.covered_set().issuperset(known))
-    if not known and type(git_paths) is list:
+    if not known:
         seen = w.same_listing if w is not None else None
-        if seen is not None and seen[0] is state.covered_blob and seen[1] is git_paths:
+        if seen is not None and seen[0] is state.covered_blob and seen[1] is git:
             return True  # this very listing was found equal to these very bytes: a session's next capture
-        if marshal.dumps(git_paths, 2) == state.covered_blob:
+        blob = git.paths_marshal()
+        if blob is None:
+            blob = marshal.dumps(git.paths, 2)
+        if blob == state.covered_blob:
             if w is not None:
-                w.same_listing = (state.covered_blob, git_paths)
+                w.same_listing = (state.covered_blob, git)
             return True
-    return state.covered_set() == {*git_paths, *known}
+    return state.covered_set() == {*git.paths, *known}
 
 
 def _narrowed(last: fastpath.LastCapture, covered_now: set[str], settings: ScopeSettings,

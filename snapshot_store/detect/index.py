@@ -18,7 +18,7 @@ import struct
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 import blake3
 
@@ -57,27 +57,81 @@ def sections(data: bytes) -> tuple[bytes, bytes] | None:
 def read_sections(path: Path) -> tuple[bytes, bytes] | None:
     """`sections` of the file at `path`, each read into its own bytes: reading the whole file and slicing it held
     both (2x the index, 60 MB of a one-file restore's peak RSS at 100,000 files, measured)."""
+    got = read_walk_section(path)
+    if got is None:
+        return None
+    walk, at = got
+    stat = read_stat_at(path, at)
+    return None if stat is None else (walk, stat)
+
+
+class StatAt(NamedTuple):
+    """Where an index file read for its walk half holds its per-path half, not read yet."""
+
+    identity: tuple[int, ...]  # the file's (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns) when read
+    offset: int
+    size: int
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def read_walk_section(path: Path) -> tuple[bytes, StatAt] | None:
+    """The walk section of the index file at `path`, and where its per-path section is (read by `read_stat_at` when
+    asked): an unchanged capture never needs that half, and reading its ~18 MB was ~10 ms of each one-shot command
+    and each turn's first capture at 100,000 files (measured; issue 35). None: not an index, or truncated or padded."""
     with open(path, "rb") as f:
-        total = os.fstat(f.fileno()).st_size
-        if f.read(len(MAGIC)) != MAGIC:
-            return None
-        pos, out = len(MAGIC), []
-        for _half in range(2):
-            head = f.read(LENGTH.size)
-            if len(head) != LENGTH.size:
+        return _layout(f, walk=True)
+
+
+def _layout(f: BinaryIO, *, walk: bool) -> tuple[bytes, StatAt] | None:
+    """The open index file's walk section (with `walk`; else b"", skipped) and where its per-path section is."""
+    st = os.fstat(f.fileno())
+    total = st.st_size
+    f.seek(0)
+    if f.read(len(MAGIC)) != MAGIC:
+        return None
+    head = f.read(LENGTH.size)
+    if len(head) != LENGTH.size:
+        return None
+    (size,) = LENGTH.unpack(head)
+    pos = len(MAGIC) + LENGTH.size
+    if pos + size > total or 0 < size < CHECKSUM:
+        return None
+    body = f.read(size) if walk else b""
+    if walk and len(body) != size:
+        return None
+    pos += size
+    f.seek(pos)
+    head = f.read(LENGTH.size)
+    if len(head) != LENGTH.size:
+        return None
+    (stat_size,) = LENGTH.unpack(head)
+    pos += LENGTH.size
+    if pos + stat_size != total or 0 < stat_size < CHECKSUM:
+        return None
+    return body, StatAt(_identity(st), pos, stat_size)
+
+
+def read_stat_at(path: Path, at: StatAt) -> bytes | None:
+    """The per-path section `at` names, read now: from the same file if it is still in place, else (another process
+    renamed its index over it) the current file's own per-path section, whose entries vouch for themselves as well
+    (each holds the stat it was true for). None: no index there now, or a damaged one."""
+    try:
+        with open(path, "rb") as f:
+            if _identity(os.fstat(f.fileno())) != at.identity:
+                current = _layout(f, walk=False)
+                if current is None:
+                    return None
+                at = current[1]
+            f.seek(at.offset)
+            body = f.read(at.size)
+            if len(body) != at.size or f.read(1):
                 return None
-            (size,) = LENGTH.unpack(head)
-            pos += LENGTH.size
-            if pos + size > total or 0 < size < CHECKSUM:
-                return None
-            body = f.read(size)
-            if len(body) != size:
-                return None
-            out.append(body)
-            pos += size
-        if pos != total or f.read(1):
-            return None
-    return out[0], out[1]
+    except FileNotFoundError:
+        return None
+    return body
 
 
 #: A section as stored, or as (checksum, *payload pieces) not yet joined: the per-path half of 100,000 files is
@@ -347,7 +401,8 @@ class WorkspaceIndex:
         self.path = path
         self.legacy = legacy  # the old stat cache and saved walk files, migrated when no index exists yet
         self._walk: Section = b""  # the walk section as last read or set
-        self._stat_section: Section = b""  # the per-path section as last read or written (rewritten as is if unchanged)
+        # the per-path section as last read or written (rewritten as is if unchanged), or where it is, not read yet
+        self._stat_section: Section | StatAt = b""
         self._stat: StatCache | None = None
         self._read_once = False
         self._walk_unsaved = False
@@ -358,21 +413,38 @@ class WorkspaceIndex:
         self.keep_decoded = False
 
     def _read(self) -> None:
-        """The file as it is now (another process may have replaced it since); damage leaves a half empty."""
+        """The file's walk half as it is now (another process may have replaced it since), and where its per-path half
+        is, read when first asked (`_stat_loaded`); damage leaves a half empty."""
         self._read_once = True
-        parts: tuple[bytes, bytes] | None
+        walk: bytes = b""
+        at: StatAt | bytes = b""
         try:
-            parts = read_sections(self.path)
+            got = read_walk_section(self.path)
+            if got is not None:
+                walk, at = got
         except FileNotFoundError:
             data = self._migrate()
             parts = sections(data) if data else None
+            if parts is not None:
+                walk, at = parts
         except OSError:
-            parts = None
-        walk, stat = parts if parts is not None else (b"", b"")
+            pass
         if not self._walk_unsaved:
             self._walk = walk
         if self._stat is None:
-            self._stat_section = stat
+            self._stat_section = at
+
+    def _stat_loaded(self) -> Section:
+        """The per-path section as read (from the file `_read` found, or the one in its place now: read_stat_at)."""
+        at = self._stat_section
+        if isinstance(at, StatAt):
+            try:
+                got = read_stat_at(self.path, at)
+            except OSError:
+                got = None
+            self._stat_section = got if got is not None else b""
+        assert not isinstance(self._stat_section, StatAt)
+        return self._stat_section
 
     def _migrate(self) -> bytes | None:
         """A store from before the one index: build it from the two old files, read once, then remove them.
@@ -413,7 +485,7 @@ class WorkspaceIndex:
         if self._stat is None:
             if not self._read_once:
                 self._read()
-            self._stat = StatCache(payload(self._stat_section))
+            self._stat = StatCache(payload(self._stat_loaded()))
         return self._stat
 
     def lookup(self, rel: str, key: Key) -> str | None:
@@ -469,7 +541,7 @@ class WorkspaceIndex:
         if new_stat:
             assert stat is not None
             self._stat_section = _unjoined(*stat.encode_parts())
-        atomic_write_parts(self.path, parts(self._walk, self._stat_section), sync=False)
+        atomic_write_parts(self.path, parts(self._walk, self._stat_loaded()), sync=False)
         self._walk_unsaved = False
         if new_stat:
             assert stat is not None

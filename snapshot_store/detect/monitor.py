@@ -29,7 +29,7 @@ from ..manifest import valid_key
 from ..scope import listing_digest
 from ..stamps import Key, stat_key
 from .changes import Changes
-from .walkstate import DIGEST, KEY, UNTRUSTED, Check, WalkState, listed_names, look_unwatched, unpack_key
+from .walkstate import DIGEST, KEY, Check, WalkState, listed_names, look_unwatched, unpack_key
 
 VERSION = 1
 TIMEOUT = 0.5  # seconds a capture waits for an answer before it checks on its own
@@ -248,7 +248,6 @@ def check_since(dirs: DirCache, state: WalkState, changes: Changes) -> Check | N
     if changes.lost or len(changes.paths) > MAX_CHANGED:
         return None
     listed = set(state.dirs[1])
-    seen = state.seen_paths()
     moved_dirs: set[str] = set()
     look: set[str] = set()
     for p in changes.paths:
@@ -257,7 +256,7 @@ def check_since(dirs: DirCache, state: WalkState, changes: Changes) -> Check | N
             return None  # a listed directory itself: created, removed, renamed or its attributes changed
         if parent not in listed:
             continue
-        if p in seen and p in changes.files:
+        if p in changes.files and p in state.seen_paths():  # the groups decoded only when a listed file is named
             look.add(p)
         else:
             moved_dirs.add(parent)  # an entry the walk did not keep: fine only if the listing stands
@@ -278,12 +277,8 @@ def check_since(dirs: DirCache, state: WalkState, changes: Changes) -> Check | N
             if listing_digest(listed_names(fd)) != state.listings[i * DIGEST:(i + 1) * DIGEST]:
                 return None
             out.dir_keys[rel] = now
-        for parent, names, packed in state.seen:  # untrusted keys never match: looked at every time
-            if UNTRUSTED in packed:
-                prefix = f"{parent}/" if parent else ""
-                look.update(prefix + name for i, name in enumerate(names)
-                            if packed[i * KEY.size:(i + 1) * KEY.size] == UNTRUSTED)
-        keys = _seen_keys(state, look)
+        keys = _seen_keys(state, look) if look else {}
+        look.update(state.untrusted())  # untrusted keys (None here) never match: looked at every time
         for p in look:
             now = stat_key(dirs.lstat(p))
             if now != keys.get(p):

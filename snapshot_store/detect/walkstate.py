@@ -42,8 +42,9 @@ STABLE_REASONS = frozenset({Reason.GIT, Reason.CODEXR_DATA, Reason.CHURN, Reason
                             Reason.DIRECTORY, Reason.NOT_REGULAR, Reason.TOO_LARGE})
 #: Entries whose verdict can change without their directory's stat moving (a write changes only the file).
 STAT_BOUND_KINDS = frozenset({"f", "l"})
-WALK_VERSION = 2  # the saved walk's fields as `encode` writes them, after their version
+WALK_VERSION = 3  # the saved walk's fields as `encode` writes them, after their version
 UNVERSIONED_FIELDS = 13  # version 1: the fields before `looked_ns`, a bare tuple
+V2_FIELDS = 14  # version 2: `seen` a list of groups (decoded with the rest), no `untrusted`
 UNKNOWN_GONE = 4  # gone entries with untrusted keys (type unknown) whose 2**n typings `_listed_moves` tries
 CHAIN_LIMIT = 16  # unchanged snapshots on top of the one the state was saved for, before it is saved again
 
@@ -65,7 +66,8 @@ class WalkState:
     protected: tuple[str, ...]
     packs: tuple[bytes, dict[str, int]]  # gc generation, {pack index name: inode} after the capture
     dirs: Group  # every directory the walk listed, parents first ("" = the root), under the pseudo-dir ""
-    seen: list[Group]  # the files and symlinks the walk captured or held back by size, per directory
+    #: the marshal of `seen` as the index stores it, decoded when first asked (b"": `_seen` holds the groups)
+    seen_stored: bytes
     covered_blob: bytes  # marshal of the sorted covered paths
     unwatched: dict[str, Key | None]  # covered paths below directories the walk did not list
     file_count: int
@@ -74,8 +76,31 @@ class WalkState:
     grows_same: bool  # every covered path is Git-tracked or captured: a walk that grows from it covers them all
     #: when the capture that saved it started: every directory listed as saved from before its look (0: unknown)
     looked_ns: int = 0
+    #: the seen paths whose key is untrusted, as stored beside `seen_stored` (None: worked out from the groups)
+    untrusted_stored: list[str] | None = None
+    _seen: list[Group] | None = field(default=None, repr=False, compare=False)
     _covered: frozenset[str] | None = field(default=None, repr=False, compare=False)
     _seen_paths: SeenPaths | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def seen(self) -> list[Group]:
+        """The files and symlinks the walk captured or held back by size, per directory: decoded (and checked, as
+        `decode` checks the rest) when first asked. The monitor's answer naming nothing never asks, and decoding
+        and checking 100,000 names was ~25 ms of each one-shot command and turn at that size (issue 35). Raises
+        DamagedWalk (a ValueError) for groups that are not clean (the caller walks)."""
+        if self._seen is None:
+            groups = _decoded_groups(self.seen_stored)
+            if groups is None:
+                raise DamagedWalk("damaged walk state")
+            # held once, decoded (a session keeps its state between captures); `encode` marshals them again
+            self._seen, self.seen_stored, self.untrusted_stored = groups, b"", None
+        return self._seen
+
+    def untrusted(self) -> list[str]:
+        """The seen paths whose key is untrusted (never matches a stat: looked at by every check)."""
+        if self._seen is None and self.untrusted_stored is not None:
+            return self.untrusted_stored
+        return untrusted_of(self.seen)
 
     @property
     def covered(self) -> list[str]:
@@ -102,6 +127,32 @@ class WalkState:
         """Was it saved under these scope settings, this Git listing and these protected directories?"""
         return (self.settings == settings_key(settings) and self.git_signature == git_signature
                 and self.protected == protected)
+
+
+class DamagedWalk(ValueError):
+    """A saved walk's groups failed the checks `decode` makes (found when first asked): walk instead."""
+
+
+def made(*, seen: list[Group], **fields: Any) -> WalkState:
+    """A walk state of groups made in this process (not read from an index)."""
+    return WalkState(seen_stored=b"", _seen=seen, **fields)
+
+
+def with_groups(state: WalkState, seen: list[Group], **fields: Any) -> WalkState:
+    """`dataclasses.replace` of the state with other groups (and other fields): nothing stored of the old ones."""
+    return dataclasses.replace(state, seen_stored=b"", untrusted_stored=None, _seen=seen, _seen_paths=None,
+                               **fields)
+
+
+def untrusted_of(seen: list[Group]) -> list[str]:
+    """The paths of these groups whose key is untrusted."""
+    out: list[str] = []
+    for parent, names, packed in seen:
+        if UNTRUSTED in packed:  # maybe (a match may straddle two keys): look at each
+            prefix = f"{parent}/" if parent else ""
+            out.extend(prefix + name for i, name in enumerate(names)
+                       if packed[i * KEY.size:(i + 1) * KEY.size] == UNTRUSTED)
+    return out
 
 
 class SeenPaths(Container[str]):
@@ -507,8 +558,7 @@ def with_listed(state: WalkState, made: dict[str, dict[str, tuple[str, Key | Non
             for j, name in enumerate(group_names) if name not in gone.get(parent, {})}
     seen.update(keys)
     groups = [g for g in state.seen if g[0] not in regrouped] + group(seen)
-    return dataclasses.replace(state, dirs=with_dir_keys(state.dirs, dict.fromkeys(moved)), seen=groups,
-                               listings=bytes(listings), _seen_paths=None)
+    return with_groups(state, groups, dirs=with_dir_keys(state.dirs, dict.fromkeys(moved)), listings=bytes(listings))
 
 
 class CapturedStats(Mapping[str, Key]):
@@ -583,12 +633,7 @@ def captured_stats(captured: set[str], state: WalkState, changed: set[str]) -> M
     a one-shot restore on 11,000 files, bench_startup). Groups are looked at whole: one without any untrusted
     key is settled by a single bytes search.
     """
-    untrusted: set[str] = set()
-    for parent, names, packed in state.seen:
-        if UNTRUSTED in packed:  # maybe (a match may straddle two keys): look at each
-            prefix = parent + "/" if parent else ""
-            untrusted.update(prefix + name for i, name in enumerate(names)
-                             if packed[i * KEY.size:(i + 1) * KEY.size] == UNTRUSTED)
+    untrusted = set(untrusted_of(state.seen))
     unwatched = state.unwatched
     doubtful = [] if all_seen(state, captured) else state.seen_paths().missing(captured)
     doubtful.extend(untrusted & captured)
@@ -598,18 +643,24 @@ def captured_stats(captured: set[str], state: WalkState, changed: set[str]) -> M
 
 
 def decode(body: bytes | memoryview) -> WalkState | None:
-    """The walk half of the index (index.py), checked (None: damaged or foreign; a disposable cache: then walk)."""
+    """The walk half of the index (index.py), checked (None: damaged or foreign; a disposable cache: then walk). The
+    groups of seen files are checked when first asked (`WalkState.seen`), the rest here."""
     try:
         doc = marshal.loads(body)
         if (isinstance(doc, tuple) and len(doc) == 2 and doc[0] == WALK_VERSION and isinstance(doc[1], tuple)
-                and len(doc[1]) == UNVERSIONED_FIELDS + 1):
-            fields = doc[1]
+                and len(doc[1]) == V2_FIELDS + 1):
+            state = WalkState(*doc[1])
+            if not (isinstance(state.seen_stored, bytes) and isinstance(state.untrusted_stored, list)
+                    and all(isinstance(p, str) and p and valid_key(p) for p in state.untrusted_stored)):
+                return None
+        elif (isinstance(doc, tuple) and len(doc) == 2 and doc[0] == 2 and isinstance(doc[1], tuple)
+                and len(doc[1]) == V2_FIELDS):
+            state = _with_seen(doc[1])
         elif isinstance(doc, tuple) and len(doc) == UNVERSIONED_FIELDS:
-            fields = doc  # version 1: no `looked_ns` (0)
+            state = _with_seen(doc)  # version 1: no `looked_ns` (0)
         else:
             return None  # another version's, or damaged
-        state = WalkState(*fields)
-        if not (isinstance(state.snapshot, str) and isinstance(state.dirs, tuple) and isinstance(state.seen, list)
+        if not (isinstance(state.snapshot, str) and isinstance(state.dirs, tuple)
                 and isinstance(state.listings, bytes) and len(state.listings) == DIGEST * len(state.dirs[1])
                 and isinstance(state.looked_ns, int)
                 and clean_paths(state)):
@@ -619,18 +670,45 @@ def decode(body: bytes | memoryview) -> WalkState | None:
         return None
 
 
+def _with_seen(fields: tuple[Any, ...]) -> WalkState:
+    """A state of version 1 or 2 (its groups a list among the fields), checked as version 3's are when asked."""
+    seen = fields[6]
+    if not (isinstance(seen, list) and clean_groups(seen)):
+        raise ValueError("damaged walk state")
+    names = [f.name for f in dataclasses.fields(WalkState)]
+    return WalkState(**dict(zip(names, (*fields[:SEEN_FIELD], b"", *fields[SEEN_FIELD + 1:]), strict=False)),
+                     _seen=seen)
+
+
+def _decoded_groups(stored: bytes) -> list[Group] | None:
+    """Stored groups, decoded and checked (None: damaged or not clean)."""
+    try:
+        seen = marshal.loads(stored)
+    except (ValueError, EOFError, TypeError):
+        return None
+    return seen if isinstance(seen, list) and clean_groups(seen) else None
+
+
 def clean_paths(state: WalkState) -> bool:
     """Every path the check looks at, or the fast path may read, is a clean relative one (no `..`, no `.git`).
 
     The file is checksummed against damage, not forged: a crafted `../x` would have the capture look (and read)
-    outside the workspace. Checked a directory at a time with string operations (11,000 names: ~1 ms).
+    outside the workspace. The groups of seen files are checked when first decoded (`clean_groups`).
     """
     if not all(isinstance(rel, str) and valid_key(rel) for rel in state.dirs[1]):
         return False
-    if not all(isinstance(p, str) and p and valid_key(p) for p in state.unwatched):
-        return False
-    for parent, names, packed in state.seen:
+    return all(isinstance(p, str) and p and valid_key(p) for p in state.unwatched)
+
+
+def clean_groups(seen: list[Any]) -> bool:
+    """`clean_paths` of the groups of seen files, checked a directory at a time with string operations (11,000
+    names: ~1 ms)."""
+    for g in seen:
+        if not (isinstance(g, tuple) and len(g) == 3):
+            return False
+        parent, names, packed = g
         if not (isinstance(parent, str) and valid_key(parent) and isinstance(names, list) and names
+                and all(type(n) is str for n in names)
                 and isinstance(packed, bytes) and len(packed) == KEY.size * len(names)):
             return False
         joined = "/".join(names)  # a name holding "/" would add one; NUL, ".", "..", ".git" are refused outright
@@ -643,11 +721,18 @@ def clean_paths(state: WalkState) -> bool:
 _BAD_NAMES = frozenset({"", ".", ".."})
 
 
-def _fields(state: WalkState) -> tuple[Any, ...]:
-    """The fields `encode` writes, in their order."""
+SEEN_FIELD, COVERED_FIELD = 6, 7  # where `_fields` puts the groups' marshal and the covered paths'
+
+
+def _fields(state: WalkState, *, streamed: bool = False) -> tuple[Any, ...]:
+    """The fields `encode` writes, in their order (the groups and the untrusted paths made from `_seen` if decoded
+    or made here, else as stored; `streamed`: groups to be made are left to the caller, b"" in their place)."""
+    decoded = state._seen is not None
+    seen_at = (b"" if streamed else marshal.dumps(state._seen, 2)) if decoded else state.seen_stored
+    untrusted = state.untrusted()
     return (state.snapshot, state.settings, state.git_signature, state.protected, state.packs, state.dirs,
-            state.seen, state.covered_blob, state.unwatched, state.file_count, state.skipped, state.listings,
-            state.grows_same, state.looked_ns)
+            seen_at, state.covered_blob, state.unwatched, state.file_count, state.skipped, state.listings,
+            state.grows_same, state.looked_ns, untrusted)
 
 
 def encode(state: WalkState) -> bytes | None:
@@ -671,13 +756,15 @@ def encode_parts(state: WalkState, covered: list[str] | None = None) -> Iterator
     writes no references, so a container is its header and its items' own marshals. `covered`: the sorted covered
     paths, written as the marshal that `covered_blob` holds (which is then not read). The whole state's marshal, and
     the covered paths' inside it, were ~20 MB of the cold 100,000-file capture (measured)."""
-    fields = _fields(state)
+    fields = _fields(state, streamed=True)
     yield b"(" + _COUNT.pack(2) + marshal.dumps(WALK_VERSION, 2) + b"(" + _COUNT.pack(len(fields))
     for i, value in enumerate(fields):
-        if value is state.seen:
-            yield b"[" + _COUNT.pack(len(value))
-            yield from (marshal.dumps(g, 2) for g in value)
-        elif i == 7 and covered is not None:  # covered_blob: marshal.dumps(covered, 2) as a bytes field
+        if i == SEEN_FIELD and state._seen is not None:  # marshal.dumps(groups, 2) as a bytes field, group by group
+            groups = state._seen
+            size = 1 + _COUNT.size + sum(len(marshal.dumps(g, 2)) for g in groups)
+            yield b"s" + _COUNT.pack(size) + b"[" + _COUNT.pack(len(groups))
+            yield from (marshal.dumps(g, 2) for g in groups)
+        elif i == COVERED_FIELD and covered is not None:  # covered_blob: marshal.dumps(covered, 2) as a bytes field
             size = 1 + _COUNT.size + sum(len(marshal.dumps(p, 2)) for p in covered)
             yield b"s" + _COUNT.pack(size) + b"[" + _COUNT.pack(len(covered))
             yield from (marshal.dumps(p, 2) for p in covered)
