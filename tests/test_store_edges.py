@@ -6,8 +6,8 @@ import errno
 import marshal
 import os
 import shutil
-import struct
 import stat
+import struct
 import threading
 import time
 from pathlib import Path

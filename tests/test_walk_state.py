@@ -856,7 +856,6 @@ def test_all_seen_says_yes_only_when_every_path_is_a_seen_one(ws: Path, tmp_path
     of joined paths does, for any subset, one path more, or one off; a state whose groups are not as `group` writes
     them (a name twice, unsorted, a parent twice: a count could then pass a missing path) says no, and
     captured_stats still finds the missing path the slow way."""
-    import dataclasses
 
     from snapshot_store.detect.walkstate import all_seen, captured_stats
 
