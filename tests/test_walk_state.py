@@ -25,9 +25,11 @@ import snapshot_store.scope as scope_mod
 import snapshot_store.store as store_mod
 from snapshot_store import Store
 from snapshot_store.capture import CaptureResult
+from snapshot_store.detect.door import Look
 from snapshot_store.detect.index import MAGIC, WorkspaceIndex, payload, sections
 from snapshot_store.detect.walkstate import KEY, UNTRUSTED, WalkState
 from snapshot_store.manifest import ABSENT, Entry, captured_paths, count_captured, is_captured
+from snapshot_store.restore.plan import WRITE
 from snapshot_store.settings import ScopeSettings
 
 SETTLE = 0.15  # past statcache.FINE_WINDOW_NS: what a capture sees then, it may vouch for
@@ -348,6 +350,70 @@ def test_a_one_shot_restore_keeps_a_same_size_edit_in_its_safety_snapshot(repo: 
     with Store.open(trusted) as s:
         s.at(repo).restore(res.safety_id, scope=WIDE)
     assert path.read_text() == "README\n"
+
+
+def _without_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A capture that must be answered from the saved walk: the fast path's start, or a walk, fails the test."""
+    def no_start(*_a: object, **_k: object) -> None:
+        raise AssertionError("the full capture ran")
+
+    monkeypatch.setattr(Look, "start", no_start)
+
+
+def test_an_unchanged_tree_s_safety_capture_is_its_newest_map_and_still_guards_each_path(
+        repo: Path, trusted: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restore in a workspace nothing changed in since its newest snapshot (the saved walk says so) takes that map
+    as its safety capture without the fast path (~0.3 s of a rewind at 100,000 files): the safety snapshot holds
+    every file, and a file changed between the plan and the apply is still left alone, as the safety's stats say."""
+    with Store.open(trusted) as s:
+        first = s.latest(s.workspace(repo))
+    assert first is not None
+    write(repo, "src/a.py", "a = 'the agent'\n")
+    write(repo, "src/b.py", "b = 'the agent'\n")
+    age_tree(repo, settle=SETTLE)
+    newest = capture(trusted, repo).id
+    assert capture(trusted, repo).unchanged  # the saved walk now names the newest map, trusted
+    with monkeypatch.context() as m, Store.open(trusted) as s:
+        _without_the_fast_path(m)
+        with s.at(repo).prepare(first, scope=WIDE) as ready:
+            assert {a.path for a in ready.plan.actions if a.op == WRITE} == {"src/a.py", "src/b.py"}
+            safety = ready.plan.safety_id
+            assert safety is not None and dict(s.files(safety)) == files_of(trusted, newest)
+            write(repo, "src/b.py", "b = 'the user, after the plan'\n")
+            ready.apply()
+    assert (repo / "src" / "a.py").read_text() == "a = 1\n"
+    assert (repo / "src" / "b.py").read_text() == "b = 'the user, after the plan'\n"  # not as the safety saw it
+    with Store.open(trusted) as s:
+        s.at(repo).restore(safety, scope=WIDE)
+    assert (repo / "src" / "a.py").read_text() == "a = 'the agent'\n"
+
+
+def test_a_file_held_back_by_its_size_that_the_restore_deletes_is_captured_whole_first(
+        repo: Path, tmp_path: Path) -> None:
+    """The target witnessed a path absent where a file too large to capture is now: the safety capture takes it whole
+    (whatever the limits) before the restore deletes it, also when nothing changed since the newest snapshot."""
+    store_dir = tmp_path / "store"
+    with Store.open(store_dir) as s:
+        first = s.at(repo).capture(scope=SMALL, known_paths=["big.log"]).id  # big.log witnessed absent
+    big = "x" * 4000 + "\n"
+    write(repo, "big.log", big)
+    age_tree(repo, settle=SETTLE)
+    with Store.open(store_dir) as s:
+        door = s.at(repo)
+        held = door.capture_summary(scope=SMALL).id
+        assert s.files(held)["big.log"].kind == "x"  # held back: too large for an untracked file
+        assert door.capture_summary(scope=SMALL).unchanged
+        # asked of the capturer as a restore asks it, without naming the path among the known ones
+        whole = door.capturer.safety(repo, known_paths=[], scope=SMALL, label="test",
+                                     whatever_size=lambda p: p == "big.log")
+        assert whole.files["big.log"].kind == "f" and not whole.unchanged
+        res = door.restore(first, scope=SMALL)
+    assert not (repo / "big.log").exists()
+    assert res.safety_id is not None
+    with Store.open(store_dir) as s:
+        assert s.files(res.safety_id)["big.log"].kind == "f"
+        s.at(repo).restore(res.safety_id, scope=SMALL)
+    assert (repo / "big.log").read_text() == big
 
 
 def test_a_git_index_change_means_walking(repo: Path, trusted: Path) -> None:
