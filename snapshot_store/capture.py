@@ -345,21 +345,16 @@ class Capturer:
         A restore's safety capture gets the parent's map decoded and the saved walk's stats of its files, unless a file
         the walk held back by its size is one `whatever_size` wants whole: the fast path's look at every captured
         path's key and its map built again were ~0.3 s of a rewind at 100,000 files (profiled; issue 35)."""
-        whole = ask.kind == SnapshotKind.SAFETY and not (ask.summary_only or ask.dry_run)
+        whole = self._whole(ask)
         if not ((ask.summary_only and ask.whatever_size is None) or whole) or c.recovered is not None:
             return None
         files: FileMap = {}
         known = c.known
         if whole:
-            seen = look.checked
-            if seen is None or not seen.check.unchanged or c.parent is None:
+            kept = self._map_kept(c, ask, look, moved=False)
+            if kept is None:
                 return None
-            try:
-                files = self.repo.files(c.parent)
-            except StoreError:
-                return None
-            if c.grow:  # what the newest map captured, growing covers anyway: as known, such a path adds nothing
-                known = [p for p in known if not is_captured(files.get(p))]
+            files, known = kept
         checked = look.unchanged(c.grow, known, c.git)
         if checked is None or c.parent is None:
             return None
@@ -370,9 +365,6 @@ class Capturer:
             if prev is None:
                 self.repo.verify_file(c.parent)
             if whole:
-                wanted = ask.whatever_size
-                if wanted is not None and any(e.kind == "x" and wanted(p) for p, e in files.items()):
-                    return None  # held back by its size, wanted whole now: the full capture reads it
                 stats = walkstate.CapturedStats(set(captured_paths(files)), state)
         except (StoreError, walkstate.DamagedWalk):
             return None  # the full capture decides what a damaged parent (or saved walk) means
@@ -391,17 +383,56 @@ class Capturer:
                              files=files, stats=stats, reused=ask.reuse,
                              residue_max_files=ask.settings.residue_max_files)
 
+    @staticmethod
+    def _whole(ask: _Asked) -> bool:
+        """A restore's safety capture, whose map the saved walk may give (`_unchanged`, `_reread_only`)."""
+        return ask.kind == SnapshotKind.SAFETY and not (ask.summary_only or ask.dry_run)
+
+    def _map_kept(self, c: _Ground, ask: _Asked, look: Look, *, moved: bool) -> tuple[FileMap, list[str]] | None:
+        """For a restore's safety capture that the saved walk may answer (nothing moved, or with `moved` files changed
+        in place): the parent's map, and the known paths as the walk's coverage is asked about (a path the map
+        captured, growing covers anyway). None: the full capture, also when a file held back by its size, or one
+        changed, is one `whatever_size` wants whole (the full capture decides how to read it)."""
+        seen = look.checked
+        if seen is None or c.parent is None or seen.check.changes.structural or not (moved or seen.check.unchanged):
+            return None
+        try:
+            files = self.repo.files(c.parent)
+        except StoreError:
+            return None  # the full capture decides what a damaged parent means
+        wanted = ask.whatever_size
+        if wanted is not None and (any(e.kind == "x" and wanted(p) for p, e in files.items())
+                                   or any(wanted(p) for p in seen.check.changes.files)):
+            return None
+        return files, [p for p in c.known if not is_captured(files.get(p))] if c.grow else c.known
+
     def _reread_only(self, c: _Ground, ask: _Asked, look: Look) -> CaptureResult | None:
         """Only files the parent captured changed since it, and a walk would cover what the saved one did: those files
         read again, the delta of their entries written on the parent, whose map is never decoded (None: the full
         capture). Decoding a 100,000-file parent's chain and vouching for each of its paths were ~0.5 s of every
         capture after a file changed, one-shot or a session's first (issue 35); what its records say of these few
         paths is read without decoding them (`Repository.entries_at`)."""
-        if not (ask.summary_only and ask.whatever_size is None and c.recovered is None) or c.parent is None:
+        whole = self._whole(ask)
+        if not ((ask.summary_only and ask.whatever_size is None) or whole) or c.recovered is not None \
+                or c.parent is None:
             return None
-        checked = look.reread_only(c.grow, c.known, c.git)
+        files: FileMap = {}
+        known = c.known
+        if whole:
+            kept = self._map_kept(c, ask, look, moved=True)
+            if kept is None:
+                return None
+            files, known = kept
+        checked = look.reread_only(c.grow, known, c.git)
         if checked is None:
             return None
+        captured_then: set[str] = set()
+        if whole:
+            try:
+                checked.state.seen  # noqa: B018 -- the saved keys of the files not read again: decoded (and checked)
+            except walkstate.DamagedWalk:
+                return None
+            captured_then = set(captured_paths(files))
         paths = sorted(checked.check.changes.files)
         if len(paths) > REREAD_MAX:
             return None
@@ -427,6 +458,10 @@ class Capturer:
             raise
         changes: dict[str, Entry | None] = {p: e for p, e in captured.entries.items() if e != old[p]}
         state = checked.state
+        stats: Mapping[str, Key] = {}
+        if whole:  # the files read again were captured before and are now: the same paths, some with new keys
+            files = {**files, **captured.entries}  # the parent's map may be the repository's, kept: a copy
+            stats = walkstate.CapturedStats(captured_then, state, fresh=captured.stats)
         if ask.reuse and not changes:
             snap_id = c.parent  # touched, not changed: the parent holds this very map
         else:
@@ -437,7 +472,8 @@ class Capturer:
         self._save_git_listing(c)
         return CaptureResult(id=snap_id, root=c.key, file_count=state.file_count, bytes_hashed=captured.bytes_hashed,
                              bytes_stored=sink.bytes_stored, seconds=time.perf_counter() - ask.started,
-                             unchanged=not changes, skipped=list(state.skipped), stored_blobs=frozenset(sink.stored),
+                             unchanged=not changes, skipped=list(state.skipped), files=files, stats=stats,
+                             stored_blobs=frozenset(sink.stored),
                              reused=snap_id == c.parent, residue_max_files=ask.settings.residue_max_files)
 
     @staticmethod

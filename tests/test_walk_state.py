@@ -360,11 +360,13 @@ def _without_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Look, "start", no_start)
 
 
-def test_an_unchanged_tree_s_safety_capture_is_its_newest_map_and_still_guards_each_path(
-        repo: Path, trusted: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A restore in a workspace nothing changed in since its newest snapshot (the saved walk says so) takes that map
-    as its safety capture without the fast path (~0.3 s of a rewind at 100,000 files): the safety snapshot holds
-    every file, and a file changed between the plan and the apply is still left alone, as the safety's stats say."""
+@pytest.mark.parametrize("since", ["nothing", "an edit in place"])
+def test_a_safety_capture_the_saved_walk_answers_holds_every_file_and_still_guards_each_path(
+        repo: Path, trusted: Path, monkeypatch: pytest.MonkeyPatch, since: str) -> None:
+    """A restore in a workspace where nothing changed since its newest snapshot, or only a file that snapshot captured
+    was edited in place (the saved walk says so), takes that map (with the file read again) as its safety capture
+    without the fast path (~0.3 s of a rewind at 100,000 files): the safety snapshot holds every file as it is, and a
+    file changed between the plan and the apply is still left alone, as the safety's stats say."""
     with Store.open(trusted) as s:
         first = s.latest(s.workspace(repo))
     assert first is not None
@@ -373,19 +375,27 @@ def test_an_unchanged_tree_s_safety_capture_is_its_newest_map_and_still_guards_e
     age_tree(repo, settle=SETTLE)
     newest = capture(trusted, repo).id
     assert capture(trusted, repo).unchanged  # the saved walk now names the newest map, trusted
+    expected = files_of(trusted, newest)
+    if since != "nothing":
+        write(repo, "README.md", "readme, edited by the agent\n")
+        expected = walked_files(trusted, repo)
+        assert expected != files_of(trusted, newest)
     with monkeypatch.context() as m, Store.open(trusted) as s:
         _without_the_fast_path(m)
         with s.at(repo).prepare(first, scope=WIDE) as ready:
-            assert {a.path for a in ready.plan.actions if a.op == WRITE} == {"src/a.py", "src/b.py"}
+            written = {a.path for a in ready.plan.actions if a.op == WRITE}
+            assert written == {"src/a.py", "src/b.py"} | ({"README.md"} if since != "nothing" else set())
             safety = ready.plan.safety_id
-            assert safety is not None and dict(s.files(safety)) == files_of(trusted, newest)
+            assert safety is not None and dict(s.files(safety)) == expected
             write(repo, "src/b.py", "b = 'the user, after the plan'\n")
             ready.apply()
-    assert (repo / "src" / "a.py").read_text() == "a = 1\n"
+    assert (repo / "src" / "a.py").read_text() == "a = 1\n" and (repo / "README.md").read_text() == "readme\n"
     assert (repo / "src" / "b.py").read_text() == "b = 'the user, after the plan'\n"  # not as the safety saw it
     with Store.open(trusted) as s:
         s.at(repo).restore(safety, scope=WIDE)
     assert (repo / "src" / "a.py").read_text() == "a = 'the agent'\n"
+    if since != "nothing":
+        assert (repo / "README.md").read_text() == "readme, edited by the agent\n"
 
 
 def test_a_file_held_back_by_its_size_that_the_restore_deletes_is_captured_whole_first(

@@ -568,9 +568,10 @@ class CapturedStats(Mapping[str, Key]):
     key alone ~15), though only the paths a restore touches are ever looked up.
     """
 
-    def __init__(self, captured: set[str], state: WalkState) -> None:
+    def __init__(self, captured: set[str], state: WalkState, fresh: Mapping[str, Key] | None = None) -> None:
         self._captured = captured
         self._state = state
+        self._fresh = fresh or {}  # keys taken since (files read again), which the state's own do not stand for
         self._groups = {parent: (names, packed) for parent, names, packed in state.seen}
         self._indexes: dict[str, dict[str, int]] = {}
 
@@ -587,7 +588,10 @@ class CapturedStats(Mapping[str, Key]):
         return None if i is None else unpack_key(KEY.unpack_from(packed, i * KEY.size))
 
     def _key(self, path: str) -> Key | None:
-        return (self._seen_key(path) or self._state.unwatched.get(path)) if path in self._captured else None
+        if path not in self._captured:
+            return None
+        fresh = self._fresh.get(path)
+        return fresh if fresh is not None else (self._seen_key(path) or self._state.unwatched.get(path))
 
     def __getitem__(self, path: str) -> Key:
         key = self._key(path)
