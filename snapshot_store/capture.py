@@ -391,8 +391,8 @@ class Capturer:
     def _map_kept(self, c: _Ground, ask: _Asked, look: Look, *, moved: bool) -> tuple[FileMap, list[str]] | None:
         """For a restore's safety capture that the saved walk may answer (nothing moved, or with `moved` files changed
         in place): the parent's map, and the known paths as the walk's coverage is asked about (a path the map
-        captured, growing covers anyway). None: the full capture, also when a file held back by its size, or one
-        changed, is one `whatever_size` wants whole (the full capture decides how to read it)."""
+        captured, growing covers anyway). None: the full capture, also when a file held back by its size is one
+        `whatever_size` wants whole (a changed file too large now sends `reread_keys` there too)."""
         seen = look.checked
         if seen is None or c.parent is None or seen.check.changes.structural or not (moved or seen.check.unchanged):
             return None
@@ -401,8 +401,7 @@ class Capturer:
         except StoreError:
             return None  # the full capture decides what a damaged parent means
         wanted = ask.whatever_size
-        if wanted is not None and (any(e.kind == "x" and wanted(p) for p, e in files.items())
-                                   or any(wanted(p) for p in seen.check.changes.files)):
+        if wanted is not None and any(e.kind == "x" and wanted(p) for p, e in files.items()):
             return None
         return files, [p for p in c.known if not is_captured(files.get(p))] if c.grow else c.known
 

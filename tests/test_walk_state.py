@@ -398,6 +398,29 @@ def test_a_safety_capture_the_saved_walk_answers_holds_every_file_and_still_guar
         assert (repo / "README.md").read_text() == "readme, edited by the agent\n"
 
 
+def test_a_file_written_just_before_the_newest_capture_that_the_restore_deletes_is_in_its_safety(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a rewind right after a turn meets: the file the agent made last was too fresh for the turn's capture to
+    vouch for its stat, and the target witnessed it absent. The safety capture reads it again alone (no fast path),
+    holds it, and the restore deletes it; restoring the safety brings it back."""
+    store_dir = tmp_path / "store"
+    first = capture(store_dir, repo, known_paths=["made.txt"]).id  # made.txt witnessed absent
+    age_tree(repo, settle=SETTLE)
+    capture(store_dir, repo)  # a walk it can vouch for
+    write(repo, "made.txt", "made by the agent just now\n")
+    capture(store_dir, repo)  # at once: its stat too fresh to vouch for
+    state = saved_walk(store_dir)
+    assert state is not None and state.untrusted() == ["made.txt"]
+    with monkeypatch.context() as m, Store.open(store_dir) as s:
+        _without_the_fast_path(m)
+        res = s.at(repo).restore(first, scope=WIDE)
+    assert not (repo / "made.txt").exists() and res.safety_id is not None
+    assert files_of(store_dir, res.safety_id)["made.txt"].kind == "f"
+    with Store.open(store_dir) as s:
+        s.at(repo).restore(res.safety_id, scope=WIDE)
+    assert (repo / "made.txt").read_text() == "made by the agent just now\n"
+
+
 def test_a_file_held_back_by_its_size_that_the_restore_deletes_is_captured_whole_first(
         repo: Path, tmp_path: Path) -> None:
     """The target witnessed a path absent where a file too large to capture is now: the safety capture takes it whole
