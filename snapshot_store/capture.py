@@ -349,12 +349,13 @@ class Capturer:
         if not ((ask.summary_only and ask.whatever_size is None) or whole) or c.recovered is not None:
             return None
         files: FileMap = {}
+        captured_then: set[str] = set()
         known = c.known
         if whole:
             kept = self._map_kept(c, ask, look, moved=False)
             if kept is None:
                 return None
-            files, known = kept
+            files, captured_then, known = kept
         checked = look.unchanged(c.grow, known, c.git)
         if checked is None or c.parent is None:
             return None
@@ -365,7 +366,7 @@ class Capturer:
             if prev is None:
                 self.repo.verify_file(c.parent)
             if whole:
-                stats = walkstate.CapturedStats(set(captured_paths(files)), state)
+                stats = walkstate.CapturedStats(captured_then, state)
         except (StoreError, walkstate.DamagedWalk):
             return None  # the full capture decides what a damaged parent (or saved walk) means
         if prev is None:
@@ -388,11 +389,12 @@ class Capturer:
         """A restore's safety capture, whose map the saved walk may give (`_unchanged`, `_reread_only`)."""
         return ask.kind == SnapshotKind.SAFETY and not (ask.summary_only or ask.dry_run)
 
-    def _map_kept(self, c: _Ground, ask: _Asked, look: Look, *, moved: bool) -> tuple[FileMap, list[str]] | None:
+    def _map_kept(self, c: _Ground, ask: _Asked, look: Look, *,
+                  moved: bool) -> tuple[FileMap, set[str], list[str]] | None:
         """For a restore's safety capture that the saved walk may answer (nothing moved, or with `moved` files changed
-        in place): the parent's map, and the known paths as the walk's coverage is asked about (a path the map
-        captured, growing covers anyway). None: the full capture, also when a file held back by its size is one
-        `whatever_size` wants whole (a changed file too large now sends `reread_keys` there too)."""
+        in place): the parent's map, its captured paths, and the known paths as the walk's coverage is asked about (a
+        path the map captured, growing covers anyway). None: the full capture, also when a file held back by its size
+        is one `whatever_size` wants whole (a changed file too large now sends `reread_keys` there too)."""
         seen = look.checked
         if seen is None or c.parent is None or seen.check.changes.structural or not (moved or seen.check.unchanged):
             return None
@@ -403,7 +405,8 @@ class Capturer:
         wanted = ask.whatever_size
         if wanted is not None and any(e.kind == "x" and wanted(p) for p, e in files.items()):
             return None
-        return files, [p for p in c.known if not is_captured(files.get(p))] if c.grow else c.known
+        captured = set(captured_paths(files))
+        return files, captured, list(set(c.known).difference(captured)) if c.grow else c.known
 
     def _reread_only(self, c: _Ground, ask: _Asked, look: Look) -> CaptureResult | None:
         """Only files the parent captured changed since it, and a walk would cover what the saved one did: those files
@@ -416,22 +419,21 @@ class Capturer:
                 or c.parent is None:
             return None
         files: FileMap = {}
+        captured_then: set[str] = set()
         known = c.known
         if whole:
             kept = self._map_kept(c, ask, look, moved=True)
             if kept is None:
                 return None
-            files, known = kept
+            files, captured_then, known = kept
         checked = look.reread_only(c.grow, known, c.git)
         if checked is None:
             return None
-        captured_then: set[str] = set()
         if whole:
             try:
                 checked.state.seen  # noqa: B018 -- the saved keys of the files not read again: decoded (and checked)
             except walkstate.DamagedWalk:
                 return None
-            captured_then = set(captured_paths(files))
         paths = sorted(checked.check.changes.files)
         if len(paths) > REREAD_MAX:
             return None
