@@ -262,6 +262,10 @@ class _Overlay(Mapping[str, Key]):
     def __len__(self) -> int:
         return sum(1 for _p in self)
 
+    def over(self, newer: dict[str, Key]) -> _Overlay:
+        """The same layers with `newer` over them (a path removed from the rest has a key again when read again)."""
+        return _Overlay({**self._newer, **newer}, self._rest, self._removed)
+
     def without(self, paths: set[str]) -> _Overlay:
         """The same layers with `paths` removed too."""
         return _Overlay({p: k for p, k in self._newer.items() if p not in paths}, self._rest,
@@ -269,9 +273,13 @@ class _Overlay(Mapping[str, Key]):
 
 
 def _merged(stats: Mapping[str, Key], newer: dict[str, Key]) -> Mapping[str, Key]:
-    """`newer` over `stats`: one layer over a lazy map, else a dict (a session's next capture flattens it)."""
-    if isinstance(stats, dict | _Overlay):
+    """`newer` over `stats`: a dict over a dict, else one layer over the lazy map (an overlay's layer grows). Flattening
+    an overlay unpacked every key of the lazy map: ~0.3 s of the first `codexr exec` after a rewind at 100,000 files
+    (profiled; issue 35)."""
+    if isinstance(stats, dict):
         return {**stats, **newer}
+    if isinstance(stats, _Overlay):
+        return stats.over(newer)
     return _Overlay(newer, stats)
 
 
