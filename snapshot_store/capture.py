@@ -99,6 +99,15 @@ class _Asked(NamedTuple):
     started_ns: int  # wall clock: what the racy-timestamp rule compares stats with
 
 
+class _Saved(NamedTuple):
+    """What a capture the saved walk answers starts from (Capturer._from_saved)."""
+
+    whole: bool  # a restore's safety capture: its result carries the map and the stats
+    files: FileMap  # the parent's map (whole only)
+    captured: set[str]  # its captured paths (whole only)
+    known: list[str]  # the known paths, as the saved walk's coverage is asked about
+
+
 class _Ground(NamedTuple):
     """What a capture knows before it looks at any file: the workspace's rules, its Git listing and newest snapshot,
     and the paths it covers whatever the limits (`known`). (Tuples: a dataclass costs every process ~0.2 ms.)"""
@@ -345,17 +354,10 @@ class Capturer:
         A restore's safety capture gets the parent's map decoded and the saved walk's stats of its files, unless a file
         the walk held back by its size is one `whatever_size` wants whole: the fast path's look at every captured
         path's key and its map built again were ~0.3 s of a rewind at 100,000 files (profiled; issue 35)."""
-        whole = self._whole(ask)
-        if not ((ask.summary_only and ask.whatever_size is None) or whole) or c.recovered is not None:
+        base = self._from_saved(c, ask, look, moved=False)
+        if base is None:
             return None
-        files: FileMap = {}
-        captured_then: set[str] = set()
-        known = c.known
-        if whole:
-            kept = self._map_kept(c, ask, look, moved=False)
-            if kept is None:
-                return None
-            files, captured_then, known = kept
+        whole, files, captured_then, known = base
         checked = look.unchanged(c.grow, known, c.git)
         if checked is None or c.parent is None:
             return None
@@ -384,29 +386,31 @@ class Capturer:
                              files=files, stats=stats, reused=ask.reuse,
                              residue_max_files=ask.settings.residue_max_files)
 
-    @staticmethod
-    def _whole(ask: _Asked) -> bool:
-        """A restore's safety capture, whose map the saved walk may give (`_unchanged`, `_reread_only`)."""
-        return ask.kind == SnapshotKind.SAFETY and not (ask.summary_only or ask.dry_run)
-
-    def _map_kept(self, c: _Ground, ask: _Asked, look: Look, *,
-                  moved: bool) -> tuple[FileMap, set[str], list[str]] | None:
-        """For a restore's safety capture that the saved walk may answer (nothing moved, or with `moved` files changed
-        in place): the parent's map, its captured paths, and the known paths as the walk's coverage is asked about (a
-        path the map captured, growing covers anyway). None: the full capture, also when a file held back by its size
-        is one `whatever_size` wants whole (a changed file too large now sends `reread_keys` there too)."""
+    def _from_saved(self, c: _Ground, ask: _Asked, look: Look, *, moved: bool) -> _Saved | None:
+        """What `_unchanged` and `_reread_only` start from, where the saved walk may answer this capture at all: a
+        caller wanting only the id and counts, or a restore's safety capture (`whole`), which is given the parent's
+        map, its captured paths, and the known paths as the walk's coverage is asked about (a path the map captured,
+        growing covers anyway) — when nothing moved, or with `moved` files changed in place. None: the full capture,
+        also when a file held back by its size is one `whatever_size` wants whole (a changed file too large now sends
+        `reread_keys` there too)."""
+        whole = ask.kind == SnapshotKind.SAFETY and not (ask.summary_only or ask.dry_run)
+        if not ((ask.summary_only and ask.whatever_size is None) or whole) or c.recovered is not None \
+                or c.parent is None:
+            return None
+        if not whole:
+            return _Saved(False, {}, set(), c.known)
         seen = look.checked
-        if seen is None or c.parent is None or seen.check.changes.structural or not (moved or seen.check.unchanged):
+        if seen is None or seen.check.changes.structural or not (moved or seen.check.unchanged):
             return None
         try:
-            files = self.repo.files(c.parent)
+            files = self.repo.files(c.parent)  # not None: refused above
         except StoreError:
             return None  # the full capture decides what a damaged parent means
         wanted = ask.whatever_size
         if wanted is not None and any(e.kind == "x" and wanted(p) for p, e in files.items()):
             return None
         captured = set(captured_paths(files))
-        return files, captured, list(set(c.known).difference(captured)) if c.grow else c.known
+        return _Saved(True, files, captured, list(set(c.known).difference(captured)) if c.grow else c.known)
 
     def _reread_only(self, c: _Ground, ask: _Asked, look: Look) -> CaptureResult | None:
         """Only files the parent captured changed since it, and a walk would cover what the saved one did: those files
@@ -414,18 +418,10 @@ class Capturer:
         capture). Decoding a 100,000-file parent's chain and vouching for each of its paths were ~0.5 s of every
         capture after a file changed, one-shot or a session's first (issue 35); what its records say of these few
         paths is read without decoding them (`Repository.entries_at`)."""
-        whole = self._whole(ask)
-        if not ((ask.summary_only and ask.whatever_size is None) or whole) or c.recovered is not None \
-                or c.parent is None:
+        base = self._from_saved(c, ask, look, moved=True)
+        if base is None or c.parent is None:
             return None
-        files: FileMap = {}
-        captured_then: set[str] = set()
-        known = c.known
-        if whole:
-            kept = self._map_kept(c, ask, look, moved=True)
-            if kept is None:
-                return None
-            files, captured_then, known = kept
+        whole, files, captured_then, known = base
         checked = look.reread_only(c.grow, known, c.git)
         if checked is None:
             return None
