@@ -211,7 +211,8 @@ class PreparedRestore:
                                         f"{snap_id[:12]}", progress=self._progress, whatever_size=wanted,
                                         thread_latest=self._thread_latest)
         plan = plan_restore(target, safety.files, ignore, str(root), snap_id,
-                            protected_in(safety.files, repo.protected_rel(root)), repo.folding(root))
+                            protected_in(safety.files, repo.protected_rel(root)), repo.folding(root),
+                            named=None if dry_run else _named_between(repo, snap_id, safety.id))
         plan.safety_id = None if dry_run else safety.id
         if foreign:
             keep_everything(plan)
@@ -248,6 +249,20 @@ class PreparedRestore:
                               self._safety_started_ns, hold)
         self.result.seconds = time.perf_counter() - self._started
         return self.result
+
+
+def _named_between(repo: Repository, target: str, safety: str) -> set[str] | None:
+    """Every path at which the target's map and the safety snapshot's may differ, when the delta records between them
+    say (the safety snapshot descends from the target, or from the snapshot the target was written over: a rewind's
+    pre-edit states laid over its pre-turn snapshot); None: compare the maps whole."""
+    named = repo.named_between(target, safety)
+    if named is not None:
+        return named
+    over = repo.head(target).parent
+    if over is None:
+        return None
+    below = repo.named_between(over, safety)
+    return None if below is None else below | repo.record(target).changes.keys()
 
 
 def refuse_single_files(snap_id: str, root: str, kind: str) -> None:
