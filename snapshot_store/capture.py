@@ -500,7 +500,7 @@ class Capturer:
             fast = look.select(dirs, start, c.git.signature, ask.settings, c.ignore, ask.whatever_size)
             if fast is None:
                 return None
-            captured = read_paths(dirs, fast.to_read, sink, look.known_content(), ask.progress)
+            captured = read_paths(dirs, fast.to_read, sink, look.known_content(fast.to_read), ask.progress)
             return Found(look.merged(fast, captured), captured, captured.skipped, fast=fast)
 
     def _walk(self, c: _Ground, ask: _Asked, look: Look, start: Start, parent_files: FileMap | None,

@@ -50,6 +50,9 @@ if TYPE_CHECKING:
     from ..scope import GitTracked, Ignore, Scope
 
 CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
+#: Bytes a journal's fast path must read before its reads look in an undecoded stat cache: hashing that much costs about
+#: what decoding 100,000 entries does (~0.1 s; issue 35)
+REUSE_MIN_BYTES = 64 << 20
 
 
 @dataclass
@@ -550,12 +553,16 @@ class Look:
         assert start.since is not None
         return fastpath.select(dirs, start.since, start.known, git_signature, settings, ignore, force)
 
-    def known_content(self) -> KnownContent:
+    def known_content(self, to_read: Mapping[str, Key]) -> KnownContent:
         """What the fast path's reads may reuse without reading. From the check, every file to read moved since the
         saved walk, whose keys the stat cache shares, or was held back then (never cached): no lookup can hit, and
-        the first would decode the whole per-path half (~50 MB at 100,000 files, measured)."""
+        the first would decode the whole per-path half (~50 MB at 100,000 files, measured). From a journal, a hit is
+        a file another process read since, worth decoding the half for only when there is much to read: the post-turn
+        capture of a turn that wrote one file decoded 100,000 entries (~0.14 s profiled) to hash a few KB again."""
         assert self.cache is not None
-        return StatCache(None) if self.by_check else self.cache
+        if self.by_check or (self.cache.undecoded and sum(k[0] for k in to_read.values()) < REUSE_MIN_BYTES):
+            return StatCache(None)
+        return self.cache
 
     def merged(self, fast: fastpath.Selection, captured: Captured) -> fastpath.LastCapture:
         """The fast path's new state after its re-reads."""

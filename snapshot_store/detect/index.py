@@ -281,6 +281,11 @@ class StatCache:
         self._body, self._pending, self._entries, self._fresh = None, {}, value, None
 
     @property
+    def undecoded(self) -> bool:
+        """Its stored entries are not decoded yet (the first lookup decodes them all)."""
+        return self._entries is None and self._fresh is None and self._body is not None
+
+    @property
     def streamed(self) -> bool:
         """Replaced by a capture's results not built into entries (`replace`): saved piece by piece, then dropped."""
         return self._fresh is not None
