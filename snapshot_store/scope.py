@@ -150,12 +150,20 @@ class GitTracked:
         """The tracked paths; a saved listing whose paths part is gone or damaged by now (another process wrote
         the file again) is read again through pygit2 from the workspace it was reused for."""
         if self._paths is None:
-            got = _saved_paths(*self._saved) if self._saved is not None else None
+            got = self.saved_paths()
             if got is None:
                 if self.root is None:
                     raise ValueError("a saved Git listing whose paths cannot be read")
                 got, self.reread = git_tracked(self.root).paths, True
             self._paths, self._saved = got, None
+        return self._paths
+
+    def saved_paths(self) -> list[str] | None:
+        """The paths as decoded, or as the saved listing still holds them (None: gone or damaged by now)."""
+        if self._paths is None and self._saved is not None:
+            self._paths = _saved_paths(*self._saved)
+            if self._paths is not None:
+                self._saved = None
         return self._paths
 
     def paths_marshal(self) -> bytes | None:
@@ -368,7 +376,9 @@ def git_tracked(root: Path, cached: GitTracked | None = None) -> GitTracked:
         if cached.place == place:
             cached.root = root
             return cached
-        return GitTracked(cached.paths, signature, source, place)
+        kept = cached.saved_paths()
+        if kept is not None:  # else (gone or damaged by now) the index is read below
+            return GitTracked(kept, signature, source, place)
     cut = len(prefix)
     paths: list[str] = []
     try:

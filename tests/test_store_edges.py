@@ -1254,6 +1254,31 @@ def test_a_new_process_reuses_the_git_listing_only_while_the_index_is_unchanged(
     assert hidden_entry() == ("x", "hidden")
 
 
+def test_a_saved_git_listing_whose_paths_are_gone_once_git_s_config_moved_is_read_again(tmp_path: Path) -> None:
+    """Git's `config` written again (its place moved, its index did not): the saved listing's paths are taken as they
+    were saved, and when they are damaged by then, the index is read again (no error: a disposable cache)."""
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a"})
+    write(repo, ".env_local", "tracked though hidden")
+    git(repo, "add", "-f", ".env_local")
+
+    def hidden_entry() -> tuple[object, ...]:
+        s = Store.open(tmp_path / "store")  # a fresh Store, as in a new `codexr` process
+        try:
+            return tuple(s.at(repo).capture_thread(known_paths=()).files[".env_local"])
+        finally:
+            s.close()
+
+    assert hidden_entry()[0] == "f"
+    [listing] = (tmp_path / "store" / "cache").glob("*.git")
+    good = listing.read_bytes()
+    at = good.index(marshal.dumps([".env_local", "a.txt"], 2))
+    listing.write_bytes(good[:at] + marshal.dumps(["a.txt"], 2))  # the head as it was, its paths not
+    git(repo, "config", "user.name", "someone else")  # .git/config renamed over: Git's place moved
+    assert hidden_entry()[0] == "f"
+    healed = GitTracked.load(listing)
+    assert healed is not None and healed.paths == [".env_local", "a.txt"]
+
+
 def test_a_saved_git_listing_is_not_reused_once_git_would_find_another_repository(tmp_path: Path) -> None:
     """A new process reuses the saved listing without asking pygit2 where the repository is (FORMAT.md §7):
     a repository created inside the workspace since (its own index, here empty) must still be the one read."""
