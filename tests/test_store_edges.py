@@ -1214,24 +1214,27 @@ def test_manifest_entries_are_named_and_keep_their_on_disk_form(tmp_path: Path, 
     assert digest_hex(rec.encode()) == c.id
 
 
+def hidden_entry(store_dir: Path, ws: Path) -> tuple[object, ...]:
+    """`.env_local`'s entry in a thread's capture by a fresh Store (a new `codexr` process): captured ("f") while
+    Git tracks it, held back as hidden otherwise."""
+    s = Store.open(store_dir)
+    try:
+        return tuple(s.at(ws).capture_thread(known_paths=()).files[".env_local"])
+    finally:
+        s.close()
+
+
 def test_a_new_process_reuses_the_git_listing_only_while_the_index_is_unchanged(tmp_path: Path) -> None:
     """Every one-shot command is a new process reusing the tracked paths the last capture saved (FORMAT.md §7):
     a `git add`/`git rm --cached` between commands, or a damaged listing, must not leave a stale tracked set."""
     repo = make_repo(tmp_path / "repo", {"a.txt": "a"})
     write(repo, ".env_local", "hidden: captured only while Git tracks it")
 
-    def hidden_entry() -> tuple[object, ...]:
-        s = Store.open(tmp_path / "store")  # a fresh Store, as in a new `codexr` process
-        try:
-            return tuple(s.at(repo).capture_thread(known_paths=()).files[".env_local"])
-        finally:
-            s.close()
-
-    assert hidden_entry() == ("x", "hidden")
+    assert hidden_entry(tmp_path / "store", repo) == ("x", "hidden")
     git(repo, "add", ".env_local")
-    assert hidden_entry()[0] == "f"
+    assert hidden_entry(tmp_path / "store", repo)[0] == "f"
     git(repo, "rm", "-q", "--cached", ".env_local")
-    assert hidden_entry() == ("x", "hidden")
+    assert hidden_entry(tmp_path / "store", repo) == ("x", "hidden")
     # A listing that claims the path for the current index but fails a checksum is not believed: neither its head's
     # (what decides whether it is reused) nor its paths' (read only when a capture asks for them: the head names them).
     [listing] = (tmp_path / "store" / "cache").glob("*.git")
@@ -1243,7 +1246,7 @@ def test_a_new_process_reuses_the_git_listing_only_while_the_index_is_unchanged(
     listing.write_bytes(good[:head_at] + claim)  # the head as it was, naming other paths than these
     reused = GitTracked.load(listing)
     assert reused is not None and reused.paths_marshal() is None
-    assert hidden_entry() == ("x", "hidden")
+    assert hidden_entry(tmp_path / "store", repo) == ("x", "hidden")
     healed = GitTracked.load(listing)  # read through pygit2 after all, the listing was saved again
     assert healed is not None and healed.paths == ["a.txt"]
     listing.write_bytes(good)
@@ -1251,7 +1254,7 @@ def test_a_new_process_reuses_the_git_listing_only_while_the_index_is_unchanged(
     forged = marshal.dumps((*saved.source, saved.signature, saved.place, len(claim), blake3.blake3(claim).digest()), 2)
     listing.write_bytes(good[: len(GIT_CACHE_MAGIC) + 32] + struct.pack("<I", len(forged)) + forged + claim)
     assert GitTracked.load(listing) is None
-    assert hidden_entry() == ("x", "hidden")
+    assert hidden_entry(tmp_path / "store", repo) == ("x", "hidden")
 
 
 def test_a_saved_git_listing_whose_paths_are_gone_once_git_s_config_moved_is_read_again(tmp_path: Path) -> None:
@@ -1261,20 +1264,13 @@ def test_a_saved_git_listing_whose_paths_are_gone_once_git_s_config_moved_is_rea
     write(repo, ".env_local", "tracked though hidden")
     git(repo, "add", "-f", ".env_local")
 
-    def hidden_entry() -> tuple[object, ...]:
-        s = Store.open(tmp_path / "store")  # a fresh Store, as in a new `codexr` process
-        try:
-            return tuple(s.at(repo).capture_thread(known_paths=()).files[".env_local"])
-        finally:
-            s.close()
-
-    assert hidden_entry()[0] == "f"
+    assert hidden_entry(tmp_path / "store", repo)[0] == "f"
     [listing] = (tmp_path / "store" / "cache").glob("*.git")
     good = listing.read_bytes()
     at = good.index(marshal.dumps([".env_local", "a.txt"], 2))
     listing.write_bytes(good[:at] + marshal.dumps(["a.txt"], 2))  # the head as it was, its paths not
     git(repo, "config", "user.name", "someone else")  # .git/config renamed over: Git's place moved
-    assert hidden_entry()[0] == "f"
+    assert hidden_entry(tmp_path / "store", repo)[0] == "f"
     healed = GitTracked.load(listing)
     assert healed is not None and healed.paths == [".env_local", "a.txt"]
 
@@ -1287,20 +1283,13 @@ def test_a_saved_git_listing_is_not_reused_once_git_would_find_another_repositor
     git(outer, "add", "-f", "sub/.env_local")
     ws = outer / "sub"
 
-    def hidden_entry() -> tuple[object, ...]:
-        s = Store.open(tmp_path / "store")  # a fresh Store, as in a new `codexr` process
-        try:
-            return tuple(s.at(ws).capture_thread(known_paths=()).files[".env_local"])
-        finally:
-            s.close()
-
-    assert hidden_entry()[0] == "f"
+    assert hidden_entry(tmp_path / "store", ws)[0] == "f"
     [listing] = (tmp_path / "store" / "cache").glob("*.git")
     saved = GitTracked.load(listing)
     assert saved is not None and saved.place_holds(ws)  # the fast path is taken while nothing changed
     git(ws, "init", "-q")  # sub/.git: Git now finds this (empty) repository first; the outer index is unchanged
     assert not saved.place_holds(ws)
-    assert hidden_entry() == ("x", "hidden")
+    assert hidden_entry(tmp_path / "store", ws) == ("x", "hidden")
 
 
 # --------------------------------------------------------------------------- sparse files
