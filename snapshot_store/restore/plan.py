@@ -76,11 +76,6 @@ def protected_in(current: FileMap, by_path: Iterable[str] = ()) -> tuple[str, ..
     return tuple(sorted({*by_path, *found}))
 
 
-def _held_differs(t: Entry | None, s: Entry | None) -> bool:
-    """A file or symlink on either side, and the two sides differ (plan_restore's test of one path)."""
-    return t != s and ((t is not None and t.kind in ("f", "l")) or (s is not None and s.kind in ("f", "l")))
-
-
 def _under(path: str, dirs: tuple[str, ...]) -> bool:
     return any(path == d or path.startswith(d + "/") for d in dirs)
 
@@ -104,7 +99,8 @@ def plan_restore(target: FileMap, current: FileMap, ignore: Ignore, root: str, t
         changed = {p for p, t in target.items() if t.kind in held and current.get(p) != t}
         changed.update(p for p, s in current.items() if s.kind in held and target.get(p) != s)
     else:
-        changed = {p for p in named if _held_differs(target.get(p), current.get(p))}
+        changed = {p for p in named
+                   if (t := target.get(p)) != (s := current.get(p)) and (is_captured(t) or is_captured(s))}
     for path in sorted(changed):
         t, s = target.get(path), current.get(path)
         if forbidden(path):
