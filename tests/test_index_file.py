@@ -24,7 +24,8 @@ from snapshot_store.detect.index import (
     MAGIC,
     WorkspaceIndex,
     payload,
-    read_sections,
+    read_stat_at,
+    read_walk_section,
     sections,
 )
 from snapshot_store.manifest import is_captured
@@ -187,14 +188,24 @@ def test_a_process_killed_while_writing_the_index_leaves_the_old_or_the_new_one(
     assert outcomes[0] == -signal.SIGKILL and outcomes[-1] == 0, outcomes  # killed at some writes, then none left
 
 
+def read_in_parts(path: Path) -> tuple[bytes, bytes] | None:
+    """The two sections as a command reads them: the walk half, then the per-path half where that read found it."""
+    got = read_walk_section(path)
+    if got is None:
+        return None
+    stat = read_stat_at(path, got[1])
+    return None if stat is None else (got[0], stat)
+
+
 def test_the_index_read_in_parts_refuses_what_the_whole_read_refuses(indexed: Path, tmp_path: Path) -> None:
-    """read_sections (the file read a section at a time) answers as sections() of the whole bytes, damage included."""
+    """The index read a section at a time (the walk half, then the per-path half when first asked) answers as
+    sections() of the whole bytes, damage included."""
     [index] = cache_files(indexed, ".index")
     pristine = index.read_bytes()
     probe = tmp_path / "probe.index"
     for how, data in [("intact", pristine), *_damaged(pristine)]:
         probe.write_bytes(data)
-        assert read_sections(probe) == sections(data), how
+        assert read_in_parts(probe) == sections(data), how
 
 
 def test_stat_entries_changed_before_the_cache_is_decoded_are_kept(ws: Path, indexed: Path) -> None:

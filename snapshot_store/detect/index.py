@@ -54,17 +54,6 @@ def sections(data: bytes) -> tuple[bytes, bytes] | None:
     return out[0], out[1]
 
 
-def read_sections(path: Path) -> tuple[bytes, bytes] | None:
-    """`sections` of the file at `path`, each read into its own bytes: reading the whole file and slicing it held
-    both (2x the index, 60 MB of a one-file restore's peak RSS at 100,000 files, measured)."""
-    got = read_walk_section(path)
-    if got is None:
-        return None
-    walk, at = got
-    stat = read_stat_at(path, at)
-    return None if stat is None else (walk, stat)
-
-
 class StatAt(NamedTuple):
     """Where an index file read for its walk half holds its per-path half, not read yet."""
 
