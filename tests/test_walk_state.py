@@ -19,9 +19,11 @@ import pytest
 from fs_helpers import codexr
 from store_helpers import WIDE, age_tree, git, make_repo, tree, write
 
+import snapshot_store.detect.index as index_mod
 import snapshot_store.detect.walkstate as walkstate
 import snapshot_store.repository.repo as repo_mod
 import snapshot_store.scope as scope_mod
+import snapshot_store.stamps as stamps
 import snapshot_store.store as store_mod
 from snapshot_store import Store
 from snapshot_store.capture import CaptureResult
@@ -33,6 +35,10 @@ from snapshot_store.restore.plan import WRITE
 from snapshot_store.settings import ScopeSettings
 
 SETTLE = 0.15  # past statcache.FINE_WINDOW_NS: what a capture sees then, it may vouch for
+#: The racy window the random-edit properties run with (`narrow_window`), and the wait past it: they sleep before
+#: every step, and the window's width changes only which stats a check may trust, never what a capture must equal.
+NARROW_WINDOW_NS = 30_000_000  # well above this kernel's timestamp tick (a jiffy, <= 4 ms)
+NARROW_SETTLE = 0.045
 SMALL = ScopeSettings(residue_max_files=1000, residue_max_file_bytes=1000)  # a 4 KB untracked file: only if known
 
 
@@ -102,6 +108,15 @@ def repo(ws: Path) -> Path:
     write(ws, ".hidden", "not captured\n")
     age_tree(ws, settle=SETTLE)
     return ws
+
+
+@pytest.fixture
+def narrow_window(monkeypatch: pytest.MonkeyPatch) -> float:
+    """The in-process store's racy window narrowed to NARROW_WINDOW_NS (the production 100 ms made the random-edit
+    properties ~27 s of the suite, nearly all sleep); returns the wait past it."""
+    monkeypatch.setattr(stamps, "FINE_WINDOW_NS", NARROW_WINDOW_NS)
+    monkeypatch.setattr(index_mod, "FINE_WINDOW_NS", NARROW_WINDOW_NS)
+    return NARROW_SETTLE
 
 
 @pytest.fixture
@@ -554,15 +569,16 @@ def _random_op(ws: Path, rng: random.Random) -> None:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_captures_that_check_agree_with_walks_over_random_edits(repo: Path, tmp_path: Path, seed: int) -> None:
+def test_captures_that_check_agree_with_walks_over_random_edits(repo: Path, tmp_path: Path, seed: int,
+                                                                narrow_window: float) -> None:
     """After each edit (past the racy window, so saved stats are trusted), the checked capture equals a walk."""
     rng = random.Random(seed)
     store_dir = tmp_path / "store"
     capture(store_dir, repo)
     for step in range(12):
-        time.sleep(SETTLE)
+        time.sleep(narrow_window)
         _random_op(repo, rng)
-        time.sleep(SETTLE)
+        time.sleep(narrow_window)
         expected = walked_files(store_dir, repo)
         res = capture(store_dir, repo, summary=step % 2 == 0)
         assert files_of(store_dir, res.id) == expected, f"seed {seed} step {step}"
@@ -710,7 +726,7 @@ KNOWABLE = ["src/a.py", "notes.txt", ".hidden", "src/new.py", "docs/x/y.md", "go
 
 @pytest.mark.parametrize(("seed", "summary"), [(0, False), (1, False), (2, False), (3, True), (4, True)])
 def test_captures_with_their_own_known_paths_agree_with_walks(repo: Path, tmp_path: Path, seed: int,
-                                                              summary: bool) -> None:
+                                                              summary: bool, narrow_window: float) -> None:
     """A session captures with its thread's own known paths (capture_thread), which the saved walk was not taken
     with: the check stands in for the walk only where the map is the same; every capture must equal a walk.
     `summary`: as a turn's capture asks (capture_thread_summary), so an unchanged one may record its parent's map."""
@@ -720,10 +736,10 @@ def test_captures_with_their_own_known_paths_agree_with_walks(repo: Path, tmp_pa
     store_dir = tmp_path / "store"
     capture(store_dir, repo)
     for step in range(14):
-        time.sleep(SETTLE)
+        time.sleep(narrow_window)
         if rng.random() < 0.5:
             _random_op(repo, rng)
-            time.sleep(SETTLE)
+            time.sleep(narrow_window)
         thread = rng.random() >= 0.3
         with Store.open(store_dir) as s:  # like a thread's paths: some of what the newest snapshot captured
             latest = s.latest(repo)
