@@ -176,3 +176,28 @@ def test_a_command_starts_with_its_own_code_only(tmp_path: Path) -> None:
     assert not early, f"`import app.cli` loads {sorted(early)}"
     assert not set(loaded) & other_commands, sorted(set(loaded) & other_commands)
     assert not top_level(set(loaded)) & {"pydantic", "openai_codex", "textual", "prompt_toolkit"}
+
+
+def test_a_one_shot_capture_loads_no_restore_journal_or_process_machinery(tmp_path: Path) -> None:
+    """An unchanged `codexr snapshots capture` without a server (every command on a Mac) imports what it uses: not
+    restore's modules, the inotify journal, the resident server's or the held rewind's process handling
+    (`subprocess`, `socket`, `secrets`), nor the permission presets: issue 35's one-shot row is Python's start and
+    these imports. (The first capture of a workspace reads Git's index through pygit2, which loads ssl and socket.)"""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("notes\n")
+    code = ("import json, sys\n"
+            "import app.cli\n"
+            "rc = app.cli.main(['snapshots', 'capture'])\n"
+            "print(json.dumps([rc, sorted(sys.modules)]), file=sys.stderr)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(tmp_path / "home"), "CODEXR_MONITOR": "0",
+           "CODEXR_SERVER": "0"}
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code], cwd=ws, env=env, capture_output=True, text=True,
+                             timeout=60)
+    rc, loaded = json.loads(out.stderr.splitlines()[-1])
+    assert rc == 0 and "no changes since the last snapshot" in out.stderr, out.stderr
+    unwanted = {"subprocess", "socket", "secrets", "inotify_simple", "snapshot_store.detect.inotify",
+                "app.rewind.held", "app.recording.sidecar", "app.recording.workspace_lock", "app.codex.permissions"}
+    assert not set(loaded) & unwanted, sorted(set(loaded) & unwanted)
+    assert not [m for m in loaded if m.startswith("snapshot_store.restore")], loaded

@@ -28,6 +28,18 @@ class UsageError(Exception):
     """A mistake in how a command was called; shown as one line, exit 2."""
 
 
+def _held_settler(store: Store, home: Path, codex_bin: Callable[[], str]) -> Callable[[dict[str, Any]], bool]:
+    """The store's judge of an interrupted held restore (rewind.held.settler), loaded when one is found: its imports
+    (subprocess, the sidecars) were ~5 ms of every command that opens the store."""
+
+    def settle(hold: dict[str, Any]) -> bool:
+        from ..rewind.held import settler
+
+        return settler(store, home, codex_bin)(hold)
+
+    return settle
+
+
 @dataclass
 class Context:
     """Per-invocation state shared by command handlers."""
@@ -90,9 +102,7 @@ class Context:
             self._store = Store.open(self.store_dir, protected=[self.home])
             self._store.on_recovery = say_recovery
             if self.codex_bin is not None:
-                from ..rewind.held import settler
-
-                self._store.on_held = settler(self._store, self.home, self.codex_bin)
+                self._store.on_held = _held_settler(self._store, self.home, self.codex_bin)
             from ..server.runtime import monitors_wanted
 
             # A change monitor that outlives this command (snapshot_store/detect/monitor.py), unless turned off.

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from snapshot_store import StoreError
 
-from ..recording.workspace_lock import SessionLock
 from ..shared.lines import human_bytes, over_limit_line, plan_lines, plural, show_path
 from .context import Context, UsageError
 from .exits import restore_exit
@@ -227,6 +226,8 @@ def _restore(ctx: Context, args: argparse.Namespace) -> int:
                          "(or --dry-run to preview)")
 
     declined = False
+    from ..recording.workspace_lock import SessionLock  # here: only a restore asks about live sessions
+
     others = SessionLock(ctx.store_dir, Path(root)).others()
 
     def confirm(plan: RestorePlan) -> bool:

@@ -9,8 +9,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ..codex.context_window import context_detail
-from ..codex.permissions import matching_preset
 from .words import plural as plural  # spelled in the leaf module, named here for the front ends
 
 if TYPE_CHECKING:  # light on purpose: every `codexr` command imports this module (bench_startup.py)
@@ -36,6 +34,10 @@ def human_bytes(n: float) -> str:
 
 def settings_lines(s: Status) -> list[str]:
     """Model and reasoning effort, approval policy, sandbox (with the /permissions preset they make), context."""
+    # Here: every CLI command imports this module for its listings, few need the presets (~1-2 ms each).
+    from ..codex.context_window import context_detail
+    from ..codex.permissions import matching_preset
+
     model = s.model or "Codex's default (config.toml)"
     lines = [f"model: {model}, reasoning {s.effort or 'default'}"]
     approval, sandbox = s.approval or "unknown", s.sandbox or "unknown"

@@ -147,11 +147,11 @@ class ChangeDetector:
         self.monitor: monitor.ChangeSource | None = None
 
     def use_monitors(self, wanted: bool) -> None:
-        """Ask each workspace's change monitor before a capture, starting one where none answers, when `wanted` (the
-        user's setting, `CODEXR_MONITOR`) and one can run here (monitor_launch.py)."""
+        """Ask each workspace's change monitor before a capture, starting one where none answers and one can run here
+        (monitor_launch.py), when `wanted` (the user's setting, `CODEXR_MONITOR`)."""
         from . import monitor_launch  # here: sockets and peer checks only for a process that uses them
 
-        self.monitor = monitor_launch.Launcher() if wanted and monitor_launch.available() else None
+        self.monitor = monitor_launch.Launcher() if wanted else None
 
     def index(self, ws: Path) -> WorkspaceIndex:
         """The workspace's index, loaded once per process."""

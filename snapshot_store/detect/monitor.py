@@ -17,11 +17,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..dirfd import DirCache, DirChanged, SymlinkInPath
 from ..fsutil import atomic_write
@@ -30,6 +29,9 @@ from ..scope import listing_digest
 from ..stamps import Key, stat_key
 from .changes import Changes
 from .walkstate import DIGEST, KEY, Check, WalkState, listed_names, look_unwatched, unpack_key
+
+if TYPE_CHECKING:
+    import _socket
 
 VERSION = 1
 TIMEOUT = 0.5  # seconds a capture waits for an answer before it checks on its own
@@ -137,7 +139,7 @@ class MonitorClient:
     """Asks the monitor of one workspace at `socket_path`; `verify(sock)` vouches for the peer before anything is
     sent (same user, same confinement: the caller's rule)."""
 
-    def __init__(self, socket_path: str, verify: Callable[[socket.socket], bool], timeout: float = TIMEOUT) -> None:
+    def __init__(self, socket_path: str, verify: Callable[[_socket.socket], bool], timeout: float = TIMEOUT) -> None:
         self.socket_path = socket_path
         self.verify = verify
         self.timeout = timeout
@@ -153,7 +155,9 @@ class MonitorClient:
 
     def _exchange(self, request: bytes) -> bytes | None:
         """Send one request line to a vouched-for peer; its one reply line (None: no monitor, or no reply)."""
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        import _socket  # the C module: `socket`'s import (enum, selectors) was ~4 ms of every capture
+
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
         try:
             sock.settimeout(self.timeout)
             sock.connect(self.socket_path)

@@ -17,6 +17,7 @@ listening socket and a `verify(conn)` for each connection.
 
 from __future__ import annotations
 
+import _socket  # the peer check's type (socket.socket is one)
 import contextlib
 import os
 import secrets
@@ -149,7 +150,7 @@ class Monitor:
         self.journal.close()
 
 
-def serve(root: str, listener: socket.socket, verify: Callable[[socket.socket], bool], idle: float,
+def serve(root: str, listener: socket.socket, verify: Callable[[_socket.socket], bool], idle: float,
           still_mine: Callable[[], bool] = lambda: True, asked: Callable[[], None] = lambda: None) -> None:
     """Answer on `listener` until nobody asked for `idle` seconds, `still_mine()` says its socket is gone, or a
     verified peer asks it to exit (between two answers: one at a time). The watches are in place before the first
@@ -184,7 +185,7 @@ def serve(root: str, listener: socket.socket, verify: Callable[[socket.socket], 
         monitor.close()
 
 
-def _handle(monitor: Monitor, conn: socket.socket, verify: Callable[[socket.socket], bool]) -> bool | None:
+def _handle(monitor: Monitor, conn: socket.socket, verify: Callable[[_socket.socket], bool]) -> bool | None:
     """Answer one connection: whether a question was answered (None: asked to exit)."""
     conn.setblocking(True)
     conn.settimeout(2.0)

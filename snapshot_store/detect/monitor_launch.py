@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .. import confinement
 from ..rundir import SOCKET_MAX, hasher, lock_names, runtime_dir, take_lock
 from .monitor import Answer, MonitorClient
+
+if TYPE_CHECKING:
+    import _socket  # the monitor process imports `socket` (`main`); a capture's peer checks need only this C module
 
 IDLE = 1800.0  # seconds without a question before a monitor exits
 #: Monitors of this user's at once (`CODEXR_MONITOR_MAX`): each is a Python process of ~22 MB resident (half of it
@@ -62,11 +65,13 @@ def socket_for(root: str, create: bool = True) -> str | None:
     return path if len(os.fsencode(path)) <= SOCKET_MAX else None
 
 
-def peer_is_kin(sock: socket.socket, pid_file: str | None = None) -> bool:
+def peer_is_kin(sock: _socket.socket, pid_file: str | None = None) -> bool:
     """Whether the other end of `sock` is this user's, confined as this process is (and, with `pid_file`, the
     process whose pid that file holds: the monitor that took the lock)."""
     try:
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        import _socket
+
+        raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
     except OSError:
         return False
     pid, uid = int.from_bytes(raw[0:4], sys.byteorder, signed=True), int.from_bytes(raw[4:8], sys.byteorder)
@@ -128,7 +133,9 @@ class Launcher:
         answer = MonitorClient(path, _kin_of(path)).ask(root, since)
         tries = self._tries.get(root, 0)
         if answer is None and tries < 2:
-            self._tries[root] = tries + 1 if spawn(root, path) == MADE_ROOM else 2
+            # Whether one can run here is asked only now: importing inotify was ~4 ms of every capture a monitor
+            # answers (the common case), and a system without it has no monitor to answer.
+            self._tries[root] = tries + 1 if available() and spawn(root, path) == MADE_ROOM else 2
         return answer
 
 
@@ -223,7 +230,7 @@ def evict(base: str, own: str) -> bool:
     return any(MonitorClient(sock, _kin_of(sock)).tell_exit() for _mtime, sock in sorted(found))
 
 
-def _kin_of(path: str) -> Callable[[socket.socket], bool]:
+def _kin_of(path: str) -> Callable[[_socket.socket], bool]:
     """The peer check for the monitor on `path`: kin, and the process its lock file names."""
     return lambda sock: peer_is_kin(sock, path + ".lock")
 
@@ -255,6 +262,8 @@ def main(root: str, path: str) -> None:
     os.pwrite(lock, f"{os.getpid()}\n".encode(), 0)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a dead monitor's (the lock says none runs)
+    import socket
+
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     old = os.umask(0o177)
     try:
