@@ -49,10 +49,11 @@ def ensure_venv() -> None:
     STAMP.write_text(_fingerprint())
 
 
-# The whole suite on two workers: most tests wait on a real Codex or a subprocess, so two workers on CI's two
-# cores took 7.0 min where one took over 10 (measured on this 2-core machine, 2026-12-01). With arguments
-# (`bootstrap.py test -k restore`) pytest runs as given, on one worker unless `-n N` is among them.
-PARALLEL = ["-n", "2", "--dist", "load"]
+# The whole suite on three workers: most tests wait on a real Codex, a model or a subprocess (the CPUs were ~60% busy
+# with two), so on CI's two cores three workers took 6.0-6.5 min where two took 8.4 (pytest's own time, fresh clone,
+# 2026-12-04; four: 5.9) and one over 10. With arguments (`bootstrap.py test -k restore`) pytest runs as given, on one
+# worker unless `-n N` is among them.
+PARALLEL = ["-n", "3", "--dist", "load"]
 
 
 def ensure_fuse() -> None:
