@@ -195,6 +195,48 @@ def test_a_restore_killed_mid_apply_is_finished_by_the_next_command_which_names_
     assert target_tree != rig.before
 
 
+GC_DROPPING_THE_TARGET = ("-c", "file_snapshots.gc_grace_seconds=0", "-c", "file_snapshots.auto_gc=false",
+                          "-c", "file_snapshots.retention_max_snapshots=1")
+
+
+def test_gc_between_a_killed_restore_and_the_next_command_keeps_what_finishing_it_needs(tmp_path: Path) -> None:
+    """`snapshots gc` run before the next command finishes a killed restore: retention keeping one snapshot dropped
+    the restore's target, and from then every capture and restore of the workspace failed ("no snapshot ...") on a
+    journal nothing could finish, the files half restored. The journal's snapshots are kept: the next command
+    finishes the restore, and the safety snapshot still holds the state before it."""
+    rig = Rig(tmp_path, None)
+    res = rig.run("snapshots", "restore", rig.target, "--yes", strace=_inject("KILL", 120))
+    assert res.returncode == -9, (res.returncode, res.stdout, res.stderr)
+    assert len(rig.journals()) == 1
+    rig.ok(*GC_DROPPING_THE_TARGET, "snapshots", "gc")
+    cap = rig.ok("snapshots", "capture")
+    line = [x for x in cap.stderr.splitlines() if "interrupted restore" in x]
+    assert len(line) == 1 and f"of snapshot {rig.target[:12]} into" in line[0], cap.stderr
+    safety = re.search(r"safety snapshot ([0-9a-f]{12}) holds the state before it", line[0])
+    assert safety is not None, line[0]
+    assert rig.journals() == []
+    again = rig.ok("snapshots", "restore", rig.target, "--yes")
+    assert "wrote" not in again.stdout and "deleted" not in again.stdout, again.stdout
+    rig.ok("snapshots", "restore", safety.group(1), "--yes")
+    assert tree(rig.ws) == rig.before
+
+
+def test_gc_stops_at_a_restore_journal_it_cannot_read(tmp_path: Path) -> None:
+    """A damaged journal would pin nothing: gc says so in one line and removes nothing."""
+    rig = Rig(tmp_path, None)
+    res = rig.run("snapshots", "restore", rig.target, "--yes", strace=_inject("KILL", 120))
+    assert res.returncode == -9 and len(rig.journals()) == 1
+    (journal,) = rig.journals()
+    journal.write_bytes(journal.read_bytes()[:-40])
+    store = rig.home / "file_snapshots"
+    before = sorted(p.relative_to(store) for p in store.rglob("*") if "journal" not in p.parts)
+    res = rig.run(*GC_DROPPING_THE_TARGET, "snapshots", "gc")
+    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"restore journal journal/{journal.name} cannot be read" in lines[0], res.stderr
+    assert sorted(p.relative_to(store) for p in store.rglob("*") if "journal" not in p.parts) == before
+
+
 CHATTR = shutil.which("chattr")
 
 

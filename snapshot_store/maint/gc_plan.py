@@ -31,7 +31,7 @@ from ..repository.packs import RECORD, Location, PackScan, scan_pack, write_inde
 from ..settings import RetentionPolicy
 from .pending import pending_exists, pending_packs
 from .reach import each_needs
-from .refcheck import RefFile, lost_history, lost_line, read_pins, ref_mismatch, workspace_ref_files
+from .refcheck import RefFile, journal_pins, lost_history, lost_line, read_pins, ref_mismatch, workspace_ref_files
 
 if TYPE_CHECKING:
     from ..repository.repo import Repository
@@ -228,7 +228,8 @@ def _check_refs(store: Repository, policy: RetentionPolicy, now: float) -> tuple
     """Every ref and pin, strictly: (ref files, pinned ids that exist, ids of every ref line)."""
     refs = workspace_ref_files(store)
     pins = read_pins(store, policy.thread_idle_days, now)
-    problems = [p for r in refs for p in r.problems] + pins.problems
+    journaled, journal_problems = journal_pins(store)
+    problems = [p for r in refs for p in r.problems] + pins.problems + journal_problems
     for r in refs:
         for n, info in r.lines:
             why = ref_mismatch(store, r, n, info)
@@ -243,7 +244,7 @@ def _check_refs(store: Repository, policy: RetentionPolicy, now: float) -> tuple
         more = f" (and {len(problems) - 1} more; see `codexr snapshots verify`)" if len(problems) > 1 else ""
         raise stop(problems[0] + more)
     snaps = store.path / "snapshots"
-    pinned = {s for s in pins.ids if (snaps / s[:2] / s).is_file()}
+    pinned = {s for s in pins.ids | journaled if (snaps / s[:2] / s).is_file()}
     return refs, pinned, {i.id for r in refs for i in r.infos}
 
 

@@ -171,6 +171,36 @@ def _structured_ids(value: Any, key: str | None = None) -> Iterator[tuple[str, A
             yield k, v
 
 
+def journal_pins(store: Repository) -> tuple[set[str], list[str]]:
+    """Every snapshot an interrupted restore's journal names (its target, its safety snapshot, a rewind's snapshot of
+    the paths outside the workspace), and the problems: the next command in that workspace finishes the restore or
+    rolls it back from them, so gc keeps them whatever retention says. Dropped, the target left every later capture
+    and restore of the workspace failing on a journal nothing could finish. A journal that cannot be read or parsed
+    is a problem (gc stops), never no pin."""
+    ids: set[str] = set()
+    problems: list[str] = []
+    folder = store.path / "journal"  # Repository.journal_file's, FORMAT.md
+    try:
+        names = sorted(os.listdir(folder))
+    except FileNotFoundError:
+        return ids, problems
+    except OSError as exc:
+        return ids, [f"the restore journals in {folder} cannot be listed ({exc}); the snapshots they need are "
+                     "unprotected"]
+    for name in names:
+        if not name.endswith(".json") or name.startswith(TMP_PREFIX):
+            continue
+        try:
+            text = (folder / name).read_bytes().decode("utf-8")
+            json.loads(text)
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            problems.append(f"restore journal journal/{name} cannot be read ({exc}); the snapshots it needs are "
+                            "unprotected")
+            continue
+        ids.update(ID_RE.findall(text))
+    return ids, problems
+
+
 def read_pins(store: Repository, idle_days: float = 0.0, now: float | None = None) -> Pins:
     """Read every pin file; a file that cannot be read or parsed is a problem, never an empty pin.
 
