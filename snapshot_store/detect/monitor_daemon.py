@@ -17,7 +17,6 @@ listening socket and a `verify(conn)` for each connection.
 
 from __future__ import annotations
 
-import _socket  # the peer check's type (socket.socket is one)
 import contextlib
 import os
 import secrets
@@ -26,10 +25,14 @@ import socket
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .changes import Changes
 from .inotify import ChangeJournal
 from .monitor import EXITING, decode_request, encode_answer, is_exit
+
+if TYPE_CHECKING:
+    import _socket  # the peer check's type (socket.socket is one)
 
 try:
     from inotify_simple import flags as _F

@@ -68,9 +68,9 @@ def socket_for(root: str, create: bool = True) -> str | None:
 def peer_is_kin(sock: _socket.socket, pid_file: str | None = None) -> bool:
     """Whether the other end of `sock` is this user's, confined as this process is (and, with `pid_file`, the
     process whose pid that file holds: the monitor that took the lock)."""
-    try:
-        import _socket
+    import _socket
 
+    try:
         raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
     except OSError:
         return False

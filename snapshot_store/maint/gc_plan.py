@@ -225,7 +225,7 @@ def _survival_levels(store: Repository, policy: RetentionPolicy, now: float, pla
 
 
 def _check_refs(store: Repository, policy: RetentionPolicy, now: float) -> tuple[list[RefFile], set[str], set[str]]:
-    """Every ref and pin, strictly: (ref files, pinned ids that exist, ids of every ref line)."""
+    """Every ref, pin and restore journal, strictly: (ref files, pinned ids that exist, ids of every ref line)."""
     refs = workspace_ref_files(store)
     pins = read_pins(store, policy.thread_idle_days, now)
     journaled, journal_problems = journal_pins(store)
