@@ -144,6 +144,33 @@ def test_prompts_stream_then_rewind_and_redo_bring_files_and_prompt_back(model: 
     t.quit()
 
 
+def test_redo_typed_after_the_prompt_a_rewind_offers_is_the_command(model: ScriptedModel, tmp_path: Path) -> None:
+    """A rewind offers its prompt again and says "/redo undoes this rewind": `/redo` typed at the end of that line,
+    without clearing it, went to the agent as the end of the prompt, which ran it again. It is the command."""
+    t = Term(model, tmp_path, "--plain")
+    t.until("codexr>")
+    t.prompt("create one.txt first")
+    second = "create two.txt second"
+    t.prompt(second)
+    t.child.sendline("/rewind 2")
+    t.until(r"\[y/N")
+    t.child.sendline("y")
+    t.until("is back at the prompt")
+    t.until("codexr>")
+    t.until(re.escape(second))  # offered again, the cursor at its end
+    assert t.read("two.txt") is None
+    asked = len(model.requests)
+    t.child.sendline("/redo")
+    t.until("redo: back to where the last rewind started")
+    t.until(r"\[y/N")
+    t.child.sendline("y")
+    t.until("redone: ")
+    t.until("codexr>")
+    assert (t.read("one.txt"), t.read("two.txt")) == ("first\n", "second\n")
+    assert not [r for r in model.requests[asked:] if "/redo" in json.dumps(r)], "the line went to the model"
+    t.quit()
+
+
 def test_approvals_cancel_decline_accept_and_ctrl_c_interrupts(model: ScriptedModel, tmp_path: Path) -> None:
     t = Term(model, tmp_path, "--plain", "-a", "untrusted", "-s", "read-only", files={"n.md": "one\n"})
     t.until("codexr>")
