@@ -11,6 +11,20 @@ class UnknownSnapshot(StoreError):
     """The id (or prefix) names no snapshot in this store."""
 
 
+class TargetGone(StoreError):
+    """An interrupted restore cannot be finished: its target snapshot is gone (a gc of a codexr that did not keep a
+    restore journal's snapshots dropped it). Its safety snapshot, which still holds the state before the restore, is
+    the one restore that may go past the journal (Workspace.prepare)."""
+
+    def __init__(self, root: str, target: str, safety: str) -> None:
+        self.target, self.safety = target, safety
+        super().__init__(
+            f"an interrupted restore into {root} cannot be finished: its target snapshot {target[:12]} is gone (a gc "
+            f"before codexr kept a restore's snapshots removed it); snapshot {safety[:12]} holds the state before that "
+            f"restore: `codexr snapshots restore {safety[:12]} --yes` puts it back (the files as they are now are kept "
+            f"in a safety snapshot first)")
+
+
 class AmbiguousSnapshot(StoreError):
     """The prefix matches more than one snapshot."""
 

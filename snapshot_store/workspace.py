@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .capture import Capturer, CaptureResult
 from .diff import Change, diff_maps
-from .errors import StoreError
+from .errors import StoreError, TargetGone
 from .fsutil import translate_os_errors
 from .manifest import FileMap, captured_items, witnessed_absent
 from .readfiles import Progress
@@ -207,7 +207,7 @@ class PreparedRestore:
 
         ws, dry_run = self.workspace, self.dry_run
         repo, root, snap_id = ws.repo, ws.root, self.snap_id
-        recovered = None if dry_run else ws._recover()
+        recovered = None if dry_run else self._recover_or_put_back()
         ignore = Ignore.load(root, repo.folding(root))
         # Dry runs hash in memory only; real runs commit the safety snapshot before touching anything.
         self._safety_started_ns = time.time_ns()
@@ -231,6 +231,20 @@ class PreparedRestore:
         self.safety = safety
         self.plan = plan
         self.result = RestoreResult(plan, None if dry_run else safety.id, dry_run=dry_run, recovered=recovered)
+
+    def _recover_or_put_back(self) -> Recovery | None:
+        """Finish an interrupted restore first; one whose target is gone can be neither finished nor rolled back, and
+        only this restore of its safety snapshot (the way TargetGone's message names) goes past it: that journal
+        goes as a recovery ends one (set-aside files get their names back, temps go), and the safety capture that
+        follows keeps the files as they are."""
+        ws = self.workspace
+        try:
+            return ws._recover()
+        except TargetGone as gone:
+            if gone.safety != self.snap_id:
+                raise
+            ws.restorer.give_up()
+            return None
 
     def __exit__(self, *exc: object) -> None:
         self._inside = False

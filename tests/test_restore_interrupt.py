@@ -7,6 +7,7 @@ resident server on, the server runs under strace and the worker that runs the re
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -219,6 +220,36 @@ def test_gc_between_a_killed_restore_and_the_next_command_keeps_what_finishing_i
     assert "wrote" not in again.stdout and "deleted" not in again.stdout, again.stdout
     rig.ok("snapshots", "restore", safety.group(1), "--yes")
     assert tree(rig.ws) == rig.before
+
+
+def test_a_journal_whose_target_an_older_gc_removed_names_the_way_out_and_that_way_works(tmp_path: Path) -> None:
+    """A store from before gc kept those snapshots: the target gone, every capture and restore of the workspace failed
+    "no snapshot ..." on the journal, for good. A capture now says which restore puts back the state before (one line,
+    nothing changed), and that restore works: the half-restored files kept in a safety snapshot first."""
+    rig = Rig(tmp_path, None)
+    res = rig.run("snapshots", "restore", rig.target, "--yes", strace=_inject("KILL", 120))
+    assert res.returncode == -9 and len(rig.journals()) == 1
+    (journal,) = rig.journals()
+    kept = journal.read_bytes()
+    journal.unlink()  # the store as an older gc saw it: no journal read, the target dropped by retention
+    rig.ok(*GC_DROPPING_THE_TARGET, "snapshots", "gc")
+    journal.write_bytes(kept)
+    safety = json.loads(kept)["safety"]
+    half = tree(rig.ws)
+    assert half not in (rig.before, None)
+    refused = rig.run("snapshots", "capture")
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
+    assert len(lines) == 1 and f"`codexr snapshots restore {safety[:12]} --yes` puts it back" in lines[0], lines
+    assert tree(rig.ws) == half and rig.journals() == [journal]
+    back = rig.ok("snapshots", "restore", safety[:12], "--yes")
+    assert tree(rig.ws) == rig.before and rig.journals() == []
+    kept_half = re.search(r"undo: codexr snapshots restore ([0-9a-f]{12}) --yes", back.stdout)
+    assert kept_half is not None, back.stdout
+    rig.ok("snapshots", "capture")
+    rig.ok("snapshots", "restore", kept_half.group(1), "--yes")
+    # the killed restore's staged temps went with its journal, as recovery cleans them; every file of it is kept
+    assert tree(rig.ws) == {p: v for p, v in half.items() if not p.rpartition("/")[2].startswith(".codexr-tmp-")}
 
 
 def test_gc_stops_at_a_restore_journal_it_cannot_read(tmp_path: Path) -> None:

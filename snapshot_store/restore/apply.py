@@ -34,6 +34,7 @@ from .journal import (
     WorkspaceNotes,
     before_states,
     drop_journal,
+    give_up,
     held_here,
     matches,
     parse_journal,
@@ -96,6 +97,10 @@ class Restorer:
         """Finish (or roll back) an interrupted restore of this root; the caller holds the workspace lock. A held
         restore of this process's own is judged only when its holder asks (`own_held`)."""
         return recover(self.loader, self.root, self.journal, self.notes, self.settle, own_held=own_held)
+
+    def give_up(self) -> None:
+        """Drop this root's journal whose target is gone (journal.give_up): the caller restores its safety snapshot."""
+        give_up(self.root, self.journal, self.notes)
 
     def apply(self, plan: RestorePlan, safety_id: str, result: RestoreResult, fresh: frozenset[bytes],
               safety_started_ns: int, hold: dict[str, Any] | None = None) -> None:

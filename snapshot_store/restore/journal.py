@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import blake3
 
-from ..errors import CorruptStore, StoreBusy, StoreError
+from ..errors import CorruptStore, StoreBusy, StoreError, TargetGone, UnknownSnapshot
 from ..fsutil import atomic_write, fsync_dir
 from ..ids import is_snapshot_id
 from ..locks import host_name, owner_alive, owner_info, owner_text
@@ -244,7 +244,11 @@ def recover(loader: JournalLoader, root: Path, journal: Path, notes: WorkspaceNo
         raise StoreBusy(f"a restore into {root} is still running ({owner_text(doc.owner)})")
     safety_id, actions = doc.safety, doc.actions
     before_map = before_states(loader.files(safety_id), doc.respelled)
-    _check_against_snapshots(journal, actions, loader.files(doc.target), before_map)
+    try:
+        target_files = loader.files(doc.target)
+    except UnknownSnapshot as exc:  # every later capture and restore failed on "no snapshot": say the way out
+        raise TargetGone(str(root), doc.target, safety_id) from exc
+    _check_against_snapshots(journal, actions, target_files, before_map)
     rollback = doc.rollback
     if doc.held is not None and not rollback and not (settle is not None and settle(doc.held)):
         rollback = True
@@ -264,6 +268,19 @@ def recover(loader: JournalLoader, root: Path, journal: Path, notes: WorkspaceNo
         notes.forget([path for _op, path, _t in actions])
     drop_journal(journal)
     return report
+
+
+def give_up(root: Path, journal: Path, notes: WorkspaceNotes | None) -> None:
+    """Drop a journal that can be neither finished nor rolled back (its target is gone: TargetGone) as recovery ends
+    one: files a killed delete had set aside get their names back and the restore's temps go first, so nothing the
+    restore held goes with the journal."""
+    doc = parse_journal(journal)
+    with SafeRoot(str(root)) as fs:
+        _clean_temps(fs, doc.actions)
+        fs.sync()
+    if notes is not None:
+        notes.forget([path for _op, path, _t in doc.actions])
+    drop_journal(journal)
 
 
 def _clean_temps(fs: SafeRoot, actions: list[tuple[str, str, Entry | None]]) -> None:
