@@ -85,21 +85,6 @@ T = TypeVar("T")
 PROMPT = "codexr> "
 OUTPUT_TAIL = 20
 COMMANDS: dict[str, tuple[str, str]] = {c.name: c.line for c in REGISTRY}
-
-
-def typed_after(line: str, offered: str) -> str | None:
-    """The slash command typed at the end of a prompt offered on the line (the one a rewind put back), or None.
-
-    A rewind says "/redo undoes this rewind" and offers its prompt for editing: `/redo` typed then went to the agent
-    as the end of that prompt, which ran it again. Only a command name (a unique prefix will do, as `command` takes
-    it) after the offered text counts; anything else is the prompt as typed."""
-    if not offered or not line.startswith(offered):
-        return None
-    rest = line[len(offered):].strip()
-    if not rest.startswith("/"):
-        return None
-    name = rest.split()[0]
-    return rest if name in COMMANDS or len([c for c in COMMANDS if c.startswith(name)]) == 1 else None
 """Line mode's slash commands (app/shared/commands.py): name → (argument, what it does)."""
 KEYS = ("Enter sends · Esc then Enter inserts a newline · Up/Down: earlier prompts · Tab completes a /command or "
         "an @file\n"
@@ -454,6 +439,21 @@ def status_line(s: Status) -> str:
 
 
 # ------------------------------------------------------------------------------------------ the REPL
+
+
+def typed_after(line: str, offered: str) -> str | None:
+    """The slash command typed at the end of a prompt offered on the line (the one a rewind put back), or None.
+
+    A rewind says "/redo undoes this rewind" and offers its prompt for editing: `/redo` typed then went to the agent
+    as the end of that prompt, which ran it again. Only a command name (a unique prefix will do, as `command` takes
+    it) after the offered text counts; anything else is the prompt as typed."""
+    if not offered or not line.startswith(offered):
+        return None
+    rest = line[len(offered):].strip()
+    if not rest.startswith("/"):
+        return None
+    name = rest.split()[0]
+    return rest if name in COMMANDS or len([c for c in COMMANDS if c.startswith(name)]) == 1 else None
 
 
 class LineMode:
