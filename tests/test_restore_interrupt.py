@@ -242,6 +242,9 @@ def test_a_journal_whose_target_an_older_gc_removed_names_the_way_out_and_that_w
     assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
     assert len(lines) == 1 and f"`codexr snapshots restore {safety[:12]} --yes` puts it back" in lines[0], lines
     assert tree(rig.ws) == half and rig.journals() == [journal]
+    verify = rig.run("snapshots", "verify")
+    assert f"whose target snapshot {json.loads(kept)['target'][:12]} is gone: `codexr snapshots restore " \
+           f"{safety[:12]} --yes`" in verify.stdout + verify.stderr, (verify.stdout, verify.stderr)
     back = rig.ok("snapshots", "restore", safety[:12], "--yes")
     assert tree(rig.ws) == rig.before and rig.journals() == []
     kept_half = re.search(r"undo: codexr snapshots restore ([0-9a-f]{12}) --yes", back.stdout)

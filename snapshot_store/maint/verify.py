@@ -36,6 +36,8 @@ from .refcheck import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..repository.repo import Repository
 
 IN_PROGRESS_SECONDS = 10.0  # a snapshot file this young, unmarked, may belong to a capture about to append its line
@@ -164,7 +166,7 @@ def _verify(store: Repository, *, full: bool, repair: bool, progress: Callable[[
     reached = _check_reach(store, report, roots)
     _check_history(store, report, snapshot_ids, reached | interrupted, named, repair=repair, in_progress=in_progress)
     for journal in sorted((store.path / "journal").glob("*.json")):
-        report.warnings.append(f"an interrupted restore is pending ({journal.name}); the next restore finishes it")
+        report.warnings.append(_pending_restore(journal, snapshot_ids))
     if full:
         _full(store, report, progress)
     else:
@@ -179,6 +181,20 @@ def _check_pending(store: Repository, report: VerifyReport) -> set[str]:
         report.warnings.append("an interrupted gc is pending; the next `codexr snapshots gc` finishes it"
                                + ("" if pending else f" (its marker {PENDING} is unreadable)"))
     return set(pending["packs"]) if pending else set()
+
+
+def _pending_restore(journal: Path, snapshot_ids: set[str]) -> str:
+    """What a killed restore's journal means for its workspace: the next restore finishes it, unless its target is
+    gone (a gc before gc kept a journal's snapshots), when only the restore of its safety snapshot gets past it."""
+    try:
+        doc = json.loads(journal.read_bytes())
+        target, safety = str(doc["target"]), str(doc["safety"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"an interrupted restore is pending ({journal.name}) and its journal cannot be read"
+    if target not in snapshot_ids and safety in snapshot_ids:
+        return (f"an interrupted restore is pending ({journal.name}) whose target snapshot {target[:12]} is gone: "
+                f"`codexr snapshots restore {safety[:12]} --yes` puts back the state before it")
+    return f"an interrupted restore is pending ({journal.name}); the next restore finishes it"
 
 
 def _check_snapshot_files(store: Repository, report: VerifyReport) -> set[str]:
