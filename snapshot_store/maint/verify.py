@@ -186,11 +186,13 @@ def _check_pending(store: Repository, report: VerifyReport) -> set[str]:
 def _pending_restore(journal: Path, snapshot_ids: set[str]) -> str:
     """What a killed restore's journal means for its workspace: the next restore finishes it, unless its target is
     gone (a gc before gc kept a journal's snapshots), when only the restore of its safety snapshot gets past it."""
+    from ..restore.journal import parse_journal  # the reader recovery trusts, loaded where a journal is found
+
     try:
-        doc = json.loads(journal.read_bytes())
-        target, safety = str(doc["target"]), str(doc["safety"])
-    except (OSError, ValueError, KeyError, TypeError):
+        doc = parse_journal(journal)
+    except StoreError:  # damaged (parse_journal says so for a file it cannot read too)
         return f"an interrupted restore is pending ({journal.name}) and its journal cannot be read"
+    target, safety = doc.target, doc.safety
     if target not in snapshot_ids and safety in snapshot_ids:
         return (f"an interrupted restore is pending ({journal.name}) whose target snapshot {target[:12]} is gone: "
                 f"`codexr snapshots restore {safety[:12]} --yes` puts back the state before it")
