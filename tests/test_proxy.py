@@ -204,11 +204,30 @@ def test_the_app_server_dying_mid_turn_ends_the_proxy_cleanly_and_keeps_what_it_
     try:
         os.kill(backend, signal.SIGKILL)
         assert client._proc is not None
-        assert client._proc.wait(TIMEOUT_S) == 0, "the proxy did not end by itself when its app-server died"
+        # ended by itself, with the status that tells the IDE its Codex died (a shell's 128 + the signal), not 0
+        assert client._proc.wait(TIMEOUT_S) == 128 + signal.SIGKILL, "the proxy did not end as its app-server did"
     finally:
         client.close()
     (turn,) = recorded_turns(tmp_path, thread)
     assert turn["status"] == "interrupted" and turn["pre"] and turn["post"], turn
+
+
+def test_an_app_server_that_cannot_start_ends_codexr_app_server_with_its_status(tmp_path: Path) -> None:
+    """The real Codex refuses to start (CODEX_HOME names no directory: it exits 1): `codexr app-server` ends with that
+    status and one line saying so, for the IDE or script that reads its status as Codex's. It exited 0, and with a
+    request sent also printed the relay's own `ConnectionError('closed')`."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CODEXR_SERVER": "0", "HOME": str(tmp_path / "home"),
+           "CODEX_HOME": str(tmp_path / "no-such-codex-home")}
+    initialize = json.dumps({"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "t", "version": "1"}}})
+    for stdin in ("", initialize + "\n"):
+        res = subprocess.run([sys.executable, "-m", "app.cli", "app-server"], cwd=ws, env=env, input=stdin,
+                             capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert res.returncode == 1, show(res)
+        ours = [line for line in res.stderr.splitlines() if line.startswith("codexr")]
+        assert ours == ["codexr: the Codex app-server exited with status 1"], show(res)
+        assert "Traceback" not in res.stderr and res.stdout == "", show(res)
 
 
 def test_a_proxy_killed_mid_turn_leaves_nothing_running_and_the_turn_recorded_from_its_start(

@@ -517,6 +517,9 @@ async def _listen(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: 
         backend = await AppServer.start(argv, cwd=ws, env=env, stderr=sys.stderr)
         await Relay(WebSocketSide(conn), backend, RecordingObserver(ws, env, ctx_settings),
                     log=lambda line: print(f"codexr: {line}", file=sys.stderr)).run()
+        failed = backend.failure()
+        if failed is not None:  # that client's connection ended with it; the others, and the listener, go on
+            print(f"codexr app-server: {failed[0]} (a client's connection ended with it)", file=sys.stderr)
 
     def same_user(sock: Any) -> str | None:
         if where[0] == "tcp" and not tcp_peers_known():
@@ -611,4 +614,8 @@ async def _stdio(argv: list[str], env: dict[str, str], ws: Path, ctx_settings: A
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):  # as stdin closing: finish what is being recorded
         loop.add_signal_handler(sig, client.reader.feed_eof)
     await task
-    return 0
+    failed = backend.failure()
+    if failed is None:
+        return 0
+    say(failed[0])  # the IDE or script that started us reads the exit status as Codex's own
+    return failed[1]

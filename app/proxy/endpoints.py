@@ -109,6 +109,7 @@ class AppServer(Lines):
         assert proc.stdout is not None and proc.stdin is not None
         super().__init__(proc.stdout, proc.stdin)
         self.proc = proc
+        self.killed = False  # codexr had to SIGKILL it: it did not exit when its stdin closed
 
     @classmethod
     async def start(cls, argv: Sequence[str], *, cwd: Path, env: dict[str, str], stderr: Any = None) -> AppServer:
@@ -120,7 +121,21 @@ class AppServer(Lines):
     async def close(self) -> None:
         """Close its stdin (it exits in ~30 ms), then end whatever of its group is left."""
         await super().close()
-        await _reap(self.proc)
+        self.killed = await _reap(self.proc)
+
+    def failure(self) -> tuple[str, int] | None:
+        """How it ended, in words, and the exit status that says so, when it failed of itself (a nonzero status, a
+        signal codexr did not send); None while it runs, when it ended well, or when codexr ended it."""
+        rc = self.proc.returncode
+        if rc is None or rc == 0 or self.killed:
+            return None
+        if rc > 0:
+            return f"the Codex app-server exited with status {rc}", rc
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return f"the Codex app-server was killed by {name}", 128 - rc
 
 
 class WebSocketSide:
@@ -255,17 +270,20 @@ async def _end(proc: asyncio.subprocess.Process) -> None:
     await _reap(proc)
 
 
-async def _reap(proc: asyncio.subprocess.Process) -> None:
+async def _reap(proc: asyncio.subprocess.Process) -> bool:
     """Three seconds for an app-server asked to exit, then SIGKILL; then its whole process group (its unified-exec
-    shells, background terminals)."""
+    shells, background terminals). Whether it had to be killed."""
+    killed = False
     try:
         await asyncio.wait_for(proc.wait(), 3.0)
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
+            killed = True
         await proc.wait()
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+    return killed
 
 
 async def stdio_side() -> Lines:

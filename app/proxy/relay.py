@@ -188,9 +188,10 @@ class Relay:
         down = asyncio.create_task(self._pump_server(), name="server->client")
         try:
             done, _ = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                if task.exception() is not None:
-                    self.log(f"relay: {task.get_name()} ended: {task.exception()!r}")
+            for task in done:  # a side that closed while a message was written to it is how relays end: not said
+                exc = task.exception()
+                if exc is not None and not isinstance(exc, ConnectionError):
+                    self.log(f"relay: {task.get_name()} ended: {exc!r}")
             if up in done and not down.done() and self.observer.running():
                 # The client left while a turn runs (the official TUI says "Any running work continues"): the turn
                 # goes on to its end, so its files are recorded; what the client would have been sent goes nowhere.
