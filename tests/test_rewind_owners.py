@@ -205,7 +205,10 @@ def test_a_merge_keeps_the_bytes_of_text_in_any_encoding(tmp_path: Path) -> None
             merged = merge_text(store, entry(base), ours, entry(theirs))
             assert merged == "CAFÉ\n2\n3\n4\n5\nmine, déjà\n".encode(enc), (enc, merged)
         same_line = merge_text(store, entry(b"a\nb\n"), b"a\nmine\n", entry(b"a\nrewound\n"))
-        assert same_line == " (the same lines)"
+        assert same_line == " (the same or adjacent lines)"
+        # the agent added line 2, the user line 3 below it: a conflict, as in Git, and the reason says why
+        adjacent = merge_text(store, entry(b"a\nb\n"), b"a\nb\nmine\n", entry(b"a\n"))
+        assert adjacent == " (the same or adjacent lines)"
 
 
 def test_a_turn_whose_post_snapshot_never_came_goes_back_whole(cli: Cli) -> None:  # noqa: F811

@@ -62,7 +62,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     mode.add_argument("--conversation-only", action="store_true", help="fork the conversation, keep files")
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     p.add_argument("-y", "--yes", action="store_true",
-                   help="do not ask for confirmation (a file you and the agent changed on the same lines is kept)")
+                   help="do not ask for confirmation (a file you and the agent changed on the same or adjacent lines "
+                        "is kept)")
     add_choice_flags(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_rewind)
@@ -321,8 +322,8 @@ def asked(question: str, out: TextIO) -> str:
 
 
 def ask_conflicts(store: Any, preview: RewindPreview | RedoPreview, what: str, out: TextIO) -> None:
-    """Each file the agent and the user changed on the same lines: both sides shown, then keep mine / take the
-    restored state / keep both (the restored state beside it). The answers go in `preview.choices`."""
+    """Each file the agent and the user changed on the same or adjacent lines: both sides shown, then keep mine / take
+    the restored state / keep both (the restored state beside it). The answers go in `preview.choices`."""
     from ..rewind.picks import conflict_header, conflict_question, parse_choice
     from ..services.changes import sides_diff
 

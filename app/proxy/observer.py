@@ -45,8 +45,8 @@ def revert_line(thread_id: str, fork: str, done: Any, number: int | None) -> str
     if kept:  # the client cannot be asked: what the rule kept is named, and so is each conflict kept as it is
         what += f"; kept as you left them (not the agent's changes): {some_paths(kept)}"
     if clash:
-        what += (f"; kept yours where you and the agent changed the same lines: {some_paths(clash)} (`codexr rewind` "
-                 "asks about each)")
+        what += (f"; kept yours where you and the agent changed the same or adjacent lines: {some_paths(clash)} "
+                 "(`codexr rewind` asks about each)")
     return (f"the files went back as well, to {where}: {what}; `codexr redo --thread {thread_id}` brings them back "
             f"(the undone prompts stay in thread {fork})")
 

@@ -1,6 +1,6 @@
 """Whose change a path holds, for a rewind or a redo (issue 34): what changed inside a turn of the thread is the
 agent's; what changed between its turns, or after the last one, is the user's (or another session's), and a rewind
-keeps it — merged where both changed a file's text, asked (or kept) where they changed the same lines.
+keeps it — merged where both changed a file's text, asked (or kept) where they changed the same or adjacent lines.
 
 Why: a restore that took every path back to the pre-turn snapshot also took back the user's own work done between
 prompts (a hand-made file deleted, a hand edit reverted) — the complaint most often made of every agent's rewind.
@@ -249,8 +249,8 @@ def merge_text(store: Store, base: Entry | None, ours: bytes | None, theirs: Ent
     base_e, ours_e, theirs_e = (pygit2.IndexEntry("f", repo.create_blob(x), pygit2.enums.FileMode.BLOB)
                                 for x in wide)
     result = repo.merge_file_from_index(base_e, ours_e, theirs_e, use_deprecated=False)
-    if not result.automergeable:
-        return " (the same lines)"
+    if not result.automergeable:  # as Git's merge: lines next to each other changed on both sides conflict too
+        return " (the same or adjacent lines)"
     return str(result.contents).encode("latin-1")
 
 

@@ -746,8 +746,8 @@ class LineMode:
             return answer in ("y", "yes")
 
     def ask_conflicts(self, preview: Preview, suffix: str) -> dict[str, str]:
-        """Each conflict (the agent and the user changed the same lines): its two sides, then keep mine / take the
-        restored state / keep both, as the CLI asks; the answers by path."""
+        """Each conflict (the agent and the user changed the same or adjacent lines): its two sides, then keep mine /
+        take the restored state / keep both, as the CLI asks; the answers by path."""
         decided = getattr(preview.result, "decided", {})
         out: dict[str, str] = {}
         for path in conflicts(decided):
