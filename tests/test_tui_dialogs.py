@@ -478,6 +478,10 @@ def test_the_app_rewind_keeps_hand_work_merges_and_a_space_takes_a_conflicts_rew
         run(app, story)
     finally:
         d.close()
+    # the line left on the screen says what was not simply put back (c.txt, whose rewound side was chosen, was)
+    assert app.result == ("rewound to prompt 2 (files and conversation): 2 files written, 1 deleted; merged with "
+                          "yours: a.txt; kept as you left them: hand.txt and keep.txt; /redo brings it back"
+                          ), app.result
     assert not (ws / "k.txt").exists(), "the agent's file stayed"
     assert (ws / "hand.txt").read_text() == "mine\n" and (ws / ".secret").read_text() == "hidden, by hand\n"
     assert (ws / "keep.txt").read_text() == "edited by hand\n"
@@ -597,6 +601,7 @@ def test_rewind_redo_and_restore_warn_and_ask_while_another_session_is_live(mode
 
         run(app, rewind)
         assert isinstance(app.result, str) and app.result.startswith("rewound to prompt 2"), app.result
+        assert "; kept as you left it: other.txt; /redo brings it back" in app.result, app.result
         assert (ws / "other.txt").read_text() == "theirs\n" and not (ws / "b.txt").exists()
 
         other.prompt("ls-later please")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .words import plural as plural  # spelled in the leaf module, named here for the front ends
 
@@ -149,6 +149,21 @@ def some_paths(paths: Sequence[str], shown: int = 3) -> str:
 def files_restored(res: RestoreResult) -> str:
     """The same, as the app's one-line notices say it: `2 files written, 1 deleted`."""
     return f"{plural(len(res.written), 'file')} written, {len(res.deleted)} deleted"
+
+
+def yours_kept(decided: Mapping[str, Any], res: RestoreResult) -> str:
+    """`; merged with yours: a.txt; kept as you left them: b.txt` — what the rule did not simply put back, for the
+    one-line notices after a rewind or a redo (a conflict whose other side was chosen was written: not named)."""
+    done = {*res.written, *res.deleted}
+    merged = sorted(p for p, d in decided.items() if d.kind == "merged" and p in done)
+    kept = sorted(p for p, d in decided.items() if d.kind == "kept" and p not in done)
+    clash = sorted(p for p, d in decided.items() if d.kind == "conflict" and p not in done)
+    out = f"; merged with yours: {some_paths(merged)}" if merged else ""
+    if kept:
+        out += f"; kept as you left {'it' if len(kept) == 1 else 'them'}: {some_paths(kept)}"
+    if clash:
+        out += f"; kept yours in {'a conflict' if len(clash) == 1 else 'conflicts'}: {some_paths(clash)}"
+    return out
 
 
 def plan_lines(plan: RestorePlan, indent: str = "", after: Mapping[str, str] | None = None) -> list[str]:

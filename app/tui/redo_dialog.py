@@ -11,7 +11,7 @@ from textual.widgets import Button, Static
 
 from ..services.driver import Driver, Preview
 from ..session import RedoResult
-from ..shared.lines import files_restored, plural
+from ..shared.lines import files_restored, plural, yours_kept
 from .driver_screen import CallDone, DriverScreen
 from .labels import MODE_NAMES
 from .plan_view import PlanView
@@ -38,7 +38,7 @@ def redo_summary(res: RedoResult) -> str:
     """The one line the main app shows after a redo."""
     files = ""
     if res.restore is not None:
-        files = f": {files_restored(res.restore)}"
+        files = f": {files_restored(res.restore)}{yours_kept(res.decided, res.restore)}"
     return f"redo: back where the rewind started ({MODE_NAMES.get(res.mode, res.mode)}){files}"
 
 

@@ -13,7 +13,7 @@ from textual.widgets.option_list import Option
 
 from ..services.driver import Driver, Preview, PromptRow
 from ..session import RewindResult
-from ..shared.lines import files_restored, plural
+from ..shared.lines import files_restored, plural, yours_kept
 from ..shared.vocab import RewindMode
 from .driver_screen import CallDone, DriverScreen
 from .labels import MODE_KEYS, MODE_NAMES, ago, files_label, first_line
@@ -54,7 +54,7 @@ def rewind_summary(res: RewindResult) -> str:
     """The one line the main app shows after a rewind."""
     files = ""
     if res.restore is not None:
-        files = f": {files_restored(res.restore)}"
+        files = f": {files_restored(res.restore)}{yours_kept(res.decided, res.restore)}"
     return f"rewound to prompt {res.to_prompt} ({MODE_NAMES.get(res.mode, res.mode)}){files}; /redo brings it back"
 
 
