@@ -489,6 +489,29 @@ def test_the_app_rewind_keeps_hand_work_merges_and_a_space_takes_a_conflicts_rew
     assert (ws / "c.txt").read_text() == "1\n2\n3\n", "the chosen rewound side was not taken"
 
 
+def test_the_app_rewind_line_names_a_conflict_it_kept(model: ScriptedModel, tmp_path: Path) -> None:
+    """Enter with the conflict left as it is: c.txt keeps the user's line (and the agent's edit in it), and the line
+    the app shows after the rewind says so; it said only what was written and deleted."""
+    d = started(model, tmp_path, story_owners(model, "oc"))
+    ws = d.opts.cwd
+    hand_work(ws)
+    try:
+        app = Host(lambda: RewindPicker(d, start_prompt=2))
+
+        async def story(pilot: Pilot[Any]) -> None:
+            await showing(pilot, "M merge: a.txt", "! conflict: c.txt", "K keep yours: hand.txt")
+            await pilot.press("enter")
+            await settle(pilot)
+
+        run(app, story)
+    finally:
+        d.close()
+    assert (ws / "c.txt").read_text() == "1\nmy two\n3\n"
+    assert app.result == ("rewound to prompt 2 (files and conversation): 1 file written, 1 deleted; merged with "
+                          "yours: a.txt; kept as you left them: hand.txt and keep.txt; kept yours in a conflict: "
+                          "c.txt; /redo brings it back"), app.result
+
+
 def test_snapshot_of_the_pickers_kept_merged_and_conflict_rows(model: ScriptedModel, tmp_path: Path,
                                                                snap_compare: Any) -> None:
     d = started(model, tmp_path, story_owners(model, "os"))
