@@ -342,6 +342,28 @@ def test_threads_rewind_and_redo(cli: Cli) -> None:
     assert tree(cli.ws) == after_p3
 
 
+def test_rewind_and_redo_of_the_last_thread(cli: Cli, tmp_path: Path) -> None:
+    """`--last`, as `exec --last` has it: `rewind --last` acts on the thread last prompted here and `redo --last` on
+    the fork that rewind left (the thread last used now). Neither flag, both, or a workspace with no thread yet is
+    one line; before, `--thread` was required and `rewind --last` was not understood."""
+    t, _turns, trees = three_prompts(cli)
+    assert_one_line_error(cli.run("rewind", "--to", "2", "--yes"), "one of the arguments --thread --last")
+    assert_one_line_error(cli.run("redo", "--last", "--thread", t, "--yes"), "not allowed with")
+    assert tree(cli.ws) == trees[3]
+
+    res = cli.json("rewind", "--last", "--to", "2", "--yes")
+    fork = res["thread_id"]
+    assert res["origin_thread"] == t and fork != t and res["to_prompt"] == 2, res
+    assert tree(cli.ws) == trees[1]
+    res = cli.json("redo", "--last", "--yes")
+    assert res["thread_id"] == t and res["from_thread"] == fork, res
+    assert tree(cli.ws) == trees[3]
+
+    empty = tmp_path / "no-thread-here"
+    empty.mkdir()
+    assert_one_line_error(cli.run("rewind", "--last", "--to", "1", "--yes", cwd=empty), "no codexr thread in")
+
+
 def test_rewind_modes_and_turn_id_target(cli: Cli) -> None:
     t, turns, trees = three_prompts(cli)
     # --files-only, naming the prompt by its turn id: files as before prompt 2, same thread

@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
     p = sub.add_parser("rewind", help="fork the conversation before prompt N and restore its files")
     _codex_flags(p)
-    p.add_argument("--thread", required=True, help="the thread id or a unique prefix of 4+ characters")
+    _which_thread(p)
     p.add_argument("--to", required=True, help="1-based prompt number or a turn id")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--files-only", action="store_true", help="restore files, keep the conversation")
@@ -70,12 +70,32 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
     p = sub.add_parser("redo", help="undo the last rewind that landed on this thread")
     _codex_flags(p)
-    p.add_argument("--thread", required=True, help="the thread id or a unique prefix of 4+ characters")
+    _which_thread(p)
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("-y", "--yes", action="store_true")
     add_choice_flags(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_redo)
+
+
+def _which_thread(p: argparse.ArgumentParser) -> None:
+    """`--thread ID` or `--last`, one of them: after `exec --last`, a rewind or redo is asked of the same thread."""
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--thread", help="the thread id or a unique prefix of 4+ characters")
+    who.add_argument("--last", action="store_true",
+                     help="this workspace's most recent codexr thread (as `exec --last`; after a rewind, its fork)")
+
+
+def _named_thread(session: Session, args: argparse.Namespace) -> str:
+    """The full id of the thread `--thread` or `--last` names (SessionError, one line, when there is none)."""
+    if not args.last:
+        return session.resolve_thread(args.thread)
+    from ..errors import SessionError
+
+    found = session.last_thread()
+    if found is None:
+        raise SessionError(f"no codexr thread in {session.cwd} yet: `codexr threads` lists the others (--thread ID)")
+    return found
 
 
 def _seconds(text: str) -> float:
@@ -370,7 +390,7 @@ def _rewind(ctx: Context, args: argparse.Namespace) -> int:
 
     mode = _mode(args)
     with open_session(ctx, args, watch=False) as session:
-        args.thread = session.resolve_thread(args.thread)
+        args.thread = _named_thread(session, args)
         if not args.dry_run:
             session.resume_thread(args.thread)
         confirm = None if args.dry_run else _confirm(ctx, args, session, "rewind")
@@ -391,7 +411,7 @@ def _redo(ctx: Context, args: argparse.Namespace) -> int:
     from ..errors import Declined
 
     with open_session(ctx, args, watch=False) as session:
-        args.thread = session.resolve_thread(args.thread)
+        args.thread = _named_thread(session, args)
         if not args.dry_run:
             session.resume_thread(args.thread)
         confirm = None if args.dry_run else _confirm(ctx, args, session, "redo")

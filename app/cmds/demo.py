@@ -179,7 +179,8 @@ def serve(ctx: Context, args: argparse.Namespace) -> int:
                 print(f"codexr demo --serve: a scripted model on {model.base_url}, a scratch CODEX_HOME and a "
                       f"workspace in {base}")
                 print("In another shell, paste these two lines, then try e.g. codexr exec 'create notes.txt hello', "
-                      "codexr threads, codexr rewind --thread ID --to 1, codexr history search hello:")
+                      "codexr exec --last 'edit notes.txt more', codexr threads, codexr rewind --last --to 2, "
+                      "codexr redo --last, codexr history search hello:")
                 print()
                 print(f"export {exports}")
                 print(f"cd {shlex.quote(str(ws))}")
