@@ -280,6 +280,32 @@ def test_the_line_saying_files_were_restored_comes_before_the_proxys_bookkeeping
     assert (ws / "f1.txt").read_text() == "original 1\n"
 
 
+@needs_strace
+def test_a_file_saved_as_the_client_hears_the_turn_ended_is_the_users(model: ScriptedModel, tmp_path: Path) -> None:
+    """The client (the official TUI, the IDE) shows a turn done on `turn/completed`: a file the user saves then is
+    theirs, and a rewind of that prompt keeps it. The proxy forwarded the frame first and finished the turn after
+    (sidecar, then the post-turn capture), so that capture could hold the user's file and the rewind took it for
+    the agent's and deleted it. Here every sidecar write is slowed by 1 s (strace delays the fsync of their
+    directory), which held the capture back while the file was saved."""
+    ws = workspace(tmp_path)
+    env = proxy_env(model, tmp_path / "home")
+    sidecars = tmp_path / "home" / "file_snapshots" / "refs" / "threads"
+    sidecars.mkdir(parents=True)
+    shim = killing_shim(tmp_path, "-P", str(sidecars), "-e", "trace=fsync",
+                        "-e", "inject=fsync:delay_enter=1000000")
+    model.script("heard it end", [shell("echo changed > f1.txt"), message("changed f1")])
+    client = RawClient(shim, ws, env)
+    try:
+        thread, _turn = client.one_prompt(ws, "heard it end")
+        (ws / "mine.txt").write_text("saved as the turn ended\n")
+    finally:
+        client.close()
+    rewind = codexr(env, ws, "rewind", "--thread", thread, "--to", "1", "--yes")
+    assert rewind.returncode == 0, show(rewind)
+    assert (ws / "f1.txt").read_text() == "original 1\n", show(rewind)
+    assert (ws / "mine.txt").read_text() == "saved as the turn ended\n", show(rewind)
+
+
 def test_a_client_that_leaves_mid_revert_finds_files_and_conversation_on_one_side(model: ScriptedModel,
                                                                                    tmp_path: Path) -> None:
     """The client sends the revert and closes its end at once (the TUI killed, a closed IDE window): the proxy

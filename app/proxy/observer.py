@@ -4,9 +4,11 @@
 
 `turn/start` from the client: the pre-turn capture, committed before the request is forwarded (a steer of a
 running turn is forwarded as it is); the answer binds it to the turn id; the turn's notifications feed the
-recorder as they pass; `turn/completed` is forwarded at once and the turn finished (pre-edit states, sidecar, the
-post-turn capture) on the recorder's own thread, which the next turn's capture waits for. A capture that fails
-never holds the turn hostage: the turn runs untracked and the client gets a `warning` notification saying so.
+recorder as they pass; on `turn/completed` the turn is finished (pre-edit states, sidecar, the post-turn capture)
+on the recorder's own thread, and the frame is forwarded once that is done (the client shows the turn ended on
+it: what the user saves from then on is theirs), or after FINISH_WAIT_S if the store is held elsewhere. A capture
+that fails never holds the turn hostage: the turn runs untracked and the client gets a `warning` notification
+saying so.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ CWD_METHODS = frozenset({"thread/start", "thread/resume", "thread/fork"})
 #: TUI), and a prompt put on or started from the server-side queue.
 SERVER_STARTED = frozenset({"thread/shellCommand", "thread/queue/add", "thread/queue/start"})
 T = TypeVar("T")
+#: How long `turn/completed` waits for the turn's post-turn capture before it goes to the client anyway.
+FINISH_WAIT_S = 10.0
 
 
 def revert_line(thread_id: str, fork: str, done: Any, number: int | None) -> str:
@@ -425,7 +429,11 @@ class RecordingObserver(Observer):
                 self._recorder.observe(turn.state, str(msg["method"]), params)
             if msg["method"] == "turn/completed":
                 status = str((params.get("turn") or {}).get("status") or "completed")
-                self._complete(turn_id, status)
+                finished = self._complete(turn_id, status)
+                # The client shows the turn done on this frame, and a file saved from then on is the user's: it
+                # waits for the post-turn capture (bounded: a store another codexr holds must not hang the TUI).
+                with contextlib.suppress(Exception):  # a failed capture is said by `_complete`'s warning
+                    await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(finished)), FINISH_WAIT_S)
                 if turn.thread_id in self._left:  # the client unsubscribed while it ran: now the relay does
                     self._left.discard(turn.thread_id)
                     self._later(self._unsubscribe(turn.thread_id))
@@ -490,8 +498,8 @@ class RecordingObserver(Observer):
         recorder = self._recorder
         self._pool.submit(recorder.bind, thread_id, side, turn_id, text, pre)
 
-    def _complete(self, turn_id: str, status: str) -> None:
-        """Finish the turn on the recorder's thread; the notification is forwarded meanwhile."""
+    def _complete(self, turn_id: str, status: str) -> concurrent.futures.Future[Any]:
+        """Finish the turn on the recorder's thread (pre-edit states, sidecar, the post-turn capture): its future."""
         turn = self._turns.pop(turn_id)
         if self._active.get(turn.thread_id) == turn_id:
             del self._active[turn.thread_id]
@@ -506,6 +514,7 @@ class RecordingObserver(Observer):
                 loop.call_soon_threadsafe(lambda: self._later(self._warn(message, turn.thread_id, turn_id)))
 
         done.add_done_callback(said)
+        return done
 
     def running(self) -> list[tuple[str, str]]:
         return [(turn.thread_id, turn_id) for turn_id, turn in self._turns.items()]
