@@ -534,7 +534,8 @@ def test_rewind_and_redo_warn_and_ask_while_another_session_is_live(model: Scrip
         t.child.sendline("/rewind 2")
         t.until(r"\[y/N")
         t.child.sendline("y")
-        t.until("is back at the prompt")
+        done = t.until("is back at the prompt")
+        assert "rewound: 0 written, 1 deleted, 1 left alone; kept as you left it: other.txt" in done, done
         t.until("codexr>")
         assert t.read("other.txt") == "by the other session\n" and t.read("two.txt") is None
         other.prompt("create later.txt made after the rewind")
@@ -546,7 +547,8 @@ def test_rewind_and_redo_warn_and_ask_while_another_session_is_live(model: Scrip
         assert "redo anyway? [y/N" in plan, plan
         t.child.sendline("y")
         t.until("redone: ")
-        t.until("codexr>")
+        done = t.until("codexr>")
+        assert "; kept as you left it: later.txt" in done, done
         assert t.read("later.txt") == "made after the rewind\n" and t.read("two.txt") == "second\n"
     finally:
         other.close()

@@ -78,6 +78,7 @@ from .lines import (
     status_lines,
     thread_counts,
     turn_tokens,
+    yours_kept,
 )
 from .vocab import CONVERSATION_MODES, FILE_MODES, RewindMode
 
@@ -838,7 +839,7 @@ class LineMode:
         res = self.blocking(lambda: self.driver.rewind(to, mode, choices))
         self.drain()
         if res.restore is not None:
-            self.printer.line(f"rewound: {restored_counts(res.restore)}")
+            self.printer.line(f"rewound: {restored_counts(res.restore)}{yours_kept(res.decided, res.restore)}")
         if res.safety_id:
             self.printer.line(f"safety snapshot {res.safety_id[:12]}; /redo undoes this rewind")
         self.printer.line(f"prompt {res.to_prompt} is back at the prompt: edit it and press Enter, or clear it")
@@ -862,7 +863,7 @@ class LineMode:
         done = self.blocking(lambda: self.driver.redo(choices))
         self.drain()
         if done.restore is not None:
-            p.line(f"redone: {restored_counts(done.restore)}")
+            p.line(f"redone: {restored_counts(done.restore)}{yours_kept(done.decided, done.restore)}")
         self.composer = ""
 
     def new(self, args: list[str]) -> None:
