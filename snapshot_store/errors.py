@@ -18,11 +18,28 @@ class TargetGone(StoreError):
 
     def __init__(self, root: str, target: str, safety: str) -> None:
         self.target, self.safety = target, safety
+        self.way_out: str | None = safety  # the one restore that may go past the journal
         super().__init__(
             f"an interrupted restore into {root} cannot be finished: its target snapshot {target[:12]} is gone (a gc "
             f"before codexr kept a restore's snapshots removed it); snapshot {safety[:12]} holds the state before that "
             f"restore: `codexr snapshots restore {safety[:12]} --yes` puts it back (the files as they are now are kept "
             f"in a safety snapshot first)")
+
+
+class SafetyGone(StoreError):
+    """An interrupted restore can be neither finished nor rolled back: its safety snapshot, which says what each path
+    held before it, is gone (only damage does that: gc keeps a journal's snapshots). The restore of its target, which
+    finishes what it began, goes past the journal; with the target gone too (`way_out` None), any restore does."""
+
+    def __init__(self, root: str, target: str, safety: str, target_there: bool) -> None:
+        self.target, self.safety = target, safety
+        self.way_out: str | None = target if target_there else None
+        how = (f"`codexr snapshots restore {target[:12]} --yes` finishes it" if target_there else
+               f"its target snapshot {target[:12]} is gone too: any `codexr snapshots restore ID --yes` goes past it")
+        super().__init__(
+            f"an interrupted restore into {root} can be neither finished nor undone: its safety snapshot {safety[:12]} "
+            f"is gone (the store is damaged: `codexr snapshots verify`); the files stand as it left them: {how} (the "
+            f"files as they are now are kept in a safety snapshot first)")
 
 
 class AmbiguousSnapshot(StoreError):

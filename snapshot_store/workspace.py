@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .capture import Capturer, CaptureResult
 from .diff import Change, diff_maps
-from .errors import StoreError, TargetGone
+from .errors import SafetyGone, StoreError, TargetGone
 from .fsutil import translate_os_errors
 from .manifest import FileMap, captured_items, witnessed_absent
 from .readfiles import Progress
@@ -233,15 +233,15 @@ class PreparedRestore:
         self.result = RestoreResult(plan, None if dry_run else safety.id, dry_run=dry_run, recovered=recovered)
 
     def _recover_or_put_back(self) -> Recovery | None:
-        """Finish an interrupted restore first; one whose target is gone can be neither finished nor rolled back, and
-        only this restore of its safety snapshot (the way TargetGone's message names) goes past it: that journal
-        goes as a recovery ends one (set-aside files get their names back, temps go), and the safety capture that
-        follows keeps the files as they are."""
+        """Finish an interrupted restore first; one whose target or safety snapshot is gone can be neither finished
+        nor rolled back, and only the restore its error names (`way_out`: the safety's, the target's, or with both
+        gone any) goes past it: that journal goes as a recovery ends one (set-aside files get their names back, temps
+        go), and the safety capture that follows keeps the files as they are."""
         ws = self.workspace
         try:
             return ws._recover()
-        except TargetGone as gone:
-            if gone.safety != self.snap_id:
+        except (TargetGone, SafetyGone) as gone:
+            if gone.way_out is not None and gone.way_out != self.snap_id:
                 raise
             ws.restorer.give_up()
             return None

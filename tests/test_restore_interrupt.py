@@ -255,6 +255,49 @@ def test_a_journal_whose_target_an_older_gc_removed_names_the_way_out_and_that_w
     assert tree(rig.ws) == {p: v for p, v in half.items() if not p.rpartition("/")[2].startswith(".codexr-tmp-")}
 
 
+@pytest.mark.parametrize("gone", ["safety", "both"])
+def test_a_journal_whose_safety_snapshot_is_gone_names_the_way_out_and_that_way_works(tmp_path: Path, gone: str
+                                                                                     ) -> None:
+    """Damage took a killed restore's safety snapshot (or it and the target): every capture and restore of the
+    workspace failed "no snapshot ..." on the journal, for good, with no way out named. A capture now says in one
+    line, nothing changed, which restore goes past it: the target's, which finishes what the restore began, or with
+    both gone any restore; that restore works, the half-restored files kept in a safety snapshot first."""
+    rig = Rig(tmp_path, None)
+    (rig.ws / "marker.txt").write_text("another state\n")
+    other = rig.ok("snapshots", "capture").stdout.strip()
+    (rig.ws / "marker.txt").unlink()
+    res = rig.run("snapshots", "restore", rig.target, "--yes", strace=_inject("KILL", 120))
+    assert res.returncode == -9 and len(rig.journals()) == 1
+    (journal,) = rig.journals()
+    doc = json.loads(journal.read_bytes())
+    lost = [doc["safety"]] + ([doc["target"]] if gone == "both" else [])
+    for snap in lost:  # the damage: the snapshot files gone from the store
+        (rig.home / "file_snapshots" / "snapshots" / snap[:2] / snap).unlink()
+    half = tree(rig.ws)
+    refused = rig.run("snapshots", "capture")
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
+    way = (f"`codexr snapshots restore {doc['target'][:12]} --yes` finishes it" if gone == "safety"
+           else "any `codexr snapshots restore ID --yes` goes past it")
+    assert len(lines) == 1 and f"its safety snapshot {doc['safety'][:12]} is gone" in lines[0], lines
+    assert way in lines[0], lines
+    assert tree(rig.ws) == half and rig.journals() == [journal]
+    verify = rig.run("snapshots", "verify")
+    assert f"whose safety snapshot {doc['safety'][:12]} is gone: " in verify.stdout + verify.stderr, verify.stdout
+    assert way in verify.stdout + verify.stderr, (verify.stdout, verify.stderr)
+    if gone == "safety":  # another snapshot's restore is not the way: it is refused the same way
+        assert rig.run("snapshots", "restore", other, "--yes").returncode != 0 and tree(rig.ws) == half
+    to = rig.target if gone == "safety" else other
+    back = rig.ok("snapshots", "restore", to, "--yes")
+    assert rig.journals() == []
+    kept_half = re.search(r"undo: codexr snapshots restore ([0-9a-f]{12}) --yes", back.stdout)
+    assert kept_half is not None, back.stdout
+    again = rig.ok("snapshots", "restore", to, "--yes")  # the restore is complete: nothing left to write
+    assert "wrote" not in again.stdout and "deleted" not in again.stdout, again.stdout
+    rig.ok("snapshots", "restore", kept_half.group(1), "--yes")
+    assert tree(rig.ws) == {p: v for p, v in half.items() if not p.rpartition("/")[2].startswith(".codexr-tmp-")}
+
+
 def test_gc_stops_at_a_restore_journal_it_cannot_read(tmp_path: Path) -> None:
     """A damaged journal would pin nothing: gc says so in one line and removes nothing."""
     rig = Rig(tmp_path, None)

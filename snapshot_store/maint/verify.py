@@ -185,7 +185,8 @@ def _check_pending(store: Repository, report: VerifyReport) -> set[str]:
 
 def _pending_restore(journal: Path, snapshot_ids: set[str]) -> str:
     """What a killed restore's journal means for its workspace: the next restore finishes it, unless its target is
-    gone (a gc before gc kept a journal's snapshots), when only the restore of its safety snapshot gets past it."""
+    gone (a gc before gc kept a journal's snapshots), when only the restore of its safety snapshot gets past it, or
+    its safety snapshot is gone (damage), when the target's restore does (with both gone, any restore)."""
     from ..restore.journal import parse_journal  # the reader recovery trusts, loaded where a journal is found
 
     try:
@@ -196,6 +197,11 @@ def _pending_restore(journal: Path, snapshot_ids: set[str]) -> str:
     if target not in snapshot_ids and safety in snapshot_ids:
         return (f"an interrupted restore is pending ({journal.name}) whose target snapshot {target[:12]} is gone: "
                 f"`codexr snapshots restore {safety[:12]} --yes` puts back the state before it")
+    if safety not in snapshot_ids:
+        way = (f"`codexr snapshots restore {target[:12]} --yes` finishes it" if target in snapshot_ids
+               else "its target is gone too: any `codexr snapshots restore ID --yes` goes past it")
+        return (f"an interrupted restore is pending ({journal.name}) whose safety snapshot {safety[:12]} is gone: "
+                f"{way}")
     return f"an interrupted restore is pending ({journal.name}); the next restore finishes it"
 
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import blake3
 
-from ..errors import CorruptStore, StoreBusy, StoreError, TargetGone, UnknownSnapshot
+from ..errors import CorruptStore, SafetyGone, StoreBusy, StoreError, TargetGone, UnknownSnapshot
 from ..fsutil import atomic_write, fsync_dir
 from ..ids import is_snapshot_id
 from ..locks import host_name, owner_alive, owner_info, owner_text
@@ -243,7 +243,11 @@ def recover(loader: JournalLoader, root: Path, journal: Path, notes: WorkspaceNo
     if owner_alive(doc.owner) or (doc.held is not None and not own_held and held_here(doc.owner)):
         raise StoreBusy(f"a restore into {root} is still running ({owner_text(doc.owner)})")
     safety_id, actions = doc.safety, doc.actions
-    before_map = before_states(loader.files(safety_id), doc.respelled)
+    try:
+        safety_files = loader.files(safety_id)
+    except (UnknownSnapshot, CorruptStore) as exc:  # damage: without it no step can be judged; say the way out
+        raise SafetyGone(str(root), doc.target, safety_id, _readable(loader, doc.target)) from exc
+    before_map = before_states(safety_files, doc.respelled)
     try:
         target_files = loader.files(doc.target)
     except UnknownSnapshot as exc:  # every later capture and restore failed on "no snapshot": say the way out
@@ -270,10 +274,19 @@ def recover(loader: JournalLoader, root: Path, journal: Path, notes: WorkspaceNo
     return report
 
 
+def _readable(loader: JournalLoader, snap_id: str) -> bool:
+    """Whether the snapshot's map can be read (a restore of it could run)."""
+    try:
+        loader.files(snap_id)
+    except (UnknownSnapshot, CorruptStore):
+        return False
+    return True
+
+
 def give_up(root: Path, journal: Path, notes: WorkspaceNotes | None) -> None:
-    """Drop a journal that can be neither finished nor rolled back (its target is gone: TargetGone) as recovery ends
-    one: files a killed delete had set aside get their names back and the restore's temps go first, so nothing the
-    restore held goes with the journal."""
+    """Drop a journal that can be neither finished nor rolled back (a snapshot of it is gone: TargetGone,
+    SafetyGone) as recovery ends one: files a killed delete had set aside get their names back and the restore's
+    temps go first, so nothing the restore held goes with the journal."""
     doc = parse_journal(journal)
     with SafeRoot(str(root)) as fs:
         _clean_temps(fs, doc.actions)
