@@ -277,6 +277,12 @@ def test_an_interrupted_command_that_runs_on_is_shown_running_and_stop_ends_it(m
     assert "[still running in the background: /ps to view, /stop to close]" in out, out
     assert "1 background terminal running · /ps to view · /stop to close" in out, out
     assert processes_running(cmd)
+    t.child.sendline("/rewind 1")  # the plan says the command runs on: what it writes afterwards is not undone
+    t.until(re.escape(f"! 1 command the agent started still running in the background ({cmd}): what it writes "
+                      "after this is not undone (/stop ends it first)"))
+    t.until(r"\[y/N")
+    t.child.sendline("n")
+    t.until("no rewind: nothing changed")
     t.child.sendline("/ps")
     t.until("1 background terminal:")
     t.until(re.escape(cmd))

@@ -438,6 +438,18 @@ def test_esc_on_a_command_that_runs_on_says_so_and_stop_ends_it(model: ScriptedM
                                  "1 background terminal running · /ps to view · /stop to close")
         assert "✗ interrupted" not in text.split("still running in the background")[0].split(cmd)[-1], text
         await until(pilot, lambda: not app.busy, "the turn to end")
+        # a rewind's plan says the command runs on: what it writes afterwards is not undone
+        await pilot.press("escape", "escape")
+        await until(pilot, lambda: isinstance(app.screen, RewindPicker), "the picker")
+        picker = app.screen
+        assert isinstance(picker, RewindPicker)
+        await until(pilot, lambda: picker.preview is not None, "the plan")
+        assert picker.preview is not None and picker.preview.notes == (
+            f"! 1 command the agent started still running in the background ({cmd}): what it writes after this is "
+            "not undone (/stop ends it first)",), picker.preview
+        await until_shown(pilot, "! 1 command the agent started still running in the", "(/stop ends it")
+        await pilot.press("escape")
+        await until(pilot, lambda: len(app.screen_stack) == 1, "the picker closed")
         await type_and_send(pilot, "/ps")
         await until_shown(pilot, "1 background terminal:")
         await type_and_send(pilot, "/stop")

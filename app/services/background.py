@@ -32,6 +32,18 @@ def background_text(running: list[BackgroundTerminal]) -> str:
     return "\n".join(lines)
 
 
+def running_note(running: list[BackgroundTerminal]) -> str | None:
+    """The line a rewind's or redo's plan carries while the agent's commands run on: a file one of them writes
+    afterwards is not undone (and a later rewind takes it for the user's), so the user may /stop them first."""
+    if not running:
+        return None
+    cmds = "; ".join(_CONTROL.sub("", t.command)[:80] for t in running[:3])
+    if len(running) > 3:
+        cmds += f" and {len(running) - 3} more"
+    return (f"! {plural(len(running), 'command')} the agent started still running in the background ({cmds}): what "
+            "it writes after this is not undone (/stop ends it first)")
+
+
 def stopped_text(stopped: list[BackgroundTerminal], pid: str | None) -> str:
     """/stop's answer: what was ended (never "stopped" for a command that was not)."""
     if not stopped:

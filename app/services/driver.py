@@ -61,6 +61,7 @@ from ..shared.lines import over_limit_line
 from ..shared.vocab import CONVERSATION_MODES, RewindMode
 from ..shared.words import plural
 from . import changes
+from .background import running_note
 from .init_prompt import init_prompt
 from .review_target import review_target
 from .usage import TurnUsage
@@ -96,6 +97,7 @@ class Preview:
     restore: RestoreResult | None
     diffs: dict[str, tuple[FileStat, str]]
     warnings: tuple[str, ...] = ()  # another live session's work is at stake: front ends show these and ask
+    notes: tuple[str, ...] = ()  # shown with the plan, nothing asked: the agent's commands that still run
 
     @property
     def must_ask(self) -> bool:
@@ -698,7 +700,7 @@ class Driver:
                 raise SessionError("nothing to rewind: no prompt was sent yet")
             res = s.rewind(self.thread_id, to, mode, dry_run=True)
             return Preview(f"rewind to prompt {to}", res, res.restore, _diffs(s, res.restore, res.decided),
-                           self._warnings(s, res.restore))
+                           self._warnings(s, res.restore), self._running_note(s, res.restore))
 
     def rewind(self, to: int, mode: str = RewindMode.BOTH, choices: Mapping[str, str] | None = None
                ) -> RewindResult:
@@ -721,7 +723,7 @@ class Driver:
                 raise SessionError("nothing to redo")
             res = s.redo(self.thread_id, dry_run=True)
             return Preview("redo", res, res.restore, _diffs(s, res.restore, res.decided),
-                           self._warnings(s, res.restore))
+                           self._warnings(s, res.restore), self._running_note(s, res.restore))
 
     def redo(self, choices: Mapping[str, str] | None = None) -> RedoResult:
         """Undo the last rewind and load the thread it returns to (`choices` as for `rewind`)."""
@@ -786,6 +788,16 @@ class Driver:
         """The plan's warning lines while another codexr session is live here (read now, not at the last turn)."""
         self.emit(StatusChanged(self.status()))  # the status bar's hint too, without waiting for a turn
         return tuple(s.others_warning(self.thread_id, restore.plan if restore is not None else None))
+
+    def _running_note(self, s: Session, restore: RestoreResult | None) -> tuple[str, ...]:
+        """The plan's line while the thread's commands run on in the background (none when files are not touched)."""
+        if restore is None or self.thread_id is None:
+            return ()
+        try:
+            note = running_note(s.background_terminals(self.thread_id))
+        except SessionError:
+            return ()
+        return () if note is None else (note,)
 
     def _known(self, s: Session) -> list[str]:
         return s.known_paths(self.thread_id) if self.thread_id else []

@@ -762,7 +762,7 @@ class LineMode:
     def print_plan(self, preview: Preview) -> None:
         """Files written, deleted and left alone, each with its reason and line counts."""
         p = self.printer
-        for warning in preview.warnings:
+        for warning in (*preview.warnings, *preview.notes):
             p.line(f"  {warning}")
         restore = preview.restore
         if restore is None:

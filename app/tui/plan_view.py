@@ -81,7 +81,7 @@ class PlanView(Vertical):
         self._actions = actions
         self._diffs = dict(preview.diffs) if preview is not None else {}
         summary = plan_summary(preview) if preview is not None and preview.restore is not None else ""
-        warnings = "\n".join(preview.warnings) if preview is not None else ""
+        warnings = "\n".join((*preview.warnings, *preview.notes)) if preview is not None else ""
         self.query_one("#plan-summary", Static).update("\n".join(t for t in (warnings, note, summary) if t))
         listing = self.query_one("#plan-actions", OptionList)
         self.choices = {p: c for p, c in self.choices.items() if any(a.path == p for a in actions)}
