@@ -75,6 +75,17 @@ def workspace(tmp_path: Path, content: str = "original {i}\n") -> Path:
     return Path(os.path.realpath(ws))
 
 
+def slow_sidecars(model: ScriptedModel, tmp_path: Path) -> tuple[Path, dict[str, str], Path, Path]:
+    """A workspace, its environment, the sidecars' directory and a shim under strace that delays each fsync of that
+    directory by 1 s: every sidecar write, so the recorder's bookkeeping lags behind the frames it follows."""
+    ws = workspace(tmp_path)
+    env = proxy_env(model, tmp_path / "home")
+    sidecars = tmp_path / "home" / "file_snapshots" / "refs" / "threads"
+    sidecars.mkdir(parents=True)
+    shim = killing_shim(tmp_path, "-P", str(sidecars), "-e", "trace=fsync", "-e", "inject=fsync:delay_enter=1000000")
+    return ws, env, sidecars, shim
+
+
 def codex_turns(env: dict[str, str], ws: Path, thread: str) -> int:
     """How many prompts Codex's own record of the thread holds (a fresh real app-server, not the proxy)."""
     client = CodexClient(CodexConfig(cwd=str(ws), env=env))
@@ -252,12 +263,7 @@ def test_the_line_saying_files_were_restored_comes_before_the_proxys_bookkeeping
     on it: a line sent before is drawn over) and does not wait for the recorder: with every sidecar write slowed by
     1 s (strace delays the fsync of their directory), the line arrives while the thread's sidecar still lists the
     reverted prompt, and the sidecar ends without it afterwards."""
-    ws = workspace(tmp_path)
-    env = proxy_env(model, tmp_path / "home")
-    sidecars = tmp_path / "home" / "file_snapshots" / "refs" / "threads"
-    sidecars.mkdir(parents=True)
-    shim = killing_shim(tmp_path, "-P", str(sidecars), "-e", "trace=fsync",
-                        "-e", "inject=fsync:delay_enter=1000000")
+    ws, env, sidecars, shim = slow_sidecars(model, tmp_path)
     model.script("line order one", [shell("echo changed > f1.txt"), message("changed f1")])
     client = RawClient(shim, ws, env)
     try:
@@ -287,12 +293,7 @@ def test_a_file_saved_as_the_client_hears_the_turn_ended_is_the_users(model: Scr
     (sidecar, then the post-turn capture), so that capture could hold the user's file and the rewind took it for
     the agent's and deleted it. Here every sidecar write is slowed by 1 s (strace delays the fsync of their
     directory), which held the capture back while the file was saved."""
-    ws = workspace(tmp_path)
-    env = proxy_env(model, tmp_path / "home")
-    sidecars = tmp_path / "home" / "file_snapshots" / "refs" / "threads"
-    sidecars.mkdir(parents=True)
-    shim = killing_shim(tmp_path, "-P", str(sidecars), "-e", "trace=fsync",
-                        "-e", "inject=fsync:delay_enter=1000000")
+    ws, env, _sidecars, shim = slow_sidecars(model, tmp_path)
     model.script("heard it end", [shell("echo changed > f1.txt"), message("changed f1")])
     client = RawClient(shim, ws, env)
     try:
