@@ -142,7 +142,8 @@ class Tree:
         # captures ask, with the server or without.
         if not self.server:
             return {**env, "CODEXR_SERVER": "0", "CODEXR_RUNTIME_DIR": str(runtime_of(run_dir))}
-        return {**env, "CODEXR_RUNTIME_DIR": str(runtime_of(run_dir))}
+        # on whatever the caller's environment says (CODEXR_SERVER=0 there made the warm-up wait 120 s for a server)
+        return {**env, "CODEXR_SERVER": "1", "CODEXR_RUNTIME_DIR": str(runtime_of(run_dir))}
 
 
 def runtime_of(run_dir: Path) -> Path:
@@ -411,10 +412,11 @@ class Bench:
             return
         self.rec.record(f"{tree.name}.restore1", rnd, secs)
 
-    def block_git_restore(self, rnd: int, *, refresh: bool = False) -> None:
-        """One file rewritten, then `git read-tree -u --reset` (timed). With `refresh`, Git's index is refreshed first
-        (untimed, `update-index --refresh`, as bench_store.py does): a stale index makes read-tree re-hash every
-        entry whose stat moved since (the other blocks' restores rewrite files), a baseline slower than Git is."""
+    def block_git_restore(self, rnd: int, *, refresh: bool = True) -> None:
+        """One file rewritten, then `git read-tree -u --reset` (timed). Git's index is refreshed first (untimed,
+        `update-index --refresh`, as bench_store.py and bench_goals.py do): a stale index makes read-tree re-hash
+        every entry whose stat moved since (the other blocks' restores rewrite files), a baseline slower than Git is
+        (`refresh=False`: that stale baseline, which this script used before 2026-12-05)."""
         rels = self.modifier.take(1)
         expected = self.modifier.read(rels)
         if refresh:
@@ -594,6 +596,7 @@ def main() -> int:
             log(f"kept {run_dir}")
         else:
             shutil.rmtree(run_dir, ignore_errors=True)
+            shutil.rmtree(runtime_of(run_dir), ignore_errors=True)  # its servers' directory, below ~/.cache
     return 1 if bench.rec.problems else 0
 
 
