@@ -111,14 +111,15 @@ def _ref_middle(store: Path, facts: dict[str, Any]) -> str:
     return facts["s2"]
 
 
-def _journal(actions: Callable[[dict[str, Any]], Any], raw: bool = False) -> Callable[[Path, dict[str, Any]], str]:
+def _journal(actions: Callable[[dict[str, Any]], Any], raw: bool = False, returns: str = "s1"
+             ) -> Callable[[Path, dict[str, Any]], str]:
     def damage(store: Path, facts: dict[str, Any]) -> str:
         (store / "journal").mkdir(exist_ok=True)
         body = actions(facts)
         doc = body if raw else json.dumps({"root": facts["root"], "target": facts["s1"], "safety": facts["s2"],
                                            "started": facts["created"], "actions": body})
         (store / "journal" / f"{facts['wskey']}.json").write_text(doc)
-        return facts["s1"]
+        return str(facts[returns])  # the snapshot the case's restore and show name
     return damage
 
 
@@ -192,9 +193,16 @@ def cases(base: Path) -> list[Case]:
              JOURNAL_EXPECT),
         Case("journal truncated JSON", _journal(lambda f: '{"root": "' + f["root"] + '", "actions": [["wr', raw=True),
              JOURNAL_EXPECT),
-        Case("journal missing safety snapshot",
+        # Its safety snapshot gone, a journal can be neither finished nor undone: every command refuses, in one line
+        # naming the restore of its target, which alone goes past it (after its own safety capture).
+        Case("journal missing safety snapshot, its target restored",
              _journal(lambda f: json.dumps({"root": f["root"], "target": f["s1"], "safety": ZERO, "started": 1,
                                             "actions": [["delete", "f0.txt", None, None]]}), raw=True),
+             JOURNAL_EXPECT | {"restore": {0}}),
+        Case("journal missing safety snapshot, another restored",
+             _journal(lambda f: json.dumps({"root": f["root"], "target": f["s1"], "safety": ZERO, "started": 1,
+                                            "actions": [["delete", "f0.txt", None, None]]}), raw=True,
+                      returns="s2"),
              JOURNAL_EXPECT),
         Case("sidecar truncated JSON", _sidecar(lambda f: _sidecar_doc(f)[:50]), SIDECAR_EXPECT),
         Case("sidecar unknown version", _sidecar(lambda f: _sidecar_doc(f, version=99)), SIDECAR_EXPECT),
