@@ -152,6 +152,53 @@ def test_a_conflict_is_shown_with_both_sides_and_answered_each_way(cli: Cli) -> 
     assert (cli.ws / "b.txt.rewound").read_text() == "1\n2\n3\n4\n5\n", "keep both wrote no .rewound"
 
 
+def test_a_conflict_outside_the_workspace_is_asked_too_and_the_answer_is_taken(cli: Cli) -> None:  # noqa: F811
+    """The agent patched a file in ../victim and the user then rewrote the same line: a rewind showed the conflict,
+    kept the user's file and never asked (`--json` listed no conflict), and a front end's choice about a path
+    outside the workspace was dropped. Now it is asked as inside, without `both` (nothing is written beside a file
+    outside the workspace), and `r` takes the state before the patch; redo brings the user's back."""
+    import json
+
+    import pexpect
+
+    victim = cli.workspace("victim-ask")
+    y, z = victim / "y.txt", victim / "z.txt"
+    y.write_text("a\nb\n")
+    z.write_text("z\n")
+    cli.model.script("ask out one", [update_file(f"{y}", "a", "A"), update_file(f"{z}", "z", "Z"),
+                                     add_file("a.txt", "a\n"), message("patched")])
+    t, _outcomes, _trees = cli.seed(["ask out one"])
+    y.write_text("mine\nb\n")  # the agent's very line, rewritten by the user
+    dry = cli.json("rewind", "--thread", t, "--to", "1", "--dry-run")
+    assert dry["conflicts"] == [str(y)], dry
+    # --only (workspace paths) leaves the paths outside it alone too: z.txt was written back all the same
+    only = cli.json("rewind", "--thread", t, "--to", "1", "--dry-run", "--only", "a.txt")
+    plan = {a["path"]: (a["op"], a["reason"]) for a in only["restore"]["plan"]}
+    assert plan[str(z)] == ("leave", "left alone: not among the files chosen (--only a.txt)"), plan
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost", **cli.env}
+    child = pexpect.spawn(sys.executable, ["-m", "app.cli", "rewind", "--thread", t, "--to", "1"], cwd=str(cli.ws),
+                          env=env, encoding="utf-8", timeout=120)
+    try:
+        child.expect(rf"conflict: {y} — you and the agent both changed it, with no clean merge")
+        child.expect(r"-mine")  # both sides shown: yours -, the rewound +
+        child.expect(rf"{y}: keep \[m\]ine or take the \[r\]ewound\? \[m\]")
+        child.sendline("b")  # not an answer here
+        child.expect("answer m or r")
+        child.sendline("r")
+        child.expect(r"Apply this rewind\?")
+        child.sendline("y")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, child.before
+    assert y.read_text() == "a\nb\n", "take the rewound was not taken outside the workspace"
+    assert z.read_text() == "z\n", "the agent's change of a file nobody touched since stayed"
+    assert not (victim / "y.txt.rewound").exists() and not (cli.ws / "a.txt").exists()
+    (fork,) = [r["thread_id"] for r in json.loads(cli.ok("threads", "--json").stdout) if r.get("forked_from") == t]
+    cli.ok("redo", "--thread", fork, "--yes")
+    assert y.read_text() == "mine\nb\n", "redo did not bring the user's file back"
+
+
 def test_yes_keeps_yours_on_a_conflict_and_names_it(cli: Cli) -> None:  # noqa: F811
     t = conflicted(cli, "clash yes")
     res = cli.ok("rewind", "--thread", t, "--to", "2", "--yes")

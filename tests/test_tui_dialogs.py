@@ -28,6 +28,7 @@ from app.services.driver import Driver
 from app.tui.ask_dialog import AskDialog
 from app.tui.diff_screen import DiffScreen
 from app.tui.driver_screen import CallDone, DriverScreen
+from app.tui.plan_view import PlanView
 from app.tui.redo_dialog import RedoDialog
 from app.tui.rewind_picker import RewindPicker
 from app.tui.snapshots_screen import SnapshotsScreen
@@ -510,6 +511,39 @@ def test_the_app_rewind_line_names_a_conflict_it_kept(model: ScriptedModel, tmp_
     assert app.result == ("rewound to prompt 2 (files and conversation): 1 file written, 1 deleted; merged with "
                           "yours: a.txt; kept as you left them: hand.txt and keep.txt; kept yours in a conflict: "
                           "c.txt; /redo brings it back"), app.result
+
+
+def test_a_space_on_a_file_outside_the_workspace_is_honoured(model: ScriptedModel, tmp_path: Path) -> None:
+    """The agent patched a file outside the workspace; Space on its row says "kept yours, as you chose", and the
+    rewind kept it. The choice was dropped (choices reached only the workspace's plan): the file was written over
+    with its state before the patch all the same."""
+    out = tmp_path / "elsewhere" / "x.txt"
+    out.parent.mkdir()
+    out.write_text("before\n")
+    model.script("os-one", [update_file(str(out), "before", "by the agent"), add_file("a.txt", "a\n"),
+                            message("patched")])
+    d = started(model, tmp_path, ["os-one please"])
+    ws = d.opts.cwd
+    try:
+        app = Host(lambda: RewindPicker(d, start_prompt=1))
+
+        async def story(pilot: Pilot[Any]) -> None:
+            await showing(pilot, f"W write: {out}", "D delete: a.txt")
+            await pilot.press("tab", "tab")  # into the plan
+            while str(out) not in str(pilot.app.screen.query_one("#plan-actions", OptionList).highlighted_option
+                                      .prompt):
+                await pilot.press("down")
+            await pilot.press("space")
+            await until(pilot, lambda: pilot.app.screen.query_one(PlanView).choices.get(str(out)) == "mine",
+                        "the row chosen: yours kept")
+            await pilot.press("enter")
+            await settle(pilot)
+
+        run(app, story)
+    finally:
+        d.close()
+    assert not (ws / "a.txt").exists(), "the agent's file stayed"
+    assert out.read_text() == "by the agent\n", "the file chosen to be kept was written over"
 
 
 def test_snapshot_of_the_pickers_kept_merged_and_conflict_rows(model: ScriptedModel, tmp_path: Path,

@@ -344,7 +344,7 @@ def asked(question: str, out: TextIO) -> str:
 def ask_conflicts(store: Any, preview: RewindPreview | RedoPreview, what: str, out: TextIO) -> None:
     """Each file the agent and the user changed on the same or adjacent lines: both sides shown, then keep mine / take
     the restored state / keep both (the restored state beside it). The answers go in `preview.choices`."""
-    from ..rewind.picks import conflict_header, conflict_question, parse_choice
+    from ..rewind.picks import choice_hint, conflict_header, conflict_question, parse_choice
     from ..services.changes import sides_diff
 
     suffix = "rewound" if what == "rewind" else "redone"
@@ -356,8 +356,8 @@ def ask_conflicts(store: Any, preview: RewindPreview | RedoPreview, what: str, o
             print(f"  {show_path(line)}", file=out)
         if len(diff) > 40:
             print(f"  … {len(diff) - 40} more lines", file=out)
-        while (choice := parse_choice(asked(conflict_question(show_path(path), suffix), out), suffix)) is None:
-            print("answer m, r or b", file=out)
+        while (choice := parse_choice(asked(conflict_question(show_path(path), suffix), out), suffix, path)) is None:
+            print(choice_hint(path), file=out)
         preview.choices[path] = choice
 
 

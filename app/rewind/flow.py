@@ -23,9 +23,9 @@ from snapshot_store import RestorePlan, RestoreResult, Store, StoreError
 from snapshot_store.errors import Interrupted
 from snapshot_store.fsutil import translate_os_errors
 from snapshot_store.manifest import Entry, FileMap
-from snapshot_store.restore import DELETE, WRITE
+from snapshot_store.restore import DELETE, LEAVE, WRITE
 from snapshot_store.settings import ScopeSettings
-from snapshot_store.states import StatesRestore, prepare_states_restore
+from snapshot_store.states import StatesRestore, key_path, prepare_states_restore
 from snapshot_store.vocab import SnapshotKind
 
 from ..errors import SessionError
@@ -35,7 +35,7 @@ from ..services.threads import Prompt
 from ..shared.vocab import CONVERSATION_MODES, RewindMode
 from .outside_owners import keep_yours_outside
 from .owners import Decision, Owners, conflicts, decide, left_map
-from .picks import Picks, pick, within
+from .picks import BOTH, MINE, NOT_CHOSEN, Picks, outside, pick, within
 from .records import forget_interrupted, forget_rewind, forked_sidecar, note, saving_redo
 from .stake import at_stake, stake_lines
 from .targets import FROM_PATCH, RewindTargets, merged_plan, merged_result
@@ -75,6 +75,8 @@ class Files:
     """The name a kept-both's restored state is written beside the user's file with (`NAME.rewound`)."""
     decided: dict[str, Decision] = field(default_factory=dict)
     """What the rule decided otherwise than the plain restore (kept, merged, conflicts), once planned."""
+    outside_decided: dict[str, Decision] = field(default_factory=dict)
+    """The same for paths outside the workspace, by absolute path (as the plan shows them)."""
     beside: dict[str, str] = field(default_factory=dict)
     """Kept-both paths -> the name their restored state is written to."""
     latest: str | None = None
@@ -96,9 +98,29 @@ class Files:
         """The choices (again, after the front end answered): idempotent."""
         plan.actions += pick(plan.actions, self.decided, self.picks, Path(plan.root), self.suffix, self.beside)
 
+    def choose_outside(self, plan: RestorePlan) -> None:
+        """The choices over the plan of paths outside the workspace (a states plan, keyed without the leading `/`):
+        keep yours, or take the restored state; `--only` (workspace paths) leaves them all. Nothing is written beside
+        a file there (nothing is written outside the workspace but the states the agent's patches touched), so
+        `both` keeps yours. Before, every choice about such a path was dropped: a file chosen to be kept was
+        written over all the same. Idempotent, as `choose`."""
+        if self.picks.only and "" not in self.picks.only:
+            for a in plan.actions:
+                if a.op in (WRITE, DELETE):
+                    a.op, a.reason = LEAVE, NOT_CHOSEN.format(how=self.picks.how())
+        choice = {p[1:]: MINE if c == BOTH else c for p, c in self.picks.choice.items() if outside(p)}
+        pick(plan.actions, {p[1:]: d for p, d in self.outside_decided.items()}, Picks(choice=choice),
+             Path(plan.root), self.suffix, {})
+
+    @property
+    def all_decided(self) -> dict[str, Decision]:
+        """What the rule decided, inside the workspace (relative paths) and outside it (absolute ones)."""
+        return {**self.decided, **self.outside_decided}
+
     def sides(self) -> dict[str, Entry | None]:
         """Each conflict's restored side."""
-        return {p: self.decided[p].target for p in conflicts(self.decided)}
+        every = self.all_decided
+        return {p: every[p].target for p in conflicts(every)}
 
     def shown(self, workspace: RestorePlan, outside: RestorePlan | None) -> RestorePlan:
         """The one plan a front end shows: a rewind's says which states come from the agent's patches; a redo's
@@ -183,7 +205,7 @@ def preview(place: Place, files: Files) -> tuple[RestoreResult, Planned]:
                                            thread_latest=files.latest, scope=place.scope) as ready:
         files.keep_yours(place.store, ready.plan, ready.safety.files, dry_run=True)
         ws = ready.unapplied()
-    out = prepare_outside(place.store, files.outside, place.codex_home, dry_run=True)
+    out = prepare_outside(place.store, files, place.codex_home, dry_run=True)
     out_plan = out.plan if out is not None else None
     planned = Planned(files.shown(ws.plan, out_plan), ws.plan, out)
     return merged_result(ws, planned.shown, None, out_plan, files.targets), planned
@@ -205,12 +227,14 @@ def run(place: Place, files: Files | None, steps: Steps, hold: dict[str, Any] | 
                                               thread_latest=files.latest) as ready:
         # plan: the workspace's safety capture and plan are taken (under its locks), then those of paths outside it
         files.keep_yours(place.store, ready.plan, ready.safety.files, dry_run=False)  # only the agent's go back
-        outside = prepare_outside(place.store, files.outside, place.codex_home)
+        outside = prepare_outside(place.store, files, place.codex_home)
         shown = files.shown(ready.plan, outside.plan if outside is not None else None)
         planned = Planned(shown, ready.plan, outside)
         if not steps.decide(planned):  # decide
             return None
         files.choose(ready.plan)  # the answers given on seeing the plan
+        if outside is not None:
+            files.choose_outside(outside.plan)
         planned.shown = files.shown(ready.plan, outside.plan if outside is not None else None)
         dest = steps.keep()  # keep the conversation
         steps.record(dest, planned)  # record, before any file changes
@@ -244,14 +268,16 @@ def _reraise(err: BaseException, exc: BaseException) -> NoReturn:
     raise err from exc
 
 
-def prepare_outside(store: Store, snap_id: str | None, codex_home: Path, *, dry_run: bool = False
+def prepare_outside(store: Store, files: Files, codex_home: Path, *, dry_run: bool = False
                     ) -> StatesRestore | None:
-    """Safety capture and plan of a restore of paths outside the workspace (None when there are none); Codex's
-    home is never written."""
-    if snap_id is None:
+    """Safety capture and plan of a restore of `files`' paths outside the workspace (None when there are none), the
+    rule and the choices known so far laid over it; Codex's home is never written."""
+    if files.outside is None:
         return None
-    ready = prepare_states_restore(store, snap_id, dry_run=dry_run, protected=[str(codex_home)])
-    keep_yours_outside(store, snap_id, ready.plan, dry_run)  # what you changed since the agent's patch stays
+    ready = prepare_states_restore(store, files.outside, dry_run=dry_run, protected=[str(codex_home)])
+    decided = keep_yours_outside(store, files.outside, ready.plan, dry_run)  # what you changed since stays
+    files.outside_decided = {key_path(k): d for k, d in decided.items()}
+    files.choose_outside(ready.plan)
     return ready
 
 

@@ -20,7 +20,7 @@ from snapshot_store.restore import DELETE, LEAVE, WRITE, Action
 from snapshot_store.states import STATES_ROOT
 
 from ..recording.sidecar import ThreadSidecar
-from .owners import KEPT_YOURS, Owners, decide
+from .owners import KEPT_YOURS, Decision, Owners, decide
 
 AGENT_LEFT = "agent_left"  # the states target's meta: {key: [prompt number, post-edit snapshot id | null]}
 
@@ -51,17 +51,19 @@ def agent_left(store: Store, side: ThreadSidecar, turns: Mapping[str, int], keys
     return out
 
 
-def keep_yours_outside(store: Store, target_id: str, plan: RestorePlan, dry_run: bool) -> None:
+def keep_yours_outside(store: Store, target_id: str, plan: RestorePlan, dry_run: bool) -> dict[str, Decision]:
     """Leave (or merge) every path outside the workspace the states plan would write or delete that is no longer as
-    the agent's last undone patch left it. A target without `meta.agent_left` (a redo's, an older rewind's) is
-    restored as it is."""
+    the agent's last undone patch left it; what was decided so, by states key (a conflict's restored side is one
+    the user may still choose, as inside the workspace). A target without `meta.agent_left` (a redo's, an older
+    rewind's) is restored as it is."""
     try:
         left_of = store.head(target_id).meta.get(AGENT_LEFT)
     except StoreError:
-        return
+        return {}
     if not isinstance(left_of, dict):
-        return
+        return {}
     owners = Owners(0, 0)
+    decided: dict[str, Decision] = {}
     both: list[Action] = []
     for a in plan.actions:
         found = left_of.get(a.path)
@@ -75,13 +77,15 @@ def keep_yours_outside(store: Store, target_id: str, plan: RestorePlan, dry_run:
             owners.agent[a.path], owners.left[a.path], owners.user[a.path] = number, left, number
             both.append(a)
         else:
+            decided[a.path] = Decision("kept", a.op, a.target, KEPT_YOURS.format(m=number))
             a.op, a.reason = LEAVE, KEPT_YOURS.format(m=number)
     if both:
         if dry_run:
-            decide(store, both, owners, Path(STATES_ROOT), dry_run)
+            decided.update(decide(store, both, owners, Path(STATES_ROOT), dry_run))
         else:
             with store.shared_lock():  # the merged blobs are stored as a restore's are: under the store's lock
-                decide(store, both, owners, Path(STATES_ROOT), dry_run)
+                decided.update(decide(store, both, owners, Path(STATES_ROOT), dry_run))
+    return decided
 
 
 def _left(store: Store, post_id: object, key: str) -> Entry | None:

@@ -114,14 +114,20 @@ def short_reason(reason: str) -> str:
     return reason
 
 
-def toggled(kind: str | None, op: RestoreOp, now: str | None) -> str | None:
+def outside(path: str) -> bool:
+    """A plan's path outside the workspace (shown absolute): no file is written beside it, since nothing is written
+    outside the workspace but the states the agent's patches touched."""
+    return path.startswith("/")
+
+
+def toggled(kind: str | None, op: RestoreOp, now: str | None, path: str = "") -> str | None:
     """A preview's toggle of one file, cycling its choices: the plain restore's step -> kept as it is; a kept file ->
-    the restored state; a conflict -> the restored state -> both; a merge -> the restored state -> yours. None: the
-    rule's own decision again."""
+    the restored state; a conflict -> the restored state -> both (inside the workspace); a merge -> the restored
+    state -> yours. None: the rule's own decision again."""
     if kind is None:
         cycle: tuple[str, ...] = (MINE,) if op in (WRITE, DELETE) else ()
     elif kind == "conflict":
-        cycle = (REWOUND, BOTH)
+        cycle = (REWOUND,) if outside(path) else (REWOUND, BOTH)
     elif kind == "merged":
         cycle = (REWOUND, MINE)
     else:
@@ -134,13 +140,21 @@ def toggled(kind: str | None, op: RestoreOp, now: str | None) -> str | None:
 
 def conflict_question(shown: str, suffix: str) -> str:
     """The question a line-based front end asks about one conflict (the CLI's and line mode's)."""
+    if outside(shown):
+        return f"{shown}: keep [m]ine or take the [r]{suffix[1:]}? [m] "
     return f"{shown}: keep [m]ine, take the [r]{suffix[1:]} or keep [b]oth (the {suffix} as {shown}.{suffix})? [m] "
 
 
-def parse_choice(answer: str, suffix: str) -> str | None:
-    """A typed answer to `conflict_question` (Enter keeps mine), or None to ask again."""
-    return {"": MINE, "m": MINE, "mine": MINE, "r": REWOUND, suffix: REWOUND, "b": BOTH,
-            "both": BOTH}.get(answer.strip().lower())
+def parse_choice(answer: str, suffix: str, shown: str = "") -> str | None:
+    """A typed answer to `conflict_question` (Enter keeps mine), or None to ask again (`b` outside the workspace)."""
+    choice = {"": MINE, "m": MINE, "mine": MINE, "r": REWOUND, suffix: REWOUND, "b": BOTH,
+              "both": BOTH}.get(answer.strip().lower())
+    return None if choice == BOTH and outside(shown) else choice
+
+
+def choice_hint(shown: str) -> str:
+    """What to answer again after an answer `parse_choice` did not take."""
+    return "answer m or r" if outside(shown) else "answer m, r or b"
 
 
 def conflict_header(shown: str, suffix: str) -> str:

@@ -88,7 +88,7 @@ def rewind_files(recorder: Recorder, thread_id: str, before_turn: str, codex_hom
                            f"would delete or overwrite files that may be its work — {'; '.join(steps.refused)}; "
                            "rewind with `codexr rewind`, which shows the plan and asks first")
     assert done.result is not None
-    return FilesRewound(done.result, number, target.prompt, hold.get("outside_safety"), hold, files.decided)
+    return FilesRewound(done.result, number, target.prompt, hold.get("outside_safety"), hold, files.all_decided)
 
 
 def mark_forwarded(recorder: Recorder, done: FilesRewound) -> None:

@@ -168,13 +168,13 @@ class Rewinder:
         if dry_run:
             restore = preview(self.place, plan)[0] if plan is not None else None
             return RewindResult(thread_id, thread_id, mode, target.number, target.text, None, restore, True, why,
-                                plan.decided if plan is not None else {})
+                                plan.all_decided if plan is not None else {})
         done = run(self.place, plan, RewindSteps(self, side, thread_id, target, prompts, mode, plan, confirm))
         if done is None:
             raise Declined("rewind cancelled; nothing changed")
         safety = done.result.safety_id if done.result else None
         return RewindResult(done.dest, thread_id, mode, target.number, target.text, safety, done.result,
-                            no_snapshot_reason=why, decided=plan.decided if plan is not None else {})
+                            no_snapshot_reason=why, decided=plan.all_decided if plan is not None else {})
 
     def _rewind_files(self, side: ThreadSidecar | None, prompts: list[Prompt], target: Prompt,
                       persist: bool) -> Files:
@@ -235,7 +235,7 @@ class Rewinder:
                 restore, planned = preview(self.place, files)
                 steps.changes(planned)
             return RedoResult(entry.origin_thread, thread_id, entry.mode, None, steps.changed, turns_since, restore,
-                              True, files.decided if files is not None else {})
+                              True, files.all_decided if files is not None else {})
         if entry.mode in CONVERSATION_MODES and entry.origin_thread != thread_id:
             self.threads.resume_thread(entry.origin_thread)  # first: a thread Codex will not resume changes nothing
         done = run(self.place, files, steps)
@@ -243,5 +243,5 @@ class Rewinder:
             raise Declined("redo cancelled; nothing changed")
         safety = done.result.safety_id if done.result else None
         return RedoResult(entry.origin_thread, thread_id, entry.mode, safety, steps.changed, turns_since,
-                          done.result, decided=files.decided if files is not None else {})
+                          done.result, decided=files.all_decided if files is not None else {})
 

@@ -140,9 +140,11 @@ def plan_diffs(store: Store, plan: RestorePlan, paths: Iterable[str] | None = No
 
 
 def sides_diff(store: Store, root: str, path: str, theirs: Entry | None) -> str:
-    """A conflict's two sides: the file now against the state a restore would put back."""
-    with SafeRoot(root) as safe:
-        return unified(workspace_text(safe, path), blob_text(store, theirs), path)
+    """A conflict's two sides: the file now against the state a restore would put back (a path outside the workspace
+    is absolute, read below `/` as plan_diffs reads it)."""
+    outside = os.path.isabs(path)
+    with SafeRoot("/" if outside else root) as safe:
+        return unified(workspace_text(safe, path.lstrip("/") if outside else path), blob_text(store, theirs), path)
 
 
 def workspace_diff(store: Store, root: str, old_id: str, now: FileMap) -> list[tuple[FileStat, str]]:

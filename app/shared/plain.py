@@ -61,7 +61,7 @@ from ..codex.permissions import FULL_ACCESS_QUESTION, FULL_ACCESS_WARNING, PRESE
 from ..codex.translate import file_diffs, short_command
 from ..errors import Stopped
 from ..rewind.owners import conflicts
-from ..rewind.picks import conflict_header, conflict_question, parse_choice
+from ..rewind.picks import choice_hint, conflict_header, conflict_question, parse_choice
 from ..services.background import background_text, stopped_text
 from ..services.driver import Driver, Preview, PromptRow
 from ..services.thread_label import Farewell
@@ -754,8 +754,8 @@ class LineMode:
         for path in conflicts(decided):
             self.printer.line(conflict_header(show_path(path), suffix))
             self.printer.block(clean(preview.diffs.get(path, (None, ""))[1]) or "(no text diff)", indent="  ")
-            while (choice := parse_choice(self.ask(conflict_question(show_path(path), suffix)), suffix)) is None:
-                self.printer.line("answer m, r or b")
+            while (choice := parse_choice(self.ask(conflict_question(show_path(path), suffix)), suffix, path)) is None:
+                self.printer.line(choice_hint(path))
             out[path] = choice
         return out
 

@@ -104,7 +104,7 @@ class PlanView(Vertical):
         if not self.choosable or index is None or not 0 <= index < len(self._actions):
             return
         act = self._actions[index]
-        choice = toggled(kind_of(act.reason), act.op, self.choices.get(act.path))
+        choice = toggled(kind_of(act.reason), act.op, self.choices.get(act.path), act.path)
         if choice is None:
             self.choices.pop(act.path, None)
         else:
