@@ -261,9 +261,13 @@ def test_the_line_saying_files_were_restored_comes_before_the_proxys_bookkeeping
                                                                                   tmp_path: Path) -> None:
     """codexr's line about the files comes right after Codex's `thread/reverted` (the official TUI redraws the thread
     on it: a line sent before is drawn over) and does not wait for the recorder: with every sidecar write slowed by
-    1 s (strace delays the fsync of their directory), the line arrives while the thread's sidecar still lists the
-    reverted prompt, and the sidecar ends without it afterwards."""
+    1 s (strace delays the fsync of their directory), the line arrives while the revert's held restore is not yet
+    released (the recorder cuts the thread's records first, a slowed write, then releases it), and afterwards the
+    sidecar ends without the prompt and the held restore's journal is gone. (It watched the sidecar, which the cut
+    changes before its slowed fsync: since turn/completed waits for the turn's own sidecar writes, nothing is queued
+    ahead of the cut on the recorder's thread to hold it back.)"""
     ws, env, sidecars, shim = slow_sidecars(model, tmp_path)
+    journals = tmp_path / "home" / "file_snapshots" / "journal"
     model.script("line order one", [shell("echo changed > f1.txt"), message("changed f1")])
     client = RawClient(shim, ws, env)
     try:
@@ -274,15 +278,16 @@ def test_the_line_saying_files_were_restored_comes_before_the_proxys_bookkeeping
         client.until("error", "files went back")
         # The official TUI redraws the reverted thread on `thread/reverted`, over anything drawn before it.
         assert any(n.get("method") == "thread/reverted" for n in client.notes), "the line came before thread/reverted"
-        prompts_then = len(json.loads(sidecar.read_text())["turns"])
+        held_then = list(journals.glob("*.json"))
         deadline = time.monotonic() + 60
-        while json.loads(sidecar.read_text())["turns"] and time.monotonic() < deadline:
+        while ((json.loads(sidecar.read_text())["turns"] or list(journals.glob("*.json")))
+               and time.monotonic() < deadline):
             time.sleep(0.1)
         prompts_after = len(json.loads(sidecar.read_text())["turns"])
     finally:
         client.close()
-    assert prompts_then == 1, "the line waited for the recorder's bookkeeping"
-    assert prompts_after == 0
+    assert held_then, "the line waited for the recorder's bookkeeping (the held restore was released already)"
+    assert prompts_after == 0 and not list(journals.glob("*.json"))
     assert (ws / "f1.txt").read_text() == "original 1\n"
 
 
