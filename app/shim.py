@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 #: Flags Codex takes before its subcommand with a value (the SDK passes `--config k=v` pairs there).
 VALUE_FLAGS = frozenset({"-c", "--config", "--enable", "--disable"})
@@ -36,12 +35,9 @@ def split(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
 
 def started(pid: int) -> str:
     """When the process started (/proc/PID/stat, kept across exec): with its pid, which process it is."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    fields = stat.rpartition(")")[2].split()
-    return fields[19] if len(fields) > 19 else ""
+    from snapshot_store.procstat import start_time
+
+    return start_time(pid) or ""
 
 
 def looped(mark: str) -> str | None:

@@ -19,11 +19,9 @@ def _process_start(pid: int) -> str | None:
     Darwin; None where neither answers (then a live pid is taken for the owner, as before)."""
     if sys.platform == "darwin":
         return _darwin_start(pid)
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rpartition(b")")[2].split()[19].decode()
-    except (OSError, IndexError):
-        return None
+    from .procstat import start_time
+
+    return start_time(pid)
 
 
 def _darwin_start(pid: int) -> str | None:

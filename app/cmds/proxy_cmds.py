@@ -348,17 +348,17 @@ def say(line: str) -> None:
 def _descends_from(pid: int, ancestor: int) -> bool:
     """Whether process `pid` was started by `ancestor`, or by a process it started (Linux's /proc; False when it
     cannot be read)."""
+    from snapshot_store.procstat import parent_pid
+
     for _ in range(64):
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat_line = f.read()
-        except OSError:
+        parent = parent_pid(pid)
+        if parent is None:
             return False
-        pid = int(stat_line.rsplit(b")", 1)[1].split()[1])  # the field after the state: the parent's pid
-        if pid == ancestor:
+        if parent == ancestor:
             return True
-        if pid <= 1:
+        if parent <= 1:
             return False
+        pid = parent
     return False
 
 
