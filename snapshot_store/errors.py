@@ -38,8 +38,8 @@ class SafetyGone(StoreError):
                f"its target snapshot {target[:12]} is gone too: any `codexr snapshots restore ID --yes` goes past it")
         super().__init__(
             f"an interrupted restore into {root} can be neither finished nor undone: its safety snapshot {safety[:12]} "
-            f"is gone (the store is damaged: `codexr snapshots verify`); the files stand as it left them: {how} (the "
-            f"files as they are now are kept in a safety snapshot first)")
+            f"is gone or unreadable (the store is damaged: `codexr snapshots verify`); the files stand as it left "
+            f"them: {how} (the files as they are now are kept in a safety snapshot first)")
 
 
 class AmbiguousSnapshot(StoreError):

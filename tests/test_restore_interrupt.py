@@ -279,7 +279,7 @@ def test_a_journal_whose_safety_snapshot_is_gone_names_the_way_out_and_that_way_
     assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
     way = (f"`codexr snapshots restore {doc['target'][:12]} --yes` finishes it" if gone == "safety"
            else "any `codexr snapshots restore ID --yes` goes past it")
-    assert len(lines) == 1 and f"its safety snapshot {doc['safety'][:12]} is gone" in lines[0], lines
+    assert len(lines) == 1 and f"its safety snapshot {doc['safety'][:12]} is gone or unreadable" in lines[0], lines
     assert way in lines[0], lines
     assert tree(rig.ws) == half and rig.journals() == [journal]
     verify = rig.run("snapshots", "verify")
