@@ -215,6 +215,35 @@ def test_a_new_file_and_a_new_directory_are_captured(mons: Monitors, tmp_path: P
     assert mons.content(res.id, "src/pkg/inner.py") == b"inner 2\n"
 
 
+@pytest.mark.parametrize("how", ["made", "removed"])
+def test_a_file_made_or_removed_is_settled_by_the_monitors_answer(mons: Monitors, tmp_path: Path, how: str) -> None:
+    """A file made or removed moves its directory's listing by that name alone: the monitor's answer names it and the
+    listing is the saved one plus or less it, so the answer settles the capture, as the full check would have
+    (which stat'ed every file: ~0.3 s of the ~0.8 s capture after a rewind took back a turn's file, 100,000 files)."""
+    ws = workspace(tmp_path)
+    if how == "removed":
+        (ws / "src/gone.py").write_text("soon gone\n")
+        age_tree(ws)
+    settled(mons, ws)
+    if how == "made":
+        (ws / "src/new.py").write_text("new\n")
+    else:
+        (ws / "src/gone.py").unlink()
+    res = mons.capture(ws)
+    assert mons.looks == [True], "the full check ran: the monitor's answer was dropped"
+    store = Store.open(mons.home / "file_snapshots", protected=[mons.home])
+    try:
+        files = store.files(res.id)
+    finally:
+        store.close()
+    if how == "made":
+        assert mons.content(res.id, "src/new.py") == b"new\n"
+    else:
+        gone = files.get("src/gone.py")
+        assert gone is None or gone.kind == "-", gone  # no longer a file of the snapshot (as the full check had it)
+    assert all(files[f"src/m{i}.py"].kind == "f" for i in range(20))
+
+
 def test_a_change_while_the_monitor_restarts_is_recorded(mons: Monitors, tmp_path: Path) -> None:
     """The token bound to the walk is the killed monitor's: its successor does not know it, so the capture checks."""
     ws = workspace(tmp_path)

@@ -45,7 +45,7 @@ STAT_BOUND_KINDS = frozenset({"f", "l"})
 WALK_VERSION = 3  # the saved walk's fields as `encode` writes them, after their version
 UNVERSIONED_FIELDS = 13  # version 1: the fields before `looked_ns`, a bare tuple
 V2_FIELDS = 14  # version 2: `seen` a list of groups (decoded with the rest), no `untrusted`
-UNKNOWN_GONE = 4  # gone entries with untrusted keys (type unknown) whose 2**n typings `_listed_moves` tries
+UNKNOWN_GONE = 4  # gone entries with untrusted keys (type unknown) whose 2**n typings `listed_moves` tries
 CHAIN_LIMIT = 16  # unchanged snapshots on top of the one the state was saved for, before it is saved again
 
 Group = tuple[str, list[str], bytes]  # a directory, names of entries in it, their packed keys (same order)
@@ -95,6 +95,10 @@ class WalkState:
             # held once, decoded (a session keeps its state between captures); `encode` marshals them again
             self._seen, self.seen_stored, self.untrusted_stored = groups, b"", None
         return self._seen
+
+    def group(self, rel: str) -> Group | None:
+        """The seen group of the listed directory `rel` (None: the walk saw no file there)."""
+        return next((g for g in self.seen if g[0] == rel), None)
 
     def untrusted(self) -> list[str]:
         """The seen paths whose key is untrusted (never matches a stat: looked at by every check)."""
@@ -384,8 +388,8 @@ def check(dirs: DirCache, state: WalkState) -> Check:
                 if listing_digest(entries) == saved:
                     out.dir_keys[rel] = now
                 else:
-                    there = functools.partial(_there_before, fd, state.looked_ns) if state.looked_ns else None
-                    moved = _listed_moves(entries, saved, groups.get(rel), there)
+                    there = functools.partial(there_before, fd, state.looked_ns) if state.looked_ns else None
+                    moved = listed_moves(entries, saved, groups.get(rel), there)
                     if moved is None:
                         changes.structural = True
                         return out
@@ -446,7 +450,7 @@ def look_unwatched(dirs: DirCache, state: WalkState, out: Check) -> None:
             out.keys[p] = found
 
 
-def _there_before(fd: int, looked_ns: int, name: str) -> bool:
+def there_before(fd: int, looked_ns: int, name: str) -> bool:
     """Was this entry in its directory when the saved walk's capture looked (its listing then the saved one)? Its
     inode's status changed last before that capture started: one made, renamed or linked there since changed it
     later. (A wrong guess costs nothing but the walk: the listing digest decides.)"""
@@ -456,7 +460,7 @@ def _there_before(fd: int, looked_ns: int, name: str) -> bool:
         return False
 
 
-def _listed_moves(entries: list[str], saved: bytes, group: Group | None,
+def listed_moves(entries: list[str], saved: bytes, group: Group | None,
                   there: Callable[[str], bool] | None = None) -> tuple[dict[str, str], dict[str, str]] | None:
     """The files and symlinks made in a directory since its listing was saved, and those of the walk's that are gone
     ({name: type} each), when its listing now is exactly the saved one plus the first less the second (None: anything
