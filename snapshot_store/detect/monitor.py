@@ -254,9 +254,10 @@ def check_since(dirs: DirCache, state: WalkState, changes: Changes) -> Check | N
 
     Every change after the token is reported; the state's look came after the token was issued, so a path the
     monitor did not name still has the stat the state holds — unless the state never trusted it (a racy key),
-    and those are looked at as the full check does. A reported path in a directory the walk listed must be a file
-    the walk saw, or the directory must list what it listed (a temporary file renamed over one, as a restore or an
-    editor saves; a new name, a removed file or a directory there changes the listing: the full check decides);
+    and those are looked at as the full check does. A reported path's directory, if the walk listed it, must list
+    what it listed (a temporary file renamed over one, as a restore or an editor saves), or that listing plus files
+    made and less files the walk saw gone, which are named as the full check names them (a directory made or
+    removed there, or an entry that changed its type, moves it otherwise: the full check decides);
     one in a directory the walk did not list is ignored (ignored trees, build outputs), as the full check would,
     unless it is a covered path there (`unwatched`), and those are all looked at anyway.
     """
