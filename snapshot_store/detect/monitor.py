@@ -37,6 +37,7 @@ from .walkstate import (
     listed_moves,
     listed_names,
     look_unwatched,
+    note_moves,
     there_before,
     unpack_key,
 )
@@ -302,15 +303,9 @@ def check_since(dirs: DirCache, state: WalkState, changes: Changes) -> Check | N
             moved = listed_moves(entries, saved, state.group(rel), there)
             if moved is None:
                 return None
-            added, gone = moved
-            if added:
-                out.added[rel] = added
-            if gone:
-                out.gone[rel] = gone
+            note_moves(out, rel, *moved)
             prefix = f"{rel}/" if rel else ""
-            out.changes.files.update(prefix + name for name in (*added, *gone))
-            out.changes.paths.update(prefix + name for name in (*added, *gone))
-            look.difference_update(prefix + name for name in gone)  # nothing left there to stat
+            look.difference_update(prefix + name for name in moved[1])  # the gone: nothing left there to stat
         keys = _seen_keys(state, look) if look else {}
         look.update(state.untrusted())  # untrusted keys (None here) never match: looked at every time
         for p in look:

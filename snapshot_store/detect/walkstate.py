@@ -393,14 +393,7 @@ def check(dirs: DirCache, state: WalkState) -> Check:
                     if moved is None:
                         changes.structural = True
                         return out
-                    added, gone = moved
-                    if added:
-                        out.added[rel] = added
-                    if gone:
-                        out.gone[rel] = gone
-                    prefix = f"{rel}/" if rel else ""
-                    changes.files.update(prefix + name for name in (*added, *gone))
-                    changes.paths.update(prefix + name for name in (*added, *gone))
+                    note_moves(out, rel, *moved)
             group = groups.pop(rel, None)
             if group is not None and rel in out.gone:
                 group = _without_names(group, out.gone[rel])  # gone: the fast path settles them
@@ -448,6 +441,17 @@ def look_unwatched(dirs: DirCache, state: WalkState, out: Check) -> None:
             changes.files.add(p)
             changes.paths.add(p)
             out.keys[p] = found
+
+
+def note_moves(out: Check, rel: str, added: dict[str, str], gone: dict[str, str]) -> None:
+    """The files made in directory `rel` and the walk's files gone from it (`listed_moves`), as a check's changes."""
+    if added:
+        out.added[rel] = added
+    if gone:
+        out.gone[rel] = gone
+    prefix = f"{rel}/" if rel else ""
+    out.changes.files.update(prefix + name for name in (*added, *gone))
+    out.changes.paths.update(prefix + name for name in (*added, *gone))
 
 
 def there_before(fd: int, looked_ns: int, name: str) -> bool:
