@@ -314,13 +314,20 @@ class Session:
         return self.rewinder.redo(thread_id, dry_run=dry_run, confirm=confirm, picks=picks)
 
 
-def ensure_thread(session: Session, thread_id: str | None, last: bool) -> str:
-    """The thread an exec/rewind/redo acts on: given (a unique prefix will do), the workspace's last, or a new one."""
+def named_thread(session: Session, thread_id: str | None, last: bool, hint: str) -> str | None:
+    """The full id of the thread `--thread` (a unique prefix will do) or `--last` (the workspace's last) names, None
+    when neither is given; SessionError, ending with `hint`, when `--last` finds no thread."""
     if thread_id:
-        return session.resume_thread(session.resolve_thread(thread_id))
-    if last:
-        found = session.last_thread()
-        if found is None:
-            raise SessionError(f"no codexr thread in {session.cwd} yet (drop --last to start one)")
-        return session.resume_thread(found)
-    return session.start_thread()
+        return session.resolve_thread(thread_id)
+    if not last:
+        return None
+    found = session.last_thread()
+    if found is None:
+        raise SessionError(f"no codexr thread in {session.cwd} yet ({hint})")
+    return found
+
+
+def ensure_thread(session: Session, thread_id: str | None, last: bool) -> str:
+    """The thread an exec acts on: given (a unique prefix will do), the workspace's last, or a new one."""
+    named = named_thread(session, thread_id, last, "drop --last to start one")
+    return session.start_thread() if named is None else session.resume_thread(named)

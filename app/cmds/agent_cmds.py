@@ -88,13 +88,10 @@ def _which_thread(p: argparse.ArgumentParser) -> None:
 
 def _named_thread(session: Session, args: argparse.Namespace) -> str:
     """The full id of the thread `--thread` or `--last` names (SessionError, one line, when there is none)."""
-    if not args.last:
-        return session.resolve_thread(args.thread)
-    from ..errors import SessionError
+    from ..session import named_thread
 
-    found = session.last_thread()
-    if found is None:
-        raise SessionError(f"no codexr thread in {session.cwd} yet: `codexr threads` lists the others (--thread ID)")
+    found = named_thread(session, args.thread, args.last, "`codexr threads` lists the others: --thread ID")
+    assert found is not None  # argparse requires one of --thread and --last
     return found
 
 

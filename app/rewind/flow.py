@@ -25,7 +25,7 @@ from snapshot_store.fsutil import translate_os_errors
 from snapshot_store.manifest import Entry, FileMap
 from snapshot_store.restore import DELETE, LEAVE, WRITE
 from snapshot_store.settings import ScopeSettings
-from snapshot_store.states import StatesRestore, key_path, prepare_states_restore
+from snapshot_store.states import StatesRestore, key_path, prepare_states_restore, state_key
 from snapshot_store.vocab import SnapshotKind
 
 from ..errors import SessionError
@@ -108,8 +108,8 @@ class Files:
             for a in plan.actions:
                 if a.op in (WRITE, DELETE):
                     a.op, a.reason = LEAVE, NOT_CHOSEN.format(how=self.picks.how())
-        choice = {p[1:]: MINE if c == BOTH else c for p, c in self.picks.choice.items() if outside(p)}
-        pick(plan.actions, {p[1:]: d for p, d in self.outside_decided.items()}, Picks(choice=choice),
+        choice = {state_key(p): MINE if c == BOTH else c for p, c in self.picks.choice.items() if outside(p)}
+        pick(plan.actions, {state_key(p): d for p, d in self.outside_decided.items()}, Picks(choice=choice),
              Path(plan.root), self.suffix, {})
 
     @property

@@ -99,7 +99,8 @@ class Restorer:
         return recover(self.loader, self.root, self.journal, self.notes, self.settle, own_held=own_held)
 
     def give_up(self) -> None:
-        """Drop this root's journal whose target is gone (journal.give_up): the caller restores its safety snapshot."""
+        """Drop this root's journal whose target or safety snapshot is gone (journal.give_up): the caller's restore,
+        the one the error named, goes on from the files as they are."""
         give_up(self.root, self.journal, self.notes)
 
     def apply(self, plan: RestorePlan, safety_id: str, result: RestoreResult, fresh: frozenset[bytes],
