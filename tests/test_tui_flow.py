@@ -16,7 +16,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 from tui_helpers import WAIT_S, screen_text, until, until_shown
 
-from app.codex.events import AgentDelta, AgentMessage, Notice, short_thread
+from app.codex.events import AgentDelta, AgentMessage, Notice, TurnFinished, UserPrompt, short_thread
 from app.codex.scripted_model import ScriptedModel, add_file, message, pause, reasoning, shell
 from app.shared.replay import ReplayDriver
 from app.tui.app import CodexrApp
@@ -381,6 +381,40 @@ def test_a_frame_due_while_a_block_mounts_lays_it_out_once_whole(monkeypatch: An
             app.screen._refresh_layout()  # the next frame's layout
             assert "The first words" in screen_text(app)
             assert len(passes) == 1
+
+    asyncio.run(main())
+
+
+def test_a_reloaded_thread_whose_answers_grow_after_the_redraw_is_shown_to_its_end() -> None:
+    """The tmux redo test failed ~1 run in 10: after the redo the original thread was redrawn, but the view stayed at
+    its top with the last answer and the redo's line below it. A reloaded answer is Markdown, which lays out its
+    paragraphs after its block is mounted; the follow that ran at the redraw saw blocks that fit, did not anchor, and
+    nothing followed the growth. Here an answer grows after the redraw, as that late layout does: the end shows; a
+    view the user scrolled up does not move."""
+    app = TranscriptHost()
+    paragraphs = "\n\n".join(f"paragraph {i}" for i in range(30))
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            t = app.query_one(Transcript)
+            await t.reset([UserPrompt("t1", "prompt 1", 1), AgentMessage("a1", "short"),
+                           TurnFinished("t1", "completed")])
+            await until_shown(pilot, "short")
+            assert t.max_scroll_y == 0  # it fits: drawn from the top
+            from textual.widgets import Markdown
+
+            await t.query_one(AgentBlock).query_one(Markdown).update(paragraphs)  # the late layout
+            await until(pilot, lambda: t.max_scroll_y > 0, "the answer to outgrow the view")
+            await until_shown(pilot, "paragraph 29")
+            assert t.scroll_y == t.max_scroll_y
+            t.focus()
+            await pilot.press("pageup")  # the user scrolls up: later growth leaves the view where they put it
+            await until(pilot, lambda: t.scroll_y < t.max_scroll_y - 1, "the scroll")
+            held = t.scroll_y
+            await t.query_one(AgentBlock).query_one(Markdown).update(paragraphs + "\n\nmore\n\nand more")
+            await until(pilot, lambda: "and more" in t.query_one(AgentBlock).query_one(Markdown).source, "the update")
+            await pilot.pause()
+            assert t.scroll_y == held
 
     asyncio.run(main())
 

@@ -116,10 +116,17 @@ class Transcript(VerticalScroll, can_focus=True):
         self.call_after_refresh(self.scroll_end, animate=False, immediate=True)  # no-op when the anchor held
 
     def watch_virtual_size(self, size: Size) -> None:
-        """Blocks that fit the view again (a new thread, a taller terminal) are drawn from its top: no anchor."""
-        if self.is_anchored and size.height <= self.container_size.height:
+        """Blocks that fit the view again (a new thread, a taller terminal) are drawn from its top: no anchor; blocks
+        that outgrow it while the view follows are followed, however they grew."""
+        fits = size.height <= self.container_size.height
+        if self.is_anchored and fits:
             self._unanchor()
             self.scroll_to(y=0, animate=False, immediate=True)
+        elif not fits and self.container_size.height and not self.is_anchored and self._following():
+            # a reloaded thread's answers are Markdown, which lays out its paragraphs after the block is mounted (a
+            # pass later, or several under load): the follow that ran when the thread was redrawn saw them fit, and
+            # the view stayed at the top of a thread that had grown past it (the tmux redo test, ~1 run in 10)
+            self.anchor()
 
     def _unanchor(self) -> None:
         """The view no longer follows the end (the user scrolled up or holds the block cursor)."""
