@@ -22,7 +22,7 @@ import snapshot_store.scope as scope_mod
 from app.recording.recorder import Recorder, TurnState
 from app.recording.sidecar import Sidecars
 from snapshot_store import RetentionPolicy, Store
-from snapshot_store.capture import CaptureResult
+from snapshot_store.capture import Capturer, CaptureResult
 from snapshot_store.maint.gc import gc
 from snapshot_store.manifest import FileMap, is_captured
 from snapshot_store.repository.repo import Repository
@@ -52,7 +52,7 @@ def decoded(store_dir: Path, snap: str) -> dict:
 _ALLOWED: list[bool] = []  # set while full_capture_now walks (no_walk lets it)
 
 
-def full_capture_now(store_dir: Path, ws: Path) -> dict:
+def full_capture_now(store_dir: Path, ws: Path, known: list[str] | None = None) -> dict:
     """What a full look at the workspace finds now, growing from the newest snapshot as the capture does."""
     _ALLOWED.append(True)
     try:
@@ -60,7 +60,7 @@ def full_capture_now(store_dir: Path, ws: Path) -> dict:
             latest = s.latest(s.workspace(ws))
             assert latest is not None
             grown = [p for p, e in s.files(latest).items() if is_captured(e)]
-            return dict(s.at(ws).preview(scope=SCOPE, known_paths=grown).files)
+            return dict(s.at(ws).preview(scope=SCOPE, known_paths=[*grown, *(known or [])]).files)
     finally:
         _ALLOWED.pop()
 
@@ -121,6 +121,110 @@ def test_files_changed_in_place_are_read_again_without_decoding_the_parent(tmp_p
         s.at(ws).restore(res.id, scope=SCOPE)
     assert (ws / "src/m3.py").read_text() == "print('three')\n"
     assert tree(ws)["src/m5.py"][1] & 0o777 == 0o755
+
+
+def removed(tmp_path: Path) -> tuple[Path, Path, str, str]:
+    """`workspace` with its untracked file removed since, then captured (its absence: a tombstone, as the capture grew
+    from a map that captured it) and left alone past the racy window: (ws, store, the first capture, this one)."""
+    ws, store_dir, first = workspace(tmp_path)
+    (ws / "notes.txt").unlink()
+    time.sleep(SETTLE)
+    with Store.open(store_dir) as s:
+        gone = s.at(ws).capture_summary(scope=SCOPE)
+    assert decoded(store_dir, gone.id)["notes.txt"].kind == "-"
+    time.sleep(SETTLE)
+    return ws, store_dir, first, gone.id
+
+
+def test_the_capture_after_a_removal_drops_its_tombstone_without_decoding_the_parent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35: after an untracked file's removal (a rewind taking a turn's new file back) the first capture records
+    its absence and the second, growing from a map that no longer captures it, covers it no more: a walk records
+    nothing there. At 100,000 files that second capture decoded the parent's map and the saved walk's keys (~0.5 s);
+    now it writes the tombstone's removal on the parent, whose map it never decodes, and holds what a full capture
+    would. The one after it finds nothing moved."""
+    ws, store_dir, first, gone = removed(tmp_path)
+    want = full_capture_now(store_dir, ws)
+    assert "notes.txt" not in want
+    no_walk(monkeypatch)
+    with Store.open(store_dir) as s:
+        res = s.at(ws).capture_summary(scope=SCOPE)
+        assert gone not in s._maps and gone not in s._records, "the parent's map was decoded"
+        rec = s.record(res.id)
+    assert not res.unchanged and res.file_count == len(FILES)
+    assert rec.parent == gone and rec.changes == {"notes.txt": None}
+    assert decoded(store_dir, res.id) == want
+    with Store.open(store_dir) as s:
+        again = s.at(ws).capture_summary(scope=SCOPE)
+        assert res.id not in s._maps
+    assert again.unchanged and decoded(store_dir, again.id) == want
+    # and it restores as any other: the file back from the first capture, gone again from this one
+    monkeypatch.undo()  # (the restores' safety captures may walk)
+    now = tree(ws)
+    with Store.open(store_dir) as s:
+        s.at(ws).restore(first, scope=SCOPE)
+        assert (ws / "notes.txt").read_text() == "untracked\n"
+        s.at(ws).restore(res.id, scope=SCOPE)
+    assert tree(ws) == now
+
+
+@pytest.mark.parametrize("change", ["nested", "two", "tracked", "known", "dir"])
+def test_captures_after_removals_hold_what_a_full_capture_would(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                change: str) -> None:
+    """Removals the tombstone shortcut must get right or leave alone: untracked files below directories, two at once,
+    a Git-tracked file (covered still: its tombstone stays), a path the caller names (covered still), a directory
+    gone with its file (its parent's listing moved: the first capture walks, the second drops the file's tombstone).
+    Three captures each, every one the full capture's map."""
+    ws, store_dir, _first = workspace(tmp_path)
+    write(ws, "work/deep/a.log", b"log\n")
+    write(ws, "work/b.log", b"b\n")
+    time.sleep(SETTLE)
+    with Store.open(store_dir) as s:
+        s.at(ws).capture_summary(scope=SCOPE)
+    time.sleep(SETTLE)
+    gone = {"nested": ["work/deep/a.log"], "two": ["work/b.log", "notes.txt"], "tracked": ["src/m1.py"],
+            "known": ["notes.txt"], "dir": ["work/deep/a.log", "work/deep"]}[change]
+    known = ["notes.txt"] if change == "known" else []
+    for rel in gone:
+        (ws / rel).rmdir() if (ws / rel).is_dir() else (ws / rel).unlink()
+    taken: list[bool] = []
+    real = Capturer._tombstones_dropped
+
+    def spy(self: Capturer, *a: Any) -> Any:
+        out = real(self, *a)
+        taken.append(out is not None)
+        return out
+
+    monkeypatch.setattr(Capturer, "_tombstones_dropped", spy)
+    for _ in range(3):
+        time.sleep(SETTLE)
+        want = full_capture_now(store_dir, ws, known)
+        with Store.open(store_dir) as s:
+            res = s.at(ws).capture_summary(scope=SCOPE, known_paths=known)
+        assert decoded(store_dir, res.id) == want
+    # the shortcut where a walk drops the tombstones, not where they stay
+    assert any(taken) is (change in ("nested", "two", "dir")), taken
+
+
+@pytest.mark.parametrize("knows", [False, True])
+def test_a_thread_s_capture_drops_a_tombstone_it_no_longer_covers_and_keeps_one_it_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, knows: bool) -> None:
+    """A thread's capture covers the Git listing and its own paths: a tombstone of a path it does not know is dropped
+    (as a walk would, without the parent's map), one of a path it knows stays, the path still looked at."""
+    ws, store_dir, _first, gone = removed(tmp_path)
+    known = ["notes.txt"] if knows else []
+    _ALLOWED.append(True)
+    try:
+        with Store.open(store_dir) as s:
+            want = dict(s.at(ws).preview(scope=SCOPE, known_paths=known).files)
+    finally:
+        _ALLOWED.pop()
+    no_walk(monkeypatch)
+    with Store.open(store_dir) as s:
+        res = s.at(ws).capture_thread_summary(known_paths=known, scope=SCOPE, kind="pre-turn")
+        assert gone not in s._maps, "the parent's map was decoded"
+    assert decoded(store_dir, res.id) == want
+    assert ("notes.txt" in want) is knows
 
 
 def test_a_turn_s_capture_of_touched_but_unchanged_files_names_the_parent(tmp_path: Path) -> None:

@@ -1246,30 +1246,35 @@ def test_files_the_user_removes_or_renames_are_settled_without_walking(repo: Pat
 
 
 def test_saved_walks_of_earlier_formats_are_read_and_another_version_s_is_not(repo: Path, trusted: Path) -> None:
-    """Version 2 (the groups decoded with the rest, no untrusted list) and version 1 (a bare tuple of 13 fields, before
-    `looked_ns`: read as not knowing when it looked) still read, their groups checked as version 3's are; a version
-    this code does not know reads as no saved walk (the capture walks) rather than as fields in the wrong places."""
+    """Version 3 (no `uncaptured`: read as not known), version 2 (the groups decoded with the rest, no untrusted
+    list) and version 1 (a bare tuple of 13 fields, before `looked_ns`: read as not knowing when it looked) still
+    read, their groups checked as version 4's are; a version this code does not know reads as no saved walk (the
+    capture walks) rather than as fields in the wrong places."""
     state = saved_walk(trusted)
-    assert state is not None and state.looked_ns > 0
+    assert state is not None and state.looked_ns > 0 and state.uncaptured == []
     body = walkstate.encode(state)
     assert body is not None
     version, fields = marshal.loads(body)
-    assert version == walkstate.WALK_VERSION == 3 and len(fields) == walkstate.V2_FIELDS + 1
+    assert version == walkstate.WALK_VERSION == 4 and len(fields) == walkstate.V3_FIELDS + 1
     assert isinstance(fields[walkstate.SEEN_FIELD], bytes)  # the groups, decoded when first asked
     groups = marshal.loads(fields[walkstate.SEEN_FIELD])
     assert groups == state.seen
+    v3 = fields[:walkstate.V3_FIELDS]
     v2 = (*fields[:walkstate.SEEN_FIELD], groups, *fields[walkstate.SEEN_FIELD + 1:walkstate.V2_FIELDS])
-    for old_body, looked in ((marshal.dumps((2, v2), 2), state.looked_ns),
+    for old_body, looked in ((marshal.dumps((3, v3), 2), state.looked_ns),
+                             (marshal.dumps((2, v2), 2), state.looked_ns),
                              (marshal.dumps(v2[:walkstate.UNVERSIONED_FIELDS], 2), 0)):
         old = walkstate.decode(old_body)
         assert old is not None and old.looked_ns == looked and old.covered_set() == state.covered_set()
-        assert old.seen == state.seen and old.untrusted() == state.untrusted()
+        assert old.seen == state.seen and old.untrusted() == state.untrusted() and old.uncaptured is None
+    assert walkstate.decode(marshal.dumps((3, fields), 2)) is None  # version 4's fields called version 3's
+    assert walkstate.decode(marshal.dumps((version, (*fields[:-1], ["../x"])), 2)) is None  # a path of no workspace
     forged = [(groups[0][0], [*groups[0][1], ".."], groups[0][2] + UNTRUSTED), *groups[1:]]
     assert walkstate.decode(marshal.dumps((2, (*v2[:walkstate.SEEN_FIELD], forged, *v2[walkstate.SEEN_FIELD + 1:])),
                                           2)) is None
     assert walkstate.decode(marshal.dumps((version + 1, (*fields, "more")), 2)) is None
-    assert walkstate.decode(marshal.dumps((2, fields), 2)) is None  # version 3's fields called version 2's
-    assert walkstate.decode(marshal.dumps(fields, 2)) is None  # 15 bare fields: no version of ours
+    assert walkstate.decode(marshal.dumps((2, fields), 2)) is None  # version 4's fields called version 2's
+    assert walkstate.decode(marshal.dumps(fields, 2)) is None  # 16 bare fields: no version of ours
 
 
 def test_a_walk_state_s_groups_are_decoded_only_when_asked_and_written_back_as_stored(repo: Path,

@@ -16,6 +16,7 @@ writes) and `forget` (paths a restore rewrote) through `notes`, `forget_last` (a
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import functools
@@ -436,6 +437,58 @@ class Look:
             return None
         return checked if _covers_what_was_covered(state, grow, known, git, w) else None
 
+    def tombstones_only(self, grow: bool, known: list[str], git: GitTracked
+                        ) -> tuple[walkstate.Checked, list[str]] | None:
+        """The check found nothing moved and a walk would cover what the saved one did but paths it named covered and
+        neither Git-tracked nor captured (tombstones, the caller asks the parent's records): the parent's map
+        without those entries is the capture, as a walk records nothing where it no longer looks
+        (`Capturer._tombstones_dropped`); the paths to drop, or None (look further). A one-shot capture's only."""
+        checked = self.checked
+        if checked is None or not checked.check.unchanged or self.watched is not None:
+            return None
+        state = checked.state
+        named = state.uncaptured
+        if not named:
+            return None
+        if grow and not known:  # a one-shot capture: the sorted covered paths are searched, no set made (~8 ms)
+            listed = state.covered
+            if not all(_in_sorted(listed, p) for p in named):
+                return None  # not the state's own paths: damaged
+            return checked, list(named)
+        covered = state.covered_set()
+        if not covered.issuperset(named):
+            return None
+        if grow:
+            # The Git listing is the saved walk's (its signature is): growing covers the listing, `known` and what
+            # the parent captured, so every covered path but the uncaptured ones again, and these only if known.
+            if not covered.issuperset(known):
+                return None
+            wanted = set(known)
+            dropped = [p for p in named if p not in wanted]
+        else:
+            now = {*git.paths, *known}
+            if not covered.issuperset(now):
+                return None
+            dropped = sorted(covered.difference(now))
+            if not set(named).issuperset(dropped):
+                return None
+        return (checked, dropped) if dropped else None
+
+    def dropped(self, checked: walkstate.Checked, snap_id: str, dropped: list[str]) -> None:
+        """`kept` for a capture that dropped tombstones (`tombstones_only`): the saved walk names `snap_id` and covers
+        those paths no more (written again), its moved directories' stats stand, and the monitor's token is bound."""
+        state, gone = checked.state, set(dropped)
+        left = [p for p in state.uncaptured or () if p not in gone]
+        # filtered in their sorted order: sorting 100,000 paths again was ~26 ms (measured)
+        covered = marshal.dumps([p for p in state.covered if p not in gone], 2)
+        state = dataclasses.replace(
+            state, snapshot=snap_id, looked_ns=self.started_ns, covered_blob=covered, _covered=None,
+            grows_same=not left, uncaptured=left,
+            dirs=walkstate.with_dir_keys(state.dirs, {rel: walkstate.trusted(k, self.started_ns)
+                                                      for rel, k in checked.check.dir_keys.items()}))
+        self.index.save_walk(state)
+        self._bind(state.snapshot)
+
     def reread_keys(self, dirs: DirCache, paths: list[str], settings: ScopeSettings) -> dict[str, Key] | None:
         """Each changed file's stat, as the fast path would take it to read it again (fastpath.select's rules for a
         captured file), or None (the full capture decides)."""
@@ -790,13 +843,14 @@ def _walk_of(kept: _Kept, state: fastpath.LastCapture, selected: Scope, read: Ma
     if any(is_captured(e) and p not in seen and p not in kept.unwatched for p, e in files.items()):
         return None
     covered = frozenset(state.covered)
+    uncaptured = walkstate.uncaptured(covered, git_paths, files)
     return walkstate.made(
         snapshot=kept.snapshot, settings=walkstate.settings_key(state.settings), git_signature=state.git_signature,
         protected=protected, packs=kept.packs, dirs=dirs, seen=walkstate.group(seen),
         covered_blob=marshal.dumps(sorted(covered), 2) if blob else b"", unwatched=kept.unwatched,
         file_count=kept.file_count,
         skipped=kept.skipped, listings=b"".join(selected.listing[rel] for rel in selected.listed),
-        grows_same=walkstate.grows_same(covered, git_paths, files), looked_ns=kept.started_ns)
+        grows_same=not uncaptured, looked_ns=kept.started_ns, uncaptured=walkstate.named(uncaptured))
 
 
 class MapNow(NamedTuple):
@@ -866,13 +920,14 @@ def _walk_after(kept: _Kept, state: MapNow, base: walkstate.WalkState, checked_k
     if same and base.grows_same and base.git_signature == state.git_signature and state.touched is not None:
         # Only the entries this capture moved can have stopped being captured (the covered set and the Git listing
         # are the base's): a pass over the whole covered set each capture was ~1-2 ms.
-        grows = walkstate.grows_same(covered, git_paths, files, among=state.touched)
+        uncaptured = walkstate.uncaptured(covered, git_paths, files, among=state.touched)
     else:
-        grows = walkstate.grows_same(covered, git_paths, files)
+        uncaptured = walkstate.uncaptured(covered, git_paths, files)
     return walkstate.with_groups(base, walkstate.with_keys(base.seen, newly), snapshot=kept.snapshot,
                                  packs=kept.packs, dirs=listed, unwatched=kept.unwatched, covered_blob=blob,
                                  _covered=covered, file_count=kept.file_count, skipped=kept.skipped,
-                                 grows_same=grows, looked_ns=kept.started_ns)
+                                 grows_same=not uncaptured, looked_ns=kept.started_ns,
+                                 uncaptured=walkstate.named(uncaptured))
 
 
 class _Listed(Collection[str]):
@@ -1008,6 +1063,12 @@ def _unchanged_since(repo: Repository, snap: str, base: str, root: str) -> int |
 def _packs(repo: Repository) -> tuple[bytes, dict[str, int]]:
     """gc's generation and the pack indexes present now (walkstate.packs_hold)."""
     return walkstate.pack_signature(repo.path / "packs", read_generation(repo.path))
+
+
+def _in_sorted(paths: list[str], path: str) -> bool:
+    """Is `path` among these sorted paths?"""
+    i = bisect.bisect_left(paths, path)
+    return i < len(paths) and paths[i] == path
 
 
 def _covers_what_was_covered(state: walkstate.WalkState, grow: bool, known: list[str], git: GitTracked,

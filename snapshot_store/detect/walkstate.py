@@ -42,9 +42,11 @@ STABLE_REASONS = frozenset({Reason.GIT, Reason.CODEXR_DATA, Reason.CHURN, Reason
                             Reason.DIRECTORY, Reason.NOT_REGULAR, Reason.TOO_LARGE})
 #: Entries whose verdict can change without their directory's stat moving (a write changes only the file).
 STAT_BOUND_KINDS = frozenset({"f", "l"})
-WALK_VERSION = 3  # the saved walk's fields as `encode` writes them, after their version
+WALK_VERSION = 4  # the saved walk's fields as `encode` writes them, after their version
 UNVERSIONED_FIELDS = 13  # version 1: the fields before `looked_ns`, a bare tuple
 V2_FIELDS = 14  # version 2: `seen` a list of groups (decoded with the rest), no `untrusted`
+V3_FIELDS = 15  # version 3: no `uncaptured`
+UNCAPTURED_MAX = 64  # covered paths neither Git-tracked nor captured, named in the state up to this many
 UNKNOWN_GONE = 4  # gone entries with untrusted keys (type unknown) whose 2**n typings `listed_moves` tries
 CHAIN_LIMIT = 16  # unchanged snapshots on top of the one the state was saved for, before it is saved again
 
@@ -78,6 +80,9 @@ class WalkState:
     looked_ns: int = 0
     #: the seen paths whose key is untrusted, as stored beside `seen_stored` (None: worked out from the groups)
     untrusted_stored: list[str] | None = None
+    #: the covered paths neither Git-tracked nor captured, sorted (empty when `grows_same`; None: not known, more
+    #: than UNCAPTURED_MAX or an older version's state)
+    uncaptured: list[str] | None = None
     _seen: list[Group] | None = field(default=None, repr=False, compare=False)
     _covered: frozenset[str] | None = field(default=None, repr=False, compare=False)
     _seen_paths: SeenPaths | None = field(default=None, repr=False, compare=False)
@@ -321,17 +326,24 @@ def same_map(covered_then: frozenset[str], covered_now: set[str], files: FileMap
     return True
 
 
-def grows_same(covered: frozenset[str], git_paths: Collection[str], files: Mapping[str, Entry],
-               among: Iterable[str] | None = None) -> bool:
-    """Is every covered path Git-tracked or captured (so a capture that grows from `files` covers it again)?
+def uncaptured(covered: frozenset[str], git_paths: Collection[str], files: Mapping[str, Entry],
+               among: Iterable[str] | None = None) -> list[str]:
+    """The covered paths neither Git-tracked nor captured, sorted: none, and a capture that grows from `files` covers
+    every one again (`grows_same`); a tombstone among them it covers no more (`Look.tombstones_only`).
 
-    `among`: only these paths are asked (the entries a capture moved, when the answer for the rest stands). A map
-    given only in part (a capture that read only changed files) can only say no wrongly: the next capture decodes.
+    `among`: only these paths are asked (the entries a capture moved, when the answer for the rest is none). A map
+    given only in part (a capture that read only changed files) can only name a path wrongly, never miss one: the
+    next capture decodes, or finds that path's entry no tombstone.
     """
     if among is not None:
         # git_paths is the listing as a list: asked last, and only of a covered path that is not captured
-        return all(is_captured(files.get(p)) or p not in covered or p in git_paths for p in among)
-    return all(is_captured(files.get(p)) for p in covered.difference(git_paths))
+        return sorted(p for p in among if p in covered and not is_captured(files.get(p)) and p not in git_paths)
+    return sorted(p for p in covered.difference(git_paths) if not is_captured(files.get(p)))
+
+
+def named(paths: list[str]) -> list[str] | None:
+    """`uncaptured` as the state keeps it: None beyond UNCAPTURED_MAX paths (a capture then does as before)."""
+    return paths if len(paths) <= UNCAPTURED_MAX else None
 
 
 def stat_bound(files: Mapping[str, Entry], rel: str) -> bool:
@@ -659,11 +671,13 @@ def decode(body: bytes | memoryview) -> WalkState | None:
     groups of seen files are checked when first asked (`WalkState.seen`), the rest here."""
     try:
         doc = marshal.loads(body)
-        if (isinstance(doc, tuple) and len(doc) == 2 and doc[0] == WALK_VERSION and isinstance(doc[1], tuple)
-                and len(doc[1]) == V2_FIELDS + 1):
-            state = WalkState(*doc[1])
+        if (isinstance(doc, tuple) and len(doc) == 2 and isinstance(doc[1], tuple)
+                and (doc[0], len(doc[1])) in ((WALK_VERSION, V3_FIELDS + 1), (3, V3_FIELDS))):
+            state = WalkState(*doc[1])  # version 3: `uncaptured` None (not known)
             if not (isinstance(state.seen_stored, bytes) and isinstance(state.untrusted_stored, list)
-                    and all(isinstance(p, str) and p and valid_key(p) for p in state.untrusted_stored)):
+                    and all(isinstance(p, str) and p and valid_key(p) for p in state.untrusted_stored)
+                    and (state.uncaptured is None or (isinstance(state.uncaptured, list) and all(
+                        isinstance(p, str) and p and valid_key(p) for p in state.uncaptured)))):
                 return None
         elif (isinstance(doc, tuple) and len(doc) == 2 and doc[0] == 2 and isinstance(doc[1], tuple)
                 and len(doc[1]) == V2_FIELDS):
@@ -744,7 +758,7 @@ def _fields(state: WalkState, *, streamed: bool = False) -> tuple[Any, ...]:
     untrusted = state.untrusted()
     return (state.snapshot, state.settings, state.git_signature, state.protected, state.packs, state.dirs,
             seen_at, state.covered_blob, state.unwatched, state.file_count, state.skipped, state.listings,
-            state.grows_same, state.looked_ns, untrusted)
+            state.grows_same, state.looked_ns, untrusted, state.uncaptured)
 
 
 def encode(state: WalkState) -> bytes | None:
