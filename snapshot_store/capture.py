@@ -25,8 +25,8 @@ from .detect.index import StatCache
 from .dirfd import DirCache
 from .errors import StoreBusy, StoreError
 from .fsutil import translate_os_errors
-from .manifest import REBASE_DEPTH, Entry, FileMap, SnapshotRecord, captured_paths, delta, is_captured
-from .readfiles import BlobSink, HashOnly, Progress, read_paths
+from .manifest import ABSENT, REBASE_DEPTH, Entry, FileMap, SnapshotRecord, captured_paths, delta, is_captured
+from .readfiles import BlobSink, Captured, HashOnly, Progress, read_paths
 from .repository.packs import PackWriter
 from .repository.repo import Repository
 from .roots import resolve_root
@@ -433,8 +433,9 @@ class Capturer:
             except walkstate.DamagedWalk:
                 return None
         paths = sorted(checked.check.changes.files)
-        if len(paths) > REREAD_MAX:
-            return None
+        gone = checked.check.gone_paths()
+        if len(paths) > REREAD_MAX or (gone and (whole or look.watched is not None)):
+            return None  # a session's journal and a safety capture's map are given only files read again
         try:
             head = self.repo.head(c.parent)
             old = self.repo.entries_at(c.parent, paths)
@@ -442,13 +443,14 @@ class Capturer:
             return None  # the full capture decides what a damaged parent means
         if head.depth + 1 >= REBASE_DEPTH or not all(is_captured(old[p]) for p in paths):
             return None
+        to_read_paths = [p for p in paths if p not in gone]
         sink = self.repo.blob_writer()
         try:
             sink.load_index()  # before the directories' fds are held
             with DirCache(c.key, folding=self.repo.folding(c.ws)) as dirs:
-                to_read = look.reread_keys(dirs, paths, ask.settings)
-                captured = read_paths(dirs, to_read, sink, StatCache(None), ask.progress) if to_read else None
-            if captured is None or captured.skipped or captured.entries.keys() != set(paths):
+                to_read = look.reread_keys(dirs, to_read_paths, ask.settings)
+                captured = read_paths(dirs, to_read, sink, StatCache(None), ask.progress) if to_read else Captured()
+            if to_read is None or captured.skipped or captured.entries.keys() != set(to_read_paths):
                 sink.abort()
                 return None  # one vanished, became unreadable or kept changing: the full capture's verdicts
             sink.commit()
@@ -457,6 +459,12 @@ class Capturer:
             raise
         changes: dict[str, Entry | None] = {p: e for p, e in captured.entries.items() if e != old[p]}
         state = checked.state
+        # A file the check found gone from its listed directory: a walk looks at it directly where it covers it
+        # (growing: every path the parent captured; a thread's capture covers what the saved walk did) and finds it
+        # absent, else records nothing there.
+        covered_then = state.covered_set() if gone and not c.grow else frozenset[str]()
+        absent = {p: ABSENT for p in gone if c.grow or p in covered_then}
+        changes.update((p, absent.get(p)) for p in gone)
         stats: Mapping[str, Key] = {}
         if whole:  # the files read again were captured before and are now: the same paths, some with new keys
             files = {**files, **captured.entries}  # the parent's map may be the repository's, kept: a copy
@@ -466,10 +474,12 @@ class Capturer:
         else:
             snap_id = self.repo.commit(SnapshotRecord(
                 root=c.key, created=time.time(), kind=ask.kind, label=ask.label, parent=c.parent, depth=head.depth + 1,
-                changes=changes, meta={"file_count": state.file_count}))
-        look.reread(snap_id, checked, captured, list(state.skipped), ask.kind, self._reread_ground(c, ask, old))
+                changes=changes, meta={"file_count": state.file_count - len(gone)}))
+        look.reread(snap_id, checked, captured, list(state.skipped), ask.kind, self._reread_ground(c, ask, old),
+                    absent)
         self._save_git_listing(c)
-        return CaptureResult(id=snap_id, root=c.key, file_count=state.file_count, bytes_hashed=captured.bytes_hashed,
+        return CaptureResult(id=snap_id, root=c.key, file_count=state.file_count - len(gone),
+                             bytes_hashed=captured.bytes_hashed,
                              bytes_stored=sink.bytes_stored, seconds=time.perf_counter() - ask.started,
                              unchanged=not changes, skipped=list(state.skipped), files=files, stats=stats,
                              stored_blobs=frozenset(sink.stored),

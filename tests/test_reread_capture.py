@@ -24,7 +24,7 @@ from app.recording.sidecar import Sidecars
 from snapshot_store import RetentionPolicy, Store
 from snapshot_store.capture import Capturer, CaptureResult
 from snapshot_store.maint.gc import gc
-from snapshot_store.manifest import FileMap, is_captured
+from snapshot_store.manifest import ABSENT, FileMap, is_captured
 from snapshot_store.repository.repo import Repository
 from snapshot_store.settings import ScopeSettings
 
@@ -132,21 +132,32 @@ def removed(tmp_path: Path) -> tuple[Path, Path, str, str]:
     with Store.open(store_dir) as s:
         gone = s.at(ws).capture_summary(scope=SCOPE)
     assert decoded(store_dir, gone.id)["notes.txt"].kind == "-"
+    assert gone.file_count == len(FILES)
     time.sleep(SETTLE)
     return ws, store_dir, first, gone.id
 
 
-def test_the_capture_after_a_removal_drops_its_tombstone_without_decoding_the_parent(
+def test_the_captures_after_a_removal_write_and_drop_its_tombstone_without_decoding_the_parent(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 35: after an untracked file's removal (a rewind taking a turn's new file back) the first capture records
     its absence and the second, growing from a map that no longer captures it, covers it no more: a walk records
-    nothing there. At 100,000 files that second capture decoded the parent's map and the saved walk's keys (~0.5 s);
-    now it writes the tombstone's removal on the parent, whose map it never decodes, and holds what a full capture
-    would. The one after it finds nothing moved."""
-    ws, store_dir, first, gone = removed(tmp_path)
+    nothing there. At 100,000 files each of them decoded the parent's map and the saved walk's keys (~0.6 and ~0.5
+    s); now the first writes the file's tombstone, the second its removal, on the parent, whose map neither decodes,
+    and each holds what a full capture would. The one after them finds nothing moved."""
+    ws, store_dir, first = workspace(tmp_path)
+    (ws / "notes.txt").unlink()
+    time.sleep(SETTLE)
+    want = full_capture_now(store_dir, ws)
+    assert want["notes.txt"].kind == "-"
+    no_walk(monkeypatch)
+    with Store.open(store_dir) as s:  # the removal's: the file's tombstone written on the parent, nothing decoded
+        gone = s.at(ws).capture_summary(scope=SCOPE).id
+        assert first not in s._maps and first not in s._records, "the parent's map was decoded"
+        assert s.record(gone).changes == {"notes.txt": ABSENT}
+    assert decoded(store_dir, gone) == want
+    time.sleep(SETTLE)
     want = full_capture_now(store_dir, ws)
     assert "notes.txt" not in want
-    no_walk(monkeypatch)
     with Store.open(store_dir) as s:
         res = s.at(ws).capture_summary(scope=SCOPE)
         assert gone not in s._maps and gone not in s._records, "the parent's map was decoded"
@@ -202,8 +213,39 @@ def test_captures_after_removals_hold_what_a_full_capture_would(tmp_path: Path, 
         with Store.open(store_dir) as s:
             res = s.at(ws).capture_summary(scope=SCOPE, known_paths=known)
         assert decoded(store_dir, res.id) == want
+        assert res.file_count == sum(1 for e in want.values() if is_captured(e))
     # the shortcut where a walk drops the tombstones, not where they stay
     assert any(taken) is (change in ("nested", "two", "dir")), taken
+
+
+def test_a_thread_s_capture_after_removals_records_a_tombstone_where_it_covers_the_path_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread's capture covers the Git listing and its own paths: of two untracked files removed, the one it knows
+    gets a tombstone and the other (captured by its directory's listing) leaves the map, as a walk would record
+    them, without the parent's map decoded."""
+    ws, store_dir, _first = workspace(tmp_path)
+    write(ws, "other.txt", b"other\n")
+    time.sleep(SETTLE)
+    known = ["notes.txt"]
+    with Store.open(store_dir) as s:
+        parent = s.at(ws).capture_thread_summary(known_paths=known, scope=SCOPE, kind="pre-turn").id
+    assert is_captured(decoded(store_dir, parent)["other.txt"])
+    time.sleep(SETTLE)
+    (ws / "notes.txt").unlink()
+    (ws / "other.txt").unlink()
+    time.sleep(SETTLE)
+    _ALLOWED.append(True)
+    try:
+        with Store.open(store_dir) as s:
+            want = dict(s.at(ws).preview(scope=SCOPE, known_paths=known).files)
+    finally:
+        _ALLOWED.pop()
+    assert want["notes.txt"] == ABSENT and "other.txt" not in want
+    no_walk(monkeypatch)
+    with Store.open(store_dir) as s:
+        res = s.at(ws).capture_thread_summary(known_paths=known, scope=SCOPE, kind="post-turn")
+        assert parent not in s._maps and parent not in s._records, "the parent's map was decoded"
+    assert decoded(store_dir, res.id) == want and res.file_count == len(FILES)
 
 
 @pytest.mark.parametrize("knows", [False, True])

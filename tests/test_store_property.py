@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from store_helpers import exact_tree, make_repo, tree
 from test_monitor import monitor_pids
@@ -119,10 +119,12 @@ op_st = st.one_of(
     st.tuples(st.just("restore"), st.integers(0, 30)),
 )
 ops_st = st.lists(op_st, min_size=3, max_size=24)
-#: Mostly files changed in place between captures (what a turn after an edit sees), now and then anything else.
+#: Mostly files changed in place between captures (what a turn after an edit sees), or removed (what a rewind of a
+#: turn that made them leaves), now and then anything else.
 edit_st = st.tuples(st.just("write"), st.sampled_from(TRACKED[:4] + UNTRACKED[:2]), st.integers(0, len(CONTENTS) - 1))
+removal_st = st.tuples(st.just("delete"), st.sampled_from(TRACKED[:4] + UNTRACKED[:2]))
 edits_st = st.lists(st.one_of(edit_st, edit_st, st.tuples(st.just("capture")), st.tuples(st.just("capture")),
-                              st.tuples(st.just("chmod"), st.sampled_from(TRACKED[:4])), op_st),
+                              removal_st, st.tuples(st.just("chmod"), st.sampled_from(TRACKED[:4])), op_st),
                     min_size=3, max_size=16)
 
 
@@ -395,7 +397,15 @@ def test_history_wide_residue_watched(ops: list[tuple]) -> None:
     run_history(ops, WIDE, watch=True)
 
 
+#: Untracked files made, captured and removed, a tracked one removed: the removal's capture writes tombstones and the
+#: next one drops them, each without decoding its parent (Capturer._reread_only, _tombstones_dropped).
+REMOVALS = [("write", "notes.txt", 0), ("capture",), ("delete", "notes.txt"), ("capture",), ("capture",),
+            ("write", "deep/n1/n2/f.txt", 1), ("capture",), ("delete", "deep/n1/n2/f.txt"), ("delete", "README.md"),
+            ("capture",), ("capture",), ("restore", 1), ("capture",)]
+
+
 @FEWER
+@example(ops=REMOVALS)
 @given(ops=edits_st)
 def test_history_one_shot_captures(ops: list[tuple]) -> None:
     """The same promises when each capture is a new process's, asking only for the id and counts."""

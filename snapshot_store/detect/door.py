@@ -512,23 +512,27 @@ class Look:
         return out
 
     def reread(self, snap_id: str, checked: walkstate.Checked, captured: Captured, skipped: list[tuple[str, str]],
-               kind: str, ground: Reread) -> None:
+               kind: str, ground: Reread, absent: Mapping[str, Entry] | None = None) -> None:
         """`remember` for a capture that read only the changed files (`reread_only`): the saved walk with their new
         keys, the stat cache, one save of the index, the monitor's token bound; a session's journal gets its last
         capture when its next capture (or a restore) first needs it (`_last_after_reread`: decoding the parent's
-        map is what this capture spared the turn's start)."""
+        map is what this capture spared the turn's start). `absent`: the tombstones of files found gone (a one-shot
+        capture's), covered from now on; the other gone files leave the map and the walk's listing alike."""
         w, state, git_paths = self.watched, checked.state, _Listed(ground.git)
         self.by_check, self.cache = True, self.index.stat
         unwatched = {p: captured.stats.get(p, key) for p, key in state.unwatched.items()}
-        kept = _Kept(snap_id, state.file_count, [(str(p), str(why)) for p, why in skipped],
+        gone = checked.check.gone_paths()
+        kept = _Kept(snap_id, state.file_count - len(gone), [(str(p), str(why)) for p, why in skipped],
                      {p: walkstate.trusted(k, self.started_ns) for p, k in unwatched.items()},
                      _packs(self.door.repo), self.started_ns)
-        now = MapNow(captured.entries, state.covered_set(), state.git_signature, frozenset(captured.entries))
+        covered = state.covered_set().union(absent) if absent else state.covered_set()
+        files = {**captured.entries, **absent} if absent else captured.entries
+        now = MapNow(files, covered, state.git_signature, frozenset(files).union(gone))
         saved = None
         if walkstate.savable(0, skipped):
             with DirCache(str(self.ws), folding=self.door.repo.folding(self.ws)) as dirs:
                 saved = _walk_after(kept, now, state, checked.check.keys, checked.check.dir_keys, captured.stats,
-                                    git_paths, functools.partial(_relisted, dirs))
+                                    git_paths, functools.partial(_relisted, dirs), gone=checked.check.gone)
         self.index.set_walk(saved)
         bound = saved.snapshot if saved is not None else None
         if w is not None:
@@ -917,10 +921,14 @@ def _walk_after(kept: _Kept, state: MapNow, base: walkstate.WalkState, checked_k
     # Sorting and marshalling 11,000 paths again is ~5 ms of every session capture: only when they moved.
     same = covered is base.covered_set() or covered == base.covered_set()
     blob = base.covered_blob if same else marshal.dumps(sorted(covered), 2)
-    if same and base.grows_same and base.git_signature == state.git_signature and state.touched is not None:
-        # Only the entries this capture moved can have stopped being captured (the covered set and the Git listing
-        # are the base's): a pass over the whole covered set each capture was ~1-2 ms.
-        uncaptured = walkstate.uncaptured(covered, git_paths, files, among=state.touched)
+    prior = [] if base.grows_same else base.uncaptured
+    touched = state.touched
+    if (prior is not None and touched is not None and base.git_signature == state.git_signature
+            and (same or touched.issuperset(covered.difference(base.covered_set())))):
+        # Only the entries this capture moved (and the paths it covers newly, among them) can have changed their
+        # answer (the Git listing is the base's): a pass over the whole covered set each capture was ~1-2 ms.
+        moved = walkstate.uncaptured(covered, git_paths, files, among=touched)
+        uncaptured = sorted({*moved, *(p for p in prior if p not in touched and p in covered)})
     else:
         uncaptured = walkstate.uncaptured(covered, git_paths, files)
     return walkstate.with_groups(base, walkstate.with_keys(base.seen, newly), snapshot=kept.snapshot,

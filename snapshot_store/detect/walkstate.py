@@ -375,6 +375,10 @@ class Check:
         """Nothing moved: no directory, no file."""
         return not self.changes.structural and not self.changes.files
 
+    def gone_paths(self) -> set[str]:
+        """The paths of the walk's files and symlinks found gone from their listed directories (`gone`)."""
+        return {f"{rel}/{name}" if rel else name for rel, names in self.gone.items() for name in names}
+
 
 def check(dirs: DirCache, state: WalkState) -> Check:
     """lstat every directory (through its fd, never following a symlink) and every file the state saw.
