@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from snapshot_store import RestorePlan, RestoreResult, Store
-from snapshot_store.manifest import Entry, is_captured, witnessed_absent
+from snapshot_store.manifest import Entry, is_captured, parent_of, witnessed_absent
 from snapshot_store.restore import LEAVE, Action
 from snapshot_store.states import STATES_ROOT, key_path
 from snapshot_store.vocab import SnapshotKind
@@ -51,9 +51,9 @@ def rewind_targets(store: Store, cwd: str, side: ThreadSidecar, turns: Mapping[s
     the target's, and writing it would invent a state codexr never saw (issue 34).
     """
     out = RewindTargets()
-    pre_map = store.files(pre_snapshot)
     decided: set[str] = set()
     target = min(turns.values(), default=0)
+    states: list[tuple[str, Entry | str, int, object]] = []  # each path's earliest pre-edit state, in path order
     for rec in side.turns:  # in the order the prompts ran
         number = turns.get(rec.turn_id)
         if number is None:
@@ -69,26 +69,42 @@ def rewind_targets(store: Store, cwd: str, side: ThreadSidecar, turns: Mapping[s
         found: list[tuple[str, Entry | str]] = [(key_path(k), e) for k, e in files.items()]
         found += [(str(p), str(w)) for p, w in whys.items() if isinstance(p, str)]
         for path, what in sorted(found, key=lambda x: x[0]):
-            if path in decided:
-                continue
-            decided.add(path)
-            rel = relative_to(cwd, path)
-            if rel is not None and (is_captured(pre_map.get(rel)) or witnessed_absent(pre_map, rel)):
-                continue  # the pre-turn snapshot holds it
-            shown = rel if rel is not None else path
-            if number != target:
-                out.unrecoverable[shown] = UNSEEN.format(to=target, n=number)
-                continue
-            how = hows.get(path) if isinstance(hows, dict) else None
-            if isinstance(how, str) and not isinstance(what, str):
-                out.how[shown] = how
-            if isinstance(what, str):
-                out.unrecoverable[shown] = what
-            elif rel is not None:
-                out.inside[rel] = what
-            else:
-                out.outside[path.lstrip("/")] = what
+            if path not in decided:
+                decided.add(path)
+                states.append((path, what, number, hows))
+    pre_map = entries_around(store, pre_snapshot, [rel for s in states if (rel := relative_to(cwd, s[0])) is not None])
+    for path, what, number, hows in states:
+        rel = relative_to(cwd, path)
+        if rel is not None and (is_captured(pre_map.get(rel)) or witnessed_absent(pre_map, rel)):
+            continue  # the pre-turn snapshot holds it
+        shown = rel if rel is not None else path
+        if number != target:
+            out.unrecoverable[shown] = UNSEEN.format(to=target, n=number)
+            continue
+        how = hows.get(path) if isinstance(hows, dict) else None
+        if isinstance(how, str) and not isinstance(what, str):
+            out.how[shown] = how
+        if isinstance(what, str):
+            out.unrecoverable[shown] = what
+        elif rel is not None:
+            out.inside[rel] = what
+        else:
+            out.outside[path.lstrip("/")] = what
     return out
+
+
+def entries_around(store: Store, snap_id: str, paths: list[str]) -> dict[str, Entry]:
+    """What a snapshot's map holds at these paths and each of their ancestors, all that `is_captured` and
+    `witnessed_absent` ask of it: read from its records without decoding the map (decoded only beyond
+    Repository.entries_at's few paths). The whole target map was ~0.15 s of a one-file rewind at 100,000 files."""
+    keys = set(paths)
+    for p in paths:
+        while p:
+            p = parent_of(p)
+            keys.add(p)
+    if not paths:
+        return {}
+    return {k: e for k, e in store.entries_at(snap_id, keys).items() if e is not None}
 
 
 def inside_target(store: Store, cwd: str, pre_snapshot: str, targets: RewindTargets, label: str,
