@@ -8,6 +8,7 @@ driver), recording a turn (app/recording/) and rewind/redo (app/rewind/, one flo
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -303,10 +304,13 @@ class Session:
         return self.rewinder.others_warning(thread_id, plan)
 
     def rewind(self, thread_id: str, to: str | int, mode: str = RewindMode.BOTH, *, dry_run: bool = False,
-               confirm: Callable[[RewindPreview], bool] | None = None, picks: Picks | None = None) -> RewindResult:
+               confirm: Callable[[RewindPreview], bool] | None = None, picks: Picks | None = None,
+               resume: bool = False) -> RewindResult:
         """Fork the conversation before prompt `to` and/or restore its pre-turn files (app/rewind/rewinder.py);
-        `picks`: the user's file-by-file choices (app/rewind/owners.py)."""
-        return self.rewinder.rewind(thread_id, to, mode, dry_run=dry_run, confirm=confirm, picks=picks)
+        `picks`: the user's file-by-file choices (app/rewind/owners.py); `resume`: the thread is loaded into Codex
+        first (a command's), while the files are planned."""
+        held = functools.partial(self.resume_thread, thread_id) if resume else None
+        return self.rewinder.rewind(thread_id, to, mode, dry_run=dry_run, confirm=confirm, picks=picks, held=held)
 
     def redo(self, thread_id: str, *, dry_run: bool = False,
              confirm: Callable[[RedoPreview], bool] | None = None, picks: Picks | None = None) -> RedoResult:

@@ -363,6 +363,31 @@ def test_the_app_sends_nothing_when_the_thread_asked_for_cannot_be_opened(model:
         other.close()
 
 
+def test_a_rewind_of_a_thread_another_app_server_holds_changes_nothing(model: ScriptedModel, tmp_path: Path) -> None:
+    """`codexr rewind` loads the thread into Codex while it plans the files (issue 35: in series the resume was a
+    third of a one-file rewind at 100,000 files); a thread another app-server has open still ends the rewind before
+    it asks or changes anything: one line, the files as they were, no fork, nothing to redo."""
+    model.script("one", [add_file("a.txt", "a\n"), message("One done.")])
+    opts, thread = driver_thread(model, tmp_path)
+    env = {**opts.env, "CODEXR_SERVER": "0"}
+    def thread_ids() -> list[str]:
+        return sorted(t["thread_id"] for t in json.loads(codexr(opts.cwd, env, "threads", "--json").stdout))
+
+    threads = thread_ids()
+    other = Lines([str(pinned_path()), "app-server"], env, opts.cwd)
+    try:
+        other.hold(thread)
+        res = codexr(opts.cwd, env, "rewind", "--thread", thread, "--to", "1", "--yes")
+        assert_one_line_error(res, f"thread {thread} is open in another Codex app-server")
+    finally:
+        other.close()
+    assert (opts.cwd / "a.txt").read_text() == "a\n"
+    assert thread_ids() == threads == [thread]  # no fork
+    assert not sidecar(opts.codex_home, thread).get("redo")
+    redo = codexr(opts.cwd, env, "redo", "--thread", thread, "--dry-run")
+    assert redo.returncode != 0 and "nothing to redo" in redo.stderr, show(redo)
+
+
 def test_codexr_codex_resumes_a_thread_the_daemon_holds_and_numbers_prompts_as_the_tui(tmux: Tmux,
                                                                                        tmp_path: Path) -> None:
     """`codex resume` ran a conversation-only prompt on a codexr thread and quit; `codexr codex resume PREFIX` at once
