@@ -434,8 +434,8 @@ class Capturer:
                 return None
         paths = sorted(checked.check.changes.files)
         gone = checked.check.gone_paths()
-        if len(paths) > REREAD_MAX or (gone and (whole or look.watched is not None)):
-            return None  # a session's journal and a safety capture's map are given only files read again
+        if len(paths) > REREAD_MAX or (gone and whole):
+            return None  # a safety capture's map is given only files read again
         try:
             head = self.repo.head(c.parent)
             old = self.repo.entries_at(c.parent, paths)

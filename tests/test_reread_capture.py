@@ -313,6 +313,37 @@ def test_a_session_goes_on_from_its_journal_after_such_a_capture(tmp_path: Path,
     assert decoded(store_dir, post.id) == want
 
 
+@pytest.mark.parametrize("ahead", [False, True])
+def test_a_session_s_first_capture_after_a_removal_writes_the_tombstone_and_goes_on_from_its_journal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ahead: bool) -> None:
+    """`codexr exec` after a rewind took a turn's new file back: the session's first (pre-turn) capture records the
+    file's absence without decoding the parent (~0.6 s at 100,000 files); the journal's next capture (the turn made a
+    file, edited another and removed a third) goes on from the last capture built with that absence, and each holds
+    what a full capture would."""
+    ws, store_dir, first = workspace(tmp_path)
+    os.unlink(ws / "notes.txt")
+    time.sleep(SETTLE)
+    want_pre = full_capture_now(store_dir, ws)
+    with Store.open(store_dir) as s:
+        assert s.capturer.watch(ws)
+        no_walk(monkeypatch)
+        pre = s.at(ws).capture_summary(scope=SCOPE)
+        assert first not in s._maps, "the first capture decoded the parent"
+        assert s.record(pre.id).changes == {"notes.txt": ABSENT}
+        if ahead:
+            s.capturer.build_ahead(ws)
+        (ws / "src/made.py").write_text("made by the agent\n")
+        os.unlink(ws / "docs/a/b.md")
+        (ws / "src/m4.py").write_text("print('four')\n")
+        want = full_capture_now(store_dir, ws)
+        post = s.at(ws).capture_summary(scope=SCOPE)
+    assert decoded(store_dir, pre.id) == want_pre
+    # A session's journal keeps covering what it covered (the tombstone too, as it did before this shortcut): a walk
+    # growing from `pre` no longer looks there; everything else is the full capture's
+    post_map = decoded(store_dir, post.id)
+    assert post_map.pop("notes.txt", ABSENT) == ABSENT and post_map == want
+
+
 @pytest.mark.parametrize("change", ["grown past the limit", "made a directory", "removed", "hard-linked"])
 def test_what_the_shortcut_cannot_vouch_for_gets_the_full_capture_s_verdict(tmp_path: Path, change: str) -> None:
     ws, store_dir, _first = workspace(tmp_path)

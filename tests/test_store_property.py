@@ -413,6 +413,7 @@ def test_history_one_shot_captures(ops: list[tuple]) -> None:
 
 
 @FEWER
+@example(ops=REMOVALS)
 @given(ops=edits_st)
 def test_history_tight_residue_session_captures(ops: list[tuple]) -> None:
     """And when those processes are sessions that keep a change journal between their captures."""

@@ -33,7 +33,7 @@ from .. import heap
 from ..dirfd import DirCache, DirChanged, SymlinkInPath
 from ..errors import StoreError
 from ..ids import workspace_key
-from ..manifest import Entry, FileMap, captured_paths, is_captured
+from ..manifest import ABSENT, Entry, FileMap, captured_paths, is_captured
 from ..readfiles import Captured
 from ..repository.packs import read_generation
 from ..scope import IGNORE_FILE
@@ -516,8 +516,8 @@ class Look:
         """`remember` for a capture that read only the changed files (`reread_only`): the saved walk with their new
         keys, the stat cache, one save of the index, the monitor's token bound; a session's journal gets its last
         capture when its next capture (or a restore) first needs it (`_last_after_reread`: decoding the parent's
-        map is what this capture spared the turn's start). `absent`: the tombstones of files found gone (a one-shot
-        capture's), covered from now on; the other gone files leave the map and the walk's listing alike."""
+        map is what this capture spared the turn's start). `absent`: the tombstones of files found gone, covered from
+        now on; the other gone files leave the map and the walk's listing alike."""
         w, state, git_paths = self.watched, checked.state, _Listed(ground.git)
         self.by_check, self.cache = True, self.index.stat
         unwatched = {p: captured.stats.get(p, key) for p, key in state.unwatched.items()}
@@ -1041,7 +1041,15 @@ def _last_after_reread(repo: Repository, checked: walkstate.Checked, captured: C
         return None
     extra = [p for p in known if p not in last.covered]  # captured by the parent: settled as they are (select)
     covered = last.covered.union(extra) if extra else last.covered
-    return fastpath.merge(fastpath.Selection(last, parent_files, dict(captured.stats), covered, set(), frozenset()),
+    files, gone = parent_files, checked.check.gone_paths()
+    if gone:  # files the check found gone from their listed directories: as fastpath._settle leaves them
+        files = dict(parent_files)
+        for p in gone:
+            if p in covered:
+                files[p] = ABSENT
+            else:
+                files.pop(p, None)
+    return fastpath.merge(fastpath.Selection(last, files, dict(captured.stats), covered, gone, frozenset(gone)),
                           captured)
 
 
