@@ -65,6 +65,16 @@ def full_capture_now(store_dir: Path, ws: Path, known: list[str] | None = None) 
         _ALLOWED.pop()
 
 
+def thread_capture_now(store_dir: Path, ws: Path, known: list[str]) -> dict:
+    """What a full look at the workspace finds now for a thread that knows `known` (it grows from nothing)."""
+    _ALLOWED.append(True)
+    try:
+        with Store.open(store_dir) as s:
+            return dict(s.at(ws).preview(scope=SCOPE, known_paths=known).files)
+    finally:
+        _ALLOWED.pop()
+
+
 def no_walk(monkeypatch: pytest.MonkeyPatch) -> None:
     real = scope_mod.select
 
@@ -234,12 +244,7 @@ def test_a_thread_s_capture_after_removals_records_a_tombstone_where_it_covers_t
     (ws / "notes.txt").unlink()
     (ws / "other.txt").unlink()
     time.sleep(SETTLE)
-    _ALLOWED.append(True)
-    try:
-        with Store.open(store_dir) as s:
-            want = dict(s.at(ws).preview(scope=SCOPE, known_paths=known).files)
-    finally:
-        _ALLOWED.pop()
+    want = thread_capture_now(store_dir, ws, known)
     assert want["notes.txt"] == ABSENT and "other.txt" not in want
     no_walk(monkeypatch)
     with Store.open(store_dir) as s:
@@ -255,12 +260,7 @@ def test_a_thread_s_capture_drops_a_tombstone_it_no_longer_covers_and_keeps_one_
     (as a walk would, without the parent's map), one of a path it knows stays, the path still looked at."""
     ws, store_dir, _first, gone = removed(tmp_path)
     known = ["notes.txt"] if knows else []
-    _ALLOWED.append(True)
-    try:
-        with Store.open(store_dir) as s:
-            want = dict(s.at(ws).preview(scope=SCOPE, known_paths=known).files)
-    finally:
-        _ALLOWED.pop()
+    want = thread_capture_now(store_dir, ws, known)
     no_walk(monkeypatch)
     with Store.open(store_dir) as s:
         res = s.at(ws).capture_thread_summary(known_paths=known, scope=SCOPE, kind="pre-turn")
@@ -287,61 +287,45 @@ def test_a_turn_s_capture_of_touched_but_unchanged_files_names_the_parent(tmp_pa
     assert again.unchanged and again.bytes_hashed == 0
 
 
-@pytest.mark.parametrize("ahead", [False, True], ids=["built when asked", "built ahead"])
+@pytest.mark.parametrize("ahead", [False, True])
+@pytest.mark.parametrize("before", ["edited", "removed"])
 def test_a_session_goes_on_from_its_journal_after_such_a_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                  ahead: bool) -> None:
-    """A session's first capture reads only the changed file; its journal's next capture (the turn made a file and
-    removed one: a check would walk) goes on from the last capture built from the parent, on a thread while the turn
-    runs (`ahead`, as a session asks once the turn has started) or then, and does not walk."""
-    ws, store_dir, _first = workspace(tmp_path)
-    (ws / "src/m3.py").write_text("print('three')\n")
+                                                                  ahead: bool, before: str) -> None:
+    """A session's first capture reads only the changed file, or records a removed one's absence (`codexr exec` after a
+    rewind took a turn's new file back: the parent was decoded for it, ~0.6 s at 100,000 files); its journal's next
+    capture (the turn made a file and removed one: a check would walk) goes on from the last capture built from the
+    parent, on a thread while the turn runs (`ahead`, as a session asks once the turn has started) or then, and does
+    not walk."""
+    ws, store_dir, first = workspace(tmp_path)
+    if before == "edited":
+        (ws / "src/m3.py").write_text("print('three')\n")
+    else:
+        os.unlink(ws / "notes.txt")
     time.sleep(SETTLE)
+    want_pre = full_capture_now(store_dir, ws)
+    no_walk(monkeypatch)
     with Store.open(store_dir) as s:
         assert s.capturer.watch(ws)
         pre = s.at(ws).capture_summary(scope=SCOPE)
-        assert _first not in s._maps, "the first capture decoded the parent"
+        assert first not in s._maps, "the first capture decoded the parent"
         if ahead:
             s.capturer.build_ahead(ws)
         (ws / "src/made.py").write_text("made by the agent\n")
         os.unlink(ws / "docs/a/b.md")
         (ws / "src/m4.py").write_text("print('four')\n")
         want = full_capture_now(store_dir, ws)
-        no_walk(monkeypatch)
         post = s.at(ws).capture_summary(scope=SCOPE)
     with Store.open(store_dir) as s:
         assert sorted(c.path for c in s.diff(pre.id, post.id)) == ["docs/a/b.md", "src/m4.py", "src/made.py"]
-    assert decoded(store_dir, post.id) == want
-
-
-@pytest.mark.parametrize("ahead", [False, True])
-def test_a_session_s_first_capture_after_a_removal_writes_the_tombstone_and_goes_on_from_its_journal(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ahead: bool) -> None:
-    """`codexr exec` after a rewind took a turn's new file back: the session's first (pre-turn) capture records the
-    file's absence without decoding the parent (~0.6 s at 100,000 files); the journal's next capture (the turn made a
-    file, edited another and removed a third) goes on from the last capture built with that absence, and each holds
-    what a full capture would."""
-    ws, store_dir, first = workspace(tmp_path)
-    os.unlink(ws / "notes.txt")
-    time.sleep(SETTLE)
-    want_pre = full_capture_now(store_dir, ws)
-    with Store.open(store_dir) as s:
-        assert s.capturer.watch(ws)
-        no_walk(monkeypatch)
-        pre = s.at(ws).capture_summary(scope=SCOPE)
-        assert first not in s._maps, "the first capture decoded the parent"
-        assert s.record(pre.id).changes == {"notes.txt": ABSENT}
-        if ahead:
-            s.capturer.build_ahead(ws)
-        (ws / "src/made.py").write_text("made by the agent\n")
-        os.unlink(ws / "docs/a/b.md")
-        (ws / "src/m4.py").write_text("print('four')\n")
-        want = full_capture_now(store_dir, ws)
-        post = s.at(ws).capture_summary(scope=SCOPE)
+        if before == "removed":
+            assert s.record(pre.id).changes == {"notes.txt": ABSENT}
     assert decoded(store_dir, pre.id) == want_pre
-    # A session's journal keeps covering what it covered (the tombstone too, as it did before this shortcut): a walk
+    # A session's journal keeps covering what it covered (a tombstone too, as it did before the shortcut): a walk
     # growing from `pre` no longer looks there; everything else is the full capture's
     post_map = decoded(store_dir, post.id)
-    assert post_map.pop("notes.txt", ABSENT) == ABSENT and post_map == want
+    if before == "removed":
+        assert post_map.pop("notes.txt", ABSENT) == ABSENT
+    assert post_map == want
 
 
 @pytest.mark.parametrize("change", ["grown past the limit", "made a directory", "removed", "hard-linked"])
