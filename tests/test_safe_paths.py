@@ -38,22 +38,25 @@ def clear() -> None:
         trash += 1
         os.rename(sub, f"{parked}-trash{trash}")
 
+def put(src: str) -> None:
+    # A racing restore may make ws/sub a directory again between the clear and the rename (it writes sub/data.txt):
+    # cleared again until the rename lands (a CI run saw it win twice in a row)
+    for _ in range(1000):
+        try:
+            os.rename(src, sub)
+            return
+        except OSError:
+            clear()
+    os.rename(src, sub)
+
 open(ready, "w").close()
 while not os.path.exists(stop):
     os.rename(sub, parked)
     os.symlink(outside, link_tmp)
-    try:
-        os.rename(link_tmp, sub)
-    except OSError:
-        clear()
-        os.rename(link_tmp, sub)
+    put(link_tmp)
     time.sleep(0.0003)  # stay a symlink a little while (the walk takes about a millisecond)
     clear()
-    try:
-        os.rename(parked, sub)
-    except OSError:
-        clear()
-        os.rename(parked, sub)
+    put(parked)
     time.sleep(0.0003)
 """
 
