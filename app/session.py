@@ -313,9 +313,12 @@ class Session:
         return self.rewinder.rewind(thread_id, to, mode, dry_run=dry_run, confirm=confirm, picks=picks, held=held)
 
     def redo(self, thread_id: str, *, dry_run: bool = False,
-             confirm: Callable[[RedoPreview], bool] | None = None, picks: Picks | None = None) -> RedoResult:
-        """Undo the last rewind that landed on this thread: its files and its conversation (app/rewind/rewinder.py)."""
-        return self.rewinder.redo(thread_id, dry_run=dry_run, confirm=confirm, picks=picks)
+             confirm: Callable[[RedoPreview], bool] | None = None, picks: Picks | None = None,
+             resume: bool = False) -> RedoResult:
+        """Undo the last rewind that landed on this thread: its files and its conversation (app/rewind/rewinder.py);
+        `resume`: the thread is loaded into Codex first (a command's), while the files are planned."""
+        held = functools.partial(self.resume_thread, thread_id) if resume else None
+        return self.rewinder.redo(thread_id, dry_run=dry_run, confirm=confirm, picks=picks, held=held)
 
 
 def named_thread(session: Session, thread_id: str | None, last: bool, hint: str) -> str | None:

@@ -388,6 +388,33 @@ def test_a_rewind_of_a_thread_another_app_server_holds_changes_nothing(model: Sc
     assert redo.returncode != 0 and "nothing to redo" in redo.stderr, show(redo)
 
 
+def test_a_redo_back_to_a_thread_another_app_server_holds_changes_nothing(model: ScriptedModel,
+                                                                          tmp_path: Path) -> None:
+    """`codexr redo` loads the thread it leaves and the one it returns to while it plans the files; the rewind's origin
+    open in another app-server ends the redo before it asks or changes anything: one line, the files as the rewind
+    left them, the redo still there to run once that app-server lets go."""
+    model.script("one", [add_file("a.txt", "a\n"), message("One done.")])
+    model.script("two", [add_file("b.txt", "b\n"), message("Two done.")])
+    opts, thread = driver_thread(model, tmp_path)
+    env = {**opts.env, "CODEXR_SERVER": "0"}
+    assert codexr(opts.cwd, env, "exec", "--thread", thread, "two").returncode == 0
+    back = codexr(opts.cwd, env, "rewind", "--thread", thread, "--to", "2", "--yes", "--json")
+    assert back.returncode == 0, show(back)
+    fork = json.loads(back.stdout)["thread_id"]
+    assert fork != thread and not (opts.cwd / "b.txt").exists()
+    other = Lines([str(pinned_path()), "app-server"], env, opts.cwd)
+    try:
+        other.hold(thread)
+        res = codexr(opts.cwd, env, "redo", "--thread", fork, "--yes")
+        assert_one_line_error(res, f"thread {thread} is open in another Codex app-server")
+    finally:
+        other.close()
+    assert not (opts.cwd / "b.txt").exists() and (opts.cwd / "a.txt").read_text() == "a\n"
+    redo = codexr(opts.cwd, env, "redo", "--thread", fork, "--yes")
+    assert redo.returncode == 0, show(redo)
+    assert (opts.cwd / "b.txt").read_text() == "b\n"
+
+
 def test_codexr_codex_resumes_a_thread_the_daemon_holds_and_numbers_prompts_as_the_tui(tmux: Tmux,
                                                                                        tmp_path: Path) -> None:
     """`codex resume` ran a conversation-only prompt on a codexr thread and quit; `codexr codex resume PREFIX` at once

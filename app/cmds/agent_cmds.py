@@ -407,11 +407,10 @@ def _redo(ctx: Context, args: argparse.Namespace) -> int:
 
     with open_session(ctx, args, watch=False) as session:
         args.thread = _named_thread(session, args)
-        if not args.dry_run:
-            session.resume_thread(args.thread)
         confirm = None if args.dry_run else _confirm(ctx, args, session, "redo")
         try:
-            res = session.redo(args.thread, dry_run=args.dry_run, confirm=confirm, picks=picks_from(args, session.cwd))
+            res = session.redo(args.thread, dry_run=args.dry_run, confirm=confirm, picks=picks_from(args, session.cwd),
+                               resume=not args.dry_run)
         except Declined as exc:
             print(exc)
             return 1

@@ -7,11 +7,12 @@ proxy's file rewind (app/rewind/revert.py, for a client that reverts the convers
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from snapshot_store import RestorePlan, RestoreResult
 
@@ -98,6 +99,9 @@ def owners_json(decided: dict[str, Decision]) -> dict[str, list[str]]:
             for key, kind in (("kept", "kept"), ("merged", "merged"), ("conflicts", "conflict"))}
 
 
+P = TypeVar("P")
+
+
 class Ahead:
     """A call run on a thread of its own while the caller goes on; `then` wraps a confirm so the call's outcome comes
     first (its error raised there)."""
@@ -117,9 +121,9 @@ class Ahead:
     def join(self) -> None:
         self._thread.join()
 
-    def then(self, confirm: Callable[[RewindPreview], bool] | None) -> Callable[[RewindPreview], bool]:
+    def then(self, confirm: Callable[[P], bool] | None) -> Callable[[P], bool]:
         """`confirm`, asked once the call ended well (its error raised instead)."""
-        def asked(preview: RewindPreview) -> bool:
+        def asked(preview: P) -> bool:
             self.join()
             if self._error is not None:
                 raise self._error
@@ -245,12 +249,14 @@ class Rewinder:
                            f"(`codexr -C {shlex.quote(root)} {what} ...`)")
 
     def redo(self, thread_id: str, *, dry_run: bool = False,
-             confirm: Callable[[RedoPreview], bool] | None = None, picks: Picks | None = None) -> RedoResult:
+             confirm: Callable[[RedoPreview], bool] | None = None, picks: Picks | None = None,
+             held: Callable[[], object] | None = None) -> RedoResult:
         """Undo the last rewind that landed on this thread: its files and its conversation.
 
-        The flow's order (app/rewind/flow.py), after the origin thread is resumed: `confirm` sees what changed since
-        the rewind before anything is restored; the redo's own safety snapshot is pinned in the sidecar before
-        files change; the entry is popped after, so a redo killed half-way can simply be run again.
+        The flow's order (app/rewind/flow.py), the origin thread resumed before `confirm` is asked: `confirm` sees
+        what changed since the rewind before anything is restored; the redo's own safety snapshot is pinned in the
+        sidecar before files change; the entry is popped after, so a redo killed half-way can simply be run again.
+        `held`: Codex's resume of this thread (a command's), run first on the same thread as the origin's.
         """
         side = self.sidecars.load(thread_id)
         if side is None or not side.redo:
@@ -277,9 +283,19 @@ class Rewinder:
                 steps.changes(planned)
             return RedoResult(entry.origin_thread, thread_id, entry.mode, None, steps.changed, turns_since, restore,
                               True, files.all_decided if files is not None else {})
+        resumes = [held] if held is not None else []
         if entry.mode in CONVERSATION_MODES and entry.origin_thread != thread_id:
-            self.threads.resume_thread(entry.origin_thread)  # first: a thread Codex will not resume changes nothing
-        done = run(self.place, files, steps)
+            resumes.append(functools.partial(self.threads.resume_thread, entry.origin_thread))
+        # Codex's resumes go on while the files are planned (as a rewind's); a thread Codex will not resume ends the
+        # redo at its confirm, before anything changed
+        ahead = Ahead(lambda: [fn() for fn in resumes]) if resumes else None
+        if ahead is not None:
+            steps.confirm = ahead.then(confirm)
+        try:
+            done = run(self.place, files, steps)
+        finally:
+            if ahead is not None:
+                ahead.join()
         if done is None:
             raise Declined("redo cancelled; nothing changed")
         safety = done.result.safety_id if done.result else None
