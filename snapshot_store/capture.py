@@ -433,15 +433,16 @@ class Capturer:
             except walkstate.DamagedWalk:
                 return None
         paths = sorted(checked.check.changes.files)
-        gone = checked.check.gone_paths()
-        if len(paths) > REREAD_MAX or (gone and whole):
+        gone, made = checked.check.gone_paths(), checked.check.made_paths()
+        if len(paths) > REREAD_MAX or ((gone or made) and whole) or (made and not self._made_taken(c, ask, made)):
             return None  # a safety capture's map is given only files read again
         try:
             head = self.repo.head(c.parent)
             old = self.repo.entries_at(c.parent, paths)
         except StoreError:
             return None  # the full capture decides what a damaged parent means
-        if head.depth + 1 >= REBASE_DEPTH or not all(is_captured(old[p]) for p in paths):
+        if head.depth + 1 >= REBASE_DEPTH or not all(
+                (old[p] is None or old[p] == ABSENT) if p in made else is_captured(old[p]) for p in paths):
             return None
         to_read_paths = [p for p in paths if p not in gone]
         sink = self.repo.blob_writer()
@@ -474,16 +475,31 @@ class Capturer:
         else:
             snap_id = self.repo.commit(SnapshotRecord(
                 root=c.key, created=time.time(), kind=ask.kind, label=ask.label, parent=c.parent, depth=head.depth + 1,
-                changes=changes, meta={"file_count": state.file_count - len(gone)}))
+                changes=changes, meta={"file_count": state.file_count - len(gone) + len(made)}))
         look.reread(snap_id, checked, captured, list(state.skipped), ask.kind, self._reread_ground(c, ask, old),
                     absent)
         self._save_git_listing(c)
-        return CaptureResult(id=snap_id, root=c.key, file_count=state.file_count - len(gone),
+        return CaptureResult(id=snap_id, root=c.key, file_count=state.file_count - len(gone) + len(made),
                              bytes_hashed=captured.bytes_hashed,
                              bytes_stored=sink.bytes_stored, seconds=time.perf_counter() - ask.started,
                              unchanged=not changes, skipped=list(state.skipped), files=files, stats=stats,
                              stored_blobs=frozenset(sink.stored),
                              reused=snap_id == c.parent, residue_max_files=ask.settings.residue_max_files)
+
+    @staticmethod
+    def _made_taken(c: _Ground, ask: _Asked, made: set[str]) -> bool:
+        """Would a walk capture each of these files, made in listed directories since the parent (read then as the
+        changed ones are: `Look.reread_keys` refuses one held back by its size)? As fastpath._settle settles a made
+        file: growing, the parent's captured files are covered, so the recent-file limit counts only the files made
+        since; one ignored, hidden or a `.git` is held back (no: the full capture records why). A thread's capture
+        counts the parent's untracked files too, which the saved walk does not keep: the full capture."""
+        if not c.grow:
+            return False
+        settings, known = ask.settings, set(c.known)
+        residue = [p for p in made if p not in known]
+        return len(residue) <= settings.residue_max_files and not any(
+            scope_mod.forbidden(p) or c.ignore.file(p)
+            or (p.rpartition("/")[2].startswith(".") and not settings.include_hidden) for p in made)
 
     def _tombstones_dropped(self, c: _Ground, ask: _Asked, look: Look) -> CaptureResult | None:
         """Nothing moved since the parent, whose map holds tombstones of paths a walk no longer covers (an untracked

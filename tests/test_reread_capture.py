@@ -228,6 +228,48 @@ def test_captures_after_removals_hold_what_a_full_capture_would(tmp_path: Path, 
     assert any(taken) is (change in ("nested", "two", "dir")), taken
 
 
+@pytest.mark.parametrize("change", ["made", "made below", "remade", "hidden", "ignored", "too large", "symlink",
+                                    "thread", "new directory"])
+def test_the_capture_after_files_were_made_holds_what_a_full_capture_would(tmp_path: Path, change: str) -> None:
+    """Issue 35: a file made between captures made the next one decode the parent's map (~0.6-1.0 s one-shot at
+    100,000 files). Growing, a walk captures a new untracked file whatever the parent held (its captured files are
+    covered, so the recent-file limit counts only the new ones): the capture now reads the new files and writes them
+    on the parent, as it does files changed in place, without decoding it. What a walk holds back (hidden, ignored,
+    too large), a thread's capture (the limit counts the parent's untracked files too), a file made again where the
+    parent recorded its absence (the saved walk covered that path, a walk would not) and a new directory get the
+    full capture. Each capture's map is the full capture's, and the one after it finds nothing moved."""
+    ws, store_dir, _first = workspace(tmp_path)
+    write(ws, ".codexsnapignore", b"*.tmp\n")
+    if change == "remade":
+        (ws / "notes.txt").unlink()
+    time.sleep(SETTLE)
+    with Store.open(store_dir) as s:
+        parent = s.at(ws).capture_summary(scope=SCOPE).id
+    time.sleep(SETTLE)
+    made = {"made": "new.txt", "made below": "src/new_module.py", "remade": "notes.txt", "hidden": ".env",
+            "ignored": "scratch.tmp", "too large": "big.bin", "thread": "new.txt", "new directory": "pkg/new.py",
+            "symlink": "link-to-readme"}[change]
+    if change == "symlink":
+        (ws / made).symlink_to("README.md")
+    else:
+        write(ws, made, b"x" * 5000 if change == "too large" else b"made between turns\n")
+    time.sleep(SETTLE)
+    shortcut = change in ("made", "made below", "symlink")
+    for n in range(2):
+        want = thread_capture_now(store_dir, ws, []) if change == "thread" else full_capture_now(store_dir, ws)
+        with Store.open(store_dir) as s:
+            if change == "thread":
+                res = s.at(ws).capture_thread_summary(known_paths=[], scope=SCOPE, kind="pre-turn")
+            else:
+                res = s.at(ws).capture_summary(scope=SCOPE)
+            if n == 0:
+                assert (parent not in s._maps) is shortcut, "the parent's map decoded, or not"
+        assert decoded(store_dir, res.id) == want
+        assert res.file_count == sum(1 for e in want.values() if is_captured(e))
+        assert res.unchanged is (n == 1)
+        time.sleep(SETTLE)
+
+
 def test_a_thread_s_capture_after_removals_records_a_tombstone_where_it_covers_the_path_only(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A thread's capture covers the Git listing and its own paths: of two untracked files removed, the one it knows
@@ -288,17 +330,20 @@ def test_a_turn_s_capture_of_touched_but_unchanged_files_names_the_parent(tmp_pa
 
 
 @pytest.mark.parametrize("ahead", [False, True])
-@pytest.mark.parametrize("before", ["edited", "removed"])
+@pytest.mark.parametrize("before", ["edited", "removed", "made"])
 def test_a_session_goes_on_from_its_journal_after_such_a_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                   ahead: bool, before: str) -> None:
-    """A session's first capture reads only the changed file, or records a removed one's absence (`codexr exec` after a
-    rewind took a turn's new file back: the parent was decoded for it, ~0.6 s at 100,000 files); its journal's next
+    """A session's first capture reads only the changed file or the one made, or records a removed one's absence
+    (`codexr exec` after a rewind took a turn's new file back: the parent was decoded for it, ~0.6 s at 100,000
+    files, and for a made one ~0.6-1.0 s); its journal's next
     capture (the turn made a file and removed one: a check would walk) goes on from the last capture built from the
     parent, on a thread while the turn runs (`ahead`, as a session asks once the turn has started) or then, and does
     not walk."""
     ws, store_dir, first = workspace(tmp_path)
     if before == "edited":
         (ws / "src/m3.py").write_text("print('three')\n")
+    elif before == "made":
+        (ws / "src/fresh.py").write_text("made by you between turns\n")
     else:
         os.unlink(ws / "notes.txt")
     time.sleep(SETTLE)

@@ -397,15 +397,17 @@ def test_history_wide_residue_watched(ops: list[tuple]) -> None:
     run_history(ops, WIDE, watch=True)
 
 
-#: Untracked files made, captured and removed, a tracked one removed: the removal's capture writes tombstones and the
-#: next one drops them, each without decoding its parent (Capturer._reread_only, _tombstones_dropped).
-REMOVALS = [("write", "notes.txt", 0), ("capture",), ("delete", "notes.txt"), ("capture",), ("capture",),
-            ("write", "deep/n1/n2/f.txt", 1), ("capture",), ("delete", "deep/n1/n2/f.txt"), ("delete", "README.md"),
-            ("capture",), ("capture",), ("restore", 1), ("capture",)]
+#: Untracked files made, captured and removed, a tracked one removed: the capture after files were made reads them,
+#: the removal's capture writes tombstones and the next one drops them, each without decoding its parent
+#: (Capturer._reread_only, _tombstones_dropped).
+MADE_AND_REMOVED = [("write", "notes.txt", 0), ("capture",), ("delete", "notes.txt"), ("capture",), ("capture",),
+                    ("write", "x", 2), ("symlink", "src/link2", "README.md"), ("capture",), ("capture",),
+                    ("write", "deep/n1/n2/f.txt", 1), ("capture",), ("delete", "deep/n1/n2/f.txt"),
+                    ("delete", "README.md"), ("capture",), ("capture",), ("restore", 1), ("capture",)]
 
 
 @FEWER
-@example(ops=REMOVALS)
+@example(ops=MADE_AND_REMOVED)
 @given(ops=edits_st)
 def test_history_one_shot_captures(ops: list[tuple]) -> None:
     """The same promises when each capture is a new process's, asking only for the id and counts."""
@@ -413,7 +415,7 @@ def test_history_one_shot_captures(ops: list[tuple]) -> None:
 
 
 @FEWER
-@example(ops=REMOVALS)
+@example(ops=MADE_AND_REMOVED)
 @given(ops=edits_st)
 def test_history_tight_residue_session_captures(ops: list[tuple]) -> None:
     """And when those processes are sessions that keep a change journal between their captures."""

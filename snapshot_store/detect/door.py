@@ -522,7 +522,8 @@ class Look:
         self.by_check, self.cache = True, self.index.stat
         unwatched = {p: captured.stats.get(p, key) for p, key in state.unwatched.items()}
         gone = checked.check.gone_paths()
-        kept = _Kept(snap_id, state.file_count - len(gone), [(str(p), str(why)) for p, why in skipped],
+        made = len(checked.check.made_paths())
+        kept = _Kept(snap_id, state.file_count - len(gone) + made, [(str(p), str(why)) for p, why in skipped],
                      {p: walkstate.trusted(k, self.started_ns) for p, k in unwatched.items()},
                      _packs(self.door.repo), self.started_ns)
         covered = state.covered_set().union(absent) if absent else state.covered_set()
@@ -532,7 +533,8 @@ class Look:
         if walkstate.savable(0, skipped):
             with DirCache(str(self.ws), folding=self.door.repo.folding(self.ws)) as dirs:
                 saved = _walk_after(kept, now, state, checked.check.keys, checked.check.dir_keys, captured.stats,
-                                    git_paths, functools.partial(_relisted, dirs), gone=checked.check.gone)
+                                    git_paths, functools.partial(_relisted, dirs), added=checked.check.added,
+                                    gone=checked.check.gone)
         self.index.set_walk(saved)
         bound = saved.snapshot if saved is not None else None
         if w is not None:

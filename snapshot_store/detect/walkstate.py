@@ -379,6 +379,10 @@ class Check:
         """The paths of the walk's files and symlinks found gone from their listed directories (`gone`)."""
         return {f"{rel}/{name}" if rel else name for rel, names in self.gone.items() for name in names}
 
+    def made_paths(self) -> set[str]:
+        """The paths of the files and symlinks found made in listed directories (`added`)."""
+        return {f"{rel}/{name}" if rel else name for rel, names in self.added.items() for name in names}
+
 
 def check(dirs: DirCache, state: WalkState) -> Check:
     """lstat every directory (through its fd, never following a symlink) and every file the state saw.
