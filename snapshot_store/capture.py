@@ -466,6 +466,7 @@ class Capturer:
         covered_then = state.covered_set() if gone and not c.grow else frozenset[str]()
         absent = {p: ABSENT for p in gone if c.grow or p in covered_then}
         changes.update((p, absent.get(p)) for p in gone)
+        file_count = state.file_count - len(gone) + len(made)
         stats: Mapping[str, Key] = {}
         if whole:  # the files read again were captured before and are now: the same paths, some with new keys
             files = {**files, **captured.entries}  # the parent's map may be the repository's, kept: a copy
@@ -475,12 +476,11 @@ class Capturer:
         else:
             snap_id = self.repo.commit(SnapshotRecord(
                 root=c.key, created=time.time(), kind=ask.kind, label=ask.label, parent=c.parent, depth=head.depth + 1,
-                changes=changes, meta={"file_count": state.file_count - len(gone) + len(made)}))
+                changes=changes, meta={"file_count": file_count}))
         look.reread(snap_id, checked, captured, list(state.skipped), ask.kind, self._reread_ground(c, ask, old),
-                    absent)
+                    file_count, absent)
         self._save_git_listing(c)
-        return CaptureResult(id=snap_id, root=c.key, file_count=state.file_count - len(gone) + len(made),
-                             bytes_hashed=captured.bytes_hashed,
+        return CaptureResult(id=snap_id, root=c.key, file_count=file_count, bytes_hashed=captured.bytes_hashed,
                              bytes_stored=sink.bytes_stored, seconds=time.perf_counter() - ask.started,
                              unchanged=not changes, skipped=list(state.skipped), files=files, stats=stats,
                              stored_blobs=frozenset(sink.stored),
@@ -498,8 +498,7 @@ class Capturer:
         settings, known = ask.settings, set(c.known)
         residue = [p for p in made if p not in known]
         return len(residue) <= settings.residue_max_files and not any(
-            scope_mod.forbidden(p) or c.ignore.file(p)
-            or (p.rpartition("/")[2].startswith(".") and not settings.include_hidden) for p in made)
+            scope_mod.forbidden(p) or c.ignore.file(p) or scope_mod.hidden(p, settings) for p in made)
 
     def _tombstones_dropped(self, c: _Ground, ask: _Asked, look: Look) -> CaptureResult | None:
         """Nothing moved since the parent, whose map holds tombstones of paths a walk no longer covers (an untracked

@@ -427,6 +427,12 @@ def entry_kind(de: os.DirEntry[str]) -> str:
         return "?"
 
 
+def hidden(rel: str, settings: ScopeSettings) -> bool:
+    """Is the file at `rel` held back from a walk by its own name (a dot name, unless `include_hidden`)? Asked where a
+    walk's verdict on one file is worked out without the walk (the fast path, the saved walk's checks)."""
+    return rel.rpartition("/")[2].startswith(".") and not settings.include_hidden
+
+
 def listing_digest(names: list[str]) -> bytes:
     """A directory's entries ("name/type") in 16 bytes: equal digests, same names of the same types.
 

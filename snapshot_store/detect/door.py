@@ -291,6 +291,7 @@ class Look:
         self.by_check = False  # the fast path starts from the check's look (else from the journal's, or walks)
         self.cache: StatCache | None = None  # the stat cache as the index holds it when `start` looked
         self.prepared: Prepared | None = None  # the index a one-shot walk wrote before its snapshot (`prepare`)
+        self.saved_covered: list[str] | None = None  # the saved walk's covered paths as `tombstones_only` decoded them
 
     def check(self, parent: str | None, settings: ScopeSettings, git_signature: tuple[int, ...] | None) -> None:
         """Look at the saved walk's stats when no journal has seen a capture yet (a one-shot command, a session's
@@ -451,7 +452,7 @@ class Look:
         if not named:
             return None
         if grow and not known:  # a one-shot capture: the sorted covered paths are searched, no set made (~8 ms)
-            listed = state.covered
+            listed = self.saved_covered = state.covered  # (`dropped` filters them: decoded once, ~7 ms at 100,000)
             if not all(_in_sorted(listed, p) for p in named):
                 return None  # not the state's own paths: damaged
             return checked, list(named)
@@ -480,7 +481,8 @@ class Look:
         state, gone = checked.state, set(dropped)
         left = [p for p in state.uncaptured or () if p not in gone]
         # filtered in their sorted order: sorting 100,000 paths again was ~26 ms (measured)
-        covered = marshal.dumps([p for p in state.covered if p not in gone], 2)
+        listed = self.saved_covered if self.saved_covered is not None else state.covered
+        covered = marshal.dumps([p for p in listed if p not in gone], 2)
         state = dataclasses.replace(
             state, snapshot=snap_id, looked_ns=self.started_ns, covered_blob=covered, _covered=None,
             grows_same=not left, uncaptured=left,
@@ -512,18 +514,18 @@ class Look:
         return out
 
     def reread(self, snap_id: str, checked: walkstate.Checked, captured: Captured, skipped: list[tuple[str, str]],
-               kind: str, ground: Reread, absent: Mapping[str, Entry] | None = None) -> None:
+               kind: str, ground: Reread, file_count: int, absent: Mapping[str, Entry] | None = None) -> None:
         """`remember` for a capture that read only the changed files (`reread_only`): the saved walk with their new
         keys, the stat cache, one save of the index, the monitor's token bound; a session's journal gets its last
         capture when its next capture (or a restore) first needs it (`_last_after_reread`: decoding the parent's
-        map is what this capture spared the turn's start). `absent`: the tombstones of files found gone, covered from
-        now on; the other gone files leave the map and the walk's listing alike."""
+        map is what this capture spared the turn's start). `file_count`: the new map's captured files; `absent`: the
+        tombstones of files found gone, covered from now on; the other gone files leave the map and the walk's listing
+        alike."""
         w, state, git_paths = self.watched, checked.state, _Listed(ground.git)
         self.by_check, self.cache = True, self.index.stat
         unwatched = {p: captured.stats.get(p, key) for p, key in state.unwatched.items()}
         gone = checked.check.gone_paths()
-        made = len(checked.check.made_paths())
-        kept = _Kept(snap_id, state.file_count - len(gone) + made, [(str(p), str(why)) for p, why in skipped],
+        kept = _Kept(snap_id, file_count, [(str(p), str(why)) for p, why in skipped],
                      {p: walkstate.trusted(k, self.started_ns) for p, k in unwatched.items()},
                      _packs(self.door.repo), self.started_ns)
         covered = state.covered_set().union(absent) if absent else state.covered_set()

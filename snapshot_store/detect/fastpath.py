@@ -186,7 +186,7 @@ def _settle(dirs: DirCache, names: set[str], files: FileMap, covered: frozenset[
             changed[p] = SkippedEntry("x", Reason.NOT_REGULAR)
         elif p in covered:
             dirty.add(p)
-        elif p.rpartition("/")[2].startswith(".") and not settings.include_hidden:
+        elif scope_mod.hidden(p, settings):
             changed[p] = SkippedEntry("x", Reason.HIDDEN)  # whatever `force` says, as in a walk (scope._residue)
         elif force is not None and force(p):
             dirty.add(p)

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from ..dirfd import DirCache, DirChanged, SymlinkInPath
 from ..manifest import WALKED, Entry, FileMap, is_captured, parent_of, valid_key
 from ..reasons import Reason
-from ..scope import IGNORE_FILE, Ignore, entry_kind, forbidden, listing_digest
+from ..scope import IGNORE_FILE, Ignore, entry_kind, forbidden, hidden, listing_digest
 from ..settings import ScopeSettings
 from ..stamps import Key, is_racy, stat_key
 from .changes import Changes
@@ -319,7 +319,7 @@ def same_map(covered_then: frozenset[str], covered_now: set[str], files: FileMap
             continue
         if not is_captured(e) or files.get(parent_of(p)) != WALKED:
             return False
-        if (p.rpartition("/")[2].startswith(".") and not settings.include_hidden) or ignore.file(p):
+        if hidden(p, settings) or ignore.file(p):
             return False
         if e.kind == "f" and e.size > settings.residue_max_file_bytes:
             return False
@@ -377,11 +377,16 @@ class Check:
 
     def gone_paths(self) -> set[str]:
         """The paths of the walk's files and symlinks found gone from their listed directories (`gone`)."""
-        return {f"{rel}/{name}" if rel else name for rel, names in self.gone.items() for name in names}
+        return _joined(self.gone)
 
     def made_paths(self) -> set[str]:
         """The paths of the files and symlinks found made in listed directories (`added`)."""
-        return {f"{rel}/{name}" if rel else name for rel, names in self.added.items() for name in names}
+        return _joined(self.added)
+
+
+def _joined(by_dir: Mapping[str, Mapping[str, str]]) -> set[str]:
+    """{directory: {name: type}} as the paths they name."""
+    return {f"{rel}/{name}" if rel else name for rel, names in by_dir.items() for name in names}
 
 
 def check(dirs: DirCache, state: WalkState) -> Check:
