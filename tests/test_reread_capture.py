@@ -65,12 +65,12 @@ def full_capture_now(store_dir: Path, ws: Path, known: list[str] | None = None) 
         _ALLOWED.pop()
 
 
-def thread_capture_now(store_dir: Path, ws: Path, known: list[str]) -> dict:
+def thread_capture_now(store_dir: Path, ws: Path, known: list[str], scope: ScopeSettings = SCOPE) -> dict:
     """What a full look at the workspace finds now for a thread that knows `known` (it grows from nothing)."""
     _ALLOWED.append(True)
     try:
         with Store.open(store_dir) as s:
-            return dict(s.at(ws).preview(scope=SCOPE, known_paths=known).files)
+            return dict(s.at(ws).preview(scope=scope, known_paths=known).files)
     finally:
         _ALLOWED.pop()
 
@@ -229,7 +229,7 @@ def test_captures_after_removals_hold_what_a_full_capture_would(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("change", ["made", "made below", "remade", "hidden", "ignored", "too large", "symlink",
-                                    "thread", "new directory"])
+                                    "thread", "thread after growing", "thread over the limit", "new directory"])
 def test_the_capture_after_files_were_made_holds_what_a_full_capture_would(tmp_path: Path, change: str) -> None:
     """Issue 35: a file made between captures made the next one decode the parent's map (~0.6-1.0 s one-shot at
     100,000 files). Growing, a walk captures a new untracked file whatever the parent held (its captured files are
@@ -237,29 +237,37 @@ def test_the_capture_after_files_were_made_holds_what_a_full_capture_would(tmp_p
     on the parent, as it does files changed in place, without decoding it. What a walk holds back (hidden, ignored,
     too large), a thread's capture (the limit counts the parent's untracked files too), a file made again where the
     parent recorded its absence (the saved walk covered that path, a walk would not) and a new directory get the
-    full capture. Each capture's map is the full capture's, and the one after it finds nothing moved."""
+    full capture. A thread's capture counts the untracked files the parent took too (the saved walk's files outside
+    what it covered: `codexr exec` on a new thread after a file made by hand); where the saved walk covered more
+    (a growing capture's, that covered the parent's untracked file) or the count passes the limit, the full capture.
+    Each capture's map is the full capture's, and the one after it finds nothing moved."""
     ws, store_dir, _first = workspace(tmp_path)
     write(ws, ".codexsnapignore", b"*.tmp\n")
     if change == "remade":
         (ws / "notes.txt").unlink()
+    thread = change.startswith("thread")
+    scope = ScopeSettings(residue_max_files=1, residue_max_file_bytes=1000) if change.endswith("limit") else SCOPE
     time.sleep(SETTLE)
     with Store.open(store_dir) as s:
-        parent = s.at(ws).capture_summary(scope=SCOPE).id
+        if thread and change != "thread after growing":  # the saved walk covers the Git listing: notes.txt is residue
+            parent = s.at(ws).capture_thread_summary(known_paths=[], scope=scope, kind="pre-turn").id
+        else:
+            parent = s.at(ws).capture_summary(scope=scope).id
     time.sleep(SETTLE)
     made = {"made": "new.txt", "made below": "src/new_module.py", "remade": "notes.txt", "hidden": ".env",
-            "ignored": "scratch.tmp", "too large": "big.bin", "thread": "new.txt", "new directory": "pkg/new.py",
-            "symlink": "link-to-readme"}[change]
+            "ignored": "scratch.tmp", "too large": "big.bin", "new directory": "pkg/new.py",
+            "symlink": "link-to-readme"}.get(change, "new.txt")
     if change == "symlink":
         (ws / made).symlink_to("README.md")
     else:
         write(ws, made, b"x" * 5000 if change == "too large" else b"made between turns\n")
     time.sleep(SETTLE)
-    shortcut = change in ("made", "made below", "symlink")
+    shortcut = change in ("made", "made below", "symlink", "thread")
     for n in range(2):
-        want = thread_capture_now(store_dir, ws, []) if change == "thread" else full_capture_now(store_dir, ws)
+        want = thread_capture_now(store_dir, ws, [], scope) if thread else full_capture_now(store_dir, ws)
         with Store.open(store_dir) as s:
-            if change == "thread":
-                res = s.at(ws).capture_thread_summary(known_paths=[], scope=SCOPE, kind="pre-turn")
+            if thread:
+                res = s.at(ws).capture_thread_summary(known_paths=[], scope=scope, kind="pre-turn")
             else:
                 res = s.at(ws).capture_summary(scope=SCOPE)
             if n == 0:

@@ -153,6 +153,19 @@ def with_groups(state: WalkState, seen: list[Group], **fields: Any) -> WalkState
                                **fields)
 
 
+def residue_taken(state: WalkState) -> int:
+    """How many files the capture that saved this walk took by the recent-file rule: its seen files outside `covered`,
+    less those it held back by size. A saved walk held none back by the limit (`savable`), so a walk covering the
+    same paths takes every new file as well while the count and they stay within it. Raises DamagedWalk."""
+    covered, seen = state.covered_set(), state.seen
+    outside = 0
+    for parent, names, _keys in seen:
+        prefix = f"{parent}/" if parent else ""
+        outside += sum(1 for name in names if prefix + name not in covered)
+    held = state.seen_paths()
+    return outside - sum(1 for p, _why in state.skipped if p not in covered and p in held)
+
+
 def untrusted_of(seen: list[Group]) -> list[str]:
     """The paths of these groups whose key is untrusted."""
     out: list[str] = []
