@@ -360,7 +360,7 @@ class Capturer:
         if base is None:
             return None
         whole, files, captured_then, known = base
-        checked = look.unchanged(c.grow, known, c.git)
+        checked = look.unchanged(c.grow, known, c.git, ask.settings, c.ignore)
         if checked is None or c.parent is None:
             return None
         state = checked.state
@@ -424,7 +424,7 @@ class Capturer:
         if base is None or c.parent is None:
             return None
         whole, files, captured_then, known = base
-        checked = look.reread_only(c.grow, known, c.git)
+        checked = look.reread_only(c.grow, known, c.git, ask.settings, c.ignore)
         if checked is None:
             return None
         if whole:
@@ -435,7 +435,7 @@ class Capturer:
         paths = sorted(checked.check.changes.files)
         gone, made = checked.check.gone_paths(), checked.check.made_paths()
         if len(paths) > REREAD_MAX or ((gone or made) and whole) or (
-                made and not self._made_taken(c, ask, made, checked.state)):
+                made and not self._made_taken(c, ask, made, checked.state, len(look.extra))):
             return None  # a safety capture's map is given only files read again
         try:
             head = self.repo.head(c.parent)
@@ -488,20 +488,20 @@ class Capturer:
                              reused=snap_id == c.parent, residue_max_files=ask.settings.residue_max_files)
 
     @staticmethod
-    def _made_taken(c: _Ground, ask: _Asked, made: set[str], state: walkstate.WalkState) -> bool:
+    def _made_taken(c: _Ground, ask: _Asked, made: set[str], state: walkstate.WalkState, extra: int) -> bool:
         """Would a walk capture each of these files, made in listed directories since the parent (read then as the
         changed ones are: `Look.reread_keys` refuses one held back by its size)? As fastpath._settle settles a made
         file: growing, the parent's captured files are covered, so the recent-file limit counts only the files made
-        since; a thread's capture, covering what the saved walk covered (`Look.reread_only`), counts the untracked
-        files the parent took too, as the saved walk's files outside what it covered (a thread's first capture after
-        a file made by hand decoded the parent, ~0.6 s of `codexr exec` at 100,000 files; issue 35). One ignored,
-        hidden or a `.git` is held back (no: the full capture records why)."""
+        since; a thread's capture counts the untracked files the parent took too: the saved walk's files outside
+        what it covered, and the `extra` paths it covered that this capture does not (`Look.reread_only`; a thread's
+        first capture after a file made by hand decoded the parent, ~0.6 s of `codexr exec` at 100,000 files; issue
+        35). One ignored, hidden or a `.git` is held back (no: the full capture records why)."""
         settings, known = ask.settings, set(c.known)
         residue = [p for p in made if p not in known]
         if any(scope_mod.forbidden(p) or c.ignore.file(p) or scope_mod.hidden(p, settings) for p in made):
             return False
         try:
-            taken = 0 if c.grow else walkstate.residue_taken(state)
+            taken = 0 if c.grow else walkstate.residue_taken(state) + extra
         except walkstate.DamagedWalk:
             return False
         return taken + len(residue) <= settings.residue_max_files

@@ -23,6 +23,7 @@ from app.recording.recorder import Recorder, TurnState
 from app.recording.sidecar import Sidecars
 from snapshot_store import RetentionPolicy, Store
 from snapshot_store.capture import Capturer, CaptureResult
+from snapshot_store.detect import walkstate
 from snapshot_store.maint.gc import gc
 from snapshot_store.manifest import ABSENT, FileMap, is_captured
 from snapshot_store.repository.repo import Repository
@@ -238,8 +239,8 @@ def test_the_capture_after_files_were_made_holds_what_a_full_capture_would(tmp_p
     too large), a thread's capture (the limit counts the parent's untracked files too), a file made again where the
     parent recorded its absence (the saved walk covered that path, a walk would not) and a new directory get the
     full capture. A thread's capture counts the untracked files the parent took too (the saved walk's files outside
-    what it covered: `codexr exec` on a new thread after a file made by hand); where the saved walk covered more
-    (a growing capture's, that covered the parent's untracked file) or the count passes the limit, the full capture.
+    what it covered, and those it covered that the thread does not: a growing capture's walk covered the parent's
+    untracked file); `codexr exec` on a new thread after a file made by hand. Past the limit, the full capture.
     Each capture's map is the full capture's, and the one after it finds nothing moved."""
     ws, store_dir, _first = workspace(tmp_path)
     write(ws, ".codexsnapignore", b"*.tmp\n")
@@ -262,7 +263,7 @@ def test_the_capture_after_files_were_made_holds_what_a_full_capture_would(tmp_p
     else:
         write(ws, made, b"x" * 5000 if change == "too large" else b"made between turns\n")
     time.sleep(SETTLE)
-    shortcut = change in ("made", "made below", "symlink", "thread")
+    shortcut = change in ("made", "made below", "symlink", "thread", "thread after growing")
     for n in range(2):
         want = thread_capture_now(store_dir, ws, [], scope) if thread else full_capture_now(store_dir, ws)
         with Store.open(store_dir) as s:
@@ -317,6 +318,50 @@ def test_a_thread_s_capture_drops_a_tombstone_it_no_longer_covers_and_keeps_one_
         assert gone not in s._maps, "the parent's map was decoded"
     assert decoded(store_dir, res.id) == want
     assert ("notes.txt" in want) is knows
+
+
+@pytest.mark.parametrize("other", ["untracked", "changed", "hidden", "ignored", "too large", "gone", "over the limit"])
+def test_a_new_thread_s_capture_after_another_thread_s_covers_what_a_walk_would(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other: str) -> None:
+    """Another thread's turn wrote a file, so that thread's capture covered it (captured whatever the limits), and its
+    walk is the one saved; a new thread (`codexr exec` again) covers only the Git listing. Where a walk now takes that
+    file by the recent-file rule all the same, the new thread's capture is the parent's map without decoding it
+    (issue 35: ~0.6 s at 100,000 files); where it would not (hidden, ignored, too large, a tombstone, past the limit)
+    or the file changed, the full capture. Either way its map is what a walk gives the new thread, and the saved walk
+    covers what it covered: the next such capture counts no untracked files again (~0.15 s at 100,000 files), and
+    the other thread's next capture still holds its file."""
+    counted: list[int] = []
+    real = walkstate.residue_taken
+    monkeypatch.setattr(walkstate, "residue_taken", lambda state: counted.append(1) or real(state))
+    ws, store_dir, _first = workspace(tmp_path)
+    write(ws, ".codexsnapignore", b"*.tmp\n")
+    path = {"hidden": ".env", "ignored": "scratch.tmp", "too large": "big.bin"}.get(other, "made_by_turn.txt")
+    write(ws, path, b"x" * 5000 if other == "too large" else b"the other thread's turn\n")
+    scope = ScopeSettings(residue_max_files=1, residue_max_file_bytes=1000) if other == "over the limit" else SCOPE
+    time.sleep(SETTLE)
+    with Store.open(store_dir) as s:
+        parent = s.at(ws).capture_thread_summary(known_paths=[path], scope=scope, kind="post-turn").id
+    if other == "gone":
+        (ws / path).unlink()
+    if other == "changed":
+        write(ws, path, b"changed since\n")
+    time.sleep(SETTLE)
+    for n in range(2):
+        want = thread_capture_now(store_dir, ws, [], scope)
+        with Store.open(store_dir) as s:
+            res = s.at(ws).capture_thread_summary(known_paths=[], scope=scope, kind="pre-turn")
+            if n == 0:
+                assert (parent not in s._maps) is (other == "untracked"), "the parent's map decoded, or not"
+        assert decoded(store_dir, res.id) == want
+        assert (path in want and is_captured(want[path])) is (other in ("untracked", "changed", "over the limit"))
+        if other == "over the limit":  # the newest file is taken, the other untracked one held back by the limit
+            assert want["notes.txt"].kind == "x"
+        if other == "untracked":
+            assert len(counted) == 1, "the next capture counted the untracked files again"
+        time.sleep(SETTLE)
+    with Store.open(store_dir) as s:  # the other thread goes on
+        res = s.at(ws).capture_thread_summary(known_paths=[path], thread_latest=parent, scope=scope, kind="pre-turn")
+    assert decoded(store_dir, res.id) == thread_capture_now(store_dir, ws, [path], scope)
 
 
 def test_a_turn_s_capture_of_touched_but_unchanged_files_names_the_parent(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from .. import heap
+from .. import scope as scope_mod
 from ..dirfd import DirCache, DirChanged, SymlinkInPath
 from ..errors import StoreError
 from ..ids import workspace_key
@@ -292,6 +293,9 @@ class Look:
         self.cache: StatCache | None = None  # the stat cache as the index holds it when `start` looked
         self.prepared: Prepared | None = None  # the index a one-shot walk wrote before its snapshot (`prepare`)
         self.saved_covered: list[str] | None = None  # the saved walk's covered paths as `tombstones_only` decoded them
+        #: paths the saved walk covered and a thread's capture does not, whose files it takes all the same
+        #: (`_covers_what_was_covered`): the recent-file rule counts them
+        self.extra: frozenset[str] = frozenset()
 
     def check(self, parent: str | None, settings: ScopeSettings, git_signature: tuple[int, ...] | None) -> None:
         """Look at the saved walk's stats when no journal has seen a capture yet (a one-shot command, a session's
@@ -381,24 +385,38 @@ class Look:
             self.quiet = self.checked = None
             self.watched.settle()
 
-    def unchanged(self, grow: bool, known: list[str], git: GitTracked) -> walkstate.Checked | None:
-        """The check found nothing moved and a walk would cover what the saved one did: the parent's map holds and can
-        be recorded again without decoding it (None: look further). A session's journal goes on from the saved walk
-        (`kept`), its map built only when a capture needs it."""
+    def unchanged(self, grow: bool, known: list[str], git: GitTracked, settings: ScopeSettings,
+                  ignore: Ignore) -> walkstate.Checked | None:
+        """The check found nothing moved and a walk would give the map the saved one did: the parent's map holds and
+        can be recorded again without decoding it (None: look further). A session's journal goes on from the saved
+        walk (`kept`), its map built only when a capture needs it."""
         checked, w = self.checked, self.watched
         if checked is None or not checked.check.unchanged:
             return None
         if w is not None and (w.last is not None or w.pending):
             return None
-        return checked if _covers_what_was_covered(checked.state, grow, known, git, w) else None
+        return checked if self._covers(checked, grow, known, git, settings, ignore) else None
+
+    def _covers(self, checked: walkstate.Checked, grow: bool, known: list[str], git: GitTracked,
+                settings: ScopeSettings, ignore: Ignore) -> bool:
+        """`_covers_what_was_covered`, the paths it covered besides kept in `extra`."""
+        extra = _covers_what_was_covered(checked, grow, known, git, self.watched, settings, ignore)
+        if extra is None:
+            return False
+        self.extra = extra
+        return True
 
     def kept(self, checked: walkstate.Checked, snap_id: str, chained: bool, ground: Reread) -> None:
         """The capture recorded the parent's map as `snap_id` (`chained`: a new snapshot on top of the parent; else
-        the parent itself). The saved walk names it when a directory's stat moved or the chain grew long (else it is
-        not rewritten: ~6 ms saved), and the monitor's token is bound to the walk. A session's journal goes on from
+        the parent itself). The saved walk names it when a directory's stat moved, the chain grew long or this capture
+        covered less (`extra`: from here the saved walk covers what it did) (else it is not rewritten: ~6 ms saved),
+        and the monitor's token is bound to the walk. A session's journal goes on from
         the saved walk, its last capture built when first needed (Watched.quiet)."""
         state, moved, w = checked.state, checked.check.dir_keys, self.watched
-        rewritten = bool(moved) or (chained and checked.chain + 1 >= walkstate.CHAIN_LIMIT)
+        rewritten = bool(moved) or (chained and checked.chain + 1 >= walkstate.CHAIN_LIMIT) or bool(self.extra)
+        if self.extra:  # what this capture covered from now on: the next capture like it compares bytes (~3 ms)
+            covered = state.covered_set().difference(self.extra)
+            state.covered_blob, state._covered = marshal.dumps(sorted(covered), 2), covered
         if rewritten:
             state.snapshot, state.looked_ns = snap_id, self.started_ns  # a new chain starts here
             state.dirs = walkstate.with_dir_keys(state.dirs, {
@@ -421,7 +439,8 @@ class Look:
                 _last_after_reread, self.door.repo, checked, Captured(), ground))
         self._bind(state.snapshot)
 
-    def reread_only(self, grow: bool, known: list[str], git: GitTracked) -> walkstate.Checked | None:
+    def reread_only(self, grow: bool, known: list[str], git: GitTracked, settings: ScopeSettings,
+                    ignore: Ignore) -> walkstate.Checked | None:
         """The check found only files changed, each of them captured by the parent (the caller asks its records), a
         walk would cover what the saved one did, and no covered path below an unlisted directory lacks a key: the
         parent's map with those files read again is the capture (`Capturer._reread_only`; None: look further)."""
@@ -433,7 +452,7 @@ class Look:
         state = checked.state
         if any(key is None for key in state.unwatched.values()) or IGNORE_FILE in checked.check.changes.files:
             return None
-        return checked if _covers_what_was_covered(state, grow, known, git, w) else None
+        return checked if self._covers(checked, grow, known, git, settings, ignore) else None
 
     def tombstones_only(self, grow: bool, known: list[str], git: GitTracked
                         ) -> tuple[walkstate.Checked, list[str]] | None:
@@ -525,7 +544,9 @@ class Look:
         kept = _Kept(snap_id, file_count, [(str(p), str(why)) for p, why in skipped],
                      {p: walkstate.trusted(k, self.started_ns) for p, k in unwatched.items()},
                      _packs(self.door.repo), self.started_ns)
-        covered = state.covered_set().union(absent) if absent else state.covered_set()
+        covered = state.covered_set().difference(self.extra) if self.extra else state.covered_set()
+        if absent:
+            covered = covered.union(absent)
         files = {**captured.entries, **absent} if absent else captured.entries
         now = MapNow(files, covered, state.git_signature, frozenset(files).union(gone))
         saved = None
@@ -1088,34 +1109,62 @@ def _in_sorted(paths: list[str], path: str) -> bool:
     return i < len(paths) and paths[i] == path
 
 
-def _covers_what_was_covered(state: walkstate.WalkState, grow: bool, known: list[str], git: GitTracked,
-                             w: Watched | None) -> bool:
-    """Would a walk now cover exactly what the saved walk covered (so, nothing having moved, give its map)?
+def _covers_what_was_covered(checked: walkstate.Checked, grow: bool, known: list[str], git: GitTracked,
+                             w: Watched | None, settings: ScopeSettings, ignore: Ignore) -> frozenset[str] | None:
+    """Would a walk now give the map the saved walk gave, covering what it covered (so, nothing having moved, give its
+    map)? The paths it covered that a walk now does not, where that walk would capture their files all the same
+    (empty: it covers the same); None: no.
 
     Growing, it covers the Git listing, `known` and what the latest snapshot captured: the saved walk's paths when
     each of them was Git-tracked or captured and `known` adds none. A thread's capture covers the Git listing and
-    `known` only: the same set, or a path covered then and not now (another thread's) might be held back now, and
-    one covered now and not then might be captured though the saved walk skipped it.
+    `known` only: the same set, or a path covered then and not now must be a file the recent-file rule takes
+    (`_taken_anyway`: a thread's capture after another thread's turn wrote a file, or a file made by hand, which that
+    turn's growing capture then covered, decoded the parent: ~0.6 s of `codexr exec` on a new thread at 100,000
+    files; issue 35); one covered now and not then might be captured though the saved walk skipped it.
 
     The covered set is decoded only where it is asked: a thread's first capture (nothing known yet) whose saved walk
     covered just the Git listing finds the listing's marshal (as saved, or made again) equal to the stored one (the
     same sorted paths), ~3 ms where building and comparing the sets took ~35 ms at 100,000 paths (measured); unequal
     bytes compare the sets. Growing never asks the listing at all (a saved one is not even decoded).
     """
+    state, same = checked.state, frozenset[str]()
     if grow:
-        return state.grows_same and (not known or state.covered_set().issuperset(known))
+        return same if state.grows_same and (not known or state.covered_set().issuperset(known)) else None
     if not known:
         seen = w.same_listing if w is not None else None
         if seen is not None and seen[0] is state.covered_blob and seen[1] is git:
-            return True  # this very listing was found equal to these very bytes: a session's next capture
+            return same  # this very listing was found equal to these very bytes: a session's next capture
         blob = git.paths_marshal()
         if blob is None:
             blob = marshal.dumps(git.paths, 2)
         if blob == state.covered_blob:
             if w is not None:
                 w.same_listing = (state.covered_blob, git)
-            return True
-    return state.covered_set() == {*git.paths, *known}
+            return same
+    covered, now = state.covered_set(), {*git.paths, *known}
+    if covered == now:
+        return same
+    if len(covered) - len(now) > settings.residue_max_files or not covered.issuperset(now):
+        return None
+    extra = covered.difference(now)
+    return extra if _taken_anyway(checked, extra, settings, ignore) else None
+
+
+def _taken_anyway(checked: walkstate.Checked, extra: frozenset[str], settings: ScopeSettings, ignore: Ignore) -> bool:
+    """Would a walk capture each of these paths the saved walk covered (and so captured whatever the limits) by the
+    recent-file rule as it is? Each a file or symlink the saved walk took, unchanged since, not ignored, hidden or a
+    `.git`, a file within the size limit; and the untracked files a walk would take then, these among them, within
+    the limit (as fastpath._settle and scope's residue settle them)."""
+    state, changes = checked.state, checked.check.changes
+    held = {p for p, _why in state.skipped}
+    if not extra.isdisjoint(changes.files) or not extra.isdisjoint(changes.paths) or not extra.isdisjoint(held):
+        return False
+    for p in extra:
+        key = walkstate.seen_key(state, p)
+        if (key is None or scope_mod.forbidden(p) or ignore.file(p) or scope_mod.hidden(p, settings)
+                or (stat.S_ISREG(key[4]) and key[0] > settings.residue_max_file_bytes)):
+            return False
+    return walkstate.residue_taken(state) + len(extra) <= settings.residue_max_files
 
 
 def _narrowed(last: fastpath.LastCapture, covered_now: set[str], settings: ScopeSettings,

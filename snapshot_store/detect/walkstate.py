@@ -166,6 +166,16 @@ def residue_taken(state: WalkState) -> int:
     return outside - sum(1 for p, _why in state.skipped if p not in covered and p in held)
 
 
+def seen_key(state: WalkState, path: str) -> Key | None:
+    """The saved key of one seen path (None: the walk saw no such file or symlink)."""
+    parent, sep, name = path.rpartition("/")
+    group = state.group(parent if sep else "")
+    if group is None or name not in group[1]:
+        return None
+    size, mtime, ctime, ino, mode = KEY.unpack_from(group[2], group[1].index(name) * KEY.size)
+    return size, mtime, ctime, ino, mode
+
+
 def untrusted_of(seen: list[Group]) -> list[str]:
     """The paths of these groups whose key is untrusted."""
     out: list[str] = []
