@@ -401,10 +401,8 @@ class Look:
                 settings: ScopeSettings, ignore: Ignore) -> bool:
         """`_covers_what_was_covered`, the paths it covered besides kept in `extra`."""
         extra = _covers_what_was_covered(checked, grow, known, git, self.watched, settings, ignore)
-        if extra is None:
-            return False
-        self.extra = extra
-        return True
+        self.extra = extra if extra is not None else frozenset()
+        return extra is not None
 
     def kept(self, checked: walkstate.Checked, snap_id: str, chained: bool, ground: Reread) -> None:
         """The capture recorded the parent's map as `snap_id` (`chained`: a new snapshot on top of the parent; else
