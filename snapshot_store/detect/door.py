@@ -1157,12 +1157,15 @@ def _taken_anyway(checked: walkstate.Checked, extra: frozenset[str], settings: S
     held = {p for p, _why in state.skipped}
     if not extra.isdisjoint(changes.files) or not extra.isdisjoint(changes.paths) or not extra.isdisjoint(held):
         return False
-    for p in extra:
-        key = walkstate.seen_key(state, p)
-        if (key is None or scope_mod.forbidden(p) or ignore.file(p) or scope_mod.hidden(p, settings)
-                or (stat.S_ISREG(key[4]) and key[0] > settings.residue_max_file_bytes)):
-            return False
-    return walkstate.residue_taken(state) + len(extra) <= settings.residue_max_files
+    try:
+        for p in extra:
+            key = walkstate.seen_key(state, p)
+            if (key is None or scope_mod.forbidden(p) or ignore.file(p) or scope_mod.hidden(p, settings)
+                    or (stat.S_ISREG(key[4]) and key[0] > settings.residue_max_file_bytes)):
+                return False
+        return walkstate.residue_taken(state) + len(extra) <= settings.residue_max_files
+    except walkstate.DamagedWalk:
+        return False  # its groups, decoded only now, are not clean: the full capture
 
 
 def _narrowed(last: fastpath.LastCapture, covered_now: set[str], settings: ScopeSettings,
