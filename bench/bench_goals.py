@@ -10,7 +10,9 @@ Rows (the --only names in brackets), every one timed in interleaved rounds (bloc
 (a) [exec] `codexr exec PROMPT` through the resident server, a trivial turn (one scripted `message`), vs the pinned
     `codex exec PROMPT` in the same tree, at 1,000 / 10,000 files (generated for the run) and 100,000 files (the
     cached generated tree). In the 100,000-file tree the other rows write, so an untimed `codexr exec` comes first
-    in its block: the timed turn is one on a tree unchanged since the last turn (bench_startup.py's blocks).
+    in its block: the timed turn is one on a tree unchanged since the last turn (bench_startup.py's blocks). Two
+    rows without a goal follow there: the same turn on a new thread after a file was made by hand, and after
+    another thread's (untimed) turn wrote a file, each file removed after its turn.
 (b) [rewind] an untimed turn adds one file to the 100,000-file tree, then `codexr rewind --to 1 --yes` (timed:
     safety capture, plan, the conversation's fork, the removal) through the server, vs Git's one-file
     `read-tree -u --reset` (below).
@@ -441,6 +443,27 @@ class Goals:
                                            lambda: self.b.codexr_exec_tree(self.server, rnd, ws=root, op=op)]
         for step in steps if rnd % 2 == 0 else steps[::-1]:
             step()
+        if n == self.sz.big_files:
+            self.exec_after_changes(rnd, root)
+
+    def exec_after_changes(self, rnd: int, root: Path) -> None:
+        """The info rows beside (a): `codexr exec` on a new thread after a file made by hand, and after another
+        thread's turn wrote a file (untimed): the first captures that read such a file (issue 35). Each file goes
+        again after its turn; the next block's untimed exec absorbs that."""
+        made = root / "bench-made-by-hand.txt"
+        made.write_text("made by hand between turns\n")
+        time.sleep(bench_startup.RACY_PAUSE)
+        try:
+            self.b.codexr_exec_tree(self.server, rnd, ws=root, op="exec_made")
+        finally:
+            made.unlink(missing_ok=True)
+        wrote = root / bench_startup.EDIT_FILE
+        try:
+            self.b.codexr_exec_tree(self.server, -1, ws=root, op="exec_edit", prompt=bench_startup.EDIT_PROMPT)
+            time.sleep(bench_startup.RACY_PAUSE)
+            self.b.codexr_exec_tree(self.server, rnd, ws=root, op="exec_after_turn")
+        finally:
+            wrote.unlink(missing_ok=True)
 
     def block_helper(self, name: str, kind: str, rnd: int) -> None:
         assert self.helper is not None
@@ -626,7 +649,12 @@ class Goals:
             print(f"  {goal.label:<48} {summ['median']:6.0f} {unit} {rng:>13}  {goal.base_label:<22} {btext:>8}  "
                   f"{rtext:<18} {limit:<9} {m['verdict']}")
         info_out = []
-        for label, op, base, row in INFO_ROWS:
+        big = fmt_files(self.sz.big_files)
+        after = [(f"(a) codexr exec after a file made by hand, {big} files", "codexr.exec_made",
+                  f"codex.exec_{self.sz.big_files}", "exec"),
+                 (f"(a) codexr exec after another thread wrote, {big} files", "codexr.exec_after_turn",
+                  f"codex.exec_{self.sz.big_files}", "exec")]
+        for label, op, base, row in after + INFO_ROWS:
             if row not in self.rows:
                 continue
             summ = summary([x * 1000 for x in self.rec.samples.get(op, {}).values()])

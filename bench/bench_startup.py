@@ -270,8 +270,9 @@ class Bench:
         elif rnd >= 0:
             self.rec.record(f"codex.{op}", rnd, secs)
 
-    def codexr_exec_tree(self, tree: Tree, rnd: int, ws: Path | None = None, op: str = "exec_tree") -> None:
-        secs, res = timed(tree.cmd("-C", str(ws or self.ws.root), "exec", PROMPT), cwd=tree.root, env=tree.exec_env)
+    def codexr_exec_tree(self, tree: Tree, rnd: int, ws: Path | None = None, op: str = "exec_tree",
+                         prompt: str = PROMPT) -> None:
+        secs, res = timed(tree.cmd("-C", str(ws or self.ws.root), "exec", prompt), cwd=tree.root, env=tree.exec_env)
         if res.returncode != 0 or REPLY not in res.stdout:
             self.rec.problem(f"{tree.name} exec (tree) failed ({res.returncode}): {res.stderr[-500:]}")
         elif rnd >= 0:
