@@ -446,8 +446,6 @@ class Capturer:
         gone, made = checked.check.gone_paths(), checked.check.made_paths()
         if ((gone or made) and whole) or (made and not self._made_taken(c, ask, made, checked.state, len(look.extra))):
             return None  # a safety capture's map is given only files read again
-        if not look.more.issubset(made):
-            return None  # a known path the saved walk did not cover, and no file made there
         if head.depth + 1 >= REBASE_DEPTH or not all(
                 (old[p] is None or old[p] == ABSENT) if p in made else is_captured(old[p]) for p in paths):
             return None
@@ -484,8 +482,8 @@ class Capturer:
             snap_id = self.repo.commit(SnapshotRecord(
                 root=c.key, created=time.time(), kind=ask.kind, label=ask.label, parent=c.parent, depth=head.depth + 1,
                 changes=changes, meta={"file_count": file_count}))
-        look.reread(snap_id, checked, captured, list(state.skipped), ask.kind,
-                    self._reread_ground(c, ask, old, look.more), file_count, absent)
+        look.reread(snap_id, checked, captured, list(state.skipped), ask.kind, self._reread_ground(c, ask, old),
+                    file_count, absent)
         self._save_git_listing(c)
         return CaptureResult(id=snap_id, root=c.key, file_count=file_count, bytes_hashed=captured.bytes_hashed,
                              bytes_stored=sink.bytes_stored, seconds=time.perf_counter() - ask.started,
@@ -543,11 +541,10 @@ class Capturer:
                              residue_max_files=ask.settings.residue_max_files)
 
     @staticmethod
-    def _reread_ground(c: _Ground, ask: _Asked, old: dict[str, Entry | None],
-                       more: frozenset[str] = frozenset()) -> Reread:
+    def _reread_ground(c: _Ground, ask: _Asked, old: dict[str, Entry | None]) -> Reread:
         """What a capture from the saved walk stood on, for a session's journal to build its last capture from."""
         assert c.parent is not None
-        return Reread(c.parent, old, c.grow, c.known, c.git, c.git.signature, ask.settings, c.ignore, more)
+        return Reread(c.parent, old, c.grow, c.known, c.git, c.git.signature, ask.settings, c.ignore)
 
     def _parent_files(self, c: _Ground) -> tuple[_Ground, FileMap | None]:
         """The parent's map (None: no parent, or a damaged one the capture goes on without, as if it had none)."""

@@ -426,39 +426,6 @@ def test_a_session_goes_on_from_its_journal_after_such_a_capture(tmp_path: Path,
     assert post_map == want
 
 
-def test_a_turn_s_own_new_file_is_captured_without_the_map_and_the_session_goes_on_from_its_journal(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held_build: Held) -> None:
-    """The post-turn capture of a turn whose patch made a file (a path the thread knows now, which the saved walk did
-    not cover) reads it and writes it on the parent: it waited for the map (~0.2-0.4 s at 100,000 files, issue 35).
-    The map the journal goes on from is built with that file covered, so the session's next capture that needs the
-    map (a hidden file made) goes on from it: no walk, and no look at every saved stat."""
-    released, asked, _built = held_build
-    released.set()
-    ws, store_dir, first = workspace(tmp_path)
-    no_walk(monkeypatch)
-    checks: list[int] = []
-    real_check = walkstate.check
-    monkeypatch.setattr(walkstate, "check", lambda *a, **k: checks.append(1) or real_check(*a, **k))
-    mine = ("src/by_turn.py",)
-    with Store.open(store_dir) as s:
-        assert s.capturer.watch(ws)
-        pre = turn_capture(s, ws, first, "pre-turn")
-        checks.clear()
-        (ws / mine[0]).write_text("the turn's new module\n")
-        time.sleep(SETTLE)
-        want = full_capture_now(store_dir, ws, list(mine))
-        post = turn_capture(s, ws, pre.id, "post-turn", mine)
-        assert not asked, "the post-turn capture decoded the map"
-        assert decoded(store_dir, post.id) == want
-        (ws / "src/.env").write_text("hidden: a walk holds it back\n")
-        (ws / mine[0]).write_text("the next turn changed it\n")
-        time.sleep(SETTLE)
-        want = full_capture_now(store_dir, ws, list(mine))
-        again = turn_capture(s, ws, post.id, "post-turn", mine)
-        assert len(asked) == 1 and not checks, "the journal's map was not built on, or every stat was looked at"
-    assert decoded(store_dir, again.id) == want
-
-
 @pytest.mark.parametrize("change", ["grown past the limit", "made a directory", "removed", "hard-linked"])
 def test_what_the_shortcut_cannot_vouch_for_gets_the_full_capture_s_verdict(tmp_path: Path, change: str) -> None:
     ws, store_dir, _first = workspace(tmp_path)

@@ -297,9 +297,6 @@ class Look:
         #: paths the saved walk covered and a thread's capture does not, whose files it takes all the same
         #: (`_covers_what_was_covered`): the recent-file rule counts them
         self.extra: frozenset[str] = frozenset()
-        #: paths a growing capture knows and the saved walk did not cover: files made since, which it then reads and
-        #: covers (`Capturer._reread_only` checks that each one is)
-        self.more: frozenset[str] = frozenset()
 
     def check(self, parent: str | None, settings: ScopeSettings, git_signature: tuple[int, ...] | None) -> None:
         """Look at the saved walk's stats when no journal has seen a capture yet (a one-shot command, a session's
@@ -399,15 +396,14 @@ class Look:
             return None
         if w is not None and (w.last is not None or w.pending):
             return None
-        return checked if self._covers(checked, grow, known, git, settings, ignore) and not self.more else None
+        return checked if self._covers(checked, grow, known, git, settings, ignore) else None
 
     def _covers(self, checked: walkstate.Checked, grow: bool, known: list[str], git: GitTracked,
                 settings: ScopeSettings, ignore: Ignore) -> bool:
-        """`_covers_what_was_covered`, the paths it covered besides kept in `extra`, those it covers newly in
-        `more`."""
-        found = _covers_what_was_covered(checked, grow, known, git, self.watched, settings, ignore)
-        self.extra, self.more = found if found is not None else (frozenset(), frozenset())
-        return found is not None
+        """`_covers_what_was_covered`, the paths it covered besides kept in `extra`."""
+        extra = _covers_what_was_covered(checked, grow, known, git, self.watched, settings, ignore)
+        self.extra = extra if extra is not None else frozenset()
+        return extra is not None
 
     def kept(self, checked: walkstate.Checked, snap_id: str, chained: bool, ground: Reread) -> None:
         """The capture recorded the parent's map as `snap_id` (`chained`: a new snapshot on top of the parent; else
@@ -583,8 +579,8 @@ class Look:
                      {p: walkstate.trusted(k, self.started_ns) for p, k in unwatched.items()},
                      _packs(self.door.repo), self.started_ns)
         covered = state.covered_set().difference(self.extra) if self.extra else state.covered_set()
-        if absent or self.more:
-            covered = covered.union(absent or (), self.more)
+        if absent:
+            covered = covered.union(absent)
         files = {**captured.entries, **absent} if absent else captured.entries
         now = MapNow(files, covered, state.git_signature, frozenset(files).union(gone))
         saved = None
@@ -1028,7 +1024,6 @@ class Reread(NamedTuple):
     git_signature: tuple[int, ...] | None
     settings: ScopeSettings
     ignore: Ignore
-    more: frozenset[str] = frozenset()  # known paths the capture covered newly: files made since, read by it
 
 
 class _LastBuilt:
@@ -1093,8 +1088,7 @@ def _last_after_reread(repo: Repository, checked: walkstate.Checked, captured: C
         return None
     captured_then = set(captured_paths(parent_files))
     known = [*ground.known, *captured_then] if ground.grow else ground.known
-    # the paths covered newly are files the capture read: laid over the map below (`extra`), not the parent's to hold
-    covered_then, covered_now = checked.state.covered_set(), {*ground.git.paths, *known}.difference(ground.more)
+    covered_then, covered_now = checked.state.covered_set(), {*ground.git.paths, *known}
     if not walkstate.same_map(covered_then, covered_now, parent_files, captured_then, ground.settings, ground.ignore):
         return None
     last = _checked_last(checked, parent_files, captured_then, covered_then & covered_now, ground.git_signature,
@@ -1150,33 +1144,26 @@ def _in_sorted(paths: list[str], path: str) -> bool:
 
 
 def _covers_what_was_covered(checked: walkstate.Checked, grow: bool, known: list[str], git: GitTracked,
-                             w: Watched | None, settings: ScopeSettings, ignore: Ignore
-                             ) -> tuple[frozenset[str], frozenset[str]] | None:
+                             w: Watched | None, settings: ScopeSettings, ignore: Ignore) -> frozenset[str] | None:
     """Would a walk now give the map the saved walk gave, covering what it covered (so, nothing having moved, give its
-    map)? The paths it covered that a walk now does not, where that walk would capture their files all the same, and
-    the known paths it did not cover, which the capture must find made since (both empty: it covers the same); None:
-    no.
+    map)? The paths it covered that a walk now does not, where that walk would capture their files all the same
+    (empty: it covers the same); None: no.
 
     Growing, it covers the Git listing, `known` and what the latest snapshot captured: the saved walk's paths when
-    each of them was Git-tracked or captured, and the known paths besides (a turn's own new files: the post-turn
-    capture of a turn that wrote one waited for the map, ~0.2-0.4 s at 100,000 files; issue 35). A thread's capture
-    covers the Git listing and `known` only: the same set, or a path covered then and not now must be a file the
-    recent-file rule takes (`_taken_anyway`: a thread's capture after another thread's turn wrote a file, or a file
-    made by hand, which that turn's growing capture then covered, decoded the parent: ~0.6 s of `codexr exec` on a
-    new thread at 100,000 files); one covered now and not then might be captured though the saved walk skipped it.
+    each of them was Git-tracked or captured and `known` adds none. A thread's capture covers the Git listing and
+    `known` only: the same set, or a path covered then and not now must be a file the recent-file rule takes
+    (`_taken_anyway`: a thread's capture after another thread's turn wrote a file, or a file made by hand, which that
+    turn's growing capture then covered, decoded the parent: ~0.6 s of `codexr exec` on a new thread at 100,000
+    files; issue 35); one covered now and not then might be captured though the saved walk skipped it.
 
     The covered set is decoded only where it is asked: a thread's first capture (nothing known yet) whose saved walk
     covered just the Git listing finds the listing's marshal (as saved, or made again) equal to the stored one (the
     same sorted paths), ~3 ms where building and comparing the sets took ~35 ms at 100,000 paths (measured); unequal
     bytes compare the sets. Growing never asks the listing at all (a saved one is not even decoded).
     """
-    state, none = checked.state, frozenset[str]()
-    same = (none, none)
+    state, same = checked.state, frozenset[str]()
     if grow:
-        if not state.grows_same:
-            return None
-        covered = state.covered_set() if known else none
-        return none, frozenset(p for p in known if p not in covered)
+        return same if state.grows_same and (not known or state.covered_set().issuperset(known)) else None
     if not known:
         seen = w.same_listing if w is not None else None
         if seen is not None and seen[0] is state.covered_blob and seen[1] is git:
@@ -1194,7 +1181,7 @@ def _covers_what_was_covered(checked: walkstate.Checked, grow: bool, known: list
     if len(covered) - len(now) > settings.residue_max_files or not covered.issuperset(now):
         return None
     extra = covered.difference(now)
-    return (extra, none) if _taken_anyway(checked, extra, settings, ignore) else None
+    return extra if _taken_anyway(checked, extra, settings, ignore) else None
 
 
 def _taken_anyway(checked: walkstate.Checked, extra: frozenset[str], settings: ScopeSettings, ignore: Ignore) -> bool:
