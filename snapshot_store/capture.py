@@ -433,19 +433,15 @@ class Capturer:
             except walkstate.DamagedWalk:
                 return None
         paths = sorted(checked.check.changes.files)
-        if len(paths) > REREAD_MAX:
-            return None
+        gone, made = checked.check.gone_paths(), checked.check.made_paths()
+        if len(paths) > REREAD_MAX or ((gone or made) and whole) or (
+                made and not self._made_taken(c, ask, made, checked.state, len(look.extra))):
+            return None  # a safety capture's map is given only files read again
         try:
             head = self.repo.head(c.parent)
             old = self.repo.entries_at(c.parent, paths)
         except StoreError:
             return None  # the full capture decides what a damaged parent means
-        if not look.sort_out(old):
-            return None
-        paths = sorted(checked.check.changes.files)
-        gone, made = checked.check.gone_paths(), checked.check.made_paths()
-        if ((gone or made) and whole) or (made and not self._made_taken(c, ask, made, checked.state, len(look.extra))):
-            return None  # a safety capture's map is given only files read again
         if head.depth + 1 >= REBASE_DEPTH or not all(
                 (old[p] is None or old[p] == ABSENT) if p in made else is_captured(old[p]) for p in paths):
             return None
