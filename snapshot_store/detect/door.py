@@ -21,7 +21,6 @@ import contextlib
 import dataclasses
 import functools
 import marshal
-import os
 import stat
 import threading
 import time
@@ -371,10 +370,8 @@ class Look:
             return None
         # No keys for the journal's files: only a capture that reads them all again goes on from this look.
         look = walkstate.Check(Changes(set(quiet.files), False, set(quiet.paths), False), {})
-        if state.unwatched or quiet.files:
+        if state.unwatched:
             with DirCache(str(self.ws), folding=repo.folding(self.ws)) as dirs:
-                if quiet.files and not _made_or_gone(dirs, state, look):
-                    return None
                 walkstate.look_unwatched(dirs, state, look)
             if look.changes.structural:
                 return None
@@ -1108,40 +1105,6 @@ def _in_sorted(paths: list[str], path: str) -> bool:
     """Is `path` among these sorted paths?"""
     i = bisect.bisect_left(paths, path)
     return i < len(paths) and paths[i] == path
-
-
-def _made_or_gone(dirs: DirCache, state: walkstate.WalkState, look: walkstate.Check) -> bool:
-    """The journal's files as a check of the saved walk names them: a file or symlink the walk did not see, now in a
-    directory it listed, made (`added`); one it saw, no longer there, gone (`gone`); one made and gone again, not at
-    all. A capture then reads and writes the made ones on the parent as after a one-shot check, instead of waiting
-    for the map to be built (the post-turn capture of a turn that wrote a file, ~0.2-0.4 s at 100,000 files; issue
-    35). False: something else (a directory, a device, a path beyond reach, saved groups that are not clean): the
-    last capture is wanted."""
-    changes, listed = look.changes, set(state.dirs[1])
-    try:
-        seen = state.seen_paths()
-        for p in sorted(changes.files):
-            parent, _, name = p.rpartition("/")
-            try:
-                st: os.stat_result | None = dirs.lstat(p)
-            except FileNotFoundError:
-                st = None
-            except (OSError, SymlinkInPath, DirChanged):
-                return False
-            if st is None:
-                key = walkstate.seen_key(state, p) if p in seen else None
-                if key is not None:
-                    look.gone.setdefault(parent, {})[name] = "l" if stat.S_ISLNK(key[4]) else "f"
-                else:
-                    changes.files.discard(p)
-                    changes.paths.discard(p)
-            elif not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)) or parent not in listed:
-                return False
-            elif p not in seen:
-                look.added.setdefault(parent, {})[name] = "l" if stat.S_ISLNK(st.st_mode) else "f"
-    except walkstate.DamagedWalk:
-        return False
-    return True
 
 
 def _covers_what_was_covered(checked: walkstate.Checked, grow: bool, known: list[str], git: GitTracked,
