@@ -156,7 +156,7 @@ def with_groups(state: WalkState, seen: list[Group], **fields: Any) -> WalkState
 def residue_taken(state: WalkState) -> int:
     """How many files the capture that saved this walk took by the recent-file rule: its seen files outside `covered`,
     less those it held back by size. A saved walk held none back by the limit (`savable`), so a walk covering the
-    same paths takes every new file as well while the count and they stay within it. Raises DamagedWalk."""
+    same paths takes each new file too while these and the new ones together stay within it. Raises DamagedWalk."""
     covered, seen = state.covered_set(), state.seen
     outside = 0
     for parent, names, _keys in seen:
