@@ -110,6 +110,15 @@ def composer_text(screen: str) -> str:
     return "\n".join(ln.strip("│ ") for ln in lines[top + 1:bottom])
 
 
+def framed(screen: str) -> bool:
+    """Is the composer box drawn whole? A capture can fall between two writes of one frame (seen once in CI under
+    load: the status bar and the transcript drawn, the box's top border not yet): a wait whose screen is parsed
+    for the box or what is above it asks for this too."""
+    lines = screen.splitlines()
+    top = [i for i, ln in enumerate(lines) if ln.startswith("╭")]
+    return bool(top) and any(ln.startswith("╰") for ln in lines[top[-1]:])
+
+
 def transcript_text(screen: str) -> str:
     """The screen above the composer box."""
     lines = screen.splitlines()
@@ -154,7 +163,8 @@ def test_rewind_and_redo_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
         assert (ws / "tests" / "test_app.py").exists()
         tmux.type("tmux-two make it shout")
         tmux.keys("Enter")
-        shown = tmux.wait(lambda s: "Shouting now, docs regenerated." in s and "○ idle" in s, "the answer to prompt 2")
+        shown = tmux.wait(lambda s: "Shouting now, docs regenerated." in s and "○ idle" in s and framed(s),
+                          "the answer to prompt 2")
         after_two = tree(ws)
         assert (ws / "docs.txt").read_text() == "generated\n" and not (ws / "README.md").exists()
         assert composer_text(shown) == "Ask Codex…  (Enter sends · Ctrl+J newline · / commands · @ paths)"
@@ -170,7 +180,7 @@ def test_rewind_and_redo_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
         tmux.keys("Enter")
         # the notice, the status bar of the fork (its redo depth) and the prompt back in the composer: each is
         # drawn when it arrives, and a capture can come between two of them
-        shown = tmux.wait(lambda s: "rewound to prompt 1" in s and "○ idle" in s and "↷ redo 1" in s
+        shown = tmux.wait(lambda s: "rewound to prompt 1" in s and "○ idle" in s and "↷ redo 1" in s and framed(s)
                           and "conversation forked before prompt 1" in s
                           and composer_text(s) == "tmux-one add a test", "the rewind")
         assert tree(ws) == before_one  # every file as before prompt 1, the shell-made docs.txt included
@@ -182,12 +192,12 @@ def test_rewind_and_redo_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
         assert composer_text(shown) == "tmux-one add a test"  # the prompt, ready to edit and resend
 
         tmux.keys("C-c")  # clears the composer
-        tmux.wait(lambda s: composer_text(s).startswith("Ask Codex…"), "an empty composer")
+        tmux.wait(lambda s: framed(s) and composer_text(s).startswith("Ask Codex…"), "an empty composer")
         tmux.type("/redo")
         tmux.keys("Enter")
         tmux.wait(lambda s: "Redo — undo the last rewind" in s and "no conflicts" in s, "the redo dialog's plan")
         tmux.keys("Enter")
-        shown = tmux.wait(lambda s: "redo: back where the rewind started" in s and "○ idle" in s
+        shown = tmux.wait(lambda s: "redo: back where the rewind started" in s and "○ idle" in s and framed(s)
                           and "↷ redo" not in s and "Shouting now" in s, "the redo and the status of the original")
         assert tree(ws) == after_two
         assert status_thread(shown) == thread
@@ -228,7 +238,7 @@ def test_keys_typed_under_the_first_frame_reach_the_composer_and_the_terminal_co
     if "palette" not in right_after:  # still the splash (nearly always): its composer, and only it, shows the keys
         assert right_after.count(typed) <= 1 and (typed not in right_after or composer_text(right_after) == typed), \
             right_after
-    shown = tmux.wait(lambda s: typed in s and "palette" in s, "the live app showing what was typed")
+    shown = tmux.wait(lambda s: typed in s and "palette" in s and framed(s), "the live app showing what was typed")
     assert composer_text(shown) == typed and shown.count(typed) == 1
     tmux.keys("C-q")
     after = tmux.wait_for("SHELL-BACK")
@@ -323,7 +333,7 @@ def test_words_on_screen_commands_approvals_and_fork_labels(tmux: Tmux, tmp_path
         tmux.keys("Enter")
         tmux.wait(lambda s: "rewound to prompt 2" in s and "○ idle" in s and "↷ redo 1" in s, "the rewind")
         tmux.keys("C-c")  # the rewound prompt back in the composer: cleared
-        tmux.wait(lambda s: composer_text(s).startswith("Ask Codex…"), "an empty composer")
+        tmux.wait(lambda s: framed(s) and composer_text(s).startswith("Ask Codex…"), "an empty composer")
         tmux.type("/threads")
         tmux.keys("Enter")
         shown = tmux.wait(lambda s: "Threads of this workspace" in s and "rewound before prompt 2" in s,

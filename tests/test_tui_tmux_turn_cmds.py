@@ -6,7 +6,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from test_tui_tmux import REPO, Tmux, composer_text, tmux  # noqa: F401  (tmux: the fixture)
+from test_tui_tmux import REPO, Tmux, composer_text, framed, tmux  # noqa: F401  (tmux: the fixture)
 from test_turn_cmds import png
 
 from app.codex.scripted_model import ScriptedModel, message, review, write_codex_home
@@ -32,7 +32,8 @@ def test_images_compact_and_review_in_a_real_terminal(tmux: Tmux, tmp_path: Path
         # a terminal pastes a dragged file as its (shell-quoted) path, in bracketed paste
         tmux.tmux("set-buffer", shlex.quote(str(tmp_path / "drag me.png")))
         tmux.tmux("paste-buffer", "-p", "-t", "codexr")
-        tmux.wait(lambda s: composer_text(s).startswith("[image: drag me.png]"), "the pasted image's label")
+        tmux.wait(lambda s: framed(s) and composer_text(s).startswith("[image: drag me.png]"),
+                  "the pasted image's label")
         tmux.type("tt-img again")
         tmux.keys("Enter")
         tmux.wait(lambda s: s.count("A grey square, twice.") == 2 and "○ idle" in s, "the second answer")
