@@ -1158,8 +1158,9 @@ def _taken_anyway(checked: walkstate.Checked, extra: frozenset[str], settings: S
     if not extra.isdisjoint(changes.files) or not extra.isdisjoint(changes.paths) or not extra.isdisjoint(held):
         return False
     try:
+        keys = walkstate.seen_keys(state, extra)
         for p in extra:
-            key = walkstate.seen_key(state, p)
+            key = keys.get(p)
             if (key is None or scope_mod.forbidden(p) or ignore.file(p) or scope_mod.hidden(p, settings)
                     or (stat.S_ISREG(key[4]) and key[0] > settings.residue_max_file_bytes)):
                 return False

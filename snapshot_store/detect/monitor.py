@@ -27,7 +27,7 @@ from ..dirfd import DirCache, DirChanged, SymlinkInPath
 from ..fsutil import atomic_write
 from ..manifest import valid_key
 from ..scope import listing_digest
-from ..stamps import Key, stat_key
+from ..stamps import stat_key
 from .changes import Changes
 from .walkstate import (
     DIGEST,
@@ -38,6 +38,7 @@ from .walkstate import (
     listed_names,
     look_unwatched,
     note_moves,
+    seen_keys,
     there_before,
     unpack_key,
 )
@@ -306,7 +307,7 @@ def check_since(dirs: DirCache, state: WalkState, changes: Changes) -> Check | N
             note_moves(out, rel, *moved)
             prefix = f"{rel}/" if rel else ""
             look.difference_update(prefix + name for name in moved[1])  # the gone: nothing left there to stat
-        keys = _seen_keys(state, look) if look else {}
+        keys = seen_keys(state, look) if look else {}
         look.update(state.untrusted())  # untrusted keys (None here) never match: looked at every time
         for p in look:
             now = stat_key(dirs.lstat(p))
@@ -319,22 +320,4 @@ def check_since(dirs: DirCache, state: WalkState, changes: Changes) -> Check | N
             return None
     except (OSError, SymlinkInPath, DirChanged, KeyError):
         return None  # gone although the monitor said nothing of its directory (a race), or odd: full check
-    return out
-
-
-def _seen_keys(state: WalkState, paths: set[str]) -> dict[str, Key | None]:
-    """The stored key of each of `paths` (all seen by the walk)."""
-    wanted: dict[str, set[str]] = {}
-    for p in paths:
-        parent, _, name = p.rpartition("/")
-        wanted.setdefault(parent, set()).add(name)
-    out: dict[str, Key | None] = {}
-    for parent, names, packed in state.seen:
-        want = wanted.get(parent)
-        if not want:
-            continue
-        prefix = f"{parent}/" if parent else ""
-        for i, name in enumerate(names):
-            if name in want:
-                out[prefix + name] = unpack_key(KEY.unpack_from(packed, i * KEY.size))
     return out

@@ -166,14 +166,23 @@ def residue_taken(state: WalkState) -> int:
     return outside - sum(1 for p, _why in state.skipped if p not in covered and p in held)
 
 
-def seen_key(state: WalkState, path: str) -> Key | None:
-    """The saved key of one seen path (None: the walk saw no such file or symlink)."""
-    parent, sep, name = path.rpartition("/")
-    group = state.group(parent if sep else "")
-    if group is None or name not in group[1]:
-        return None
-    size, mtime, ctime, ino, mode = KEY.unpack_from(group[2], group[1].index(name) * KEY.size)
-    return size, mtime, ctime, ino, mode
+def seen_keys(state: WalkState, paths: Collection[str]) -> dict[str, Key | None]:
+    """The stored key of each of `paths` the walk saw (one pass over its groups; None: untrusted); the others are left
+    out."""
+    wanted: dict[str, set[str]] = {}
+    for p in paths:
+        parent, _, name = p.rpartition("/")
+        wanted.setdefault(parent, set()).add(name)
+    out: dict[str, Key | None] = {}
+    for parent, names, packed in state.seen:
+        want = wanted.get(parent)
+        if not want:
+            continue
+        prefix = f"{parent}/" if parent else ""
+        for i, name in enumerate(names):
+            if name in want:
+                out[prefix + name] = unpack_key(KEY.unpack_from(packed, i * KEY.size))
+    return out
 
 
 def untrusted_of(seen: list[Group]) -> list[str]:
