@@ -108,6 +108,11 @@ class _Saved(NamedTuple):
     known: list[str]  # the known paths, as the saved walk's coverage is asked about
 
 
+def _whole(ask: _Asked) -> bool:
+    """A restore's safety capture, given the parent's map and its stats (`_from_saved`)."""
+    return ask.kind == SnapshotKind.SAFETY and not (ask.summary_only or ask.dry_run)
+
+
 class _Ground(NamedTuple):
     """What a capture knows before it looks at any file: the workspace's rules, its Git listing and newest snapshot,
     and the paths it covers whatever the limits (`known`). (Tuples: a dataclass costs every process ~0.2 ms.)"""
@@ -395,7 +400,7 @@ class Capturer:
         growing covers anyway) — when nothing moved, or with `moved` files changed in place. None: the full capture,
         also when a file held back by its size is one `whatever_size` wants whole (a changed file too large now sends
         `reread_keys` there too)."""
-        whole = ask.kind == SnapshotKind.SAFETY and not (ask.summary_only or ask.dry_run)
+        whole = _whole(ask)
         if not ((ask.summary_only and ask.whatever_size is None) or whole) or c.recovered is not None \
                 or c.parent is None:
             return None
@@ -512,8 +517,10 @@ class Capturer:
         parent's map without them, written as their delta on it, whose map is never decoded (None: the full
         capture). At 100,000 files that capture decoded the parent's map and the saved walk's keys, ~0.5 s of each
         one-shot capture, turn or rewind that came second after a rewind took a turn's new file back (issue 35)."""
+        if _whole(ask):
+            return None  # (before `_from_saved`, which would build a safety capture's map and captured paths first)
         base = self._from_saved(c, ask, look, moved=False)
-        if base is None or base.whole or c.parent is None:
+        if base is None or c.parent is None:
             return None
         found = look.tombstones_only(c.grow, base.known, c.git)
         if found is None or len(found[1]) > REREAD_MAX:
