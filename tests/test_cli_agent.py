@@ -333,6 +333,12 @@ def test_threads_rewind_and_redo(cli: Cli) -> None:
     (req,) = cli.requests_for("p2 again, differently")
     assert user_texts(req) == [P1, "p2 again, differently"]
 
+    # asked of t, the thread the rewind started from, a redo names the fork it is to be asked of, and changes nothing
+    before = tree(cli.ws)
+    assert_one_line_error(cli.run("redo", "--thread", t, "--yes"), "nothing to redo",
+                          f"its last rewind went to thread {new}: `codexr redo --thread {new}`")
+    assert tree(cli.ws) == before
+
     # redo goes back to t with the files byte-identical
     res = cli.json("redo", "--thread", new, "--yes")
     assert res["thread_id"] == t and res["from_thread"] == new and res["turns_since_rewind"] == 1, res

@@ -248,6 +248,16 @@ class Rewinder:
         raise SessionError(f"this thread's files are in {root}, not in {self.cwd}: run the {what} there "
                            f"(`codexr -C {shlex.quote(root)} {what} ...`)")
 
+    def _rewound_to(self, thread_id: str) -> str:
+        """Where a redo asked of the thread a rewind started from is to be asked (a rewind's redo lives on the fork it
+        went to: asked of the original, as a new user of the CLI does, it only said there was nothing to redo)."""
+        landed = [(s.redo[-1].at, s.thread_id) for s in self.sidecars.all()
+                  if s.redo and s.redo[-1].origin_thread == thread_id and s.thread_id != thread_id]
+        if not landed:
+            return ""
+        fork = max(landed)[1]
+        return f"; its last rewind went to thread {fork}: `codexr redo --thread {fork}`"
+
     def redo(self, thread_id: str, *, dry_run: bool = False,
              confirm: Callable[[RedoPreview], bool] | None = None, picks: Picks | None = None,
              held: Callable[[], object] | None = None) -> RedoResult:
@@ -260,7 +270,7 @@ class Rewinder:
         """
         side = self.sidecars.load(thread_id)
         if side is None or not side.redo:
-            raise SessionError(f"nothing to redo on thread {thread_id}")
+            raise SessionError(f"nothing to redo on thread {thread_id}{self._rewound_to(thread_id)}")
         entry = side.redo[-1]
         # On a fork, prompts past the shared ones are new; on the same thread (files-only), past the old count.
         base = entry.to_prompt - 1 if entry.origin_thread != thread_id else entry.origin_turns
