@@ -13,7 +13,7 @@ import os
 import stat
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import blake3
@@ -24,7 +24,7 @@ from .manifest import ABSENT, Entry, FileEntry, FileMap, LinkEntry, SkippedEntry
 from .reasons import Reason
 from .repository.packs import PackWriter
 from .repository.repo import Repository
-from .restore.apply import Restorer, RestoreResult
+from .restore.apply import Contents, Restorer, RestoreResult
 from .restore.plan import DELETE, LEAVE, WRITE, Action, RestorePlan, plan_restore
 from .safefs import SafeRoot, UnsafePath
 from .scope import Ignore, forbidden
@@ -161,6 +161,15 @@ class StatesRestore:
     safety_id: str | None
     fresh: frozenset[bytes]
     started_ns: int
+    checked: Contents | None = field(default=None, init=False)  # what `check` verified, for the apply
+
+    def check(self) -> None:
+        """Verify every content the apply writes (CorruptStore, "nothing was changed", where one is damaged), before
+        the caller changes anything of its own; `apply` checks anyway when this was not called."""
+        store = self.store
+        with translate_os_errors("restore of single files"), store.workspace_lock(Path(STATES_ROOT)), \
+                store.shared_lock():
+            self.checked = restorer(store).check(self.plan, self.fresh)
 
     def apply(self) -> RestoreResult:
         """Journaled apply (each path only if it is still as the safety capture saw it)."""
@@ -170,7 +179,7 @@ class StatesRestore:
         result = RestoreResult(self.plan, self.safety_id)
         root = Path(STATES_ROOT)
         with translate_os_errors("restore of single files"), store.workspace_lock(root), store.shared_lock():
-            restorer(store).apply(self.plan, self.safety_id, result, self.fresh, self.started_ns)
+            restorer(store).apply(self.plan, self.safety_id, result, self.fresh, self.started_ns, checked=self.checked)
         result.seconds = time.perf_counter() - started
         return result
 

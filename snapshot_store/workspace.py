@@ -25,7 +25,7 @@ from .settings import ScopeSettings
 from .vocab import STATES_KINDS, SnapshotKind
 
 if TYPE_CHECKING:  # restore's modules load where a restore is made (a command that only captures: ~4 ms less)
-    from .restore.apply import Restorer, RestoreResult
+    from .restore.apply import Contents, Restorer, RestoreResult
     from .restore.journal import Recovery
     from .restore.plan import RestorePlan
 
@@ -171,6 +171,7 @@ class PreparedRestore:
         self._started = time.perf_counter()
         self._applied = False
         self._inside = False  # within the `with` block: the locks held
+        self._checked: Contents | None = None  # what `check` verified, for the apply
 
     def __enter__(self) -> PreparedRestore:
         from .restore.plan import HELD_OR_ABSENT
@@ -256,6 +257,19 @@ class PreparedRestore:
         self.result.seconds = time.perf_counter() - self._started
         return self.result
 
+    def check(self) -> None:
+        """Verify every content the apply writes before the caller changes anything of its own (a conversation fork, a
+        redo entry): CorruptStore, "nothing was changed", where the store holds one damaged. `apply` checks anyway
+        when this was not called."""
+        self._prepared_only("checked")
+        with translate_os_errors(f"restore into {self.workspace.root}"):
+            self._checked = self.workspace.restorer.check(self.plan, self.safety.stored_blobs)
+
+    def _prepared_only(self, what: str) -> None:
+        """Refuse a dry run, a restore applied already, or one outside its `with` block (its locks not held)."""
+        if self.dry_run or self._applied or not self._inside:
+            raise StoreError(f"only a prepared restore, inside its `with` block and once, can be {what}")
+
     def apply(self, hold: dict[str, Any] | None = None) -> RestoreResult:
         """The journaled apply of the plan (each path only if it is still as the safety capture saw it).
 
@@ -263,13 +277,12 @@ class PreparedRestore:
         settles: `Workspace.release_held` when the other side happened, `undo_held` when it did not; until then an
         interruption rolls it back (restore/journal.py).
         """
-        if self.dry_run or self._applied or not self._inside:
-            raise StoreError("only a prepared restore, inside its `with` block and once, can be applied")
+        self._prepared_only("applied")
         self._applied = True
         ws = self.workspace
         with translate_os_errors(f"restore into {ws.root}"):
             ws.restorer.apply(self.plan, self.safety.id, self.result, self.safety.stored_blobs,
-                              self._safety_started_ns, hold)
+                              self._safety_started_ns, hold, self._checked)
         self.result.seconds = time.perf_counter() - self._started
         return self.result
 

@@ -48,6 +48,7 @@ from app.codex.scripted_model import (
 from app.session import Session, SessionOptions, TurnOutcome
 from config import load_settings
 from snapshot_store import Store
+from snapshot_store.ids import digest_hex
 from snapshot_store.manifest import captured_items
 
 REPO = Path(__file__).parents[1]
@@ -346,6 +347,73 @@ def test_threads_rewind_and_redo(cli: Cli) -> None:
 
     assert_one_line_error(cli.run("redo", "--thread", new, "--yes"), "nothing to redo")
     assert tree(cli.ws) == after_p3
+
+
+def damage_content(cli: Cli, content: bytes) -> tuple[Path, bytes]:
+    """Flip a byte inside the stored copy of `content`; returns the pack and its bytes before, to mend it."""
+    with Store.open(cli.home / "file_snapshots", protected=[cli.home]) as store:
+        loc = store.blobs.locate(bytes.fromhex(digest_hex(content)))
+    pack = cli.home / "file_snapshots" / "packs" / f"{loc.pack}.pack"
+    good = pack.read_bytes()
+    bad = bytearray(good)
+    bad[loc.offset + loc.stored_len // 2] ^= 0x20
+    pack.write_bytes(bytes(bad))
+    return pack, good
+
+
+def sidecars(cli: Cli) -> dict[str, bytes]:
+    refs = cli.home / "file_snapshots" / "refs" / "threads"
+    return {p.name: p.read_bytes() for p in refs.iterdir()}
+
+
+def test_a_rewind_or_redo_whose_content_is_damaged_changes_nothing(cli: Cli) -> None:
+    """A corrupt store gets a clear error and changes nothing: a rewind whose content was damaged in the store forked
+    the conversation, recorded a redo entry and said "the rewind is recorded ... `codexr redo` undoes the files it
+    changed" while no file had changed; a redo left a "redo-started" note. The content is now verified before the
+    conversation or any record is touched."""
+    t, _turns, trees = three_prompts(cli)
+    pack, good = damage_content(cli, b"hello\n")  # notes.txt before prompt 2: what the rewind writes
+    before = sidecars(cli)
+    res = cli.run("rewind", "--thread", t, "--to", "2", "--yes")
+    assert_one_line_error(res, "does not match", "nothing was changed")
+    assert "recorded" not in res.stderr and "redo" not in res.stderr, show(res)
+    assert tree(cli.ws) == trees[3]
+    assert set(cli.threads()) == {t}, "a rewind that changed nothing left a fork"
+    assert sidecars(cli) == before
+    pack.write_bytes(good)
+
+    fork = cli.json("rewind", "--thread", t, "--to", "2", "--yes")["thread_id"]
+    assert tree(cli.ws) == trees[1]
+    pack, good = damage_content(cli, b"c\n")  # c/c.txt, in the rewind's safety snapshot: what the redo writes
+    before = sidecars(cli)
+    assert_one_line_error(cli.run("redo", "--thread", fork, "--yes"), "does not match", "nothing was changed")
+    assert tree(cli.ws) == trees[1]
+    assert sidecars(cli) == before
+    pack.write_bytes(good)
+    assert cli.json("redo", "--thread", fork, "--yes")["thread_id"] == t
+    assert tree(cli.ws) == trees[3]
+
+
+def test_a_rewind_whose_content_outside_the_workspace_is_damaged_changes_nothing(cli: Cli) -> None:
+    """The same for a file the agent patched outside the workspace: the workspace's files were restored, then the
+    outside path's damaged content stopped the rewind, "recorded" on a fork. Both sides are verified first now."""
+    outside = cli.tmp / "outside"
+    outside.mkdir()
+    (outside / "edit.txt").write_text("one\ntwo\n")
+    cli.model.script("reach out", [patch(
+        "*** Begin Patch\n"
+        "*** Add File: inside.txt\n+in\n"
+        f"*** Update File: {outside}/edit.txt\n@@\n one\n-two\n+TWO\n"
+        "*** End Patch\n"), message("reached out")])
+    t = cli.json("exec", "reach out")["thread_id"]
+    after = tree(cli.ws), tree(outside)
+    damage_content(cli, b"one\ntwo\n")  # edit.txt as it was before the patch: what the rewind writes outside
+    before = sidecars(cli)
+    assert_one_line_error(cli.run("rewind", "--thread", t, "--to", "1", "--yes"), "does not match",
+                          "nothing was changed")
+    assert (tree(cli.ws), tree(outside)) == after
+    assert set(cli.threads()) == {t}
+    assert sidecars(cli) == before
 
 
 def test_rewind_and_redo_of_the_last_thread(cli: Cli, tmp_path: Path) -> None:

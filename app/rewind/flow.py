@@ -212,7 +212,7 @@ def preview(place: Place, files: Files) -> tuple[RestoreResult, Planned]:
 
 
 def run(place: Place, files: Files | None, steps: Steps, hold: dict[str, Any] | None = None) -> Done | None:
-    """plan → decide → keep → record → apply: None when declined (nothing changed). With `hold` the workspace's
+    """plan → decide → check → keep → record → apply: None when declined (nothing changed). With `hold` the workspace's
     restore is held for the conversation side (snapshot_store's held journal), which the caller settles."""
     if files is None:  # the conversation only: no plan, nothing to apply
         if not steps.decide(None):
@@ -236,6 +236,9 @@ def run(place: Place, files: Files | None, steps: Steps, hold: dict[str, Any] | 
         if outside is not None:
             files.choose_outside(outside.plan)
         planned.shown = files.shown(ready.plan, outside.plan if outside is not None else None)
+        ready.check()  # the content to write verified: a damaged store changes nothing, the conversation included
+        if outside is not None:
+            outside.check()
         dest = steps.keep()  # keep the conversation
         steps.record(dest, planned)  # record, before any file changes
         try:  # apply

@@ -103,12 +103,20 @@ class Restorer:
         the one the error named, goes on from the files as they are."""
         give_up(self.root, self.journal, self.notes)
 
-    def apply(self, plan: RestorePlan, safety_id: str, result: RestoreResult, fresh: frozenset[bytes],
-              safety_started_ns: int, hold: dict[str, Any] | None = None) -> None:
-        """Secure the safety copies, then carry out the plan, journaled (see _apply); with `hold`, the journal stays
-        until `release` or `undo` (the restore is one side of a change the caller settles)."""
+    def check(self, plan: RestorePlan, fresh: frozenset[bytes]) -> Contents:
+        """Before anything changes: the safety copies secured, and every blob the plan writes verified (CorruptStore,
+        nothing changed, where one is damaged). A caller with changes of its own to make (a conversation fork, a redo
+        entry) checks first, so a damaged store changes nothing of theirs either."""
         _secure_safety_copies(self.loader, self.root, plan, fresh)
-        _apply(self.loader, self.root, self.journal, self.notes, plan, safety_id, result, safety_started_ns, hold)
+        return _preflight(self.loader, plan)
+
+    def apply(self, plan: RestorePlan, safety_id: str, result: RestoreResult, fresh: frozenset[bytes],
+              safety_started_ns: int, hold: dict[str, Any] | None = None, checked: Contents | None = None) -> None:
+        """`check` (unless `checked` is what it returned), then carry out the plan, journaled (see _apply); with
+        `hold`, the journal stays until `release` or `undo` (the restore is one side of a change the caller
+        settles)."""
+        contents = checked if checked is not None else self.check(plan, fresh)
+        _apply(contents, self.root, self.journal, self.notes, plan, safety_id, result, safety_started_ns, hold)
 
     def _own_held(self) -> dict[str, Any]:
         doc: dict[str, Any] = json.loads(self.journal.read_bytes()) if self.journal.exists() else {}
@@ -181,17 +189,27 @@ def _store_again(fs: SafeRoot, path: str, writer: PackWriter) -> bytes | None:
     return blob
 
 
-def _apply(loader: Loader, ws: Path, journal: Path, notes: WorkspaceNotes | None, plan: RestorePlan, safety_id: str,
-           result: RestoreResult, safety_started_ns: int, hold: dict[str, Any] | None) -> None:
-    # Pre-flight: every blob to be written must exist, verify and have the size the snapshot says,
-    # so a damaged (or forged) store changes nothing.
-    contents = _Contents(loader)
+def _preflight(loader: Loader, plan: RestorePlan) -> Contents:
+    """Every blob to be written must exist, verify and have the size the snapshot says, so a damaged (or forged) store
+    changes nothing."""
+    contents = Contents(loader)
     sizes = {a.target.blob: (a.target.size, a.path) for a in plan.actions if a.op == WRITE and a.target
              and a.target.kind == "f"}
     for blob, (size, path) in sizes.items():
-        if contents.check(blob) != size:
+        try:
+            found = contents.check(blob)
+        except CorruptStore as exc:
+            raise type(exc)(f"{exc} (the content of {path}); nothing was changed (`codexr snapshots verify --full` "
+                           "checks the whole store)") from None
+        if found != size:
             raise CorruptStore(f"snapshot {plan.target_id[:12]} says {path} has {size} bytes, but its content "
                                "has another length (damaged snapshot); nothing was changed")
+    return contents
+
+
+def _apply(contents: Contents, ws: Path, journal: Path, notes: WorkspaceNotes | None, plan: RestorePlan,
+           safety_id: str, result: RestoreResult, safety_started_ns: int, hold: dict[str, Any] | None) -> None:
+    loader = contents.loader
     actions = [a for a in plan.actions if a.op in (WRITE, DELETE, RMDIR)]
     doc: dict[str, Any] = {
         "root": str(ws),
@@ -239,7 +257,7 @@ KEPT_BLOB = 1 << 20
 KEPT_BYTES = 16 << 20
 
 
-class _Contents:
+class Contents:
     """The content a restore writes: the blobs the pre-flight verified, their bytes kept where small."""
 
     def __init__(self, loader: Loader) -> None:
@@ -261,7 +279,7 @@ class _Contents:
         return (data,) if data is not None else self.loader.blob_chunks(blob_hex)
 
 
-def _steps(contents: _Contents, ws: Path, fs: SafeRoot, plan: RestorePlan, safety_id: str, result: RestoreResult,
+def _steps(contents: Contents, ws: Path, fs: SafeRoot, plan: RestorePlan, safety_id: str, result: RestoreResult,
            safety_started_ns: int, held: HeldSignals, taken: list[Action]) -> None:
     """Carry out the plan's actions in order until a held signal stops it; `taken` gets each one attempted. The
     content of the next STAGED files is written ahead and made durable together (SafeRoot.stage), each still put in
@@ -311,7 +329,7 @@ def _stageable(a: Action) -> bool:
             and not (a.current is not None and a.current.kind in ("d", "D")))
 
 
-def _stage(contents: _Contents, fs: SafeRoot, actions: list[Action], ws: Path, safety_id: str, result: RestoreResult
+def _stage(contents: Contents, fs: SafeRoot, actions: list[Action], ws: Path, safety_id: str, result: RestoreResult
            ) -> dict[str, str]:
     """Stage a window of writes (a full disk stops the restore as a write would)."""
     try:
@@ -329,7 +347,7 @@ def _full(ws: Path, result: RestoreResult, safety_id: str) -> StoreFull:
                      f"(safety snapshot {safety_id[:12]} holds the state before it)")
 
 
-def _step(contents: _Contents, ws: Path, fs: SafeRoot, a: Action, safety_id: str, result: RestoreResult,
+def _step(contents: Contents, ws: Path, fs: SafeRoot, a: Action, safety_id: str, result: RestoreResult,
           safety_started_ns: int, taken: list[Action], staged: dict[str, str]) -> None:
     """One action of the plan, its outcome recorded in `result`."""
     taken.append(a)
@@ -431,7 +449,7 @@ def _interrupted(loader: Loader, ws: Path, fs: SafeRoot, journal: Path, notes: W
                       rolled_back=True)
 
 
-def _do(contents: _Contents, fs: SafeRoot, a: Action, safety_started_ns: int,
+def _do(contents: Contents, fs: SafeRoot, a: Action, safety_started_ns: int,
         staged: dict[str, str] | None = None) -> bool | None:
     """Carry out one action if the path is still as the safety capture saw it."""
     st = fs.lstat(a.path)
