@@ -972,3 +972,54 @@ def test_a_rewind_keeps_the_files_another_session_made_live_or_closed(cli: Cli) 
         other.close()
     assert not (cli.ws / "two.txt").exists(), "this thread's own agent's file stayed"
     assert (cli.ws / "other.txt").read_text() == "theirs\n" and (cli.ws / "closed.txt").read_text() == "theirs too\n"
+
+
+def test_a_damaged_thread_sidecar_hides_no_other_thread_and_verify_repair_sets_it_aside(cli: Cli) -> None:
+    """One thread's sidecar damaged (a torn write by another tool, a disk error, a bad hand edit): `codexr threads`
+    said only that and listed nothing; `doctor` and `verify` named `verify --repair` as the fix, which left it as it
+    was. Now the other threads are listed, the damaged one without snapshots and a warning saying why; `verify
+    --repair` renames the file aside, where it still keeps its snapshots from gc."""
+    cli.model.script("first thread", [add_file("one.txt", "1\n"), message("one")])
+    cli.model.script("second thread", [add_file("two.txt", "2\n"), message("two")])
+    first = cli.json("exec", "first thread")
+    second = cli.json("exec", "second thread")["thread_id"]
+    sidecar = cli.home / "file_snapshots" / "refs" / "threads" / f"{first['thread_id']}.json"
+    whole = sidecar.read_bytes()
+    pre_edit = json.loads(whole)["turns"][0]["pre_edit"]  # pinned by this sidecar only (no ref line names it)
+    torn = whole[:-8]  # its end lost: not JSON, every snapshot id still in it
+    sidecar.write_bytes(torn)
+
+    res = cli.run("threads")
+    assert res.returncode == 0 and "Traceback" not in res.stderr, show(res)
+    rows = {line.split()[0]: line for line in res.stdout.splitlines()}
+    assert set(rows) == {first["thread_id"], second}, show(res)
+    assert "1 prompt, 1/1 with snapshots" in rows[second], show(res)
+    assert "snapshots unknown (codexr's record of it is damaged)" in rows[first["thread_id"]], show(res)
+    (warning,) = res.stderr.splitlines()
+    assert warning.startswith("codexr: warning: thread sidecar") and str(sidecar) in warning, show(res)
+    assert "`codexr snapshots verify --repair` sets it aside" in warning, show(res)
+    doc = {r["thread_id"]: r for r in cli.json("threads")}
+    assert doc[first["thread_id"]]["damaged"] and doc[second]["damaged"] is None, doc
+
+    found = cli.run("snapshots", "verify")
+    assert found.returncode == 1 and f"refs/threads/{sidecar.name} is not valid JSON" in found.stdout, show(found)
+    repaired = cli.run("snapshots", "verify", "--repair")
+    assert repaired.returncode == 0, show(repaired)
+    assert f"set aside the damaged thread sidecar refs/threads/{sidecar.name} as {sidecar.name}.damaged" \
+        in repaired.stdout, show(repaired)
+    assert not sidecar.exists() and sidecar.with_name(sidecar.name + ".damaged").read_bytes() == torn
+    assert cli.run("snapshots", "verify").returncode == 0
+    res = cli.ok("threads")
+    assert res.stderr == "" and "1 prompt, 0/1 with snapshots" in res.stdout, show(res)
+
+    # the set-aside file still pins the snapshots it names: gc leaves the agent's pre-edit record, and drops it once
+    # that file is gone
+    gc = ("-c", "file_snapshots.gc_grace_seconds=0", "-c", "file_snapshots.retention_max_snapshots=1",
+          "snapshots", "gc")
+    cli.ok(*gc)
+    with Store.open(cli.home / "file_snapshots", protected=[cli.home]) as store:
+        assert store.exists(pre_edit)
+    sidecar.with_name(sidecar.name + ".damaged").rename(cli.tmp / "mended-elsewhere.json")
+    cli.ok(*gc)
+    with Store.open(cli.home / "file_snapshots", protected=[cli.home]) as store:
+        assert not store.exists(pre_edit)

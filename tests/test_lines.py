@@ -30,3 +30,14 @@ def test_codex_retrying_reads_the_same_in_line_mode_and_exec() -> None:
     assert out.getvalue() == "warning: Codex retries: Reconnecting... 2/5\n"
     assert retry_line("Reconnecting... 2/5", "stream disconnected") == (
         "Codex retries: Reconnecting... 2/5 (stream disconnected)")
+
+
+def test_a_thread_whose_record_is_damaged_says_so_in_threads_and_the_app_s_list() -> None:
+    """A thread whose sidecar cannot be read is listed with its prompts and no snapshot count (it has none codexr can
+    use), alike on the command line and in /threads."""
+    from app.tui.threads_screen import thread_label
+
+    row = ThreadSummary("t", "first", prompts=2, with_snapshots=0, redo_depth=0, updated=0.0, tracking=False,
+                        damaged="thread sidecar t.json is damaged: Expecting value")
+    assert thread_counts(row) == "2 prompts, snapshots unknown (codexr's record of it is damaged)"
+    assert "2 prompts · snapshots unknown (codexr's record of it is damaged)" in thread_label(row, None, now=0.0)

@@ -16,7 +16,7 @@ from .picks import add_choice_flags, picks_from
 from .snapshot_cmds import print_plan
 
 if TYPE_CHECKING:  # the SDK import costs ~0.5 s: only commands that start Codex pay it
-    from ..services.thread_catalog import ThreadCatalog
+    from ..services.thread_catalog import ThreadCatalog, ThreadSummary
     from ..session import ApprovalRequest, RedoPreview, RewindPreview, RewindResult, Session, SessionOptions
 
 
@@ -288,8 +288,9 @@ def _threads(ctx: Context, args: argparse.Namespace) -> int:
                    "prompts_with_snapshots": r.with_snapshots, "conversation_only": r.conversation_only,
                    "redo_depth": r.redo_depth, "updated": json_time(r.updated or None), "tracking": r.tracking,
                    "forked_from": r.forked_from, "rewound_before_prompt": r.rewound_before, "label": r.label,
-                   "cwd": r.cwd}
+                   "cwd": r.cwd, "damaged": r.damaged}
                   for r in rows])
+        _say_damaged(rows)
         return 0
     if not rows:
         print("no threads" + ("" if args.all else " in this workspace"))
@@ -297,7 +298,17 @@ def _threads(ctx: Context, args: argparse.Namespace) -> int:
     for r in rows:  # the full id, then the shortest prefix `--thread` takes for it
         print(f"{r.thread_id}  {short[r.thread_id]:<{width}}  {screen_time(r.updated or None)}  {r.source:<10}  "
               f"{thread_counts(r)}  {r.label}")
+    _say_damaged(rows)
     return 0
+
+
+def _say_damaged(rows: list[ThreadSummary]) -> None:
+    """A line on stderr for each thread whose sidecar cannot be read: what is wrong and the way out."""
+    for r in rows:
+        if r.damaged:
+            print(f"codexr: warning: {r.damaged}; that thread is listed without its snapshots (a rewind of it cannot "
+                  "restore files) until the file is mended by hand; `codexr snapshots verify --repair` sets it aside",
+                  file=sys.stderr)
 
 
 def _confirm(ctx: Context, args: argparse.Namespace, session: Session, what: str) -> Any:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from snapshot_store import StoreError
+
 from ..codex.rpc_lines import RawCall, RpcRefused, read_pages, read_turns
 from ..codex.turn_kinds import is_prompt_turn, is_sub_turn
 from ..errors import CodexGone, SessionError
@@ -69,6 +71,7 @@ class ThreadSummary:
     cwd: str = ""
     source: str = ""  # who started it, in app/shared/vocab.py's words: codexr, CLI, exec, IDE, app-server, ...
     rewound_before: int | None = None  # a fork made by a rewind: the origin's prompt it went back before
+    damaged: str | None = None  # why codexr's record of it (its sidecar) cannot be read: listed without snapshots
 
     @property
     def label(self) -> str:
@@ -137,7 +140,10 @@ class ThreadCatalog:
 
     def prompts(self, thread_id: str) -> list[Prompt]:
         """Every prompt of the thread in order, from Codex itself, joined with our snapshots."""
-        side = self.sidecars.load(thread_id)
+        return self._prompts(thread_id, self.sidecars.load(thread_id))
+
+    def _prompts(self, thread_id: str, side: ThreadSidecar | None) -> list[Prompt]:
+        """`prompts` joined with the sidecar given (None: without snapshots)."""
         try:
             turns = self._listed_turns(thread_id, side)
         except RpcRefused:
@@ -196,9 +202,13 @@ class ThreadCatalog:
             if tid in seen or t.get("attachedToThreadId"):  # an attached fork: a hidden side conversation (0.171)
                 continue
             seen.add(tid)
-            side = self.sidecars.load(tid)
+            damaged = None
+            try:
+                side = self.sidecars.load(tid)
+            except StoreError as exc:  # one damaged record hides no other thread: listed, and said why
+                side, damaged = None, str(exc)
             out.append(self._summary(tid, side, str(t.get("preview") or ""), float(t.get("updatedAt") or 0),
-                                     str(t.get("cwd") or ""), thread_source(t)))
+                                     str(t.get("cwd") or ""), thread_source(t), damaged))
         for side in self.sidecars.all():
             if side.thread_id in seen or (not all_workspaces and side.cwd != str(self.cwd)):
                 continue
@@ -241,15 +251,15 @@ class ThreadCatalog:
         return thread if isinstance(thread, dict) else {}
 
     def _summary(self, tid: str, side: ThreadSidecar | None, preview: str, updated: float,
-                 cwd: str, source: str) -> ThreadSummary:
+                 cwd: str, source: str, damaged: str | None = None) -> ThreadSummary:
         prompts = len(side.turns) if side else 0
         snaps = sum(1 for t in side.turns if t.pre) if side else 0
         with contextlib.suppress(SessionError):
-            listed = self.prompts(tid)
+            listed = self._prompts(tid, side)
             prompts = len(listed)
             snaps = sum(1 for p in listed if p.pre)
             preview = listed[0].text if listed else ""  # what it really holds (a fork's first prompt too)
         origin = side.forked_from if side else None
         return ThreadSummary(tid, (preview.strip().splitlines() or [""])[0][:80], prompts, snaps,
                              len(side.redo) if side else 0, updated, bool(side and side.tracking),
-                             origin, cwd, source, rewound_before(side.history, origin) if side else None)
+                             origin, cwd, source, rewound_before(side.history, origin) if side else None, damaged)

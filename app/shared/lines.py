@@ -71,6 +71,8 @@ def thread_counts(t: ThreadSummary) -> str:
     """A thread's prompts and how many have file snapshots, as `codexr threads` and /threads list it:
     `3 prompts, 2/3 with snapshots (1 conversation-only), redo 1`."""
     prompts = plural(t.prompts, "prompt")
+    if t.damaged:
+        return f"{prompts}, snapshots unknown (codexr's record of it is damaged)"
     cover = f"{t.with_snapshots}/{t.prompts} with snapshots"
     if t.conversation_only:
         cover += f" ({t.conversation_only} conversation-only)"

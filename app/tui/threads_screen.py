@@ -24,7 +24,9 @@ def thread_label(t: ThreadSummary, current: str | None, now: float | None = None
     mark = "* " if t.thread_id == current else "  "
     head = f"{mark}{t.label or '(no prompt yet)'}"
     parts = [plural(t.prompts, "prompt")]
-    if t.prompts:
+    if t.damaged:
+        parts.append("snapshots unknown (codexr's record of it is damaged)")
+    elif t.prompts:
         parts.append(f"{t.with_snapshots} with snapshots")
         if t.conversation_only:
             parts.append(f"{t.conversation_only} conversation-only")

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
-from ..fsutil import TMP_PREFIX, atomic_write
+from ..fsutil import TMP_PREFIX, atomic_write, fsync_dir
 from ..ids import is_snapshot_id, workspace_key
+from ..locks import flocked
 from ..repository import dropped as dropped_file
 from ..repository.listing import SnapshotInfo
 from ..vocab import UNLISTED_KINDS
@@ -199,6 +200,41 @@ def journal_pins(store: Repository) -> tuple[set[str], list[str]]:
             continue
         ids.update(ID_RE.findall(text))
     return ids, problems
+
+
+SET_ASIDE = ".damaged"  # a damaged thread sidecar's suffix once `verify --repair` set it aside
+
+
+def set_aside_damaged_sidecars(store: Repository) -> list[str]:
+    """`verify --repair`: each thread sidecar that is not a JSON object is renamed `<id>.json.damaged`, under the
+    sidecar's own lock (FORMAT.md §10), so the thread lists and runs again, without its snapshots, while the file
+    itself, every id in it read as a pin, still keeps those snapshots from gc. What was done, one line each."""
+    threads = store.path / "refs" / "threads"
+    out: list[str] = []
+    for path in sorted(threads.glob("*.json")) if threads.is_dir() else []:
+        if path.name.startswith(TMP_PREFIX):
+            continue
+        with flocked(store.path / "locks" / f"thread-{path.stem}.lock", exclusive=True,
+                     what=f"thread {path.stem}'s sidecar"):
+            try:
+                doc = json.loads(path.read_bytes())
+            except OSError:
+                continue  # unreadable is not damaged: `verify` names it, nothing is moved
+            except (ValueError, RecursionError):
+                doc = None
+            if isinstance(doc, dict):
+                continue
+            aside = path.with_name(path.name + SET_ASIDE)
+            n = 1
+            while aside.exists():
+                n += 1
+                aside = path.with_name(f"{path.name}{SET_ASIDE}-{n}")
+            os.rename(path, aside)
+            fsync_dir(threads)
+        out.append(f"set aside the damaged thread sidecar refs/threads/{path.name} as {aside.name}: thread "
+                   f"{path.stem} is listed without its snapshots until that file is mended and renamed back; it "
+                   "still keeps the snapshots it names from gc")
+    return out
 
 
 def read_pins(store: Repository, idle_days: float = 0.0, now: float | None = None) -> Pins:

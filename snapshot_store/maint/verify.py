@@ -32,6 +32,7 @@ from .refcheck import (
     read_pins,
     rebuild_refs,
     ref_mismatch,
+    set_aside_damaged_sidecars,
     workspace_ref_files,
 )
 
@@ -160,6 +161,7 @@ def _verify(store: Repository, *, full: bool, repair: bool, progress: Callable[[
     _check_packs(store, report, _check_pending(store, report), repair)
     if repair:  # under the exclusive lock no capture is running: every marker is an interrupted commit
         report.repaired.extend(j.summary() for j in store.finish_all_commits())
+        report.repaired.extend(set_aside_damaged_sidecars(store))
     snapshot_ids = _check_snapshot_files(store, report)
     roots, named = _check_roots(store, report, snapshot_ids, idle_days)
     interrupted = _interrupted_commits(store, report, named)
