@@ -827,6 +827,18 @@ def test_rewind_and_redo_from_another_directory_name_the_thread_s_workspace(cli:
     assert "--into" not in line, line
     assert tree(cli.ws) == trees[1] and tree(elsewhere) == theirs
 
+    # the workspace moved away: "run it there" would send the user to nothing, so the line says it is gone and what
+    # can still be done; nothing changes
+    moved = cli.tmp / "moved"
+    cli.ws.rename(moved)
+    line = assert_one_line_error(cli.run("rewind", "--thread", fork, "--to", "1", "--yes", cwd=elsewhere),
+                                 f"files were in {cli.ws}, which no longer exists", "nothing was changed",
+                                 "--conversation-only")
+    assert "-C" not in line, line
+    assert_one_line_error(cli.run("redo", "--thread", fork, "--yes", cwd=elsewhere), "no longer exists")
+    assert tree(moved) == trees[1] and tree(elsewhere) == theirs
+    assert {r["thread_id"] for r in cli.json("threads", "--all", cwd=elsewhere)} == {t, fork}
+
 
 def shared_start(*ids: str) -> str:
     """The characters the ids all begin with."""

@@ -8,6 +8,7 @@ proxy's file rewind (app/rewind/revert.py, for a client that reverts the convers
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -245,6 +246,11 @@ class Rewinder:
             return
         import shlex
 
+        if not os.path.isdir(root):  # moved or deleted: "run it there" would send the user to nothing
+            also = "; `--conversation-only` rewinds the conversation alone" if what == "rewind" else ""
+            raise SessionError(f"this thread's files were in {root}, which no longer exists (moved or deleted): "
+                               f"nothing was changed; its snapshots restore only there (`codexr snapshots restore ID "
+                               f"--into DIR` copies one elsewhere){also}")
         raise SessionError(f"this thread's files are in {root}, not in {self.cwd}: run the {what} there "
                            f"(`codexr -C {shlex.quote(root)} {what} ...`)")
 
