@@ -1012,6 +1012,10 @@ def test_a_damaged_thread_sidecar_hides_no_other_thread_and_verify_repair_sets_i
     assert "`codexr snapshots verify --repair` sets it aside" in warning, show(res)
     doc = {r["thread_id"]: r for r in cli.json("threads")}
     assert doc[first["thread_id"]]["damaged"] and doc[second]["damaged"] is None, doc
+    before = tree(cli.ws)
+    assert_one_line_error(cli.run("exec", "--thread", first["thread_id"], "more"), "is damaged",
+                          "`codexr snapshots verify --repair` sets it aside")
+    assert tree(cli.ws) == before and not cli.requests_for("more")
 
     found = cli.run("snapshots", "verify")
     assert found.returncode == 1 and f"refs/threads/{sidecar.name} is not valid JSON" in found.stdout, show(found)

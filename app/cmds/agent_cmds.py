@@ -306,9 +306,7 @@ def _say_damaged(rows: list[ThreadSummary]) -> None:
     """A line on stderr for each thread whose sidecar cannot be read: what is wrong and the way out."""
     for r in rows:
         if r.damaged:
-            print(f"codexr: warning: {r.damaged}; that thread is listed without its snapshots (a rewind of it cannot "
-                  "restore files) until the file is mended by hand; `codexr snapshots verify --repair` sets it aside",
-                  file=sys.stderr)
+            print(f"codexr: warning: {r.damaged}", file=sys.stderr)
 
 
 def _confirm(ctx: Context, args: argparse.Namespace, session: Session, what: str) -> Any:

@@ -24,6 +24,10 @@ SIDECAR_VERSION = 1
 _THREAD_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{7,127}")
 
 
+SET_ASIDE_HINT = ("; `codexr snapshots verify --repair` sets it aside (the thread then goes on without its snapshots; "
+                  "mended by hand and renamed back, it has them again)")
+
+
 class UnknownThread(StoreError):
     """No such thread (or it has no codexr sidecar)."""
 
@@ -136,7 +140,7 @@ class Sidecars:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
-            raise StoreError(f"thread sidecar {path} is damaged: {exc}") from exc
+            raise StoreError(f"thread sidecar {path} is damaged: {exc}{SET_ASIDE_HINT}") from exc
         try:
             if doc.get("version") != SIDECAR_VERSION:
                 raise ValueError(f"unknown version {doc.get('version')!r}")
@@ -152,7 +156,8 @@ class Sidecars:
                 history=list(doc.get("history", [])),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise StoreError(f"thread sidecar {path} is damaged: {exc}") from exc
+            raise StoreError(f"thread sidecar {path} is damaged: {exc} (mend it by hand, or move it away: the thread "
+                             "then goes on without its snapshots)") from exc
 
     def _lock(self, thread_id: str) -> contextlib.AbstractContextManager[None]:
         return flocked(self.locks / f"thread-{check_thread_id(thread_id)}.lock", exclusive=True)
