@@ -167,8 +167,20 @@ def failed_rewind(res: subprocess.CompletedProcess[str], ws: Path, env: dict[str
                     events.append("user: " + " ".join(str(c.get("text", ""))[:40] for c in p.get("content") or []))
     turns = [(t.get("turn_id"), t.get("prompt")) for t in sidecar(home, thread)["turns"]]
     again = codexr(ws, env, "rewind", "--thread", thread, "--to", "3", "--dry-run", "--json")
+    listed: object = "unread"
+    with contextlib.suppress(Exception):  # what the daemon lists: each turn's id, status and item types
+        daemon = Lines([sys.executable, "-m", "app.codex.attach", checked_socket(home.joinpath(*CONTROL))], env, ws)
+        try:
+            daemon.call("initialize", {"clientInfo": {"name": "diagnosis", "version": "0"},
+                                       "capabilities": {"experimentalApi": True}})
+            answer = daemon.call("thread/turns/list", {"threadId": thread, "limit": 100, "sortDirection": "asc",
+                                                       "itemsView": "full"})
+            listed = [(t.get("id"), t.get("status"), [i.get("type") for i in t.get("items") or []])
+                      for t in (answer.get("result") or {}).get("data") or []] or answer
+        finally:
+            daemon.close()
     return (f"{show(res)}\nthe rollout now: {events}\nsidecar turns: {turns}\n"
-            f"a dry run now: exit {again.returncode} {again.stderr.strip()[-300:]}")
+            f"a dry run now: exit {again.returncode} {again.stderr.strip()[-300:]}\nthe daemon lists: {listed}")
 
 
 @pytest.mark.parametrize("official", ["pinned", "newest"])

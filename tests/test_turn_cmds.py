@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import subprocess
 import time
@@ -30,6 +31,7 @@ from app.codex.scripted_model import (
     message,
     pause,
     review,
+    usage,
     user_texts,
 )
 from app.codex.translate import COMPACTED
@@ -120,6 +122,38 @@ def test_compact_is_no_prompt_and_rewind_keeps_it_before_the_next_prompt(model: 
         first = loaded(ev, res.thread_id)
         assert not [e for e in first.events if isinstance(e, UserPrompt)]
         assert not (ws / "a.txt").exists() and not (ws / "b.txt").exists()
+    finally:
+        d.close()
+
+
+def test_a_prompt_whose_turn_codex_began_by_compacting_is_still_a_prompt(model: ScriptedModel, tmp_path: Path) -> None:
+    """Codex compacts on its own when the context is full, inside the next prompt's turn (a contextCompaction item
+    before its userMessage): that turn was taken for a /compact, so the prompt vanished from the rewind picker and
+    every later prompt's number shifted ("prompt 3 does not exist"). It is a prompt, and rewinds like one."""
+    model.script("auto-one", [add_file("a.txt", "a\n"), usage(150_000), message("one done")])  # the context full
+    model.script("auto-two", [add_file("b.txt", "b\n"), message("two done")])
+    opts = dataclasses.replace(session_options(model, tmp_path),
+                               config_overrides=("model_auto_compact_token_limit=100000",))
+    ev = Events()
+    d = Driver(opts, ev)
+    ws = opts.cwd
+    try:
+        assert d.start()
+        ev.wait(Ready)
+        d.submit("auto-one please")
+        until_idle(ev)
+        mark = len(ev.seen)
+        d.submit("auto-two please")
+        until_idle(ev)
+        assert any(isinstance(e, Notice) and e.text == COMPACTED for e in ev.seen[mark:]), "Codex did not compact"
+        assert [(r.number, r.text, r.has_snapshot) for r in d.prompt_rows()] == [(1, "auto-one please", True),
+                                                                                (2, "auto-two please", True)]
+        assert d.thread_id is not None
+        assert [e.text for e in d.transcript(d.thread_id) if isinstance(e, UserPrompt)] == [
+            "auto-one please", "auto-two please"]
+        res = d.rewind(2)
+        loaded(ev, res.thread_id)
+        assert not (ws / "b.txt").exists() and (ws / "a.txt").read_text() == "a\n"
     finally:
         d.close()
 

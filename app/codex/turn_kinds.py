@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-# Not prompts of the user's: Codex's own turns for /compact and /review
-_NOT_PROMPT_ITEMS = frozenset({"contextCompaction", "enteredReviewMode", "exitedReviewMode"})
+# Not prompts of the user's: Codex's own turns for /review. A /compact turn holds no userMessage; a contextCompaction
+# item beside one is Codex compacting automatically inside a prompt's turn (first, when the context was full): still
+# that prompt (taking it for a compaction turn lost the prompt from the rewind picker, and every later number shifted)
+_NOT_PROMPT_ITEMS = frozenset({"enteredReviewMode", "exitedReviewMode"})
 
 
 def is_sub_turn(turn: dict[str, Any]) -> bool:
@@ -16,7 +18,8 @@ def is_sub_turn(turn: dict[str, Any]) -> bool:
 
 
 def is_prompt_turn(turn: dict[str, Any]) -> bool:
-    """A turn the user sent a prompt for (a rewind point): not a compaction, a review, or a review's inner turn."""
+    """A turn the user sent a prompt for (a rewind point): not a /compact turn (no userMessage), a review, or a review's
+    inner turn."""
     items = [i for i in turn.get("items") or [] if isinstance(i, dict)]
     return (not is_sub_turn(turn) and any(i.get("type") == "userMessage" for i in items)
             and not any(i.get("type") in _NOT_PROMPT_ITEMS for i in items))
