@@ -1039,3 +1039,17 @@ def test_a_damaged_thread_sidecar_hides_no_other_thread_and_verify_repair_sets_i
     cli.ok(*gc)
     with Store.open(cli.home / "file_snapshots", protected=[cli.home]) as store:
         assert not store.exists(pre_edit)
+
+
+def test_a_thread_longer_than_a_page_of_codex_s_turn_list_keeps_every_prompt(cli: Cli) -> None:
+    """Codex lists a thread's turns 100 to a page (`thread/turns/list`, cursors): a long session's prompts past the
+    first page must all be rewind points, numbered as sent (a cursor followed wrongly would lose or repeat them)."""
+    prompts = [f"long thread prompt {i}" for i in range(1, 106)]
+    for p in prompts:
+        cli.model.script(p, [message(f"answer to {p}")])
+    t, _outcomes, _trees = cli.seed(prompts)
+    (row,) = cli.json("threads")
+    assert (row["prompts"], row["prompts_with_snapshots"]) == (105, 105), row
+    for n in (100, 101, 105):
+        dry = cli.json("rewind", "--thread", t, "--to", str(n), "--dry-run")
+        assert (dry["to_prompt"], dry["prompt"]) == (n, prompts[n - 1]), dry
