@@ -447,9 +447,17 @@ class RecordingObserver(Observer):
         it (a shell command, a queue start), or, for a prompt queued behind a turn that has just ended, to none."""
         if thread_id in self._ephemeral or thread_id in self._hidden or not thread_id:
             return
-        if any(pending[0] == thread_id for pending in self._pending.values()):
+        pending = [rid for rid, (on, *_rest) in self._pending.items() if on == thread_id]
+        if any(rid not in self._server_starts for rid in pending):
             return  # a turn/start's answer is on its way: it binds this turn
-        unbound = self._unbound.pop(thread_id, None)
+        if pending:
+            # Codex started the turn of a shell command or a queued prompt before answering its request (seen in a
+            # full run: the turn went unrecorded, its answer then waiting for a turn/started that had passed)
+            rid = pending[0]
+            self._server_starts.discard(rid)
+            unbound: tuple[str, Any, str | None] | None = self._pending.pop(rid)[1:]
+        else:
+            unbound = self._unbound.pop(thread_id, None)
         if unbound is None and self._queued.get(thread_id):
             # The server starts it the moment the turn before ends, and goes on while codexr would capture: a
             # snapshot now could already hold its first change (seen with a quick model), so it gets none. It is
