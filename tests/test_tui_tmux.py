@@ -59,12 +59,14 @@ class Tmux:
         self.tmux("resize-window", "-t", "codexr", "-x", str(width), "-y", str(height))
 
     def kill(self) -> None:
-        """Stop the tmux server, and wait until it is gone: kill-server returns while it still exits, and a
-        new-session at once may reach the dying server and fail (seen once in a full run)."""
+        """Stop the tmux server, and wait until it is gone: kill-server returns while it still exits. The next
+        `start` gets a socket of its own: a new-session on the old one could still meet the dying server ("server
+        exited unexpectedly", twice in full runs, the second after waiting here for list-sessions to fail)."""
         self.tmux("kill-server", check=False)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and self.tmux("list-sessions", check=False).returncode == 0:
             time.sleep(0.05)
+        self.socket = f"codexr-test-{uuid.uuid4().hex[:12]}"
 
     def screen(self) -> str:
         res = self.tmux("capture-pane", "-p", "-t", "codexr", check=False)
