@@ -254,6 +254,29 @@ def test_exec_json_lists_patches_outside_the_workspace_as_rewinds_show_them(cli:
     assert {a["path"] for a in plan if a["op"] in ("write", "delete")} == set(expected), plan
 
 
+def test_exec_dash_reads_the_prompt_from_stdin_as_codex_exec_does(cli: Cli) -> None:
+    """`codex exec -` reads the prompt from stdin; `codexr exec -` sent the prompt "-" to the model (and the demo
+    model made a random edit of it). `-` is now the one time exec reads stdin: empty or not UTF-8 is one line, exit 2,
+    before Codex starts."""
+    prompt = "make piped notes\nover two lines"
+    cli.model.script("make piped notes", [add_file("piped.txt", "piped\n"), message("piped done")])
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost", **cli.env}
+
+    def exec_dash(data: bytes) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run([sys.executable, "-m", "app.cli", "exec", "--json", "-"], cwd=cli.ws, env=env,
+                             input=data, capture_output=True, timeout=TIMEOUT_S)
+        return subprocess.CompletedProcess(res.args, res.returncode, res.stdout.decode(), res.stderr.decode())
+
+    res = exec_dash(prompt.encode())
+    assert res.returncode == 0, show(res)
+    assert json.loads(res.stdout)["status"] == "completed" and (cli.ws / "piped.txt").read_text() == "piped\n"
+    assert cli.requests_for(prompt) and not cli.requests_for("-")
+    sent = len(cli.model.model_requests)
+    assert_one_line_error(exec_dash(b" \n"), "empty prompt", "`-` and the text on stdin")
+    assert_one_line_error(exec_dash(b"\xff oops"), "the prompt read from stdin is not UTF-8")
+    assert len(cli.model.model_requests) == sent
+
+
 def test_exec_continues_a_thread_by_id_and_with_last(cli: Cli) -> None:
     t1, first, _ = cli.seed(["first prompt alpha"])
     t2, _, _ = cli.seed(["another thread entirely"])

@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add the agent commands."""
     p = sub.add_parser("exec", help="run one prompt with snapshots and print the agent's final message")
     _codex_flags(p)
-    p.add_argument("prompt", help="the prompt text")
+    p.add_argument("prompt", help="the prompt text (`-`: read it from stdin, as `codex exec -`)")
     p.add_argument("-i", "--image", dest="images", action="append", default=argparse.SUPPRESS, metavar="FILE",
                    help="attach an image to the prompt (repeatable)")
     who = p.add_mutually_exclusive_group()
@@ -195,9 +195,21 @@ def retry_notices(limit: float = 0.0) -> Callable[[str, dict[str, Any]], None]:
     return on_event
 
 
+def _prompt_from_stdin() -> str:
+    """`codexr exec -`: the prompt is stdin's whole text, as `codex exec -` takes it (the one time exec reads stdin)."""
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"the prompt read from stdin is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read the prompt from stdin: {exc.strerror or exc}") from None
+
+
 def _exec(ctx: Context, args: argparse.Namespace) -> int:
+    if args.prompt == "-":
+        args.prompt = _prompt_from_stdin()
     if not args.prompt.strip():  # `codex exec` refuses it too ("No prompt provided"): before Codex starts
-        raise UsageError("empty prompt: give the prompt text as the argument")
+        raise UsageError("empty prompt: give the prompt text as the argument (or `-` and the text on stdin)")
     from ..codex.images import check_images
     from ..errors import SessionError
 
