@@ -277,6 +277,23 @@ def test_exec_dash_reads_the_prompt_from_stdin_as_codex_exec_does(cli: Cli) -> N
     assert len(cli.model.model_requests) == sent
 
 
+def test_exec_takes_codex_exec_s_output_last_message_and_skip_git_repo_check(cli: Cli) -> None:
+    """A script moved from `codex exec -o FILE --skip-git-repo-check` to codexr: both were "unrecognized arguments".
+    `-o` writes the final message to FILE (relative to where the user stands); a FILE that cannot be written is one
+    line before Codex starts; `--skip-git-repo-check` is accepted (codexr never requires a Git repository)."""
+    cli.model.script("say the last words", [message("These are the last words.")])
+    out = cli.tmp / "out"
+    out.mkdir()
+    res = cli.run("-C", str(cli.ws), "exec", "-o", "last.txt", "--skip-git-repo-check", "say the last words", cwd=out)
+    assert res.returncode == 0, show(res)
+    assert (out / "last.txt").read_text() == "These are the last words." and not (cli.ws / "last.txt").exists()
+    sent = len(cli.model.model_requests)
+    assert_one_line_error(cli.run("exec", "-o", str(cli.tmp / "missing" / "x.txt"), "say the last words"),
+                          "cannot write there")
+    assert_one_line_error(cli.run("exec", "-o", str(out), "say the last words"), "cannot write there")
+    assert len(cli.model.model_requests) == sent
+
+
 def test_exec_continues_a_thread_by_id_and_with_last(cli: Cli) -> None:
     t1, first, _ = cli.seed(["first prompt alpha"])
     t2, _, _ = cli.seed(["another thread entirely"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
@@ -44,6 +45,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
                    help="interrupt the turn when the model has sent nothing for SECONDS (a command the agent runs "
                         "stops the clock); 0: no limit. Default: none on a terminal, 300 otherwise")
+    p.add_argument("-o", "--output-last-message", dest="output_last", metavar="FILE",
+                   help="also write the agent's final message to FILE, as `codex exec -o` does")
+    p.add_argument("--skip-git-repo-check", action="store_true",
+                   help="accepted as `codex exec` takes it: codexr never requires a Git repository")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=_exec)
 
@@ -205,11 +210,33 @@ def _prompt_from_stdin() -> str:
         raise UsageError(f"cannot read the prompt from stdin: {exc.strerror or exc}") from None
 
 
+def _check_writable(path: str) -> None:
+    """`-o FILE`: refused before Codex starts when FILE can be neither written nor made (nothing else changes)."""
+    parent = os.path.dirname(path)
+    writable = os.access(path, os.W_OK) if os.path.exists(path) else os.access(parent, os.W_OK)
+    if os.path.isdir(path) or not os.path.isdir(parent) or not writable:
+        raise UsageError(f"-o {path}: cannot write there (a directory, a missing directory, or no permission)")
+
+
+def _wrote_last(path: str, text: str) -> bool:
+    """Write the final message for `-o`; a failure is one line on stderr (the turn itself stands)."""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return True
+    except OSError as exc:
+        print(f"codexr: error: -o {path}: the final message was not written: {exc.strerror or exc}", file=sys.stderr)
+        return False
+
+
 def _exec(ctx: Context, args: argparse.Namespace) -> int:
     if args.prompt == "-":
         args.prompt = _prompt_from_stdin()
     if not args.prompt.strip():  # `codex exec` refuses it too ("No prompt provided"): before Codex starts
         raise UsageError("empty prompt: give the prompt text as the argument (or `-` and the text on stdin)")
+    if args.output_last:  # where the user stands, as any path they type
+        args.output_last = os.path.abspath(args.output_last)
+        _check_writable(args.output_last)
     from ..codex.images import check_images
     from ..errors import SessionError
 
@@ -246,6 +273,7 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
         out.error = _timed_out(ctx, args, limit) + (f" (Codex: {out.error})" if out.error else "")
     if out.notice:
         print(f"codexr: {out.notice}", file=sys.stderr)
+    unwritten = bool(args.output_last) and not _wrote_last(args.output_last, out.final_message or "")
     if ctx.json:
         ctx.emit(out.as_json())
     else:
@@ -257,7 +285,7 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
             print(f"codexr: warning: {out.capture_error}", file=sys.stderr)
         print(f"thread {out.thread_id}  turn {out.turn_id}  {out.status}"
               + (f"  files: {len(out.files_changed)}" if out.files_changed else ""), file=sys.stderr)
-    return 0 if out.status == "completed" else 1
+    return 0 if out.status == "completed" and not unwritten else 1
 
 
 def _timed_out(ctx: Context, args: argparse.Namespace, limit: float) -> str:
