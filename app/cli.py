@@ -194,8 +194,27 @@ def first_prompt(argv: list[str]) -> tuple[list[str], str]:
     return argv[:-len(rest)], " ".join(rest)
 
 
+def _codex_resume(argv: list[str]) -> list[str]:
+    """`codexr exec resume …` as `codex exec resume …` means it (app/cmds/agent_cmds.py: codex_resume_words)."""
+    from .server.oneshot import command_of
+
+    if command_of(argv) != "exec" or "resume" not in argv:
+        return argv
+    from .cmds.agent_cmds import codex_resume_words
+
+    at = argv.index("exec") + 1  # command_of: only global flags and their values come before it
+    sub = next(a for a in narrow_parser(["agent_cmds"], False)._actions if isinstance(a, argparse._SubParsersAction))
+    options = sub.choices["exec"]._option_string_actions
+    try:
+        return argv[:at] + codex_resume_words(argv[at:], lambda o: o in options and options[o].nargs != 0)
+    except ValueError as exc:
+        _Parser(prog="codexr").error(str(exc))
+        raise  # not reached: error() exits
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse as the whole command tree would, building only the part `argv` uses when that is enough."""
+    argv = _codex_resume(argv)
     narrow = _narrowed(argv)
     if narrow is not None:
         command, modules, app_flags = narrow

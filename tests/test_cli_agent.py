@@ -294,6 +294,25 @@ def test_exec_takes_codex_exec_s_output_last_message_and_skip_git_repo_check(cli
     assert len(cli.model.model_requests) == sent
 
 
+def test_exec_resume_as_codex_exec_spells_it_continues_the_thread(cli: Cli) -> None:
+    """`codex exec resume --last PROMPT` / `codex exec resume ID PROMPT`, typed to codexr: the first was an
+    "unrecognized arguments" error, and `exec resume --last` alone ran a turn on the prompt "resume" (files changed).
+    They continue the thread as codexr's `exec --last PROMPT` / `exec --thread ID PROMPT` do; naming no thread is one
+    line and no turn; `exec --last resume` (the word after the options) still sends that word."""
+    for p in ("resumed by last", "resumed by id", "resume"):
+        cli.model.script(p, [message(f"answer to {p}")])
+    first = cli.json("exec", "start a thread to resume")["thread_id"]
+    assert cli.json("exec", "resume", "--last", "resumed by last")["thread_id"] == first
+    assert cli.json("exec", "resume", "-m", "gpt-5.5", first[:13], "resumed by id")["thread_id"] == first
+    sent = len(cli.model.model_requests)
+    for words in (("exec", "resume"), ("exec", "resume", first[:13])):
+        assert_one_line_error(cli.run(*words), "`exec resume` needs a thread and a prompt")
+    assert_one_line_error(cli.run("exec", "resume", "--last"), "required: prompt")
+    assert len(cli.model.model_requests) == sent
+    assert cli.json("exec", "--last", "resume")["final_message"] == "answer to resume"
+    assert [r["prompts"] for r in cli.json("threads")] == [4]
+
+
 def test_exec_continues_a_thread_by_id_and_with_last(cli: Cli) -> None:
     t1, first, _ = cli.seed(["first prompt alpha"])
     t2, _, _ = cli.seed(["another thread entirely"])

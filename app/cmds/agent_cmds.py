@@ -200,6 +200,33 @@ def retry_notices(limit: float = 0.0) -> Callable[[str, dict[str, Any]], None]:
     return on_event
 
 
+def codex_resume_words(words: list[str], takes_value: Callable[[str], bool]) -> list[str]:
+    """`exec resume [--last | ID] PROMPT`, `codex exec`'s spelling (its subcommand comes right after `exec`), as
+    codexr's `exec [--last | --thread ID] PROMPT`: it ran a turn on the prompt "resume". `words` follow `exec`;
+    `takes_value(option)` says which options consume the next word. ValueError for one naming no thread."""
+    if words[:1] != ["resume"]:
+        return words  # `exec --last resume` sends that word, as it always did
+    words = words[1:]
+    if "--last" in words or any(w == "--thread" or w.startswith("--thread=") for w in words):
+        return words
+    spots: list[int] = []  # where the positional words are
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            spots += range(i + 1, len(words))
+            break
+        if word.startswith("-") and word != "-":
+            i += 2 if "=" not in word and takes_value(word) else 1
+            continue
+        spots.append(i)
+        i += 1
+    if len(spots) < 2:
+        raise ValueError("`exec resume` needs a thread and a prompt, as `codex exec resume ID PROMPT` does (or "
+                         "`--last PROMPT`); codexr spells them `exec --thread ID PROMPT` and `exec --last PROMPT` too")
+    return [*words[:spots[0]], "--thread", words[spots[0]], *words[spots[0] + 1:]]
+
+
 def _prompt_from_stdin() -> str:
     """`codexr exec -`: the prompt is stdin's whole text, as `codex exec -` takes it (the one time exec reads stdin)."""
     try:
