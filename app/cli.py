@@ -196,13 +196,14 @@ def first_prompt(argv: list[str]) -> tuple[list[str], str]:
 
 def _codex_resume(argv: list[str]) -> list[str]:
     """`codexr exec resume …` as `codex exec resume …` means it (app/cmds/agent_cmds.py: codex_resume_words)."""
-    from .server.oneshot import command_of
+    from .server.oneshot import command_at
 
-    if command_of(argv) != "exec" or "resume" not in argv:
+    cmd = command_at(argv)
+    if cmd is None or argv[cmd] != "exec" or "resume" not in argv:
         return argv
     from .cmds.agent_cmds import codex_resume_words
 
-    at = argv.index("exec") + 1  # command_of: only global flags and their values come before it
+    at = cmd + 1
     sub = next(a for a in narrow_parser(["agent_cmds"], False)._actions if isinstance(a, argparse._SubParsersAction))
     options = sub.choices["exec"]._option_string_actions
     try:

@@ -23,6 +23,12 @@ PLAIN_FLAGS = frozenset({"--json"})
 
 def command_of(argv: Sequence[str]) -> str | None:
     """The command `argv` names when only known global flags come before it (else None: run here)."""
+    at = command_at(argv)
+    return None if at is None else argv[at]
+
+
+def command_at(argv: Sequence[str]) -> int | None:
+    """Where `command_of`'s command stands in `argv` (None: none)."""
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -33,7 +39,7 @@ def command_of(argv: Sequence[str]) -> str | None:
         elif arg.startswith("-"):
             return None
         else:
-            return arg
+            return i
     return None
 
 
