@@ -24,6 +24,7 @@ SIDECAR_VERSION = 1
 _THREAD_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{7,127}")
 
 
+# What the error of a sidecar that is no longer JSON says to do (snapshot_store/maint/refcheck.py does it)
 SET_ASIDE_HINT = ("; `codexr snapshots verify --repair` sets it aside (the thread then goes on without its snapshots; "
                   "mended by hand and renamed back, it has them again)")
 
