@@ -313,6 +313,23 @@ def test_exec_resume_as_codex_exec_spells_it_continues_the_thread(cli: Cli) -> N
     assert [r["prompts"] for r in cli.json("threads")] == [4]
 
 
+def test_exec_takes_codex_exec_s_bypass_flag_as_its_sandbox_and_approval(cli: Cli) -> None:
+    """`codex exec --dangerously-bypass-approvals-and-sandbox`, as CI scripts run it, was "unrecognized" by codexr:
+    it is `-s danger-full-access -a never` (the developer message Codex sends says so); with an -s or -a that says
+    otherwise it is one line and no turn."""
+    cli.model.script("bypassing", [message("bypassed")])
+    env = write_codex_home(cli.tmp / "strict-home", cli.model.base_url, approval_policy="on-request",
+                           sandbox_mode="workspace-write")
+    res = cli.run("exec", "--dangerously-bypass-approvals-and-sandbox", "bypassing please", home_env=env)
+    assert res.returncode == 0, show(res)
+    dev = "\n".join(message_texts(cli.requests_for("bypassing please")[0], "developer"))
+    assert "`sandbox_mode` is `danger-full-access`" in dev and "Approval policy is currently never" in dev, dev
+    sent = len(cli.model.model_requests)
+    assert_one_line_error(cli.run("-s", "read-only", "exec", "--dangerously-bypass-approvals-and-sandbox", "x",
+                                  home_env=env), "means -s danger-full-access -a never")
+    assert len(cli.model.model_requests) == sent
+
+
 def test_exec_continues_a_thread_by_id_and_with_last(cli: Cli) -> None:
     t1, first, _ = cli.seed(["first prompt alpha"])
     t2, _, _ = cli.seed(["another thread entirely"])

@@ -49,6 +49,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help="also write the agent's final message to FILE, as `codex exec -o` does")
     p.add_argument("--skip-git-repo-check", action="store_true",
                    help="accepted as `codex exec` takes it: codexr never requires a Git repository")
+    p.add_argument("--dangerously-bypass-approvals-and-sandbox", dest="bypass", action="store_true",
+                   help="as `codex exec` takes it: no sandbox and no approvals (-s danger-full-access -a never); "
+                        "every turn is still snapshotted and can be rewound")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=_exec)
 
@@ -261,6 +264,11 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
         args.prompt = _prompt_from_stdin()
     if not args.prompt.strip():  # `codex exec` refuses it too ("No prompt provided"): before Codex starts
         raise UsageError("empty prompt: give the prompt text as the argument (or `-` and the text on stdin)")
+    if args.bypass:
+        if args.sandbox not in (None, "danger-full-access") or args.ask_for_approval not in (None, "never"):
+            raise UsageError("--dangerously-bypass-approvals-and-sandbox means -s danger-full-access -a never: "
+                             "drop the -s or -a that says otherwise")
+        args.sandbox, args.ask_for_approval = "danger-full-access", "never"
     if args.output_last:  # where the user stands, as any path they type
         args.output_last = os.path.abspath(args.output_last)
         _check_writable(args.output_last)
