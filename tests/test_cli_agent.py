@@ -492,6 +492,28 @@ def test_a_rewind_whose_content_outside_the_workspace_is_damaged_changes_nothing
     assert sidecars(cli) == before
 
 
+def test_a_thread_whose_conversation_codex_lost_names_the_snapshots_that_put_its_files_back(cli: Cli) -> None:
+    """Codex's session files deleted (a user freeing space): a rewind said "prompt 1 does not exist (the thread has 0
+    prompts)" (or "unknown thread T") though every prompt's files were still in codexr's store. The line now says
+    Codex cannot list the conversation, not the files, and names the snapshot before each of the last prompts, which
+    `snapshots restore` puts back."""
+    t, _turns, trees = three_prompts(cli)
+    sidecar = cli.home / "file_snapshots" / "refs" / "threads" / f"{t}.json"
+    side = json.loads(sidecar.read_text())
+    for turn in side["turns"]:  # a thread of yesterday's (a rewind waits a moment for a turn of the last minutes)
+        turn["started"] -= 86400
+    sidecar.write_text(json.dumps(side))
+    for rollout in (cli.home / "sessions").rglob(f"*{t}*.jsonl"):
+        rollout.unlink()
+    line = assert_one_line_error(cli.run("rewind", "--thread", t, "--to", "1", "--files-only", "--yes"),
+                                 f"Codex cannot list the turns of thread {t}", "its files are not")
+    pres = [turn["pre"][:12] for turn in side["turns"]]
+    assert f"prompt 1 ({P1}): {pres[0]}" in line and f"prompt 3 ({P3}): {pres[2]}" in line, line
+    assert tree(cli.ws) == trees[3]
+    cli.ok("snapshots", "restore", pres[1], "--yes")
+    assert tree(cli.ws) == trees[1]
+
+
 def test_rewind_and_redo_of_the_last_thread(cli: Cli, tmp_path: Path) -> None:
     """`--last`, as `exec --last` has it: `rewind --last` acts on the thread last prompted here and `redo --last` on
     the fork that rewind left (the thread last used now). Neither flag, both, or a workspace with no thread yet is

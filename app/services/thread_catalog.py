@@ -94,6 +94,16 @@ def _text_of(user_item: dict[str, Any]) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def _conversation_gone(thread_id: str, why: str, side: ThreadSidecar) -> str:
+    """What to say when Codex lost a thread codexr recorded (its session files deleted): the files before each of its
+    last prompts are still in the store, under the snapshot ids the sidecar names."""
+    before = [f"prompt {n} ({' '.join(t.prompt.split())[:30]}): {t.pre[:12]}"
+              for n, t in enumerate(side.turns, 1) if t.pre][-3:]
+    return (f"Codex cannot list the turns of thread {thread_id} ({why}): its conversation is gone or unreadable (its "
+            f"session files deleted?), its files are not; before {'; '.join(before)}: `codexr snapshots restore ID` "
+            "puts one back")
+
+
 class ThreadCatalog:
     """What Codex and the sidecars say of a workspace's threads, read through one raw call (`call`)."""
 
@@ -144,9 +154,12 @@ class ThreadCatalog:
 
     def _prompts(self, thread_id: str, side: ThreadSidecar | None) -> list[Prompt]:
         """`prompts` joined with the sidecar given (None: without snapshots)."""
+        recorded = side is not None and any(t.pre for t in side.turns)
         try:
             turns = self._listed_turns(thread_id, side)
-        except RpcRefused:
+        except RpcRefused as refused:
+            if side is not None and recorded:  # codexr recorded prompts Codex cannot list: its rollout is gone
+                raise SessionError(_conversation_gone(thread_id, refused.message, side)) from refused
             # A thread with no turn yet has no rollout to list turns from; it exists if it reads.
             try:
                 self.call("thread/read", {"threadId": thread_id, "includeTurns": False})
