@@ -13,6 +13,11 @@ class CodexGone(SessionError):
     """Codex's app-server went away during a call (its pipe closed): starting it again may help."""
 
 
+class ConversationGone(SessionError):
+    """Codex cannot list the turns of a thread codexr recorded prompts on (its session files deleted): its files can
+    still be rewound from codexr's record alone (`--files-only`), its conversation cannot."""
+
+
 class Declined(SessionError):
     """The user said no at the confirmation: nothing changed (the CLI exits 1)."""
 

@@ -495,8 +495,8 @@ def test_a_rewind_whose_content_outside_the_workspace_is_damaged_changes_nothing
 def test_a_thread_whose_conversation_codex_lost_names_the_snapshots_that_put_its_files_back(cli: Cli) -> None:
     """Codex's session files deleted (a user freeing space): a rewind said "prompt 1 does not exist (the thread has 0
     prompts)" (or "unknown thread T") though every prompt's files were still in codexr's store. The line now says
-    Codex cannot list the conversation, not the files, and names the snapshot before each of the last prompts, which
-    `snapshots restore` puts back."""
+    Codex cannot list the conversation, not the files, and names the snapshot before each of the last prompts;
+    `--files-only` rewinds (and redo undoes) from codexr's record alone."""
     t, _turns, trees = three_prompts(cli)
     sidecar = cli.home / "file_snapshots" / "refs" / "threads" / f"{t}.json"
     side = json.loads(sidecar.read_text())
@@ -505,12 +505,18 @@ def test_a_thread_whose_conversation_codex_lost_names_the_snapshots_that_put_its
     sidecar.write_text(json.dumps(side))
     for rollout in (cli.home / "sessions").rglob(f"*{t}*.jsonl"):
         rollout.unlink()
-    line = assert_one_line_error(cli.run("rewind", "--thread", t, "--to", "1", "--files-only", "--yes"),
-                                 f"Codex cannot list the turns of thread {t}", "its files are not")
+    line = assert_one_line_error(cli.run("rewind", "--thread", t, "--to", "2", "--yes"),
+                                 f"Codex cannot list the turns of thread {t}", "`--files-only` rewinds them")
     pres = [turn["pre"][:12] for turn in side["turns"]]
     assert f"prompt 1 ({P1}): {pres[0]}" in line and f"prompt 3 ({P3}): {pres[2]}" in line, line
     assert tree(cli.ws) == trees[3]
-    cli.ok("snapshots", "restore", pres[1], "--yes")
+    # the files, from codexr's record alone, and their redo
+    res = cli.json("rewind", "--thread", t, "--to", "2", "--files-only", "--yes")
+    assert (res["thread_id"], res["mode"], res["prompt"]) == (t, "files", P2), res
+    assert tree(cli.ws) == trees[1]
+    assert cli.json("redo", "--thread", t, "--yes")["thread_id"] == t
+    assert tree(cli.ws) == trees[3]
+    cli.ok("snapshots", "restore", pres[1], "--yes")  # and the snapshot the line named
     assert tree(cli.ws) == trees[1]
 
 

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from snapshot_store import RestorePlan, RestoreResult
 
 from ..codex.codex_connection import CodexConnection
-from ..errors import Declined, SessionError
+from ..errors import ConversationGone, Declined, SessionError
 from ..recording.auto_gc import AutoGc
 from ..recording.recorder import Recorder
 from ..recording.sidecar import ThreadSidecar
@@ -187,7 +187,12 @@ class Rewinder:
         if mode not in tuple(RewindMode):
             raise SessionError(f"unknown rewind mode {mode!r}")
         side = self.sidecars.load(thread_id)
-        prompts = self.threads.prompts(thread_id)
+        try:
+            prompts = self.threads.prompts(thread_id)
+        except ConversationGone:
+            if mode != RewindMode.FILES or side is None:
+                raise
+            prompts, held = self.threads.recorded_prompts(side), None  # the files from codexr's record alone
         target = self.resolve_prompt(prompts, to)
         files = mode in FILE_MODES
         why = target.no_snapshot_reason()
@@ -280,7 +285,12 @@ class Rewinder:
         entry = side.redo[-1]
         # On a fork, prompts past the shared ones are new; on the same thread (files-only), past the old count.
         base = entry.to_prompt - 1 if entry.origin_thread != thread_id else entry.origin_turns
-        turns_since = max(0, len(self.threads.prompts(thread_id)) - base)
+        try:
+            turns_since = max(0, len(self.threads.prompts(thread_id)) - base)
+        except ConversationGone:
+            if entry.mode != RewindMode.FILES:
+                raise
+            turns_since, held = max(0, len(side.turns) - base), None  # a files-only rewind's, from codexr's record
         restores = entry.mode in FILE_MODES and entry.safety_id is not None
         if restores and entry.safety_id and self.store.exists(entry.safety_id):
             self._same_workspace(self.store.head(entry.safety_id).root, "redo")

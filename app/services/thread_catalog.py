@@ -17,7 +17,7 @@ from snapshot_store import StoreError
 
 from ..codex.rpc_lines import RawCall, RpcRefused, read_pages, read_turns
 from ..codex.turn_kinds import is_prompt_turn, is_sub_turn
-from ..errors import CodexGone, SessionError
+from ..errors import CodexGone, ConversationGone, SessionError
 from ..recording.sidecar import Sidecars, ThreadSidecar
 from ..recording.workspace_lock import LastThread
 from ..shared.vocab import CLIENT_NAME, SESSION_KINDS, source_label
@@ -100,8 +100,8 @@ def _conversation_gone(thread_id: str, why: str, side: ThreadSidecar) -> str:
     before = [f"prompt {n} ({' '.join(t.prompt.split())[:30]}): {t.pre[:12]}"
               for n, t in enumerate(side.turns, 1) if t.pre][-3:]
     return (f"Codex cannot list the turns of thread {thread_id} ({why}): its conversation is gone or unreadable (its "
-            f"session files deleted?), its files are not; before {'; '.join(before)}: `codexr snapshots restore ID` "
-            "puts one back")
+            f"session files deleted?), its files are not: `--files-only` rewinds them from codexr's record (before "
+            f"{'; '.join(before)}; `codexr snapshots restore ID` puts one back too)")
 
 
 class ThreadCatalog:
@@ -148,6 +148,12 @@ class ThreadCatalog:
                 best = (when, side.thread_id)
         return best[1] if best else None
 
+    @staticmethod
+    def recorded_prompts(side: ThreadSidecar) -> list[Prompt]:
+        """The prompts codexr recorded on a thread, numbered in its record's order: all there is of a thread whose
+        conversation Codex can no longer list (ConversationGone)."""
+        return [Prompt(n, t.turn_id, t.prompt, t.status, t.pre) for n, t in enumerate(side.turns, 1)]
+
     def prompts(self, thread_id: str) -> list[Prompt]:
         """Every prompt of the thread in order, from Codex itself, joined with our snapshots."""
         return self._prompts(thread_id, self.sidecars.load(thread_id))
@@ -159,7 +165,7 @@ class ThreadCatalog:
             turns = self._listed_turns(thread_id, side)
         except RpcRefused as refused:
             if side is not None and recorded:  # codexr recorded prompts Codex cannot list: its rollout is gone
-                raise SessionError(_conversation_gone(thread_id, refused.message, side)) from refused
+                raise ConversationGone(_conversation_gone(thread_id, refused.message, side)) from refused
             # A thread with no turn yet has no rollout to list turns from; it exists if it reads.
             try:
                 self.call("thread/read", {"threadId": thread_id, "includeTurns": False})
