@@ -369,10 +369,16 @@ def test_context_left_on_the_status_bar_and_ctrl_t_shows_the_whole_transcript(tm
         tmux.keys("C-t")
         tmux.wait(lambda s: "Transcript — the whole thread" in s and "Esc or q closes" in s, "the transcript pager")
         tmux.keys("g")
-        top = tmux.wait(lambda s: "▶ prompt 1" in s and "$ seq 1 450" in s, "the top of the transcript")
-        lines = [ln.strip("▊▎ ") for ln in top.splitlines()]
-        at = next(i for i, ln in enumerate(lines) if ln.startswith("$ seq 1 450"))
-        assert lines[at + 1:at + 4] == ["1", "2", "3"], top  # the block on the main screen shows only the tail
+
+        def first_lines(screen: str) -> list[str]:
+            """The three lines under the command in the pager ([] before it is drawn)."""
+            lines = [ln.strip("▊▎ ") for ln in screen.splitlines()]
+            at = next((i for i, ln in enumerate(lines) if ln.startswith("$ seq 1 450")), None)
+            return lines[at + 1:at + 4] if at is not None and "▶ prompt 1" in screen else []
+
+        # the output's first lines, which the block on the main screen cuts to its tail (waited for as drawn: a
+        # full run once captured the pager mid-redraw, "1", "2 5", "426")
+        tmux.wait(lambda s: first_lines(s) == ["1", "2", "3"], "the top of the transcript with the output's start")
         tmux.keys("q")
         tmux.wait(lambda s: "Transcript — the whole thread" not in s and "Ask Codex" in s, "the pager to close")
 
