@@ -160,11 +160,10 @@ class ThreadCatalog:
 
     def _prompts(self, thread_id: str, side: ThreadSidecar | None) -> list[Prompt]:
         """`prompts` joined with the sidecar given (None: without snapshots)."""
-        recorded = side is not None and any(t.pre for t in side.turns)
         try:
             turns = self._listed_turns(thread_id, side)
         except RpcRefused as refused:
-            if side is not None and recorded:  # codexr recorded prompts Codex cannot list: its rollout is gone
+            if side is not None and any(t.pre for t in side.turns):  # prompts codexr recorded, Codex cannot list
                 raise ConversationGone(_conversation_gone(thread_id, refused.message, side)) from refused
             # A thread with no turn yet has no rollout to list turns from; it exists if it reads.
             try:
