@@ -62,6 +62,14 @@ def family(pid: int) -> list[tuple[int, bytes]]:
     return out
 
 
+def dead(pid: int) -> bool:
+    """`pid` has exited: a zombie, or gone (also between a look at /proc and the read of its stat, seen in a run)."""
+    try:
+        return b") Z" in Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return True
+
+
 def kill_family(members: list[tuple[int, bytes]]) -> None:
     """SIGKILL each process of `members` that is still the one recorded (same pid, same start time)."""
     for pid, start in members:
@@ -112,8 +120,7 @@ def test_a_killed_codexr_codex_leaves_no_directory_after_the_next_start(tmp_path
             (killed_dir,) = proxy_dirs(base) - {live_dir}
             members = family(codexr_in(killed.ws))
             os.kill(members[0][0], signal.SIGKILL)  # codexr itself: no `finally` of its runs
-            wait_until(lambda: not Path(f"/proc/{members[0][0]}").exists() or
-                       b") Z" in Path(f"/proc/{members[0][0]}/stat").read_bytes(), 30, "codexr to die")
+            wait_until(lambda: dead(members[0][0]), 30, "codexr to die")
             kill_family(members[1:])  # its TUI and app-server, which this test started
             killed.tmux.kill()
             assert proxy_dirs(base) == {live_dir, killed_dir}, "the killed run's directory went by itself"
