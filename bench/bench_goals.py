@@ -23,10 +23,13 @@ Rows (the --only names in brackets), every one timed in interleaved rounds (bloc
     nothing but that file: a stale index (the other rows rewrite files) made Git slower than it is.
 (d) [session-restore] in a session (a store kept open, watch() on, bench_store.py's in-process rows) in an
     11,000-file / 75 MB tree: 100 (and 1) tracked files rewritten, then restored (safety capture included) vs
-    `git read-tree -u --reset` in an internal repository, its index refreshed the same way before each.
+    `git read-tree -u --reset` in an internal repository, its index refreshed the same way before each. Beside
+    them, the floor any restore of those 100 files has with today's durability: their content written to temps,
+    fsynced together by 8 threads, renamed, each directory fsynced, and nothing else (no safety capture, no plan).
 (e) [noxdg] `codexr threads` and an unchanged `snapshots capture` (a 200-file workspace) without XDG_RUNTIME_DIR:
     the cache-directory fallback's server and one-shot (CODEXR_SERVER=0), vs the server in $XDG_RUNTIME_DIR
-    (bench_noxdg.py's ways).
+    (bench_noxdg.py's ways). Beside them, the one-shot's floors: a fresh Python that exits, and one that imports
+    the store library and exits.
 (f) [cold-rss] the cold first `codexr snapshots capture` of the 100,000-file tree (a fresh CODEX_HOME, server off,
     its automatic gc as a new store runs it): peak RSS, vs Git's `add -A` + `write-tree` into a fresh internal
     repository (the larger of its two processes). Both spawned by a small runner process, so the bench's own
@@ -55,6 +58,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -148,8 +152,17 @@ def goals(sz: Sizes) -> list[Goal]:
 # Rows printed without a goal: what the goal rows stand beside.
 INFO_ROWS: list[tuple[str, str, str | None, str]] = [
     ("(d) session restore 1 file", "sr.ours.restore1", "sr.git.readtree1", "session-restore"),
+    ("(d) floor: 100 files written durably", "sr.floor.restore100", "sr.git.readtree100",
+     "session-restore"),
+    ("(e) floor: Python starts and exits", "nx.python start.one-shot", "nx.unchanged capture.xdg", "noxdg"),
+    ("(e) floor: Python imports the store", "nx.store import.one-shot",
+     "nx.unchanged capture.xdg", "noxdg"),
     ("(f) cold capture: time", "cold.capture", "git.cold", "cold-rss"),
 ]
+
+# (e)'s one-shot floors, each a `python -c` in the one-shot way's environment: Python's start, and Python's start
+# with the import of the store library a capture runs on (nothing of the app: no argument parser, no settings).
+NOXDG_FLOORS = {"python start": "pass", "store import": "import snapshot_store.store"}
 
 # ------------------------------------------------------------------------------------ a clean peak RSS
 
@@ -228,6 +241,8 @@ class SessionHelper:
         elif kind == "git-restore":
             for n in (1, 100):
                 bench_store.git_restore(v, rnd, "readtree", n)
+        elif kind == "floor-restore":
+            self.floor_restore(v, rnd, 100)
         elif kind == "capture":
             if bench_store.ours_sync(v):
                 steps = [lambda: self.turn_capture(v, rnd), lambda: bench_store.ours_unchanged(v, rnd)]
@@ -237,6 +252,48 @@ class SessionHelper:
             raise ValueError(f"unknown block {kind}")
         samples = {op: per[rnd] for op, per in v.samples.items() if rnd in per}
         return {"samples": samples, "problems": v.problems[problems:], "errors": v.errors}
+
+    @staticmethod
+    def floor_restore(v: bench_store.Variant, rnd: int, n: int) -> None:
+        """What a restore of `n` files cannot go below with today's durability, timed as floor.restoreN: the
+        rewritten files' old content written to temps beside them and fsynced together by 8 threads (as
+        SafeRoot.stage does), each renamed into place, then each changed directory fsynced, 8 at a time. Nothing
+        else: no safety capture, no plan, no store read, no record, no check of what stands there."""
+        op_name = f"floor.restore{n}"
+
+        def write(item: tuple[str, bytes]) -> tuple[Path, Path]:
+            path = v.ws.root / item[0]
+            tmp = path.with_name(f".{path.name}.floor~")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, item[1])
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            return tmp, path
+
+        def sync_dir(path: Path) -> None:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+        def restore() -> None:
+            rels = v.modifier.take(n)
+            expected = v.modifier.read(rels)
+            v.modifier.rewrite(rels)
+            with ThreadPoolExecutor(8) as pool:
+                t = time.perf_counter()
+                for tmp, path in list(pool.map(write, expected.items())):
+                    os.rename(tmp, path)
+                list(pool.map(sync_dir, {(v.ws.root / rel).parent for rel in rels}))
+                v.record(op_name, rnd, time.perf_counter() - t)
+            bad = v.modifier.check_restored(expected)
+            if bad:
+                v.problems.append(f"round {rnd}: {op_name} left {bad} of {n} modified files unrestored")
+
+        v.attempt(op_name, restore)
 
     @staticmethod
     def turn_capture(v: bench_store.Variant, rnd: int) -> None:
@@ -491,6 +548,15 @@ class Goals:
                     self.rec.problem(f"round {rnd}: noxdg {way} {cmd}: {exc}")
                     continue
                 self.rec.samples.setdefault(f"nx.{cmd}.{way}", {})[rnd] = secs
+        # The one-shot's floors: a fresh Python that starts and exits, and one that imports the store library
+        # (what any capture runs on) and exits, both as the one-shot command's interpreter, in its environment.
+        for name, code in NOXDG_FLOORS.items():
+            try:
+                secs = self.noxdg.run("one-shot", ["-c", code], module=False)
+            except SystemExit as exc:
+                self.rec.problem(f"round {rnd}: noxdg floor {name}: {exc}")
+                continue
+            self.rec.samples.setdefault(f"nx.{name}.one-shot", {})[rnd] = secs
 
     def block_cold_codexr(self, rnd: int) -> None:
         """A fresh CODEX_HOME's first `snapshots capture` of the big tree, server off (its automatic gc included)."""
@@ -551,6 +617,7 @@ class Goals:
         if "session-restore" in rows:
             out.append(("session restore", lambda rnd: self.block_helper("sr", "ours-restore", rnd)))
             out.append(("git restore 1/100 (fresh index)", lambda rnd: self.block_helper("sr", "git-restore", rnd)))
+            out.append(("durable-write floor", lambda rnd: self.block_helper("sr", "floor-restore", rnd)))
         if "noxdg" in rows:
             out.append(("noxdg", self.block_noxdg))
         if "cold-rss" in rows:

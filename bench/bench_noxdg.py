@@ -49,17 +49,22 @@ class NoXdg:
         xdg.mkdir(mode=0o700)
         codex = write_codex_home(base / "codex-home", model_url)
         source = os.environ if env is None else env
-        common = {k: v for k, v in source.items() if k not in ("XDG_RUNTIME_DIR", "CODEXR_RUNTIME_DIR")}
+        # An installed codexr has its bytecode compiled (pip does it): with PYTHONDONTWRITEBYTECODE set (this
+        # project's sandboxes) every one-shot command compiled its modules anew, ~50 ms more (as bench_startup.py).
+        drop = ("XDG_RUNTIME_DIR", "CODEXR_RUNTIME_DIR", "PYTHONDONTWRITEBYTECODE")
+        common = {k: v for k, v in source.items() if k not in drop}
         common.update(codex, PYTHONPATH=str(REPO), PYTHONSAFEPATH="1", NO_PROXY="127.0.0.1,localhost",
                       CODEXR_SERVER_START_TIMEOUT="60")
         self.ways = {"xdg": {**common, "CODEXR_SERVER": "1", "XDG_RUNTIME_DIR": str(xdg)},
                      "cache fallback": {**common, "CODEXR_SERVER": "1", "HOME": str(home)},
                      "one-shot": {**common, "CODEXR_SERVER": "0", "HOME": str(home)}}
 
-    def run(self, way: str, argv: list[str]) -> float:
-        """One command the given way, wall seconds from spawn to exit (SystemExit when it fails)."""
+    def run(self, way: str, argv: list[str], *, module: bool = True) -> float:
+        """One command the given way (`python -m app ARGV`, or `python ARGV` without `module`), wall seconds from
+        spawn to exit (SystemExit when it fails)."""
         t0 = time.perf_counter()
-        res = subprocess.run([sys.executable, "-m", "app", *argv], cwd=self.ws, env=self.ways[way],
+        res = subprocess.run([sys.executable, *(["-m", "app"] if module else []), *argv], cwd=self.ws,
+                             env=self.ways[way],
                              capture_output=True, text=True, timeout=120)
         dt = time.perf_counter() - t0
         if res.returncode != 0:
