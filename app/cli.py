@@ -115,14 +115,24 @@ def build_parser(modules: Sequence[str] = COMMAND_MODULES, parser_class: type[_P
     sub = parser.add_subparsers(dest="command", parser_class=parser_class)
     for name in modules:
         import_module(f".cmds.{name}", __package__).register(sub)
-    _cd_after_every_command(parser)
+    _flags_after_every_command(parser)
     return parser
 
 
-def _cd_after_every_command(parser: argparse.ArgumentParser) -> None:
+#: The settings flags a (sub)command also takes after its name: (flags, dest before the command, dest after it).
+_SETTINGS_AFTER = ((("-c", "--config"), "overrides", "overrides_after"), (("--enable",), "enable", "enable_after"),
+                   (("--disable",), "disable", "disable_after"))
+
+
+def _flags_after_every_command(parser: argparse.ArgumentParser) -> None:
     """`-C/--cd DIR` after any (sub)command too, meaning what it means before it: users type it where they think
     of it (`codexr history list -C DIR`). Given in both places, the one after the command wins, as for any option
-    a subcommand takes (its default is SUPPRESS, so the global value stands when it is absent)."""
+    a subcommand takes (its default is SUPPRESS, so the global value stands when it is absent).
+
+    `-c/--config`, `--enable` and `--disable` too, as `codex exec -c k=v` and `codex app-server -c k=v` take them
+    (the IDE extension starts `codex app-server` with its flags after the subcommand): given in both places, both
+    count, those after the command last (`_settings_merged`). Not for `codex`, whose words go to the official TUI.
+    """
     for action in parser._actions:
         if not isinstance(action, argparse._SubParsersAction):
             continue
@@ -132,7 +142,21 @@ def _cd_after_every_command(parser: argparse.ArgumentParser) -> None:
             if "-C" not in sub._option_string_actions:
                 sub.add_argument("-C", "--cd", dest="cd", default=argparse.SUPPRESS, metavar="DIR",
                                  help="the workspace directory (as before the command)")
-            _cd_after_every_command(sub)
+            for flags, _before, after in _SETTINGS_AFTER if name != "codex" else ():
+                if flags[0] not in sub._option_string_actions:
+                    sub.add_argument(*flags, dest=after, action="append", default=argparse.SUPPRESS,
+                                     metavar="KEY=VALUE" if after == "overrides_after" else "FEATURE",
+                                     help="as before the command")
+            _flags_after_every_command(sub)
+
+
+def _settings_merged(args: argparse.Namespace) -> argparse.Namespace:
+    """The settings flags given after the command appended to those given before it (`_flags_after_every_command`)."""
+    for _flags, before, after in _SETTINGS_AFTER:
+        if hasattr(args, after):
+            setattr(args, before, [*getattr(args, before, []), *getattr(args, after)])
+            delattr(args, after)
+    return args
 
 
 def _narrowed(argv: list[str]) -> tuple[str | None, list[str], bool] | None:
@@ -213,9 +237,32 @@ def _codex_resume(argv: list[str]) -> list[str]:
         raise  # not reached: error() exits
 
 
+def _tui_words(argv: list[str]) -> list[str]:
+    """`codexr codex ARGS`: every word after `codex` is the official TUI's (`-m MODEL`, `-c k=v`, `--search`, a
+    prompt), set apart with `--`; argparse's remainder collects only from the first word that is not an option,
+    so `codexr codex -m o3` was "unrecognized arguments". Kept as codexr's: a leading `-C/--cd DIR` (the
+    workspace, as after every command) and a lone `-h/--help`."""
+    from .server.oneshot import command_at
+
+    at = command_at(argv)
+    if at is None or argv[at] != "codex":
+        return argv
+    head, rest = argv[:at + 1], argv[at + 1:]
+    if rest in (["-h"], ["--help"]):
+        return argv
+    while rest:
+        if rest[0] in ("-C", "--cd") and len(rest) > 1:
+            head, rest = head + rest[:2], rest[2:]
+        elif rest[0].startswith("--cd=") or (rest[0].startswith("-C") and len(rest[0]) > 2):
+            head, rest = head + rest[:1], rest[1:]
+        else:
+            break
+    return [*head, "--", *rest[1:]] if rest[:1] == ["--"] else [*head, "--", *rest] if rest else head
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse as the whole command tree would, building only the part `argv` uses when that is enough."""
-    argv = _codex_resume(argv)
+    argv = _tui_words(_codex_resume(argv))
     narrow = _narrowed(argv)
     if narrow is not None:
         command, modules, app_flags = narrow
@@ -225,8 +272,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
             pass
         else:
             if getattr(args, "command", None) == command:
-                return args
-    return build_parser().parse_args(argv)
+                return _settings_merged(args)
+    return _settings_merged(build_parser().parse_args(argv))
 
 
 def _plain(ctx: Context, args: argparse.Namespace) -> int:

@@ -781,6 +781,48 @@ def test_flags_pass_through_to_codex_and_ours_stay_here(cli: Cli) -> None:
     assert (ws_off / "untracked.txt").read_bytes() == b"u\n"
 
 
+def test_settings_flags_after_the_command_count_as_codex_exec_takes_them(cli: Cli) -> None:
+    """`codex exec -c k=v PROMPT` as a script has it: `-c`, `--enable` and `--disable` after `exec` were
+    "unrecognized arguments"; now they mean what they mean before it, both places count (after last), and
+    codexr's own keys (`--disable file_snapshots`) stay with codexr there too."""
+    cli.model.script("after prompt", [add_file("after.txt", "a\n"), message("after done")])
+    cli.model.script("off after", [add_file("off.txt", "o\n"), message("off done")])
+    ws_after, ws_off = cli.workspace("after"), cli.workspace("off-after")
+    after, off = cli.many(
+        {"args": ("-c", 'model="gpt-5.4"', "exec", "-c", 'model="gpt-5.5"', "--enable", "apps", "--json",
+                  "after prompt"), "cwd": ws_after},
+        {"args": ("exec", "--disable", "file_snapshots", "--json", "off after"), "cwd": ws_off,
+         "home_env": cli.home_of_its_own("home-off-after")},
+    )
+    assert after.returncode == 0, show(after)
+    doc = json.loads(after.stdout)
+    assert doc["status"] == "completed" and doc["pre_snapshot"] and doc["post_snapshot"], doc
+    reqs = cli.requests_for("after prompt")
+    assert reqs and all(r["model"] == "gpt-5.5" for r in reqs), [r["model"] for r in reqs]
+    assert off.returncode == 0, show(off)
+    doc = json.loads(off.stdout)
+    assert doc["status"] == "completed" and doc["pre_snapshot"] is None and doc["post_snapshot"] is None, doc
+    assert (ws_off / "off.txt").read_bytes() == b"o\n"
+
+
+def test_settings_flags_before_and_after_the_command_are_one_list_in_order() -> None:
+    """What every consumer of the flags reads (codexr's settings and Codex's overrides): one list, before first;
+    and what `codexr codex` hands the official TUI."""
+    from app.cli import parse
+
+    args = parse(["-c", "a=1", "--enable", "x", "snapshots", "capture", "-c", "b=2", "--disable", "y", "-c", "c=3"])
+    assert (args.overrides, args.enable, args.disable) == (["a=1", "b=2", "c=3"], ["x"], ["y"])
+    assert not any(hasattr(args, f"{name}_after") for name in ("overrides", "enable", "disable"))
+    from app.cmds.proxy_cmds import tui_words
+
+    # `codexr codex`: the official TUI's words, untouched (argparse refused `-c`, `-m` there), but a leading -C
+    for argv, words, cd in ((["codex", "-c", "k=v"], ["-c", "k=v"], "."),
+                            (["codex", "-C", "/w", "-m", "o3", "resume", "ab"], ["-m", "o3", "resume", "ab"], "/w"),
+                            (["-C", "/w", "codex", "--", "-C", "x"], ["-C", "x"], "/w")):
+        tui = parse(argv)
+        assert (tui_words(tui), tui.cd, tui.overrides) == (words, cd, []), argv
+
+
 # ------------------------------------------------------------------------------------------------ errors
 
 

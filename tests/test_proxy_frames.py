@@ -26,7 +26,15 @@ from typing import Any
 import pytest
 from codex_cli_bin import bundled_codex_path  # type: ignore[import-untyped]
 
-from app.codex.scripted_model import ScriptedModel, add_file, message, shell, update_file, write_codex_home
+from app.codex.scripted_model import (
+    ScriptedModel,
+    add_file,
+    last_user_text,
+    message,
+    shell,
+    update_file,
+    write_codex_home,
+)
 
 REPO = Path(__file__).parents[1]
 SHIM = Path(sys.executable).parent / "codexr-codex"
@@ -541,3 +549,47 @@ def test_the_shim_itself_is_never_the_codex_codexr_runs(model: ScriptedModel, tm
     code, err = run_shim(argv, env, ws, json.dumps(initialize(1)).encode() + b"\n")
     assert code == 2 and len(err.splitlines()) == 1, err
     assert f"CODEXR_CODEX_BIN={SHIM}: that is codexr-codex" in err, err
+
+
+def test_the_shim_takes_codex_app_server_flags_after_the_subcommand_as_the_ide_gives_them(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    """The IDE extension starts `codex app-server --analytics-default-enabled` (Codex's help: "first-party use cases
+    like the VSCode IDE extension"), and other clients put `-c k=v` after `app-server`: through `codexr-codex` each
+    was "unrecognized arguments" and the client had no app-server at all. Now `-c`, `--enable`, `--disable` count
+    as before the subcommand, Codex's own app-server flags reach the real app-server, and the turn is recorded."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = codex_env(model, tmp_path)
+    model.script("ide prompt", [add_file("ide.txt", "from the ide\n"), message("done")])
+    argv = [str(SHIM), "app-server", "-c", 'model="gpt-5.5"', "--disable", "apps", "--analytics-default-enabled",
+            "--strict-config"]
+    with peer(argv, ws, env, tmp_path / "shim.err") as client:
+        thread = started_thread(client, ws)
+        prompt(client, 3, thread, "ide prompt")
+        codex = [pid for pid in descendants({client.proc.pid})
+                 if Path(f"/proc/{pid}/exe").resolve().name == PINNED.name]
+        assert len(codex) == 1, descendants({client.proc.pid})
+        real = Path(f"/proc/{codex[0]}/cmdline").read_bytes().split(b"\0")[:-1]
+        assert client.close() == 0
+        no_traceback(client.stderr())
+    app_server = real.index(b"app-server")
+    assert b"--analytics-default-enabled" in real[app_server:] and b"--strict-config" in real[app_server:], real
+    assert b"features.apps=false" in real[:app_server], real
+    requests = [r for r in model.model_requests if last_user_text(r) == "ide prompt"]
+    assert requests and all(r["model"] == "gpt-5.5" for r in requests), [r.get("model") for r in requests]
+    assert (ws / "ide.txt").read_text() == "from the ide\n"
+    sidecar = tmp_path / "home" / "file_snapshots" / "refs" / "threads" / f"{thread}.json"
+    turns = json.loads(sidecar.read_text())["turns"]
+    assert len(turns) == 1 and turns[0].get("pre") and turns[0].get("post"), turns
+
+
+def test_app_server_refuses_stdio_beside_listen_as_codex_does(model: ScriptedModel, tmp_path: Path) -> None:
+    """`--stdio` is `--listen stdio://`; with a --listen too, one line and exit 2, as `codex app-server` refuses it."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    res = subprocess.run([sys.executable, "-m", "app.cli", "app-server", "--stdio", "--listen", "ws://127.0.0.1:0"],
+                         cwd=ws, env=codex_env(model, tmp_path), stdin=subprocess.DEVNULL, capture_output=True,
+                         text=True, timeout=TIMEOUT_S)
+    assert res.returncode == 2 and res.stderr.splitlines() == [
+        "codexr: error: --stdio cannot be used with --listen: both choose the transport (--stdio is --listen "
+        "stdio://)"], res.stderr

@@ -40,8 +40,15 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     a = sub.add_parser("app-server", help="a drop-in for `codex app-server`: the same protocol, through codexr",
                        description="Serves the app-server protocol on stdio (default) or --listen, relaying every "
                                    "message to the real `codex app-server` started in the workspace.")
-    a.add_argument("--listen", default="stdio://", metavar="URL",
+    a.add_argument("--listen", default=None, metavar="URL",
                    help="stdio:// (default), unix://PATH or ws://127.0.0.1:PORT (also localhost, [::1])")
+    a.add_argument("--stdio", action="store_true", help="the same as --listen stdio://")
+    real = a.add_argument_group("passed to the real app-server (codex app-server's flags)")
+    real.add_argument("--analytics-default-enabled", action="store_true",
+                      help="analytics on unless config.toml turns them off (the IDE extension's default)")
+    real.add_argument("--strict-config", action="store_true",
+                      help="Codex refuses a config.toml with fields it does not know")
+    real.add_argument("--code-mode-host", metavar="URL", help="a remote code-mode host instead of a local one")
     auth = a.add_argument_group("WebSocket authentication (codex app-server's flags; --listen unix:// and ws://)")
     auth.add_argument("--ws-auth", choices=("capability-token", "signed-bearer-token"), metavar="MODE",
                       help="capability-token: require `Authorization: Bearer TOKEN` (signed-bearer-token is not "
@@ -70,7 +77,15 @@ def backend_argv(ctx: Context, args: argparse.Namespace) -> tuple[list[str], dic
             if helpers is not None:
                 env["PATH"] = os.pathsep.join([str(helpers), env.get("PATH", "")])
     env["CODEX_HOME"] = str(ctx.home)
-    return [str(chosen.path), *config, "app-server", "--listen", "stdio://"], env, ws
+    return [str(chosen.path), *config, "app-server", "--listen", "stdio://", *app_server_flags(args)], env, ws
+
+
+def app_server_flags(args: argparse.Namespace) -> list[str]:
+    """The flags of `codexr app-server` that are the real app-server's to act on, as given (none for `codex`)."""
+    out = [flag for flag in ("--analytics-default-enabled", "--strict-config")
+           if getattr(args, flag[2:].replace("-", "_"), False)]
+    host = getattr(args, "code_mode_host", None)
+    return [*out, "--code-mode-host", host] if host is not None else out
 
 
 def private_socket_dir() -> Path:
@@ -103,13 +118,19 @@ def tcp_peers_known() -> bool:
 def codex(ctx: Context, args: argparse.Namespace) -> int:
     """The official TUI on this terminal, its app-server behind codexr's relay; nothing left running after it."""
     argv, env, ws = backend_argv(ctx, args)
-    tui_args = _thread_named(ctx, list(args.tui_args[1:] if args.tui_args[:1] == ["--"] else args.tui_args))
+    tui_args = _thread_named(ctx, tui_words(args))
     daemon = _daemon_holding(ctx, tui_args)
     sock_dir = private_socket_dir()
     try:
         return asyncio.run(_codex(argv, env, ws, sock_dir, tui_args, ctx.settings, daemon))
     finally:
         shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+def tui_words(args: argparse.Namespace) -> list[str]:
+    """The words after `codexr codex` that are the official TUI's (app/cli.py sets them apart with `--`)."""
+    words = list(args.tui_args)
+    return words[1:] if words[:1] == ["--"] else words
 
 
 def _daemon_holding(ctx: Context, tui_args: list[str]) -> str | None:
@@ -380,7 +401,9 @@ def app_server(ctx: Context, args: argparse.Namespace) -> int:
     """`codex app-server`, through codexr: stdio by default (the IDE extension, the SDK), or --listen."""
     from ..proxy.door import token_from_flags
 
-    listen = str(args.listen)
+    if args.stdio and args.listen is not None:  # as codex app-server refuses them together
+        raise UsageError("--stdio cannot be used with --listen: both choose the transport (--stdio is --listen stdio://)")
+    listen = str(args.listen or "stdio://")
     jwt = [flag for flag, _ in JWT_FLAGS if getattr(args, flag[2:].replace("-", "_")) is not None]
     if listen == "stdio://":
         token_from_flags(args.ws_auth, args.ws_token_file, args.ws_token_sha256, jwt, load=False)
