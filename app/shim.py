@@ -13,6 +13,8 @@ import sys
 
 #: Flags Codex takes before its subcommand with a value (the SDK passes `--config k=v` pairs there).
 VALUE_FLAGS = frozenset({"-c", "--config", "--enable", "--disable"})
+#: `codex app-server`'s own subcommands that serve no protocol to the caller: the real Codex's, as every command.
+APP_SERVER_TOOLS = frozenset({"generate-ts", "generate-json-schema", "daemon", "help"})
 #: "HOW:PID:START:DEPTH": the shim handed over by exec (HOW "exec": the real Codex is this very process) or to
 #: `codexr app-server` (HOW "app-server": that process starts its Codex as its child); START tells a reused pid apart.
 MARK = "CODEXR_CODEX_SHIM"
@@ -87,7 +89,8 @@ def real_codex() -> str:
 
 
 def main() -> int:
-    """Hand `app-server` to `codexr app-server`, everything else to the real Codex (exec: no process between)."""
+    """Hand `app-server` to `codexr app-server`, everything else (`app-server generate-ts` too) to the real Codex
+    (exec: no process between)."""
     from .cmds.context import UsageError
 
     flags, command, rest = split(sys.argv[1:])
@@ -96,7 +99,7 @@ def main() -> int:
         if how is not None:
             raise UsageError(f"{leads_back(how)} leads back to codexr-codex, which would start itself forever: "
                              f"point it at the real Codex binary")
-        if command == "app-server":
+        if command == "app-server" and not (rest[:1] and rest[0] in APP_SERVER_TOOLS):
             codexr = [sys.executable, "-m", "app.cli"]
             pairs = [(flags[i], flags[i + 1]) for i in range(0, len(flags), 2)]
             converted = [arg for flag, value in pairs for arg in (("-c", value) if flag in ("-c", "--config")

@@ -593,3 +593,15 @@ def test_app_server_refuses_stdio_beside_listen_as_codex_does(model: ScriptedMod
     assert res.returncode == 2 and res.stderr.splitlines() == [
         "codexr: error: --stdio cannot be used with --listen: both choose the transport (--stdio is --listen "
         "stdio://)"], res.stderr
+
+
+def test_the_shim_hands_codex_app_server_tools_to_the_real_codex(model: ScriptedModel, tmp_path: Path) -> None:
+    """`app-server generate-json-schema` (and generate-ts, daemon, help) serve no protocol: through the shim they are
+    the real Codex's, as every other command (`codexr app-server` took the word for an unknown argument)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    res = subprocess.run([str(SHIM), "app-server", "generate-json-schema", "--out", str(tmp_path / "schema")],
+                         cwd=ws, env=codex_env(model, tmp_path), stdin=subprocess.DEVNULL, capture_output=True,
+                         text=True, timeout=TIMEOUT_S)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "schema" / "codex_app_server_protocol.v2.schemas.json").is_file(), res.stderr
