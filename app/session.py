@@ -261,9 +261,9 @@ class Session:
         return self.turns.known_paths(thread_id)
 
     def run_turn(self, thread_id: str, text: str, on_event: EventCallback | None = None,
-                 images: Sequence[str] = ()) -> TurnOutcome:
+                 images: Sequence[str] = (), output_schema: dict[str, Any] | None = None) -> TurnOutcome:
         """Capture, start the turn, stream it, capture again (app/services/turns.py)."""
-        return self.turns.run_turn(thread_id, text, on_event, images)
+        return self.turns.run_turn(thread_id, text, on_event, images, output_schema)
 
     def collect_later(self) -> None:
         """Automatic gc (at most daily), off the turn's critical path (app/recording/auto_gc.py)."""

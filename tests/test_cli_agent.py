@@ -823,6 +823,32 @@ def test_settings_flags_before_and_after_the_command_are_one_list_in_order() -> 
         assert (tui_words(tui), tui.cd, tui.overrides) == (words, cd, []), argv
 
 
+def test_exec_output_schema_reaches_the_model_and_bad_ones_change_nothing(cli: Cli) -> None:
+    """`codex exec --output-schema FILE` (structured output for scripts) was "unrecognized arguments": the schema
+    now goes with the turn as Codex sends it to the model. A missing file, one not a JSON object, and
+    `--ephemeral` (a thread nothing keeps cannot be rewound) are one line each, before Codex starts."""
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
+              "additionalProperties": False}
+    (cli.tmp / "schema.json").write_text(json.dumps(schema))
+    (cli.tmp / "list.json").write_text("[1, 2]")
+    cli.model.script("structured", [message('{"answer": "42"}')])
+    res = cli.run("exec", "--output-schema", str(cli.tmp / "schema.json"), "structured please")
+    assert res.returncode == 0, show(res)
+    assert res.stdout == '{"answer": "42"}\n', show(res)
+    reqs = cli.requests_for("structured please")
+    assert reqs and all(r["text"]["format"]["schema"] == schema for r in reqs), [r.get("text") for r in reqs]
+    before, requests = tree(cli.ws), len(cli.model.requests)
+    missing, listed, ephemeral = cli.many(
+        ("exec", "--output-schema", str(cli.tmp / "nope.json"), "hello"),
+        ("exec", "--output-schema", str(cli.tmp / "list.json"), "hello"),
+        ("exec", "--ephemeral", "hello"),
+    )
+    assert_one_line_error(missing, "--output-schema", "nope.json: No such file or directory")
+    assert_one_line_error(listed, "--output-schema", "a JSON Schema is a JSON object")
+    assert_one_line_error(ephemeral, "--ephemeral", "rewind")
+    assert tree(cli.ws) == before and len(cli.model.requests) == requests
+
+
 # ------------------------------------------------------------------------------------------------ errors
 
 

@@ -47,6 +47,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                         "stops the clock); 0: no limit. Default: none on a terminal, 300 otherwise")
     p.add_argument("-o", "--output-last-message", dest="output_last", metavar="FILE",
                    help="also write the agent's final message to FILE, as `codex exec -o` does")
+    p.add_argument("--output-schema", metavar="FILE",
+                   help="a JSON Schema file the agent's final message must follow (as `codex exec --output-schema`)")
+    p.add_argument("--ephemeral", action="store_true", help=argparse.SUPPRESS)  # refused in _exec, saying why
     p.add_argument("--skip-git-repo-check", action="store_true",
                    help="accepted as `codex exec` takes it: codexr never requires a Git repository")
     p.add_argument("--dangerously-bypass-approvals-and-sandbox", dest="bypass", action="store_true",
@@ -269,6 +272,10 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
             raise UsageError("--dangerously-bypass-approvals-and-sandbox means -s danger-full-access -a never: "
                              "drop the -s or -a that says otherwise")
         args.sandbox, args.ask_for_approval = "danger-full-access", "never"
+    if args.ephemeral:
+        raise UsageError("--ephemeral: codexr keeps every thread it runs, so that a rewind can fork its conversation "
+                         "and restore its files; run `codex exec --ephemeral` for a turn nothing keeps")
+    schema = _output_schema(args.output_schema) if args.output_schema else None
     if args.output_last:  # where the user stands, as any path they type
         args.output_last = os.path.abspath(args.output_last)
         _check_writable(args.output_last)
@@ -294,11 +301,12 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
             notices(method, params)
             guard.on_event(method, params)
 
+        images = tuple(getattr(args, "images", ()))
         if limit:
             with guard:
-                out = session.run_turn(thread, args.prompt, on_event, tuple(getattr(args, "images", ())))
+                out = session.run_turn(thread, args.prompt, on_event, images, schema)
         else:
-            out = session.run_turn(thread, args.prompt, notices, tuple(getattr(args, "images", ())))
+            out = session.run_turn(thread, args.prompt, notices, images, schema)
         held, most = session.recorder.over_limit  # the turn's last capture: untracked files it held back
     if held:
         from ..shared.lines import over_limit_line
@@ -321,6 +329,24 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
         print(f"thread {out.thread_id}  turn {out.turn_id}  {out.status}"
               + (f"  files: {len(out.files_changed)}" if out.files_changed else ""), file=sys.stderr)
     return 0 if out.status == "completed" and not unwritten else 1
+
+
+def _output_schema(path: str) -> dict[str, Any]:
+    """`--output-schema FILE`'s JSON object, read before Codex starts: a missing file or one that is not a JSON
+    object is one line (Codex checks the schema itself when the turn starts)."""
+    import json
+
+    try:
+        with open(path, "rb") as fh:
+            doc = json.loads(fh.read())
+    except OSError as exc:
+        raise UsageError(f"--output-schema {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"--output-schema {path}: not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"--output-schema {path}: a JSON Schema is a JSON object, this file holds a "
+                         f"{type(doc).__name__}")
+    return doc
 
 
 def _timed_out(ctx: Context, args: argparse.Namespace, limit: float) -> str:

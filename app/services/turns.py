@@ -97,10 +97,11 @@ class TurnRunner:
         return self.recorder.known_paths(self.sidecar(thread_id))
 
     def run_turn(self, thread_id: str, text: str, on_event: EventCallback | None = None,
-                 images: Sequence[str] = ()) -> TurnOutcome:
+                 images: Sequence[str] = (), output_schema: dict[str, Any] | None = None) -> TurnOutcome:
         """Capture, start the turn, stream it, capture again; the sidecar binds both to the turn id (recorder.py).
 
         `images`: local image files sent with the prompt (checked by app/codex/images.py before anything is captured).
+        `output_schema`: the JSON Schema the turn's final message must follow (`codex exec --output-schema`).
         """
         check_images(images)
         started = time.perf_counter()
@@ -112,6 +113,8 @@ class TurnRunner:
             notice = self._continuing_notice(thread_id, side)
         pre, pre_seconds = self._begin(side, text)
         turn_params = self.choices.turn_params()
+        if output_schema is not None:
+            turn_params = {**(turn_params or {}), "outputSchema": output_schema}
         client = self.conn.client
         resp = self.conn.rpc("cannot start the turn",
                              lambda: client.turn_start(thread_id, prompt_input(text, images), turn_params))
