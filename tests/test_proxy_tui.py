@@ -307,13 +307,17 @@ def test_work_still_running_when_the_tui_quits_finishes_and_is_recorded(tmux: Tm
         tmux.wait(lambda s: "Late work done." in s, "the resumed thread's transcript")
 
 
-def test_codexr_codex_resume_with_a_prefix_that_names_no_thread_is_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("words", [("resume", "0abc"), ("-m", "o3", "resume", "--all", "0abc"),
+                                   ("-c", "k=v", "--search", "resume", "0abc", "go on")])
+def test_codexr_codex_resume_with_a_prefix_that_names_no_thread_is_one_line(tmp_path: Path,
+                                                                           words: tuple[str, ...]) -> None:
+    """The TUI's own options may come first (`codexr codex -m o3 resume ID`): the id is still codexr's to resolve."""
     ws, home = tmp_path / "ws", tmp_path / "home"
     ws.mkdir()
     env = {**os.environ, **write_codex_home(home, "http://127.0.0.1:9"), "PYTHONPATH": str(REPO),
            "CODEXR_SERVER": "0"}
-    res = subprocess.run([sys.executable, "-m", "app.cli", "codex", "resume", "0abc"], cwd=ws, env=env,
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run([sys.executable, "-m", "app.cli", "codex", *words], cwd=ws, env=env,
+                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert_one_line_error(res, "no thread id starts with '0abc'")
 
 

@@ -133,42 +133,72 @@ def tui_words(args: argparse.Namespace) -> list[str]:
     return words[1:] if words[:1] == ["--"] else words
 
 
+#: The official TUI's options that take a value (the pinned `codex --help`, `codex resume --help`): skipped with it
+#: when looking for the TUI's subcommand and thread id (`codexr codex -m o3 resume ID`).
+TUI_VALUE_FLAGS = frozenset({"-c", "--config", "--enable", "--disable", "--remote", "--remote-auth-token-env", "-i",
+                             "--image", "-m", "--model", "--local-provider", "-p", "--profile", "-s", "--sandbox",
+                             "-C", "--cd", "--add-dir", "-a", "--ask-for-approval"})
+
+
+def _positionals(tui_args: list[str]) -> list[int]:
+    """Where the TUI's words that are not options (nor an option's value) stand, up to a `--`."""
+    out, i = [], 0
+    while i < len(tui_args) and tui_args[i] != "--":
+        word = tui_args[i]
+        if word in TUI_VALUE_FLAGS:
+            i += 2
+            continue
+        if not word.startswith("-"):
+            out.append(i)
+        i += 1
+    return out
+
+
+def thread_word(tui_args: list[str]) -> int | None:
+    """Where the thread id of the TUI's `resume ID` or `fork ID` stands among its words (None: no such id)."""
+    at = _positionals(tui_args)
+    return at[1] if len(at) > 1 and tui_args[at[0]] in ("resume", "fork") else None
+
+
 def _daemon_holding(ctx: Context, tui_args: list[str]) -> str | None:
     """For `resume ID` of a thread Codex's managed daemon holds (the official TUI ran it and quit): the daemon's
     checked socket, which the relay then uses as its app-server (no app-server of codexr's may open the thread).
     UsageError, one line, when codexr may not work through the daemon; None when no daemon holds the thread."""
-    if len(tui_args) < 2 or tui_args[0] != "resume" or tui_args[1].startswith("-"):
+    at = thread_word(tui_args)
+    if at is None or tui_args[_positionals(tui_args)[0]] != "resume":
         return None
+    thread = tui_args[at]
     from ..codex.daemon import CONTROL, STOP, Unavailable, holder, reachable
 
-    who = holder(ctx.home, tui_args[1])
+    who = holder(ctx.home, thread)
     if who is None or not who.daemon:
         return None
     try:
         path = reachable(ctx.home.joinpath(*CONTROL), "Codex's app-server daemon")  # the relay checks its own again
     except Unavailable as exc:
-        raise UsageError(f"thread {tui_args[1]} is open in Codex's app-server daemon (pid {who.pid}), and codexr "
+        raise UsageError(f"thread {thread} is open in Codex's app-server daemon (pid {who.pid}), and codexr "
                          f"does not work through it: {exc}; quit the `codex` that has it and run `{STOP}`, then "
                          "try again") from None
-    say(f"thread {tui_args[1]} is open in Codex's app-server daemon (pid {who.pid}): codexr codex works through it")
+    say(f"thread {thread} is open in Codex's app-server daemon (pid {who.pid}): codexr codex works through it")
     return path
 
 
 def _thread_named(ctx: Context, tui_args: list[str]) -> list[str]:
     """`resume ID` and `fork ID` take a unique prefix of a thread id (4+ characters), as every codexr command does;
     the TUI is given the whole id. One line, nothing started, for a prefix that names no thread or several."""
-    if len(tui_args) < 2 or tui_args[0] not in ("resume", "fork") or tui_args[1].startswith("-"):
+    at = thread_word(tui_args)
+    if at is None:
         return tui_args
     from ..errors import SessionError
     from ..services.thread_ids import known_on_disk, resolve_thread_id
 
     try:
-        full = resolve_thread_id(tui_args[1], lambda: known_on_disk(ctx.home))
+        full = resolve_thread_id(tui_args[at], lambda: known_on_disk(ctx.home))
     except SessionError as exc:
         if "is not a thread id" in str(exc):  # a session name, which the TUI resolves itself
             return tui_args
         raise UsageError(str(exc)) from None
-    return [tui_args[0], full, *tui_args[2:]]
+    return [*tui_args[:at], full, *tui_args[at + 1:]]
 
 
 TOKEN_ENV = "CODEXR_REMOTE_TOKEN"
