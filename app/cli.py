@@ -119,9 +119,11 @@ def build_parser(modules: Sequence[str] = COMMAND_MODULES, parser_class: type[_P
     return parser
 
 
-#: The settings flags a (sub)command also takes after its name: (flags, dest before the command, dest after it).
-_SETTINGS_AFTER = ((("-c", "--config"), "overrides", "overrides_after"), (("--enable",), "enable", "enable_after"),
-                   (("--disable",), "disable", "disable_after"))
+#: The settings flags a (sub)command also takes after its name: (flags, dest before the command, dest after it,
+#: metavar, help).
+_SETTINGS_AFTER = ((("-c", "--config"), "overrides", "overrides_after", "KEY=VALUE", "override a setting (repeatable)"),
+                   (("--enable",), "enable", "enable_after", "FEATURE", "enable a feature"),
+                   (("--disable",), "disable", "disable_after", "FEATURE", "disable a feature"))
 
 
 def _flags_after_every_command(parser: argparse.ArgumentParser) -> None:
@@ -142,17 +144,16 @@ def _flags_after_every_command(parser: argparse.ArgumentParser) -> None:
             if "-C" not in sub._option_string_actions:
                 sub.add_argument("-C", "--cd", dest="cd", default=argparse.SUPPRESS, metavar="DIR",
                                  help="the workspace directory (as before the command)")
-            for flags, _before, after in _SETTINGS_AFTER if name != "codex" else ():
+            for flags, _before, after, metavar, what in _SETTINGS_AFTER if name != "codex" else ():
                 if flags[0] not in sub._option_string_actions:
-                    sub.add_argument(*flags, dest=after, action="append", default=argparse.SUPPRESS,
-                                     metavar="KEY=VALUE" if after == "overrides_after" else "FEATURE",
-                                     help="as before the command")
+                    sub.add_argument(*flags, dest=after, action="append", default=argparse.SUPPRESS, metavar=metavar,
+                                     help=f"{what}, as before the command")
             _flags_after_every_command(sub)
 
 
 def _settings_merged(args: argparse.Namespace) -> argparse.Namespace:
     """The settings flags given after the command appended to those given before it (`_flags_after_every_command`)."""
-    for _flags, before, after in _SETTINGS_AFTER:
+    for _flags, before, after, _metavar, _what in _SETTINGS_AFTER:
         if hasattr(args, after):
             setattr(args, before, [*getattr(args, before, []), *getattr(args, after)])
             delattr(args, after)

@@ -91,6 +91,14 @@ def test_every_subcommand_takes_dash_C() -> None:
     assert missing == [], f"these subcommands reject -C/--cd DIR: {missing}"
 
 
+def test_every_subcommand_but_login_and_codex_takes_the_settings_flags() -> None:
+    """`-c`, `--enable`, `--disable` after any command, as codex's own subcommands take them (the TUI's words after
+    `codexr codex` are its own, and `login`'s Codex's)."""
+    missing = [" ".join(path) for path, p in _leaves(build_parser())[1:] if path[0] not in ("login", "codex")
+               and not {"-c", "--config", "--enable", "--disable"} <= set(p._option_string_actions)]
+    assert missing == [], f"these subcommands reject -c/--enable/--disable: {missing}"
+
+
 def test_history_list_dash_C_after_the_command_picks_the_workspace(home: Path, ws: Path, tmp_path: Path) -> None:
     rollout(home, ws, TID, [("user", "hello from ws")])
     elsewhere = tmp_path / "elsewhere"
