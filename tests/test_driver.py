@@ -119,6 +119,7 @@ def test_a_prompt_being_prepared_counts_as_busy_and_blocks_a_rewind(model: Scrip
     d = Driver(session_options(model, tmp_path, {"keep.txt": "k\n"}), ev)
     try:
         assert d.start()
+        assert d.status().tracked_files is None  # no snapshot of a thread yet: no count (it read "0 files")
         d.submit("drv-prep-one")
         assert ev.wait(TurnFinished).status == "completed"
         session = d.session

@@ -467,6 +467,34 @@ def test_help_wraps_every_description_on_a_narrow_terminal() -> None:
     asyncio.run(main())
 
 
+def test_before_the_first_snapshot_tracking_gives_no_count() -> None:
+    """A new thread has no snapshot yet: the bar and /status said "tracking 0 files" in a workspace full of files."""
+    from app.shared.lines import status_lines
+
+    status = Status(workspace="/srv/w", tracking=True, tracked_files=None, store_bytes=1 << 10)
+
+    class BarHost(App[None]):
+        CSS_PATH = Path(__file__).parents[1] / "app" / "tui" / "app.tcss"
+
+        def compose(self) -> Any:
+            yield StatusBar()
+
+        def on_mount(self) -> None:
+            self.query_one(StatusBar).show(status, busy=False, queued=0, state="ready")
+
+    app = BarHost()
+
+    async def main() -> None:
+        async with app.run_test(size=(160, 1)) as pilot:
+            await pilot.pause()
+            line = screen_text(app)
+            assert "◆ tracking on" in line and "0 files" not in line, line
+
+    asyncio.run(main())
+    assert "file tracking: on · no snapshot yet · store 1.0 KiB" in status_lines(status), status_lines(status)
+    assert "file tracking: on · 1 file tracked" in "\n".join(status_lines(Status(tracking=True, tracked_files=1)))
+
+
 def test_the_status_bar_drops_whole_fields_least_important_first() -> None:
     """Issue 20 §4: a narrow terminal cut the status bar mid-field (`◆ tracking`, its count gone) and hid the redo
     depth and the other-session warning first; now whole fields give way, the least important first."""

@@ -184,7 +184,7 @@ class Status:
     workspace: str = ""
     thread_id: str = ""
     tracking: bool = False
-    tracked_files: int = 0
+    tracked_files: int | None = None  # in the thread's latest snapshot (None: the thread has none yet)
     store_bytes: int = 0
     last_capture_at: float | None = None
     last_capture_seconds: float | None = None

@@ -543,7 +543,7 @@ class Driver:
         s = self.session
         if s is None:
             return Status(workspace=str(self.opts.cwd))
-        tracked = 0
+        tracked: int | None = None
         redo = 0
         if self.thread_id is not None:
             with contextlib.suppress(StoreError, OSError):

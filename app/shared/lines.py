@@ -55,7 +55,8 @@ def status_lines(s: Status) -> list[str]:
         *settings_lines(s),
         f"workspace: {s.workspace}",
         f"thread: {s.thread_id or '(none yet: the next prompt starts one)'}",
-        f"file tracking: {'on' if s.tracking else 'off'} · {plural(s.tracked_files, 'file')} tracked · store "
+        f"file tracking: {'on' if s.tracking else 'off'} · "
+        f"{'no snapshot yet' if s.tracked_files is None else plural(s.tracked_files, 'file') + ' tracked'} · store "
         f"{human_bytes(s.store_bytes)}",
     ]
     if s.last_capture_at is not None:

@@ -435,7 +435,7 @@ def status_line(s: Status) -> str:
     parts += [f"workspace {show_path(s.workspace)}",
              f"thread {short_thread(s.thread_id) if s.thread_id else '(none yet)'}",
              f"tracking {'on' if s.tracking else 'off'}"
-             + (f" ({plural(s.tracked_files, 'file')})" if s.tracking else "")]
+             + (f" ({plural(s.tracked_files, 'file')})" if s.tracking and s.tracked_files is not None else "")]
     return ", ".join(parts)
 
 

@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from ..codex.context_window import context_left
 from ..codex.events import Status, short_thread
+from ..shared.words import plural
 from .splash import STARTING
 
 
@@ -136,7 +137,10 @@ class StatusBar(Static):
         if not s.tracking:
             out.append(Piece(6, Text("◇ tracking off")))
             return out
-        out.append(Piece(6, Text(f"◆ tracking {s.tracked_files} file{'' if s.tracked_files == 1 else 's'}")))
+        if s.tracked_files is None:  # before the thread's first snapshot: no count to give (not "0 files")
+            out.append(Piece(6, Text("◆ tracking on")))
+        else:
+            out.append(Piece(6, Text(f"◆ tracking {plural(s.tracked_files, 'file')}")))
         if not self.stable:
             out.append(Piece(8, Text(human_size(s.store_bytes)), " · "))
             if s.last_capture_at is not None:
