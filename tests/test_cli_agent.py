@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import pty
 import queue
 import re
 import signal
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import codex_cli_bin  # type: ignore[import-untyped]
 import pytest
 from e2e_helpers import official_codex_exec
 from fs_helpers import Tree, tree
@@ -187,7 +189,7 @@ def outcome_shape(doc: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------------------------------ exec
 
 
-def test_exec_fresh_workspace_text_and_json_never_reads_stdin(cli: Cli) -> None:
+def test_exec_fresh_workspace_text_and_json_never_waits_on_a_silent_stdin(cli: Cli) -> None:
     cli.model.script("make notes", [add_file("notes.txt", "hello\n"), message("notes are ready")])
     cli.model.script("make more", [add_file("sub/more.txt", "more\n"), message("more is ready")])
     other = cli.workspace("ws2")
@@ -195,7 +197,8 @@ def test_exec_fresh_workspace_text_and_json_never_reads_stdin(cli: Cli) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
            **cli.home_of_its_own("home-b")}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        # stdin is a pipe that is never written to nor closed: exec must not wait on it
+        # stdin is a pipe that is never written to nor closed: exec must not wait on it (codex exec would), and says
+        # so in one line
         proc = subprocess.Popen(cmd, cwd=other, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err, text=True)
         try:
             text_res = cli.run("exec", "please make notes")
@@ -219,8 +222,12 @@ def test_exec_fresh_workspace_text_and_json_never_reads_stdin(cli: Cli) -> None:
     assert re.search(r"thread \S+\s+turn \S+\s+completed", text_res.stderr), show(text_res)
     assert (cli.ws / "notes.txt").read_bytes() == b"hello\n"
 
+    assert "stdin" not in text_res.stderr  # /dev/null: read, nothing in it, nothing said
     # --json: one document on stdout
     assert json_res.returncode == 0, show(json_res)
+    assert [line for line in json_res.stderr.splitlines() if "stdin" in line] == [
+        "codexr: stdin gave nothing in 0.5 s: not read (codex exec would wait for it); to send a slow command's "
+        "output, pipe the whole prompt to `codexr exec -`"], show(json_res)
     doc = json.loads(json_res.stdout)
     outcome_shape(doc)
     assert doc["status"] == "completed" and doc["final_message"] == "more is ready"
@@ -277,6 +284,37 @@ def test_exec_dash_reads_the_prompt_from_stdin_as_codex_exec_does(cli: Cli) -> N
     assert len(cli.model.model_requests) == sent
 
 
+def test_exec_appends_piped_stdin_to_the_prompt_as_codex_exec_does(cli: Cli) -> None:
+    """`git diff | codex exec "review this"`: Codex appends what stdin holds to the prompt; codexr ignored it (the
+    model never saw the diff). The model now gets the same text the pinned `codex exec` sends it for the same input;
+    with no PROMPT stdin is the prompt (as `-`); no PROMPT on a terminal is one line."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost", **cli.env}
+    ws = cli.workspace("piped")
+    sent: dict[str, str] = {}
+    for who, argv in (("codex", [str(codex_cli_bin.bundled_codex_path()), "exec", "--skip-git-repo-check"]),
+                      ("codexr", [sys.executable, "-m", "app.cli", "exec"])):
+        for case, prompt, data in (("both", ["review this"], b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new"),
+                                   ("blank", ["review that"], b" \n\n"), ("only", [], b"the prompt on stdin\n")):
+            before = len(cli.model.model_requests)
+            cli.model.script("", [message(f"{who} {case} done")])
+            res = subprocess.run([*argv, *prompt], cwd=ws, env=env, input=data, capture_output=True,
+                                 timeout=TIMEOUT_S)
+            assert res.returncode == 0, (who, case, res.stderr.decode()[-2000:])
+            sent[f"{who} {case}"] = last_user_text(cli.model.model_requests[before])
+    for case in ("both", "blank", "only"):
+        assert sent[f"codexr {case}"] == sent[f"codex {case}"], (case, sent)
+    assert sent["codexr both"].startswith("review this\n\n<stdin>\n--- a/x\n") and sent["codexr blank"] == "review that"
+    primary, secondary = pty.openpty()  # a terminal on stdin and no PROMPT: nothing to read, one line
+    try:
+        res = subprocess.run([sys.executable, "-m", "app.cli", "exec"], cwd=ws, env=env, stdin=secondary,
+                             capture_output=True, timeout=TIMEOUT_S)
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert_one_line_error(subprocess.CompletedProcess(res.args, res.returncode, res.stdout.decode(),
+                                                      res.stderr.decode()), "no prompt")
+
+
 def test_exec_takes_codex_exec_s_output_last_message_and_skip_git_repo_check(cli: Cli) -> None:
     """A script moved from `codex exec -o FILE --skip-git-repo-check` to codexr: both were "unrecognized arguments".
     `-o` writes the final message to FILE (relative to where the user stands); a FILE that cannot be written is one
@@ -298,16 +336,17 @@ def test_exec_resume_as_codex_exec_spells_it_continues_the_thread(cli: Cli) -> N
     """`codex exec resume --last PROMPT` / `codex exec resume ID PROMPT`, typed to codexr: the first was an
     "unrecognized arguments" error, and `exec resume --last` alone ran a turn on the prompt "resume" (files changed).
     They continue the thread as codexr's `exec --last PROMPT` / `exec --thread ID PROMPT` do; naming no thread is one
-    line and no turn; `exec --last resume` (the word after the options) still sends that word."""
+    line and no turn (no PROMPT reads it from stdin, as for `exec`); `exec --last resume` (the word after the options)
+    still sends that word."""
     for p in ("resumed by last", "resumed by id", "resume"):
         cli.model.script(p, [message(f"answer to {p}")])
     first = cli.json("exec", "start a thread to resume")["thread_id"]
     assert cli.json("exec", "resume", "--last", "resumed by last")["thread_id"] == first
     assert cli.json("exec", "resume", "-m", "gpt-5.5", first[:13], "resumed by id")["thread_id"] == first
     sent = len(cli.model.model_requests)
-    for words in (("exec", "resume"), ("exec", "resume", first[:13])):
-        assert_one_line_error(cli.run(*words), "`exec resume` needs a thread and a prompt")
-    assert_one_line_error(cli.run("exec", "resume", "--last"), "required: prompt")
+    assert_one_line_error(cli.run("exec", "resume"), "`exec resume` needs a thread")
+    for words in (("exec", "resume", first[:13]), ("exec", "resume", "--last")):  # the prompt from stdin: empty
+        assert_one_line_error(cli.run(*words), "empty prompt")
     assert len(cli.model.model_requests) == sent
     assert cli.json("exec", "--last", "resume")["final_message"] == "answer to resume"
     assert [r["prompts"] for r in cli.json("threads")] == [4]

@@ -36,7 +36,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add the agent commands."""
     p = sub.add_parser("exec", help="run one prompt with snapshots and print the agent's final message")
     _codex_flags(p)
-    p.add_argument("prompt", help="the prompt text (`-`: read it from stdin, as `codex exec -`)")
+    p.add_argument("prompt", nargs="?",
+                   help="the prompt text (`-`, or none with stdin piped: read it from stdin, as `codex exec` does; "
+                        "with a prompt, what is piped on stdin is appended to it as a <stdin> block)")
     p.add_argument("-i", "--image", dest="images", action="append", default=argparse.SUPPRESS, metavar="FILE",
                    help="attach an image to the prompt (repeatable)")
     who = p.add_mutually_exclusive_group()
@@ -209,7 +211,8 @@ def retry_notices(limit: float = 0.0) -> Callable[[str, dict[str, Any]], None]:
 def codex_resume_words(words: list[str], takes_value: Callable[[str], bool]) -> list[str]:
     """`exec resume [--last | ID] PROMPT`, `codex exec`'s spelling (its subcommand comes right after `exec`), as
     codexr's `exec [--last | --thread ID] PROMPT`: it ran a turn on the prompt "resume". `words` follow `exec`;
-    `takes_value(option)` says which options consume the next word. ValueError for one naming no thread."""
+    `takes_value(option)` says which options consume the next word. ValueError for one naming no thread (the
+    prompt may be piped on stdin, as for `exec`)."""
     if words[:1] != ["resume"]:
         return words  # `exec --last resume` sends that word, as it always did
     words = words[1:]
@@ -227,20 +230,60 @@ def codex_resume_words(words: list[str], takes_value: Callable[[str], bool]) -> 
             continue
         spots.append(i)
         i += 1
-    if len(spots) < 2:
-        raise ValueError("`exec resume` needs a thread and a prompt, as `codex exec resume ID PROMPT` does (or "
-                         "`--last PROMPT`); codexr spells them `exec --thread ID PROMPT` and `exec --last PROMPT` too")
+    if not spots:  # the prompt may come on stdin (`… | codex exec resume ID`), the thread may not
+        raise ValueError("`exec resume` needs a thread, as `codex exec resume ID PROMPT` does (or `--last PROMPT`); "
+                         "codexr spells them `exec --thread ID PROMPT` and `exec --last PROMPT` too")
     return [*words[:spots[0]], "--thread", words[spots[0]], *words[spots[0] + 1:]]
 
 
-def _prompt_from_stdin() -> str:
-    """`codexr exec -`: the prompt is stdin's whole text, as `codex exec -` takes it (the one time exec reads stdin)."""
+#: How long `codexr exec PROMPT` looks for input on a piped stdin before it goes on without (`codex exec` waits for
+#: the end of it however long: a harness or an ssh session that leaves stdin open then waits forever).
+STDIN_GRACE_S = 0.5
+
+
+def _stdin_fd() -> int | None:
+    """stdin's descriptor when it is open and not a terminal (what `codex exec` reads), else None."""
+    try:
+        fd = sys.stdin.fileno()
+        return None if os.isatty(fd) else fd
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _prompt_from_stdin(what: str = "the prompt read from stdin") -> str:
+    """`codexr exec -` (or no PROMPT with stdin piped): the prompt is stdin's whole text, as `codex exec` takes it."""
     try:
         return sys.stdin.buffer.read().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"the prompt read from stdin is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise UsageError(f"{what} is not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
-        raise UsageError(f"cannot read the prompt from stdin: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {what}: {exc.strerror or exc}") from None
+
+
+def with_piped_stdin(prompt: str) -> str:
+    """`cmd | codexr exec PROMPT`: what stdin holds appended as `codex exec` appends it (a `<stdin>` block; blank
+    input adds nothing). A pipe or socket that has given nothing, not even its end, within STDIN_GRACE_S is not
+    waited for (one line on stderr says so): the one place codexr differs, so an open, silent stdin never hangs it."""
+    fd = _stdin_fd()
+    if fd is None:
+        return prompt
+    import select
+    import stat
+
+    try:
+        mode = os.fstat(fd).st_mode
+        silent = (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) and not select.select([fd], [], [], STDIN_GRACE_S)[0]
+    except (OSError, ValueError):
+        return prompt
+    if silent:
+        print(f"codexr: stdin gave nothing in {STDIN_GRACE_S:g} s: not read (codex exec would wait for it); to send "
+              "a slow command's output, pipe the whole prompt to `codexr exec -`", file=sys.stderr)
+        return prompt
+    extra = _prompt_from_stdin("the text piped on stdin")
+    if not extra.strip():
+        return prompt
+    end = "" if extra.endswith("\n") else "\n"
+    return f"{prompt}\n\n<stdin>\n{extra}{end}</stdin>"
 
 
 def _check_writable(path: str) -> None:
@@ -263,8 +306,12 @@ def _wrote_last(path: str, text: str) -> bool:
 
 
 def _exec(ctx: Context, args: argparse.Namespace) -> int:
-    if args.prompt == "-":
+    if args.prompt is None and _stdin_fd() is None:
+        raise UsageError("no prompt: give the prompt text as the argument (or `-` and the text on stdin)")
+    if args.prompt is None or args.prompt == "-":
         args.prompt = _prompt_from_stdin()
+    else:
+        args.prompt = with_piped_stdin(args.prompt)
     if not args.prompt.strip():  # `codex exec` refuses it too ("No prompt provided"): before Codex starts
         raise UsageError("empty prompt: give the prompt text as the argument (or `-` and the text on stdin)")
     if args.bypass:
