@@ -492,6 +492,30 @@ def test_commands_are_shown_as_the_shell_ran_them(model: ScriptedModel, tmp_path
     assert f"$ {ran}\n" in res.stdout, res.stdout  # the stored turn, read back from Codex
 
 
+def test_resume_takes_a_first_prompt_as_codex_resume_does(model: ScriptedModel, tmp_path: Path) -> None:
+    """`codex resume ID PROMPT` / `codex resume --last PROMPT` send PROMPT on the resumed thread; codexr refused both
+    ("unrecognized arguments" / "not allowed with argument --last"). An image that cannot be read is one line."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = _env(model, tmp_path / "home")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ws, env=env, input="",
+                              capture_output=True, text=True, timeout=120)
+
+    first = run("--plain", "create one.txt first")
+    thread = re.search(r"^thread ([0-9a-f-]{36})$", first.stdout, re.M)
+    assert first.returncode == 0 and thread is not None, (first.stdout, first.stderr)
+    by_id = run("--plain", "resume", thread[1][:13], "create two.txt second")
+    assert by_id.returncode == 0 and "Traceback" not in by_id.stderr, (by_id.stdout, by_id.stderr)
+    assert (ws / "two.txt").exists() and f"== resumed: thread {thread[1]}, 1 prompt ==" in by_id.stdout, by_id.stdout
+    by_last = run("--plain", "resume", "--last", "create", "three.txt", "third")
+    assert by_last.returncode == 0 and (ws / "three.txt").exists(), (by_last.stdout, by_last.stderr)
+    assert f"== resumed: thread {thread[1]}, 2 prompts ==" in by_last.stdout, by_last.stdout
+    bad = run("-i", str(tmp_path / "missing.png"), "--plain", "resume", "--last", "look")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "missing.png" in bad.stderr, bad.stderr
+
+
 def test_resume_last_is_the_thread_the_redo_returned_to_not_the_fork(model: ScriptedModel, tmp_path: Path) -> None:
     """Issue 20: after rewind → /redo → quit, `resume --last` (and `exec --last`) reopened the abandoned fork,
     the thread created last; "last" is the thread the user last used."""

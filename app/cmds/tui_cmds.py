@@ -21,9 +21,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add `resume` and `login` (login is passed through before argparse sees its flags)."""
     p = sub.add_parser("resume", help="open the app on one of this workspace's threads")
     _codex_flags(p)
-    who = p.add_mutually_exclusive_group()
-    who.add_argument("thread", nargs="?", help="the thread id or a unique prefix of 4+ characters")
-    who.add_argument("--last", action="store_true", help="the workspace's most recent thread")
+    p.add_argument("words", nargs="*", metavar="[THREAD] [PROMPT]",
+                   help="the thread id or a unique prefix of 4+ characters, then a first prompt to send, as "
+                        "`codex resume ID PROMPT` (with --last: the prompt alone)")
+    p.add_argument("--last", action="store_true", help="the workspace's most recent thread")
     p.set_defaults(handler=_resume)
     p = sub.add_parser("login", help="log in to Codex (runs the bundled codex's `login` with your arguments)")
     p.set_defaults(handler=lambda _ctx, args: login(list(getattr(args, "rest", []))))
@@ -47,12 +48,13 @@ def check_app_flags(args: argparse.Namespace) -> None:
 
 
 def check_first_prompt(args: argparse.Namespace) -> None:
-    """A first prompt and `-i FILE` go with the app, --plain and exec only; each image must be a readable image."""
+    """A first prompt and `-i FILE` go with the app (`resume` too), --plain and exec only; each image must be a
+    readable image."""
     from .agent_cmds import _exec
 
-    if args.handler not in (run_app, _exec) and not getattr(args, "plain", False):
+    if args.handler not in (run_app, _exec, _resume) and not getattr(args, "plain", False):
         what = "-i/--image" if args.images else f"the prompt {args.first_prompt!r}"
-        raise UsageError(f"{what}: a first prompt and images go with the app, --plain or exec only")
+        raise UsageError(f"{what}: a first prompt and images go with the app, resume, --plain or exec only")
     from ..codex.images import check_images
     from ..errors import SessionError
 
@@ -124,6 +126,10 @@ def _replay(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _resume(ctx: Context, args: argparse.Namespace) -> int:
+    words = list(args.words)
+    args.thread = None if args.last or not words else words.pop(0)
+    if words:  # the first prompt, as `codex resume ID PROMPT` (and `codexr PROMPT`) send it at once
+        args.first_prompt = " ".join(words)
     if args.thread:
         from ..errors import SessionError
         from ..services.thread_ids import known_on_disk, resolve_thread_id
@@ -138,7 +144,8 @@ def _resume(ctx: Context, args: argparse.Namespace) -> int:
         from ..shared.plain import run_plain
         from .agent_cmds import session_options
 
-        return run_plain(session_options(ctx, args), thread_id=args.thread, resume_last=bool(args.last))
+        return run_plain(session_options(ctx, args), thread_id=args.thread, resume_last=bool(args.last),
+                         prompt=getattr(args, "first_prompt", ""), images=tuple(args.images))
     return run_app(ctx, args, thread_id=args.thread, resume_last=bool(args.last))
 
 
