@@ -306,14 +306,6 @@ def _wrote_last(path: str, text: str) -> bool:
 
 
 def _exec(ctx: Context, args: argparse.Namespace) -> int:
-    if args.prompt is None and _stdin_fd() is None:
-        raise UsageError("no prompt: give the prompt text as the argument (or `-` and the text on stdin)")
-    if args.prompt is None or args.prompt == "-":
-        args.prompt = _prompt_from_stdin()
-    else:
-        args.prompt = with_piped_stdin(args.prompt)
-    if not args.prompt.strip():  # `codex exec` refuses it too ("No prompt provided"): before Codex starts
-        raise UsageError("empty prompt: give the prompt text as the argument (or `-` and the text on stdin)")
     if args.bypass:
         if args.sandbox not in (None, "danger-full-access") or args.ask_for_approval not in (None, "never"):
             raise UsageError("--dangerously-bypass-approvals-and-sandbox means -s danger-full-access -a never: "
@@ -333,6 +325,15 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
         check_images(getattr(args, "images", ()))
     except SessionError as exc:
         raise UsageError(str(exc)) from exc
+    # stdin last: a flag refused above is said at once, not after the input ends
+    if args.prompt is None and _stdin_fd() is None:
+        raise UsageError("no prompt: give the prompt text as the argument (or `-` and the text on stdin)")
+    if args.prompt is None or args.prompt == "-":
+        args.prompt = _prompt_from_stdin()
+    else:
+        args.prompt = with_piped_stdin(args.prompt)
+    if not args.prompt.strip():  # `codex exec` refuses it too ("No prompt provided"): before Codex starts
+        raise UsageError("empty prompt: give the prompt text as the argument (or `-` and the text on stdin)")
     # A new thread's pre-turn capture is taken while Codex starts (app/recording/recorder.py, PreTurnAhead).
     ahead = None if args.thread or args.last else args.prompt
     limit = exec_timeout(args)
