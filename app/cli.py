@@ -92,6 +92,9 @@ def _add_global_flags(parser: argparse.ArgumentParser) -> None:
                         help="Codex sandbox policy")
     parser.add_argument("-a", "--ask-for-approval", choices=["untrusted", "on-failure", "on-request", "never"],
                         help="when Codex asks before running commands")
+    parser.add_argument("--dangerously-bypass-approvals-and-sandbox", "--yolo", dest="bypass", action="store_true",
+                        help="as the official codex takes it: no sandbox and no approvals (-s danger-full-access "
+                             "-a never); every turn is still snapshotted and can be rewound")
     parser.add_argument("--codex-bin", metavar="PATH",
                         help="the Codex executable to run (else $CODEXR_CODEX_BIN, file_snapshots.codex_bin, pinned)")
     parser.add_argument("--version", action="store_true",

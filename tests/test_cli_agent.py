@@ -356,16 +356,21 @@ def test_exec_takes_codex_exec_s_bypass_flag_as_its_sandbox_and_approval(cli: Cl
     """`codex exec --dangerously-bypass-approvals-and-sandbox`, as CI scripts run it, was "unrecognized" by codexr:
     it is `-s danger-full-access -a never` (the developer message Codex sends says so); with an -s or -a that says
     otherwise it is one line and no turn."""
-    cli.model.script("bypassing", [message("bypassed")])
+    cli.model.script("bypassing", [message("bypassed")])  # both prompts begin with it
     env = write_codex_home(cli.tmp / "strict-home", cli.model.base_url, approval_policy="on-request",
                            sandbox_mode="workspace-write")
-    res = cli.run("exec", "--dangerously-bypass-approvals-and-sandbox", "bypassing please", home_env=env)
-    assert res.returncode == 0, show(res)
-    dev = "\n".join(message_texts(cli.requests_for("bypassing please")[0], "developer"))
-    assert "`sandbox_mode` is `danger-full-access`" in dev and "Approval policy is currently never" in dev, dev
+    # after `exec` as codex exec takes it, and `--yolo` (codex's short name for it) before the command, as for the app
+    for words, prompt in ((("exec", "--dangerously-bypass-approvals-and-sandbox"), "bypassing please"),
+                          (("--yolo", "exec"), "bypassing by yolo")):
+        res = cli.run(*words, prompt, home_env=env)
+        assert res.returncode == 0, show(res)
+        dev = "\n".join(message_texts(cli.requests_for(prompt)[0], "developer"))
+        assert "`sandbox_mode` is `danger-full-access`" in dev and "Approval policy is currently never" in dev, dev
     sent = len(cli.model.model_requests)
     assert_one_line_error(cli.run("-s", "read-only", "exec", "--dangerously-bypass-approvals-and-sandbox", "x",
                                   home_env=env), "means -s danger-full-access -a never")
+    assert_one_line_error(cli.run("--yolo", "exec", "-a", "on-request", "x", home_env=env),
+                          "means -s danger-full-access -a never")
     assert len(cli.model.model_requests) == sent
 
 

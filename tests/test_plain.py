@@ -22,6 +22,7 @@ from app.codex.scripted_model import (
     ScriptedModel,
     last_user_text,
     message,
+    message_texts,
     responder,
     shell,
     tool_outputs,
@@ -490,6 +491,23 @@ def test_commands_are_shown_as_the_shell_ran_them(model: ScriptedModel, tmp_path
                          input="", capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert f"$ {ran}\n" in res.stdout, res.stdout  # the stored turn, read back from Codex
+
+
+def test_yolo_before_the_app_is_its_sandbox_and_approval(model: ScriptedModel, tmp_path: Path) -> None:
+    """`codex --yolo` (`--dangerously-bypass-approvals-and-sandbox`) was "unrecognized" before codexr's app and line
+    mode: it is `-s danger-full-access -a never` there too, whatever config.toml says."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = {**_env(model, tmp_path / "home"), **write_codex_home(tmp_path / "home", model.base_url,
+                                                                 approval_policy="on-request",
+                                                                 sandbox_mode="workspace-write")}
+    model.script("yolo line mode", [message("yolo done")])
+    res = subprocess.run([sys.executable, "-m", "app.cli", "--yolo", "--plain", "yolo line mode"], cwd=ws, env=env,
+                         input="", capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "yolo done" in res.stdout, (res.stdout, res.stderr)
+    sent = [r for r in model.model_requests if last_user_text(r) == "yolo line mode"]
+    dev = "\n".join(message_texts(sent[0], "developer"))
+    assert "`sandbox_mode` is `danger-full-access`" in dev and "Approval policy is currently never" in dev, dev
 
 
 def test_resume_takes_a_first_prompt_as_codex_resume_does(model: ScriptedModel, tmp_path: Path) -> None:

@@ -115,14 +115,16 @@ def test_the_official_tui_through_codexr_rewinds_files_with_the_conversation(tmu
         before_one = tree(ws)
         assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         # the trap: a second Ctrl+C that lands after the TUI quit must not kill this shell before it writes rc.
-        # `-c` after `codex` is the TUI's own flag (argparse took it for codexr's: "unrecognized arguments").
+        # `-c` after `codex` is the TUI's own flag (argparse took it for codexr's: "unrecognized arguments"),
         tmux.start(f"trap true INT; cd {shlex.quote(str(ws))} && env -u COLUMNS -u LINES {assign} "
-                   f"{shlex.quote(sys.executable)} -m app.cli codex -c model_reasoning_effort=high; "
+                   f"{shlex.quote(sys.executable)} -m app.cli --yolo codex -c model_reasoning_effort=high; "
                    f"echo $? > {shlex.quote(str(rc_file))}")
         past_first_screen(tmux)
 
         tuis = [cmd for _pid, cmd, cwd in live_processes() if cwd == str(ws) and " --remote " in cmd]
-        assert len(tuis) == 1 and tuis[0].endswith(" -c model_reasoning_effort=high "), tuis
+        # and `--yolo` before `codex` (codexr's spelling of the TUI's flags there) reaches the TUI as its own flag
+        assert len(tuis) == 1 and tuis[0].endswith(" -c model_reasoning_effort=high "
+                                                   "--dangerously-bypass-approvals-and-sandbox "), tuis
 
         send_prompt(tmux, "proxy-one change things", "First change done.")
         after_one = tree(ws)

@@ -169,6 +169,7 @@ def test_the_launchers_flag_table_is_the_parsers() -> None:
     (["-C", "/x", "snapshots", "list"], "snapshots"),
     (["--cd=/x", "--json", "threads"], "threads"),
     (["-c", "a=b", "--enable", "f", "rewind", "--to", "2"], "rewind"),
+    (["--yolo", "exec", "hi"], "exec"),
     (["-Cx", "exec"], None),      # a value glued to a short flag: the parser decides, here
     (["--cod", "/bin/x", "exec"], None),  # an abbreviation argparse accepts
     (["--plain"], None), (["--version"], None), (["-h"], None), ([], None),

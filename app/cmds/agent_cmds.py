@@ -21,6 +21,26 @@ if TYPE_CHECKING:  # the SDK import costs ~0.5 s: only commands that start Codex
     from ..session import ApprovalRequest, RedoPreview, RewindPreview, RewindResult, Session, SessionOptions
 
 
+def _bypass_flag(p: argparse.ArgumentParser) -> None:
+    """`--dangerously-bypass-approvals-and-sandbox` (`--yolo`) after the command too, as codex takes it there; its
+    default is the one before the command (`apply_bypass` turns it into -s and -a)."""
+    p.add_argument("--dangerously-bypass-approvals-and-sandbox", "--yolo", dest="bypass", action="store_true",
+                   default=argparse.SUPPRESS,
+                   help="as `codex exec` takes it: no sandbox and no approvals (-s danger-full-access -a never); "
+                        "every turn is still snapshotted and can be rewound")
+
+
+def apply_bypass(args: argparse.Namespace) -> None:
+    """The bypass flag as what it means, `-s danger-full-access -a never`; beside an -s or -a that says otherwise,
+    one line (UsageError) before anything starts."""
+    if not getattr(args, "bypass", False):
+        return
+    if args.sandbox not in (None, "danger-full-access") or args.ask_for_approval not in (None, "never"):
+        raise UsageError("--dangerously-bypass-approvals-and-sandbox means -s danger-full-access -a never: "
+                         "drop the -s or -a that says otherwise")
+    args.sandbox, args.ask_for_approval = "danger-full-access", "never"
+
+
 def _codex_flags(p: argparse.ArgumentParser) -> None:
     """The pass-through flags are also accepted after the subcommand, as `codex exec -m …` does."""
     p.add_argument("-C", "--cd", dest="cd", default=argparse.SUPPRESS, metavar="DIR", help="the workspace directory")
@@ -54,9 +74,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--ephemeral", action="store_true", help=argparse.SUPPRESS)  # refused in _exec, saying why
     p.add_argument("--skip-git-repo-check", action="store_true",
                    help="accepted as `codex exec` takes it: codexr never requires a Git repository")
-    p.add_argument("--dangerously-bypass-approvals-and-sandbox", dest="bypass", action="store_true",
-                   help="as `codex exec` takes it: no sandbox and no approvals (-s danger-full-access -a never); "
-                        "every turn is still snapshotted and can be rewound")
+    _bypass_flag(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=_exec)
 
@@ -134,6 +152,7 @@ def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
     from ..codex.codex_bin import choose
 
     ctx.workspace(args.cd)  # the store or Codex's home as workspace stops here, before Codex starts
+    apply_bypass(args)  # the app, line mode and resume (exec has applied it already)
     codex_bin = choose(args.codex_bin, ctx.settings).sdk_value()  # a bad path stops here, before the SDK loads
     from ..session import SessionOptions
 
@@ -306,11 +325,7 @@ def _wrote_last(path: str, text: str) -> bool:
 
 
 def _exec(ctx: Context, args: argparse.Namespace) -> int:
-    if args.bypass:
-        if args.sandbox not in (None, "danger-full-access") or args.ask_for_approval not in (None, "never"):
-            raise UsageError("--dangerously-bypass-approvals-and-sandbox means -s danger-full-access -a never: "
-                             "drop the -s or -a that says otherwise")
-        args.sandbox, args.ask_for_approval = "danger-full-access", "never"
+    apply_bypass(args)
     if args.ephemeral:
         raise UsageError("--ephemeral: codexr keeps every thread it runs, so that a rewind can fork its conversation "
                          "and restore its files; run `codex exec --ephemeral` for a turn nothing keeps")

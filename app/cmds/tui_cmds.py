@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .agent_cmds import _codex_flags
+from .agent_cmds import _bypass_flag, _codex_flags
 from .context import Context, UsageError
 
 
@@ -21,6 +21,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add `resume` and `login` (login is passed through before argparse sees its flags)."""
     p = sub.add_parser("resume", help="open the app on one of this workspace's threads")
     _codex_flags(p)
+    _bypass_flag(p)
     p.add_argument("words", nargs="*", metavar="[THREAD] [PROMPT]",
                    help="the thread id or a unique prefix of 4+ characters, then a first prompt to send, as "
                         "`codex resume ID PROMPT` (with --last: the prompt alone)")

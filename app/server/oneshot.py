@@ -18,7 +18,7 @@ ONESHOT = frozenset({"snapshots", "exec", "threads", "rewind", "redo", "history"
 VALUE_FLAGS = frozenset({"-c", "--config", "--enable", "--disable", "-C", "--cd", "-m", "--model", "-s", "--sandbox",
                          "-a", "--ask-for-approval", "--codex-bin", "-i", "--image"})
 #: Global flags without a value that a server may see before the command.
-PLAIN_FLAGS = frozenset({"--json"})
+PLAIN_FLAGS = frozenset({"--json", "--dangerously-bypass-approvals-and-sandbox", "--yolo"})
 
 
 def command_of(argv: Sequence[str]) -> str | None:
