@@ -293,14 +293,17 @@ def test_exec_appends_piped_stdin_to_the_prompt_as_codex_exec_does(cli: Cli) -> 
     sent: dict[str, str] = {}
     for who, argv in (("codex", [str(codex_cli_bin.bundled_codex_path()), "exec", "--skip-git-repo-check"]),
                       ("codexr", [sys.executable, "-m", "app.cli", "exec"])):
-        for case, prompt, data in (("both", ["review this"], b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new"),
-                                   ("blank", ["review that"], b" \n\n"), ("only", [], b"the prompt on stdin\n")):
+        for case, prompt, data, trigger in (
+                ("both", ["review this"], b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new", "review this"),
+                ("blank", ["review that"], b" \n\n", "review that"),
+                ("only", [], b"the prompt on stdin\n", "the prompt on stdin")):
             before = len(cli.model.model_requests)
-            cli.model.script("", [message(f"{who} {case} done")])
+            cli.model.script(trigger, [message(f"{who} {case} done")])
             res = subprocess.run([*argv, *prompt], cwd=ws, env=env, input=data, capture_output=True,
                                  timeout=TIMEOUT_S)
             assert res.returncode == 0, (who, case, res.stderr.decode()[-2000:])
-            sent[f"{who} {case}"] = last_user_text(cli.model.model_requests[before])
+            texts = [last_user_text(r) for r in cli.model.model_requests[before:]]
+            sent[f"{who} {case}"] = next(t for t in texts if t.startswith(trigger))  # not a title request
     for case in ("both", "blank", "only"):
         assert sent[f"codexr {case}"] == sent[f"codex {case}"], (case, sent)
     assert sent["codexr both"].startswith("review this\n\n<stdin>\n--- a/x\n") and sent["codexr blank"] == "review that"
