@@ -227,6 +227,26 @@ def retry_notices(limit: float = 0.0) -> Callable[[str, dict[str, Any]], None]:
     return on_event
 
 
+def positional_words(words: list[str], takes_value: Callable[[str], bool], *, past_dashdash: bool = True
+                     ) -> list[int]:
+    """Where the words that are neither an option nor an option's value stand (`takes_value(option)`: it consumes the
+    next word). `--` ends the options: the words after it are all positional, or not looked at (`past_dashdash`)."""
+    spots: list[int] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            if past_dashdash:
+                spots += range(i + 1, len(words))
+            break
+        if word.startswith("-") and word != "-":
+            i += 2 if "=" not in word and takes_value(word) else 1
+            continue
+        spots.append(i)
+        i += 1
+    return spots
+
+
 def codex_resume_words(words: list[str], takes_value: Callable[[str], bool]) -> list[str]:
     """`exec resume [--last | ID] PROMPT`, `codex exec`'s spelling (its subcommand comes right after `exec`), as
     codexr's `exec [--last | --thread ID] PROMPT`: it ran a turn on the prompt "resume". `words` follow `exec`;
@@ -237,18 +257,7 @@ def codex_resume_words(words: list[str], takes_value: Callable[[str], bool]) -> 
     words = words[1:]
     if "--last" in words or any(w == "--thread" or w.startswith("--thread=") for w in words):
         return words
-    spots: list[int] = []  # where the positional words are
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word == "--":
-            spots += range(i + 1, len(words))
-            break
-        if word.startswith("-") and word != "-":
-            i += 2 if "=" not in word and takes_value(word) else 1
-            continue
-        spots.append(i)
-        i += 1
+    spots = positional_words(words, takes_value)
     if not spots:  # the prompt may come on stdin (`… | codex exec resume ID`), the thread may not
         raise ValueError("`exec resume` needs a thread, as `codex exec resume ID PROMPT` does (or `--last PROMPT`); "
                          "codexr spells them `exec --thread ID PROMPT` and `exec --last PROMPT` too")

@@ -147,34 +147,23 @@ TUI_VALUE_FLAGS = frozenset({"-c", "--config", "--enable", "--disable", "--remot
                              "-C", "--cd", "--add-dir", "-a", "--ask-for-approval"})
 
 
-def _positionals(tui_args: list[str]) -> list[int]:
-    """Where the TUI's words that are not options (nor an option's value) stand, up to a `--`."""
-    out, i = [], 0
-    while i < len(tui_args) and tui_args[i] != "--":
-        word = tui_args[i]
-        if word in TUI_VALUE_FLAGS:
-            i += 2
-            continue
-        if not word.startswith("-"):
-            out.append(i)
-        i += 1
-    return out
+def thread_word(tui_args: list[str]) -> tuple[str, int] | None:
+    """The TUI's `resume ID` or `fork ID`: that subcommand, and where the thread id stands among its words (its
+    options skipped, nothing after a `--`); None: no such id."""
+    from .agent_cmds import positional_words
 
-
-def thread_word(tui_args: list[str]) -> int | None:
-    """Where the thread id of the TUI's `resume ID` or `fork ID` stands among its words (None: no such id)."""
-    at = _positionals(tui_args)
-    return at[1] if len(at) > 1 and tui_args[at[0]] in ("resume", "fork") else None
+    at = positional_words(tui_args, TUI_VALUE_FLAGS.__contains__, past_dashdash=False)
+    return (tui_args[at[0]], at[1]) if len(at) > 1 and tui_args[at[0]] in ("resume", "fork") else None
 
 
 def _daemon_holding(ctx: Context, tui_args: list[str]) -> str | None:
     """For `resume ID` of a thread Codex's managed daemon holds (the official TUI ran it and quit): the daemon's
     checked socket, which the relay then uses as its app-server (no app-server of codexr's may open the thread).
     UsageError, one line, when codexr may not work through the daemon; None when no daemon holds the thread."""
-    at = thread_word(tui_args)
-    if at is None or tui_args[_positionals(tui_args)[0]] != "resume":
+    found = thread_word(tui_args)
+    if found is None or found[0] != "resume":
         return None
-    thread = tui_args[at]
+    thread = tui_args[found[1]]
     from ..codex.daemon import CONTROL, STOP, Unavailable, holder, reachable
 
     who = holder(ctx.home, thread)
@@ -193,9 +182,10 @@ def _daemon_holding(ctx: Context, tui_args: list[str]) -> str | None:
 def _thread_named(ctx: Context, tui_args: list[str]) -> list[str]:
     """`resume ID` and `fork ID` take a unique prefix of a thread id (4+ characters), as every codexr command does;
     the TUI is given the whole id. One line, nothing started, for a prefix that names no thread or several."""
-    at = thread_word(tui_args)
-    if at is None:
+    found = thread_word(tui_args)
+    if found is None:
         return tui_args
+    at = found[1]
     from ..errors import SessionError
     from ..services.thread_ids import known_on_disk, resolve_thread_id
 
