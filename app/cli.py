@@ -222,12 +222,10 @@ def first_prompt(argv: list[str]) -> tuple[list[str], str]:
     return argv[:-len(rest)], " ".join(rest)
 
 
-def _codex_resume(argv: list[str]) -> list[str]:
-    """`codexr exec resume …` as `codex exec resume …` means it (app/cmds/agent_cmds.py: codex_resume_words)."""
-    from .server.oneshot import command_at
-
-    cmd = command_at(argv)
-    if cmd is None or argv[cmd] != "exec" or "resume" not in argv:
+def _codex_resume(argv: list[str], cmd: int) -> list[str]:
+    """`codexr exec resume …` (`exec` at `cmd`) as `codex exec resume …` means it (app/cmds/agent_cmds.py:
+    codex_resume_words)."""
+    if "resume" not in argv:
         return argv
     from .cmds.agent_cmds import codex_resume_words
 
@@ -241,16 +239,11 @@ def _codex_resume(argv: list[str]) -> list[str]:
         raise  # not reached: error() exits
 
 
-def _tui_words(argv: list[str]) -> list[str]:
+def _tui_words(argv: list[str], at: int) -> list[str]:
     """`codexr codex ARGS`: every word after `codex` is the official TUI's (`-m MODEL`, `-c k=v`, `--search`, a
     prompt), set apart with `--`; argparse's remainder collects only from the first word that is not an option,
     so `codexr codex -m o3` was "unrecognized arguments". Kept as codexr's: a leading `-C/--cd DIR` (the
-    workspace, as after every command) and a lone `-h/--help`."""
-    from .server.oneshot import command_at
-
-    at = command_at(argv)
-    if at is None or argv[at] != "codex":
-        return argv
+    workspace, as after every command) and a lone `-h/--help`. `codex` stands at `at`."""
     head, rest = argv[:at + 1], argv[at + 1:]
     if rest in (["-h"], ["--help"]):
         return argv
@@ -266,7 +259,13 @@ def _tui_words(argv: list[str]) -> list[str]:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse as the whole command tree would, building only the part `argv` uses when that is enough."""
-    argv = _tui_words(_codex_resume(argv))
+    from .server.oneshot import command_at
+
+    at = command_at(argv)  # the words of `exec resume` and `codex` are rewritten first, as the command is theirs
+    if at is not None and argv[at] == "exec":
+        argv = _codex_resume(argv, at)
+    elif at is not None and argv[at] == "codex":
+        argv = _tui_words(argv, at)
     narrow = _narrowed(argv)
     if narrow is not None:
         command, modules, app_flags = narrow
