@@ -68,12 +68,16 @@ def status_lines(s: Status) -> list[str]:
     return lines
 
 
+#: What a thread's snapshot coverage is when codexr's sidecar of it cannot be read (every front end's words)
+DAMAGED_RECORD = "snapshots unknown (codexr's record of it is damaged)"
+
+
 def thread_counts(t: ThreadSummary) -> str:
     """A thread's prompts and how many have file snapshots, as `codexr threads` and /threads list it:
     `3 prompts, 2/3 with snapshots (1 conversation-only), redo 1`."""
     prompts = plural(t.prompts, "prompt")
     if t.damaged:
-        return f"{prompts}, snapshots unknown (codexr's record of it is damaged)"
+        return f"{prompts}, {DAMAGED_RECORD}"
     cover = f"{t.with_snapshots}/{t.prompts} with snapshots"
     if t.conversation_only:
         cover += f" ({t.conversation_only} conversation-only)"

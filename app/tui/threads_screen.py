@@ -13,7 +13,7 @@ from textual.widgets.option_list import Option
 
 from ..services.driver import Driver
 from ..session import ThreadSummary
-from ..shared.lines import plural
+from ..shared.lines import DAMAGED_RECORD, plural
 from .driver_screen import CallDone, DriverScreen
 from .labels import ago, first_line
 from .lists import KeptList
@@ -25,7 +25,7 @@ def thread_label(t: ThreadSummary, current: str | None, now: float | None = None
     head = f"{mark}{t.label or '(no prompt yet)'}"
     parts = [plural(t.prompts, "prompt")]
     if t.damaged:
-        parts.append("snapshots unknown (codexr's record of it is damaged)")
+        parts.append(DAMAGED_RECORD)
     elif t.prompts:
         parts.append(f"{t.with_snapshots} with snapshots")
         if t.conversation_only:
