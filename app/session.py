@@ -305,12 +305,14 @@ class Session:
 
     def rewind(self, thread_id: str, to: str | int, mode: str = RewindMode.BOTH, *, dry_run: bool = False,
                confirm: Callable[[RewindPreview], bool] | None = None, picks: Picks | None = None,
-               resume: bool = False) -> RewindResult:
+               resume: bool = False, yes: bool = False) -> RewindResult:
         """Fork the conversation before prompt `to` and/or restore its pre-turn files (app/rewind/rewinder.py);
         `picks`: the user's file-by-file choices (app/rewind/owners.py); `resume`: the thread is loaded into Codex
-        first (a command's), while the files are planned."""
+        first (a command's), while the files are planned; `yes`: `confirm` takes any plan (`--yes`), so the fork
+        is made then too."""
         held = functools.partial(self.resume_thread, thread_id) if resume else None
-        return self.rewinder.rewind(thread_id, to, mode, dry_run=dry_run, confirm=confirm, picks=picks, held=held)
+        return self.rewinder.rewind(thread_id, to, mode, dry_run=dry_run, confirm=confirm, picks=picks, held=held,
+                                    yes=yes)
 
     def redo(self, thread_id: str, *, dry_run: bool = False,
              confirm: Callable[[RedoPreview], bool] | None = None, picks: Picks | None = None,

@@ -52,3 +52,30 @@ def test_a_rewind_interrupted_mid_restore_rolls_back_and_leaves_no_redo(cli: Cli
     cap = cli.ok("snapshots", "capture")
     assert "interrupted" not in cap.stderr, cap.stderr
     assert tree(cli.ws) == before
+
+
+@pytest.mark.skipif(STRACE is None, reason="needs strace")
+def test_a_yes_rewind_interrupted_while_it_plans_archives_the_fork_made_meanwhile(cli: Cli) -> None:  # noqa: F811
+    """With --yes the conversation is forked while the files are planned (issue 35: the fork no longer waits for
+    the plan); Ctrl+C in the safety capture (its first fsync, on codexr's main thread) stops the rewind before it
+    takes that fork: the files and the thread as before, and the fork archived, not left in the thread list."""
+    for i in range(50):
+        (cli.ws / f"f{i:03}.txt").write_text(f"before {i}\n")
+    cli.model.script("p1: add", [add_file("added.txt", "a\n"), message("added")])
+    t, _outcomes, _trees = cli.seed(["p1: add"])
+    before = tree(cli.ws)
+    archived = cli.home / "archived_sessions"
+    assert not archived.exists() or not any(archived.rglob("*.jsonl"))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost", **cli.env}
+    argv = [str(STRACE), "-qq", "-o", os.devnull, "-e", "trace=fsync", "-e", "inject=fsync:signal=INT:when=1",
+            sys.executable, "-m", "app.cli", "rewind", "--thread", t, "--to", "1", "--yes"]
+    res = subprocess.run(argv, cwd=cli.ws, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 130, (res.returncode, res.stdout, res.stderr)
+    assert res.stderr.splitlines() == ["codexr: interrupted"] and "rewound" not in res.stdout, res.stderr
+    assert tree(cli.ws) == before
+    rows = {r["thread_id"]: r for r in cli.json("threads")}
+    assert set(rows) == {t}, rows  # no fork in the list
+    assert rows[t]["redo_depth"] == 0, rows
+    forks = [p for p in archived.rglob("*.jsonl") if t not in p.name]
+    assert len(forks) == 1, forks  # it was made, and archived

@@ -573,7 +573,7 @@ def _rewind(ctx: Context, args: argparse.Namespace) -> int:
         confirm = None if args.dry_run else _confirm(ctx, args, session, "rewind")
         try:
             res = session.rewind(args.thread, args.to, mode, dry_run=args.dry_run, confirm=confirm,
-                                 picks=picks_from(args, session.cwd), resume=not args.dry_run)
+                                 picks=picks_from(args, session.cwd), resume=not args.dry_run, yes=args.yes)
         except Declined as exc:
             print(exc)
             return 1

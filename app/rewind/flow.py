@@ -312,6 +312,7 @@ class RewindSteps:
         self.sv, self.side, self.thread_id, self.target, self.prompts = sv, side, thread_id, target, prompts
         self.mode, self.files, self.confirm = mode, files, confirm
         self.at = 0.0  # the redo entry's time, once saved
+        self.made: str | None = None  # a fork made ahead (`fork_ahead`) that `keep` has not taken yet
 
     def decide(self, planned: Planned | None) -> bool:
         files = self.files
@@ -326,6 +327,23 @@ class RewindSteps:
         resume or redo it). A compaction or review between the two prompts stays: it came before the prompt."""
         if self.mode not in CONVERSATION_MODES:
             return self.thread_id
+        if self.made is not None:
+            dest, self.made = self.made, None
+            return dest
+        return self._fork()
+
+    def fork_ahead(self) -> None:
+        """`keep`'s fork made before the decision, while the files are planned, for a caller that takes any plan
+        (`--yes`); `unkept` archives it if the rewind stops before `keep`."""
+        self.made = self._fork()
+
+    def unkept(self) -> None:
+        """A fork made ahead that no `keep` took (the rewind stopped or failed before it) is archived."""
+        if self.made is not None:
+            made, self.made = self.made, None
+            self._archive(made)
+
+    def _fork(self) -> str:
         sv, target = self.sv, self.target
         if target.number == 1:
             params = {**sv.choices.thread_params(sv.cwd), "beforeTurnId": target.turn_id}

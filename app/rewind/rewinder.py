@@ -175,14 +175,16 @@ class Rewinder:
 
     def rewind(self, thread_id: str, to: str | int, mode: str = RewindMode.BOTH, *, dry_run: bool = False,
                confirm: Callable[[RewindPreview], bool] | None = None, picks: Picks | None = None,
-               held: Callable[[], object] | None = None) -> RewindResult:
+               held: Callable[[], object] | None = None, yes: bool = False) -> RewindResult:
         """Fork the conversation before prompt `to` and/or restore its pre-turn files.
 
         The flow's order (app/rewind/flow.py; a kill at any instant leaves a rewind that did not happen, or one that
         redo undoes): safety capture, plan, `confirm`, fork, the redo entry saved (pinning the safety snapshot),
         then the journaled restore. A declined rewind changes nothing and creates no fork. `held`: Codex's resume of
         the thread (is it open elsewhere?), run while the files are planned, ending before `confirm` is asked (its
-        error ends the rewind there, nothing changed).
+        error ends the rewind there, nothing changed). `yes`: the caller takes any plan (`--yes`), so the fork is
+        made then too, after the resume; a rewind that stops before taking it archives it, as an interrupted one
+        does (a kill in that window leaves it unarchived: a thread in the list, the files and the origin as before).
         """
         if mode not in tuple(RewindMode):
             raise SessionError(f"unknown rewind mode {mode!r}")
@@ -205,9 +207,14 @@ class Rewinder:
                 "--conversation-only")
         if files and target.pre:
             self._same_workspace(self.store.head(target.pre).root, "rewind")
+        steps = RewindSteps(self, side, thread_id, target, prompts, mode, None, confirm)
         # Codex's resume (40-190 ms at 100,000 files, measured) goes on while the files are planned (~0.4 s), which
-        # asks nothing of Codex: in series they were a third of a one-file rewind there (issue 35).
-        ahead = Ahead(held) if held is not None and not dry_run else None
+        # asks nothing of Codex: in series they were a third of a one-file rewind there (issue 35). So does the fork
+        # when the answer is known to be yes (45-125 ms there, a fifth of the rewind).
+        calls = [held] if held is not None else []
+        if yes and mode in CONVERSATION_MODES:
+            calls.append(steps.fork_ahead)
+        ahead = Ahead(lambda: [fn() for fn in calls]) if calls and not dry_run else None
         try:
             plan = self._rewind_files(side, prompts, target, persist=not dry_run) if files and target.pre else None
             if plan is not None and picks is not None:
@@ -216,11 +223,14 @@ class Rewinder:
                 restore = preview(self.place, plan)[0] if plan is not None else None
                 return RewindResult(thread_id, thread_id, mode, target.number, target.text, None, restore, True, why,
                                     plan.all_decided if plan is not None else {})
-            asked = confirm if ahead is None else ahead.then(confirm)
-            done = run(self.place, plan, RewindSteps(self, side, thread_id, target, prompts, mode, plan, asked))
+            steps.files = plan
+            if ahead is not None:
+                steps.confirm = ahead.then(confirm)
+            done = run(self.place, plan, steps)
         finally:
             if ahead is not None:
                 ahead.join()  # never left running: the session's connection closes after this
+                steps.unkept()
         if done is None:
             raise Declined("rewind cancelled; nothing changed")
         safety = done.result.safety_id if done.result else None
