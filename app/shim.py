@@ -15,6 +15,11 @@ import sys
 VALUE_FLAGS = frozenset({"-c", "--config", "--enable", "--disable"})
 #: `codex app-server`'s own subcommands that serve no protocol to the caller: the real Codex's, as every command.
 APP_SERVER_TOOLS = frozenset({"generate-ts", "generate-json-schema", "daemon", "help"})
+#: Why `app-server proxy` (Codex's stdio bridge to its app-server daemon) is refused rather than handed to the
+#: real Codex: the daemon's turns would run with no snapshot and nothing would say so.
+PROXY_REFUSED = ("`app-server proxy` connects to Codex's app-server daemon, whose turns codexr cannot snapshot: "
+                 "start `codexr-codex app-server` (codexr's app-server, on stdio) instead, or the real `codex` to "
+                 "use the daemon without rewind")
 #: "HOW:PID:START:DEPTH": the shim handed over by exec (HOW "exec": the real Codex is this very process) or to
 #: `codexr app-server` (HOW "app-server": that process starts its Codex as its child); START tells a reused pid apart.
 MARK = "CODEXR_CODEX_SHIM"
@@ -99,6 +104,8 @@ def main() -> int:
         if how is not None:
             raise UsageError(f"{leads_back(how)} leads back to codexr-codex, which would start itself forever: "
                              f"point it at the real Codex binary")
+        if command == "app-server" and rest[:1] == ["proxy"]:
+            raise UsageError(PROXY_REFUSED)
         if command == "app-server" and not (rest[:1] and rest[0] in APP_SERVER_TOOLS):
             codexr = [sys.executable, "-m", "app.cli"]
             pairs = [(flags[i], flags[i + 1]) for i in range(0, len(flags), 2)]

@@ -605,3 +605,28 @@ def test_the_shim_hands_codex_app_server_tools_to_the_real_codex(model: Scripted
                          text=True, timeout=TIMEOUT_S)
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "schema" / "codex_app_server_protocol.v2.schemas.json").is_file(), res.stderr
+
+
+def test_app_server_proxy_is_refused_in_one_line_by_the_shim_and_by_codexr(model: ScriptedModel,
+                                                                           tmp_path: Path) -> None:
+    """`codex app-server proxy` bridges stdio to Codex's app-server daemon, whose turns codexr cannot snapshot: a
+    client that starts it through the shim gets one line saying so and what to start instead (it was "unrecognized
+    arguments: proxy"; handing it to the real Codex would run every turn without a snapshot, silently)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = codex_env(model, tmp_path)
+    for argv, who, start in (([str(SHIM), "app-server", "proxy", "--sock", str(tmp_path / "s")], "codexr-codex",
+                              "codexr-codex app-server"),
+                             ([sys.executable, "-m", "app.cli", "app-server", "proxy"], "codexr", "codexr app-server")):
+        res = subprocess.run(argv, cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                             timeout=TIMEOUT_S)
+        assert res.returncode == 2 and res.stderr.splitlines() == [
+            f"{who}: error: `app-server proxy` connects to Codex's app-server daemon, whose turns codexr cannot "
+            f"snapshot: start `{start}` (codexr's app-server, on stdio) instead, or the real `codex` to use the "
+            "daemon without rewind"], res.stderr
+    assert not model.model_requests, "nothing reached the model"
+    res = subprocess.run([sys.executable, "-m", "app.cli", "app-server", "generate-ts"], cwd=ws, env=env,
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert res.returncode == 2 and res.stderr.splitlines() == [
+        "codexr: error: `app-server generate-ts` serves no protocol, so codexr has nothing to add: run `codex "
+        "app-server generate-ts`"], res.stderr

@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     a.add_argument("--listen", default=None, metavar="URL",
                    help="stdio:// (default), unix://PATH or ws://127.0.0.1:PORT (also localhost, [::1])")
     a.add_argument("--stdio", action="store_true", help="the same as --listen stdio://")
+    a.add_argument("tool", nargs="?", help=argparse.SUPPRESS)  # `codex app-server TOOL`: refused in one line
     real = a.add_argument_group("passed to the real app-server (codex app-server's flags)")
     real.add_argument("--analytics-default-enabled", action="store_true",
                       help="analytics on unless config.toml turns them off (the IDE extension's default)")
@@ -428,6 +429,15 @@ def app_server(ctx: Context, args: argparse.Namespace) -> int:
     """`codex app-server`, through codexr: stdio by default (the IDE extension, the SDK), or --listen."""
     from ..proxy.door import token_from_flags
 
+    if args.tool is not None:
+        from ..shim import APP_SERVER_TOOLS, PROXY_REFUSED
+
+        if args.tool == "proxy":
+            raise UsageError(PROXY_REFUSED.replace("codexr-codex app-server", "codexr app-server"))
+        if args.tool in APP_SERVER_TOOLS:
+            raise UsageError(f"`app-server {args.tool}` serves no protocol, so codexr has nothing to add: run "
+                             f"`codex app-server {args.tool}`")
+        raise UsageError(f"unknown app-server command {args.tool!r} (codexr app-server takes flags only)")
     if args.stdio and args.listen is not None:  # as codex app-server refuses them together
         raise UsageError("--stdio cannot be used with --listen: both choose the transport (--stdio is --listen stdio://)")
     listen = str(args.listen or "stdio://")
