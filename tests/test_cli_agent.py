@@ -16,6 +16,7 @@ import os
 import pty
 import queue
 import re
+import shlex
 import signal
 import socket
 import sqlite3
@@ -193,9 +194,9 @@ def test_exec_fresh_workspace_text_and_json_never_waits_on_a_silent_stdin(cli: C
     cli.model.script("make notes", [add_file("notes.txt", "hello\n"), message("notes are ready")])
     cli.model.script("make more", [add_file("sub/more.txt", "more\n"), message("more is ready")])
     other = cli.workspace("ws2")
-    cmd = [sys.executable, "-m", "app.cli", "exec", "--json", "please make more"]
+    cmd = [sys.executable, "-m", cli.module, "exec", "--json", "please make more"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost",
-           **cli.home_of_its_own("home-b")}
+           **cli.home_of_its_own("home-b"), **cli.server_env}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         # stdin is a pipe that is never written to nor closed: exec must not wait on it (codex exec would), and says
         # so in one line
@@ -316,6 +317,48 @@ def test_exec_appends_piped_stdin_to_the_prompt_as_codex_exec_does(cli: Cli) -> 
         os.close(secondary)
     assert_one_line_error(subprocess.CompletedProcess(res.args, res.returncode, res.stdout.decode(),
                                                       res.stderr.decode()), "no prompt")
+
+
+def test_exec_waits_for_a_slow_command_of_its_own_pipeline_on_stdin(cli: Cli) -> None:
+    """`make 2>&1 | codexr exec "why did it fail"` with a build silent for longer than the stdin grace: its output was
+    dropped (the grace is for a stdin a harness or an ssh session holds open and never writes). A pipe written by
+    commands of codexr's own pipeline is now waited for, as `codex exec` waits, with one line naming them; the
+    model gets the output in the prompt's `<stdin>` block."""
+    ws = cli.workspace("slow-pipe")
+    cli.model.script("why did it fail", [message("it failed because of the log")])
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost", **cli.env, **cli.server_env}
+    line = (f"sh -c 'sleep 1.5; echo error: the build log' | {shlex.quote(sys.executable)} -m {cli.module} exec "
+            "'why did it fail'")
+    res = subprocess.run(["bash", "-c", line], cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                         text=True, timeout=TIMEOUT_S)
+    assert res.returncode == 0, show(res)
+    said = [x for x in res.stderr.splitlines() if "stdin" in x]
+    assert len(said) == 1 and said[0].startswith("codexr: waiting for stdin: ") and "sleep (pid " in said[0] \
+        and said[0].endswith(" of this pipeline still writing it (Ctrl+C stops)"), show(res)
+    sent = [last_user_text(r) for r in cli.model.model_requests]
+    assert "why did it fail\n\n<stdin>\nerror: the build log\n</stdin>" in sent, sent
+
+
+def test_a_pipe_s_writers_are_found_in_proc_and_none_where_it_does_not_answer(tmp_path: Path) -> None:
+    """app/cmds/piped.py: the process writing a pipe is found (a child here, no ancestor: a producer); with no /proc
+    to read (a Mac) none is, and exec's grace stands."""
+    from app.cmds import piped
+
+    r, w = os.pipe()
+    child = subprocess.Popen(["sleep", "30"], stdout=w)
+    os.close(w)
+    try:
+        inode = piped.pipe_inode(r)
+        assert inode is not None
+        with open(tmp_path / "plain", "w") as plain:
+            assert piped.pipe_inode(plain.fileno()) is None and piped.producers(plain.fileno()) == []
+        assert piped.writers(inode) == [child.pid]
+        assert piped.producers(r) == [child.pid]
+        assert piped.writers(inode, proc=str(tmp_path / "no-proc")) == []
+    finally:
+        child.kill()
+        child.wait()
+        os.close(r)
 
 
 def test_exec_takes_codex_exec_s_output_last_message_and_skip_git_repo_check(cli: Cli) -> None:

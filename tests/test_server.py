@@ -205,6 +205,16 @@ def test_usage_errors_are_the_same_one_line_through_the_server(server_cli: Cli, 
     assert len(servers.served()) >= 9, servers.log()
 
 
+def test_exec_s_piped_stdin_is_told_apart_by_the_caller_s_process_tree_in_the_server(server_cli: Cli,
+                                                                                      servers: Servers) -> None:
+    """Through the server, whose worker's parents are the server's, not the caller's: a pipe the test process (the
+    caller's parent) holds open is still not waited for, and one a command of the caller's pipeline writes slowly is
+    (the worker asks about the caller's process tree, as the kernel named the caller)."""
+    agent_tests.test_exec_fresh_workspace_text_and_json_never_waits_on_a_silent_stdin(server_cli)
+    agent_tests.test_exec_waits_for_a_slow_command_of_its_own_pipeline_on_stdin(server_cli)
+    assert len([c for _w, c, cmd in servers.served() if cmd == "exec"]) >= 3, servers.log()
+
+
 def test_a_command_takes_the_callers_directory_environment_and_umask(servers: Servers, tmp_path: Path) -> None:
     servers.start()
     ws = tmp_path / "ws"

@@ -291,7 +291,9 @@ def _prompt_from_stdin(what: str = "the prompt read from stdin") -> str:
 def with_piped_stdin(prompt: str) -> str:
     """`cmd | codexr exec PROMPT`: what stdin holds appended as `codex exec` appends it (a `<stdin>` block; blank
     input adds nothing). A pipe or socket that has given nothing, not even its end, within STDIN_GRACE_S is not
-    waited for (one line on stderr says so): the one place codexr differs, so an open, silent stdin never hangs it."""
+    waited for (one line on stderr says so): the one place codexr differs, so an open, silent stdin never hangs it.
+    Unless the pipe's writers are commands of the same pipeline (`make | codexr exec "why"`, app/cmds/piped.py):
+    their output is waited for, as `codex exec` waits, with one line saying whose."""
     fd = _stdin_fd()
     if fd is None:
         return prompt
@@ -304,9 +306,16 @@ def with_piped_stdin(prompt: str) -> str:
     except (OSError, ValueError):
         return prompt
     if silent:
-        print(f"codexr: stdin gave nothing in {STDIN_GRACE_S:g} s: not read (codex exec would wait for it); to send "
-              "a slow command's output, pipe the whole prompt to `codexr exec -`", file=sys.stderr)
-        return prompt
+        from .piped import command_name, producers
+
+        found = producers(fd)
+        if not found:
+            print(f"codexr: stdin gave nothing in {STDIN_GRACE_S:g} s: not read (codex exec would wait for it); to "
+                  "send a slow command's output, pipe the whole prompt to `codexr exec -`", file=sys.stderr)
+            return prompt
+        names = ", ".join(f"{command_name(pid)} (pid {pid})" for pid in found[:3])
+        print(f"codexr: waiting for stdin: {names} of this pipeline still writing it (Ctrl+C stops)",
+              file=sys.stderr, flush=True)
     extra = _prompt_from_stdin("the text piped on stdin")
     if not extra.strip():
         return prompt

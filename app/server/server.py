@@ -111,7 +111,7 @@ def preload() -> None:
     from snapshot_store.maint import verify  # noqa: F401
 
     from .. import cli, session  # noqa: F401
-    from ..cmds import agent_cmds, config_cmds, doctor, history_cmds, snapshot_cmds  # noqa: F401
+    from ..cmds import agent_cmds, config_cmds, doctor, history_cmds, piped, snapshot_cmds  # noqa: F401
     from ..codex import codex_sdk  # noqa: F401
 
     for name in ("pygit2", "zstandard", "blake3", "inotify_simple", "concurrent.futures", "subprocess", "resource",
@@ -356,9 +356,12 @@ def _hung_up(conn: socket.socket) -> bool:
 
 def _take(conn: socket.socket) -> dict[str, Any]:
     """Read the request and adopt the client's streams, directory, environment, umask, niceness and limits."""
-    _pid, uid = _peer(conn)
+    pid, uid = _peer(conn)
     if uid != os.getuid():
         raise PermissionError(f"client uid {uid} is not the server's")
+    from ..cmds import piped
+
+    piped.caller = pid  # who started the command is the client's business (`exec`'s piped stdin)
     conn.settimeout(REQUEST_TIMEOUT)
     head, fds, flags, _ = socket.recv_fds(conn, HEADER, 8)
     if not head and not fds:
