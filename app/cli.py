@@ -95,6 +95,9 @@ def _add_global_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dangerously-bypass-approvals-and-sandbox", "--yolo", dest="bypass", action="store_true",
                         help="as the official codex takes it: no sandbox and no approvals (-s danger-full-access "
                              "-a never); every turn is still snapshotted and can be rewound")
+    parser.add_argument("--add-dir", dest="add_dirs", action="append", default=[], metavar="DIR",
+                        help="a directory the agent may write besides the workspace (repeatable), as the official "
+                             "codex takes it (workspace-write sandbox); codexr snapshots the workspace only")
     parser.add_argument("--codex-bin", metavar="PATH",
                         help="the Codex executable to run (else $CODEXR_CODEX_BIN, file_snapshots.codex_bin, pinned)")
     parser.add_argument("--version", action="store_true",

@@ -65,6 +65,7 @@ class SessionOptions:
     config_overrides: tuple[str, ...] = ()
     env: dict[str, str] | None = None
     codex_bin: str | None = None
+    add_dirs: tuple[str, ...] = ()  # `--add-dir`: absolute directories the agent may write besides the workspace
 
 
 class Session:
@@ -92,6 +93,7 @@ class Session:
         self.last = LastThread(self.store_dir, self.cwd)
         self.choices = Choices(asked_model=opts.model, sandbox=opts.sandbox, approval_policy=opts.approval_policy,
                                model=opts.model or "")
+        self.choices.turn_settings.add_dirs = opts.add_dirs
         self._closed = False
         running = RunningTurns()
         if on_recovery is not None:

@@ -339,6 +339,47 @@ def test_exec_waits_for_a_slow_command_of_its_own_pipeline_on_stdin(cli: Cli) ->
     assert "why did it fail\n\n<stdin>\nerror: the build log\n</stdin>" in sent, sent
 
 
+def _permissions(request: dict[str, Any]) -> str:
+    """The `<permissions instructions>` block Codex sends the model (the sandbox, its writable roots, the network)."""
+    texts = re.findall(r"<permissions instructions>.*?</permissions instructions>", json.dumps(request))
+    assert texts, "no permissions block in the request"
+    return str(texts[-1])
+
+
+def test_exec_add_dir_makes_a_directory_writable_as_codex_exec_does(cli: Cli) -> None:
+    """`codex exec --add-dir DIR` lets the agent write DIR besides the workspace (a workspace-write sandbox's writable
+    roots); `codexr exec` refused the flag ("unrecognized arguments"). The model now gets the permissions the pinned
+    `codex exec` gives it for the same flags, config.toml's own writable roots and network access kept; a directory
+    that does not exist is one line before Codex starts; with a read-only sandbox one line says it has no effect."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost", **cli.env}
+    ws, extra, theirs = cli.workspace("adder"), cli.workspace("extra"), cli.workspace("config-root")
+    config = ["-c", f'sandbox_workspace_write.writable_roots=["{theirs}"]', "-c",
+              "sandbox_workspace_write.network_access=true"]
+    sent: dict[str, str] = {}
+    for who, argv in (("codex", [str(codex_cli_bin.bundled_codex_path()), "exec", "--skip-git-repo-check"]),
+                      ("codexr", [sys.executable, "-m", cli.module, "exec"])):
+        trigger = f"{who} may write there"
+        cli.model.script(trigger, [message("noted")])
+        before = len(cli.model.model_requests)
+        res = subprocess.run([*argv, *config, "-s", "workspace-write", "--add-dir", "../extra",
+                              trigger], cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                             timeout=TIMEOUT_S)
+        assert res.returncode == 0, (who, res.stderr[-2000:])
+        sent[who] = next(_permissions(r) for r in cli.model.model_requests[before:] if trigger in json.dumps(r))
+    assert sent["codexr"] == sent["codex"], sent
+    assert str(extra) in sent["codexr"] and str(theirs) in sent["codexr"], sent["codexr"]
+
+    sent_before = len(cli.model.model_requests)
+    assert_one_line_error(cli.run("exec", "--add-dir", str(cli.tmp / "nowhere"), "hello"), "--add-dir",
+                          "no such directory")
+    assert len(cli.model.model_requests) == sent_before
+    cli.model.script("read only here", [message("read only")])
+    res = cli.run("exec", "-s", "read-only", "--add-dir", str(extra), "read only here")
+    assert res.returncode == 0, show(res)
+    assert "codexr: --add-dir has no effect: the sandbox is read-only (with -s workspace-write the agent may write " \
+           "there)" in res.stderr.splitlines(), show(res)
+
+
 def test_a_pipe_s_writers_are_found_in_proc_and_none_where_it_does_not_answer(tmp_path: Path) -> None:
     """app/cmds/piped.py: the process writing a pipe is found (a child here, no ancestor: a producer); with no /proc
     to read (a Mac) none is, and exec's grace stands."""
@@ -911,6 +952,9 @@ def test_settings_flags_before_and_after_the_command_are_one_list_in_order() -> 
                             (["-C", "/w", "codex", "--", "-C", "x"], ["-C", "x"], "/w")):
         tui = parse(argv)
         assert (tui_words(tui), tui.cd, tui.overrides) == (words, cd, []), argv
+    # `--add-dir` before `codex` is the TUI's too, as an absolute path: the TUI starts in the workspace
+    tui = parse(["--add-dir", "lib", "codex", "resume", "ab"])
+    assert tui_words(tui) == ["resume", "ab", "--add-dir", os.path.realpath("lib")]
 
 
 def test_exec_output_schema_reaches_the_model_and_bad_ones_change_nothing(cli: Cli) -> None:

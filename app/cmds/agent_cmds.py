@@ -50,6 +50,8 @@ def _codex_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-a", "--ask-for-approval", default=argparse.SUPPRESS,
                    choices=["untrusted", "on-failure", "on-request", "never"])
     p.add_argument("--codex-bin", default=argparse.SUPPRESS, metavar="PATH", help="the Codex executable to run")
+    p.add_argument("--add-dir", dest="add_dirs", action="append", default=argparse.SUPPRESS, metavar="DIR",
+                   help="a directory the agent may write besides the workspace (repeatable), as `codex exec --add-dir`")
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -158,7 +160,21 @@ def session_options(ctx: Context, args: argparse.Namespace) -> SessionOptions:
 
     return SessionOptions(cwd=args.cd, codex_home=ctx.home, settings=ctx.settings, model=args.model,
                           sandbox=args.sandbox, approval_policy=args.ask_for_approval,
-                          config_overrides=codex_overrides(args), codex_bin=codex_bin)
+                          config_overrides=codex_overrides(args), codex_bin=codex_bin,
+                          add_dirs=added_dirs(getattr(args, "add_dirs", None) or []))
+
+
+def added_dirs(dirs: list[str]) -> tuple[str, ...]:
+    """`--add-dir` directories as absolute paths (relative ones from where the user stands, as codex takes them);
+    one that is not a directory is refused before Codex starts."""
+    out: list[str] = []
+    for d in dirs:
+        path = os.path.realpath(os.path.expanduser(d))
+        if not os.path.isdir(path):
+            raise UsageError(f"--add-dir {d}: no such directory")
+        if path not in out:
+            out.append(path)
+    return tuple(out)
 
 
 def codex_overrides(args: argparse.Namespace) -> tuple[str, ...]:
@@ -375,6 +391,9 @@ def _exec(ctx: Context, args: argparse.Namespace) -> int:
         from .stall import StallGuard
 
         thread = ensure_thread(session, args.thread, args.last)
+        if session.opts.add_dirs and session.choices.turn_settings.current()[2] == "read-only":
+            print("codexr: --add-dir has no effect: the sandbox is read-only (with -s workspace-write the agent may "
+                  "write there)", file=sys.stderr)
         notices = retry_notices(limit)
         guard = StallGuard(session, limit)
 

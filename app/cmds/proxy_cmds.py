@@ -130,13 +130,16 @@ def codex(ctx: Context, args: argparse.Namespace) -> int:
 
 def tui_words(args: argparse.Namespace) -> list[str]:
     """The words after `codexr codex` that are the official TUI's (app/cli.py sets them apart with `--`), then the
-    TUI's flags given before `codex` (`codexr -m o3 --yolo codex`), which the TUI takes as its own: they go last
-    (before a `--` of the user's), where the TUI reads them whether its words name a subcommand or not."""
+    TUI's flags given before `codex` (`codexr -m o3 --yolo --add-dir ../lib codex`), which the TUI takes as its own:
+    they go last (before a `--` of the user's), where the TUI reads them whether its words name a subcommand or not;
+    an added directory as an absolute path (the TUI starts in the workspace, not where the user stands)."""
     words = list(args.tui_args)
     words = words[1:] if words[:1] == ["--"] else words
     given = [*(["-m", args.model] if args.model else []), *(["-s", args.sandbox] if args.sandbox else []),
              *(["-a", args.ask_for_approval] if args.ask_for_approval else []),
-             *(["--dangerously-bypass-approvals-and-sandbox"] if getattr(args, "bypass", False) else [])]
+             *(["--dangerously-bypass-approvals-and-sandbox"] if getattr(args, "bypass", False) else []),
+             *[w for d in getattr(args, "add_dirs", None) or []
+               for w in ("--add-dir", os.path.realpath(os.path.expanduser(d)))]]
     at = words.index("--") if "--" in words else len(words)
     return [*words[:at], *given, *words[at:]]
 

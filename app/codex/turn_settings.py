@@ -47,6 +47,10 @@ class TurnSettings:
     reported_effort: str = ""
     reported_approval: str = ""
     reported_sandbox: str = ""
+    #: `--add-dir`: directories the agent may write besides the workspace, as `codex --add-dir` adds them to a
+    #: workspace-write sandbox's writable roots (no app-server param says it: the turn's sandbox policy carries them)
+    add_dirs: tuple[str, ...] = ()
+    reported_policy: dict[str, Any] | None = None  # the sandbox policy Codex last reported, whole
 
     def turn_params(self) -> dict[str, Any]:
         """The overrides for `turn/start`."""
@@ -57,7 +61,21 @@ class TurnSettings:
             out["approvalPolicy"] = self.approval
         if self.sandbox:
             out["sandboxPolicy"] = sandbox_policy(self.sandbox)
+        policy = self._with_add_dirs(out.get("sandboxPolicy"))
+        if policy is not None:
+            out["sandboxPolicy"] = policy
         return out
+
+    def _with_add_dirs(self, chosen: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The workspace-write policy the turn runs with, its writable roots extended by `add_dirs` (None: nothing
+        to add, or a sandbox that is not workspace-write). Codex's reported policy keeps what config.toml set (its
+        own writable roots, network access)."""
+        reported = self.reported_policy or {}
+        base = reported if reported.get("type") == "workspaceWrite" else chosen
+        if not self.add_dirs or base is None or (chosen or base).get("type") != "workspaceWrite":
+            return None
+        roots = [str(r) for r in base.get("writableRoots") or []]
+        return {**base, "writableRoots": roots + [d for d in self.add_dirs if d not in roots]}
 
     def thread_params(self) -> dict[str, Any]:
         """The overrides for `thread/start` and `thread/resume` (no effort there: each turn carries it)."""
@@ -74,6 +92,7 @@ class TurnSettings:
             self.reported_approval = approval_name(resp["approvalPolicy"])
         if resp.get("sandbox") is not None:
             self.reported_sandbox = sandbox_mode(resp["sandbox"])
+            self.reported_policy = dict(resp["sandbox"]) if isinstance(resp["sandbox"], dict) else None
         self.reported_effort = str(resp.get("reasoningEffort") or "")
 
     def current(self) -> tuple[str, str, str]:
