@@ -104,18 +104,19 @@ P = TypeVar("P")
 
 
 class Ahead:
-    """A call run on a thread of its own while the caller goes on; `then` wraps a confirm so the call's outcome comes
-    first (its error raised there)."""
+    """Calls run in order on a thread of their own while the caller goes on (the first that fails ends them); `then`
+    wraps a confirm so their outcome comes first (the error raised there)."""
 
-    def __init__(self, fn: Callable[[], object]) -> None:
-        self._fn = fn
+    def __init__(self, *fns: Callable[[], object]) -> None:
+        self._fns = fns
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="codexr-ahead", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
-            self._fn()
+            for fn in self._fns:
+                fn()
         except BaseException as exc:
             self._error = exc
 
@@ -214,7 +215,7 @@ class Rewinder:
         calls = [held] if held is not None else []
         if yes and mode in CONVERSATION_MODES:
             calls.append(steps.fork_ahead)
-        ahead = Ahead(lambda: [fn() for fn in calls]) if calls and not dry_run else None
+        ahead = Ahead(*calls) if calls and not dry_run else None
         try:
             plan = self._rewind_files(side, prompts, target, persist=not dry_run) if files and target.pre else None
             if plan is not None and picks is not None:
@@ -324,7 +325,7 @@ class Rewinder:
             resumes.append(functools.partial(self.threads.resume_thread, entry.origin_thread))
         # Codex's resumes go on while the files are planned (as a rewind's); a thread Codex will not resume ends the
         # redo at its confirm, before anything changed
-        ahead = Ahead(lambda: [fn() for fn in resumes]) if resumes else None
+        ahead = Ahead(*resumes) if resumes else None
         if ahead is not None:
             steps.confirm = ahead.then(confirm)
         try:
