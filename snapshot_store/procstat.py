@@ -26,3 +26,16 @@ def parent_pid(pid: int) -> int | None:
     """The pid of the process's parent (None where /proc does not answer)."""
     fields = stat_fields(pid)
     return int(fields[1]) if fields is not None and len(fields) > 1 else None
+
+
+def ancestors(pid: int, limit: int = 64) -> list[int]:
+    """`pid`'s parent, its parent's parent, ... nearest first, up to init (pid 1) or `limit` steps (as far as /proc
+    answers: [] where it does not)."""
+    out: list[int] = []
+    current = parent_pid(pid)
+    while current is not None and current > 0 and len(out) < limit and current not in out:
+        out.append(current)
+        if current == 1:
+            break
+        current = parent_pid(current)
+    return out

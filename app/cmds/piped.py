@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import stat
 
-from snapshot_store.procstat import parent_pid
+from snapshot_store.procstat import ancestors
 
 O_ACCMODE = 0o3
 #: The process this one runs a command for, when that is another (the resident server's worker: its client, as the
@@ -58,16 +58,6 @@ def writers(inode: int, proc: str = "/proc") -> list[int]:
     return found
 
 
-def ancestors(pid: int) -> set[int]:
-    """`pid`'s parent, its parent's parent, ... (as far as /proc answers)."""
-    out: set[int] = set()
-    current = parent_pid(pid)
-    while current is not None and current > 0 and current not in out:
-        out.add(current)
-        current = parent_pid(current)
-    return out
-
-
 def producers(fd: int) -> list[int]:
     """The commands of this process's pipeline writing the pipe `fd` reads: its writers when none of them started
     this process ([]: not a pipe, no writer found, or one is an ancestor, which may hold it open forever)."""
@@ -76,7 +66,7 @@ def producers(fd: int) -> list[int]:
         return []
     me = caller if caller is not None else os.getpid()
     found = [pid for pid in writers(inode) if pid not in (me, os.getpid())]
-    if not found or ancestors(me).intersection(found):
+    if not found or set(ancestors(me)).intersection(found):
         return []
     return found
 

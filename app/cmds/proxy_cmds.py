@@ -400,18 +400,9 @@ def say(line: str) -> None:
 def _descends_from(pid: int, ancestor: int) -> bool:
     """Whether process `pid` was started by `ancestor`, or by a process it started (Linux's /proc; False when it
     cannot be read)."""
-    from snapshot_store.procstat import parent_pid
+    from snapshot_store.procstat import ancestors
 
-    for _ in range(64):
-        parent = parent_pid(pid)
-        if parent is None:
-            return False
-        if parent == ancestor:
-            return True
-        if parent <= 1:
-            return False
-        pid = parent
-    return False
+    return ancestor in ancestors(pid)
 
 
 def _peer_pid(sock: Any) -> int | None:
