@@ -34,7 +34,7 @@ import os
 import sys
 import time  # built in, and imported by Python's start-up already
 
-from .server.oneshot import server_wanted
+from .server.oneshot import ONESHOT, command_of, server_wanted
 from .server.runtime import lock_names, socket_path, spawn
 
 TYPE_CHECKING = False  # not `typing`'s: importing typing costs ~15 ms (it imports re); mypy reads this name as True
@@ -310,7 +310,12 @@ def main() -> int:
             os._exit(code & 0xFF)
     from .cli import main as cli_main
 
-    return cli_main(argv)
+    code = cli_main(argv)
+    if command_of(argv) in ONESHOT:  # a command a server could have run ends as its worker does: no teardown
+        from .server.finish import finish
+
+        os._exit(finish(code) & 0xFF)
+    return code
 
 
 if __name__ == "__main__":

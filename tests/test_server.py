@@ -190,6 +190,34 @@ def test_only_one_shot_commands_may_go_to_a_server(monkeypatch: pytest.MonkeyPat
 
 # ------------------------------------------------------------------------------------------ end to end
 
+#: A one-shot command run without a server, with what a command may leave to its process's end: a thread still
+#: writing, an atexit handler, output still in the buffer of a piped stdout.
+ENDING = """
+import atexit, sys, threading, time
+from app import launch
+def late():
+    time.sleep(0.3)
+    print("the thread's line")
+atexit.register(lambda: print("atexit's line"))
+threading.Thread(target=late).start()
+print("buffered line")
+sys.argv = ["codexr", *sys.argv[1:]]
+sys.exit(launch.main())
+"""
+
+
+@pytest.mark.parametrize(("argv", "code"), [(["snapshots", "capture"], 0), (["snapshots", "show", "feedf00d"], 2)])
+def test_a_one_shot_command_without_a_server_ends_as_its_process_would(tmp_path: Path, argv: list[str],
+                                                                        code: int) -> None:
+    """Without a server a command ends as the server's worker ends it (no interpreter teardown): its threads are
+    joined, its atexit handlers run, its streams flushed, and its exit code is the command's."""
+    env = {**os.environ, "CODEX_HOME": str(tmp_path / "home"), "CODEXR_SERVER": "0", "PYTHONPATH": str(REPO)}
+    res = subprocess.run([sys.executable, "-c", ENDING, *argv], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == code, show(res)
+    lines = res.stdout.splitlines()
+    assert lines[0] == "buffered line" and lines[-2:] == ["the thread's line", "atexit's line"], show(res)
+
 
 def test_the_rewind_and_redo_story_runs_in_the_server(server_cli: Cli, servers: Servers) -> None:
     """tests/test_cli_agent.py's rewind/redo story, every codexr command through the resident server."""

@@ -33,6 +33,7 @@ import time
 from typing import Any, NoReturn
 
 from . import confinement
+from .finish import finish as _finish
 from .oneshot import command_of
 from .runtime import HEADER, take_lock
 
@@ -472,30 +473,6 @@ def _run(request: dict[str, Any]) -> int:
         traceback.print_exc()
         code = 1
     return _finish(code)
-
-
-def _finish(code: int) -> int:
-    """Join non-daemon threads, run atexit handlers, flush the streams (Python's exit code 120 if that fails).
-
-    `threading._shutdown` and `atexit._run_exitfuncs` are private, but they are what the interpreter itself calls
-    at exit (Py_FinalizeEx); without them a worker would skip what a command's process does when it ends.
-    """
-    import atexit
-    import threading
-
-    shutdown = getattr(threading, "_shutdown", None)
-    if shutdown is not None:
-        with contextlib.suppress(Exception):
-            shutdown()
-    with contextlib.suppress(Exception):
-        atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            if stream is sys.stdout:
-                code = 120
-    return code
 
 
 # ----------------------------------------------------------------------------------------------------- helpers
