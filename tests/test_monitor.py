@@ -358,6 +358,38 @@ def test_only_a_process_confined_as_the_monitor_can_make_it_exit(mons: Monitors,
     wait_until(lambda: pid not in mons.running(), 30, "the monitor to exit when its kin asked")
 
 
+def test_a_monitor_is_stamped_as_asked_before_its_answer_leaves(tmp_path: Path) -> None:
+    """The stamp by which the least recently asked monitor is sent away is in place before the asker has its answer:
+    stamped after it, a monitor descheduled in between came out younger than one asked later, and the wrong
+    monitor was sent away (the eviction test failed so under load)."""
+    from snapshot_store.detect.monitor_daemon import serve
+
+    ws = workspace(tmp_path / "ws")
+    path = str(tmp_path / "m.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(4)
+    answered = threading.Event()
+    seen: list[bool] = []
+
+    def asked() -> None:
+        time.sleep(0.3)  # a monitor descheduled here: its asker must still be waiting
+        seen.append(answered.is_set())
+
+    server = threading.Thread(target=serve, args=(str(ws), listener, lambda _s: True, 2.0),  # idle 2 s: then ends
+                              kwargs={"asked": asked}, daemon=True)
+    server.start()
+    try:
+        client = monitor_mod.MonitorClient(path, lambda _s: True, timeout=10)
+        answer = client.ask(str(ws), None)
+        answered.set()
+        assert answer is not None
+    finally:
+        server.join(30)
+        listener.close()
+    assert seen == [False], "the asker had its answer before the monitor was stamped as asked"
+
+
 TELL_EXIT = """
 import socket, sys
 s = socket.socket(socket.AF_UNIX)

@@ -157,8 +157,8 @@ def serve(root: str, listener: socket.socket, verify: Callable[[_socket.socket],
           still_mine: Callable[[], bool] = lambda: True, asked: Callable[[], None] = lambda: None) -> None:
     """Answer on `listener` until nobody asked for `idle` seconds, `still_mine()` says its socket is gone, or a
     verified peer asks it to exit (between two answers: one at a time). The watches are in place before the first
-    answer; a workspace that went, or watches that cannot all be added, end it too (OSError). `asked()` follows
-    each answer."""
+    answer; a workspace that went, or watches that cannot all be added, end it too (OSError). `asked()` runs as
+    each answer is made, before it is sent (see `_handle`)."""
     monitor = Monitor(root)
     listener.setblocking(False)
     last = time.monotonic()
@@ -179,17 +179,20 @@ def serve(root: str, listener: socket.socket, verify: Callable[[_socket.socket],
                 continue
             last = time.monotonic()
             with contextlib.closing(conn):
-                done = _handle(monitor, conn, verify)
-            if done is None:
-                return
-            if done:
-                asked()
+                if _handle(monitor, conn, verify, asked) is None:
+                    return
     finally:
         monitor.close()
 
 
-def _handle(monitor: Monitor, conn: socket.socket, verify: Callable[[_socket.socket], bool]) -> bool | None:
-    """Answer one connection: whether a question was answered (None: asked to exit)."""
+def _handle(monitor: Monitor, conn: socket.socket, verify: Callable[[_socket.socket], bool],
+            asked: Callable[[], None] = lambda: None) -> bool | None:
+    """Answer one connection: whether a question was answered (None: asked to exit).
+
+    `asked()` (the launcher's stamp of when this monitor last answered, by which the least recently asked one is
+    sent away to make room) runs before the answer leaves: once stamped after it, a monitor descheduled between the
+    two could be stamped after a later answer of another monitor, and the wrong one sent away (a test under load saw
+    it)."""
     conn.setblocking(True)
     conn.settimeout(2.0)
     try:
@@ -210,6 +213,7 @@ def _handle(monitor: Monitor, conn: socket.socket, verify: Callable[[_socket.soc
         if request is None or request[0] != monitor.root:
             return False
         token, changes = monitor.answer(request[1])
+        asked()
         conn.sendall(encode_answer(monitor.root, token, changes))
         return True
     except OSError:
