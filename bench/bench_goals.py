@@ -29,7 +29,7 @@ Rows (the --only names in brackets), every one timed in interleaved rounds (bloc
 (e) [noxdg] `codexr threads` and an unchanged `snapshots capture` (a 200-file workspace) without XDG_RUNTIME_DIR:
     the cache-directory fallback's server and one-shot (CODEXR_SERVER=0), vs the server in $XDG_RUNTIME_DIR
     (bench_noxdg.py's ways). Beside them, the one-shot's floors: a fresh Python that exits, and one that imports
-    the store library and exits.
+    the store library and exits as a one-shot command does (os._exit, no interpreter teardown).
 (f) [cold-rss] the cold first `codexr snapshots capture` of the 100,000-file tree (a fresh CODEX_HOME, server off,
     its automatic gc as a new store runs it): peak RSS, vs Git's `add -A` + `write-tree` into a fresh internal
     repository (the larger of its two processes). Both spawned by a small runner process, so the bench's own
@@ -161,8 +161,9 @@ INFO_ROWS: list[tuple[str, str, str | None, str]] = [
 ]
 
 # (e)'s one-shot floors, each a `python -c` in the one-shot way's environment: Python's start, and Python's start
-# with the import of the store library a capture runs on (nothing of the app: no argument parser, no settings).
-NOXDG_FLOORS = {"python start": "pass", "store import": "import snapshot_store.store"}
+# with the import of the store library a capture runs on (nothing of the app: no argument parser, no settings),
+# ending as a one-shot command ends since 2026-12-05 (app/server/finish.py: no interpreter teardown, ~7 ms of it).
+NOXDG_FLOORS = {"python start": "pass", "store import": "import os, snapshot_store.store; os._exit(0)"}
 
 # ------------------------------------------------------------------------------------ a clean peak RSS
 
