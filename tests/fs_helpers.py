@@ -40,5 +40,5 @@ def store_files(store_dir: Path) -> dict[str, bytes]:
 def codexr(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`codexr ARGS` as a separate process on CODEX_HOME `home`, with this repository's code."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "CODEX_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "app", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=120, stdin=subprocess.DEVNULL)

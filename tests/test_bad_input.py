@@ -21,7 +21,7 @@ GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM"
 def run_cli(home: Path, cwd: Path, *args: str, timeout: float = 120, extra_env: dict[str, str] | None = None,
             prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(home), **(extra_env or {})}
-    return subprocess.run([*prefix, sys.executable, "-m", "app.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([*prefix, sys.executable, "-m", "app", *args], cwd=cwd, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
 
 

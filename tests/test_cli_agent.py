@@ -84,7 +84,7 @@ class Cli:
     home: Path
     ws: Path
     env: dict[str, str]
-    module: str = "app.cli"
+    module: str = "app"
     """What `python -m` runs: the CLI itself here; tests/test_server.py runs `app` (the console script's
     launcher) with a resident server."""
     server_env: dict[str, str] = field(default_factory=dict)

@@ -35,7 +35,7 @@ class Cli:
     def run(self, *args: str, stdin: int | None = subprocess.DEVNULL, cwd: Path | None = None
             ) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(self.home)}
-        return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=cwd or self.ws, env=env,
+        return subprocess.run([sys.executable, "-m", "app", *args], cwd=cwd or self.ws, env=env,
                               stdin=stdin, capture_output=True, text=True, timeout=120)
 
     def ok(self, *args: str) -> subprocess.CompletedProcess[str]:
