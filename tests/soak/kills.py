@@ -145,8 +145,7 @@ class Soak:
     # ----------------------------------------------------------------------------------- helpers
 
     def cx(self, extra_env: dict[str, str] | None = None) -> Codexr:
-        return Codexr(self.lay.home, self.lay.ws, {**self.env, **self.model_env, **(extra_env or {})},
-                      module="app" if self.server else "app.cli")
+        return Codexr(self.lay.home, self.lay.ws, {**self.env, **self.model_env, **(extra_env or {})})
 
     @contextmanager
     def store(self) -> Iterator[Any]:

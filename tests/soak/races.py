@@ -58,7 +58,7 @@ def run_races(base: Path, files: int, seed: int, seconds: float, procs: int,
     lay.scratch.mkdir()
     trees.build_initial(lay.ws, lay.outside, rng, files)
     outside_before = trees.tree_hash(lay.outside)
-    cx = Codexr(lay.home, lay.ws, dict(server_env or {}), module="app" if server_env else "app.cli")
+    cx = Codexr(lay.home, lay.ws, dict(server_env or {}))
     first = cx.run("snapshots", "capture")
     if first.rc != 0:
         raise RuntimeError(first.show())

@@ -53,12 +53,13 @@ class Codexr:
     home: Path
     cwd: Path
     extra_env: dict[str, str] = field(default_factory=dict)
-    module: str = "app.cli"
-    """`python -m` this: the CLI; `app` (the console script's launcher) with `--server`."""
+    module: str = "app"
+    """`python -m` this: the console script's launcher, as users run it (one-shot unless `extra_env` turns the
+    resident server on, `--server`)."""
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "PYTHONPATH": str(REPO), "CODEX_HOME": str(self.home),
-                "NO_PROXY": "127.0.0.1,localhost", **self.extra_env}
+                "NO_PROXY": "127.0.0.1,localhost", "CODEXR_SERVER": "0", **self.extra_env}
 
     def cmd(self, args: Sequence[str]) -> list[str]:
         return [sys.executable, "-m", self.module, *args]
