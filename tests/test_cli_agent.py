@@ -419,6 +419,21 @@ def test_exec_takes_codex_exec_s_output_last_message_and_skip_git_repo_check(cli
     assert len(cli.model.model_requests) == sent
 
 
+def test_exec_takes_codex_exec_s_color(cli: Cli) -> None:
+    """`codex exec --color never PROMPT`, the spelling a CI script keeps its log clean with, was "unrecognized
+    arguments" and no turn. `--color always|never|auto` is accepted; codexr's output carries no color codes whatever
+    it says; any other value is one line and no turn, as codex refuses it."""
+    cli.model.script("in plain words", [message("Plain words.")])
+    for value in ("never", "always"):
+        res = cli.run("exec", "--color", value, "in plain words")
+        assert res.returncode == 0, show(res)
+        assert "Plain words." in res.stdout and "\x1b" not in res.stdout + res.stderr, show(res)
+    sent = len(cli.model.model_requests)
+    res = cli.run("exec", "--color", "purple", "in plain words")
+    assert res.returncode == 2 and "--color" in res.stderr and len(res.stderr.strip().splitlines()) == 1, show(res)
+    assert len(cli.model.model_requests) == sent
+
+
 def test_exec_resume_as_codex_exec_spells_it_continues_the_thread(cli: Cli) -> None:
     """`codex exec resume --last PROMPT` / `codex exec resume ID PROMPT`, typed to codexr: the first was an
     "unrecognized arguments" error, and `exec resume --last` alone ran a turn on the prompt "resume" (files changed).

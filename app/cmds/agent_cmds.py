@@ -76,6 +76,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--ephemeral", action="store_true", help=argparse.SUPPRESS)  # refused in _exec, saying why
     p.add_argument("--skip-git-repo-check", action="store_true",
                    help="accepted as `codex exec` takes it: codexr never requires a Git repository")
+    p.add_argument("--color", choices=("always", "never", "auto"), default="auto",
+                   help="accepted as `codex exec` takes it: codexr's output has no colors whatever it says")
     _bypass_flag(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=_exec)
