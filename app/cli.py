@@ -88,6 +88,8 @@ def _add_global_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--disable", action="append", default=[], metavar="FEATURE", help="disable a feature")
     parser.add_argument("-C", "--cd", dest="cd", default=".", metavar="DIR", help="the workspace directory")
     parser.add_argument("-m", "--model", help="model for Codex")
+    parser.add_argument("-p", "--profile", metavar="NAME",
+                        help="layer $CODEX_HOME/NAME.config.toml on config.toml, as the official codex -p does")
     parser.add_argument("-s", "--sandbox", choices=["read-only", "workspace-write", "danger-full-access"],
                         help="Codex sandbox policy")
     parser.add_argument("-a", "--ask-for-approval", choices=["untrusted", "on-failure", "on-request", "never"],
@@ -331,6 +333,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             check_first_prompt(args)
         home = codex_home()
+        if args.profile and getattr(args, "command", None) != "codex":  # the official TUI takes its own (tui_words)
+            from config.profiles import profile_overrides
+
+            args.overrides = [*profile_overrides(home, args.profile), *args.overrides]
         config_error = None
         try:
             settings = _settings(args, home)

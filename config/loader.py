@@ -26,9 +26,9 @@ from .settings import (
     field_extra,
     is_codexr_key,
     setting_fields,
-    toml_text,
 )
 from .sizes import format_size
+from .tomltext import toml_text
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Iterable
-from datetime import date, datetime, time
 from pathlib import Path
 from typing import Annotated, Any, get_args
 
@@ -17,6 +14,7 @@ from snapshot_store.settings import DEFAULT_CHURN_DIRS, GIB, MIB, RetentionPolic
 
 from .files import FEATURE_NAME
 from .sizes import format_size, parse_size
+from .tomltext import toml_text
 
 #: The feature name used by `[features] file_snapshots` and `codexr --enable/--disable file_snapshots`.
 FEATURE_FILE_SNAPSHOTS = FEATURE_NAME
@@ -225,31 +223,6 @@ def expected_value(field: FieldInfo) -> str:
         elif isinstance(item, Gt):
             text += f" > {item.gt}"
     return text
-
-
-def toml_text(value: Any) -> str:
-    """Render a value as TOML source text, for defaults in docs and the offending value in errors."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(toml_text(item) for item in value) + "]"
-    if isinstance(value, dict):
-        if not value:
-            return "{}"
-        return "{ " + ", ".join(f"{key} = {toml_text(item)}" for key, item in value.items()) + " }"
-    if isinstance(value, datetime | date | time):
-        return value.isoformat()
-    return repr(value)
 
 
 def settings_reference() -> list[tuple[str, str, str]]:

@@ -85,8 +85,8 @@ class Cli:
     ws: Path
     env: dict[str, str]
     module: str = "app"
-    """What `python -m` runs: the CLI itself here; tests/test_server.py runs `app` (the console script's
-    launcher) with a resident server."""
+    """What `python -m` runs: the console script's launcher, one-shot here (the suite's CODEXR_SERVER=0);
+    tests/test_server.py runs it with a resident server."""
     server_env: dict[str, str] = field(default_factory=dict)
 
     def run(self, *args: str, cwd: Path | None = None, home_env: dict[str, str] | None = None
@@ -431,6 +431,40 @@ def test_exec_takes_codex_exec_s_color(cli: Cli) -> None:
     sent = len(cli.model.model_requests)
     res = cli.run("exec", "--color", "purple", "in plain words")
     assert res.returncode == 2 and "--color" in res.stderr and len(res.stderr.strip().splitlines()) == 1, show(res)
+    assert len(cli.model.model_requests) == sent
+
+
+def test_exec_layers_a_profile_as_codex_exec_p_does(cli: Cli) -> None:
+    """`codex exec -p fast PROMPT` layers $CODEX_HOME/fast.config.toml on config.toml; codexr said "unrecognized
+    arguments". The model now gets what the pinned `codex exec -p` sends it: the profile's model and effort, a `-c`
+    over the profile, and a table the profile adds a key to merged (its provider's address kept: the turn reaches
+    the model). A profile config.toml still defines the legacy way is refused as codex refuses it, and a name that is
+    a path, in one line each with nothing sent."""
+    (cli.home / "fast.config.toml").write_text('model = "profile-model"\nmodel_reasoning_effort = "low"\n\n'
+                                              '[model_providers.mock]\nstream_idle_timeout_ms = 30000\n')
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "127.0.0.1,localhost", **cli.env}
+    ws = cli.workspace("profiled")
+    seen: dict[str, tuple[Any, Any]] = {}
+    for who, argv in (("codex", [str(codex_cli_bin.bundled_codex_path()), "exec", "--skip-git-repo-check"]),
+                      ("codexr", [sys.executable, "-m", cli.module, "exec"])):
+        for case, words in (("profile", ["-p", "fast"]), ("over", ["-p", "fast", "-c", "model_reasoning_effort=high"])):
+            prompt = f"{who} {case}"
+            cli.model.script(prompt, [message("done")])
+            before = len(cli.model.model_requests)
+            res = subprocess.run([*argv, *words, prompt], cwd=ws, env=env, stdin=subprocess.DEVNULL,
+                                 capture_output=True, text=True, timeout=TIMEOUT_S)
+            assert res.returncode == 0, (who, case, res.stderr[-2000:])
+            body = next(r for r in cli.model.model_requests[before:] if last_user_text(r).startswith(prompt))
+            seen[f"{who} {case}"] = (body.get("model"), (body.get("reasoning") or {}).get("effort"))
+    assert seen["codexr profile"] == seen["codex profile"] == ("profile-model", "low"), seen
+    assert seen["codexr over"] == seen["codex over"] == ("profile-model", "high"), seen
+    sent = len(cli.model.model_requests)
+    config = cli.home / "config.toml"
+    kept = config.read_text()
+    config.write_text(kept + '\n[profiles.fast]\nmodel = "legacy"\n')
+    assert_one_line_error(cli.run("exec", "-p", "fast", "never sent"), "legacy way", "fast.config.toml")
+    config.write_text(kept)
+    assert_one_line_error(cli.run("-p", "../fast", "exec", "never sent"), "no slash")
     assert len(cli.model.model_requests) == sent
 
 
@@ -970,6 +1004,8 @@ def test_settings_flags_before_and_after_the_command_are_one_list_in_order() -> 
     # `--add-dir` before `codex` is the TUI's too, as an absolute path: the TUI starts in the workspace
     tui = parse(["--add-dir", "lib", "codex", "resume", "ab"])
     assert tui_words(tui) == ["resume", "ab", "--add-dir", os.path.realpath("lib")]
+    # and `-p NAME` before `codex`: the TUI layers the profile itself
+    assert tui_words(parse(["-p", "fast", "codex", "resume", "ab"])) == ["resume", "ab", "-p", "fast"]
 
 
 def test_exec_output_schema_reaches_the_model_and_bad_ones_change_nothing(cli: Cli) -> None:

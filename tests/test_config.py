@@ -663,3 +663,36 @@ def test_a_command_with_nothing_configured_skips_validation_and_gets_the_same_de
         home.mkdir()
         write_config(home, text, name)
         assert not defaults_apply(home), (name, text)
+
+
+def test_a_profile_s_settings_read_back_as_the_profile_holds_them(tmp_path: Path) -> None:
+    """`-p NAME` hands Codex each setting of NAME.config.toml as `-c KEY=VALUE`, the value written as TOML by codexr's
+    own writer: each must read back (as Codex's TOML reader takes it) as the profile holds it, arrays of tables,
+    escapes, dates and odd keys inside inline tables included; a key a `-c` path cannot spell is refused."""
+    import datetime
+    import tomllib
+
+    from config.profiles import profile_overrides
+
+    text = ('model = "o3 \\"quoted\\"\\n\\t\\u00e9"\nratio = 0.25\nbig = 1e300\nflags = [true, false]\n'
+            'when = 1979-05-27T07:32:00Z\nday = 1979-05-27\n\n[model_providers.mine]\nbase_url = "http://x/v1"\n'
+            'retries = 3\n\n[[mcp_servers.tools.args]]\n"odd key" = "v"\nplain = [1, [2, 3]]\n')
+    (tmp_path / "p.config.toml").write_text(text)
+    overrides = profile_overrides(tmp_path, "p")
+    assert [o.split("=", 1)[0] for o in overrides] == [
+        "model", "ratio", "big", "flags", "when", "day", "model_providers.mine.base_url",
+        "model_providers.mine.retries", "mcp_servers.tools.args"]
+    read: dict[str, object] = {}
+    for o in overrides:
+        key, value = o.split("=", 1)
+        read[key] = tomllib.loads(f"x = {value}")["x"]
+    held = tomllib.loads(text)
+    assert read["model"] == held["model"] == 'o3 "quoted"\n\t\u00e9'
+    assert read["when"] == datetime.datetime(1979, 5, 27, 7, 32, tzinfo=datetime.UTC)
+    assert read["mcp_servers.tools.args"] == held["mcp_servers"]["tools"]["args"]
+    same = ("ratio", "big", "flags", "day")
+    assert {k: read[k] for k in same} == {k: held[k] for k in same}
+    assert read["model_providers.mine.retries"] == 3
+    (tmp_path / "q.config.toml").write_text('[model_providers."my.provider"]\nbase_url = "x"\n')
+    with pytest.raises(ConfigError, match="cannot be passed to Codex"):
+        profile_overrides(tmp_path, "q")

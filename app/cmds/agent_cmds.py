@@ -45,6 +45,8 @@ def _codex_flags(p: argparse.ArgumentParser) -> None:
     """The pass-through flags are also accepted after the subcommand, as `codex exec -m …` does."""
     p.add_argument("-C", "--cd", dest="cd", default=argparse.SUPPRESS, metavar="DIR", help="the workspace directory")
     p.add_argument("-m", "--model", default=argparse.SUPPRESS, help="model for Codex")
+    p.add_argument("-p", "--profile", default=argparse.SUPPRESS, metavar="NAME",
+                   help="layer $CODEX_HOME/NAME.config.toml on config.toml, as `codex exec -p` does")
     p.add_argument("-s", "--sandbox", default=argparse.SUPPRESS,
                    choices=["read-only", "workspace-write", "danger-full-access"])
     p.add_argument("-a", "--ask-for-approval", default=argparse.SUPPRESS,

@@ -135,7 +135,8 @@ def tui_words(args: argparse.Namespace) -> list[str]:
     an added directory as an absolute path (the TUI starts in the workspace, not where the user stands)."""
     words = list(args.tui_args)
     words = words[1:] if words[:1] == ["--"] else words
-    given = [*(["-m", args.model] if args.model else []), *(["-s", args.sandbox] if args.sandbox else []),
+    given = [*(["-m", args.model] if args.model else []), *(["-p", args.profile] if args.profile else []),
+             *(["-s", args.sandbox] if args.sandbox else []),
              *(["-a", args.ask_for_approval] if args.ask_for_approval else []),
              *(["--dangerously-bypass-approvals-and-sandbox"] if getattr(args, "bypass", False) else []),
              *[w for d in getattr(args, "add_dirs", None) or []

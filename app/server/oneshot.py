@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 #: The one-shot commands a server may run (the rest need this process: the app, line mode, login, replay, demo).
 ONESHOT = frozenset({"snapshots", "exec", "threads", "rewind", "redo", "history", "config", "doctor"})
 #: Global flags taking a value (`app/cli.py`'s `_add_global_flags`; tests/test_server.py checks they agree).
-VALUE_FLAGS = frozenset({"-c", "--config", "--enable", "--disable", "-C", "--cd", "-m", "--model", "-s", "--sandbox",
-                         "-a", "--ask-for-approval", "--codex-bin", "-i", "--image", "--add-dir"})
+VALUE_FLAGS = frozenset({"-c", "--config", "--enable", "--disable", "-C", "--cd", "-m", "--model", "-p", "--profile",
+                         "-s", "--sandbox", "-a", "--ask-for-approval", "--codex-bin", "-i", "--image", "--add-dir"})
 #: Global flags without a value that a server may see before the command.
 PLAIN_FLAGS = frozenset({"--json", "--dangerously-bypass-approvals-and-sandbox", "--yolo"})
 
