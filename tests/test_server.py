@@ -219,6 +219,15 @@ def test_a_one_shot_command_without_a_server_ends_as_its_process_would(tmp_path:
     assert lines[0] == "buffered line" and lines[-2:] == ["the thread's line", "atexit's line"], show(res)
 
 
+def test_a_one_shot_command_with_stdout_closed_ends_with_its_own_exit_code(tmp_path: Path) -> None:
+    """A stdout closed before Python starts is no stream at all (sys.stdout is None): ending without the teardown
+    took that for a failed flush and exited 120 where the capture had succeeded."""
+    env = {**os.environ, "CODEX_HOME": str(tmp_path / "home"), "CODEXR_SERVER": "0", "PYTHONPATH": str(REPO)}
+    res = subprocess.run(["sh", "-c", 'exec "$0" -m app snapshots capture >&-', sys.executable], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "files" in res.stderr, show(res)
+
+
 def test_the_rewind_and_redo_story_runs_in_the_server(server_cli: Cli, servers: Servers) -> None:
     """tests/test_cli_agent.py's rewind/redo story, every codexr command through the resident server."""
     agent_tests.test_threads_rewind_and_redo(server_cli)

@@ -27,6 +27,8 @@ def finish(code: int) -> int:
     with contextlib.suppress(Exception):
         atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # a stream closed before Python started: nothing to flush, as at Python's own exit
+            continue
         try:
             stream.flush()
         except Exception:
