@@ -295,6 +295,9 @@ def _plain(ctx: Context, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `codexr` console script."""
+    from .launch import open_standard_fds  # the launcher's own (`python -m app.cli` does not pass it)
+
+    open_standard_fds()
     _safe_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["login"]:  # Codex's own flags, untouched by our parser

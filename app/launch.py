@@ -16,8 +16,8 @@ Only this module's imports are paid per command: C modules only (`_socket`, `_si
 modules of ours that import no more (`app/server/oneshot.py`: which command lines run there;
 `app/server/runtime.py`: where the server lives and how it starts, on the store's `rundir.py`;
 `app/server/confinement.py`, on the store's `confinement.py`; the store's package imports nothing itself). Anything
-unusual runs the command here as before: the interactive app and line mode, an unknown or abbreviated flag, a
-closed standard stream, interpreter options (`-X`, `-W`, `-I`, `-E`, `-S`), `CODEXR_SERVER=0`, no private
+unusual runs the command here as before: the interactive app and line mode, an unknown or abbreviated flag,
+interpreter options (`-X`, `-W`, `-I`, `-E`, `-S`), `CODEXR_SERVER=0`, no private
 runtime directory, a server still starting (the first command starts it in the background), or a server that
 refuses (a resource limit it cannot take). A server is keyed by the interpreter, `sys.path`, the `PYTHON*` and
 locale variables and the stat of every codexr source file and of the `sys.path` directories after the first
@@ -127,11 +127,6 @@ def run_in_server(argv: Sequence[str]) -> int | None:
     path = socket_path()
     if path is None:
         return None
-    for fd in (0, 1, 2):
-        try:
-            os.fstat(fd)
-        except OSError:
-            return None  # a closed standard stream: the worker could not take it
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.setblocking(False)  # a full backlog (a stopped server) answers EAGAIN instead of blocking
@@ -291,8 +286,31 @@ def _wait(sock: _socket.socket) -> int | None:
     return 1
 
 
+def open_standard_fds() -> None:
+    """/dev/null on a standard descriptor closed before Python started (`codexr … 2>&-`, a daemon's child).
+
+    Left closed, the first file the command opened took its number: with stderr closed, a lock or store file became
+    fd 2, where a child process (git) writes its errors, and the capture failed with exit 1 (EBADF when the stream
+    Python had no object for was closed again). Python leaves `sys.std*` None then; they get a stream on /dev/null
+    (`print(file=None)` would write to stdout), so output meant for a closed stream goes nowhere, as before.
+    """
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDWR)  # the lowest free number: `fd` itself, the ones below it being open
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False))  # noqa: SIM115 - lives as sys.std*
+
+
 def main() -> int:
     """Entry point of the `codexr` console script."""
+    open_standard_fds()
     argv = sys.argv[1:]
     if server_wanted(argv):
         try:

@@ -228,6 +228,27 @@ def test_a_one_shot_command_with_stdout_closed_ends_with_its_own_exit_code(tmp_p
     assert res.returncode == 0 and "files" in res.stderr, show(res)
 
 
+@pytest.mark.parametrize("module", ["app", "app.cli"])
+def test_a_command_with_stderr_closed_captures_and_leaves_the_store_whole(tmp_path: Path, module: str) -> None:
+    """With stderr closed before Python starts, the first file the command opened took fd 2 (where a child process
+    such as git writes its errors), and the capture failed, exit 1, nothing on stdout. The closed descriptors get
+    /dev/null: the capture prints its id, a full verify finds the store whole, and the snapshot holds the file."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "kept.txt").write_text("kept\n")
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    env = {**os.environ, "CODEX_HOME": str(tmp_path / "home"), "CODEXR_SERVER": "0", "PYTHONPATH": str(REPO)}
+    res = subprocess.run(["sh", "-c", f'exec "$0" -m {module} snapshots capture 2>&-', sys.executable], cwd=ws,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and re.fullmatch(r"[0-9a-f]{64}\n", res.stdout), show(res)
+    verify = subprocess.run([sys.executable, "-m", "app", "snapshots", "verify", "--full"], cwd=ws, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert verify.returncode == 0, show(verify)
+    shown = subprocess.run([sys.executable, "-m", "app", "snapshots", "show", res.stdout.strip(), "--json"], cwd=ws,
+                           env=env, capture_output=True, text=True, timeout=60)
+    assert "kept.txt" in shown.stdout, show(shown)
+
+
 def test_the_rewind_and_redo_story_runs_in_the_server(server_cli: Cli, servers: Servers) -> None:
     """tests/test_cli_agent.py's rewind/redo story, every codexr command through the resident server."""
     agent_tests.test_threads_rewind_and_redo(server_cli)
