@@ -28,7 +28,8 @@ def toml_text(value: Any) -> str:
             return "inf" if value > 0 else "-inf"
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # JSON's string escapes are TOML basic-string escapes
+        # JSON's string escapes are TOML basic-string escapes; DEL, which JSON leaves raw, TOML takes escaped only
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(value, list | tuple):
         return "[" + ", ".join(toml_text(item) for item in value) + "]"
     if isinstance(value, dict):

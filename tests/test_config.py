@@ -674,7 +674,7 @@ def test_a_profile_s_settings_read_back_as_the_profile_holds_them(tmp_path: Path
 
     from config.profiles import profile_overrides
 
-    text = ('model = "o3 \\"quoted\\"\\n\\t\\u00e9"\nratio = 0.25\nbig = 1e300\nflags = [true, false]\n'
+    text = ('model = "o3 \\"quoted\\"\\n\\t\\u00e9\\u007f"\nratio = 0.25\nbig = 1e300\nflags = [true, false]\n'
             'when = 1979-05-27T07:32:00Z\nday = 1979-05-27\n\n[model_providers.mine]\nbase_url = "http://x/v1"\n'
             'retries = 3\n\n[[mcp_servers.tools.args]]\n"odd key" = "v"\nplain = [1, [2, 3]]\n')
     (tmp_path / "p.config.toml").write_text(text)
@@ -687,7 +687,7 @@ def test_a_profile_s_settings_read_back_as_the_profile_holds_them(tmp_path: Path
         key, value = o.split("=", 1)
         read[key] = tomllib.loads(f"x = {value}")["x"]
     held = tomllib.loads(text)
-    assert read["model"] == held["model"] == 'o3 "quoted"\n\t\u00e9'
+    assert read["model"] == held["model"] == 'o3 "quoted"\n\t\u00e9\x7f'
     assert read["when"] == datetime.datetime(1979, 5, 27, 7, 32, tzinfo=datetime.UTC)
     assert read["mcp_servers.tools.args"] == held["mcp_servers"]["tools"]["args"]
     same = ("ratio", "big", "flags", "day")
