@@ -10,6 +10,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 from .cmds.exits import EXIT_USAGE, end_by_signal
+from .stdfds import open_standard_fds
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -295,9 +296,7 @@ def _plain(ctx: Context, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `codexr` console script."""
-    from .launch import open_standard_fds  # the launcher's own (`python -m app.cli` does not pass it)
-
-    open_standard_fds()
+    open_standard_fds()  # the launcher did (`python -m app.cli` does not pass it)
     _safe_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["login"]:  # Codex's own flags, untouched by our parser

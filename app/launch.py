@@ -15,7 +15,8 @@ Only this module's imports are paid per command: C modules only (`_socket`, `_si
 ~1 ms; `socket`, `signal`, `json` and `hashlib` would add ~25 ms through `enum` and `re`, measured), and small
 modules of ours that import no more (`app/server/oneshot.py`: which command lines run there;
 `app/server/runtime.py`: where the server lives and how it starts, on the store's `rundir.py`;
-`app/server/confinement.py`, on the store's `confinement.py`; the store's package imports nothing itself). Anything
+`app/server/confinement.py`, on the store's `confinement.py`; `app/stdfds.py`; the store's package imports nothing
+itself). Anything
 unusual runs the command here as before: the interactive app and line mode, an unknown or abbreviated flag,
 interpreter options (`-X`, `-W`, `-I`, `-E`, `-S`), `CODEXR_SERVER=0`, no private
 runtime directory, a server still starting (the first command starts it in the background), or a server that
@@ -36,6 +37,7 @@ import time  # built in, and imported by Python's start-up already
 
 from .server.oneshot import ONESHOT, command_of, server_wanted
 from .server.runtime import lock_names, socket_path, spawn
+from .stdfds import open_standard_fds
 
 TYPE_CHECKING = False  # not `typing`'s: importing typing costs ~15 ms (it imports re); mypy reads this name as True
 if TYPE_CHECKING:
@@ -284,28 +286,6 @@ def _wait(sock: _socket.socket) -> int | None:
         return exited
     print("codexr: error: the resident server stopped before reporting how the command ended", file=sys.stderr)
     return 1
-
-
-def open_standard_fds() -> None:
-    """/dev/null on a standard descriptor closed before Python started (`codexr … 2>&-`, a daemon's child).
-
-    Left closed, the first file the command opened took its number: with stderr closed, a lock or store file became
-    fd 2, where a child process (git) writes its errors, and the capture failed with exit 1 (EBADF when the stream
-    Python had no object for was closed again). Python leaves `sys.std*` None then; they get a stream on /dev/null
-    (`print(file=None)` would write to stdout), so output meant for a closed stream goes nowhere, as before.
-    """
-    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
-        try:
-            os.fstat(fd)
-            continue
-        except OSError:
-            pass
-        null = os.open(os.devnull, os.O_RDWR)  # the lowest free number: `fd` itself, the ones below it being open
-        if null != fd:
-            os.dup2(null, fd)
-            os.close(null)
-        if getattr(sys, name) is None:
-            setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False))  # noqa: SIM115 - lives as sys.std*
 
 
 def main() -> int:
