@@ -19,6 +19,7 @@ import pytest
 from fs_helpers import codexr
 from store_helpers import WIDE, age_tree, git, make_repo, tree, write
 
+import snapshot_store.detect.door as door_mod
 import snapshot_store.detect.index as index_mod
 import snapshot_store.detect.walkstate as walkstate
 import snapshot_store.repository.repo as repo_mod
@@ -1363,6 +1364,7 @@ def test_a_sessions_unchanged_captures_after_a_change_leave_the_index_and_the_ne
         age_tree(ws, settle=SETTLE)
         changed = s.at(ws).capture(scope=WIDE)  # the journal's answer: the walk saved for this snapshot
         assert not changed.unchanged
+        s.capturer.detect.settle()  # its save, which a session leaves to a thread, done now
         saved = os.stat(index_file(store_dir))
         turn = s.at(ws).capture_thread_summary(known_paths=[], scope=WIDE, kind="pre-turn")
         plain = [s.at(ws).capture(scope=WIDE) for _ in range(3)]  # new snapshots, each an unchanged step
@@ -1398,3 +1400,81 @@ def test_a_new_threads_capture_in_a_session_drops_a_removed_files_tombstone_with
             m.setattr(scope_mod, "select", lambda *_a, **_k: (_ for _ in ()).throw(AssertionError("walked")))
             fresh = s.at(repo).capture_thread(known_paths=[], scope=WIDE)
     assert "src/new.py" not in fresh.files and files_of(store_dir, fresh.id) == want
+
+
+def test_a_sessions_index_save_left_to_a_thread_is_in_the_file_once_the_session_closes(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session's capture after a change leaves the walk's encoding and the index file's rewrite to a thread (~39 of
+    ~50 ms at 100,000 files). A session that closes before the thread ran writes it at its close: the next process
+    checks the walk saved for the session's last snapshot, captures without walking, and sees what a walk sees."""
+    monkeypatch.setattr(door_mod, "BEHIND_DELAY", 600.0)  # the thread never comes first here
+    store_dir = tmp_path / "store"
+    with Store.open(store_dir) as s:
+        assert s.capturer.watch(repo)
+        s.at(repo).capture(scope=WIDE)
+        for text in ("a = 2, in the session\n", "a = 3, in the session\n"):
+            write(repo, "src/a.py", text)  # each capture's look first runs the save the one before left
+            age_tree(repo, settle=SETTLE)
+            last = s.at(repo).capture(scope=WIDE)
+            assert not last.unchanged
+        before = saved_walk(store_dir)
+        assert before is not None and before.snapshot != last.id  # the last save is still the thread's
+    walk = saved_walk(store_dir)
+    assert walk is not None and walk.snapshot == last.id
+    write(repo, "src/b.py", "b = 3, after the session\n")
+    age_tree(repo, settle=SETTLE)
+    expected = walked_files(store_dir, repo)
+    after = capture_without_walking(monkeypatch, store_dir, repo)
+    assert files_of(store_dir, after.id) == expected and expected["src/b.py"] != last.files["src/b.py"]
+
+
+KILLED_SESSION = """
+import os, sys, time
+from pathlib import Path
+from snapshot_store import Store
+from store_helpers import WIDE, age_tree, write
+store_dir, ws = Path(sys.argv[1]), Path(sys.argv[2])
+import snapshot_store.detect.door as door
+door.BEHIND_DELAY = 600.0  # the thread never comes first here
+s = Store.open(store_dir)
+assert s.capturer.watch(ws)
+s.at(ws).capture(scope=WIDE)
+for text in ("a = 2, in the killed session\\n", "a = 3, in the killed session\\n"):
+    write(ws, "src/a.py", text)  # each capture's look first runs the save the one before left
+    age_tree(ws, settle=0.15)
+    last = s.at(ws).capture(scope=WIDE)
+print(last.id, flush=True)
+time.sleep(60)  # killed here, its index save still left to the thread
+"""
+
+
+def test_a_session_killed_before_its_index_save_ran_leaves_nothing_the_next_capture_trusts_wrongly(
+        repo: Path, tmp_path: Path) -> None:
+    """SIGKILL of a real session process while its last capture's index save is still left to a thread: the file
+    holds the walk saved before, for an older snapshot, which the next process cannot use; it walks, and records
+    what a walk sees, the killed session's change and one made after it included."""
+    import signal
+    import subprocess
+    import sys
+
+    store_dir = tmp_path / "store"
+    capture(store_dir, repo)  # a saved walk the killed session's first capture goes on from
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), str(Path(__file__).parent)])}
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_SESSION, str(store_dir), str(repo)], env=env,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        last = (proc.stdout.readline() if proc.stdout is not None else "").strip()
+        assert len(last) == 64, "the session did not capture"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(30)
+    walk = saved_walk(store_dir)
+    assert walk is None or walk.snapshot != last  # the save left to the thread never ran
+    write(repo, "src/b.py", "b = 3, after the kill\n")
+    age_tree(repo, settle=SETTLE)
+    expected = walked_files(store_dir, repo)
+    after = capture(store_dir, repo)
+    got, killed = files_of(store_dir, after.id), files_of(store_dir, last)
+    assert got == expected
+    assert got["src/a.py"] == killed["src/a.py"] and got["src/b.py"] != killed["src/b.py"]

@@ -55,6 +55,10 @@ CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat 
 #: Bytes a journal's fast path must read before its reads look in an undecoded stat cache: hashing that much costs about
 #: what decoding 100,000 entries does (~0.1 s; issue 35)
 REUSE_MIN_BYTES = 64 << 20
+#: Seconds a session's capture leaves its index's save to a thread (`_Behind`): after a turn that changed files, the
+#: walk's encoding and the index file's rewrite were ~39 of the capture's ~50 ms at 100,000 files (~6 of ~10 at
+#: 11,000; issue 35 §1), paid while the turn waited; a restore right after a safety capture runs before it.
+BEHIND_DELAY = 1.0
 
 
 @dataclass
@@ -138,6 +142,35 @@ class Found:
         self.fast = fast  # the fast path's selection (None: walked)
 
 
+class _Behind:
+    """A session's index save (and the monitor's token bound to it), run by a timer thread BEHIND_DELAY after the
+    capture, or at once by whoever needs the index as the file says first (`settle`: the next capture's look, close);
+    one at a time, whichever thread comes second finding it done. Until it runs, the file holds the walk saved before:
+    a process that reads it meanwhile checks the stats (the snapshot it names is not the newest), and one killed
+    meanwhile leaves that walk, which the next process cannot use, so it walks: slower, never wrong."""
+
+    def __init__(self, run: Callable[[], None]) -> None:
+        self._run: Callable[[], None] | None = run
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(BEHIND_DELAY, self.settle)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def settle(self) -> None:
+        """Run it now unless it has run."""
+        with self._lock:
+            run, self._run = self._run, None
+            self._timer.cancel()
+            if run is not None:
+                run()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Nothing of it runs meanwhile (it may still be to run afterwards)."""
+        with self._lock:
+            yield
+
+
 class ChangeDetector:
     """Change detection for the workspaces one repository captures: their indexes, journals and monitors."""
 
@@ -145,6 +178,7 @@ class ChangeDetector:
         self.repo = repo
         self._indexes: dict[str, WorkspaceIndex] = {}
         self._watched: dict[str, Watched] = {}
+        self._behind: dict[str, _Behind] = {}  # a watched workspace's index save, left to a thread (by its key)
         #: A change monitor that outlives this process (monitor.py), where the caller wants one (use_monitors).
         self.monitor: monitor.ChangeSource | None = None
 
@@ -164,6 +198,19 @@ class ChangeDetector:
                                    legacy=(self.repo.cache_file(ws, ".stat"), self.repo.cache_file(ws, ".walk")))
             self._indexes[key] = index
         return index
+
+    def save_behind(self, ws: Path, run: Callable[[], None]) -> None:
+        """Leave a watched workspace's index save to a thread (`_Behind`), after the one left before it has run."""
+        self.settle(ws)
+        self._behind[workspace_key(str(ws))] = _Behind(run)
+
+    def settle(self, ws: Path | None = None) -> None:
+        """Run the index saves left to a thread now (of `ws`, or every workspace's)."""
+        keys = [workspace_key(str(ws))] if ws is not None else list(self._behind)
+        for key in keys:
+            behind = self._behind.pop(key, None)
+            if behind is not None:
+                behind.settle()
 
     # ----------------------------------------------------------------- journals
     def watch(self, ws: Path, kind: str | None = None) -> bool:
@@ -186,6 +233,7 @@ class ChangeDetector:
 
     def unwatch(self, ws: Path) -> None:
         """Stop the change journal of a workspace."""
+        self.settle(ws)
         w = self._watched.pop(str(ws), None)
         if w is not None:
             w.journal.close()
@@ -196,8 +244,11 @@ class ChangeDetector:
         return Notes(self, ws)
 
     def forget(self, ws: Path, paths: list[str]) -> None:
-        """A restore rewrote these paths: the index never vouches for what it said of them."""
-        self.index(ws).forget(paths)
+        """A restore rewrote these paths: the index never vouches for what it said of them (not while a save left to a
+        thread runs: both read the file's per-path half; the save may still come after, as it writes the walk only)."""
+        behind = self._behind.get(workspace_key(str(ws)))
+        with behind.held() if behind is not None else contextlib.nullcontext():
+            self.index(ws).forget(paths)
 
     def absorb(self, ws: Path, written: dict[str, Entry], deleted: list[str], dirs_changed: bool) -> None:
         """After a restore, fold its own writes into the journal's last capture instead of re-walking."""
@@ -226,6 +277,7 @@ class ChangeDetector:
         """Save the indexes of the workspaces no journal watches and let them go: a one-shot command done capturing
         (each keeps its encoded halves for the next save, ~30 MB at 100,000 files), before what it runs next (an
         automatic gc) holds its own beside them."""
+        self.settle()
         for key, index in list(self._indexes.items()):
             if not any(workspace_key(ws) == key for ws in self._watched):
                 with contextlib.suppress(OSError):
@@ -234,6 +286,7 @@ class ChangeDetector:
 
     def close(self) -> None:
         """Save the workspace indexes and stop the change journals."""
+        self.settle()
         for index in self._indexes.values():
             with contextlib.suppress(OSError):
                 index.save()
@@ -245,7 +298,9 @@ class ChangeDetector:
     def look(self, ws: Path, *, started_ns: int, dry_run: bool) -> Look:
         """One capture's questions, from now on: the monitor (if any) is asked first, before anything of the workspace
         is looked at (a recovery writes, the ignore rules are read), so whatever changes from here is in its next
-        answer. A dry run (nothing stored) asks no monitor and uses no journal."""
+        answer. A dry run (nothing stored) asks no monitor and uses no journal. The last capture's index save, if a
+        thread still has it to do, is done first: the token and the walk are read as the file has them."""
+        self.settle(ws)
         asked = self._ask_monitor(ws) if self.monitor is not None and not dry_run else None
         watched = self._watched.get(str(ws)) if not dry_run else None
         quiet = watched.quiet() if watched is not None else None
@@ -778,6 +833,16 @@ class Look:
         assert self.cache is not None
         per_path = kind != SnapshotKind.SAFETY and (
             self.watched is None or time.monotonic() - self.cache.saved_at > CACHE_SAVE_INTERVAL)
+        if self.watched is not None:  # a session's: left to a thread (`_Behind`)
+            index = self.index
+
+            def save() -> None:
+                with contextlib.suppress(OSError):
+                    index.save(per_path=per_path)
+                self._bind(bound)
+
+            self.door.save_behind(self.ws, save)
+            return
         with contextlib.suppress(OSError):
             self.index.save(per_path=per_path)  # disposable: the snapshot is already committed
         self._bind(bound)

@@ -405,6 +405,9 @@ class WorkspaceIndex:
         # files; issue 35). A one-shot process keeps nothing (the state is ~30 MB there: door.Look.remember).
         self._decoded: tuple[Section, walkstate.WalkState] | None = None
         self.keep_decoded = False
+        #: A walk set and not encoded yet (in a 1-tuple: None is "no walk"): encoded by the save that writes it, which
+        #: a session leaves to a thread (~12 ms at 100,000 files; door._Behind)
+        self._pending: tuple[walkstate.WalkState | None] | None = None
 
     def _read(self) -> None:
         """The file's walk half as it is now (another process may have replaced it since), and where its per-path half
@@ -492,6 +495,7 @@ class WorkspaceIndex:
 
     def saved_walk(self) -> walkstate.WalkState | None:
         """The directories and files the last capture saw, or None (none, or damaged: walk)."""
+        self._encode_pending()
         self._read()
         if self._decoded is not None and self._decoded[0] == self._walk:
             return self._decoded[1]
@@ -501,10 +505,18 @@ class WorkspaceIndex:
         return state
 
     def set_walk(self, state: walkstate.WalkState | None) -> None:
-        """What this capture saw (None: nothing it can vouch for), written by the next save."""
-        body = walkstate.encode(state) if state is not None else None
-        self._walk = _unjoined(body) if body is not None else b""  # unencodable: none
+        """What this capture saw (None: nothing it can vouch for), encoded and written by the next save."""
+        self._pending = (state,)
         self._walk_unsaved = True
+        self._decoded = None
+
+    def _encode_pending(self) -> None:
+        """The walk `set_walk` left, encoded (an unencodable one: none)."""
+        if self._pending is None:
+            return
+        (state,), self._pending = self._pending, None
+        body = walkstate.encode(state) if state is not None else None
+        self._walk = _unjoined(body) if body is not None else b""
         self._decoded = (self._walk, state) if state is not None and body is not None and self.keep_decoded else None
 
     def save_walk(self, state: walkstate.WalkState) -> None:
@@ -527,6 +539,7 @@ class WorkspaceIndex:
         new_stat = per_path and stat is not None and stat.dirty
         if not (self._walk_unsaved or new_stat):
             return
+        self._encode_pending()
         if not self._read_once:
             self._read()
         if new_stat and stat is not None and stat.streamed:
@@ -583,7 +596,7 @@ class WorkspaceIndex:
 
     def _loaded_dropped(self) -> None:
         """Hold nothing of the file: read again when next asked (what a prepared index replaces, or replaced)."""
-        self._walk, self._stat_section, self._stat, self._decoded = b"", b"", None, None
+        self._walk, self._stat_section, self._stat, self._decoded, self._pending = b"", b"", None, None, None
         self._read_once = self._walk_unsaved = False
 
     def finish(self, prepared: Prepared, snapshot: str) -> bool:
@@ -629,6 +642,7 @@ class WorkspaceIndex:
         """`save` of a replaced per-path half (StatCache.replace), encoded twice a slice at a time: once for its
         length and checksum, then as it is written (the same bytes). Its entries then live on disk only: a later look
         reads the file again, as the next process would (this one is about to exit)."""
+        self._encode_pending()
         hasher, size = blake3.blake3(), 0
         for piece in stat.encode_iter():
             hasher.update(piece)
