@@ -37,7 +37,9 @@ Rows (the --only names in brackets), every one timed in interleaved rounds (bloc
     first --cold-rounds rounds (each takes a minute or two).
 (g) [session-capture] in a session on the 100,000-file tree (store open, watch() on): an unchanged turn's capture
     (`capture_thread_summary`, what the Recorder calls each turn) and bench_store.py's `capture()`, each after an
-    untimed capture that absorbs the other rows' writes; Git's unchanged `add -A` + `write-tree` beside it.
+    untimed capture that absorbs the other rows' writes; Git's unchanged `add -A` + `write-tree` beside it. Beside
+    them (no goal), a turn's capture after one tracked file was rewritten 1.3 s before (longer than a session's index
+    save waits, door.BEHIND_DELAY), the file put back afterwards.
 
 The in-session rows run in a helper process (`bench_goals.py session-helper`), so the bench process stays small.
 Reports medians, min-max, medians (min-max) of per-round ratios against the baseline of the same round, each row's
@@ -158,6 +160,7 @@ INFO_ROWS: list[tuple[str, str, str | None, str]] = [
     ("(e) floor: Python imports the store", "nx.store import.one-shot",
      "nx.unchanged capture.xdg", "noxdg"),
     ("(f) cold capture: time", "cold.capture", "git.cold", "cold-rss"),
+    ("(g) session turn capture, 1 file changed", "sc.ours.turn_changed", "git.unchanged", "session-capture"),
 ]
 
 # (e)'s one-shot floors, each a `python -c` in the one-shot way's environment: Python's start, and Python's start
@@ -249,6 +252,7 @@ class SessionHelper:
                 steps = [lambda: self.turn_capture(v, rnd), lambda: bench_store.ours_unchanged(v, rnd)]
                 for step in steps if rnd % 2 == 0 else steps[::-1]:
                     step()
+                self.changed_capture(v, rnd)
         else:
             raise ValueError(f"unknown block {kind}")
         samples = {op: per[rnd] for op, per in v.samples.items() if rnd in per}
@@ -295,6 +299,30 @@ class SessionHelper:
                 v.problems.append(f"round {rnd}: {op_name} left {bad} of {n} modified files unrestored")
 
         v.attempt(op_name, restore)
+
+    @staticmethod
+    def changed_capture(v: bench_store.Variant, rnd: int) -> None:
+        """A session's capture after a turn rewrote one tracked file, timed as ours.turn_changed: the file rewritten
+        (untimed), then a pause longer than a session's index save waits (door.BEHIND_DELAY: a turn takes longer),
+        then the capture a turn's end takes (the Recorder's, the thread's latest snapshot the workspace's)."""
+        from snapshot_store.detect.door import BEHIND_DELAY
+
+        def capture() -> None:
+            rels = v.modifier.take(1)
+            before = v.modifier.read(rels)
+            v.modifier.rewrite(rels)
+            time.sleep(BEHIND_DELAY + 0.3)
+            t = time.perf_counter()
+            res = v.store.at(v.ws.root).capture_thread_summary(known_paths=(), thread_latest=v.store_last_id,
+                                                               kind="post-turn", label="after: bench")
+            v.record("ours.turn_changed", rnd, time.perf_counter() - t)
+            v.store_last_id = res.id
+            if res.unchanged:
+                v.problems.append(f"round {rnd}: ours.turn_changed found nothing changed")
+            for rel, data in before.items():  # the cached tree as it was (the next block's capture absorbs it)
+                (v.ws.root / rel).write_bytes(data)
+
+        v.attempt("ours.turn_changed", capture)
 
     @staticmethod
     def turn_capture(v: bench_store.Variant, rnd: int) -> None:
