@@ -1478,3 +1478,30 @@ def test_a_session_killed_before_its_index_save_ran_leaves_nothing_the_next_capt
     got, killed = files_of(store_dir, after.id), files_of(store_dir, last)
     assert got == expected
     assert got["src/a.py"] == killed["src/a.py"] and got["src/b.py"] != killed["src/b.py"]
+
+
+def test_a_failing_index_save_left_to_a_thread_fails_no_capture(repo: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index save a session leaves to a thread is disposable: one that raises (here, a save that cannot run at
+    all) must not fail the next capture, which runs it first; the captures record what a walk sees."""
+    monkeypatch.setattr(door_mod, "BEHIND_DELAY", 600.0)
+    store_dir = tmp_path / "store"
+
+    def broken(self: WorkspaceIndex, *, per_path: bool = True) -> None:
+        raise RuntimeError("the save cannot run")
+
+    with Store.open(store_dir) as s:
+        assert s.capturer.watch(repo)
+        s.at(repo).capture(scope=WIDE)
+        with monkeypatch.context() as m:
+            m.setattr(WorkspaceIndex, "save", broken)
+            write(repo, "src/a.py", "a = 2, its save broken\n")
+            age_tree(repo, settle=SETTLE)
+            s.at(repo).capture(scope=WIDE)
+            write(repo, "src/b.py", "b = 3, its save broken too\n")
+            age_tree(repo, settle=SETTLE)
+            grown = captured_paths(s.files(s.latest(s.workspace(repo))))
+            expected = dict(s.at(repo).preview(scope=WIDE, known_paths=grown).files)
+            got = s.at(repo).capture(scope=WIDE)  # its look runs the broken save first
+            assert dict(got.files) == expected
+            s.capturer.detect.settle()

@@ -162,7 +162,10 @@ class _Behind:
             run, self._run = self._run, None
             self._timer.cancel()
             if run is not None:
-                run()
+                # Disposable, as the save always was (losing it costs a walk, never a wrong answer): whatever it
+                # raises must neither print a thread's traceback over the app nor fail the next capture's look.
+                with contextlib.suppress(Exception):
+                    run()
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
