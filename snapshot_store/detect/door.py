@@ -248,7 +248,7 @@ class ChangeDetector:
 
     def forget(self, ws: Path, paths: list[str]) -> None:
         """A restore rewrote these paths: the index never vouches for what it said of them (not while a save left to a
-        thread runs: both read the file's per-path half; the save may still come after, as it writes the walk only)."""
+        thread runs: both touch the per-path half; one still to run comes after, and writes what this left)."""
         behind = self._behind.get(workspace_key(str(ws)))
         with behind.held() if behind is not None else contextlib.nullcontext():
             self.index(ws).forget(paths)
