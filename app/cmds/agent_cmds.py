@@ -173,12 +173,18 @@ def added_dirs(dirs: list[str]) -> tuple[str, ...]:
     one that is not a directory is refused before Codex starts."""
     out: list[str] = []
     for d in dirs:
-        path = os.path.realpath(os.path.expanduser(d))
+        path = added_dir_path(d)
         if not os.path.isdir(path):
             raise UsageError(f"--add-dir {d}: no such directory")
         if path not in out:
             out.append(path)
     return tuple(out)
+
+
+def added_dir_path(d: str) -> str:
+    """An `--add-dir` directory as the absolute path Codex is given (`~` expanded, relative to where the user stands,
+    links resolved)."""
+    return os.path.realpath(os.path.expanduser(d))
 
 
 def codex_overrides(args: argparse.Namespace) -> tuple[str, ...]:

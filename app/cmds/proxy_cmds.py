@@ -133,6 +133,8 @@ def tui_words(args: argparse.Namespace) -> list[str]:
     TUI's flags given before `codex` (`codexr -m o3 --yolo --add-dir ../lib codex`), which the TUI takes as its own:
     they go last (before a `--` of the user's), where the TUI reads them whether its words name a subcommand or not;
     an added directory as an absolute path (the TUI starts in the workspace, not where the user stands)."""
+    from .agent_cmds import added_dir_path
+
     words = list(args.tui_args)
     words = words[1:] if words[:1] == ["--"] else words
     given = [*(["-m", args.model] if args.model else []), *(["-p", args.profile] if args.profile else []),
@@ -140,7 +142,7 @@ def tui_words(args: argparse.Namespace) -> list[str]:
              *(["-a", args.ask_for_approval] if args.ask_for_approval else []),
              *(["--dangerously-bypass-approvals-and-sandbox"] if getattr(args, "bypass", False) else []),
              *[w for d in getattr(args, "add_dirs", None) or []
-               for w in ("--add-dir", os.path.realpath(os.path.expanduser(d)))]]
+               for w in ("--add-dir", added_dir_path(d))]]
     at = words.index("--") if "--" in words else len(words)
     return [*words[:at], *given, *words[at:]]
 
