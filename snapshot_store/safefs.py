@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from . import lateclose
 from .dirfd import DIR_FLAGS as _DIR_FLAGS
 from .dirfd import REFUSED, SymlinkInPath, open_beneath, open_dir
 from .fsutil import durable, libc_function, syncfs
@@ -142,6 +143,15 @@ def _at_once(fn: Callable[[T], R], items: list[T]) -> list[R]:
 
     with ThreadPoolExecutor(max_workers=min(SYNC_THREADS, len(items)), thread_name_prefix="codexr-sync") as pool:
         return list(pool.map(fn, items))
+
+
+def _replace(dir_fd: int, src: str, dst: str) -> None:
+    """Rename `src` over `dst` in one directory, the file it replaces freed later by lateclose's thread."""
+    held = lateclose.hold(dir_fd, dst)
+    try:
+        os.rename(src, dst, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        lateclose.drop(held)
 
 
 def _same_file_but_ctime(key: Key, expect: Key) -> bool:
@@ -339,7 +349,7 @@ class SafeRoot:
                         durable(fd)
                 finally:
                     os.close(fd)
-                os.rename(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+                _replace(pfd, tmp, name)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=pfd)
@@ -390,7 +400,7 @@ class SafeRoot:
                 return False
             self.touched.add(rel.rpartition("/")[0])
             try:
-                os.rename(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+                _replace(pfd, tmp, name)
             except FileNotFoundError:
                 return False
             return True
@@ -422,7 +432,7 @@ class SafeRoot:
             self.touched.add(rel.rpartition("/")[0])
             os.symlink(target, tmp, dir_fd=pfd)
             try:
-                os.rename(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+                _replace(pfd, tmp, name)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=pfd)
@@ -453,7 +463,11 @@ class SafeRoot:
             try:
                 same = _same_file_but_ctime(stat_key(os.stat(aside, dir_fd=pfd, follow_symlinks=False)), expect)
                 if same:
-                    os.unlink(aside, dir_fd=pfd)
+                    held = lateclose.hold(pfd, aside)
+                    try:
+                        os.unlink(aside, dir_fd=pfd)
+                    finally:
+                        lateclose.drop(held)
                     return True
             except BaseException:
                 self._put_back(pfd, aside, name, rel)

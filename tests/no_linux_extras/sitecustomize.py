@@ -1,13 +1,14 @@
 """Loaded by a Python started with this directory on PYTHONPATH: that Python lacks what Linux adds to the standard
-library and what macOS lacks (os.pipe2, os.pidfd_open, socket.SO_PEERCRED, socket.SOCK_CLOEXEC, inotify_simple),
-so the flows that must also run on a Mac are proven here not to reach for them unchecked (issue 32 §2)."""
+library and what macOS lacks (os.pipe2, os.pidfd_open, os.O_PATH, socket.SO_PEERCRED, socket.SOCK_CLOEXEC,
+inotify_simple), so the flows that must also run on a Mac are proven here not to reach for them unchecked
+(issue 32 §2)."""
 
 import _socket
 import os
 import socket
 import sys
 
-for name in ("pipe2", "pidfd_open"):
+for name in ("pipe2", "pidfd_open", "O_PATH"):
     if hasattr(os, name):
         delattr(os, name)
 for module in (_socket, socket):
