@@ -102,8 +102,10 @@ def test_the_official_tui_is_served_on_loopback_with_a_per_launch_token(tmux: Tm
         model.script("mac-tui", [add_file("made.txt", "made\n"), message("Made it.")])
         env = {**_env(tmp_path / "home", model.base_url), "NO_PROXY": "127.0.0.1,localhost", "TERM": "xterm-256color"}
         assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        # the pane stays after an early exit, showing what codexr printed and its status (it closed once under
+        # load right after the first screen, "no server running", with nothing left to read)
         tmux.start(f"cd {shlex.quote(str(ws))} && env -u COLUMNS -u LINES -u CODEXR_SERVER {assign} "
-                   f"{shlex.quote(sys.executable)} -m app.cli codex")
+                   f"{shlex.quote(sys.executable)} -m app.cli codex; echo \"codexr codex exited: $?\"; sleep 600")
         past_first_screen(tmux)
         send_prompt(tmux, "mac-tui make a file", "Made it.")
         assert (ws / "made.txt").read_text() == "made\n"
