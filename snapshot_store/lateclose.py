@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 _O_PATH: int = getattr(os, "O_PATH", 0)
 #: fds held at most at once: a restore waits for the thread beyond this (well under a low RLIMIT_NOFILE).
 HELD_MAX = 256
+#: How long a full queue is waited on before the fd is closed in the caller's thread instead.
+PUT_WAIT_S = 1.0
 
 
 class _Closer:
@@ -50,7 +52,12 @@ class _Closer:
             q.task_done()
 
     def drop(self, fd: int) -> None:
-        self._started().put(fd)
+        import queue
+
+        try:
+            self._started().put(fd, timeout=PUT_WAIT_S)
+        except queue.Full:  # the thread is not keeping up (or is gone, as at interpreter exit): close it here
+            os.close(fd)
 
     def settle(self) -> None:
         """Wait until every fd handed over is closed (a test about to unmount, say)."""

@@ -158,3 +158,24 @@ def test_without_o_path_nothing_is_held(tmp_path: Path, monkeypatch: pytest.Monk
         assert len(store.at(ws).restore(first.id, scope=WIDE).written) == 5
     assert handed and set(handed) == {None}
     assert _deleted_fds_below(tmp_path) == []
+
+
+def test_a_thread_that_does_not_keep_up_never_stops_the_restore(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the queue full and nothing taking from it, a held fd is closed in the caller after PUT_WAIT_S: the
+    restore goes on (a thread gone at interpreter exit must not hang the last restore)."""
+    import queue
+
+    stuck = lateclose._Closer()
+    stuck._pid, stuck._queue = os.getpid(), queue.Queue(1)  # started, as far as it knows, but no thread takes
+    stuck._queue.put(-1)
+    monkeypatch.setattr(lateclose, "_closer", stuck)
+    monkeypatch.setattr(lateclose, "PUT_WAIT_S", 0.05)
+    ws, store_dir = _session(tmp_path)
+    with Store.open(store_dir) as store:
+        first = store.at(ws).capture(scope=WIDE)
+        for i in range(5):
+            write(ws, f"d{i % 2}/f{i}.txt", f"second {i}\n")
+        store.at(ws).capture(scope=WIDE)
+        assert len(store.at(ws).restore(first.id, scope=WIDE).written) == 5
+    assert _deleted_fds_below(tmp_path) == []
