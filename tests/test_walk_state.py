@@ -1505,3 +1505,49 @@ def test_a_failing_index_save_left_to_a_thread_fails_no_capture(repo: Path, tmp_
             got = s.at(repo).capture(scope=WIDE)  # its look runs the broken save first
             assert dict(got.files) == expected
             s.capturer.detect.settle()
+
+
+@pytest.mark.parametrize("watched", [False, True])
+def test_a_pre_turn_captures_index_save_runs_while_the_turn_does(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, watched: bool) -> None:
+    """A pre-turn capture returns its snapshot (all the turn waits for) before its index save has run: the save starts
+    on a thread at once, in a one-shot `codexr exec` without a journal (where it ran before the prompt was sent) and in
+    a session (where a turn shorter than BEHIND_DELAY paid it at the post-turn capture's look). The next look and the
+    store's close wait for it; the file then holds the pre-turn snapshot's walk. Other kinds in a one-shot process
+    still save in line."""
+    import threading
+
+    monkeypatch.setattr(door_mod, "BEHIND_DELAY", 600.0)  # only the pre-turn capture's goes at once
+    entered, release, saved_in = threading.Event(), threading.Event(), []
+    real_save = WorkspaceIndex.save
+
+    def held_save(self: WorkspaceIndex, *, per_path: bool = True) -> None:
+        saved_in.append(threading.current_thread() is threading.main_thread())
+        if not saved_in[-1]:
+            entered.set()
+            assert release.wait(30), "the test never let the save go"
+        real_save(self, per_path=per_path)
+
+    store_dir = tmp_path / "store"
+    with Store.open(store_dir) as s:
+        if watched:
+            assert s.capturer.watch(repo)
+        s.at(repo).capture(scope=WIDE)
+        s.capturer.detect.settle()
+        monkeypatch.setattr(WorkspaceIndex, "save", held_save)
+        write(repo, "src/a.py", "a = 2, before the turn\n")
+        age_tree(repo, settle=SETTLE)
+        pre = s.at(repo).capture(scope=WIDE, kind="pre-turn")  # returns while the save waits on `release`
+        assert not pre.unchanged
+        assert entered.wait(10) and saved_in == [False], saved_in
+        walk = saved_walk(store_dir)
+        assert walk is None or walk.snapshot != pre.id
+        release.set()
+        s.capturer.detect.settle()
+        walk = saved_walk(store_dir)
+        assert walk is not None and walk.snapshot == pre.id
+        if not watched:
+            write(repo, "src/a.py", "a = 3, by hand\n")
+            age_tree(repo, settle=SETTLE)
+            s.at(repo).capture(scope=WIDE)
+            assert saved_in == [False, True]  # a plain capture's save: in the caller, before it returns

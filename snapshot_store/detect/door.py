@@ -149,10 +149,10 @@ class _Behind:
     a process that reads it meanwhile checks the stats (the snapshot it names is not the newest), and one killed
     meanwhile leaves that walk, which the next process cannot use, so it walks: slower, never wrong."""
 
-    def __init__(self, run: Callable[[], None]) -> None:
+    def __init__(self, run: Callable[[], None], delay: float) -> None:
         self._run: Callable[[], None] | None = run
         self._lock = threading.Lock()
-        self._timer = threading.Timer(BEHIND_DELAY, self.settle)
+        self._timer = threading.Timer(delay, self.settle)
         self._timer.daemon = True
         self._timer.start()
 
@@ -202,10 +202,11 @@ class ChangeDetector:
             self._indexes[key] = index
         return index
 
-    def save_behind(self, ws: Path, run: Callable[[], None]) -> None:
-        """Leave a watched workspace's index save to a thread (`_Behind`), after the one left before it has run."""
+    def save_behind(self, ws: Path, run: Callable[[], None], delay: float) -> None:
+        """Leave a workspace's index save to a thread (`_Behind`) `delay` seconds on, after the one left before it has
+        run."""
         self.settle(ws)
-        self._behind[workspace_key(str(ws))] = _Behind(run)
+        self._behind[workspace_key(str(ws))] = _Behind(run, delay)
 
     def settle(self, ws: Path | None = None) -> None:
         """Run the index saves left to a thread now (of `ws`, or every workspace's)."""
@@ -836,7 +837,10 @@ class Look:
         assert self.cache is not None
         per_path = kind != SnapshotKind.SAFETY and (
             self.watched is None or time.monotonic() - self.cache.saved_at > CACHE_SAVE_INTERVAL)
-        if self.watched is not None:  # a session's: left to a thread (`_Behind`)
+        # A session's, and any pre-turn capture's: left to a thread (`_Behind`). A pre-turn capture's starts at once:
+        # the turn waits for the snapshot alone, and the save runs while Codex works on it (a turn shorter than
+        # BEHIND_DELAY paid it at the post-turn capture's look instead, and without a journal before the prompt went).
+        if self.watched is not None or kind == SnapshotKind.PRE_TURN:
             index = self.index
 
             def save() -> None:
@@ -844,7 +848,7 @@ class Look:
                     index.save(per_path=per_path)
                 self._bind(bound)
 
-            self.door.save_behind(self.ws, save)
+            self.door.save_behind(self.ws, save, 0.0 if kind == SnapshotKind.PRE_TURN else BEHIND_DELAY)
             return
         with contextlib.suppress(OSError):
             self.index.save(per_path=per_path)  # disposable: the snapshot is already committed
