@@ -386,7 +386,7 @@ class Capturer:
             rec = SnapshotRecord(root=c.key, created=time.time(), kind=ask.kind, label=ask.label, parent=c.parent,
                                  depth=prev.depth + 1, changes={}, meta={"file_count": state.file_count})
             snap_id = self.repo.commit(rec)
-        look.kept(checked, snap_id, chained=not ask.reuse, ground=self._reread_ground(c, ask, {}))
+        look.kept(checked, snap_id, chained=not ask.reuse, ground=self._reread_ground(c, ask, {}), kind=ask.kind)
         self._save_git_listing(c)
         return CaptureResult(id=snap_id, root=c.key, file_count=state.file_count, bytes_hashed=0, bytes_stored=0,
                              seconds=time.perf_counter() - ask.started, unchanged=True, skipped=list(state.skipped),

@@ -463,22 +463,31 @@ class Look:
         self.extra = extra if extra is not None else frozenset()
         return extra is not None
 
-    def kept(self, checked: walkstate.Checked, snap_id: str, chained: bool, ground: Reread) -> None:
+    def kept(self, checked: walkstate.Checked, snap_id: str, chained: bool, ground: Reread,
+             kind: str = SnapshotKind.CAPTURE) -> None:
         """The capture recorded the parent's map as `snap_id` (`chained`: a new snapshot on top of the parent; else
         the parent itself). The saved walk names it when a directory's stat moved, the chain grew long or this capture
         covered less (`extra`: from here the saved walk covers what it did) (else it is not rewritten: ~6 ms saved),
         and the monitor's token is bound to the walk. A session's journal goes on from
-        the saved walk, its last capture built when first needed (Watched.quiet)."""
+        the saved walk, its last capture built when first needed (Watched.quiet). A pre-turn capture's walk is
+        written by a thread, as `_save_index` leaves it (the turn waits for the snapshot alone), unless the journal
+        vouched for it (a session's later capture: its binding goes as below)."""
         state, moved, w = checked.state, checked.check.dir_keys, self.watched
         rewritten = bool(moved) or (chained and checked.chain + 1 >= walkstate.CHAIN_LIMIT) or bool(self.extra)
         if self.extra:  # what this capture covered from now on: the next capture like it compares bytes (~3 ms)
-            covered = state.covered_set().difference(self.extra)
-            state.covered_blob, state._covered = marshal.dumps(sorted(covered), 2), covered
+            # filtered in their sorted order: sorting 100,000 paths again was ~35 ms (measured)
+            extra = self.extra
+            state.covered_blob = marshal.dumps([p for p in state.covered if p not in extra], 2)
+            state._covered = state.covered_set().difference(extra)
+        behind = rewritten and kind == SnapshotKind.PRE_TURN and not (w is not None and self.quiet is not None)
         if rewritten:
             state.snapshot, state.looked_ns = snap_id, self.started_ns  # a new chain starts here
             state.dirs = walkstate.with_dir_keys(state.dirs, {
                 rel: walkstate.trusted(k, self.started_ns) for rel, k in moved.items()})
-            self.index.save_walk(state)
+            if behind:
+                self.index.set_walk(state)  # written with the binding below, by a thread (`_save_behind`)
+            else:
+                self.index.save_walk(state)
         if w is not None and self.quiet is not None:
             # The journal vouched for the saved walk up to this capture's look, after the token was asked: the token
             # is bound to it (written again or not). The map to build is this snapshot's too.
@@ -494,7 +503,10 @@ class Look:
             w.saved = state
             w.deferred = _LastBuilt(self.door.repo, snap_id, functools.partial(
                 _last_after_reread, self.door.repo, checked, Captured(), ground))
-        self._bind(state.snapshot)
+        if behind:
+            self._save_behind(False, state.snapshot, 0.0)
+        else:
+            self._bind(state.snapshot)
 
     def reread_only(self, grow: bool, known: list[str], git: GitTracked, settings: ScopeSettings,
                     ignore: Ignore) -> walkstate.Checked | None:
@@ -841,18 +853,22 @@ class Look:
         # the turn waits for the snapshot alone, and the save runs while Codex works on it (a turn shorter than
         # BEHIND_DELAY paid it at the post-turn capture's look instead, and without a journal before the prompt went).
         if self.watched is not None or kind == SnapshotKind.PRE_TURN:
-            index = self.index
-
-            def save() -> None:
-                with contextlib.suppress(OSError):
-                    index.save(per_path=per_path)
-                self._bind(bound)
-
-            self.door.save_behind(self.ws, save, 0.0 if kind == SnapshotKind.PRE_TURN else BEHIND_DELAY)
+            self._save_behind(per_path, bound, 0.0 if kind == SnapshotKind.PRE_TURN else BEHIND_DELAY)
             return
         with contextlib.suppress(OSError):
             self.index.save(per_path=per_path)  # disposable: the snapshot is already committed
         self._bind(bound)
+
+    def _save_behind(self, per_path: bool, bound: str | None, delay: float) -> None:
+        """The index's save, then the token's binding to the walk saved for `bound`, left to a thread (`_Behind`)."""
+        index = self.index
+
+        def save() -> None:
+            with contextlib.suppress(OSError):
+                index.save(per_path=per_path)
+            self._bind(bound)
+
+        self.door.save_behind(self.ws, save, delay)
 
     def _bind(self, snapshot: str | None, expected: list[object] | None = None) -> None:
         """Bind the token asked before this capture to the walk it saved, for `snapshot` (None: unbind, the next
