@@ -38,6 +38,19 @@ def _session(tmp_path: Path) -> tuple[Path, Path]:
     return ws, tmp_path / "store"
 
 
+def _five_rewritten_restored(tmp_path: Path) -> list[str]:
+    """The five files rewritten after a capture and restored from it: the paths the restore wrote."""
+    ws, store_dir = _session(tmp_path)
+    with Store.open(store_dir) as store:
+        first = store.at(ws).capture(scope=WIDE)
+        for i in range(5):
+            write(ws, f"d{i % 2}/f{i}.txt", f"second {i}\n")
+        store.at(ws).capture(scope=WIDE)
+        written = store.at(ws).restore(first.id, scope=WIDE).written
+    assert all((ws / f"d{i % 2}/f{i}.txt").read_text() == f"first {i}\n" for i in range(5))
+    return written
+
+
 def test_a_restore_holds_what_it_replaces_and_deletes_until_the_thread_lets_go(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every file a restore replaces or deletes is still held (by O_PATH, link count 0) when its rename or unlink
@@ -149,13 +162,7 @@ def test_without_o_path_nothing_is_held(tmp_path: Path, monkeypatch: pytest.Monk
     handed: list[int | None] = []
     real_drop = lateclose.drop
     monkeypatch.setattr(lateclose, "drop", lambda fd: (handed.append(fd), real_drop(fd)))
-    ws, store_dir = _session(tmp_path)
-    with Store.open(store_dir) as store:
-        first = store.at(ws).capture(scope=WIDE)
-        for i in range(5):
-            write(ws, f"d{i % 2}/f{i}.txt", f"second {i}\n")
-        store.at(ws).capture(scope=WIDE)
-        assert len(store.at(ws).restore(first.id, scope=WIDE).written) == 5
+    assert len(_five_rewritten_restored(tmp_path)) == 5
     assert handed and set(handed) == {None}
     assert _deleted_fds_below(tmp_path) == []
 
@@ -171,11 +178,5 @@ def test_a_thread_that_does_not_keep_up_never_stops_the_restore(tmp_path: Path,
     stuck._queue.put(-1)
     monkeypatch.setattr(lateclose, "_closer", stuck)
     monkeypatch.setattr(lateclose, "PUT_WAIT_S", 0.05)
-    ws, store_dir = _session(tmp_path)
-    with Store.open(store_dir) as store:
-        first = store.at(ws).capture(scope=WIDE)
-        for i in range(5):
-            write(ws, f"d{i % 2}/f{i}.txt", f"second {i}\n")
-        store.at(ws).capture(scope=WIDE)
-        assert len(store.at(ws).restore(first.id, scope=WIDE).written) == 5
+    assert len(_five_rewritten_restored(tmp_path)) == 5
     assert _deleted_fds_below(tmp_path) == []
