@@ -1448,19 +1448,43 @@ time.sleep(60)  # killed here, its index save still left to the thread
 """
 
 
+KILLED_PRE_TURN = """
+import sys, threading, time
+from pathlib import Path
+from snapshot_store import Store
+from snapshot_store.detect.index import WorkspaceIndex
+from store_helpers import WIDE, age_tree, write
+store_dir, ws = Path(sys.argv[1]), Path(sys.argv[2])
+real = WorkspaceIndex.save
+def stalled(self, *, per_path=True):
+    if threading.current_thread() is not threading.main_thread():
+        time.sleep(60)  # the thread's save, still to be written when the kill comes
+    real(self, per_path=per_path)
+WorkspaceIndex.save = stalled
+s = Store.open(store_dir)
+write(ws, "src/a.py", "a = 2, before the killed turn\\n")
+age_tree(ws, settle=0.15)
+print(s.at(ws).capture(scope=WIDE, kind="pre-turn").id, flush=True)
+time.sleep(60)  # the turn: killed here, the index save still on its thread
+"""
+
+
+@pytest.mark.parametrize("script", ["session", "one-shot pre-turn"])
 def test_a_session_killed_before_its_index_save_ran_leaves_nothing_the_next_capture_trusts_wrongly(
-        repo: Path, tmp_path: Path) -> None:
-    """SIGKILL of a real session process while its last capture's index save is still left to a thread: the file
-    holds the walk saved before, for an older snapshot, which the next process cannot use; it walks, and records
-    what a walk sees, the killed session's change and one made after it included."""
+        repo: Path, tmp_path: Path, script: str) -> None:
+    """SIGKILL of a real process while its last capture's index save is still left to a thread (a session's, or a
+    one-shot `codexr exec`'s pre-turn capture, whose save runs while the turn does): the file holds the walk saved
+    before, for an older snapshot, which the next process cannot use; it walks, and records what a walk sees, the
+    killed process's change and one made after it included."""
     import signal
     import subprocess
     import sys
 
     store_dir = tmp_path / "store"
-    capture(store_dir, repo)  # a saved walk the killed session's first capture goes on from
+    capture(store_dir, repo)  # a saved walk the killed process's first capture goes on from
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), str(Path(__file__).parent)])}
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_SESSION, str(store_dir), str(repo)], env=env,
+    code = KILLED_SESSION if script == "session" else KILLED_PRE_TURN
+    proc = subprocess.Popen([sys.executable, "-c", code, str(store_dir), str(repo)], env=env,
                             stdout=subprocess.PIPE, text=True)
     try:
         last = (proc.stdout.readline() if proc.stdout is not None else "").strip()
