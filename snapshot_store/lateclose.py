@@ -1,7 +1,7 @@
 """Replaced and deleted files' last references, dropped by a thread so a restore does not wait for their blocks to go.
 
 A rename over a file, or an unlink, that drops an inode's last reference frees its blocks inside that call: ~65 µs
-for a 7 KB file on this machine's ext4 idle, ~210 µs loaded, a third of a 100-file in-session restore (issue 35;
+for a 7 KB file on this machine's ext4 idle, ~210 µs loaded, a fifth of a 100-file in-session restore (issue 35;
 bench/README.md "Measured"). An O_PATH fd taken just before holds the inode, so the rename only moves a name, and the
 freeing happens at the fd's close, which a thread of this module does while the restore goes on. O_PATH opens no
 device and waits on no FIFO; where the system lacks it (macOS) nothing is held and the call frees as before.
