@@ -143,11 +143,12 @@ class Found:
 
 
 class _Behind:
-    """A session's index save (and the monitor's token bound to it), run by a timer thread BEHIND_DELAY after the
-    capture, or at once by whoever needs the index as the file says first (`settle`: the next capture's look, close);
-    one at a time, whichever thread comes second finding it done. Until it runs, the file holds the walk saved before:
-    a process that reads it meanwhile checks the stats (the snapshot it names is not the newest), and one killed
-    meanwhile leaves that walk, which the next process cannot use, so it walks: slower, never wrong."""
+    """An index save (and the monitor's token bound to it), run by a timer thread `delay` after the capture (a
+    session's: BEHIND_DELAY; a pre-turn capture's: at once), or by whoever needs the index as the file says first
+    (`settle`: the next capture's look, close); one at a time, whichever thread comes second finding it done. Until
+    it runs, the file holds the walk saved before: a process that reads it meanwhile checks the stats (the snapshot it
+    names is not the newest), and one killed meanwhile leaves that walk, which the next process cannot use, so it
+    walks: slower, never wrong."""
 
     def __init__(self, run: Callable[[], None], delay: float) -> None:
         self._run: Callable[[], None] | None = run
@@ -181,7 +182,7 @@ class ChangeDetector:
         self.repo = repo
         self._indexes: dict[str, WorkspaceIndex] = {}
         self._watched: dict[str, Watched] = {}
-        self._behind: dict[str, _Behind] = {}  # a watched workspace's index save, left to a thread (by its key)
+        self._behind: dict[str, _Behind] = {}  # a workspace's index save left to a thread (by its key)
         #: A change monitor that outlives this process (monitor.py), where the caller wants one (use_monitors).
         self.monitor: monitor.ChangeSource | None = None
 
@@ -475,10 +476,8 @@ class Look:
         state, moved, w = checked.state, checked.check.dir_keys, self.watched
         rewritten = bool(moved) or (chained and checked.chain + 1 >= walkstate.CHAIN_LIMIT) or bool(self.extra)
         if self.extra:  # what this capture covered from now on: the next capture like it compares bytes (~3 ms)
-            # filtered in their sorted order: sorting 100,000 paths again was ~35 ms (measured)
-            extra = self.extra
-            state.covered_blob = marshal.dumps([p for p in state.covered if p not in extra], 2)
-            state._covered = state.covered_set().difference(extra)
+            covered = state.covered_set().difference(self.extra)  # the set `extra` was found with, before it changes
+            state.covered_blob, state._covered = walkstate.covered_without(state.covered, self.extra), covered
         behind = rewritten and kind == SnapshotKind.PRE_TURN and not (w is not None and self.quiet is not None)
         if rewritten:
             state.snapshot, state.looked_ns = snap_id, self.started_ns  # a new chain starts here
@@ -565,9 +564,8 @@ class Look:
         those paths no more (written again), its moved directories' stats stand, and the monitor's token is bound."""
         state, gone = checked.state, set(dropped)
         left = [p for p in state.uncaptured or () if p not in gone]
-        # filtered in their sorted order: sorting 100,000 paths again was ~26 ms (measured)
         listed = self.saved_covered if self.saved_covered is not None else state.covered
-        covered = marshal.dumps([p for p in listed if p not in gone], 2)
+        covered = walkstate.covered_without(listed, gone)
         state = dataclasses.replace(
             state, snapshot=snap_id, looked_ns=self.started_ns, covered_blob=covered, _covered=None,
             grows_same=not left, uncaptured=left,

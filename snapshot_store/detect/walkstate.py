@@ -167,6 +167,12 @@ def residue_taken(state: WalkState) -> int:
     return outside - sum(1 for p, _why in state.skipped if p not in covered and p in held)
 
 
+def covered_without(listed: Iterable[str], dropped: Container[str]) -> bytes:
+    """The covered paths as stored (`covered_blob`), less `dropped`: filtered in their sorted order, as they were listed
+    (sorting 100,000 paths again was ~26-35 ms, measured)."""
+    return marshal.dumps([p for p in listed if p not in dropped], 2)
+
+
 def seen_keys(state: WalkState, paths: Collection[str]) -> dict[str, Key | None]:
     """The stored key of each of `paths` the walk saw (one pass over its groups; None: untrusted); the others are left
     out."""
