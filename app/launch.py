@@ -16,11 +16,10 @@ Only this module's imports are paid per command: C modules only (`_socket`, `_si
 modules of ours that import no more (`app/server/oneshot.py`: which command lines run there;
 `app/server/runtime.py`: where the server lives and how it starts, on the store's `rundir.py`;
 `app/server/confinement.py`, on the store's `confinement.py`; `app/stdfds.py`; the store's package imports nothing
-itself). Anything
-unusual runs the command here as before: the interactive app and line mode, an unknown or abbreviated flag,
-interpreter options (`-X`, `-W`, `-I`, `-E`, `-S`), `CODEXR_SERVER=0`, no private
-runtime directory, a server still starting (the first command starts it in the background), or a server that
-refuses (a resource limit it cannot take). A server is keyed by the interpreter, `sys.path`, the `PYTHON*` and
+itself). Anything unusual runs the command here as before: the interactive app and line mode, an unknown or
+abbreviated flag, interpreter options (`-X`, `-W`, `-I`, `-E`, `-S`), `CODEXR_SERVER=0`, no private runtime
+directory, a server still starting (the first command starts it in the background), or a server that refuses (a
+resource limit it cannot take). A server is keyed by the interpreter, `sys.path`, the `PYTHON*` and
 locale variables and the stat of every codexr source file and of the `sys.path` directories after the first
 (where installing or upgrading a package shows), so it never runs code other than what this process would
 import; a stale one is never asked and exits after its idle timeout.
