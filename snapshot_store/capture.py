@@ -13,7 +13,6 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -27,6 +26,7 @@ from .errors import StoreBusy, StoreError
 from .fsutil import translate_os_errors
 from .manifest import ABSENT, REBASE_DEPTH, Entry, FileMap, SnapshotRecord, captured_paths, delta, is_captured
 from .readfiles import BlobSink, Captured, HashOnly, Progress, read_paths
+from .records import field, record
 from .repository.packs import PackWriter
 from .repository.repo import Repository
 from .roots import resolve_root
@@ -45,7 +45,7 @@ REREAD_MAX = 64
 OVER_LIMIT_SAMPLE = 20
 
 
-@dataclass
+@record
 class CaptureResult:
     """The outcome of one capture."""
 

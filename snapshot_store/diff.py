@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from .manifest import FileMap, is_captured
+from .records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Change:
     """One path's difference between two states."""
 

@@ -17,13 +17,13 @@ import json
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import zstandard
 
 from .collector import held_off
 from .errors import CorruptStore
+from .records import field, record
 
 if TYPE_CHECKING:  # typing.TypeIs is Python 3.13+; only the type checker needs it
     from typing_extensions import TypeIs
@@ -130,7 +130,7 @@ def _parsing(snap_id: str) -> Iterator[None]:
         raise CorruptStore(f"snapshot {snap_id} cannot be parsed: {exc}") from exc
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SnapshotHead:
     """A snapshot file's metadata without its map: what a caller that asks a snapshot's depth, root, kind or meta
     needs (decoding the whole record of a 100,000-file snapshot to learn its depth was 0.68 s of every unchanged
@@ -224,7 +224,7 @@ def look_up(snap_id: str, data: bytes, paths: Iterable[str]) -> tuple[SnapshotHe
         return head, found
 
 
-@dataclass
+@record
 class SnapshotRecord:
     """One snapshot file's content: metadata plus a delta against `parent` (or a full map)."""
 

@@ -14,8 +14,9 @@ import json
 import os
 import sys
 import unicodedata
-from dataclasses import dataclass
 from pathlib import Path
+
+from .records import record
 
 PROBE_PREFIX = ".codexr-tmp-probe-"  # a temp name: never captured, and swept like the restore's own temps
 
@@ -25,7 +26,7 @@ def fold(name: str) -> str:
     return unicodedata.normalize("NFD", unicodedata.normalize("NFD", name).casefold())
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Folding:
     """What the volume takes for one name: names differing only in letter case, only in Unicode form."""
 

@@ -6,7 +6,6 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol
 
 import blake3
@@ -14,6 +13,7 @@ import blake3
 from .dirfd import DirCache, DirChanged, SymlinkInPath
 from .manifest import ABSENT, FileEntry, FileMap, LinkEntry, SkippedEntry
 from .reasons import Reason, unreadable
+from .records import field, record
 from .repository.packs import CHUNK, STREAM_THRESHOLD
 from .scope import REPLACED
 from .stamps import Key, stat_key
@@ -60,7 +60,7 @@ class HashOnly:
         return hasher.hexdigest(), total
 
 
-@dataclass
+@record
 class Captured:
     """Entries read from disk plus what the stat cache and the restorer need."""
 

@@ -9,7 +9,6 @@ import stat
 import struct
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -23,6 +22,7 @@ from .manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, UnlistedDir
 from .manifest import forbidden as forbidden  # defined there, next to valid_key; named here for callers
 from .names import EXACT, Folding
 from .reasons import Reason, unreadable
+from .records import field, record
 from .settings import ScopeSettings
 from .stamps import Key, stat_key
 
@@ -393,7 +393,7 @@ def git_tracked(root: Path, cached: GitTracked | None = None) -> GitTracked:
     return GitTracked(paths, signature, source, place)
 
 
-@dataclass
+@record
 class Scope:
     """The result of looking at the workspace: entries that hold no content, and paths to read."""
 

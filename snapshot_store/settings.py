@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .records import record
 
 #: Directory names a residue walk never descends into (build output, dependencies, caches).
 DEFAULT_CHURN_DIRS: tuple[str, ...] = (
@@ -38,7 +38,7 @@ MIB = 1024 * 1024
 GIB = 1024 * MIB
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ScopeSettings:
     """What a capture looks at beyond Git-tracked and caller-known paths."""
 
@@ -52,7 +52,7 @@ class ScopeSettings:
     """Capture dot-files found by the walk (Git-tracked and known dot-files are always captured)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RetentionPolicy:
     """Which unreferenced-by-threads workspace snapshots garbage collection may drop."""
 

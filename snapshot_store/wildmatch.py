@@ -13,7 +13,8 @@ takes 0.01 ms at n=30 and 0.1 ms at n=4000. Typical rule sets cost about what pa
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from .records import record
 
 _STAR, _DSTAR_SLASH, _DSTAR = "*", "**/", "**"
 _POSIX_CLASSES: dict[bytes, frozenset[int]] = {
@@ -192,7 +193,7 @@ def compile_glob(pattern: bytes) -> re.Pattern[bytes]:
     return re.compile(_emit(_tokens(pattern)), re.DOTALL)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     """One line of an ignore file."""
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from snapshot_store.records import field, record
 from snapshot_store.settings import RetentionPolicy, ScopeSettings
 
 if TYPE_CHECKING:  # both load on first use: a one-shot command pays only for what it touches
@@ -40,7 +40,7 @@ def _held_settler(store: Store, home: Path, codex_bin: Callable[[], str]) -> Cal
     return settle
 
 
-@dataclass
+@record
 class Context:
     """Per-invocation state shared by command handlers."""
 

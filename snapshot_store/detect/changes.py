@@ -3,10 +3,10 @@ walk (walkstate.py) or the change monitor's answer (monitor.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..records import field, record
 
 
-@dataclass
+@record
 class Changes:
     """What happened since the last drain."""
 

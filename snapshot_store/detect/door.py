@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import dataclasses
 import functools
 import marshal
 import stat
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -36,6 +34,7 @@ from ..errors import StoreError
 from ..ids import workspace_key
 from ..manifest import ABSENT, Entry, FileMap, captured_paths, is_captured
 from ..readfiles import Captured
+from ..records import field, record, replace
 from ..repository.packs import read_generation
 from ..scope import IGNORE_FILE
 from ..settings import ScopeSettings
@@ -61,7 +60,7 @@ REUSE_MIN_BYTES = 64 << 20
 BEHIND_DELAY = 1.0
 
 
-@dataclass
+@record
 class Watched:
     """One watched workspace: its journal, the last capture, and paths a restore wrote since."""
 
@@ -322,7 +321,7 @@ class ChangeDetector:
         return monitor.Asked(answer, identity if bound is not None else None, bound[1] if bound is not None else None)
 
 
-@dataclass
+@record
 class Notes:
     """The door's side of restore.journal.WorkspaceNotes for one workspace."""
 
@@ -566,7 +565,7 @@ class Look:
         left = [p for p in state.uncaptured or () if p not in gone]
         listed = self.saved_covered if self.saved_covered is not None else state.covered
         covered = walkstate.covered_without(listed, gone)
-        state = dataclasses.replace(
+        state = replace(
             state, snapshot=snap_id, looked_ns=self.started_ns, covered_blob=covered, _covered=None,
             grows_same=not left, uncaptured=left,
             dirs=walkstate.with_dir_keys(state.dirs, {rel: walkstate.trusted(k, self.started_ns)
@@ -1270,7 +1269,7 @@ def _narrowed(last: fastpath.LastCapture, covered_now: set[str], settings: Scope
     if not walkstate.same_map(last.covered, covered_now, last.files, set(captured_paths(last.files)), settings,
                               ignore, dropped):
         return None
-    return dataclasses.replace(last, covered=last.covered & covered_now, facts=None, touched=None), frozenset(dropped)
+    return replace(last, covered=last.covered & covered_now, facts=None, touched=None), frozenset(dropped)
 
 
 def _checked_last(checked: walkstate.Checked, parent_files: FileMap, captured: set[str], covered: frozenset[str],

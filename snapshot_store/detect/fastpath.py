@@ -13,7 +13,6 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import scope as scope_mod
@@ -21,6 +20,7 @@ from ..dirfd import DirCache, DirChanged, SymlinkInPath
 from ..manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, is_captured, parent_of
 from ..readfiles import Captured, FreshOf
 from ..reasons import HELD_BACK, Reason
+from ..records import field, record
 from ..safefs import TMP_PREFIX as OWN_TMP
 from ..settings import ScopeSettings
 from ..stamps import Key, stat_key
@@ -34,7 +34,7 @@ FULL_WALK_INTERVAL = 300.0  # inotify misses mmap writes and remote changes: wal
 _NOT_REACHED = (OSError, SymlinkInPath, DirChanged)
 
 
-@dataclass
+@record
 class LastCapture:
     """What the fast path reuses from the previous capture of a workspace."""
 
@@ -56,7 +56,7 @@ class LastCapture:
         return self.facts
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Since:
     """What changed since `last` was captured, as one change source reports it."""
 
@@ -66,7 +66,7 @@ class Since:
     dropped: frozenset[str] = frozenset()  # tombstones `last` holds that a walk would no longer record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Selection:
     """The fast path's answer: the last map with creations and removals applied, and what to re-read."""
 

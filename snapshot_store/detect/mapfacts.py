@@ -4,14 +4,14 @@ them from the entries that changed instead of passing over the whole map again f
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from ..manifest import CAPTURED_KINDS, Entry, FileMap, SkippedEntry, UnlistedDir
 from ..reasons import Reason
+from ..records import record
 from .walkstate import STABLE_REASONS
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MapFacts:
     """Per map: how many files it captures, which untracked files it held back by size, how many verdicts a saved
     walk could not re-check, which captured paths lie outside the covered set (a capture that grows adds them), and

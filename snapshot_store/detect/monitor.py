@@ -19,13 +19,13 @@ import functools
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ..dirfd import DirCache, DirChanged, SymlinkInPath
 from ..fsutil import atomic_write
 from ..manifest import valid_key
+from ..records import record
 from ..scope import listing_digest
 from ..stamps import stat_key
 from .changes import Changes
@@ -59,7 +59,7 @@ class ChangeSource(Protocol):
         """The answer about workspace `root` since token `since`, or None."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Answer:
     """The monitor's reply: a fresh token, and what changed since the asked one (None: unknown token, or none)."""
 
@@ -67,7 +67,7 @@ class Answer:
     changes: Changes | None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Asked:
     """An answer as a capture got it: `identity` names the saved walk file its token was bound to (None: no token),
     `snapshot` the snapshot of the walk the binding capture saved."""

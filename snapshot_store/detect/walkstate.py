@@ -13,7 +13,6 @@ equal, and a stat taken within the timestamp granularity of the capture that rec
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
 import marshal
@@ -21,7 +20,6 @@ import os
 import stat
 import struct
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -29,6 +27,8 @@ from ..collector import held_off
 from ..dirfd import DirCache, DirChanged, SymlinkInPath
 from ..manifest import WALKED, Entry, FileMap, is_captured, parent_of, valid_key
 from ..reasons import Reason
+from ..records import astuple, field, record, replace
+from ..records import fields as record_fields
 from ..scope import IGNORE_FILE, Ignore, entry_kind, forbidden, hidden, listing_digest
 from ..settings import ScopeSettings
 from ..stamps import Key, is_racy, stat_key
@@ -54,7 +54,7 @@ CHAIN_LIMIT = 16  # unchanged snapshots on top of the one the state was saved fo
 Group = tuple[str, list[str], bytes]  # a directory, names of entries in it, their packed keys (same order)
 
 
-@dataclass
+@record
 class WalkState:
     """What a capture saw of one workspace, for the next process to check instead of walking.
 
@@ -149,9 +149,8 @@ def made(*, seen: list[Group], **fields: Any) -> WalkState:
 
 
 def with_groups(state: WalkState, seen: list[Group], **fields: Any) -> WalkState:
-    """`dataclasses.replace` of the state with other groups (and other fields): nothing stored of the old ones."""
-    return dataclasses.replace(state, seen_stored=b"", untrusted_stored=None, _seen=seen, _seen_paths=None,
-                               **fields)
+    """`replace` of the state with other groups (and other fields): nothing stored of the old ones."""
+    return replace(state, seen_stored=b"", untrusted_stored=None, _seen=seen, _seen_paths=None, **fields)
 
 
 def residue_taken(state: WalkState) -> int:
@@ -253,7 +252,7 @@ class SeenPaths(Container[str]):
 
 def settings_key(settings: ScopeSettings) -> tuple[Any, ...]:
     """The settings as a plain tuple (marshal-able, comparable across processes)."""
-    return dataclasses.astuple(settings)
+    return astuple(settings)
 
 
 def pack_key(key: Key | None) -> bytes:
@@ -397,7 +396,7 @@ def stat_bound(files: Mapping[str, Entry], rel: str) -> bool:
     return e is not None and (e.kind in STAT_BOUND_KINDS or (e.kind == "x" and e.reason == Reason.TOO_LARGE))
 
 
-@dataclass
+@record
 class Check:
     """The outcome of looking at the saved stats again: what a change journal would have reported."""
 
@@ -753,7 +752,7 @@ def _with_seen(fields: tuple[Any, ...]) -> WalkState:
     seen = fields[6]
     if not (isinstance(seen, list) and clean_groups(seen)):
         raise ValueError("damaged walk state")
-    names = [f.name for f in dataclasses.fields(WalkState)]
+    names = [f.name for f in record_fields(WalkState)]
     return WalkState(**dict(zip(names, (*fields[:SEEN_FIELD], b"", *fields[SEEN_FIELD + 1:]), strict=False)),
                      _seen=seen)
 

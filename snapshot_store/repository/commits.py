@@ -15,12 +15,12 @@ import fcntl
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import StoreError
 from ..fsutil import append_locked, read_locked
 from ..ids import workspace_key
+from ..records import record
 from ..vocab import UNLISTED_KINDS
 from .dropped import add_dropped
 from .interfaces import CommitJudge
@@ -34,7 +34,7 @@ DROP = "drop"  # a listed snapshot that cannot be restored: recorded in `dropped
 CLEAR = "clear"  # nothing to list (no file yet, listed already, damaged, or not this workspace's): the marker goes
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Marker:
     """One commit marker: the workspace (by key) whose ref log owes a line, and the snapshot it is owed for."""
 
@@ -47,7 +47,7 @@ class Marker:
         return f"journal/{self.path.name}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Judged:
     """What the next writer does with a marker (FINISH, DROP or CLEAR), and why."""
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+
+from ..records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SnapshotInfo:
     """What a listing shows about one snapshot."""
 

@@ -11,7 +11,6 @@ import os
 import struct
 from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, NamedTuple, cast
 
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
 from ..errors import CorruptStore, MissingBlob
 from ..fsutil import TMP_PREFIX, atomic_write, atomic_write_parts, durable, tmp_name
 from ..ids import is_pack_id, new_pack_id
+from ..records import record
 
 GENERATION_FILE = "generation"  # beside packs/: changed by gc around every deletion
 
@@ -59,7 +59,7 @@ class Location(NamedTuple):
     raw_len: int
 
 
-@dataclass
+@record
 class PackInfo:
     """Index data of one pack, as loaded from its .idx file."""
 
@@ -788,7 +788,7 @@ class PackWriter:
 # ----------------------------------------------------------------------------- reading a pack without its index
 
 
-@dataclass
+@record
 class PackScan:
     """What a pack's own records say: the blobs that verify, and where it stops making sense."""
 

@@ -1,0 +1,177 @@
+"""Records for the modules every one-shot command loads, made without the dataclasses module.
+
+On Python 3.11 each `@dataclass` compiles six methods one by one (0.2-0.5 ms a class: a one-shot `snapshots capture`
+made 27 of them, 9.8 ms) and `import dataclasses` pulls in inspect, ast, dis and tokenize (~4.5 ms): ~14 ms of a
+73 ms command (bench/README.md, issue 35 row (e)). `record` compiles one `__init__` a class and shares the rest
+(~0.06 ms a class); type checkers read it as a dataclass (PEP 681). It keeps what this code uses of dataclasses:
+defaults, `field(default=, default_factory=, repr=, compare=)`, eq, frozen (hashable), repr, `fields()` and
+`astuple()`. Modules a one-shot command does not load keep `@dataclass`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from operator import attrgetter
+from typing import Any, TypeVar, dataclass_transform, overload
+
+_T = TypeVar("_T")
+
+
+class _Missing:
+    """No default given."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+class FrozenInstanceError(AttributeError):
+    """Assigning to a field of a frozen record (as dataclasses.FrozenInstanceError)."""
+
+
+class Field:
+    """One field's options (what `field()` returns, replaced on the class by its default)."""
+
+    __slots__ = ("compare", "default", "factory", "name", "repr")
+
+    def __init__(self, default: Any, factory: Any, repr: bool, compare: bool) -> None:
+        self.name, self.default, self.factory, self.repr, self.compare = "", default, factory, repr, compare
+
+
+@overload
+def field(*, default: _T, repr: bool = True, compare: bool = True) -> _T: ...
+@overload
+def field(*, default_factory: Callable[[], _T], repr: bool = True, compare: bool = True) -> _T: ...
+def field(*, default: Any = MISSING, default_factory: Any = MISSING, repr: bool = True,
+          compare: bool = True) -> Any:
+    """A field's default, or a factory called for each new record, and whether repr and == look at it."""
+    if default is not MISSING and default_factory is not MISSING:
+        raise ValueError("field() takes a default or a default_factory, not both")
+    return Field(default, default_factory, repr, compare)
+
+
+def fields(cls_or_record: Any) -> tuple[Field, ...]:
+    """The record's fields, in declaration order."""
+    found: tuple[Field, ...] = cls_or_record.__record_fields__
+    return found
+
+
+def astuple(rec: Any) -> tuple[Any, ...]:
+    """The record's field values, in declaration order (not recursive, unlike dataclasses.astuple)."""
+    values: tuple[Any, ...] = rec.__record_values__(rec)
+    return values
+
+
+@overload
+@dataclass_transform(field_specifiers=(field,))
+def record(cls: type[_T], /) -> type[_T]: ...
+@overload
+@dataclass_transform(field_specifiers=(field,))
+def record(*, frozen: bool = False) -> Callable[[type[_T]], type[_T]]: ...
+def record(cls: Any = None, /, *, frozen: bool = False) -> Any:
+    """Give `cls` an `__init__` from its annotated fields, field-wise `==`, a repr, and if frozen a hash and no
+    assignment after `__init__`."""
+    if cls is None:
+        return lambda c: _build(c, frozen)
+    return _build(cls, frozen)
+
+
+def _build(cls: Any, frozen: bool) -> Any:
+    own = cls.__dict__.get("__annotations__", {})  # noqa: RUF063 - inspect is what this module avoids loading
+    made: list[Field] = []
+    for name in own:
+        value = cls.__dict__.get(name, MISSING)
+        f = value if isinstance(value, Field) else Field(value, MISSING, True, True)
+        f.name = name
+        if f.default is not MISSING:
+            setattr(cls, name, f.default)
+        elif isinstance(value, Field):
+            delattr(cls, name)
+        made.append(f)
+    cls.__record_fields__ = tuple(made)
+    setattr(cls, "__match_args__", tuple(f.name for f in made))  # noqa: B010 - mypy refuses the attribute form
+    cls.__init__ = _init(cls, made, frozen)
+    cls.__record_values__ = _getter(made)
+    compared = _getter([f for f in made if f.compare])
+    shown = [f.name for f in made if f.repr]
+
+    def __eq__(self: Any, other: Any) -> Any:
+        if other.__class__ is self.__class__:
+            return compared(self) == compared(other)
+        return NotImplemented
+
+    def __repr__(self: Any) -> str:
+        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in shown)
+        return f"{type(self).__qualname__}({inner})"
+
+    cls.__eq__, cls.__repr__ = __eq__, __repr__
+    if frozen:
+        cls.__hash__ = lambda self: hash(compared(self))
+        cls.__setattr__ = _refuse_set
+        cls.__delattr__ = _refuse_del
+    else:
+        cls.__hash__ = None
+    return cls
+
+
+def _getter(made: list[Field]) -> Callable[[Any], tuple[Any, ...]]:
+    """A function returning the given fields' values as a tuple (attrgetter returns a bare value for one name)."""
+    names = [f.name for f in made]
+    if not names:
+        return lambda _rec: ()
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda rec: (one(rec),)
+    many: Callable[[Any], tuple[Any, ...]] = attrgetter(*names)
+    return many
+
+
+def _init(cls: Any, made: list[Field], frozen: bool) -> Any:
+    """Compile the class's `__init__` (one `exec`: generated code runs as fast as a dataclass's)."""
+    params, body = [], []
+    scope: dict[str, Any] = {"MISSING": MISSING, "_set": object.__setattr__}
+    seen_default = False
+    for f in made:
+        if f.default is not MISSING:
+            scope[f"_d_{f.name}"] = f.default
+            params.append(f"{f.name}=_d_{f.name}")
+            value = f.name
+        elif f.factory is not MISSING:
+            scope[f"_f_{f.name}"] = f.factory
+            params.append(f"{f.name}=MISSING")
+            value = f"_f_{f.name}() if {f.name} is MISSING else {f.name}"
+        else:
+            if seen_default:
+                raise TypeError(f"{cls.__qualname__}: field {f.name!r} without a default follows one with a default")
+            params.append(f.name)
+            value = f.name
+        seen_default = seen_default or f.default is not MISSING or f.factory is not MISSING
+        body.append(f"_set(self, {f.name!r}, {value})" if frozen else f"self.{f.name} = {value}")
+    if hasattr(cls, "__post_init__"):
+        body.append("self.__post_init__()")
+    source = f"def __init__(self, {', '.join(params)}):\n    " + "\n    ".join(body or ["pass"]) + "\n"
+    exec(source, scope)  # the source is built above from the class's own field names
+    init = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
+
+
+def _refuse_set(self: Any, name: str, value: Any) -> None:
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _refuse_del(self: Any, name: str) -> None:
+    raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+def replace(rec: _T, /, **changes: Any) -> _T:
+    """A new record of the same class with `changes` applied (as dataclasses.replace)."""
+    cls: Any = type(rec)
+    names = {f.name for f in cls.__record_fields__}
+    unknown = set(changes) - names
+    if unknown:
+        raise TypeError(f"{cls.__qualname__} has no field {sorted(unknown)[0]!r}")
+    made: _T = cls(**{n: changes[n] if n in changes else getattr(rec, n) for n in names})
+    return made

@@ -1,0 +1,117 @@
+"""snapshot_store/records.py: the records a one-shot command's modules use behave as the dataclasses they replaced."""
+
+from __future__ import annotations
+
+import pytest
+
+from snapshot_store.detect.walkstate import WalkState
+from snapshot_store.records import FrozenInstanceError, astuple, field, fields, record, replace
+from snapshot_store.settings import ScopeSettings
+
+
+@record(frozen=True)
+class Point:
+    """A frozen record with a plain default, a shared immutable default and a field == ignores."""
+
+    x: int
+    y: int = 0
+    tags: frozenset[str] = field(default=frozenset())
+    note: str = field(default="", repr=False, compare=False)
+
+
+@record
+class Bag:
+    """A mutable record whose defaults come from factories."""
+
+    items: list[int] = field(default_factory=list)
+    seen: dict[str, int] = field(default_factory=dict)
+    count: int = 0
+
+
+def test_a_record_is_built_from_positions_keywords_and_defaults() -> None:
+    p = Point(1, tags=frozenset({"a"}))
+    assert (p.x, p.y, p.tags, p.note) == (1, 0, frozenset({"a"}), "")
+    with pytest.raises(TypeError):
+        Point()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Point(1, 2, frozenset(), "", "extra")  # type: ignore[call-arg]
+
+
+def test_equality_and_hash_follow_the_compared_fields_and_the_class() -> None:
+    assert Point(1, 2) == Point(1, 2, note="other") and hash(Point(1, 2)) == hash(Point(1, 2, note="other"))
+    assert Point(1, 2) != Point(2, 1)
+    assert Point(1, 2) != (1, 2, frozenset())  # type: ignore[comparison-overlap]  # not a tuple
+    assert len({Point(1), Point(1), Point(2)}) == 2
+
+
+def test_a_frozen_record_refuses_assignment_and_a_mutable_one_is_unhashable() -> None:
+    p = Point(1)
+    with pytest.raises(FrozenInstanceError):
+        p.x = 2  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del p.y
+    assert p.x == 1
+    b = Bag()
+    b.count = 3
+    assert b.count == 3
+    with pytest.raises(TypeError):
+        hash(b)
+
+
+def test_each_record_gets_its_own_factory_made_default() -> None:
+    a, b = Bag(), Bag()
+    a.items.append(1)
+    a.seen["k"] = 1
+    assert b.items == [] and b.seen == {}
+    given = [7]
+    assert Bag(given).items is given
+
+
+def test_repr_shows_the_shown_fields() -> None:
+    assert repr(Point(1, 2)) == "Point(x=1, y=2, tags=frozenset())"
+    assert repr(Bag()) == "Bag(items=[], seen={}, count=0)"
+
+
+def test_fields_astuple_and_replace() -> None:
+    p = Point(1, 2)
+    assert [f.name for f in fields(Point)] == ["x", "y", "tags", "note"]
+    assert astuple(p) == (1, 2, frozenset(), "")
+    q = replace(p, y=5)
+    assert (q.x, q.y) == (1, 5) and p.y == 2 and type(q) is Point
+    with pytest.raises(TypeError, match="no field 'z'"):
+        replace(p, z=1)
+
+
+def test_a_field_without_a_default_after_one_with_a_default_is_refused() -> None:
+    with pytest.raises(TypeError, match="without a default"):
+        @record
+        class Bad:
+            a: int = 0
+            b: int  # type: ignore[misc]
+
+
+def test_a_default_and_a_factory_together_are_refused() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        field(default=1, default_factory=int)  # type: ignore[call-overload]
+
+
+def test_post_init_runs_after_the_fields_are_set() -> None:
+    @record
+    class Checked:
+        n: int
+
+        def __post_init__(self) -> None:
+            if self.n < 0:
+                raise ValueError("negative")
+
+    assert Checked(1).n == 1
+    with pytest.raises(ValueError, match="negative"):
+        Checked(-1)
+
+
+def test_the_stores_records_keep_their_class_defaults() -> None:
+    """ScopeSettings' defaults are read from the class by config's loader; WalkState's private fields round-trip."""
+    assert ScopeSettings.residue_max_files == ScopeSettings().residue_max_files == 100
+    assert ScopeSettings() == ScopeSettings() and hash(ScopeSettings()) == hash(ScopeSettings())
+    names = [f.name for f in fields(WalkState)]
+    assert "_seen" in names and names == list(WalkState.__match_args__)
