@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import codecs
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import import_module
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .cmds.exits import EXIT_USAGE, end_by_signal
 from .stdfds import open_standard_fds
@@ -81,6 +81,37 @@ class _TryParser(_Parser):
         raise _Retry(message)
 
 
+class _Unbuilt:
+    """A subcommand the narrowed tree leaves out, as the command line names another: whatever is asked, nothing."""
+
+    def __getattr__(self, _name: str) -> Callable[..., _Unbuilt]:
+        return lambda *_args, **_kwargs: self
+
+
+class _OneSubParsers(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """A command group's subcommands in a narrowed tree: only the one the command line names is built (building a
+    group's nine subcommands was ~2 ms of a one-shot `codexr snapshots capture`'s ~55, measured)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        wanted: str = getattr(self._parser_class, "wanted", "")
+        if name != wanted and wanted not in kwargs.get("aliases", ()):
+            return _Unbuilt()
+        return super().add_parser(name, **kwargs)
+
+
+def _group_parser(word: str) -> type[_TryParser]:
+    """The parser class of a narrowed tree's command, whose group (if it has one) builds only subcommand `word`."""
+
+    class _GroupParser(_TryParser):
+        wanted = word
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.register("action", "parsers", _OneSubParsers)
+
+    return _GroupParser
+
+
 def _add_global_flags(parser: argparse.ArgumentParser) -> None:
     """The flags taken before the command (all but the app's own, `tui_cmds.add_app_flags`)."""
     parser.add_argument("-c", "--config", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -113,15 +144,16 @@ def _add_global_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser(modules: Sequence[str] = COMMAND_MODULES, parser_class: type[_Parser] = _Parser,
-                 app_flags: bool = True) -> argparse.ArgumentParser:
-    """The command tree (by default the whole of it); every command accepts --json."""
+                 app_flags: bool = True, command_class: type[_Parser] | None = None) -> argparse.ArgumentParser:
+    """The command tree (by default the whole of it); every command accepts --json. The commands' parsers are of
+    `command_class` (by default `parser_class`)."""
     parser = parser_class(prog="codexr", description="Codex with synchronized rewind of conversation and files.")
     _add_global_flags(parser)
     if app_flags:
         from .cmds.tui_cmds import add_app_flags
 
         add_app_flags(parser)
-    sub = parser.add_subparsers(dest="command", parser_class=parser_class)
+    sub = parser.add_subparsers(dest="command", parser_class=command_class or parser_class)
     for name in modules:
         import_module(f".cmds.{name}", __package__).register(sub)
     _flags_after_every_command(parser)
@@ -169,8 +201,9 @@ def _settings_merged(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
-def _narrowed(argv: list[str]) -> tuple[str | None, list[str], bool] | None:
-    """(the command, the modules and whether the app's flags are needed to parse `argv`), or None: use everything.
+def _narrowed(argv: list[str]) -> tuple[str | None, list[str], bool, str] | None:
+    """(the command, the modules and whether the app's flags are needed to parse `argv`, the word after the command
+    if it is no option: a group's subcommand), or None: use everything.
 
     The global flags are parsed as the whole tree parses them; the first string left over is the command.
     Anything unusual before it (-h, an unknown or misspelt flag, --record, `--`) means the whole tree.
@@ -182,23 +215,29 @@ def _narrowed(argv: list[str]) -> tuple[str | None, list[str], bool] | None:
     except _Retry:
         return None
     if not rest:
-        return None, [], True  # no command: the app (or --plain, --version)
+        return None, [], True, ""  # no command: the app (or --plain, --version)
     module = COMMANDS.get(rest[0])
     if module is None:
         return None
-    return rest[0], [module], module == "tui_cmds"
+    word = rest[1] if len(rest) > 1 and not rest[1].startswith("-") else ""
+    return rest[0], [module], module == "tui_cmds", word
 
 
-_NARROW_PARSERS: dict[tuple[tuple[str, ...], bool], argparse.ArgumentParser] = {}
+_NARROW_PARSERS: dict[tuple[tuple[str, ...], bool, str], argparse.ArgumentParser] = {}
 
 
-def narrow_parser(modules: Sequence[str], app_flags: bool) -> argparse.ArgumentParser:
+def narrow_parser(modules: Sequence[str], app_flags: bool, word: str = "") -> argparse.ArgumentParser:
     """The narrowed tree for `modules`, built once per process (the resident server builds them before it forks:
-    ~5-10 ms of every command, argparse and its gettext look-ups)."""
-    key = (tuple(modules), app_flags)
-    parser = _NARROW_PARSERS.get(key)
+    ~5-10 ms of every command, argparse and its gettext look-ups). Given `word`, a command group in it builds
+    only that subcommand, unless the whole of `modules`' tree is built already."""
+    parser = _NARROW_PARSERS.get((tuple(modules), app_flags, ""))
+    if parser is None and word:
+        key = (tuple(modules), app_flags, word)
+        parser = _NARROW_PARSERS.get(key)
+        if parser is None:
+            parser = _NARROW_PARSERS[key] = build_parser(modules, _TryParser, app_flags, _group_parser(word))
     if parser is None:
-        parser = _NARROW_PARSERS[key] = build_parser(modules, _TryParser, app_flags)
+        parser = _NARROW_PARSERS[(tuple(modules), app_flags, "")] = build_parser(modules, _TryParser, app_flags)
     return parser
 
 
@@ -274,9 +313,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
         argv = _tui_words(argv, at)
     narrow = _narrowed(argv)
     if narrow is not None:
-        command, modules, app_flags = narrow
+        command, modules, app_flags, word = narrow
         try:
-            args = narrow_parser(modules, app_flags).parse_args(argv)
+            args = narrow_parser(modules, app_flags, word).parse_args(argv)
         except _Retry:
             pass
         else:

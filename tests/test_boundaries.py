@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
 import os
@@ -203,3 +204,41 @@ def test_a_one_shot_capture_loads_no_restore_journal_or_process_machinery(tmp_pa
                 "dataclasses", "inspect"}
     assert not set(loaded) & unwanted, sorted(set(loaded) & unwanted)
     assert not [m for m in loaded if m.startswith("snapshot_store.restore")], loaded
+
+
+@pytest.mark.parametrize("argv", [
+    ["snapshots", "capture", "--label", "x"], ["snapshots", "restore", "ab12", "--dry-run", "--only", "a", "b"],
+    ["-c", "k=v", "snapshots", "list", "--all", "-C", "/w"], ["history", "search", "needle", "-n", "3"],
+    ["history", "export", "ab12", "-o", "out.md"],
+])
+def test_a_group_command_builds_only_its_subcommand_and_parses_as_its_whole_group(
+        argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-shot `codexr snapshots capture` builds `capture`'s parser, not its group's eight others (~2 ms of
+    argparse each time it runs), and reads the command line exactly as its whole group does."""
+    from app import cli
+
+    monkeypatch.setattr(cli, "_NARROW_PARSERS", {})
+    args = cli.parse(argv)
+    whole_group = cli.build_parser([cli.COMMANDS[args.command]], app_flags=False)  # what the narrowing was before
+    assert vars(args) == vars(cli._settings_merged(whole_group.parse_args(argv)))
+    (parser,) = cli._NARROW_PARSERS.values()
+    groups = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    (command,) = groups[0].choices.values()
+    (group,) = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+    assert list(group.choices) == [argv[argv.index(args.command) + 1]]
+
+
+def test_a_group_command_the_narrowed_tree_cannot_settle_is_the_whole_trees(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A misspelt subcommand, or none, is worded by the whole tree: its error and help list every subcommand."""
+    from app import cli
+
+    monkeypatch.setattr(cli, "_NARROW_PARSERS", {})
+    with pytest.raises(SystemExit) as exc:
+        cli.parse(["snapshots", "captur"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'captur' (choose from 'capture', 'list', 'show', 'diff', 'restore', 'verify', 'gc')" in (
+        capsys.readouterr().err)
+    args = cli.parse(["snapshots"])
+    args.handler(None, args)
+    assert "{capture,list,show,diff,restore,verify,gc}" in capsys.readouterr().out
