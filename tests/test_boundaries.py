@@ -183,7 +183,8 @@ def test_a_one_shot_capture_loads_no_restore_journal_or_process_machinery(tmp_pa
     """An unchanged `codexr snapshots capture` without a server (every command on a Mac) imports what it uses: not
     restore's modules, the inotify journal, the resident server's or the held rewind's process handling
     (`subprocess`, `socket`, `secrets`), nor the permission presets, nor dataclasses and the inspect it loads (~14 ms
-    with the classes made: snapshot_store/records.py): issue 35's one-shot row is Python's start and these imports.
+    with the classes made: snapshot_store/records.py), nor shutil for argparse's width (~1.7 ms): issue 35's one-shot
+    row is Python's start and these imports.
     (The first capture of a workspace reads Git's index through pygit2, which loads ssl and socket.)"""
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -201,7 +202,7 @@ def test_a_one_shot_capture_loads_no_restore_journal_or_process_machinery(tmp_pa
     assert rc == 0 and "no changes since the last snapshot" in out.stderr, out.stderr
     unwanted = {"subprocess", "socket", "secrets", "inotify_simple", "snapshot_store.detect.inotify",
                 "app.rewind.held", "app.recording.sidecar", "app.recording.workspace_lock", "app.codex.permissions",
-                "dataclasses", "inspect"}
+                "dataclasses", "inspect", "shutil"}
     assert not set(loaded) & unwanted, sorted(set(loaded) & unwanted)
     assert not [m for m in loaded if m.startswith("snapshot_store.restore")], loaded
 
@@ -242,3 +243,25 @@ def test_a_group_command_the_narrowed_tree_cannot_settle_is_the_whole_trees(
     args = cli.parse(["snapshots"])
     args.handler(None, args)
     assert "{capture,list,show,diff,restore,verify,gc}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("columns", ["44", "132", None, "junk"])
+def test_help_is_laid_out_as_argparse_lays_it_out(columns: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """codexr's help formatter finds the width without shutil (a one-shot command no longer loads it for that) and
+    lays help out exactly as argparse's own: as wide as $COLUMNS, else the terminal, else 80 columns."""
+    from app import cli
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    tree = cli.build_parser()
+    (commands,) = [a for a in tree._actions if isinstance(a, argparse._SubParsersAction)]
+    (group,) = [a for a in commands.choices["snapshots"]._actions if isinstance(a, argparse._SubParsersAction)]
+    for parser in (tree, commands.choices["exec"], group.choices["restore"]):
+        ours = parser.format_help()
+        parser.formatter_class = argparse.HelpFormatter
+        assert ours == parser.format_help()
+    parser.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=130)
+    wide = parser.format_help()
+    assert (len(ours.splitlines()) > len(wide.splitlines())) == (columns != "132")  # the width was taken
