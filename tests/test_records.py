@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from snapshot_store.detect.walkstate import WalkState
-from snapshot_store.records import FrozenInstanceError, astuple, field, fields, record, replace
+from snapshot_store.records import FrozenInstanceError, asdict, astuple, field, fields, record, replace
 from snapshot_store.settings import ScopeSettings
 
 
@@ -115,3 +115,24 @@ def test_the_stores_records_keep_their_class_defaults() -> None:
     assert ScopeSettings() == ScopeSettings() and hash(ScopeSettings()) == hash(ScopeSettings())
     names = [f.name for f in fields(WalkState)]
     assert "_seen" in names and names == list(WalkState.__match_args__)
+
+
+def test_asdict_makes_nested_records_dicts_and_rebuilds_their_containers() -> None:
+    """What history's JSON is written from (a rollout digest: a record holding records in a list and a dict)."""
+
+    @record
+    class Outer:
+        point: Point
+        bags: list[Bag]
+        by_name: dict[str, Point]
+        pair: tuple[int, Point]
+
+    bag = Bag([1])
+    outer = Outer(Point(1), [bag], {"p": Point(2, 3)}, (4, Point(5)))
+    doc = asdict(outer)
+    assert doc == {"point": {"x": 1, "y": 0, "tags": frozenset(), "note": ""},
+                   "bags": [{"items": [1], "seen": {}, "count": 0}],
+                   "by_name": {"p": {"x": 2, "y": 3, "tags": frozenset(), "note": ""}},
+                   "pair": (4, {"x": 5, "y": 0, "tags": frozenset(), "note": ""})}
+    doc["bags"][0]["items"].append(2)
+    assert bag.items == [1]  # the lists are the dict's own

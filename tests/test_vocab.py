@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from app.history.catalog import FileSummary, Session
 from app.history.rollout import _meta
 from app.session import thread_source
+from snapshot_store.records import asdict
 
 
 def _history_label(session_meta: dict[str, Any]) -> str:

@@ -7,9 +7,10 @@ import contextlib
 import json
 import os
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from snapshot_store.records import asdict
 
 from ..shared.lines import plural
 from .context import Context, UsageError

@@ -13,9 +13,10 @@ import subprocess
 import sys
 import sysconfig
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from snapshot_store.records import record
 
 from ..cmds.context import UsageError
 
@@ -30,7 +31,7 @@ CONFIG_KEY = "file_snapshots.codex_bin"
 SHIM_NAME = "codexr-codex"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CodexBinary:
     """The chosen executable and where that choice came from, so errors and `doctor` can name it."""
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+
+from snapshot_store.records import asdict
 
 from .catalog import HistoryError, conversation
 from .render import markdown, nothing_found, skipped_note

@@ -13,9 +13,10 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from snapshot_store.records import asdict, record
 
 from ..shared.vocab import CLIENT_NAME, source_label
 from .rollout import Digest, Entry, Skipped
@@ -31,8 +32,9 @@ class HistoryError(Exception):
     """A user-facing history problem (unknown or ambiguous id...): one line, exit 2."""
 
 
-# The classes below that need no asdict() are plain classes with __slots__: each @dataclass costs ~1 ms to
-# create when the module loads, which every history command pays (bench/HISTORY.md, the history bench's second pass).
+# The classes below that need no asdict() are plain classes with __slots__, the others records
+# (snapshot_store/records.py): each @dataclass costs ~1 ms to create when the module loads, which every history
+# command pays (bench/HISTORY.md, the history bench's second pass).
 
 
 class RolloutFile:
@@ -45,7 +47,7 @@ class RolloutFile:
         self.size, self.mtime_ns, self.name_ts = size, mtime_ns, name_ts
 
 
-@dataclass
+@record
 class FileSummary:
     """What listing and fork resolution need from one file (cheap to keep in the index)."""
 

@@ -18,9 +18,10 @@ import os
 import sqlite3
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
+
+from snapshot_store.records import asdict
 
 from .catalog import FileSummary, RolloutFile
 from .rollout import Digest

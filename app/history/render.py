@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
+
+from snapshot_store.records import asdict
 
 from ..shared.times import json_time, screen_time
 from .catalog import Catalog, Prompt, Session, rewind_marks

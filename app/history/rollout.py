@@ -20,9 +20,10 @@ import functools
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from snapshot_store.records import asdict, field, record
 
 USER_MESSAGE_BEGIN = "## My request for Codex:"
 HUGE_LINE = 16 * 1024 * 1024  # a longer line is skipped (and counted), not decoded
@@ -50,7 +51,7 @@ def _patterns() -> tuple[re.Pattern[bytes], re.Pattern[bytes], re.Pattern[bytes]
             re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$|^\*\*\* Move to: (.+)$", re.M))
 
 
-@dataclass
+@record
 class Skipped:
     """What could not be read, counted rather than fatal."""
 
@@ -68,7 +69,7 @@ class Skipped:
         self.unreadable += other.unreadable
 
 
-@dataclass
+@record
 class Entry:
     """One thing in the conversation: a prompt, an agent message, a command, a set of file changes, a marker."""
 
@@ -88,7 +89,7 @@ class Entry:
         return self.text
 
 
-@dataclass
+@record
 class Meta:
     """The rollout's own `session_meta` (the first one: a legacy fork copies its parent's after it)."""
 
@@ -103,7 +104,7 @@ class Meta:
     history_base: dict[str, Any] | None = None  # {thread_id, end_ordinal_exclusive, end_byte_offset}
 
 
-@dataclass
+@record
 class Digest:
     """Everything history needs from one rollout file."""
 

@@ -12,13 +12,13 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from snapshot_store import StoreError
 from snapshot_store.fsutil import atomic_write
 from snapshot_store.locks import flocked
+from snapshot_store.records import asdict, field, record
 
 SIDECAR_VERSION = 1
 _THREAD_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{7,127}")
@@ -40,7 +40,7 @@ def check_thread_id(thread_id: str) -> str:
     return thread_id
 
 
-@dataclass
+@record
 class TurnRecord:
     """One prompt of the thread and the snapshots around it."""
 
@@ -55,7 +55,7 @@ class TurnRecord:
     post_edit: str | None = None  # states snapshot: each path outside the workspace as the turn's patches left it
 
 
-@dataclass
+@record
 class RedoEntry:
     """One rewind that landed on this thread; redo pops it and goes back."""
 
@@ -71,7 +71,7 @@ class RedoEntry:
     outside_target: str | None = None  # what the rewind wrote there (redo compares against it)
 
 
-@dataclass
+@record
 class ThreadSidecar:
     """Everything codexr knows about one Codex thread."""
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from snapshot_store import StoreError
+from snapshot_store.records import record
 
 from ..codex.rpc_lines import RawCall, RpcRefused, read_pages, read_turns
 from ..codex.turn_kinds import is_prompt_turn, is_sub_turn
@@ -35,7 +35,7 @@ LIST_SETTLE_S = 30.0
 LIST_SETTLE_RECENT_S = 120.0
 
 
-@dataclass
+@record
 class Prompt:
     """One prompt (turn) of a thread as Codex reports it, with codexr's snapshot for it."""
 
@@ -56,7 +56,7 @@ class Prompt:
         return f"prompt {self.number} ran without a file snapshot (file_snapshots was off)"
 
 
-@dataclass
+@record
 class ThreadSummary:
     """A row of `codexr threads`."""
 
