@@ -118,8 +118,8 @@ class _Unbuilt:
 
 
 class _OneSubParsers(argparse._SubParsersAction):  # type: ignore[type-arg]
-    """A command group's subcommands in a narrowed tree: only the one the command line names is built (building a
-    group's nine subcommands was ~2 ms of a one-shot `codexr snapshots capture`'s ~55, measured)."""
+    """A command group's subcommands in a narrowed tree: only the one the command line names is built (building
+    `snapshots`' seven was ~2 ms of a one-shot `codexr snapshots capture`'s ~55, measured)."""
 
     def add_parser(self, name: str, **kwargs: Any) -> Any:
         wanted: str = getattr(self._parser_class, "wanted", "")
