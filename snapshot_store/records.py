@@ -96,7 +96,13 @@ def record(cls: Any = None, /, *, frozen: bool = False) -> Any:
     return _build(cls, frozen)
 
 
+_MADE = frozenset({"__init__", "__eq__", "__hash__", "__repr__", "__setattr__", "__delattr__"})
+
+
 def _build(cls: Any, frozen: bool) -> Any:
+    written = sorted(_MADE & cls.__dict__.keys())
+    if written:  # a dataclass would keep it, silently changing what == or hash() mean: say so instead
+        raise TypeError(f"{cls.__qualname__} defines {written[0]}, which @record makes")
     own = cls.__dict__.get("__annotations__", {})  # noqa: RUF063 - inspect is what this module avoids loading
     made: list[Field] = []
     for name in own:

@@ -136,3 +136,13 @@ def test_asdict_makes_nested_records_dicts_and_rebuilds_their_containers() -> No
                    "pair": (4, {"x": 5, "y": 0, "tags": frozenset(), "note": ""})}
     doc["bags"][0]["items"].append(2)
     assert bag.items == [1]  # the lists are the dict's own
+
+
+def test_a_method_the_record_makes_is_refused_when_the_class_writes_its_own() -> None:
+    with pytest.raises(TypeError, match="defines __eq__, which @record makes"):
+        @record
+        class Mine:
+            a: int
+
+            def __eq__(self, other: object) -> bool:
+                return True
