@@ -11,7 +11,6 @@ dataclasses: defaults, `field(default=, default_factory=, repr=, compare=)`, eq,
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import attrgetter
 from typing import Any, TypeVar, dataclass_transform, overload
 
 _T = TypeVar("_T")
@@ -60,8 +59,7 @@ def fields(cls_or_record: Any) -> tuple[Field, ...]:
 
 def astuple(rec: Any) -> tuple[Any, ...]:
     """The record's field values, in declaration order (not recursive, unlike dataclasses.astuple)."""
-    values: tuple[Any, ...] = rec.__record_values__(rec)
-    return values
+    return tuple(getattr(rec, f.name) for f in rec.__record_fields__)
 
 
 def asdict(rec: Any) -> dict[str, Any]:
@@ -101,7 +99,7 @@ _MADE = frozenset({"__init__", "__eq__", "__hash__", "__repr__", "__setattr__", 
 
 def _build(cls: Any, frozen: bool) -> Any:
     written = sorted(_MADE & cls.__dict__.keys())
-    if written:  # a dataclass would keep it, silently changing what == or hash() mean: say so instead
+    if written:  # a dataclass keeps such a method; replacing it would change what == or hash() mean unseen
         raise TypeError(f"{cls.__qualname__} defines {written[0]}, which @record makes")
     own = cls.__dict__.get("__annotations__", {})  # noqa: RUF063 - inspect is what this module avoids loading
     made: list[Field] = []
@@ -118,7 +116,6 @@ def _build(cls: Any, frozen: bool) -> Any:
     setattr(cls, "__match_args__", tuple(f.name for f in made))  # noqa: B010 - mypy refuses the attribute form
     for name, method in _methods(cls, made, frozen).items():
         setattr(cls, name, method)
-    cls.__record_values__ = _getter(made)
     shown = [f.name for f in made if f.repr]
 
     def __repr__(self: Any) -> str:
@@ -132,18 +129,6 @@ def _build(cls: Any, frozen: bool) -> Any:
     else:
         cls.__hash__ = None
     return cls
-
-
-def _getter(made: list[Field]) -> Callable[[Any], tuple[Any, ...]]:
-    """A function returning the given fields' values as a tuple (attrgetter returns a bare value for one name)."""
-    names = [f.name for f in made]
-    if not names:
-        return lambda _rec: ()
-    if len(names) == 1:
-        one = attrgetter(names[0])
-        return lambda rec: (one(rec),)
-    many: Callable[[Any], tuple[Any, ...]] = attrgetter(*names)
-    return many
 
 
 def _methods(cls: Any, made: list[Field], frozen: bool) -> dict[str, Any]:
