@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -82,6 +83,16 @@ def drop(fd: int | None) -> None:
     """Let the thread close a held fd (its inode freed there if nothing else names it)."""
     if fd is not None:
         _closer.drop(fd)
+
+
+@contextlib.contextmanager
+def held(dir_fd: int, name: str) -> Iterator[None]:
+    """Hold the inode `name` names across the block (a rename over it, or its unlink); the thread closes it after."""
+    fd = hold(dir_fd, name)
+    try:
+        yield
+    finally:
+        drop(fd)
 
 
 def settle() -> None:

@@ -147,11 +147,8 @@ def _at_once(fn: Callable[[T], R], items: list[T]) -> list[R]:
 
 def _replace(dir_fd: int, src: str, dst: str) -> None:
     """Rename `src` over `dst` in one directory, the file it replaces freed later by lateclose's thread."""
-    held = lateclose.hold(dir_fd, dst)
-    try:
+    with lateclose.held(dir_fd, dst):
         os.rename(src, dst, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    finally:
-        lateclose.drop(held)
 
 
 def _same_file_but_ctime(key: Key, expect: Key) -> bool:
@@ -463,11 +460,8 @@ class SafeRoot:
             try:
                 same = _same_file_but_ctime(stat_key(os.stat(aside, dir_fd=pfd, follow_symlinks=False)), expect)
                 if same:
-                    held = lateclose.hold(pfd, aside)
-                    try:
+                    with lateclose.held(pfd, aside):
                         os.unlink(aside, dir_fd=pfd)
-                    finally:
-                        lateclose.drop(held)
                     return True
             except BaseException:
                 self._put_back(pfd, aside, name, rel)
