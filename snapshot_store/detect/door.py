@@ -477,7 +477,8 @@ class Look:
         if self.extra:  # what this capture covered from now on: the next capture like it compares bytes (~3 ms)
             covered = state.covered_set().difference(self.extra)  # the set `extra` was found with, before it changes
             state.covered_blob, state._covered = walkstate.covered_without(state.covered, self.extra), covered
-        behind = rewritten and kind == SnapshotKind.PRE_TURN and not (w is not None and self.quiet is not None)
+        vouched = w is not None and self.quiet is not None  # by the journal, up to this capture's look
+        behind = rewritten and kind == SnapshotKind.PRE_TURN and not vouched
         if rewritten:
             state.snapshot, state.looked_ns = snap_id, self.started_ns  # a new chain starts here
             state.dirs = walkstate.with_dir_keys(state.dirs, {
@@ -486,7 +487,8 @@ class Look:
                 self.index.set_walk(state)  # written with the binding below, by a thread (`_save_behind`)
             else:
                 self.index.save_walk(state)
-        if w is not None and self.quiet is not None:
+        if vouched:
+            assert w is not None
             # The journal vouched for the saved walk up to this capture's look, after the token was asked: the token
             # is bound to it (written again or not). The map to build is this snapshot's too.
             w.held = None
