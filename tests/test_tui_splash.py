@@ -117,3 +117,23 @@ def test_the_app_starts_without_pydantic_markdown_or_the_sdk() -> None:
             "print(sorted(m for m in ('pydantic', 'markdown_it', 'pygments', 'openai_codex') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_an_enter_typed_between_the_hand_over_and_the_driver_stays_enter(pty_pair: tuple[int, int]) -> None:
+    """The splash handed the terminal to the app with its own settings given back, so an Enter typed before the
+    app's driver set raw mode went through ICRNL and arrived as Ctrl+J: a newline in the composer, not a send (the
+    tmux demo test, once, loaded). Now the frame's settings stand until the driver sets its own, and the terminal's
+    own go to the driver (restored at exit), or back at once if the app never takes them."""
+    master, slave = pty_pair
+    before = termios.tcgetattr(slave)
+    splash = Splash.show(slave, slave, {"TERM": "xterm-256color"})
+    assert splash is not None
+    read_all(master)
+    os.write(master, b"go")
+    read_all(master)
+    typed, saved = splash.hand_over()
+    assert typed == b"go" and saved == before and splash.released
+    os.write(master, b"\r")  # Enter, after the hand-over, before the driver's raw mode
+    assert read_all(slave) == b"\r"
+    splash.give_back(saved)  # the app failed before its driver took them
+    assert termios.tcgetattr(slave) == before

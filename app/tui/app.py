@@ -173,6 +173,7 @@ class CodexrApp(App[int]):
 
     # ------------------------------------------------------------------ layout and start
     typed_ahead = b""  # keys the splash read while Textual loaded: the driver plays them before its own input
+    terminal_before: list[Any] | None = None  # the terminal's own settings from the splash: restored at exit
     key_times = (0.0, 0.0)  # when the last two keys arrived (Textual's event time): the composer's paste check
 
     async def on_event(self, event: events.Event) -> None:
@@ -186,9 +187,10 @@ class CodexrApp(App[int]):
     def get_driver_class(self) -> type[Driver]:
         from .typed_ahead import typed_ahead_driver
 
-        def take() -> bytes:
-            data, self.typed_ahead = self.typed_ahead, b""
-            return data
+        def take() -> tuple[bytes, list[Any] | None]:
+            taken = self.typed_ahead, self.terminal_before
+            self.typed_ahead, self.terminal_before = b"", None
+            return taken
 
         return typed_ahead_driver(super().get_driver_class(), take)
 
@@ -833,8 +835,9 @@ def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *
 
     `farewell(thread_id, workspace)`: the line printed after the app is gone (default: how to resume the thread).
 
-    `splash`: the frame drawn before Textual loaded; the terminal gets its settings back just before Textual
-    saves them, and the frame is taken down if the app fails before it starts.
+    `splash`: the frame drawn before Textual loaded; its settings stand until the app's driver sets its own, which
+    restores the terminal's own at exit (given back here if the app fails before that), and the frame is taken down
+    if the app fails before it is made.
     """
     try:
         conf = settings if settings is not None else getattr(opts, "settings", None)
@@ -847,8 +850,12 @@ def run_tui(opts: SessionOptions | Callable[[], SessionOptions] | None = None, *
             splash.close()
         raise
     if splash is not None:
-        app.typed_ahead = splash.release()
-    code = app.run()
+        app.typed_ahead, app.terminal_before = splash.hand_over()
+    try:
+        code = app.run()
+    finally:
+        if splash is not None:
+            splash.give_back(app.terminal_before)  # still here: the app failed before its driver took them
     thread = app.driver.thread_id if app.driver is not None else None
     opts_now = getattr(app.driver, "opts", None)  # a replay has none: it continues nothing
     if thread and opts_now is not None:

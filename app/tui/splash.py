@@ -8,9 +8,9 @@ a no-op in xterm, VTE and tmux). Keys typed meanwhile are read by a thread of th
 the frame's composer (a word typed at launch was on screen only when the live app drew it, 1-2 s after exec under
 load: bench_tui.py's live session) and keeps every byte; the app's input driver plays those bytes before anything
 it reads itself (app/tui/typed_ahead.py), so nothing typed during start-up is lost, reordered or printed over the
-frame, and Enter stays Enter (ICRNL off). The terminal's own settings are restored before Textual saves them (it
-restores what it saved when it exits), and on any failure before the app starts. No Textual, no Rich: that is the
-point.
+frame, and Enter stays Enter (ICRNL off) until the app's driver sets its own. The terminal's own settings go to that
+driver, which restores them when the app exits, and come back at once on any failure before the app starts. No
+Textual, no Rich: that is the point.
 """
 
 from __future__ import annotations
@@ -142,6 +142,22 @@ class Splash:
     def released(self) -> bool:
         """The app has the terminal now (its driver clears the screen on exit; `close` must not then)."""
         return self._saved is None
+
+    def hand_over(self) -> tuple[bytes, list[Any] | None]:
+        """The keys typed meanwhile (the app plays them before it reads the terminal) and the terminal's own settings,
+        for the app's driver to restore when it exits (app/tui/typed_ahead.py). The frame's settings stay until the
+        driver sets its own: given back here, an Enter typed before the driver took the terminal became Ctrl+J (a
+        newline in the composer, not a send), ICRNL on again in between (seen once in the tmux demo test, loaded).
+        The caller must `give_back` the settings if its app fails before its driver takes them."""
+        self._stop_reader()
+        saved, self._saved = self._saved, None
+        return self.typed, saved
+
+    def give_back(self, saved: list[Any] | None) -> None:
+        """The terminal's own settings back, from the caller of `hand_over` whose app never took them."""
+        if saved is not None:
+            with contextlib.suppress(termios.error, OSError):
+                termios.tcsetattr(self.in_fd, termios.TCSANOW, saved)
 
     def release(self) -> bytes:
         """Give the terminal its settings back; the app paints over the frame. Returns the keys typed meanwhile
