@@ -34,7 +34,7 @@ import os
 import sys
 import time  # built in, and imported by Python's start-up already
 
-from .server.oneshot import ONESHOT, command_of, server_wanted
+from .server.oneshot import ONESHOT, command_of, hold_collector, server_wanted
 from .server.runtime import lock_names, socket_path, spawn
 from .stdfds import open_standard_fds
 
@@ -307,8 +307,11 @@ def main() -> int:
             os._exit(code & 0xFF)
     from .cli import main as cli_main
 
+    oneshot = command_of(argv) in ONESHOT
+    if oneshot:
+        hold_collector(argv)
     code = cli_main(argv)
-    if command_of(argv) in ONESHOT:  # a command a server could have run ends as its worker does: no teardown
+    if oneshot:  # a command a server could have run ends as its worker does: no teardown
         from .server.finish import finish
 
         os._exit(finish(code) & 0xFF)

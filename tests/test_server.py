@@ -178,6 +178,24 @@ def test_the_launcher_finds_the_command(argv: list[str], command: str | None) ->
     assert oneshot.command_of(argv) == command
 
 
+@pytest.mark.parametrize(("argv", "held"), [
+    (["rewind", "--to", "2", "--yes"], True), (["--json", "-C", "/x", "redo"], True),
+    (["snapshots", "restore", "abc", "--yes"], True), (["-C", "/x", "snapshots", "restore", "abc"], True),
+    (["snapshots", "capture"], False), (["snapshots", "show", "restore"], False), (["snapshots"], False),
+    (["exec", "rewind"], False), (["threads"], False), ([], False), (["-Cx", "rewind"], False),
+])
+def test_only_restoring_commands_hold_the_collector(argv: list[str], held: bool) -> None:
+    """An agent turn (`exec`) or a capture keeps its collector: only a restore's process ends with its map."""
+    import gc
+
+    assert gc.isenabled()
+    try:
+        oneshot.hold_collector(argv)
+        assert gc.isenabled() is not held
+    finally:
+        gc.enable()
+
+
 def test_only_one_shot_commands_may_go_to_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CODEXR_SERVER", "1")
     assert oneshot.server_wanted(["snapshots", "capture"])
@@ -247,6 +265,59 @@ def test_a_command_with_stderr_closed_captures_and_leaves_the_store_whole(tmp_pa
     shown = subprocess.run([sys.executable, "-m", "app", "snapshots", "show", res.stdout.strip(), "--json"], cwd=ws,
                            env=env, capture_output=True, text=True, timeout=60)
     assert "kept.txt" in shown.stdout, show(shown)
+
+
+#: A `sitecustomize` that counts the cyclic collector's passes started while the store's code runs (a frame of
+#: snapshot_store/ on the stack) and writes the count at the process's end (`finish` runs atexit handlers; a server's
+#: worker inherits both from the server).
+COLLECTIONS_PROBE = """
+import atexit, gc, os, sys
+_started = []
+def _count(phase, info):
+    frame = sys._getframe(1)
+    while phase == "start" and frame is not None:
+        if "/snapshot_store/" in frame.f_code.co_filename:
+            _started.append(info["generation"])
+            return
+        frame = frame.f_back
+gc.callbacks.append(_count)
+os.register_at_fork(after_in_child=_started.clear)  # a worker counts its own passes, not the server's
+def _report():
+    with open(os.path.join(os.environ["PROBE_OUT"], f"{os.getpid()}.txt"), "w") as out:
+        out.write(f"{len(_started)} {' '.join(sys.argv[1:])}")
+atexit.register(_report)
+"""
+
+
+@pytest.mark.parametrize("served", [False, True], ids=["alone", "server"])
+def test_restoring_one_shot_commands_run_without_the_collector(servers: Servers, tmp_path: Path,
+                                                               served: bool) -> None:
+    """A restore decodes the target's whole map, entries in no reference cycle, and its process ends with it: the
+    collector's passes over them were ~60 ms of a 100,000-file rewind (oneshot.hold_collector). A capture (not
+    restoring) keeps its collector, which shows the probe sees the passes a restore made before."""
+    ws, probe, out = tmp_path / "ws", tmp_path / "probe", tmp_path / "out"
+    for d in (ws, probe, out):
+        d.mkdir()
+    (probe / "sitecustomize.py").write_text(COLLECTIONS_PROBE)
+    for i in range(6000):  # a map past mapcache.MIN_ENTRIES, as a big workspace's is
+        (ws / f"f{i}.txt").write_text(f"{i}\n")
+    for git in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "files"]):
+        subprocess.run(["git", *git], cwd=ws, check=True)  # tracked: captured however many
+    servers.env.update({"CODEX_HOME": str(tmp_path / "home"), "PROBE_OUT": str(out), "PYTHONPATH": f"{probe}:{REPO}",
+                        "CODEXR_SERVER": "1" if served else "0"})
+    if served:
+        servers.start()
+    first = servers.run("snapshots", "capture", cwd=ws)
+    assert first.returncode == 0, show(first)
+    (ws / "f1.txt").write_text("changed\n")
+    restored = servers.run("snapshots", "restore", first.stdout.strip(), "--yes", cwd=ws)
+    assert restored.returncode == 0 and (ws / "f1.txt").read_text() == "1\n", show(restored)
+    counts = dict(reversed(p.read_text().split(" ", 1)) for p in out.glob("*.txt"))
+    assert set(counts) >= {"snapshots capture", f"snapshots restore {first.stdout.strip()} --yes"}, counts
+    assert int(counts["snapshots capture"]) > 0, counts
+    assert counts[f"snapshots restore {first.stdout.strip()} --yes"] == "0", counts
+    if served:
+        assert {cmd for _w, _c, cmd in servers.served()} == {"snapshots"}, servers.log()
 
 
 def test_the_rewind_and_redo_story_runs_in_the_server(server_cli: Cli, servers: Servers) -> None:

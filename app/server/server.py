@@ -453,7 +453,9 @@ def _run(request: dict[str, Any]) -> int:
     import traceback
 
     from ..cli import main as cli_main
+    from .oneshot import hold_collector
 
+    hold_collector(request["argv"])
     code = 0
     try:
         code = int(cli_main(request["argv"]))
