@@ -31,7 +31,7 @@ from .codex.turn_settings import ModelInfo, TurnSettings
 from .errors import Declined as Declined
 from .errors import SessionError as SessionError
 from .recording.auto_gc import AutoGc
-from .recording.recorder import PreTurnAhead, Recorder
+from .recording.recorder import PreTurnAhead, Recorder, RecordsAhead
 from .recording.recording import Recording
 from .recording.sidecar import Sidecars, ThreadSidecar
 from .recording.workspace_lock import LastThread, SessionLock
@@ -73,11 +73,12 @@ class Session:
 
     def __init__(self, opts: SessionOptions, *, approval: ApprovalCallback | None = None,
                  on_notice: EventCallback | None = None, on_recovery: Callable[[Recovery], None] | None = None,
-                 ahead: str | None = None, watch: bool = True) -> None:
+                 ahead: str | None = None, watch: bool = True, read_ahead: bool = False) -> None:
         """`ahead`: the prompt a turn on a new thread will send at once (`codexr exec`): its pre-turn capture is taken
         while Codex starts (PreTurnAhead). `on_recovery`: says an interrupted restore a capture finished. `watch`:
         keep a change journal for the captures after the first (False: a command that captures once; the journal's
-        3,000 watches at 100,000 files were ~15 ms of a one-shot rewind)."""
+        3,000 watches at 100,000 files were ~15 ms of a one-shot rewind). `read_ahead`: read the newest snapshot's
+        records while Codex starts (RecordsAhead: a rewind or redo decodes its target's map next)."""
         self.opts = opts
         # Never Codex's home or the store (nor inside them): a restore there would overwrite their files.
         self.cwd = workspace_root(opts.cwd, [opts.codex_home], store=opts.codex_home / "file_snapshots",
@@ -102,6 +103,7 @@ class Session:
         if ahead is not None and self.tracking:
             self.recording.start()  # the journal watches before any capture, the one taken ahead too
             pre_turn = PreTurnAhead(self.recorder, ahead)
+        records = RecordsAhead(self.store, self.cwd) if read_ahead and self.tracking else None
         try:
             self.connection = CodexConnection(
                 self.cwd, opts.codex_home, codex_bin=opts.codex_bin, env=opts.env,
@@ -110,7 +112,11 @@ class Session:
         except BaseException:
             if pre_turn is not None:
                 pre_turn.wait()  # the store is not closed under it
+            if records is not None:
+                records.wait()
             raise
+        if records is not None:
+            records.keep()
         if pre_turn is None:
             self.recording.start(watch)
         self.gc = AutoGc(self.store_dir, opts.codex_home, opts.settings, self.tracking, self.connection.notice)

@@ -43,6 +43,7 @@ from app.codex.scripted_model import (
 from app.recording.recorder import Recorder
 from app.session import ApprovalRequest, Prompt, Session, SessionError
 from snapshot_store.manifest import captured_items
+from snapshot_store.repository.repo import Repository
 
 
 def _same_files(rig: Rig, expected: dict[str, Any], *, ignore: tuple[str, ...] = (), what: str = "") -> None:
@@ -850,3 +851,40 @@ def test_a_new_threads_first_pre_turn_capture_is_taken_while_codex_starts(model:
         post = dict(captured_items(session.store.files(out.post)))
     assert overlapped == [True] and takers == ["codexr-pre-turn"]
     assert set(pre) == {"a.txt"} and set(post) == {"a.txt", "made.txt"}
+
+
+def test_a_rewind_reads_the_newest_snapshots_records_while_codex_starts(model: ScriptedModel, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """`codexr rewind` and `redo` (Session's `read_ahead`): the records of the workspace's newest snapshot's chain,
+    the one written whole among them, are read on their own thread while Codex starts, and the rewind's target is
+    replayed from them: the rewind itself reads none of them again, and puts the files back as ever."""
+    model.script("make-it", [add_file("made.txt", "made by the turn\n"), message("done")])
+    opts = session_options(model, tmp_path, {"a.txt": "before\n", "sub/b.txt": "b\n"})
+    with Session(opts) as session:
+        thread = session.start_thread()
+        out = session.run_turn(thread, "make-it")
+        assert out.pre is not None and (opts.cwd / "made.txt").exists()
+    reads: dict[str, list[str]] = {}
+    began = threading.Event()
+    overlapped: list[bool] = []
+    real_init, real_read = CodexConnection.__init__, Repository._read_record
+
+    def init(self: CodexConnection, *a: Any, **k: Any) -> None:
+        overlapped.append(began.wait(10))  # the reads began before Codex is started: they run side by side
+        real_init(self, *a, **k)
+
+    def read(self: Repository, snap_id: str) -> Any:
+        reads.setdefault(threading.current_thread().name, []).append(snap_id)
+        began.set()
+        return real_read(self, snap_id)
+
+    monkeypatch.setattr(CodexConnection, "__init__", init)
+    monkeypatch.setattr(Repository, "_read_record", read)
+    with Session(opts, watch=False, read_ahead=True) as session:
+        ahead = set(reads.pop("codexr-records-ahead", []))
+        r = session.rewind(thread, 1, mode="files")
+        assert r.restore is not None
+    assert overlapped == [True]
+    assert out.pre in ahead and session.store.head(out.pre).parent in ahead | {None}
+    assert not ahead & {snap for names in reads.values() for snap in names}, reads  # none read twice
+    assert not (opts.cwd / "made.txt").exists() and (opts.cwd / "a.txt").read_text() == "before\n"

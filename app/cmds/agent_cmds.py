@@ -200,15 +200,15 @@ def codex_overrides(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None, ahead: str | None = None,
-                 watch: bool = True) -> Session:
-    """Start Codex for the workspace with the pass-through flags (`ahead`, `watch`: Session's)."""
+                 watch: bool = True, read_ahead: bool = False) -> Session:
+    """Start Codex for the workspace with the pass-through flags (`ahead`, `watch`, `read_ahead`: Session's)."""
     opts = session_options(ctx, args)  # a bad --codex-bin fails here, before the SDK loads
     from ..session import Session
     from .context import say_recovery
 
     # An interrupted restore this command finishes is never silent (the capture taken ahead may finish one).
     return Session(opts, approval=approval, on_notice=_say_attached, on_recovery=say_recovery, ahead=ahead,
-                   watch=watch)
+                   watch=watch, read_ahead=read_ahead)
 
 
 def _say_attached(method: str, params: dict[str, Any]) -> None:
@@ -606,7 +606,7 @@ def _rewind(ctx: Context, args: argparse.Namespace) -> int:
     from ..errors import Declined
 
     mode = _mode(args)
-    with open_session(ctx, args, watch=False) as session:
+    with open_session(ctx, args, watch=False, read_ahead=True) as session:
         args.thread = _named_thread(session, args)
         confirm = None if args.dry_run else _confirm(ctx, args, session, "rewind")
         try:
@@ -625,7 +625,7 @@ def _rewind(ctx: Context, args: argparse.Namespace) -> int:
 def _redo(ctx: Context, args: argparse.Namespace) -> int:
     from ..errors import Declined
 
-    with open_session(ctx, args, watch=False) as session:
+    with open_session(ctx, args, watch=False, read_ahead=True) as session:
         args.thread = _named_thread(session, args)
         confirm = None if args.dry_run else _confirm(ctx, args, session, "redo")
         try:

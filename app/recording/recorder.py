@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from snapshot_store import Store, StoreError
-from snapshot_store.manifest import Entry, captured_items
+from snapshot_store.manifest import Entry, SnapshotRecord, captured_items
 from snapshot_store.safefs import SafeRoot
 from snapshot_store.scope import forbidden
 from snapshot_store.settings import ScopeSettings
@@ -307,3 +307,28 @@ class PreTurnAhead:
         """The pre-turn snapshot and the seconds it took (None: the capture failed; take it again)."""
         self.wait()
         return None if self._error is not None else self._out
+
+
+class RecordsAhead:
+    """The records of the workspace's newest snapshot's chain, read on a thread while Codex starts (`codexr rewind`
+    and `redo`, Repository.chain_aside): the rewind's target map is then replayed from them instead of decoded
+    after Codex has started. Only a head start: on any error the rewind reads the records itself, and meets it."""
+
+    def __init__(self, store: Store, cwd: Path) -> None:
+        self._store = store
+        self._records: dict[str, SnapshotRecord] = {}
+        self._thread = threading.Thread(target=self._run, args=(cwd,), name="codexr-records-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self, cwd: Path) -> None:
+        with contextlib.suppress(Exception):
+            self._records = self._store.chain_aside(cwd)
+
+    def wait(self) -> None:
+        """Until the reads have ended (the store is not closed under them)."""
+        self._thread.join()
+
+    def keep(self) -> None:
+        """Wait, then hand what was read to the store's caches (this thread owns them)."""
+        self.wait()
+        self._store.keep_records(self._records)
