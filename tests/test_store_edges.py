@@ -36,7 +36,7 @@ from snapshot_store import (
     WorkspaceError,
 )
 from snapshot_store.diff import diff_maps
-from snapshot_store.manifest import witnessed_absent
+from snapshot_store.manifest import ABSENT, WALKED, FileEntry, apply_delta, witnessed_absent
 from snapshot_store.scope import GIT_CACHE_MAGIC, GitTracked
 
 MIB = 1024 * 1024
@@ -1484,3 +1484,16 @@ def test_a_restore_reads_and_verifies_each_small_blob_once(tmp_path: Path, store
     small = {bytes.fromhex(e[3]) for p, e in store.files(c.id).items() if p.endswith(".txt")}
     assert {b: streamed.get(b, 0) for b in small} == dict.fromkeys(small, 1)
     assert streamed[blake3.blake3(big).digest()] == 2
+
+
+def test_a_delta_replaces_in_place_appends_new_paths_and_removes_gone_ones() -> None:
+    """A replayed map is its chain's records applied in order: a path changed keeps its place, a new one comes last,
+    None takes a path out (one the map never held too), and a record with no None is applied as it is."""
+    a, b, c = (FileEntry("f", 0o644, n, f"{n:064x}") for n in (1, 2, 3))
+    files = {"a": a, "d": WALKED, "b": b}
+    apply_delta(files, {"b": c, "gone": None, "a": None, "new": ABSENT})
+    assert list(files.items()) == [("d", WALKED), ("b", c), ("new", ABSENT)]
+    apply_delta(files, {"x": a, "d": b})
+    assert list(files.items()) == [("d", b), ("b", c), ("new", ABSENT), ("x", a)]
+    apply_delta(files, {})
+    assert len(files) == 4
