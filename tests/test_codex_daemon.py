@@ -109,6 +109,9 @@ def prompt_in_tui(tmux: Tmux, text: str, answer: str) -> None:
     time.sleep(0.3)
     deadline = time.monotonic() + WAIT_S
     while True:  # a quick burst of keys can be taken as a paste: Enter again until the turn starts
+        if text not in tmux.screen():  # a late notice (the model's announcement, under load) took the keys: again
+            tmux.type(text)
+            time.sleep(0.3)
         tmux.keys("Enter")
         try:
             tmux.wait(lambda s: answer in s or "esc to interrupt" in s, "the turn to start", timeout=3)
