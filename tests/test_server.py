@@ -293,7 +293,7 @@ atexit.register(_report)
 def test_restoring_one_shot_commands_run_without_the_collector(servers: Servers, tmp_path: Path,
                                                                served: bool) -> None:
     """A restore decodes the target's whole map, entries in no reference cycle, and its process ends with it: the
-    collector's passes over them were ~60 ms of a 100,000-file rewind (oneshot.hold_collector). A capture (not
+    collector's passes over them were ~0.1 s of a one-shot 100,000-file rewind (oneshot.hold_collector). A capture (not
     restoring) keeps its collector, which shows the probe sees the passes a restore made before."""
     ws, probe, out = tmp_path / "ws", tmp_path / "probe", tmp_path / "out"
     for d in (ws, probe, out):
