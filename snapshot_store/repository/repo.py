@@ -264,10 +264,11 @@ class Repository:
     def files_aside(self, snap_id: str) -> FileMap:
         """`files` for another thread: records read and maps replayed without adding to this object's caches (it
         only reads them), so the thread that owns them may go on meanwhile; the caller `remember`s the map."""
-        def record(snap: str) -> SnapshotRecord:
-            return self._records.get(snap) or self._read_record(snap)
+        return self._replay(snap_id, self._record_aside)
 
-        return self._replay(snap_id, record)
+    def _record_aside(self, snap_id: str) -> SnapshotRecord:
+        """`record` for another thread: the cached record, else the file read, without adding it to the cache."""
+        return self._records.get(snap_id) or self._read_record(snap_id)
 
     def _replay(self, snap_id: str, record: Callable[[str], SnapshotRecord]) -> FileMap:
         """A snapshot's map: its chain's records (`record`) applied from the nearest full map or cached one."""
@@ -346,8 +347,7 @@ class Repository:
         out: dict[str, SnapshotRecord] = {}
         current = self.latest(root)
         while current is not None and current not in out:
-            rec = self._records.get(current) or self._read_record(current)
-            out[current] = rec
+            rec = out[current] = self._record_aside(current)
             current = rec.parent
         return out
 
