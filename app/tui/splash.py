@@ -162,12 +162,9 @@ class Splash:
     def release(self) -> bytes:
         """Give the terminal its settings back; the app paints over the frame. Returns the keys typed meanwhile
         (the app plays them before it reads the terminal: keys typed later stay in its queue)."""
-        self._stop_reader()
-        if self._saved is not None:
-            with contextlib.suppress(termios.error, OSError):
-                termios.tcsetattr(self.in_fd, termios.TCSANOW, self._saved)
-            self._saved = None
-        return self.typed
+        typed, saved = self.hand_over()
+        self.give_back(saved)
+        return typed
 
     def close(self) -> None:
         """The app did not start: settings back, the frame gone, the user's screen as it was."""
