@@ -263,13 +263,13 @@ def narrow_parser(modules: Sequence[str], app_flags: bool, word: str = "") -> ar
     ~5-10 ms of every command, argparse and its gettext look-ups). Given `word`, a command group in it builds
     only that subcommand, unless the whole of `modules`' tree is built already."""
     parser = _NARROW_PARSERS.get((tuple(modules), app_flags, ""))
-    if parser is None and word:
-        key = (tuple(modules), app_flags, word)
-        parser = _NARROW_PARSERS.get(key)
-        if parser is None:
-            parser = _NARROW_PARSERS[key] = build_parser(modules, _TryParser, app_flags, _group_parser(word))
+    if parser is not None:
+        return parser
+    key = (tuple(modules), app_flags, word)
+    parser = _NARROW_PARSERS.get(key)
     if parser is None:
-        parser = _NARROW_PARSERS[(tuple(modules), app_flags, "")] = build_parser(modules, _TryParser, app_flags)
+        command_class = _group_parser(word) if word else None
+        parser = _NARROW_PARSERS[key] = build_parser(modules, _TryParser, app_flags, command_class)
     return parser
 
 
