@@ -34,7 +34,7 @@ import os
 import sys
 import time  # built in, and imported by Python's start-up already
 
-from .server.oneshot import ONESHOT, command_of, hold_collector, server_wanted
+from .server.oneshot import ONESHOT, command_of, hold_collector, hold_startup, server_wanted
 from .server.runtime import lock_names, socket_path, spawn
 from .stdfds import open_standard_fds
 
@@ -305,11 +305,12 @@ def main() -> int:
                 except (OSError, ValueError):
                     pass
             os._exit(code & 0xFF)
-    from .cli import main as cli_main
-
     oneshot = command_of(argv) in ONESHOT
     if oneshot:
+        hold_startup(argv)
         hold_collector(argv)
+    from .cli import main as cli_main
+
     code = cli_main(argv)
     if oneshot:  # a command a server could have run ends as its worker does: no teardown
         from .server.finish import finish

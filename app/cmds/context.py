@@ -107,6 +107,9 @@ class Context:
 
             # A change monitor that outlives this command (snapshot_store/detect/monitor.py), unless turned off.
             self._store.capturer.use_monitors(monitors_wanted())
+            from ..server.oneshot import imports_done
+
+            imports_done()  # what the store's work needs is imported: the collector may run again
         return self._store
 
     def close(self) -> None:
