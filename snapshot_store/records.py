@@ -3,7 +3,7 @@
 On Python 3.11 each `@dataclass` compiles six methods one by one (0.2-0.5 ms a class: a one-shot `snapshots capture`
 made 27 of them, 9.8 ms) and `import dataclasses` pulls in inspect, ast, dis and tokenize (~4.5 ms): ~14 ms of a
 73 ms command (bench/README.md, issue 35 row (e)). `record` compiles a class's `__init__`, `__eq__` and `__hash__`
-in one `exec` (~0.1 ms a class); type checkers read it as a dataclass (PEP 681). It keeps what this code uses of
+in one `exec` (~0.1 ms a class) when the class is first used (`_stand_in`); type checkers read it as a dataclass (PEP 681). It keeps what this code uses of
 dataclasses: defaults, `field(default=, default_factory=, repr=, compare=)`, eq, frozen (hashable), repr, `fields()`,
 `astuple()`, `asdict()` and `replace()`. Modules a one-shot command does not load keep `@dataclass`.
 """
@@ -112,10 +112,15 @@ def _build(cls: Any, frozen: bool) -> Any:
         elif isinstance(value, Field):
             delattr(cls, name)
         made.append(f)
+    seen_default = False
+    for f in made:
+        if seen_default and f.default is MISSING and f.factory is MISSING:
+            raise TypeError(f"{cls.__qualname__}: field {f.name!r} without a default follows one with a default")
+        seen_default = seen_default or f.default is not MISSING or f.factory is not MISSING
     cls.__record_fields__ = tuple(made)
     setattr(cls, "__match_args__", tuple(f.name for f in made))  # noqa: B010 - mypy refuses the attribute form
-    for name, method in _methods(cls, made, frozen).items():
-        setattr(cls, name, method)
+    for name in _NAMES[frozen]:
+        setattr(cls, name, _stand_in(cls, name, frozen))
     shown = [f.name for f in made if f.repr]
 
     def __repr__(self: Any) -> str:
@@ -131,12 +136,30 @@ def _build(cls: Any, frozen: bool) -> Any:
     return cls
 
 
+_NAMES = {False: ("__init__", "__eq__"), True: ("__init__", "__eq__", "__hash__")}
+
+
+def _stand_in(cls: Any, name: str, frozen: bool) -> Any:
+    """What stands for `cls`'s method `name` until the class is first used: it compiles the class's methods then.
+
+    A one-shot `snapshots capture` imports 27 records and makes 12 of them; compiling the other 15 was ~2 ms of its
+    ~50 (issue 35's row (e)). Two threads may compile the same class at once: both install equal methods."""
+
+    def first_use(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if cls.__dict__.get(name) is first_use:
+            for made_name, method in _methods(cls, list(cls.__record_fields__), frozen).items():
+                setattr(cls, made_name, method)
+        return cls.__dict__[name](self, *args, **kwargs)
+
+    first_use.__qualname__ = f"{cls.__qualname__}.{name}"
+    return first_use
+
+
 def _methods(cls: Any, made: list[Field], frozen: bool) -> dict[str, Any]:
     """Compile the class's `__init__`, `__eq__` and, frozen, `__hash__` in one `exec`: generated code runs as fast as
     a dataclass's (closures over attrgetter were ~1.5x slower to compare and hash)."""
     params, body = [], []
     scope: dict[str, Any] = {"MISSING": MISSING, "_set": object.__setattr__}
-    seen_default = False
     for f in made:
         if f.default is not MISSING:
             scope[f"_d_{f.name}"] = f.default
@@ -147,11 +170,8 @@ def _methods(cls: Any, made: list[Field], frozen: bool) -> dict[str, Any]:
             params.append(f"{f.name}=MISSING")
             value = f"_f_{f.name}() if {f.name} is MISSING else {f.name}"
         else:
-            if seen_default:
-                raise TypeError(f"{cls.__qualname__}: field {f.name!r} without a default follows one with a default")
             params.append(f.name)
             value = f.name
-        seen_default = seen_default or f.default is not MISSING or f.factory is not MISSING
         body.append(f"_set(self, {f.name!r}, {value})" if frozen else f"self.{f.name} = {value}")
     if hasattr(cls, "__post_init__"):
         body.append("self.__post_init__()")
@@ -165,10 +185,9 @@ def _methods(cls: Any, made: list[Field], frozen: bool) -> dict[str, Any]:
               "    return NotImplemented\n"
               f"def __hash__(self):\n    return hash(({mine}))\n")
     exec(source, scope)  # the source is built above from the class's own field names
-    names = ("__init__", "__eq__", "__hash__") if frozen else ("__init__", "__eq__")
-    for name in names:
+    for name in _NAMES[frozen]:
         scope[name].__qualname__ = f"{cls.__qualname__}.{name}"
-    return {name: scope[name] for name in names}
+    return {name: scope[name] for name in _NAMES[frozen]}
 
 
 def _refuse_set(self: Any, name: str, value: Any) -> None:
