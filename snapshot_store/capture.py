@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from . import heap
 from . import scope as scope_mod
@@ -26,7 +26,7 @@ from .errors import StoreBusy, StoreError
 from .fsutil import translate_os_errors
 from .manifest import ABSENT, REBASE_DEPTH, Entry, FileMap, SnapshotRecord, captured_paths, delta, is_captured
 from .readfiles import BlobSink, Captured, HashOnly, Progress, read_paths
-from .records import field, record
+from .records import NamedTuple, field, record
 from .repository.packs import PackWriter
 from .repository.repo import Repository
 from .roots import resolve_root

@@ -17,13 +17,13 @@ import json
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal
 
 import zstandard
 
 from .collector import held_off
 from .errors import CorruptStore
-from .records import field, record
+from .records import NamedTuple, field, record
 
 if TYPE_CHECKING:  # typing.TypeIs is Python 3.13+; only the type checker needs it
     from typing_extensions import TypeIs

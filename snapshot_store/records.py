@@ -3,15 +3,16 @@
 On Python 3.11 each `@dataclass` compiles six methods one by one (0.2-0.5 ms a class: a one-shot `snapshots capture`
 made 27 of them, 9.8 ms) and `import dataclasses` pulls in inspect, ast, dis and tokenize (~4.5 ms): ~14 ms of a
 73 ms command (bench/README.md, issue 35 row (e)). `record` compiles a class's `__init__`, `__eq__` and `__hash__`
-in one `exec` (~0.1 ms a class) when the class is first used (`_stand_in`); type checkers read it as a dataclass (PEP 681). It keeps what this code uses of
-dataclasses: defaults, `field(default=, default_factory=, repr=, compare=)`, eq, frozen (hashable), repr, `fields()`,
-`astuple()`, `asdict()` and `replace()`. Modules a one-shot command does not load keep `@dataclass`.
+in one `exec` (~0.1 ms a class) when the class is first used (`_stand_in`); type checkers read it as a dataclass
+(PEP 681). It keeps what this code uses of dataclasses: defaults, `field(default=, default_factory=, repr=,
+compare=)`, eq, frozen (hashable), repr, `fields()`, `astuple()`, `asdict()` and `replace()`. Modules a one-shot
+command does not load keep `@dataclass`. `NamedTuple` is typing's class syntax without its check of each annotation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar, dataclass_transform, overload
+from typing import TYPE_CHECKING, Any, TypeVar, dataclass_transform, overload
 
 _T = TypeVar("_T")
 
@@ -207,3 +208,45 @@ def replace(rec: _T, /, **changes: Any) -> _T:
         raise TypeError(f"{cls.__qualname__} has no field {sorted(unknown)[0]!r}")
     made: _T = cls(**{n: changes[n] if n in changes else getattr(rec, n) for n in names})
     return made
+
+
+if TYPE_CHECKING:
+    from typing import NamedTuple as NamedTuple
+else:
+    import collections
+
+    _KEPT = frozenset({"__module__", "__name__", "__annotations__"})
+    _REFUSED = frozenset({"__new__", "__init__", "__slots__", "__getnewargs__", "_fields", "_field_defaults", "_make",
+                          "_replace", "_asdict", "_source"})
+
+    class _TupleMeta(type):
+        """`class X(NamedTuple)` as typing's makes it, less the check of each annotation: with postponed annotations
+        typing compiles every one (a ForwardRef), ~0.1 ms a class, 19 of them in a one-shot capture's imports (~1.5
+        ms of ~47, issue 35's row (e)). Type checkers see typing's."""
+
+        def __new__(mcls, typename, bases, ns):
+            if ns.get("_root"):
+                return super().__new__(mcls, typename, bases, ns)
+            if bases != (NamedTuple,):
+                raise TypeError("can only inherit from a NamedTuple type")
+            types = ns.get("__annotations__", {})
+            defaults = []
+            for name in types:
+                if name in ns:
+                    defaults.append(ns[name])
+                elif defaults:
+                    raise TypeError(f"Non-default namedtuple field {name} cannot follow default field"
+                                    f"{'s' if len(defaults) > 1 else ''} {', '.join(n for n in types if n in ns)}")
+            made = collections.namedtuple(typename, types, defaults=defaults, module=ns["__module__"])
+            made.__annotations__ = made.__new__.__annotations__ = dict(types)
+            for key, value in ns.items():
+                if key in _REFUSED:
+                    raise AttributeError("Cannot overwrite NamedTuple attribute " + key)
+                if key not in _KEPT and key not in made._fields:
+                    setattr(made, key, value)
+            return made
+
+    class NamedTuple(metaclass=_TupleMeta):
+        """Base of a named tuple class (typing.NamedTuple's class syntax)."""
+
+        _root = True

@@ -10,7 +10,6 @@ import struct
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import NamedTuple
 
 import blake3
 
@@ -22,7 +21,7 @@ from .manifest import ABSENT, WALKED, Entry, FileMap, SkippedEntry, UnlistedDir
 from .manifest import forbidden as forbidden  # defined there, next to valid_key; named here for callers
 from .names import EXACT, Folding
 from .reasons import Reason, unreadable
-from .records import field, record
+from .records import NamedTuple, field, record
 from .settings import ScopeSettings
 from .stamps import Key, stat_key
 

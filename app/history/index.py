@@ -19,9 +19,8 @@ import sqlite3
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import NamedTuple
 
-from snapshot_store.records import asdict
+from snapshot_store.records import NamedTuple, asdict
 
 from .catalog import FileSummary, RolloutFile
 from .rollout import Digest

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from .. import heap
 from .. import scope as scope_mod
@@ -34,7 +34,7 @@ from ..errors import StoreError
 from ..ids import workspace_key
 from ..manifest import ABSENT, Entry, FileMap, captured_paths, is_captured
 from ..readfiles import Captured
-from ..records import field, record, replace
+from ..records import NamedTuple, field, record, replace
 from ..repository.packs import read_generation
 from ..scope import IGNORE_FILE
 from ..settings import ScopeSettings

@@ -18,11 +18,12 @@ import struct
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
 import blake3
 
 from ..fsutil import atomic_write, atomic_write_parts, tmp_name
+from ..records import NamedTuple
 from ..stamps import COARSE_WINDOW_NS, FINE_WINDOW_NS, SECOND_NS, Key, is_racy
 from ..stamps import stat_key as stat_key  # named here for callers (tests) that knew it from the stat cache
 from . import walkstate

@@ -21,13 +21,13 @@ import stat
 import struct
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..collector import held_off
 from ..dirfd import DirCache, DirChanged, SymlinkInPath
 from ..manifest import WALKED, Entry, FileMap, is_captured, parent_of, valid_key
 from ..reasons import Reason
-from ..records import astuple, field, record, replace
+from ..records import NamedTuple, astuple, field, record, replace
 from ..records import fields as record_fields
 from ..scope import IGNORE_FILE, Ignore, entry_kind, forbidden, hidden, listing_digest
 from ..settings import ScopeSettings

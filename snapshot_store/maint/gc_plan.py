@@ -20,11 +20,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptStore, StoreError
 from ..fsutil import TMP_PREFIX
 from ..ids import is_pack_id, is_snapshot_id
+from ..records import NamedTuple
 from ..repository import commits
 from ..repository.listing import SnapshotInfo
 from ..repository.packs import RECORD, Location, PackScan, scan_pack, write_index

@@ -12,7 +12,7 @@ import struct
 from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, NamedTuple, cast
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 import blake3
 import zstandard
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 from ..errors import CorruptStore, MissingBlob
 from ..fsutil import TMP_PREFIX, atomic_write, atomic_write_parts, durable, tmp_name
 from ..ids import is_pack_id, new_pack_id
-from ..records import record
+from ..records import NamedTuple, record
 
 GENERATION_FILE = "generation"  # beside packs/: changed by gc around every deletion
 
