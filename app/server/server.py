@@ -121,6 +121,9 @@ def preload() -> None:
             __import__(name)
     for module in set(cli.COMMANDS.values()) - {"tui_cmds", "demo"}:  # the one-shot commands' parsers
         cli.narrow_parser([module], False)
+    from snapshot_store.records import compile_waiting
+
+    compile_waiting()  # a record compiles its methods when first made (records.py): here, once for every worker
 
 
 def _write_pid(path: str) -> None:
