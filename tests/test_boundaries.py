@@ -184,8 +184,8 @@ def test_a_one_shot_capture_loads_no_restore_journal_or_process_machinery(tmp_pa
     """An unchanged `codexr snapshots capture` without a server (every command on a Mac) imports what it uses: not
     restore's modules, the inotify journal, the resident server's or the held rewind's process handling
     (`subprocess`, `socket`, `secrets`), nor the permission presets, nor dataclasses and the inspect it loads (~14 ms
-    with the classes made: snapshot_store/records.py), nor shutil for argparse's width (~1.7 ms): issue 35's one-shot
-    row is Python's start and these imports.
+    with the classes made: snapshot_store/records.py), nor shutil for argparse's width (~1.7 ms), nor the fast path
+    that re-reads changed files (~1 ms): issue 35's one-shot row is Python's start and these imports.
     (The first capture of a workspace reads Git's index through pygit2, which loads ssl and socket.)"""
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -203,7 +203,7 @@ def test_a_one_shot_capture_loads_no_restore_journal_or_process_machinery(tmp_pa
     assert rc == 0 and "no changes since the last snapshot" in out.stderr, out.stderr
     unwanted = {"subprocess", "socket", "secrets", "inotify_simple", "snapshot_store.detect.inotify",
                 "app.rewind.held", "app.recording.sidecar", "app.recording.workspace_lock", "app.codex.permissions",
-                "dataclasses", "inspect", "shutil"}
+                "dataclasses", "inspect", "shutil", "snapshot_store.detect.fastpath", "snapshot_store.detect.mapfacts"}
     assert not set(loaded) & unwanted, sorted(set(loaded) & unwanted)
     assert not [m for m in loaded if m.startswith("snapshot_store.restore")], loaded
 

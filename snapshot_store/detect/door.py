@@ -40,15 +40,16 @@ from ..scope import IGNORE_FILE
 from ..settings import ScopeSettings
 from ..stamps import Key, stat_key
 from ..vocab import SnapshotKind
-from . import fastpath, monitor, walkstate
+from . import monitor, walkstate
 from .changes import Changes
 from .index import Prepared, StatCache, WorkspaceIndex, kept_entries
 from .journal import Journal, open_journal
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # fastpath is imported where used: a capture answered unchanged never is (~1 ms of ~45)
     from ..readfiles import KnownContent
     from ..repository.repo import Repository
     from ..scope import GitTracked, Ignore, Scope
+    from . import fastpath
 
 CACHE_SAVE_INTERVAL = 60.0  # a watched (long-running) workspace saves its stat cache at most this often
 #: Bytes a journal's fast path must read before its reads look in an undecoded stat cache: hashing that much costs about
@@ -256,6 +257,7 @@ class ChangeDetector:
 
     def absorb(self, ws: Path, written: dict[str, Entry], deleted: list[str], dirs_changed: bool) -> None:
         """After a restore, fold its own writes into the journal's last capture instead of re-walking."""
+        from . import fastpath
         w = self._watched.get(str(ws))
         if w is not None:
             w.settle()
@@ -646,6 +648,7 @@ class Look:
         """What the capture's look at the files starts from: the check's look at the saved walk where a walk covering
         the paths covered now would give the parent's map, else the journal's events since its last capture, else
         nothing (a walk). `known` are the caller's known paths; `grow` adds what the parent captured."""
+        from . import fastpath
         w, checked = self.watched, self.checked
         # A session's journal whose last capture made the parent's map: what growing adds to the fast path's known
         # paths is what that capture held outside its covered set (the rest is covered already), not every captured
@@ -676,6 +679,7 @@ class Look:
                      ) -> fastpath.Since | None:
         """The check's look as the fast path's start, where a walk covering `covered_now` (what it would capture
         whatever the limits) gives the parent's map (walkstate.same_map); otherwise the check is dropped: walk."""
+        from . import fastpath
         covered_then = checked.state.covered_set()
         dropped: set[str] = set()
         if not walkstate.same_map(covered_then, covered_now, parent_files, captured_then, settings, ignore, dropped):
@@ -697,6 +701,7 @@ class Look:
     def select(self, dirs: DirCache, start: Start, git_signature: tuple[int, ...] | None, settings: ScopeSettings,
                ignore: Ignore, force: Callable[[str], bool] | None) -> fastpath.Selection | None:
         """The fast path: the last map with what changed applied, and the files to re-read (None: walk)."""
+        from . import fastpath
         assert start.since is not None
         return fastpath.select(dirs, start.since, start.known, git_signature, settings, ignore, force)
 
@@ -713,6 +718,7 @@ class Look:
 
     def merged(self, fast: fastpath.Selection, captured: Captured) -> fastpath.LastCapture:
         """The fast path's new state after its re-reads."""
+        from . import fastpath
         return fastpath.merge(fast, captured)
 
     def before_walk(self) -> Callable[[str], None] | None:
@@ -729,6 +735,7 @@ class Look:
     def walked(self, selected: Scope, captured: Captured, git_signature: tuple[int, ...] | None,
                settings: ScopeSettings) -> fastpath.LastCapture:
         """The state a walk and its reads leave (fastpath.after_walk)."""
+        from . import fastpath
         return fastpath.after_walk(selected, captured, git_signature, settings)
 
     def stat_cache(self) -> KnownContent:
@@ -1130,6 +1137,7 @@ def _last_after_reread(repo: Repository, checked: walkstate.Checked, captured: C
     again, then `fastpath.merge`) would have made, from the parent's map: the one `prior` built for it, else decoded
     now. None (the next capture checks, or walks): the parent cannot be read, or its map disagrees with what its
     records gave for the files read again."""
+    from . import fastpath
     built = prior.result() if prior is not None else None
     try:
         parent_files = built.files if built is not None else repo.files_aside(ground.parent)
@@ -1281,6 +1289,7 @@ def _checked_last(checked: walkstate.Checked, parent_files: FileMap, captured: s
     `covered`: paths covered by the saved walk and by this capture (walkstate.same_map said the map is the same);
     the fast path adds this capture's newly known ones. `captured`: the files and symlinks of the map.
     """
+    from . import fastpath
     state = checked.state
     try:
         stats = walkstate.captured_stats(captured, state, checked.check.changes.files)
