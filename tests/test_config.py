@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -696,3 +698,87 @@ def test_a_profile_s_settings_read_back_as_the_profile_holds_them(tmp_path: Path
     (tmp_path / "q.config.toml").write_text('[model_providers."my.provider"]\nbase_url = "x"\n')
     with pytest.raises(ConfigError, match="cannot be passed to Codex"):
         profile_overrides(tmp_path, "q")
+
+
+@pytest.fixture
+def verdicts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private runtime directory (where config/verdict.py keeps its answer), timestamps trusted at once."""
+    import tempfile
+
+    from config import verdict
+
+    base = Path.home() / ".cache" / "codexr-tests"  # not below /tmp: the runtime directory's ownership rule
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    run = Path(tempfile.mkdtemp(prefix="verdict-", dir=base))
+    monkeypatch.setenv("CODEXR_RUNTIME_DIR", str(run))
+    monkeypatch.setattr(verdict, "RACY_NS", 0)
+    yield run
+    shutil.rmtree(run, ignore_errors=True)
+
+
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Count tomllib's parses from now on."""
+    import tomllib
+
+    seen: list[str] = []
+    real = tomllib.loads
+    monkeypatch.setattr(tomllib, "loads", lambda text, **kw: seen.append(text) or real(text, **kw))
+    return seen
+
+
+def test_an_unchanged_config_toml_is_not_parsed_again(tmp_path: Path, verdicts: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """defaults_apply's answer is kept for the same config.toml (~4-6 ms of every one-shot command): an edit, even
+    to the same size, or a codexr.toml beside it, is seen at once."""
+    from config import defaults_apply
+
+    write_config(tmp_path, 'model = "o3"\n[features]\nweb_search_request = true\n', CONFIG_FILE_NAME)
+    seen = parses(monkeypatch)
+    assert defaults_apply(tmp_path) and len(seen) == 1
+    assert defaults_apply(tmp_path) and defaults_apply(tmp_path) and len(seen) == 1  # kept
+    write_config(tmp_path, 'model = "o3"\n[features]\nfile_snapshots = false\n', CONFIG_FILE_NAME)  # same size
+    assert not defaults_apply(tmp_path) and len(seen) == 2
+    assert not defaults_apply(tmp_path) and len(seen) == 2
+    write_config(tmp_path, 'model = "o4"\n', CONFIG_FILE_NAME)
+    assert defaults_apply(tmp_path) and len(seen) == 3
+    write_config(tmp_path, "", CODEXR_FILE_NAME)
+    assert not defaults_apply(tmp_path)  # codexr.toml: validate, whatever was kept for config.toml
+    (tmp_path / CODEXR_FILE_NAME).unlink()
+    other = tmp_path / "other"
+    other.mkdir()
+    write_config(other, "[file_snapshots]\nauto_gc = false\n", CONFIG_FILE_NAME)
+    assert not defaults_apply(other) and defaults_apply(tmp_path)  # another CODEX_HOME: its own answer
+    assert len(seen) == 7  # both files with codexr.toml there; then each home parsed (one answer kept, the last)
+    assert defaults_apply(tmp_path) and len(seen) == 7
+
+
+def test_no_answer_is_kept_for_a_recent_broken_or_changing_config(tmp_path: Path, verdicts: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from config import defaults_apply, verdict
+
+    write_config(tmp_path, "[features\n", CONFIG_FILE_NAME)
+    seen = parses(monkeypatch)
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="invalid TOML"):
+            defaults_apply(tmp_path)
+    assert len(seen) == 2 and not (verdicts / "config.verdict").exists()
+    monkeypatch.setattr(verdict, "RACY_NS", 3_600 * 10**9)  # written within the hour: its timestamps may not move
+    write_config(tmp_path, 'model = "o3"\n', CONFIG_FILE_NAME)
+    assert defaults_apply(tmp_path) and defaults_apply(tmp_path) and len(seen) == 4
+    assert not (verdicts / "config.verdict").exists()
+
+
+def test_a_damaged_or_planted_answer_only_means_the_file_is_parsed(tmp_path: Path, verdicts: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from config import defaults_apply
+
+    write_config(tmp_path, "[features]\nfile_snapshots = false\n", CONFIG_FILE_NAME)
+    seen = parses(monkeypatch)
+    kept = verdicts / "config.verdict"
+    for junk in (b"", b"\xff\x00garbage", b'{"v": 1}', b"[1, 2]", b'{"v": 1, "home": 3, "key": [], "apply": true}'):
+        kept.write_bytes(junk)
+        assert not defaults_apply(tmp_path)
+    assert len(seen) == 5
+    text = kept.read_text()
+    kept.write_text(text.replace('"apply": false', '"apply": true').replace('"key": [', '"key": [1'))
+    assert not defaults_apply(tmp_path) and len(seen) == 6  # an answer for another version of the file: not used
