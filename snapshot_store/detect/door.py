@@ -258,6 +258,7 @@ class ChangeDetector:
     def absorb(self, ws: Path, written: dict[str, Entry], deleted: list[str], dirs_changed: bool) -> None:
         """After a restore, fold its own writes into the journal's last capture instead of re-walking."""
         from . import fastpath
+
         w = self._watched.get(str(ws))
         if w is not None:
             w.settle()
@@ -649,6 +650,7 @@ class Look:
         the paths covered now would give the parent's map, else the journal's events since its last capture, else
         nothing (a walk). `known` are the caller's known paths; `grow` adds what the parent captured."""
         from . import fastpath
+
         w, checked = self.watched, self.checked
         # A session's journal whose last capture made the parent's map: what growing adds to the fast path's known
         # paths is what that capture held outside its covered set (the rest is covered already), not every captured
@@ -680,6 +682,7 @@ class Look:
         """The check's look as the fast path's start, where a walk covering `covered_now` (what it would capture
         whatever the limits) gives the parent's map (walkstate.same_map); otherwise the check is dropped: walk."""
         from . import fastpath
+
         covered_then = checked.state.covered_set()
         dropped: set[str] = set()
         if not walkstate.same_map(covered_then, covered_now, parent_files, captured_then, settings, ignore, dropped):
@@ -702,6 +705,7 @@ class Look:
                ignore: Ignore, force: Callable[[str], bool] | None) -> fastpath.Selection | None:
         """The fast path: the last map with what changed applied, and the files to re-read (None: walk)."""
         from . import fastpath
+
         assert start.since is not None
         return fastpath.select(dirs, start.since, start.known, git_signature, settings, ignore, force)
 
@@ -719,6 +723,7 @@ class Look:
     def merged(self, fast: fastpath.Selection, captured: Captured) -> fastpath.LastCapture:
         """The fast path's new state after its re-reads."""
         from . import fastpath
+
         return fastpath.merge(fast, captured)
 
     def before_walk(self) -> Callable[[str], None] | None:
@@ -736,6 +741,7 @@ class Look:
                settings: ScopeSettings) -> fastpath.LastCapture:
         """The state a walk and its reads leave (fastpath.after_walk)."""
         from . import fastpath
+
         return fastpath.after_walk(selected, captured, git_signature, settings)
 
     def stat_cache(self) -> KnownContent:
@@ -1138,6 +1144,7 @@ def _last_after_reread(repo: Repository, checked: walkstate.Checked, captured: C
     now. None (the next capture checks, or walks): the parent cannot be read, or its map disagrees with what its
     records gave for the files read again."""
     from . import fastpath
+
     built = prior.result() if prior is not None else None
     try:
         parent_files = built.files if built is not None else repo.files_aside(ground.parent)
@@ -1290,6 +1297,7 @@ def _checked_last(checked: walkstate.Checked, parent_files: FileMap, captured: s
     the fast path adds this capture's newly known ones. `captured`: the files and symlinks of the map.
     """
     from . import fastpath
+
     state = checked.state
     try:
         stats = walkstate.captured_stats(captured, state, checked.check.changes.files)
