@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -701,19 +699,15 @@ def test_a_profile_s_settings_read_back_as_the_profile_holds_them(tmp_path: Path
 
 
 @pytest.fixture
-def verdicts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private runtime directory (where config/verdict.py keeps its answer), timestamps trusted at once."""
-    import tempfile
-
+def verdicts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The store's cache directory in the CODEX_HOME `tmp_path` (where config/verdict.py keeps its answer, once the
+    store exists), timestamps trusted at once."""
     from config import verdict
 
-    base = Path.home() / ".cache" / "codexr-tests"  # not below /tmp: the runtime directory's ownership rule
-    base.mkdir(mode=0o700, parents=True, exist_ok=True)
-    run = Path(tempfile.mkdtemp(prefix="verdict-", dir=base))
-    monkeypatch.setenv("CODEXR_RUNTIME_DIR", str(run))
+    cache = tmp_path / "file_snapshots" / "cache"
+    cache.mkdir(parents=True)
     monkeypatch.setattr(verdict, "RACY_NS", 0)
-    yield run
-    shutil.rmtree(run, ignore_errors=True)
+    return cache
 
 
 def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -744,12 +738,18 @@ def test_an_unchanged_config_toml_is_not_parsed_again(tmp_path: Path, verdicts: 
     write_config(tmp_path, "", CODEXR_FILE_NAME)
     assert not defaults_apply(tmp_path)  # codexr.toml: validate, whatever was kept for config.toml
     (tmp_path / CODEXR_FILE_NAME).unlink()
+    assert len(seen) == 5  # both files, with codexr.toml there
+    assert defaults_apply(tmp_path) and len(seen) == 5  # the answer kept before still holds
     other = tmp_path / "other"
-    other.mkdir()
+    (other / "file_snapshots" / "cache").mkdir(parents=True)
     write_config(other, "[file_snapshots]\nauto_gc = false\n", CONFIG_FILE_NAME)
-    assert not defaults_apply(other) and defaults_apply(tmp_path)  # another CODEX_HOME: its own answer
-    assert len(seen) == 7  # both files with codexr.toml there; then each home parsed (one answer kept, the last)
-    assert defaults_apply(tmp_path) and len(seen) == 7
+    assert not defaults_apply(other) and not defaults_apply(other) and defaults_apply(tmp_path)  # each its own
+    assert len(seen) == 6
+    fresh = tmp_path / "fresh"  # no store yet: nowhere to keep an answer, so parsed each time
+    fresh.mkdir()
+    write_config(fresh, 'model = "o3"\n', CONFIG_FILE_NAME)
+    assert defaults_apply(fresh) and defaults_apply(fresh) and len(seen) == 8
+    assert not (fresh / "file_snapshots").exists()
 
 
 def test_no_answer_is_kept_for_a_recent_broken_or_changing_config(tmp_path: Path, verdicts: Path,
@@ -782,3 +782,8 @@ def test_a_damaged_or_planted_answer_only_means_the_file_is_parsed(tmp_path: Pat
     text = kept.read_text()
     kept.write_text(text.replace('"apply": false', '"apply": true').replace('"key": [', '"key": [1'))
     assert not defaults_apply(tmp_path) and len(seen) == 6  # an answer for another version of the file: not used
+    planted = tmp_path / "planted"
+    planted.write_text(text.replace('"apply": false', '"apply": true'))  # the right version, the wrong answer
+    kept.unlink()
+    kept.symlink_to(planted)
+    assert not defaults_apply(tmp_path) and len(seen) == 7  # never read through a symlink
