@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -787,3 +789,57 @@ def test_a_damaged_or_planted_answer_only_means_the_file_is_parsed(tmp_path: Pat
     kept.unlink()
     kept.symlink_to(planted)
     assert not defaults_apply(tmp_path) and len(seen) == 7  # never read through a symlink
+
+
+def test_a_command_in_codexs_sandbox_cannot_plant_a_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As an attacker: an agent's command, in Codex's workspace-write sandbox, in a workspace that holds the user's
+    cache directory and CODEX_HOME both (the home directory as the workspace, no XDG_RUNTIME_DIR: the runtime
+    directory falls back to the cache directory). A planted "defaults apply" would have codexr ignore the user's
+    settings (a longer retention: gc would drop snapshots the user meant to keep). The cache directory is writable
+    there; CODEX_HOME, where config/verdict.py keeps its answer, is not."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    from codex_cli_bin import bundled_codex_path  # type: ignore[import-untyped]
+
+    from config import defaults_apply, verdict
+
+    base = Path.home() / ".cache" / "codexr-tests"  # not below /tmp, where no runtime directory may lie
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    user = Path(tempfile.mkdtemp(prefix="home-", dir=base))
+    try:
+        home = user / ".codex"
+        (home / "file_snapshots" / "cache").mkdir(parents=True)
+        write_config(home, "[file_snapshots]\nretention_days = 365\n", CONFIG_FILE_NAME)
+        for name in ("XDG_RUNTIME_DIR", "CODEXR_RUNTIME_DIR", "XDG_CACHE_HOME"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HOME", str(user))
+        key = verdict.stat_key(os.stat(home / CONFIG_FILE_NAME))
+        forged = json.dumps({"v": verdict.VERSION, "home": str(home), "key": key, "apply": True})
+        run_dir = user / ".cache" / "codexr" / f"run-{os.uname().nodename or 'host'}"
+        plant = ("import os, sys\n"
+                 "text = sys.stdin.read()\n"
+                 "for d in sys.argv[1:]:\n"
+                 "    try:\n"
+                 "        os.makedirs(d, mode=0o700, exist_ok=True)\n"
+                 "        with open(os.path.join(d, 'config.verdict'), 'w') as f:\n"
+                 "            f.write(text)\n"
+                 "        print('planted', d)\n"
+                 "    except OSError as e:\n"
+                 "        print('refused', d, e.strerror)\n")
+        targets = [str(run_dir), str(home / "file_snapshots" / "cache")]
+        res = subprocess.run([str(bundled_codex_path()), "sandbox", "-P", ":workspace", "-C", str(user), "--",
+                              sys.executable, "-c", plant, *targets], input=forged, capture_output=True, text=True,
+                             timeout=60, env={**os.environ, "CODEX_HOME": str(home)}, cwd=user)
+        assert res.returncode == 0, res.stderr
+        lines = res.stdout.splitlines()
+        assert lines[0] == f"planted {targets[0]}", res.stdout  # the sandbox runs, and writes the workspace
+        assert lines[1].startswith(f"refused {targets[1]}"), res.stdout
+        time.sleep(max(0.0, os.stat(home / CONFIG_FILE_NAME).st_ctime + 2.1 - time.time()))
+        assert not defaults_apply(home) and not defaults_apply(home)  # the user's setting, parsed then kept
+        assert json.loads((home / "file_snapshots" / "cache" / "config.verdict").read_text())["apply"] is False
+    finally:
+        shutil.rmtree(user, ignore_errors=True)
