@@ -11,7 +11,7 @@ command does not load keep `@dataclass`. `NamedTuple` is typing's class syntax w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, dataclass_transform, overload
 
 _T = TypeVar("_T")
@@ -122,7 +122,7 @@ def _build(cls: Any, frozen: bool) -> Any:
     setattr(cls, "__match_args__", tuple(f.name for f in made))  # noqa: B010 - mypy refuses the attribute form
     for name in _NAMES[frozen]:
         setattr(cls, name, _stand_in(cls, name, frozen))
-    _WAITING.append((cls, frozen))
+    cls.__record_frozen__ = frozen
     shown = [f.name for f in made if f.repr]
 
     def __repr__(self: Any) -> str:
@@ -157,21 +157,20 @@ def _stand_in(cls: Any, name: str, frozen: bool) -> Any:
     return first_use
 
 
-_WAITING: list[tuple[Any, bool]] = []  # the records built whose methods may still be stand-ins
-
-
 def _compile(cls: Any, frozen: bool) -> None:
     for made_name, method in _methods(cls, list(cls.__record_fields__), frozen).items():
         setattr(cls, made_name, method)
 
 
-def compile_waiting() -> None:
-    """Compile every record's methods now: a resident server does before it forks its workers, which would each
-    compile those of the records their command makes again (~1.5 ms of a served capture's ~35)."""
-    waiting, _WAITING[:] = list(_WAITING), []
-    for cls, frozen in waiting:
-        if getattr(cls.__dict__["__init__"], "__stand_in__", False):
-            _compile(cls, frozen)
+def compile_waiting(modules: Iterable[Any]) -> None:
+    """Compile the methods of every record `modules` define at their top level now: a resident server does before it
+    forks its workers, which would each compile those of the records their command makes again (~1.5 ms of a served
+    capture's ~35). (No list of the records built: the store keeps no process-wide state, tests/test_process_state.py.)
+    """
+    for module in modules:
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and getattr(value.__dict__.get("__init__"), "__stand_in__", False):
+                _compile(value, value.__dict__["__record_frozen__"])
 
 
 def _methods(cls: Any, made: list[Field], frozen: bool) -> dict[str, Any]:

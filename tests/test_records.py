@@ -287,6 +287,8 @@ def test_compile_waiting_compiles_what_no_one_made_yet() -> None:
         b: list[int] = field(default_factory=list)
 
     assert getattr(Later.__dict__["__init__"], "__stand_in__", False)
-    compile_waiting()
+    holder = type(sys)("holder")
+    holder.Later = Later  # type: ignore[attr-defined]
+    compile_waiting([holder])
     assert not getattr(Later.__dict__["__init__"], "__stand_in__", False)
     assert Later(1) == Later(1, []) and Later(1).b is not Later(1).b

@@ -123,7 +123,9 @@ def preload() -> None:
         cli.narrow_parser([module], False)
     from snapshot_store.records import compile_waiting
 
-    compile_waiting()  # a record compiles its methods when first made (records.py): here, once for every worker
+    # A record compiles its methods when first made (records.py): here, once for every worker.
+    compile_waiting(m for name, m in list(sys.modules.items()) if name.split(".")[0] in ("snapshot_store", "app",
+                                                                                          "config"))
 
 
 def _write_pid(path: str) -> None:
