@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -718,7 +719,12 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     seen: list[str] = []
     real = tomllib.loads
-    monkeypatch.setattr(tomllib, "loads", lambda text, **kw: seen.append(text) or real(text, **kw))
+
+    def counting(text: str, **kw: Any) -> dict[str, Any]:
+        seen.append(text)
+        return real(text, **kw)
+
+    monkeypatch.setattr(tomllib, "loads", counting)
     return seen
 
 
@@ -768,6 +774,22 @@ def test_no_answer_is_kept_for_a_recent_broken_or_changing_config(tmp_path: Path
     write_config(tmp_path, 'model = "o3"\n', CONFIG_FILE_NAME)
     assert defaults_apply(tmp_path) and defaults_apply(tmp_path) and len(seen) == 4
     assert not (verdicts / "config.verdict").exists()
+    monkeypatch.setattr(verdict, "RACY_NS", 0)
+    import config.files as files
+
+    real_read = files.read_toml
+
+    def edited_while_read(path: Path, label: str) -> dict[str, object] | None:
+        doc = real_read(path, label)
+        if path.name == CONFIG_FILE_NAME:
+            write_config(tmp_path, "[features]\nfile_snapshots = false\n", CONFIG_FILE_NAME)
+        return doc
+
+    monkeypatch.setattr(files, "read_toml", edited_while_read)
+    assert defaults_apply(tmp_path)  # what was read said so; the file now says otherwise: nothing kept
+    assert not (verdicts / "config.verdict").exists()
+    monkeypatch.setattr(files, "read_toml", real_read)
+    assert not defaults_apply(tmp_path) and not defaults_apply(tmp_path) and len(seen) == 6  # kept now
 
 
 def test_a_damaged_or_planted_answer_only_means_the_file_is_parsed(tmp_path: Path, verdicts: Path,
