@@ -203,8 +203,11 @@ def open_session(ctx: Context, args: argparse.Namespace, approval: Any = None, a
                  watch: bool = True, read_ahead: bool = False) -> Session:
     """Start Codex for the workspace with the pass-through flags (`ahead`, `watch`, `read_ahead`: Session's)."""
     opts = session_options(ctx, args)  # a bad --codex-bin fails here, before the SDK loads
+    from ..server.oneshot import imports_done
     from ..session import Session
     from .context import say_recovery
+
+    imports_done()  # the SDK's models are imported: the collector runs again for the turn (app/server/oneshot.py)
 
     # An interrupted restore this command finishes is never silent (the capture taken ahead may finish one).
     return Session(opts, approval=approval, on_notice=_say_attached, on_recovery=say_recovery, ahead=ahead,
