@@ -26,6 +26,7 @@ from pathlib import Path
 import pexpect
 import pytest
 import test_cli_agent as agent_tests  # its stories, run again here through the server (not collected twice)
+from probes import MODULE_IMPORT_PROBE
 from test_cli_agent import Cli, show
 
 from app.cli import _add_global_flags, _Parser
@@ -372,35 +373,18 @@ def test_one_shot_commands_import_without_the_collector(tmp_path: Path) -> None:
     assert (ws / "a.txt").read_text() == "a\n"
 
 
-SESSION_IMPORT_PROBE = """
-import atexit, gc, os, sys
-_during = []
-def _count(phase, info):  # a pass while app/session.py (with the SDK's models) is imported
-    frame = sys._getframe(1)
-    while phase == "start" and frame is not None:
-        if frame.f_code.co_name == "<module>" and frame.f_code.co_filename.endswith("/app/session.py"):
-            _during.append(info["generation"])
-            return
-        frame = frame.f_back
-gc.callbacks.append(_count)
-def _report():
-    with open(os.path.join(os.environ["PROBE_OUT"], f"{os.getpid()}.txt"), "w") as out:
-        out.write(f"{len(_during)} {int(gc.isenabled())} {' '.join(sys.argv[1:])}")
-atexit.register(_report)
-"""
-
-
 def test_a_one_shot_exec_imports_the_sdk_without_the_collector_and_runs_its_turn_with_it(tmp_path: Path) -> None:
     """The SDK's ~1,000 models made ~195 of the collector's passes while a one-shot `exec` imported them (~40 ms, and
     the import ~60 ms slower in all); the agent turn that follows, which may run for hours, has its collector."""
     ws, probe, out = tmp_path / "ws", tmp_path / "probe", tmp_path / "out"
     for d in (ws, probe, out):
         d.mkdir()
-    (probe / "sitecustomize.py").write_text(SESSION_IMPORT_PROBE)
+    (probe / "sitecustomize.py").write_text(MODULE_IMPORT_PROBE)
     with ScriptedModel() as model:
         model.script("hello", [message("hello back")])
         env = {**os.environ, **write_codex_home(tmp_path / "home", model.base_url), "PROBE_OUT": str(out),
-               "PYTHONPATH": f"{probe}:{REPO}", "CODEXR_SERVER": "0", "NO_PROXY": "127.0.0.1,localhost"}
+               "PROBE_MODULE": "/app/session.py", "PYTHONPATH": f"{probe}:{REPO}", "CODEXR_SERVER": "0",
+               "NO_PROXY": "127.0.0.1,localhost"}
         res = subprocess.run([sys.executable, "-m", "app", "exec", "hello"], cwd=ws, env=env, capture_output=True,
                              text=True, timeout=START_S)
     assert res.returncode == 0 and "hello back" in res.stdout, show(res)

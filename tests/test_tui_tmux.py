@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from fs_helpers import tree
+from probes import MODULE_IMPORT_PROBE
 
 from app.codex.scripted_model import (
     ScriptedModel,
@@ -221,12 +222,14 @@ def test_keys_typed_under_the_first_frame_reach_the_composer_and_the_terminal_co
         tmux: Tmux, tmp_path: Path) -> None:
     """`codexr` draws its first frame before Textual has loaded (app/tui/splash.py): what the user types then shows
     in its composer at once (issue 20 §2), is neither echoed elsewhere nor lost nor doubled when the live app takes
-    over, and quitting gives the shell its terminal settings back."""
-    ws, home = tmp_path / "ws", tmp_path / "home"
-    ws.mkdir()
-    home.mkdir()
-    env = f"env -u COLUMNS -u LINES CODEX_HOME={shlex.quote(str(home))} PYTHONPATH={shlex.quote(str(REPO))} " \
-          "TERM=xterm-256color"
+    over, and quitting gives the shell its terminal settings back. The app's modules are imported without the
+    collector's passes (~15 ms of ~150), which is on again for the session (a probe, tests/probes.py)."""
+    ws, home, probe, out = tmp_path / "ws", tmp_path / "home", tmp_path / "probe", tmp_path / "out"
+    for d in (ws, home, probe, out):
+        d.mkdir()
+    (probe / "sitecustomize.py").write_text(MODULE_IMPORT_PROBE)
+    env = f"env -u COLUMNS -u LINES CODEX_HOME={shlex.quote(str(home))} PYTHONPATH={shlex.quote(f'{probe}:{REPO}')} " \
+          f"PROBE_OUT={shlex.quote(str(out))} PROBE_MODULE=/app/tui/app.py TERM=xterm-256color"
     tmux.start(f"cd {shlex.quote(str(ws))} && {env} {shlex.quote(sys.executable)} -m app.cli; stty -a; "
                "echo SHELL-BACK; sleep 60")
     deadline = time.monotonic() + WAIT_S
@@ -247,6 +250,8 @@ def test_keys_typed_under_the_first_frame_reach_the_composer_and_the_terminal_co
     settings = after.split()
     assert "echo" in settings and "icrnl" in settings and "icanon" in settings, after
     assert "-echo" not in settings and "-icrnl" not in settings, after
+    (report,) = [p.read_text().split(" ", 2) for p in out.glob("*.txt")]
+    assert report[:2] == ["0", "1"], report  # no pass while the app's modules were imported; the collector on
 
 
 def test_the_demo_on_a_terminal_opens_the_app_and_takes_a_prompt_typed_under_its_first_frame(

@@ -92,7 +92,10 @@ def run_app(ctx: Context, args: argparse.Namespace, *, thread_id: str | None = N
 
     splash = Splash.show()  # the first frame now; Textual and the app take ~0.5 s more to import
     try:
-        from ..tui.app import run_tui
+        from ..server.oneshot import Importing
+
+        with Importing():
+            from ..tui.app import run_tui
     except BaseException:
         if splash is not None:
             splash.close()

@@ -84,6 +84,26 @@ def imports_done() -> None:
         gc.enable()
 
 
+class Importing:
+    """`with Importing():` around a long-running command's own big import (the app's Textual modules): no
+    collector passes while it builds objects that live as long as the process, which are then frozen out of the
+    collector's sight; the collector is back on at the end, whatever happened (~15 ms of the app's ~150 ms import).
+    """
+
+    def __enter__(self) -> None:
+        import gc
+
+        self._was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *_exc: object) -> None:
+        import gc
+
+        gc.freeze()
+        if self._was:
+            gc.enable()
+
+
 def command_of(argv: Sequence[str]) -> str | None:
     """The command `argv` names when only known global flags come before it (else None: run here)."""
     at = command_at(argv)
