@@ -1,15 +1,15 @@
-"""A `sitecustomize` for a real codexr process that counts the cyclic collector's passes while one module of ours is
-imported (`PROBE_MODULE`, a path suffix such as `/app/session.py`), and says at exit whether the collector is on:
-`<passes> <1|0> <argv>` in `$PROBE_OUT/<pid>.txt` (tests/test_server.py, tests/test_tui_tmux.py)."""
+"""A `sitecustomize` for a real codexr process that counts the cyclic collector's passes while modules of ours are
+imported (`PROBE_MODULE`: path suffixes such as `/app/session.py`, comma-separated), and says at exit whether the
+collector is on: `<passes> <1|0> <argv>` in `$PROBE_OUT/<pid>.txt` (tests/test_server.py, tests/test_tui_tmux.py)."""
 
 MODULE_IMPORT_PROBE = """
 import atexit, gc, os, sys
 _during = []
-_module = os.environ["PROBE_MODULE"]
+_modules = tuple(os.environ["PROBE_MODULE"].split(","))
 def _count(phase, info):
     frame = sys._getframe(1)
     while phase == "start" and frame is not None:
-        if frame.f_code.co_name == "<module>" and frame.f_code.co_filename.endswith(_module):
+        if frame.f_code.co_name == "<module>" and frame.f_code.co_filename.endswith(_modules):
             _during.append(info["generation"])
             return
         frame = frame.f_back

@@ -222,14 +222,15 @@ def test_keys_typed_under_the_first_frame_reach_the_composer_and_the_terminal_co
         tmux: Tmux, tmp_path: Path) -> None:
     """`codexr` draws its first frame before Textual has loaded (app/tui/splash.py): what the user types then shows
     in its composer at once (issue 20 §2), is neither echoed elsewhere nor lost nor doubled when the live app takes
-    over, and quitting gives the shell its terminal settings back. The app's modules are imported without the
-    collector's passes (~15 ms of ~150), which is on again for the session (a probe, tests/probes.py)."""
+    over, and quitting gives the shell its terminal settings back. The app's modules, and the SDK's behind the first
+    frame, are imported without the collector's passes (~15 and ~50 ms), which is on again for the session (a
+    probe, tests/probes.py)."""
     ws, home, probe, out = tmp_path / "ws", tmp_path / "home", tmp_path / "probe", tmp_path / "out"
     for d in (ws, home, probe, out):
         d.mkdir()
     (probe / "sitecustomize.py").write_text(MODULE_IMPORT_PROBE)
     env = f"env -u COLUMNS -u LINES CODEX_HOME={shlex.quote(str(home))} PYTHONPATH={shlex.quote(f'{probe}:{REPO}')} " \
-          f"PROBE_OUT={shlex.quote(str(out))} PROBE_MODULE=/app/tui/app.py TERM=xterm-256color"
+          f"PROBE_OUT={shlex.quote(str(out))} PROBE_MODULE=/app/tui/app.py,/app/session.py TERM=xterm-256color"
     tmux.start(f"cd {shlex.quote(str(ws))} && {env} {shlex.quote(sys.executable)} -m app.cli; stty -a; "
                "echo SHELL-BACK; sleep 60")
     deadline = time.monotonic() + WAIT_S
@@ -251,7 +252,7 @@ def test_keys_typed_under_the_first_frame_reach_the_composer_and_the_terminal_co
     assert "echo" in settings and "icrnl" in settings and "icanon" in settings, after
     assert "-echo" not in settings and "-icrnl" not in settings, after
     (report,) = [p.read_text().split(" ", 2) for p in out.glob("*.txt")]
-    assert report[:2] == ["0", "1"], report  # no pass while the app's modules were imported; the collector on
+    assert report[:2] == ["0", "1"], report  # no pass while the app's and the SDK's modules were imported
 
 
 def test_the_demo_on_a_terminal_opens_the_app_and_takes_a_prompt_typed_under_its_first_frame(
