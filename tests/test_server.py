@@ -323,26 +323,6 @@ def test_restoring_one_shot_commands_run_without_the_collector(servers: Servers,
         assert {cmd for _w, _c, cmd in servers.served()} == {"snapshots"}, servers.log()
 
 
-IMPORT_PASSES_PROBE = """
-import atexit, gc, os, sys
-_during = []
-def _count(phase, info):  # a pass while a module is imported for codexr's code (not Python's own start-up)
-    frame, importing = sys._getframe(1), False
-    while phase == "start" and frame is not None:
-        name = frame.f_code.co_filename
-        importing = importing or name.startswith("<frozen importlib")
-        if importing and name.startswith(os.environ["PROBE_REPO"]):
-            _during.append(info["generation"])
-            return
-        frame = frame.f_back
-gc.callbacks.append(_count)
-def _report():
-    with open(os.path.join(os.environ["PROBE_OUT"], f"{os.getpid()}.txt"), "w") as out:
-        out.write(f"{len(_during)} {int(gc.isenabled())} {' '.join(sys.argv[1:])}")
-atexit.register(_report)
-"""
-
-
 def test_one_shot_commands_import_without_the_collector(tmp_path: Path) -> None:
     """Without a server (a Mac), a one-shot command imports codexr's modules without the collector's passes (~3 ms
     of a ~50 ms unchanged capture, oneshot.hold_startup), then lets it run for the store's work, except where the
@@ -350,7 +330,7 @@ def test_one_shot_commands_import_without_the_collector(tmp_path: Path) -> None:
     ws, probe, out = tmp_path / "ws", tmp_path / "probe", tmp_path / "out"
     for d in (ws, probe, out):
         d.mkdir()
-    (probe / "sitecustomize.py").write_text(IMPORT_PASSES_PROBE)
+    (probe / "sitecustomize.py").write_text(MODULE_IMPORT_PROBE)
     (ws / "a.txt").write_text("a\n")
     env = {**os.environ, "CODEX_HOME": str(tmp_path / "home"), "PROBE_OUT": str(out), "PYTHONPATH": f"{probe}:{REPO}",
            "CODEXR_SERVER": "0", "CODEXR_MONITOR": "0", "PROBE_REPO": f"{REPO}/"}
