@@ -122,7 +122,6 @@ def _build(cls: Any, frozen: bool) -> Any:
     setattr(cls, "__match_args__", tuple(f.name for f in made))  # noqa: B010 - mypy refuses the attribute form
     for name in _NAMES[frozen]:
         setattr(cls, name, _stand_in(cls, name, frozen))
-    cls.__record_frozen__ = frozen
     shown = [f.name for f in made if f.repr]
 
     def __repr__(self: Any) -> str:
@@ -170,7 +169,7 @@ def compile_waiting(modules: Iterable[Any]) -> None:
     for module in modules:
         for value in list(vars(module).values()):
             if isinstance(value, type) and getattr(value.__dict__.get("__init__"), "__stand_in__", False):
-                _compile(value, value.__dict__["__record_frozen__"])
+                _compile(value, value.__dict__.get("__setattr__") is _refuse_set)  # frozen: refuses assignment
 
 
 def _methods(cls: Any, made: list[Field], frozen: bool) -> dict[str, Any]:

@@ -286,9 +286,17 @@ def test_compile_waiting_compiles_what_no_one_made_yet() -> None:
         a: int
         b: list[int] = field(default_factory=list)
 
+    @record(frozen=True)
+    class Fixed:
+        a: int
+
     assert getattr(Later.__dict__["__init__"], "__stand_in__", False)
     holder = type(sys)("holder")
-    holder.Later = Later  # type: ignore[attr-defined]
+    holder.Later, holder.Fixed = Later, Fixed  # type: ignore[attr-defined]
     compile_waiting([holder])
     assert not getattr(Later.__dict__["__init__"], "__stand_in__", False)
     assert Later(1) == Later(1, []) and Later(1).b is not Later(1).b
+    assert not getattr(Fixed.__dict__["__hash__"], "__stand_in__", False)  # compiled as frozen: hashable, fixed
+    assert hash(Fixed(1)) == hash(Fixed(1)) and len({Fixed(1), Fixed(2)}) == 2
+    with pytest.raises(FrozenInstanceError):
+        Fixed(1).a = 2  # type: ignore[misc]
