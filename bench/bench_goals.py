@@ -25,7 +25,9 @@ Rows (the --only names in brackets), every one timed in interleaved rounds (bloc
     11,000-file / 75 MB tree: 100 (and 1) tracked files rewritten, then restored (safety capture included) vs
     `git read-tree -u --reset` in an internal repository, its index refreshed the same way before each. Beside
     them, the floor any restore of those 100 files has with today's durability: their content written to temps,
-    fsynced together by 8 threads, renamed, each directory fsynced, and nothing else (no safety capture, no plan).
+    fsynced together by 8 threads, renamed, each directory fsynced, and nothing else (no safety capture, no plan);
+    and that floor after the least safety copy any store could take first: the 100 files' old content read, hashed
+    (blake3) and written into one file, which is fsynced, then a small journal file fsynced and their directory.
 (e) [noxdg] `codexr threads` and an unchanged `snapshots capture` (a 200-file workspace) without XDG_RUNTIME_DIR:
     the cache-directory fallback's server and one-shot (CODEXR_SERVER=0), vs the server in $XDG_RUNTIME_DIR
     (bench_noxdg.py's ways). Beside them, the one-shot's floors: a fresh Python that exits, and one that imports
@@ -64,6 +66,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+import blake3
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
@@ -156,6 +160,8 @@ INFO_ROWS: list[tuple[str, str, str | None, str]] = [
     ("(d) session restore 1 file", "sr.ours.restore1", "sr.git.readtree1", "session-restore"),
     ("(d) floor: 100 files written durably", "sr.floor.restore100", "sr.git.readtree100",
      "session-restore"),
+    ("(d) floor after the least safety copy", "sr.floor.safety_restore100", "sr.git.readtree100",
+     "session-restore"),
     ("(e) floor: Python starts and exits", "nx.python start.one-shot", "nx.unchanged capture.xdg", "noxdg"),
     ("(e) floor: Python imports the store", "nx.store import.one-shot",
      "nx.unchanged capture.xdg", "noxdg"),
@@ -246,7 +252,9 @@ class SessionHelper:
             for n in (1, 100):
                 bench_store.git_restore(v, rnd, "readtree", n)
         elif kind == "floor-restore":
-            self.floor_restore(v, rnd, 100)
+            steps = [lambda: self.floor_restore(v, rnd, 100), lambda: self.floor_restore(v, rnd, 100, safety=True)]
+            for step in steps if rnd % 2 == 0 else steps[::-1]:
+                step()
         elif kind == "capture":
             if bench_store.ours_sync(v):
                 steps = [lambda: self.turn_capture(v, rnd), lambda: bench_store.ours_unchanged(v, rnd)]
@@ -259,13 +267,37 @@ class SessionHelper:
         return {"samples": samples, "problems": v.problems[problems:], "errors": v.errors}
 
     @staticmethod
-    def floor_restore(v: bench_store.Variant, rnd: int, n: int) -> None:
+    def floor_restore(v: bench_store.Variant, rnd: int, n: int, *, safety: bool = False) -> None:
         """What a restore of `n` files cannot go below with today's durability, timed as floor.restoreN: the
         rewritten files' old content written to temps beside them and fsynced together by 8 threads (as
         SafeRoot.stage does), each renamed into place over a file held by an O_PATH fd (as lateclose does, the old
         blocks freed at the fds' close, after the timing), then each changed directory fsynced, 8 at a time.
-        Nothing else: no safety capture, no plan, no store read, no record, no check of what stands there."""
-        op_name = f"floor.restore{n}"
+        Nothing else: no safety capture, no plan, no store read, no record, no check of what stands there.
+
+        With `safety` (floor.safety_restoreN), first the least safety copy a store could take: the files as they
+        stand read, hashed and written, each behind its hash, into one file, fsynced; a journal naming the paths
+        written and fsynced; their directory fsynced. No compression, no index, no record, no lock."""
+        op_name = f"floor.{'safety_' if safety else ''}restore{n}"
+        aside = v.stores / "floor-safety"
+        aside.mkdir(exist_ok=True)
+
+        def durable_file(name: str, data: bytes) -> None:
+            fd = os.open(aside / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+        def safety_copy(rels: list[str]) -> None:
+            parts: list[bytes] = []
+            for rel in rels:
+                with open(v.ws.root / rel, "rb") as f:
+                    data = f.read()
+                parts += (blake3.blake3(data).digest(), data)
+            durable_file("pack", b"".join(parts))
+            durable_file("journal", json.dumps(rels).encode())
+            sync_dir(aside)
 
         def write(item: tuple[str, bytes]) -> tuple[Path, Path]:
             path = v.ws.root / item[0]
@@ -292,6 +324,8 @@ class SessionHelper:
             held: list[int] = []
             with ThreadPoolExecutor(8) as pool:
                 t = time.perf_counter()
+                if safety:
+                    safety_copy(rels)
                 for tmp, path in list(pool.map(write, expected.items())):
                     held.append(os.open(path, getattr(os, "O_PATH", os.O_RDONLY) | os.O_NOFOLLOW))
                     os.rename(tmp, path)
