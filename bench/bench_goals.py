@@ -279,10 +279,11 @@ class SessionHelper:
         written and fsynced; their directory fsynced. No compression, no index, no record, no lock."""
         op_name = f"floor.{'safety_' if safety else ''}restore{n}"
         aside = v.stores / "floor-safety"
-        aside.mkdir(exist_ok=True)
+        if safety:
+            aside.mkdir(exist_ok=True)
 
-        def durable_file(name: str, data: bytes) -> None:
-            fd = os.open(aside / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        def durable_file(path: Path, data: bytes, mode: int) -> None:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
             try:
                 os.write(fd, data)
                 os.fsync(fd)
@@ -295,19 +296,14 @@ class SessionHelper:
                 with open(v.ws.root / rel, "rb") as f:
                     data = f.read()
                 parts += (blake3.blake3(data).digest(), data)
-            durable_file("pack", b"".join(parts))
-            durable_file("journal", json.dumps(rels).encode())
+            durable_file(aside / "pack", b"".join(parts), 0o600)
+            durable_file(aside / "journal", json.dumps(rels).encode(), 0o600)
             sync_dir(aside)
 
         def write(item: tuple[str, bytes]) -> tuple[Path, Path]:
             path = v.ws.root / item[0]
             tmp = path.with_name(f".{path.name}.floor~")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.write(fd, item[1])
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            durable_file(tmp, item[1], 0o644)
             return tmp, path
 
         def sync_dir(path: Path) -> None:

@@ -118,11 +118,11 @@ def defaults_apply(
     """
     if overrides or FEATURE_NAME in enable or FEATURE_NAME in disable:
         return False
-    shared_path, own_path = codex_home / CONFIG_FILE_NAME, codex_home / CODEXR_FILE_NAME
-    key = None if os.path.lexists(own_path) else _key_of(shared_path)
-    if key is not None:
-        from . import verdict
+    from . import verdict
 
+    shared_path, own_path = codex_home / CONFIG_FILE_NAME, codex_home / CODEXR_FILE_NAME
+    key = None if os.path.lexists(own_path) else verdict.key_of(shared_path)
+    if key is not None:
         known = verdict.recall(codex_home, key)
         if known is not None:
             return known  # the same config.toml as when it was parsed: not parsed again (config/verdict.py)
@@ -130,24 +130,9 @@ def defaults_apply(
     if read_toml(own_path, display_path(own_path)) is not None:
         return False
     answer = shared is None or not codex_config_sets_codexr(shared)
-    if key is not None and key == _key_of(shared_path):  # not kept for a file that changed while it was read
+    if key is not None and key == verdict.key_of(shared_path):  # not kept for a file that changed while it was read
         verdict.remember(codex_home, key, answer)
     return answer
-
-
-def _key_of(path: Path) -> list[int] | None:
-    """The config file's version for config/verdict.py (None: no regular file there to keep an answer for)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    import stat
-
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    from .verdict import stat_key
-
-    return stat_key(st)
 
 
 def codex_config_sets_codexr(doc: Mapping[str, Any]) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -28,6 +29,15 @@ RACY_NS = 2_000_000_000
 def stat_key(st: os.stat_result) -> list[int]:
     """What identifies one version of the file."""
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def key_of(path: Path) -> list[int] | None:
+    """The version of the config file at `path` (None: no regular file there to keep an answer for)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return stat_key(st) if stat.S_ISREG(st.st_mode) else None
 
 
 def _path(home: Path) -> str:
